@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 toolchain peft-bridge builds with. Idempotent; needs root (or sudo).
+set -euo pipefail
+PACKAGES=(
+  build-essential cmake g++ clang libclang-rt-14-dev   # native build, libFuzzer + sanitizers
+  libhwy-dev nlohmann-json3-dev                         # core dependencies
+  googletest libgtest-dev libbenchmark-dev              # tests (gtest sources also feed the WASM test build)
+  emscripten node-acorn                                 # WASM build (emcc's optimizer needs node-acorn)
+)
+# Node and npm may come from elsewhere (e.g. NodeSource); only fall back to Debian's when absent.
+command -v node >/dev/null || PACKAGES+=(nodejs)
+command -v npm >/dev/null || PACKAGES+=(npm)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

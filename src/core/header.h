@@ -1,0 +1,86 @@
+// The parsed, validated header of a safetensors file, stored as compact records.
+//
+// A 200,000-tensor header (about 20 MB of JSON) must parse within a small memory budget, so the
+// header keeps its raw JSON bytes and each tensor is a 32-byte record pointing into them: names
+// without escapes are views into the raw text; only escaped names are decoded into a side arena.
+// Tensors are kept in data order (sorted by data offsets), the order their bytes appear in the file.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/result.h"
+
+namespace pb {
+
+// The safetensors `__metadata__` map, in document order.
+using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+inline constexpr uint64_t kMaxHeaderSize = 100'000'000;  // reference MAX_HEADER_SIZE, inclusive
+
+struct TensorInfo {
+  std::string_view name;
+  Dtype dtype;
+  std::span<const uint64_t> shape;
+  uint64_t begin;  // data_offsets[0], relative to the start of the data region
+  uint64_t end;    // data_offsets[1], exclusive
+  uint64_t byte_length() const { return end - begin; }
+  uint64_t element_count() const;  // product of shape (1 for a scalar); fits after validation
+};
+
+class Header {
+ public:
+  size_t tensor_count() const { return records_.size(); }
+  TensorInfo tensor(size_t index) const;  // index in data order
+  std::optional<size_t> Find(std::string_view name) const;
+
+  uint64_t header_size() const { return header_size_; }       // N, the JSON length incl. padding
+  uint64_t data_start() const { return 8 + header_size_; }    // absolute offset of the data region
+  uint64_t data_size() const { return data_size_; }           // end of the last tensor
+  uint64_t file_size() const { return data_start() + data_size_; }
+  bool has_metadata() const { return has_metadata_; }         // false if absent or null
+  const Metadata& metadata() const { return metadata_; }
+
+ private:
+  friend class HeaderBuilder;
+  struct Record {
+    uint64_t begin;
+    uint64_t end;
+    uint32_t name_offset;  // into raw_ or, when name_decoded, into decoded_names_
+    uint32_t name_size;
+    uint32_t shape_offset;  // into dims_
+    uint16_t rank;
+    Dtype dtype;
+    bool name_decoded;
+  };
+  std::string raw_;            // the header JSON as read
+  std::string decoded_names_;  // names that contained escapes
+  std::vector<Record> records_;
+  std::vector<uint64_t> dims_;
+  std::vector<uint32_t> by_name_;  // record indices sorted by name, for Find
+  Metadata metadata_;
+  bool has_metadata_ = false;
+  uint64_t header_size_ = 0;
+  uint64_t data_size_ = 0;
+  std::string_view RecordName(const Record& r) const;
+};
+
+// Decodes the 8-byte little-endian length prefix. `prefix` is what is available of the file's start.
+// HeaderTooSmall if fewer than 8 bytes, HeaderTooLarge if N > kMaxHeaderSize.
+Result<uint64_t> ReadHeaderLength(std::span<const uint8_t> prefix);
+
+// Parses and validates header JSON (exactly N bytes, the bytes after the prefix), following the
+// reference reader's checks 4-6 in order (UTF-8, JSON schema, per-tensor offsets and sizes).
+// When total_file_size is given, also checks coverage (check 7, MetadataIncompleteBuffer).
+Result<Header> ParseHeader(std::string json, std::optional<uint64_t> total_file_size = std::nullopt);
+
+// Random access over a complete file already in memory: all checks, including coverage.
+Result<Header> ParseWholeFile(std::span<const uint8_t> file);
+
+}  // namespace pb

@@ -1,0 +1,556 @@
+// A strict, SAX-style parser for the safetensors header JSON, writing compact records directly.
+//
+// It follows serde_json's grammar as the reference reader sees it (see
+// ../shared/reference/safetensors-format.md §1.3, §2): plain unsigned integers only, no raw control
+// characters in strings, valid surrogate pairs, whitespace around the object allowed, unknown fields
+// inside a tensor ignored (but still well-formed). One deliberate difference: any repeated key is
+// rejected. A DOM is never built; a 20 MB header parses into records in one pass.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "core/header.h"
+#include "core/utf8.h"
+
+namespace pb {
+
+class HeaderBuilder {
+ public:
+  HeaderBuilder(Header& h, std::string json) : h_(h) {
+    h_.header_size_ = json.size();
+    h_.raw_ = std::move(json);
+    text_ = h_.raw_;
+  }
+
+  Status Parse();
+  Status Validate(std::optional<uint64_t> total_file_size);
+
+ private:
+  // A located syntax/schema error. `pos` is an index into the JSON text.
+  Error Fail(size_t pos, const std::string& what) const {
+    return MakeError(ErrorCode::InvalidHeaderDeserialization,
+                     what + " at header byte " + std::to_string(pos), std::nullopt, 8 + pos);
+  }
+  Error FailTensor(size_t pos, std::string_view tensor, const std::string& what) const {
+    return MakeError(ErrorCode::InvalidHeaderDeserialization,
+                     what + " in tensor `" + std::string(tensor) + "` at header byte " + std::to_string(pos),
+                     std::string(tensor), 8 + pos);
+  }
+
+  void SkipWhitespace() {
+    while (pos_ < text_.size()) {
+      char c = text_[pos_];
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') break;
+      ++pos_;
+    }
+  }
+  bool Consume(char c) {
+    SkipWhitespace();
+    if (pos_ < text_.size() && text_[pos_] == c) { ++pos_; return true; }
+    return false;
+  }
+  std::string Describe() const {
+    if (pos_ >= text_.size()) return "EOF while parsing";
+    return std::string("unexpected character '") + Printable(text_[pos_]) + "'";
+  }
+  static std::string Printable(char c) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7F) return std::string(1, c);
+    char buf[8];
+    snprintf(buf, sizeof buf, "\\x%02X", u);
+    return buf;
+  }
+
+  // Parses a string at pos_ (which must be '"'). If it has no escapes, `raw` is set to a view of
+  // the text and `decoded` stays empty; otherwise `decoded` holds the unescaped value.
+  Status ParseString(size_t& raw_begin, size_t& raw_size, std::string& decoded, bool& escaped);
+  Status ParseU64(uint64_t& out, std::string_view field, std::string_view tensor);
+  Status SkipValue(int depth);
+  Status SkipNumber();
+  Status ParseTensor(size_t name_begin, size_t name_size, const std::string& decoded, bool escaped);
+  Status ParseMetadata();
+  Status ParseU64Array(std::vector<uint64_t>& out, std::string_view field, std::string_view tensor);
+
+  Header& h_;
+  std::string_view text_;
+  size_t pos_ = 0;
+  bool seen_metadata_ = false;
+  std::vector<uint64_t> scratch_dims_;
+  std::vector<uint32_t> document_order_;  // record indices in document order (for stable sorting)
+};
+
+Status HeaderBuilder::ParseString(size_t& raw_begin, size_t& raw_size, std::string& decoded,
+                                  bool& escaped) {
+  // Precondition: text_[pos_] == '"'.
+  ++pos_;
+  raw_begin = pos_;
+  escaped = false;
+  decoded.clear();
+  size_t run_start = pos_;
+  while (true) {
+    // Fast scan over ordinary bytes.
+    while (pos_ < text_.size()) {
+      unsigned char c = static_cast<unsigned char>(text_[pos_]);
+      if (c == '"' || c == '\\' || c < 0x20) break;
+      ++pos_;
+    }
+    if (pos_ >= text_.size()) return Fail(pos_, "EOF while parsing a string");
+    unsigned char c = static_cast<unsigned char>(text_[pos_]);
+    if (c == '"') {
+      if (escaped) decoded.append(text_.substr(run_start, pos_ - run_start));
+      raw_size = pos_ - raw_begin;
+      ++pos_;
+      return Status::Ok();
+    }
+    if (c < 0x20) return Fail(pos_, "control character (\\u00" + std::string(1, "0123456789abcdef"[c >> 4]) +
+                                        std::string(1, "0123456789abcdef"[c & 15]) + ") while parsing a string");
+    // Backslash escape.
+    if (!escaped) { escaped = true; }
+    decoded.append(text_.substr(run_start, pos_ - run_start));
+    size_t esc_pos = pos_;
+    ++pos_;
+    if (pos_ >= text_.size()) return Fail(pos_, "EOF while parsing a string");
+    char e = text_[pos_++];
+    switch (e) {
+      case '"': decoded.push_back('"'); break;
+      case '\\': decoded.push_back('\\'); break;
+      case '/': decoded.push_back('/'); break;
+      case 'b': decoded.push_back('\b'); break;
+      case 'f': decoded.push_back('\f'); break;
+      case 'n': decoded.push_back('\n'); break;
+      case 'r': decoded.push_back('\r'); break;
+      case 't': decoded.push_back('\t'); break;
+      case 'u': {
+        auto hex4 = [&](uint32_t& v) -> bool {
+          if (pos_ + 4 > text_.size()) return false;
+          v = 0;
+          for (int i = 0; i < 4; ++i) {
+            char h = text_[pos_ + i];
+            v <<= 4;
+            if (h >= '0' && h <= '9') v |= h - '0';
+            else if (h >= 'a' && h <= 'f') v |= h - 'a' + 10;
+            else if (h >= 'A' && h <= 'F') v |= h - 'A' + 10;
+            else return false;
+          }
+          pos_ += 4;
+          return true;
+        };
+        uint32_t cp;
+        if (!hex4(cp)) return Fail(esc_pos, "invalid escape");
+        if (cp >= 0xDC00 && cp <= 0xDFFF) return Fail(esc_pos, "lone trailing surrogate in hex escape");
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+          if (pos_ + 2 > text_.size() || text_[pos_] != '\\' || text_[pos_ + 1] != 'u')
+            return Fail(esc_pos, "lone leading surrogate in hex escape");
+          pos_ += 2;
+          uint32_t lo;
+          if (!hex4(lo)) return Fail(esc_pos, "invalid escape");
+          if (lo < 0xDC00 || lo > 0xDFFF) return Fail(esc_pos, "lone leading surrogate in hex escape");
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        }
+        AppendUtf8(decoded, cp);
+        break;
+      }
+      default:
+        return Fail(esc_pos, "invalid escape");
+    }
+    run_start = pos_;
+  }
+}
+
+Status HeaderBuilder::SkipNumber() {
+  // JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+  size_t start = pos_;
+  auto digit = [&](size_t p) { return p < text_.size() && text_[p] >= '0' && text_[p] <= '9'; };
+  if (pos_ < text_.size() && text_[pos_] == '-') ++pos_;
+  if (!digit(pos_)) return Fail(start, "invalid number");
+  if (text_[pos_] == '0') {
+    ++pos_;
+    if (digit(pos_)) return Fail(start, "invalid number");
+  } else {
+    while (digit(pos_)) ++pos_;
+  }
+  if (pos_ < text_.size() && text_[pos_] == '.') {
+    ++pos_;
+    if (!digit(pos_)) return Fail(start, "invalid number");
+    while (digit(pos_)) ++pos_;
+  }
+  if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+    ++pos_;
+    if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
+    if (!digit(pos_)) return Fail(start, "invalid number");
+    while (digit(pos_)) ++pos_;
+  }
+  return Status::Ok();
+}
+
+Status HeaderBuilder::SkipValue(int depth) {
+  // serde_json refuses nesting deeper than 128; so do we, which also bounds our stack.
+  if (depth > 128) return Fail(pos_, "recursion limit exceeded");
+  SkipWhitespace();
+  if (pos_ >= text_.size()) return Fail(pos_, "EOF while parsing a value");
+  char c = text_[pos_];
+  size_t b, n;
+  bool esc;
+  std::string tmp;
+  switch (c) {
+    case '"':
+      return ParseString(b, n, tmp, esc);
+    case '{': {
+      ++pos_;
+      if (Consume('}')) return Status::Ok();
+      std::vector<std::string> keys;  // repeated keys are rejected at every level
+      while (true) {
+        SkipWhitespace();
+        if (pos_ >= text_.size() || text_[pos_] != '"') return Fail(pos_, "key must be a string");
+        size_t key_pos = pos_;
+        if (Status s = ParseString(b, n, tmp, esc); !s.ok()) return s;
+        std::string key = esc ? tmp : std::string(text_.substr(b, n));
+        if (std::find(keys.begin(), keys.end(), key) != keys.end())
+          return Fail(key_pos, "duplicate key `" + key + "`");
+        keys.push_back(std::move(key));
+        if (!Consume(':')) return Fail(pos_, "expected ':'");
+        if (Status s = SkipValue(depth + 1); !s.ok()) return s;
+        if (Consume(',')) continue;
+        if (Consume('}')) return Status::Ok();
+        return Fail(pos_, "expected ',' or '}'");
+      }
+    }
+    case '[': {
+      ++pos_;
+      if (Consume(']')) return Status::Ok();
+      while (true) {
+        if (Status s = SkipValue(depth + 1); !s.ok()) return s;
+        if (Consume(',')) continue;
+        if (Consume(']')) return Status::Ok();
+        return Fail(pos_, "expected ',' or ']'");
+      }
+    }
+    case 't':
+      if (text_.substr(pos_, 4) == "true") { pos_ += 4; return Status::Ok(); }
+      return Fail(pos_, "expected value");
+    case 'f':
+      if (text_.substr(pos_, 5) == "false") { pos_ += 5; return Status::Ok(); }
+      return Fail(pos_, "expected value");
+    case 'n':
+      if (text_.substr(pos_, 4) == "null") { pos_ += 4; return Status::Ok(); }
+      return Fail(pos_, "expected value");
+    default:
+      if (c == '-' || (c >= '0' && c <= '9')) return SkipNumber();
+      return Fail(pos_, "expected value");
+  }
+}
+
+Status HeaderBuilder::ParseU64(uint64_t& out, std::string_view field, std::string_view tensor) {
+  SkipWhitespace();
+  size_t start = pos_;
+  if (pos_ >= text_.size()) return Fail(pos_, "EOF while parsing a value");
+  char c = text_[pos_];
+  if (c == '-' || (c >= '0' && c <= '9')) {
+    // Validate the full number first, then insist it is a plain unsigned integer that fits in u64
+    // (serde_json reads anything else as a negative integer or a float: both rejected for usize).
+    if (Status s = SkipNumber(); !s.ok()) return s;
+    std::string_view num = text_.substr(start, pos_ - start);
+    if (num[0] == '-')
+      return FailTensor(start, tensor, "invalid value: integer `" + std::string(num) + "` in `" +
+                                           std::string(field) + "`, expected usize");
+    if (num.find_first_of(".eE") != std::string_view::npos)
+      return FailTensor(start, tensor, "invalid type: floating point `" + std::string(num) + "` in `" +
+                                           std::string(field) + "`, expected usize");
+    uint64_t v = 0;
+    for (char d : num) {
+      uint64_t digit = static_cast<uint64_t>(d - '0');
+      if (v > (UINT64_MAX - digit) / 10)
+        return FailTensor(start, tensor, "number `" + std::string(num) + "` in `" + std::string(field) +
+                                             "` does not fit in 64 bits");
+      v = v * 10 + digit;
+    }
+    out = v;
+    return Status::Ok();
+  }
+  return FailTensor(start, tensor, "invalid type in `" + std::string(field) + "`, expected usize");
+}
+
+Status HeaderBuilder::ParseU64Array(std::vector<uint64_t>& out, std::string_view field,
+                                    std::string_view tensor) {
+  out.clear();
+  if (!Consume('[')) return FailTensor(pos_, tensor, "invalid type in `" + std::string(field) + "`, expected a sequence");
+  if (Consume(']')) return Status::Ok();
+  while (true) {
+    uint64_t v;
+    if (Status s = ParseU64(v, field, tensor); !s.ok()) return s;
+    out.push_back(v);
+    if (Consume(',')) continue;
+    if (Consume(']')) return Status::Ok();
+    return Fail(pos_, "expected ',' or ']'");
+  }
+}
+
+Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std::string& decoded,
+                                  bool escaped) {
+  Header::Record rec{};
+  std::string_view name;
+  if (escaped) {
+    rec.name_decoded = true;
+    rec.name_offset = static_cast<uint32_t>(h_.decoded_names_.size());
+    rec.name_size = static_cast<uint32_t>(decoded.size());
+    h_.decoded_names_.append(decoded);
+    name = decoded;
+  } else {
+    rec.name_offset = static_cast<uint32_t>(name_begin);
+    rec.name_size = static_cast<uint32_t>(name_size);
+    name = text_.substr(name_begin, name_size);
+  }
+  size_t object_pos = pos_;
+  if (!Consume('{')) {
+    SkipWhitespace();
+    return FailTensor(pos_, name, "invalid type, expected struct TensorInfo");
+  }
+  bool have_dtype = false, have_shape = false, have_offsets = false;
+  std::vector<std::string> other_fields;
+  if (!Consume('}')) {
+    while (true) {
+      SkipWhitespace();
+      if (pos_ >= text_.size() || text_[pos_] != '"') return Fail(pos_, "key must be a string");
+      size_t key_pos = pos_;
+      size_t kb, kn;
+      bool kesc;
+      std::string kdec;
+      if (Status s = ParseString(kb, kn, kdec, kesc); !s.ok()) return s;
+      std::string_view key = kesc ? std::string_view(kdec) : text_.substr(kb, kn);
+      if (!Consume(':')) return Fail(pos_, "expected ':'");
+      auto duplicate = [&] { return FailTensor(key_pos, name, "duplicate field `" + std::string(key) + "`"); };
+      if (key == "dtype") {
+        if (have_dtype) return duplicate();
+        have_dtype = true;
+        SkipWhitespace();
+        size_t vpos = pos_;
+        if (pos_ >= text_.size() || text_[pos_] != '"') return FailTensor(vpos, name, "invalid type in `dtype`, expected a dtype name");
+        size_t vb, vn;
+        bool vesc;
+        std::string vdec;
+        if (Status s = ParseString(vb, vn, vdec, vesc); !s.ok()) return s;
+        std::string_view v = vesc ? std::string_view(vdec) : text_.substr(vb, vn);
+        auto dt = ParseDtype(v);
+        if (!dt) return FailTensor(vpos, name, "unknown dtype `" + std::string(v) + "`");
+        rec.dtype = *dt;
+      } else if (key == "shape") {
+        if (have_shape) return duplicate();
+        have_shape = true;
+        if (Status s = ParseU64Array(scratch_dims_, "shape", name); !s.ok()) return s;
+        if (scratch_dims_.size() > UINT16_MAX) return FailTensor(pos_, name, "too many dimensions");
+        rec.shape_offset = static_cast<uint32_t>(h_.dims_.size());
+        rec.rank = static_cast<uint16_t>(scratch_dims_.size());
+        h_.dims_.insert(h_.dims_.end(), scratch_dims_.begin(), scratch_dims_.end());
+      } else if (key == "data_offsets") {
+        if (have_offsets) return duplicate();
+        have_offsets = true;
+        size_t apos = pos_;
+        if (Status s = ParseU64Array(scratch_dims_, "data_offsets", name); !s.ok()) return s;
+        if (scratch_dims_.size() != 2)
+          return FailTensor(apos, name, "invalid length " + std::to_string(scratch_dims_.size()) +
+                                            " for `data_offsets`, expected 2");
+        rec.begin = scratch_dims_[0];
+        rec.end = scratch_dims_[1];
+      } else {
+        // Unknown fields are ignored, as serde does, but must be well-formed and not repeated.
+        std::string k(key);
+        if (std::find(other_fields.begin(), other_fields.end(), k) != other_fields.end()) return duplicate();
+        other_fields.push_back(std::move(k));
+        if (Status s = SkipValue(2); !s.ok()) return s;
+      }
+      if (Consume(',')) continue;
+      if (Consume('}')) break;
+      return Fail(pos_, "expected ',' or '}'");
+    }
+  }
+  if (!have_dtype) return FailTensor(object_pos, name, "missing field `dtype`");
+  if (!have_shape) return FailTensor(object_pos, name, "missing field `shape`");
+  if (!have_offsets) return FailTensor(object_pos, name, "missing field `data_offsets`");
+  h_.records_.push_back(rec);
+  return Status::Ok();
+}
+
+Status HeaderBuilder::ParseMetadata() {
+  SkipWhitespace();
+  if (text_.substr(pos_, 4) == "null") {
+    pos_ += 4;
+    return Status::Ok();  // null metadata is the same as none
+  }
+  if (!Consume('{')) return Fail(pos_, "invalid type in `__metadata__`, expected a map of strings");
+  h_.has_metadata_ = true;
+  if (Consume('}')) return Status::Ok();
+  while (true) {
+    SkipWhitespace();
+    if (pos_ >= text_.size() || text_[pos_] != '"') return Fail(pos_, "key must be a string");
+    size_t key_pos = pos_;
+    size_t b, n;
+    bool esc;
+    std::string dec;
+    if (Status s = ParseString(b, n, dec, esc); !s.ok()) return s;
+    std::string key = esc ? dec : std::string(text_.substr(b, n));
+    if (!Consume(':')) return Fail(pos_, "expected ':'");
+    SkipWhitespace();
+    if (pos_ >= text_.size() || text_[pos_] != '"')
+      return Fail(pos_, "invalid type in `__metadata__` value for `" + key + "`, expected a string");
+    if (Status s = ParseString(b, n, dec, esc); !s.ok()) return s;
+    for (const auto& kv : h_.metadata_)
+      if (kv.first == key) return Fail(key_pos, "duplicate key `" + key + "` in `__metadata__`");
+    h_.metadata_.emplace_back(std::move(key), esc ? dec : std::string(text_.substr(b, n)));
+    if (Consume(',')) continue;
+    if (Consume('}')) return Status::Ok();
+    return Fail(pos_, "expected ',' or '}'");
+  }
+}
+
+Status HeaderBuilder::Parse() {
+  if (!IsValidUtf8(text_)) {
+    size_t bad = FirstInvalidUtf8(text_);
+    return MakeError(ErrorCode::InvalidHeader,
+                     "header is not valid UTF-8 (invalid byte at header byte " + std::to_string(bad) + ")",
+                     std::nullopt, 8 + bad);
+  }
+  SkipWhitespace();
+  if (pos_ >= text_.size()) return Fail(pos_, "EOF while parsing a value");
+  if (text_[pos_] != '{') return Fail(pos_, "invalid type: expected a JSON object");
+  ++pos_;
+  if (!Consume('}')) {
+    while (true) {
+      SkipWhitespace();
+      if (pos_ >= text_.size()) return Fail(pos_, "EOF while parsing an object");
+      if (text_[pos_] != '"') return Fail(pos_, "key must be a string");
+      size_t key_pos = pos_;
+      size_t b, n;
+      bool esc;
+      std::string dec;
+      if (Status s = ParseString(b, n, dec, esc); !s.ok()) return s;
+      if (!Consume(':')) return Fail(pos_, "expected ':'");
+      std::string_view key = esc ? std::string_view(dec) : text_.substr(b, n);
+      if (key == "__metadata__") {
+        if (seen_metadata_) return Fail(key_pos, "duplicate field `__metadata__`");
+        seen_metadata_ = true;
+        if (Status s = ParseMetadata(); !s.ok()) return s;
+      } else {
+        if (Status s = ParseTensor(b, n, dec, esc); !s.ok()) return s;
+      }
+      if (Consume(',')) continue;
+      if (Consume('}')) break;
+      SkipWhitespace();
+      return Fail(pos_, pos_ >= text_.size() ? "EOF while parsing an object" : "expected ',' or '}'");
+    }
+  }
+  SkipWhitespace();
+  if (pos_ != text_.size()) return Fail(pos_, "trailing characters");
+
+  // Repeated tensor names (project decision: rejected). Sorting by name also builds the Find index.
+  auto& idx = h_.by_name_;
+  idx.resize(h_.records_.size());
+  std::iota(idx.begin(), idx.end(), 0u);
+  std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) {
+    return h_.RecordName(h_.records_[a]) < h_.RecordName(h_.records_[b]);
+  });
+  for (size_t i = 1; i < idx.size(); ++i) {
+    std::string_view a = h_.RecordName(h_.records_[idx[i - 1]]);
+    if (a == h_.RecordName(h_.records_[idx[i]]))
+      return MakeError(ErrorCode::InvalidHeaderDeserialization,
+                       "duplicate tensor name `" + std::string(a) + "`", std::string(a));
+  }
+  return Status::Ok();
+}
+
+Status HeaderBuilder::Validate(std::optional<uint64_t> total_file_size) {
+  auto& recs = h_.records_;
+  // Data order: by (begin, end), ties kept in document order (stable).
+  std::vector<uint32_t> order(recs.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    if (recs[a].begin != recs[b].begin) return recs[a].begin < recs[b].begin;
+    return recs[a].end < recs[b].end;
+  });
+  uint64_t running = 0;
+  for (uint32_t i : order) {
+    const Header::Record& r = recs[i];
+    std::string name(h_.RecordName(r));
+    if (r.begin != running || r.end < r.begin)
+      return MakeError(ErrorCode::InvalidOffset,
+                       "invalid offset for tensor `" + name + "`: data_offsets [" + std::to_string(r.begin) +
+                           ", " + std::to_string(r.end) + "] but the previous tensor ends at " +
+                           std::to_string(running),
+                       name, h_.data_start() + r.begin);
+    // Element count with checked multiplies, left to right, then x bits (checked), as the reference.
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (uint16_t d = 0; d < r.rank; ++d) {
+      if (__builtin_mul_overflow(numel, h_.dims_[r.shape_offset + d], &numel)) { overflow = true; break; }
+    }
+    uint64_t bits = 0;
+    if (!overflow && __builtin_mul_overflow(numel, uint64_t{DtypeBits(r.dtype)}, &bits)) overflow = true;
+    if (overflow)
+      return MakeError(ErrorCode::ValidationOverflow,
+                       "tensor `" + name + "`: element count times dtype bits overflows 64 bits", name,
+                       h_.data_start() + r.begin);
+    if (bits % 8 != 0)
+      return MakeError(ErrorCode::MisalignedSlice,
+                       "tensor `" + name + "`: " + std::to_string(numel) + " elements of " +
+                           std::string(DtypeName(r.dtype)) + " do not fill whole bytes",
+                       name, h_.data_start() + r.begin);
+    if (r.end - r.begin != bits / 8)
+      return MakeError(ErrorCode::TensorInvalidInfo,
+                       "tensor `" + name + "`: data_offsets span " + std::to_string(r.end - r.begin) +
+                           " bytes but dtype and shape need " + std::to_string(bits / 8),
+                       name, h_.data_start() + r.begin);
+    running = r.end;
+  }
+  h_.data_size_ = running;
+  if (total_file_size && *total_file_size != h_.file_size()) {
+    return MakeError(ErrorCode::MetadataIncompleteBuffer,
+                     "file is " + std::to_string(*total_file_size) + " bytes but the header describes " +
+                         std::to_string(h_.file_size()),
+                     std::nullopt, std::min(*total_file_size, h_.file_size()));
+  }
+  // Store records in data order, remapping the by-name index.
+  std::vector<Header::Record> sorted(recs.size());
+  std::vector<uint32_t> new_pos(recs.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    sorted[k] = recs[order[k]];
+    new_pos[order[k]] = static_cast<uint32_t>(k);
+  }
+  recs.swap(sorted);
+  for (uint32_t& v : h_.by_name_) v = new_pos[v];
+  return Status::Ok();
+}
+
+Result<uint64_t> ReadHeaderLength(std::span<const uint8_t> prefix) {
+  if (prefix.size() < 8)
+    return MakeError(ErrorCode::HeaderTooSmall,
+                     "file is " + std::to_string(prefix.size()) + " bytes, fewer than the 8-byte length prefix");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | prefix[i];
+  if (n > kMaxHeaderSize)
+    return MakeError(ErrorCode::HeaderTooLarge,
+                     "header length " + std::to_string(n) + " exceeds the limit of " +
+                         std::to_string(kMaxHeaderSize) + " bytes",
+                     std::nullopt, 0);
+  return n;
+}
+
+Result<Header> ParseHeader(std::string json, std::optional<uint64_t> total_file_size) {
+  Header h;
+  HeaderBuilder builder(h, std::move(json));
+  if (Status s = builder.Parse(); !s.ok()) return s.error();
+  if (Status s = builder.Validate(total_file_size); !s.ok()) return s.error();
+  return h;
+}
+
+Result<Header> ParseWholeFile(std::span<const uint8_t> file) {
+  auto n = ReadHeaderLength(file);
+  if (!n.ok()) return n.error();
+  if (file.size() - 8 < n.value())
+    return MakeError(ErrorCode::InvalidHeaderLength,
+                     "header length " + std::to_string(n.value()) + " runs past the end of the " +
+                         std::to_string(file.size()) + "-byte file",
+                     std::nullopt, 0);
+  std::string json(reinterpret_cast<const char*>(file.data()) + 8, n.value());
+  return ParseHeader(std::move(json), file.size());
+}
+
+}  // namespace pb

@@ -1,0 +1,24 @@
+// Human and JSON renderings of headers and errors. They live in the core so the native CLI and the
+// npm package's CLI (WASM under Node) print byte-identical output.
+#pragma once
+
+#include <string>
+
+#include "core/convert_stream.h"
+#include "core/header.h"
+
+namespace pb {
+
+// `peft-bridge inspect` text: tensors (name, dtype, shape, bytes), metadata, parameters per dtype.
+std::string RenderInspectText(const Header& header);
+// `peft-bridge inspect --json`: {"ok":true, headerSize, dataSize, fileSize, metadata, tensors, parameters…}
+std::string RenderInspectJson(const Header& header);
+// {"ok":false,"error":{"code","message","tensor","offset"}}
+std::string RenderErrorJson(const Error& error);
+// One line for stderr: "error: <code>: <message>"
+std::string RenderErrorText(const Error& error);
+// Summary of a finished conversion (text or JSON).
+std::string RenderConvertText(const ConversionPlan& plan, const Header& source);
+std::string RenderConvertJson(const ConversionPlan& plan, const Header& source);
+
+}  // namespace pb

@@ -1,0 +1,80 @@
+// Streaming safetensors writer. The header depends only on names, dtypes and shapes, so it is
+// computed up front (PlanWrite) and emitted before any data; tensor bytes are then pushed in plan
+// order and passed straight through to the sink. Nothing beyond the chunk in flight is held.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/header.h"
+
+namespace pb {
+
+struct TensorSpec {
+  std::string name;
+  Dtype dtype;
+  std::vector<uint64_t> shape;
+};
+
+enum class TensorOrder {
+  // The Rust serializer's order: dtype descending in enum order, then name by bytes. Re-serializing a
+  // file written by Python safetensors then gives identical bytes.
+  kReference,
+  // The input's order, for streaming a source through unchanged in layout.
+  kInput,
+};
+
+struct PlannedTensor {
+  size_t input_index;  // position in the TensorSpec list given to PlanWrite
+  uint64_t begin;      // data_offsets, relative to the data region
+  uint64_t end;
+};
+
+struct WritePlan {
+  std::string header;                  // 8-byte length prefix + compact JSON padded with spaces to 8
+  std::vector<PlannedTensor> tensors;  // in the order their bytes must be written
+  uint64_t data_size = 0;              // sum of the tensors' byte lengths
+  uint64_t total_size() const { return header.size() + data_size; }
+};
+
+// Builds the header. Metadata, when given (even empty), is written first as `__metadata__`; its keys
+// are sorted by bytes (the reference's order is random, so sorting is our deterministic choice).
+// Errors: InvalidArgument (repeated or reserved name), ValidationOverflow, MisalignedSlice,
+// HeaderTooLarge (padded JSON over 100,000,000 bytes).
+Result<WritePlan> PlanWrite(const std::vector<TensorSpec>& tensors, const std::optional<Metadata>& metadata,
+                            TensorOrder order);
+
+// Appends `text` as a JSON string literal with serde_json's escaping.
+void AppendJsonString(std::string& out, std::string_view text);
+
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual Status Write(std::span<const uint8_t> bytes) = 0;
+};
+
+class StreamingWriter {
+ public:
+  StreamingWriter(WritePlan plan, ByteSink& sink) : plan_(std::move(plan)), sink_(sink) {}
+
+  // Emits the prefix and header. Must be called once, first.
+  Status Begin();
+  // Tensor bytes in plan order; a chunk may span several tensors.
+  Status Write(std::span<const uint8_t> bytes);
+  // Fails with InvalidArgument unless every planned byte was written.
+  Status Finish();
+
+  const WritePlan& plan() const { return plan_; }
+  uint64_t data_written() const { return written_; }
+
+ private:
+  WritePlan plan_;
+  ByteSink& sink_;
+  bool begun_ = false;
+  uint64_t written_ = 0;
+};
+
+}  // namespace pb
