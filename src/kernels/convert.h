@@ -33,4 +33,8 @@ bool CanConvert(Dtype from, Dtype to);
 // pointers are allowed. Returns false for unsupported pairs.
 bool ConvertElements(Dtype from, Dtype to, const void* in, void* out, size_t n);
 
+// Name of the Highway target the kernels currently dispatch to (e.g. "AVX2"; "WASM" in the WASM
+// build). For tests and diagnostics.
+const char* KernelTargetName();
+
 }  // namespace pb::kernels

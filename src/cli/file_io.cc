@@ -1,0 +1,139 @@
+#include "cli/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+namespace pb::cli {
+namespace {
+
+constexpr size_t kWriteBuffer = 4 << 20;
+
+Error IoFailure(const std::string& what, const std::string& path) {
+  return MakeError(ErrorCode::IoError, what + " `" + path + "`: " + std::strerror(errno));
+}
+
+}  // namespace
+
+Result<InputFile> InputFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IoFailure("cannot open", path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    Error e = IoFailure("cannot stat", path);
+    ::close(fd);
+    return e;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return MakeError(ErrorCode::IoError, "`" + path + "` is not a regular file");
+  }
+  return InputFile(fd, static_cast<uint64_t>(st.st_size), path);
+}
+
+InputFile::InputFile(InputFile&& other) noexcept
+    : fd_(other.fd_), size_(other.size_), path_(std::move(other.path_)) {
+  other.fd_ = -1;
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status InputFile::ReadAt(uint64_t offset, std::span<uint8_t> out) const {
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoFailure("cannot read", path_);
+    }
+    if (n == 0) return MakeError(ErrorCode::IoError, "`" + path_ + "` shrank while being read");
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Result<Header> InputFile::ReadHeader() const {
+  uint8_t prefix[8];
+  size_t have = static_cast<size_t>(std::min<uint64_t>(size_, 8));
+  if (Status s = ReadAt(0, std::span<uint8_t>(prefix, have)); !s.ok()) return s.error();
+  auto n = ReadHeaderLength(std::span<const uint8_t>(prefix, have));
+  if (!n.ok()) return n.error();
+  if (size_ - 8 < n.value())
+    return MakeError(ErrorCode::InvalidHeaderLength,
+                     "header length " + std::to_string(n.value()) + " runs past the end of the " +
+                         std::to_string(size_) + "-byte file",
+                     std::nullopt, 0);
+  std::string json(n.value(), '\0');
+  if (Status s = ReadAt(8, std::span<uint8_t>(reinterpret_cast<uint8_t*>(json.data()), json.size())); !s.ok())
+    return s.error();
+  return ParseHeader(std::move(json), size_);
+}
+
+bool InputFile::IsSameFile(const std::string& path) const {
+  struct stat a, b;
+  if (::fstat(fd_, &a) != 0 || ::stat(path.c_str(), &b) != 0) return false;
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+Result<std::unique_ptr<AtomicOutputFile>> AtomicOutputFile::Create(const std::string& path) {
+  std::string temp = path + ".tmp-XXXXXX";
+  int fd = ::mkstemp(temp.data());
+  if (fd < 0) return IoFailure("cannot create a temporary file for", path);
+  // mkstemp makes the file 0600; give it the mode a plain create would (0666 minus the umask).
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  return std::unique_ptr<AtomicOutputFile>(new AtomicOutputFile(fd, std::move(temp), path));
+}
+
+AtomicOutputFile::~AtomicOutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temp_path_.c_str());
+}
+
+Status AtomicOutputFile::Flush() {
+  size_t done = 0;
+  while (done < buffer_.size()) {
+    ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoFailure("cannot write", temp_path_);
+    }
+    done += static_cast<size_t>(n);
+  }
+  buffer_.clear();
+  return Status::Ok();
+}
+
+Status AtomicOutputFile::Write(std::span<const uint8_t> bytes) {
+  if (buffer_.capacity() < kWriteBuffer) buffer_.reserve(kWriteBuffer);
+  while (!bytes.empty()) {
+    size_t take = std::min(bytes.size(), kWriteBuffer - buffer_.size());
+    buffer_.insert(buffer_.end(), bytes.begin(), bytes.begin() + take);
+    bytes = bytes.subspan(take);
+    if (buffer_.size() == kWriteBuffer)
+      if (Status s = Flush(); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status AtomicOutputFile::Commit() {
+  if (Status s = Flush(); !s.ok()) return s;
+  if (::fsync(fd_) != 0) return IoFailure("cannot sync", temp_path_);
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    return IoFailure("cannot close", temp_path_);
+  }
+  fd_ = -1;
+  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) return IoFailure("cannot rename into", final_path_);
+  committed_ = true;
+  return Status::Ok();
+}
+
+}  // namespace pb::cli

@@ -1,0 +1,56 @@
+// File access for the native CLI: the only place in the native build that touches the file system.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+#include <span>
+#include <string>
+
+#include "core/header.h"
+#include "core/writer.h"
+
+namespace pb::cli {
+
+// A read-only file read with pread (random access; the file is never modified).
+class InputFile {
+ public:
+  static Result<InputFile> Open(const std::string& path);
+  InputFile(InputFile&& other) noexcept;
+  InputFile& operator=(InputFile&&) = delete;
+  ~InputFile();
+  uint64_t size() const { return size_; }
+  Status ReadAt(uint64_t offset, std::span<uint8_t> out) const;
+  // Reads and validates the header (all checks, coverage against the file size).
+  Result<Header> ReadHeader() const;
+  // True if `path` names this same file (same device and inode).
+  bool IsSameFile(const std::string& path) const;
+
+ private:
+  InputFile(int fd, uint64_t size, std::string path) : fd_(fd), size_(size), path_(std::move(path)) {}
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  std::string path_;
+};
+
+// Writes to a temporary file beside the destination and renames it into place on Commit, so readers
+// never see a partial file. If Commit is not reached, the destructor removes the temporary file.
+class AtomicOutputFile final : public ByteSink {
+ public:
+  static Result<std::unique_ptr<AtomicOutputFile>> Create(const std::string& path);
+  ~AtomicOutputFile() override;
+  Status Write(std::span<const uint8_t> bytes) override;
+  Status Commit();
+
+ private:
+  AtomicOutputFile(int fd, std::string temp_path, std::string final_path)
+      : fd_(fd), temp_path_(std::move(temp_path)), final_path_(std::move(final_path)) {}
+  Status Flush();
+  int fd_ = -1;
+  std::string temp_path_;
+  std::string final_path_;
+  std::vector<uint8_t> buffer_;  // write-behind buffer, bounded
+  bool committed_ = false;
+};
+
+}  // namespace pb::cli

@@ -1,0 +1,39 @@
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/file_io.h"
+#include "core/cli_text.h"
+#include "core/report.h"
+
+namespace pb::cli {
+
+int RunInspect(const std::vector<std::string>& args) {
+  bool json = false;
+  std::vector<std::string> positional;
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::string_view help = CliHelp("inspect");
+      std::fwrite(help.data(), 1, help.size(), stdout);
+      return 0;
+    }
+    if (a == "--json") json = true;
+    else if (a.size() > 1 && a[0] == '-') return UsageError("inspect", "unknown option `" + a + "`");
+    else positional.push_back(a);
+  }
+  if (positional.size() != 1) return UsageError("inspect", "expected exactly one FILE");
+
+  auto fail = [&](const Error& e) {
+    std::string out = json ? RenderErrorJson(e) : RenderErrorText(e);
+    std::fwrite(out.data(), 1, out.size(), json ? stdout : stderr);
+    return 1;
+  };
+  auto file = InputFile::Open(positional[0]);
+  if (!file.ok()) return fail(file.error());
+  auto header = file->ReadHeader();
+  if (!header.ok()) return fail(header.error());
+  std::string out = json ? RenderInspectJson(header.value()) : RenderInspectText(header.value());
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace pb::cli

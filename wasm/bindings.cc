@@ -1,0 +1,441 @@
+// Embind layer over pb_core: small handle classes that adapt the push-based core to JS, and nothing more.
+//
+// Conventions shared by every handle (web/src/*.js relies on them):
+//  - Input goes through a handle-owned, page-aligned heap window: JS calls window(n) (which may grow the heap),
+//    copies its bytes to the returned address, then calls feed/write/push(n).
+//  - Output is a chunk table the JS side reads right after the call and copies out before the next one:
+//    5 doubles per chunk (tensor index or -1, offset within the tensor, 1 if the bytes lie in the input window
+//    else 0, position in the window or in the owned buffer, length). Bytes still in the window are not copied
+//    in C++; bytes the core produced in its own short-lived buffers are copied once into the owned buffer.
+//  - Calls that can fail return false; error_json() then holds RenderErrorJson's output.
+//  - 64-bit sizes and offsets cross as double (exact below 2^53), never as BigInt.
+#include <emscripten/bind.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/convert_stream.h"
+#include "core/reader.h"
+#include "core/report.h"
+#include "core/writer.h"
+
+namespace pb::wasm {
+namespace {
+
+std::optional<uint64_t> OptionalSize(double size) {
+  if (!(size >= 0)) return std::nullopt;
+  return static_cast<uint64_t>(size);
+}
+
+// A page-aligned input buffer that only grows. Page alignment keeps large copies out of 4K aliasing.
+class Window {
+ public:
+  Window() = default;
+  Window(const Window&) = delete;
+  Window& operator=(const Window&) = delete;
+  ~Window() { std::free(data_); }
+
+  uint8_t* Reserve(size_t n) {
+    if (n > capacity_ || data_ == nullptr) {
+      size_t cap = std::max<size_t>({n, capacity_ + capacity_ / 2, size_t{64} << 10});
+      cap = (cap + 4095) & ~size_t{4095};
+      std::free(data_);
+      data_ = static_cast<uint8_t*>(std::aligned_alloc(4096, cap));
+      capacity_ = data_ ? cap : 0;
+    }
+    return data_;
+  }
+  // The n bytes JS has copied in, or an empty span when n exceeds what was reserved.
+  std::optional<std::span<const uint8_t>> Filled(size_t n) const {
+    if (n > capacity_) return std::nullopt;
+    return std::span<const uint8_t>(data_, n);
+  }
+  const uint8_t* data() const { return data_; }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Collects reader events and sink writes for one call (see the chunk table convention above).
+class Chunks : public ByteSink {
+ public:
+  explicit Chunks(const Window& window) : window_(window) {}
+  void Clear() {
+    table_.clear();
+    owned_.clear();
+  }
+  void Add(double tensor, double offset, std::span<const uint8_t> bytes) {
+    if (bytes.empty()) return;
+    const uint8_t* w = window_.data();
+    if (w && bytes.data() >= w && bytes.data() + bytes.size() <= w + window_.capacity()) {
+      table_.insert(table_.end(), {tensor, offset, 1.0, double(bytes.data() - w), double(bytes.size())});
+    } else {
+      table_.insert(table_.end(), {tensor, offset, 0.0, double(owned_.size()), double(bytes.size())});
+      owned_.insert(owned_.end(), bytes.begin(), bytes.end());
+    }
+  }
+  Status Write(std::span<const uint8_t> bytes) override {
+    Add(-1, 0, bytes);
+    return Status::Ok();
+  }
+  uintptr_t table() const { return reinterpret_cast<uintptr_t>(table_.data()); }
+  size_t count() const { return table_.size() / 5; }
+  uintptr_t owned() const { return reinterpret_cast<uintptr_t>(owned_.data()); }
+
+ private:
+  const Window& window_;
+  std::vector<double> table_;
+  std::vector<uint8_t> owned_;
+};
+
+// The parts every handle shares: window, chunk table, last error.
+class Handle {
+ public:
+  Handle() : chunks_(window_) {}
+  uintptr_t window(size_t n) { return reinterpret_cast<uintptr_t>(window_.Reserve(n)); }
+  uintptr_t chunk_table() const { return chunks_.table(); }
+  size_t chunk_count() const { return chunks_.count(); }
+  uintptr_t owned_bytes() const { return chunks_.owned(); }
+  std::string error_json() const { return error_ ? RenderErrorJson(*error_) : std::string(); }
+  std::string error_text() const { return error_ ? RenderErrorText(*error_) : std::string(); }
+
+ protected:
+  bool Check(const Status& s) {
+    if (!s.ok()) error_ = s.error();
+    return s.ok();
+  }
+  bool Fail(Error e) {
+    error_ = std::move(e);
+    return false;
+  }
+  // Starts a call that consumes n window bytes.
+  std::optional<std::span<const uint8_t>> Begin(size_t n) {
+    chunks_.Clear();
+    auto bytes = window_.Filled(n);
+    if (!bytes) error_ = MakeError(ErrorCode::InvalidArgument, "more bytes than the window holds");
+    return bytes;
+  }
+
+  Window window_;
+  Chunks chunks_;
+  std::optional<Error> error_;
+};
+
+std::optional<TensorOrder> ParseOrder(const std::string& order) {
+  if (order == "reference") return TensorOrder::kReference;
+  if (order == "input") return TensorOrder::kInput;
+  return std::nullopt;
+}
+
+// StreamingReader: header event plus tensor data spans (still in the window, so never copied here).
+class Reader : public Handle, private ReaderEvents {
+ public:
+  explicit Reader(double total_size) : reader_(ReaderOptions{OptionalSize(total_size)}) {}
+
+  bool feed(size_t n) {
+    auto bytes = Begin(n);
+    return bytes && Check(reader_.Feed(*bytes, *this));
+  }
+  bool finish() {
+    chunks_.Clear();
+    return Check(reader_.Finish(*this));
+  }
+  bool header_done() const { return reader_.header_done(); }
+  double bytes_until_header() const { return double(reader_.bytes_until_header()); }
+  double bytes_fed() const { return double(reader_.bytes_fed()); }
+  std::string header_json() const { return reader_.header() ? RenderInspectJson(*reader_.header()) : std::string(); }
+  std::string header_text() const { return reader_.header() ? RenderInspectText(*reader_.header()) : std::string(); }
+
+ private:
+  Status OnHeader(const Header&) override { return Status::Ok(); }
+  Status OnTensorData(size_t tensor, uint64_t offset, std::span<const uint8_t> bytes) override {
+    chunks_.Add(double(tensor), double(offset), bytes);
+    return Status::Ok();
+  }
+  StreamingReader reader_;
+};
+
+// PlanWrite + StreamingWriter. The spec arrives as JSON: {"tensors":[{"name","dtype","shape"}],
+// "metadata":{…}|null, "order":"reference"|"input"}.
+class Writer : public Handle {
+ public:
+  explicit Writer(const std::string& spec_json) {
+    auto parsed = ParseSpec(spec_json);
+    if (!parsed.ok()) {
+      Fail(parsed.error());
+      return;
+    }
+    auto plan = PlanWrite(parsed->tensors, parsed->metadata, parsed->order);
+    if (!plan.ok()) {
+      Fail(plan.error());
+      return;
+    }
+    writer_.emplace(std::move(plan.value()), chunks_);
+  }
+
+  bool ok() const { return writer_.has_value(); }
+  size_t planned_count() const { return writer_ ? writer_->plan().tensors.size() : 0; }
+  double planned_input(size_t i) const { return double(writer_->plan().tensors.at(i).input_index); }
+  double planned_begin(size_t i) const { return double(writer_->plan().tensors.at(i).begin); }
+  double planned_end(size_t i) const { return double(writer_->plan().tensors.at(i).end); }
+  double header_size() const { return writer_ ? double(writer_->plan().header.size()) : 0; }
+  double data_size() const { return writer_ ? double(writer_->plan().data_size) : 0; }
+  double data_written() const { return writer_ ? double(writer_->data_written()) : 0; }
+
+  bool begin() {
+    chunks_.Clear();
+    return writer_ && Check(writer_->Begin());
+  }
+  bool write(size_t n) {
+    auto bytes = Begin(n);
+    return bytes && writer_ && Check(writer_->Write(*bytes));
+  }
+  bool finish() {
+    chunks_.Clear();
+    return writer_ && Check(writer_->Finish());
+  }
+
+ private:
+  struct Spec {
+    std::vector<TensorSpec> tensors;
+    std::optional<Metadata> metadata;
+    TensorOrder order = TensorOrder::kReference;
+  };
+  static Error Bad(std::string message) { return MakeError(ErrorCode::InvalidArgument, std::move(message)); }
+
+  static Result<Spec> ParseSpec(const std::string& text) {
+    using nlohmann::ordered_json;
+    ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return Bad("writer spec is not a JSON object");
+    Spec spec;
+    if (j.contains("order")) {
+      const auto& o = j["order"];
+      auto order = o.is_string() ? ParseOrder(o.get<std::string>()) : std::nullopt;
+      if (!order) return Bad("order must be \"reference\" or \"input\"");
+      spec.order = *order;
+    }
+    if (j.contains("metadata") && !j["metadata"].is_null()) {
+      const auto& m = j["metadata"];
+      if (!m.is_object()) return Bad("metadata must be an object of strings");
+      Metadata metadata;
+      for (const auto& [k, v] : m.items()) {
+        if (!v.is_string()) return Bad("metadata value for `" + k + "` is not a string");
+        metadata.emplace_back(k, v.get<std::string>());
+      }
+      spec.metadata = std::move(metadata);
+    }
+    if (!j.contains("tensors") || !j["tensors"].is_array()) return Bad("tensors must be an array");
+    for (const auto& t : j["tensors"]) {
+      if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
+        return Bad("every tensor needs a string name");
+      std::string name = t["name"].get<std::string>();
+      if (!t.contains("dtype") || !t["dtype"].is_string())
+        return MakeError(ErrorCode::InvalidArgument, "tensor `" + name + "` needs a dtype", name);
+      auto dtype = ParseDtype(t["dtype"].get<std::string>());
+      if (!dtype)
+        return MakeError(ErrorCode::UnsupportedDtype,
+                         "tensor `" + name + "`: unknown dtype " + t["dtype"].get<std::string>(), name);
+      if (!t.contains("shape") || !t["shape"].is_array())
+        return MakeError(ErrorCode::InvalidArgument, "tensor `" + name + "` needs a shape array", name);
+      std::vector<uint64_t> shape;
+      for (const auto& d : t["shape"]) {
+        if (!d.is_number_unsigned())
+          return MakeError(ErrorCode::InvalidArgument,
+                           "tensor `" + name + "`: shape entries must be non-negative integers", name);
+        shape.push_back(d.get<uint64_t>());
+      }
+      spec.tensors.push_back({std::move(name), *dtype, std::move(shape)});
+    }
+    return spec;
+  }
+
+  std::optional<StreamingWriter> writer_;
+};
+
+std::optional<Dtype> ParseTarget(const std::string& dtype) { return ParseDtype(dtype); }
+
+// StreamingConverter: the source file's bytes in, the converted file out, input order.
+class StreamConverter : public Handle {
+ public:
+  StreamConverter(const std::string& target, double total_size) {
+    auto dtype = ParseTarget(target);
+    if (!dtype) {
+      Fail(MakeError(ErrorCode::UnsupportedDtype, "unknown target dtype " + target));
+      return;
+    }
+    converter_ = std::make_unique<StreamingConverter>(*dtype, chunks_, ReaderOptions{OptionalSize(total_size)});
+  }
+  bool ok() const { return converter_ != nullptr; }
+  bool feed(size_t n) {
+    auto bytes = Begin(n);
+    return bytes && converter_ && Check(converter_->Feed(*bytes));
+  }
+  bool finish() {
+    chunks_.Clear();
+    return converter_ && Check(converter_->Finish());
+  }
+  bool header_done() const { return converter_ && converter_->plan() != nullptr; }
+  std::string header_json() const { return header_done() ? RenderInspectJson(*converter_->header()) : ""; }
+  std::string summary_text() const {
+    return header_done() ? RenderConvertText(*converter_->plan(), *converter_->header()) : "";
+  }
+  std::string summary_json() const {
+    return header_done() ? RenderConvertJson(*converter_->plan(), *converter_->header()) : "";
+  }
+  double output_size() const { return header_done() ? double(converter_->plan()->write.total_size()) : -1; }
+
+ private:
+  std::unique_ptr<StreamingConverter> converter_;
+};
+
+// Random-access conversion: the header is fed through a StreamingReader (with the file size, so every check
+// runs, coverage included); then the plan names the source range of every output tensor, the edge reads those
+// ranges (pread, Blob.slice…) and pushes their bytes in plan order into TensorBytesConverter.
+class RangeConverter : public Handle, private ReaderEvents {
+ public:
+  RangeConverter(const std::string& target, double total_size, const std::string& order)
+      : reader_(ReaderOptions{OptionalSize(total_size)}) {
+    auto dtype = ParseTarget(target);
+    auto o = ParseOrder(order);
+    if (!dtype) Fail(MakeError(ErrorCode::UnsupportedDtype, "unknown target dtype " + target));
+    else if (!o) Fail(MakeError(ErrorCode::InvalidArgument, "order must be \"reference\" or \"input\""));
+    else { target_ = *dtype; order_ = *o; }
+  }
+  bool ok() const { return !error_.has_value(); }
+  double bytes_until_header() const { return double(reader_.bytes_until_header()); }
+  // Header bytes only; once the header is complete the plan is made and the output header emitted.
+  bool feed_header(size_t n) {
+    auto bytes = Begin(n);
+    if (!bytes || error_) return false;
+    if (!Check(reader_.Feed(*bytes, *this))) return false;
+    if (reader_.header_done() && !converter_) {
+      auto plan = PlanConversion(*reader_.header(), target_, order_);
+      if (!plan.ok()) return Fail(plan.error());
+      converter_ = std::make_unique<TensorBytesConverter>(std::move(plan.value()), chunks_);
+      return Check(converter_->Begin());
+    }
+    return true;
+  }
+  // The source stream ended before the header was complete: reports the reader's error.
+  bool finish_header() {
+    chunks_.Clear();
+    return Check(reader_.Finish(*this));
+  }
+  bool planned() const { return converter_ != nullptr; }
+  size_t range_count() const { return converter_ ? converter_->plan().source_tensor.size() : 0; }
+  // Absolute file offsets of planned tensor i's source bytes.
+  double range_begin(size_t i) const { return double(reader_.header()->data_start() + Source(i).begin); }
+  double range_end(size_t i) const { return double(reader_.header()->data_start() + Source(i).end); }
+  bool push(size_t n) {
+    auto bytes = Begin(n);
+    return bytes && converter_ && Check(converter_->Push(*bytes));
+  }
+  bool finish() {
+    chunks_.Clear();
+    return converter_ && Check(converter_->Finish());
+  }
+  std::string header_json() const { return reader_.header() ? RenderInspectJson(*reader_.header()) : ""; }
+  std::string summary_text() const { return planned() ? RenderConvertText(converter_->plan(), *reader_.header()) : ""; }
+  std::string summary_json() const { return planned() ? RenderConvertJson(converter_->plan(), *reader_.header()) : ""; }
+  double output_size() const { return planned() ? double(converter_->plan().write.total_size()) : -1; }
+
+ private:
+  TensorInfo Source(size_t i) const { return reader_.header()->tensor(converter_->plan().source_tensor.at(i)); }
+  Status OnHeader(const Header&) override { return Status::Ok(); }
+  Status OnTensorData(size_t, uint64_t, std::span<const uint8_t>) override { return Status::Ok(); }
+
+  StreamingReader reader_;
+  Dtype target_ = Dtype::F32;
+  TensorOrder order_ = TensorOrder::kReference;
+  std::unique_ptr<TensorBytesConverter> converter_;
+};
+
+// Renders an error raised outside the core (a file that cannot be opened…) exactly as the core renders its
+// own. `error_json` is {"code","message","tensor","offset"}; an unknown code renders as IoError.
+std::string RenderError(const std::string& error_json, bool as_json) {
+  auto j = nlohmann::json::parse(error_json, nullptr, /*allow_exceptions=*/false);
+  Error e{ErrorCode::IoError, "", std::nullopt, std::nullopt};
+  if (j.is_object()) {
+    if (j.contains("code") && j["code"].is_string())
+      for (int c = 0; c <= static_cast<int>(ErrorCode::IoError); ++c)
+        if (ErrorCodeName(static_cast<ErrorCode>(c)) == j["code"].get<std::string>()) e.code = static_cast<ErrorCode>(c);
+    if (j.contains("message") && j["message"].is_string()) e.message = j["message"].get<std::string>();
+    if (j.contains("tensor") && j["tensor"].is_string()) e.tensor = j["tensor"].get<std::string>();
+    if (j.contains("offset") && j["offset"].is_number_unsigned()) e.offset = j["offset"].get<uint64_t>();
+  }
+  return as_json ? RenderErrorJson(e) : RenderErrorText(e);
+}
+
+}  // namespace
+}  // namespace pb::wasm
+
+EMSCRIPTEN_BINDINGS(peft_bridge) {
+  using namespace emscripten;
+  using namespace pb::wasm;
+  class_<Handle>("Handle")
+      .function("window", &Handle::window)
+      .function("chunkTable", &Handle::chunk_table)
+      .function("chunkCount", &Handle::chunk_count)
+      .function("ownedBytes", &Handle::owned_bytes)
+      .function("errorJson", &Handle::error_json)
+      .function("errorText", &Handle::error_text);
+  class_<Reader, base<Handle>>("Reader")
+      .constructor<double>()
+      .function("feed", &Reader::feed)
+      .function("finish", &Reader::finish)
+      .function("headerDone", &Reader::header_done)
+      .function("bytesUntilHeader", &Reader::bytes_until_header)
+      .function("bytesFed", &Reader::bytes_fed)
+      .function("headerJson", &Reader::header_json)
+      .function("headerText", &Reader::header_text);
+  class_<Writer, base<Handle>>("Writer")
+      .constructor<std::string>()
+      .function("ok", &Writer::ok)
+      .function("plannedCount", &Writer::planned_count)
+      .function("plannedInput", &Writer::planned_input)
+      .function("plannedBegin", &Writer::planned_begin)
+      .function("plannedEnd", &Writer::planned_end)
+      .function("headerSize", &Writer::header_size)
+      .function("dataSize", &Writer::data_size)
+      .function("dataWritten", &Writer::data_written)
+      .function("begin", &Writer::begin)
+      .function("write", &Writer::write)
+      .function("finish", &Writer::finish);
+  class_<StreamConverter, base<Handle>>("StreamConverter")
+      .constructor<std::string, double>()
+      .function("ok", &StreamConverter::ok)
+      .function("feed", &StreamConverter::feed)
+      .function("finish", &StreamConverter::finish)
+      .function("headerDone", &StreamConverter::header_done)
+      .function("headerJson", &StreamConverter::header_json)
+      .function("summaryText", &StreamConverter::summary_text)
+      .function("summaryJson", &StreamConverter::summary_json)
+      .function("outputSize", &StreamConverter::output_size);
+  class_<RangeConverter, base<Handle>>("RangeConverter")
+      .constructor<std::string, double, std::string>()
+      .function("ok", &RangeConverter::ok)
+      .function("bytesUntilHeader", &RangeConverter::bytes_until_header)
+      .function("feedHeader", &RangeConverter::feed_header)
+      .function("finishHeader", &RangeConverter::finish_header)
+      .function("planned", &RangeConverter::planned)
+      .function("rangeCount", &RangeConverter::range_count)
+      .function("rangeBegin", &RangeConverter::range_begin)
+      .function("rangeEnd", &RangeConverter::range_end)
+      .function("push", &RangeConverter::push)
+      .function("finish", &RangeConverter::finish)
+      .function("headerJson", &RangeConverter::header_json)
+      .function("summaryText", &RangeConverter::summary_text)
+      .function("summaryJson", &RangeConverter::summary_json)
+      .function("outputSize", &RangeConverter::output_size);
+  function("renderError", &RenderError);
+}
