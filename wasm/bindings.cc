@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cli_text.h"
 #include "core/convert_stream.h"
 #include "core/reader.h"
 #include "core/report.h"
@@ -149,6 +150,14 @@ class Reader : public Handle, private ReaderEvents {
   bool finish() {
     chunks_.Clear();
     return Check(reader_.Finish(*this));
+  }
+  // ReadHeaderLength over the first n window bytes: the check a random-access edge runs on a file's
+  // prefix (the native CLI reports a file shorter than 8 bytes through it).
+  bool check_prefix(size_t n) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    auto length = ReadHeaderLength(*bytes);
+    return length.ok() || Fail(length.error());
   }
   bool header_done() const { return reader_.header_done(); }
   double bytes_until_header() const { return double(reader_.bytes_until_header()); }
@@ -393,6 +402,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .constructor<double>()
       .function("feed", &Reader::feed)
       .function("finish", &Reader::finish)
+      .function("checkPrefix", &Reader::check_prefix)
       .function("headerDone", &Reader::header_done)
       .function("bytesUntilHeader", &Reader::bytes_until_header)
       .function("bytesFed", &Reader::bytes_fed)
@@ -438,4 +448,6 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .function("summaryJson", &RangeConverter::summary_json)
       .function("outputSize", &RangeConverter::output_size);
   function("renderError", &RenderError);
+  function("cliHelp", +[](const std::string& command) { return std::string(pb::CliHelp(command)); });
+  function("version", +[] { return std::string(pb::kVersion); });
 }
