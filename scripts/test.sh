@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs every test: native C++ (ctest), the same C++ suites compiled to WASM under Node, the JS API
+# and CLI suites (node --test) against the WASM build, and a short fuzzing run. Ends with one
+# "N passed, N failed" line summing all of them.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOGS=build/test-logs
+mkdir -p "$LOGS"
+
+bash scripts/build.sh || { echo "build failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
+
+status=0
+passed=0
+failed=0
+
+count_ctest() {  # "100% tests passed, 0 tests failed out of 57"
+  local line
+  line=$(grep -E "tests passed, [0-9]+ tests? failed out of" "$1" | tail -1)
+  local f total
+  f=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
+  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+  [[ -n "$line" ]] || { failed=$((failed + 1)); return; }
+  passed=$((passed + total - f)); failed=$((failed + f))
+}
+
+echo "== native C++ tests (ctest)"
+ctest --test-dir build/native --output-on-failure -j2 2>&1 | tee "$LOGS/native.log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+count_ctest "$LOGS/native.log"
+
+echo "== C++ tests compiled to WASM, run under Node (ctest)"
+ctest --test-dir build/wasm --output-on-failure 2>&1 | tee "$LOGS/wasm.log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+count_ctest "$LOGS/wasm.log"
+
+echo "== fuzzing: short libFuzzer run over the push parser"
+if bash scripts/fuzz.sh "${PB_FUZZ_SECONDS:-60}" 2>&1 | tee "$LOGS/fuzz.log" | tail -5; then
+  passed=$((passed + 1))
+else
+  status=1; failed=$((failed + 1))
+fi
+
+echo "== JS API and CLI tests (node --test) against the WASM build"
+node --test --test-reporter=spec tests/js/ 2>&1 | tee "$LOGS/js.log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+js_pass=$(grep -E "^ℹ pass [0-9]+" "$LOGS/js.log" | tail -1 | awk '{print $3}')
+js_fail=$(grep -E "^ℹ fail [0-9]+" "$LOGS/js.log" | tail -1 | awk '{print $3}')
+passed=$((passed + ${js_pass:-0})); failed=$((failed + ${js_fail:-1}))
+
+echo
+echo "tests: $passed passed, $failed failed"
+exit $status
