@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <functional>
 
 #include "core/header.h"
 
@@ -21,12 +22,18 @@ TensorInfo Header::tensor(size_t index) const {
                     r.begin, r.end};
 }
 
+size_t Header::SlotFor(std::string_view name) const {
+  const size_t mask = name_slots_.size() - 1;  // the size is a power of two
+  size_t slot = std::hash<std::string_view>{}(name) & mask;
+  while (name_slots_[slot] != kEmptySlot && RecordName(records_[name_slots_[slot]]) != name) slot = (slot + 1) & mask;
+  return slot;
+}
+
 std::optional<size_t> Header::Find(std::string_view name) const {
-  auto it = std::lower_bound(by_name_.begin(), by_name_.end(), name, [&](uint32_t i, std::string_view n) {
-    return RecordName(records_[i]) < n;
-  });
-  if (it != by_name_.end() && RecordName(records_[*it]) == name) return *it;
-  return std::nullopt;
+  if (name_slots_.empty()) return std::nullopt;
+  uint32_t r = name_slots_[SlotFor(name)];
+  if (r == kEmptySlot) return std::nullopt;
+  return r;
 }
 
 }  // namespace pb

@@ -441,18 +441,17 @@ Status HeaderBuilder::Parse() {
   SkipWhitespace();
   if (pos_ != text_.size()) return Fail(pos_, "trailing characters");
 
-  // Repeated tensor names (project decision: rejected). Sorting by name also builds the Find index.
-  auto& idx = h_.by_name_;
-  idx.resize(h_.records_.size());
-  std::iota(idx.begin(), idx.end(), 0u);
-  std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) {
-    return h_.RecordName(h_.records_[a]) < h_.RecordName(h_.records_[b]);
-  });
-  for (size_t i = 1; i < idx.size(); ++i) {
-    std::string_view a = h_.RecordName(h_.records_[idx[i - 1]]);
-    if (a == h_.RecordName(h_.records_[idx[i]]))
-      return MakeError(ErrorCode::InvalidHeaderDeserialization,
-                       "duplicate tensor name `" + std::string(a) + "`", std::string(a));
+  // Repeated tensor names (project decision: rejected). The hash index also serves Header::Find.
+  size_t slots = 16;
+  while (slots < h_.records_.size() * 2) slots <<= 1;
+  h_.name_slots_.assign(slots, Header::kEmptySlot);
+  for (uint32_t i = 0; i < h_.records_.size(); ++i) {
+    std::string_view name = h_.RecordName(h_.records_[i]);
+    size_t slot = h_.SlotFor(name);
+    if (h_.name_slots_[slot] != Header::kEmptySlot)
+      return MakeError(ErrorCode::InvalidHeaderDeserialization, "duplicate tensor name `" + std::string(name) + "`",
+                       std::string(name));
+    h_.name_slots_[slot] = i;
   }
   return Status::Ok();
 }
@@ -469,13 +468,14 @@ Status HeaderBuilder::Validate(std::optional<uint64_t> total_file_size) {
   uint64_t running = 0;
   for (uint32_t i : order) {
     const Header::Record& r = recs[i];
-    std::string name(h_.RecordName(r));
+    const std::string_view name_view = h_.RecordName(r);
+    auto name_str = [&] { return std::string(name_view); };
     if (r.begin != running || r.end < r.begin)
       return MakeError(ErrorCode::InvalidOffset,
-                       "invalid offset for tensor `" + name + "`: data_offsets [" + std::to_string(r.begin) +
+                       "invalid offset for tensor `" + name_str() + "`: data_offsets [" + std::to_string(r.begin) +
                            ", " + std::to_string(r.end) + "] but the previous tensor ends at " +
                            std::to_string(running),
-                       name, h_.data_start() + r.begin);
+                       name_str(), h_.data_start() + r.begin);
     // Element count with checked multiplies, left to right, then x bits (checked), as the reference.
     uint64_t numel = 1;
     bool overflow = false;
@@ -486,18 +486,18 @@ Status HeaderBuilder::Validate(std::optional<uint64_t> total_file_size) {
     if (!overflow && __builtin_mul_overflow(numel, uint64_t{DtypeBits(r.dtype)}, &bits)) overflow = true;
     if (overflow)
       return MakeError(ErrorCode::ValidationOverflow,
-                       "tensor `" + name + "`: element count times dtype bits overflows 64 bits", name,
+                       "tensor `" + name_str() + "`: element count times dtype bits overflows 64 bits", name_str(),
                        h_.data_start() + r.begin);
     if (bits % 8 != 0)
       return MakeError(ErrorCode::MisalignedSlice,
-                       "tensor `" + name + "`: " + std::to_string(numel) + " elements of " +
+                       "tensor `" + name_str() + "`: " + std::to_string(numel) + " elements of " +
                            std::string(DtypeName(r.dtype)) + " do not fill whole bytes",
-                       name, h_.data_start() + r.begin);
+                       name_str(), h_.data_start() + r.begin);
     if (r.end - r.begin != bits / 8)
       return MakeError(ErrorCode::TensorInvalidInfo,
-                       "tensor `" + name + "`: data_offsets span " + std::to_string(r.end - r.begin) +
+                       "tensor `" + name_str() + "`: data_offsets span " + std::to_string(r.end - r.begin) +
                            " bytes but dtype and shape need " + std::to_string(bits / 8),
-                       name, h_.data_start() + r.begin);
+                       name_str(), h_.data_start() + r.begin);
     running = r.end;
   }
   h_.data_size_ = running;
@@ -515,7 +515,8 @@ Status HeaderBuilder::Validate(std::optional<uint64_t> total_file_size) {
     new_pos[order[k]] = static_cast<uint32_t>(k);
   }
   recs.swap(sorted);
-  for (uint32_t& v : h_.by_name_) v = new_pos[v];
+  for (uint32_t& v : h_.name_slots_)
+    if (v != Header::kEmptySlot) v = new_pos[v];
   return Status::Ok();
 }
 
