@@ -186,5 +186,43 @@ TEST(ReaderProperty, StreamingStopsBufferingAfterTheHeader) {
   EXPECT_EQ(counter.bytes, 1073741824u);
 }
 
+TEST(ReaderProperty, FilesOver4GiBStreamThroughWithUint64Offsets) {
+  // 5 GiB of data in two tensors: offsets above 2^32 must survive the wasm32 build (size_t is 32-bit there).
+  const uint64_t a = 3ull << 30, b = 2ull << 30;
+  std::string json = R"({"a":{"dtype":"U8","shape":[)" + std::to_string(a) + R"(],"data_offsets":[0,)" +
+                     std::to_string(a) + R"(]},"b":{"dtype":"F32","shape":[)" + std::to_string(b / 4) +
+                     R"(],"data_offsets":[)" + std::to_string(a) + "," + std::to_string(a + b) + "]}}";
+  Bytes head = MakeFile(json);
+  struct Tracker : ReaderEvents {
+    uint64_t seen[2] = {0, 0};
+    uint64_t last_b_offset = 0;
+    Status OnHeader(const Header& h) override {
+      EXPECT_EQ(h.tensor(1).begin, 3ull << 30);
+      EXPECT_EQ(h.data_size(), 5ull << 30);
+      return Status::Ok();
+    }
+    Status OnTensorData(size_t t, uint64_t off, std::span<const uint8_t> bytes) override {
+      EXPECT_EQ(off, seen[t]);
+      seen[t] += bytes.size();
+      if (t == 1) last_b_offset = off;
+      return Status::Ok();
+    }
+  } tracker;
+  StreamingReader reader(ReaderOptions{head.size() + a + b});
+  ASSERT_TRUE(reader.Feed(head, tracker).ok());
+  Bytes chunk((4 << 20) + 3, 0);  // odd size, so spans straddle the tensor boundary
+  uint64_t left = a + b;
+  while (left > 0) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(left, chunk.size()));
+    ASSERT_TRUE(reader.Feed(std::span<const uint8_t>(chunk.data(), n), tracker).ok());
+    left -= n;
+  }
+  ASSERT_TRUE(reader.Finish(tracker).ok());
+  EXPECT_EQ(tracker.seen[0], a);
+  EXPECT_EQ(tracker.seen[1], b);
+  EXPECT_GT(tracker.last_b_offset, (2ull << 30) - chunk.size());
+  EXPECT_EQ(reader.bytes_fed(), head.size() + a + b);
+}
+
 }  // namespace
 }  // namespace pb::testing
