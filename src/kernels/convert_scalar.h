@@ -31,10 +31,27 @@
 
 namespace pb::kernels::scalar {
 
-inline uint32_t FloatBits(float f) { return std::bit_cast<uint32_t>(f); }
-inline float BitsFloat(uint32_t u) { return std::bit_cast<float>(u); }
-inline uint64_t DoubleBits(double d) { return std::bit_cast<uint64_t>(d); }
-inline double BitsDouble(uint64_t u) { return std::bit_cast<double>(u); }
+// (memcpy rather than std::bit_cast: Emscripten 3.1.6's libc++ has no std::bit_cast.)
+inline uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float BitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint64_t DoubleBits(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, 8);
+  return u;
+}
+inline double BitsDouble(uint64_t u) {
+  double d;
+  std::memcpy(&d, &u, 8);
+  return d;
+}
 
 namespace detail {
 // sig / 2^shift rounded to nearest, ties to even. shift in [1, 63].
