@@ -53,11 +53,19 @@ Status StreamingReader::Feed(std::span<const uint8_t> chunk, ReaderEvents& event
                                 "header length " + std::to_string(header_len_) + " runs past the end of the " +
                                     std::to_string(*options_.total_size) + "-byte file",
                                 std::nullopt, 0));
-    json_.reserve(header_len_);
+    // The prefix is untrusted: unless the source's size vouches for N (checked above), don't reserve
+    // N up front (a 100 MB claim would cost 100 MB before a single header byte arrived). Start small
+    // and grow with the bytes that actually come.
+    json_.reserve(static_cast<size_t>(options_.total_size ? header_len_ : std::min<uint64_t>(header_len_, 64 * 1024)));
     state_ = State::kHeader;
   }
   if (state_ == State::kHeader) {
     size_t take = static_cast<size_t>(std::min<uint64_t>(chunk.size() - i, header_len_ - json_.size()));
+    if (json_.size() + take > json_.capacity()) {
+      // Geometric growth, but never beyond N, so the final buffer is at most N bytes.
+      size_t want = std::max(json_.capacity() * 2, json_.size() + take);
+      json_.reserve(static_cast<size_t>(std::min<uint64_t>(want, header_len_)));
+    }
     json_.append(reinterpret_cast<const char*>(chunk.data()) + i, take);
     i += take;
     if (json_.size() < header_len_) return Status::Ok();
