@@ -93,7 +93,7 @@ int RunConvert(const std::vector<std::string>& args) {
   if (!out.ok()) return fail(out.error());
   if (Status s = ConvertFile(in.value(), header.value(), std::move(plan.value()), *out.value()); !s.ok())
     return fail(s.error());  // the temporary file is removed when `out` goes away
-  if (Status s = out.value()->Commit(); !s.ok()) return fail(s.error());
+  if (Status s = out.value()->Persist(); !s.ok()) return fail(s.error());
   std::fwrite(summary.data(), 1, summary.size(), stdout);
   return 0;
 }

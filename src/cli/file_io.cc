@@ -99,31 +99,40 @@ AtomicOutputFile::~AtomicOutputFile() {
 
 Status AtomicOutputFile::Flush() {
   size_t done = 0;
-  while (done < buffer_.size()) {
-    ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+  while (done < used_) {
+    ssize_t n = ::write(fd_, buffer_.get() + done, used_ - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       return IoFailure("cannot write", temp_path_);
     }
     done += static_cast<size_t>(n);
   }
-  buffer_.clear();
+  used_ = 0;
   return Status::Ok();
 }
 
 Status AtomicOutputFile::Write(std::span<const uint8_t> bytes) {
-  if (buffer_.capacity() < kWriteBuffer) buffer_.reserve(kWriteBuffer);
   while (!bytes.empty()) {
-    size_t take = std::min(bytes.size(), kWriteBuffer - buffer_.size());
-    buffer_.insert(buffer_.end(), bytes.begin(), bytes.begin() + take);
-    bytes = bytes.subspan(take);
-    if (buffer_.size() == kWriteBuffer)
-      if (Status s = Flush(); !s.ok()) return s;
+    std::span<uint8_t> dst = Lend(bytes.size());
+    std::memcpy(dst.data(), bytes.data(), dst.size());
+    bytes = bytes.subspan(dst.size());
+    if (Status s = Commit(dst.size()); !s.ok()) return s;
   }
   return Status::Ok();
 }
 
-Status AtomicOutputFile::Commit() {
+std::span<uint8_t> AtomicOutputFile::Lend(size_t max) {
+  if (!buffer_) buffer_.reset(new uint8_t[kWriteBuffer]);
+  return std::span<uint8_t>(buffer_.get() + used_, std::min(max, kWriteBuffer - used_));
+}
+
+Status AtomicOutputFile::Commit(size_t filled) {
+  used_ += filled;
+  if (used_ == kWriteBuffer) return Flush();  // a full buffer is flushed, so Lend never returns empty
+  return Status::Ok();
+}
+
+Status AtomicOutputFile::Persist() {
   if (Status s = Flush(); !s.ok()) return s;
   if (::fsync(fd_) != 0) return IoFailure("cannot sync", temp_path_);
   if (::close(fd_) != 0) {

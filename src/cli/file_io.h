@@ -33,14 +33,17 @@ class InputFile {
   std::string path_;
 };
 
-// Writes to a temporary file beside the destination and renames it into place on Commit, so readers
-// never see a partial file. If Commit is not reached, the destructor removes the temporary file.
+// Writes to a temporary file beside the destination and renames it into place on Persist, so readers
+// never see a partial file. If Persist is not reached, the destructor removes the temporary file.
 class AtomicOutputFile final : public ByteSink {
  public:
   static Result<std::unique_ptr<AtomicOutputFile>> Create(const std::string& path);
   ~AtomicOutputFile() override;
   Status Write(std::span<const uint8_t> bytes) override;
-  Status Commit();
+  std::span<uint8_t> Lend(size_t max) override;
+  Status Commit(size_t filled) override;
+  // Flushes, syncs and renames the temporary file over the destination.
+  Status Persist();
 
  private:
   AtomicOutputFile(int fd, std::string temp_path, std::string final_path)
@@ -49,7 +52,8 @@ class AtomicOutputFile final : public ByteSink {
   int fd_ = -1;
   std::string temp_path_;
   std::string final_path_;
-  std::vector<uint8_t> buffer_;  // write-behind buffer, bounded
+  std::unique_ptr<uint8_t[]> buffer_;  // write-behind buffer of kBufferSize bytes
+  size_t used_ = 0;
   bool committed_ = false;
 };
 

@@ -88,6 +88,15 @@ Status TensorBytesConverter::Push(std::span<const uint8_t> bytes) {
     }
     const size_t per_block = kBlockBytes / std::max(in_size, out_size) / 2 * 2;
     while (part.size() >= in_size) {
+      // Convert straight into the sink's buffer when it lends one; otherwise stage and Write.
+      std::span<uint8_t> lent = writer_.Lend(part.size() / in_size * out_size);
+      if (lent.size() >= out_size) {
+        size_t n = lent.size() / out_size;
+        kernels::ConvertElements(from, to, part.data(), lent.data(), n);
+        if (Status s = writer_.Commit(n * out_size); !s.ok()) return s;
+        part = part.subspan(n * in_size);
+        continue;
+      }
       size_t n = std::min(part.size() / in_size, per_block);
       kernels::ConvertElements(from, to, part.data(), block_.data(), n);
       if (Status s = writer_.Write(std::span<const uint8_t>(block_.data(), n * out_size)); !s.ok()) return s;

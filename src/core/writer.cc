@@ -131,6 +131,18 @@ Status StreamingWriter::Write(std::span<const uint8_t> bytes) {
   return sink_.Write(bytes);
 }
 
+std::span<uint8_t> StreamingWriter::Lend(size_t max) {
+  if (!begun_) return {};
+  return sink_.Lend(static_cast<size_t>(std::min<uint64_t>(max, plan_.data_size - written_)));
+}
+
+Status StreamingWriter::Commit(size_t filled) {
+  if (filled > plan_.data_size - written_)
+    return MakeError(ErrorCode::InvalidArgument, "more tensor bytes than planned");
+  written_ += filled;
+  return sink_.Commit(filled);
+}
+
 Status StreamingWriter::Finish() {
   if (!begun_) return MakeError(ErrorCode::InvalidArgument, "Finish called before Begin");
   if (written_ != plan_.data_size)

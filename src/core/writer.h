@@ -54,6 +54,17 @@ class ByteSink {
  public:
   virtual ~ByteSink() = default;
   virtual Status Write(std::span<const uint8_t> bytes) = 0;
+  // Optional zero-copy path: a sink with its own buffer may lend up to `max` bytes of it; the producer
+  // fills a prefix of the span and calls Commit with the count. Converters write straight into it
+  // instead of staging and copying. The default lends nothing, and producers fall back to Write.
+  virtual std::span<uint8_t> Lend(size_t max) {
+    (void)max;
+    return {};
+  }
+  virtual Status Commit(size_t filled) {
+    (void)filled;
+    return Status::Ok();
+  }
 };
 
 class StreamingWriter {
@@ -64,6 +75,9 @@ class StreamingWriter {
   Status Begin();
   // Tensor bytes in plan order; a chunk may span several tensors.
   Status Write(std::span<const uint8_t> bytes);
+  // The sink's zero-copy path (see ByteSink::Lend), limited to the bytes still planned.
+  std::span<uint8_t> Lend(size_t max);
+  Status Commit(size_t filled);
   // Fails with InvalidArgument unless every planned byte was written.
   Status Finish();
 

@@ -21,8 +21,37 @@ class VectorSink : public ByteSink {
   Bytes bytes;
 };
 
-Result<Bytes> ConvertStreaming(const Bytes& file, Dtype target, const std::vector<size_t>& cuts) {
-  VectorSink sink;
+// A sink that lends small, odd-sized windows of its own buffer (the zero-copy path).
+class LendingSink : public ByteSink {
+ public:
+  explicit LendingSink(size_t window) : window_(window) {}
+  Status Write(std::span<const uint8_t> b) override {
+    bytes.insert(bytes.end(), b.begin(), b.end());
+    return Status::Ok();
+  }
+  std::span<uint8_t> Lend(size_t max) override {
+    lent_.assign(std::min(max, window_), 0xEE);
+    return lent_;
+  }
+  Status Commit(size_t n) override {
+    EXPECT_LE(n, lent_.size());
+    bytes.insert(bytes.end(), lent_.begin(), lent_.begin() + n);
+    ++commits;
+    return Status::Ok();
+  }
+  Bytes bytes;
+  int commits = 0;
+
+ private:
+  size_t window_;
+  Bytes lent_;
+};
+
+Result<Bytes> ConvertStreaming(const Bytes& file, Dtype target, const std::vector<size_t>& cuts,
+                               size_t lend_window = 0) {
+  VectorSink plain;
+  LendingSink lending(lend_window);
+  ByteSink& sink = lend_window ? static_cast<ByteSink&>(lending) : plain;
   StreamingConverter conv(target, sink);
   size_t prev = 0;
   for (size_t c : cuts) {
@@ -32,7 +61,8 @@ Result<Bytes> ConvertStreaming(const Bytes& file, Dtype target, const std::vecto
   if (Status s = conv.Feed(std::span<const uint8_t>(file.data() + prev, file.size() - prev)); !s.ok())
     return s.error();
   if (Status s = conv.Finish(); !s.ok()) return s.error();
-  return sink.bytes;
+  if (lend_window >= 4) EXPECT_GT(lending.commits, 0);  // smaller windows cannot hold one element
+  return lend_window ? lending.bytes : plain.bytes;
 }
 
 // What an edge with random access does: read each planned tensor's source range, in plan order.
@@ -107,6 +137,19 @@ TEST(ConvertStream, OutputDoesNotDependOnChunking) {
     auto got = ConvertStreaming(file, Dtype::BF16, cuts);
     ASSERT_TRUE(got.ok());
     ASSERT_EQ(got.value(), expected.value()) << "round " << round;
+  }
+}
+
+TEST(ConvertStream, LendingSinksGetTheSameBytes) {
+  Bytes file = MixedFile();
+  for (Dtype target : {Dtype::BF16, Dtype::F16, Dtype::F32}) {
+    auto expected = ConvertStreaming(file, target, {});
+    ASSERT_TRUE(expected.ok());
+    for (size_t window : {1, 2, 3, 7, 64, 4097}) {
+      auto got = ConvertStreaming(file, target, {5, 100, 301, 302, 2000}, window);
+      ASSERT_TRUE(got.ok());
+      EXPECT_EQ(got.value(), expected.value()) << "window " << window;
+    }
   }
 }
 
