@@ -163,6 +163,35 @@ void BM_Kernel(benchmark::State& state, void (*kernel)(const In*, Out*, size_t),
   state.counters["vs_memcpy"] = traffic / MemcpyTrafficBps();
 }
 
+// The converter's access pattern without the converter: the same kernel called on 256 KiB output
+// blocks that stay in the cache (StreamingConverter's staging size), with the input and the block
+// optionally misaligned to a 64-byte line as a file's data region and a std::vector may be.
+template <class In, class Out>
+void BM_KernelBlocks(benchmark::State& state, void (*kernel)(const In*, Out*, size_t), void (*fill)(In*, size_t),
+                     size_t in_misalign, size_t out_misalign) {
+  constexpr size_t kBlockBytes = 256 * 1024;
+  const size_t n = kBufBytes / sizeof(In);
+  const size_t per_call = kBlockBytes / std::max(sizeof(In), sizeof(Out));
+  Pages in(n * sizeof(In) + 4096), out(kBlockBytes + 4096);
+  auto* src = reinterpret_cast<In*>(in.data + in_misalign);
+  auto* dst = reinterpret_cast<Out*>(out.data + out_misalign);
+  fill(src, n);
+  double total = 0;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < n; i += per_call) kernel(src + i, dst, std::min(per_call, n - i));
+    benchmark::ClobberMemory();
+    double s = Seconds(t0, Clock::now());
+    state.SetIterationTime(s);
+    total += s;
+  }
+  const double iters = static_cast<double>(state.iterations());
+  const double traffic = iters * static_cast<double>(n * (sizeof(In) + sizeof(Out))) / total;
+  state.counters["in_GB/s"] = iters * static_cast<double>(n * sizeof(In)) / total / 1e9;
+  state.counters["traffic_GB/s"] = traffic / 1e9;
+  state.counters["vs_memcpy"] = traffic / MemcpyTrafficBps();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Synthetic files, StreamingReader, StreamingConverter
 
@@ -347,6 +376,10 @@ int main(int argc, char** argv) {
   timed(RegisterBenchmark("kernel/F32->F8E5M2", BM_Kernel<float, uint8_t>, kernels::F32ToF8E5M2, FillF32));
   timed(RegisterBenchmark("kernel/F64->F32", BM_Kernel<double, float>, kernels::F64ToF32, FillF64));
   timed(RegisterBenchmark("kernel/F32->F64", BM_Kernel<float, double>, kernels::F32ToF64, FillF32));
+  timed(RegisterBenchmark("kernel_blocks/BF16->F32/aligned", BM_KernelBlocks<uint16_t, float>, kernels::BF16ToF32, FillNarrow<Src::BF16, uint16_t>, 0, 0));
+  timed(RegisterBenchmark("kernel_blocks/BF16->F32/in+8_out+16", BM_KernelBlocks<uint16_t, float>, kernels::BF16ToF32, FillNarrow<Src::BF16, uint16_t>, 8, 16));
+  timed(RegisterBenchmark("kernel_blocks/F32->BF16/aligned", BM_KernelBlocks<float, uint16_t>, kernels::F32ToBF16, FillF32, 0, 0));
+  timed(RegisterBenchmark("kernel_blocks/F32->BF16/in+8_out+16", BM_KernelBlocks<float, uint16_t>, kernels::F32ToBF16, FillF32, 8, 16));
   timed(RegisterBenchmark("reader/256MiB/spans", BM_Reader, false));
   timed(RegisterBenchmark("reader/256MiB/copy_chunk", BM_Reader, true));
   timed(RegisterBenchmark("convert/BF16->F32/discard", BM_Converter, Dtype::BF16, Dtype::F32, false));
