@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds the WASM tree (build/wasm) with Emscripten and copies the ES module + .wasm into web/dist/,
+# where the npm package (web/src/init.js) loads them from.
+#   scripts/build-wasm.sh            configure if needed, build, copy
+#   JOBS=4 scripts/build-wasm.sh     parallel jobs (default 2)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="$ROOT/build/wasm"
+# Emscripten 3.1.6's optimizer (acorn) is found through Debian's node module path.
+export NODE_PATH="${NODE_PATH:-/usr/share/nodejs}"
+if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
+  emcmake cmake -S "$ROOT" -B "$BUILD" -DPB_BUILD_BENCH=OFF
+fi
+cmake --build "$BUILD" -j"${JOBS:-2}" --target peft_bridge_wasm
+# The target's POST_BUILD step already copies into web/dist (PB_WASM_COPY_TO_WEB); copying again keeps this
+# script correct when that option is off.
+mkdir -p "$ROOT/web/dist"
+cp "$BUILD/wasm/peft_bridge_wasm.mjs" "$BUILD/wasm/peft_bridge_wasm.wasm" "$ROOT/web/dist/"
+echo "web/dist: $(ls "$ROOT/web/dist" | tr '\n' ' ')"

@@ -1,0 +1,149 @@
+// Shared test helpers: the package under test, fixtures, the native CLI, stream builders.
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+
+export const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
+export const webDir = join(repoRoot, 'web');
+export const cliPath = join(webDir, 'bin', 'peft-bridge.mjs');
+export const wasmPath = join(webDir, 'dist', 'peft_bridge_wasm.wasm');
+// ../shared/fixtures next to the repository (tests skip when it is absent).
+export const fixturesDir = fileURLToPath(new URL('../../../../shared/fixtures', import.meta.url));
+export const nativeCli = process.env.PB_NATIVE_CLI ?? join(repoRoot, 'build', 'native', 'peft-bridge');
+
+if (!existsSync(wasmPath)) {
+  throw new Error(`web/dist/peft_bridge_wasm.wasm is missing: run scripts/build-wasm.sh first`);
+}
+
+export const pb = await import(join(webDir, 'src', 'index.js'));
+
+export const hasFixtures = existsSync(fixturesDir);
+export const hasNativeCli = existsSync(nativeCli);
+
+/** Every *.safetensors under the fixtures directory, sorted, as paths relative to it. */
+export function fixtureNames() {
+  if (!hasFixtures) return [];
+  const out = [];
+  const walk = (dir, rel) => {
+    for (const name of readdirSync(dir).sort()) {
+      const p = join(dir, name);
+      const r = rel ? `${rel}/${name}` : name;
+      if (statSync(p).isDirectory()) walk(p, r);
+      else if (name.endsWith('.safetensors')) out.push(r);
+    }
+  };
+  walk(fixturesDir, '');
+  return out;
+}
+
+export const BAD_FIXTURES = { 'syoyo-safetensors-cpp/safetensors_abuse_attempt_1.safetensors': 'InvalidHeaderLength' };
+
+export function fixturePath(name) {
+  return join(fixturesDir, name);
+}
+
+export function readFixture(name) {
+  return new Uint8Array(readFileSync(fixturePath(name)));
+}
+
+/** Skips the test when the fixtures are absent; returns true if it did. */
+export function skipWithoutFixtures(t) {
+  if (hasFixtures) return false;
+  t.skip(`fixtures not found at ${fixturesDir}`);
+  return true;
+}
+
+/** A deterministic PRNG (mulberry32). */
+export function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** `bytes` split at the given sorted cut positions. */
+export function split(bytes, cuts) {
+  const parts = [];
+  let prev = 0;
+  for (const c of [...cuts, bytes.length]) {
+    parts.push(bytes.slice(prev, c));
+    prev = c;
+  }
+  return parts;
+}
+
+/** `count` random cut positions in [1, length). */
+export function randomCuts(random, length, count) {
+  const cuts = new Set();
+  for (let i = 0; i < count && length > 1; ++i) cuts.add(1 + Math.floor(random() * (length - 1)));
+  return [...cuts].sort((a, b) => a - b);
+}
+
+/** A ReadableStream over `parts` that records how many chunks were pulled and whether it was cancelled. */
+export function countingStream(parts) {
+  const stats = { pulled: 0, cancelled: false };
+  let i = 0;
+  const stream = new ReadableStream(
+    {
+      pull(controller) {
+        if (i >= parts.length) return controller.close();
+        stats.pulled += 1;
+        controller.enqueue(parts[i++]);
+      },
+      cancel() {
+        stats.cancelled = true;
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return { stream, stats };
+}
+
+/** An async iterable over `parts` that records pulls and return(). */
+export function countingIterable(parts) {
+  const stats = { pulled: 0, returned: false };
+  const iterable = {
+    [Symbol.asyncIterator]() {
+      let i = 0;
+      return {
+        async next() {
+          if (i >= parts.length) return { done: true, value: undefined };
+          stats.pulled += 1;
+          return { done: false, value: parts[i++] };
+        },
+        async return() {
+          stats.returned = true;
+          return { done: true, value: undefined };
+        },
+      };
+    },
+  };
+  return { iterable, stats };
+}
+
+/** Reads a ReadableStream<Uint8Array> to one Uint8Array. */
+export async function collect(stream) {
+  const parts = [];
+  const reader = stream.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+  }
+  const total = parts.reduce((n, p) => n + p.length, 0);
+  const out = new Uint8Array(total);
+  let pos = 0;
+  for (const p of parts) {
+    out.set(p, pos);
+    pos += p.length;
+  }
+  return out;
+}
+
+export function hex(bytes) {
+  return Buffer.from(bytes).toString('hex');
+}

@@ -1,0 +1,247 @@
+// Writing: the reference serializer's byte vectors, re-serializing Python-written fixtures, push and pull
+// writers, errors, abort and disposal.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { collect, countingStream, hasFixtures, hex, pb, readFixture, skipWithoutFixtures } from './helpers/common.mjs';
+
+const { createWriter, writeSafetensors, inspect, readSafetensors, SafetensorsError } = pb;
+const dispose = Symbol.dispose ?? Symbol.for('Symbol.dispose');
+
+const f32 = (...v) => new Uint8Array(new Float32Array(v).buffer);
+const headerLength = (bytes) => Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true));
+const headerText = (bytes) => new TextDecoder().decode(bytes.subarray(8, 8 + headerLength(bytes)));
+
+async function writeAll(spec) {
+  return collect(writeSafetensors(spec));
+}
+
+test('reference vector: F32 attn.0 [1,2,3] is 96 bytes with N=64 and no padding', async () => {
+  const out = await writeAll({ tensors: [{ name: 'attn.0', dtype: 'F32', shape: [1, 2, 3], data: f32(0, 1, 2, 3, 4, 5) }] });
+  assert.equal(out.length, 96);
+  assert.equal(headerLength(out), 64);
+  assert.equal(headerText(out), '{"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}}');
+  assert.deepEqual(out.subarray(72), f32(0, 1, 2, 3, 4, 5));
+});
+
+test('reference vector: no tensors, no metadata is 16 bytes', async () => {
+  const out = await writeAll({ tensors: [] });
+  assert.equal(hex(out), '0800000000000000' + hex(new TextEncoder().encode('{}      ')));
+});
+
+test('reference vector: BF16 [2,2] 2.25,1,1,1', async () => {
+  const data = new Uint8Array([0x10, 0x40, 0x80, 0x3f, 0x80, 0x3f, 0x80, 0x3f]);
+  const out = await writeAll({ tensors: [{ name: 'test', dtype: 'BF16', shape: [2, 2], data }] });
+  assert.equal(headerLength(out), 64);
+  assert.equal(headerText(out), '{"test":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]}}    ');
+  assert.equal(hex(out.subarray(72)), '1040803f803f803f');
+});
+
+test('reference vectors: metadata, ordering, padding, sub-byte dtypes', async () => {
+  let out = await writeAll({ tensors: [], metadata: { framework: 'pt' } });
+  assert.equal(headerLength(out), 40);
+  assert.equal(headerText(out), '{"__metadata__":{"framework":"pt"}}     ');
+
+  out = await writeAll({ tensors: [{ name: 'test', dtype: 'I32', shape: [2, 2], data: new Uint8Array(16) }] });
+  assert.equal(headerLength(out), 64);
+  assert.equal(out.length, 8 + 64 + 16);
+
+  out = await writeAll({ tensors: [{ name: 'attn0', dtype: 'F32', shape: [1, 1, 2, 3], data: f32(0, 1, 2, 3, 4, 5) }] });
+  assert.equal(headerLength(out), 72);
+
+  out = await writeAll({ tensors: [{ name: 'attn.0', dtype: 'F4', shape: [1, 2], data: new Uint8Array([0x21]) }] });
+  assert.equal(headerLength(out), 64);
+  assert.equal(out.length, 73);
+
+  // Reference order: I32 before F16 whatever the input order.
+  out = await writeAll({
+    tensors: [
+      { name: 'test2', dtype: 'F16', shape: [2, 2], data: new Uint8Array(8).fill(2) },
+      { name: 'test1', dtype: 'I32', shape: [2, 2], data: new Uint8Array(16).fill(1) },
+    ],
+  });
+  assert.equal(headerLength(out), 128);
+  const h = await inspect(out);
+  assert.deepEqual(h.tensors.map((t) => [t.name, ...t.dataOffsets]), [['test1', 0, 16], ['test2', 16, 24]]);
+  assert.deepEqual(out.subarray(136, 152), new Uint8Array(16).fill(1));
+
+  out = await writeAll({ tensors: [{ name: 'test1', dtype: 'I32', shape: [2, 2], data: new Uint8Array(16) }], metadata: { framework: 'pt' } });
+  assert.equal(headerLength(out), 96);
+});
+
+test('input order keeps the given order', async () => {
+  const w = await createWriter({
+    tensors: [
+      { name: 'b', dtype: 'F16', shape: [1] },
+      { name: 'a', dtype: 'F32', shape: [1] },
+    ],
+    order: 'input',
+  });
+  assert.deepEqual(w.layout.tensors.map((t) => [t.name, t.index, ...t.dataOffsets]), [['b', 0, 0, 2], ['a', 1, 2, 6]]);
+  w.abort();
+});
+
+async function reserialize(bytes) {
+  const header = await inspect(bytes);
+  const start = 8 + header.headerSize;
+  return writeAll({
+    metadata: header.metadata,
+    tensors: header.tensors.map((t) => ({
+      name: t.name,
+      dtype: t.dtype,
+      shape: t.shape,
+      data: bytes.subarray(start + t.dataOffsets[0], start + t.dataOffsets[1]),
+    })),
+  });
+}
+
+test('re-serializing files written by Python safetensors gives identical bytes', async (t) => {
+  if (skipWithoutFixtures(t)) return;
+  for (const name of ['peft-gpt2-seqcls-cattn-cproj/adapter_model.safetensors', 'safetensors-jl-dtypes/model.safetensors']) {
+    const bytes = readFixture(name);
+    const out = await reserialize(bytes);
+    assert.equal(out.length, bytes.length, name);
+    assert.ok(Buffer.from(out).equals(Buffer.from(bytes)), name);
+  }
+});
+
+test('a written file reads back with the same tensors and bytes', async () => {
+  const spec = {
+    metadata: { format: 'pt', 'quote"key': 'line\nbreak' },
+    tensors: [
+      { name: 'w', dtype: 'F32', shape: [2, 3], data: f32(1, 2, 3, 4, 5, 6) },
+      { name: 'é/\u0001', dtype: 'U8', shape: [3], data: new Uint8Array([7, 8, 9]) },
+      { name: 'empty', dtype: 'F16', shape: [0, 4] },
+    ],
+  };
+  const out = await writeAll(spec);
+  const h = await inspect(out);
+  assert.deepEqual(h.metadata, spec.metadata);
+  const got = {};
+  for await (const ev of readSafetensors(out)) if (ev.type === 'data') got[ev.tensor] = [...(got[ev.tensor] ?? []), ...ev.bytes];
+  assert.deepEqual(got, { w: [...f32(1, 2, 3, 4, 5, 6)], 'é/\u0001': [7, 8, 9] });
+});
+
+test('writeSafetensors takes data as Blob, ReadableStream, async iterable, ArrayBuffer', async () => {
+  const bytes = f32(1, 2, 3, 4);
+  async function* gen() {
+    yield bytes.subarray(0, 3);
+    yield bytes.subarray(3);
+  }
+  const sources = [new Blob([bytes]), countingStream([bytes.subarray(0, 5), bytes.subarray(5)]).stream, gen(), bytes.slice().buffer];
+  const expected = await writeAll({ tensors: [{ name: 'x', dtype: 'F32', shape: [4], data: bytes }] });
+  for (const data of sources) {
+    const out = await writeAll({ tensors: [{ name: 'x', dtype: 'F32', shape: [4], data }] });
+    assert.deepEqual(out, expected);
+  }
+});
+
+test('writeSafetensors rejects data of the wrong length', async () => {
+  for (const data of [new Uint8Array(15), new Uint8Array(17), undefined]) {
+    await assert.rejects(writeAll({ tensors: [{ name: 'x', dtype: 'F32', shape: [4], data }] }), (e) => {
+      return e instanceof SafetensorsError && e.code === 'InvalidArgument' && e.tensor === 'x';
+    });
+  }
+});
+
+test('planning errors: repeated name, reserved name, unknown dtype, bad metadata, overflow', async () => {
+  const cases = [
+    [{ tensors: [{ name: 'a', dtype: 'F32', shape: [1] }, { name: 'a', dtype: 'F16', shape: [1] }] }, 'InvalidArgument'],
+    [{ tensors: [{ name: '__metadata__', dtype: 'F32', shape: [1] }] }, 'InvalidArgument'],
+    [{ tensors: [{ name: 'a', dtype: 'f32', shape: [1] }] }, 'UnsupportedDtype'],
+    [{ tensors: [{ name: 'a', dtype: 'F32', shape: [-1] }] }, 'InvalidArgument'],
+    [{ tensors: [{ name: 'a', dtype: 'F32', shape: [1.5] }] }, 'InvalidArgument'],
+    [{ tensors: [], metadata: { a: 1 } }, 'InvalidArgument'],
+    [{ tensors: [], order: 'sorted' }, 'InvalidArgument'],
+    [{ tensors: [{ name: 'a', dtype: 'F4', shape: [3] }] }, 'MisalignedSlice'],
+    [{ tensors: [{ name: 'a', dtype: 'U64', shape: [2 ** 40, 2 ** 40] }] }, 'ValidationOverflow'],
+  ];
+  for (const [spec, code] of cases) {
+    await assert.rejects(createWriter(spec), (e) => e instanceof SafetensorsError && e.code === code, JSON.stringify(spec));
+    await assert.rejects(writeAll(spec), (e) => e.code === code);
+  }
+});
+
+test('createWriter: header at once, data pushed in chunks, close checks the count', async () => {
+  const w = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [3] }, { name: 'b', dtype: 'U16', shape: [2] }] });
+  assert.deepEqual(w.layout.tensors.map((t) => t.name), ['b', 'a']);
+  assert.equal(w.layout.totalSize, 8 + w.layout.headerSize + 7);
+  const result = collect(w.readable);
+  await w.write(new Uint8Array([1, 0, 2]));
+  await w.write(new Uint8Array([0, 9, 9, 9]));
+  assert.equal(w.bytesWritten, 7);
+  await w.close();
+  const out = await result;
+  assert.equal(out.length, w.layout.totalSize);
+  assert.deepEqual([...out.subarray(out.length - 7)], [1, 0, 2, 0, 9, 9, 9]);
+});
+
+test('createWriter: too many bytes or too few fail with InvalidArgument', async () => {
+  let w = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [2] }] });
+  let result = collect(w.readable).catch((e) => e);
+  await assert.rejects(w.write(new Uint8Array(3)), (e) => e.code === 'InvalidArgument');
+  assert.equal((await result).code, 'InvalidArgument');
+  await assert.rejects(w.write(new Uint8Array(1)), (e) => e.code === 'InvalidArgument', 'errors are sticky');
+
+  w = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [2] }] });
+  result = collect(w.readable).catch((e) => e);
+  await w.write(new Uint8Array(1));
+  await assert.rejects(w.close(), (e) => e.code === 'InvalidArgument');
+  assert.equal((await result).code, 'InvalidArgument');
+});
+
+test('createWriter: write() waits for the consumer (backpressure)', async () => {
+  const size = 40 << 20;
+  const w = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [size] }] });
+  const reader = w.readable.getReader();
+  let resolved = false;
+  const pending = w.write(new Uint8Array(size)).then(() => (resolved = true));
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(resolved, false, 'write stays pending while 40 MiB sit unread');
+  let total = 0;
+  while (!resolved) {
+    const { value } = await reader.read();
+    total += value.length;
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  await pending;
+  const closing = w.close();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.length;
+  }
+  await closing;
+  assert.equal(total, w.layout.totalSize);
+});
+
+test('dispose and abort error the readable; an AbortSignal stops writeSafetensors', async () => {
+  const w = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [2] }] });
+  const result = collect(w.readable).catch((e) => e);
+  w[dispose]();
+  assert.match(String((await result).message), /disposed/);
+
+  const controller = new AbortController();
+  const stream = writeSafetensors({
+    signal: controller.signal,
+    tensors: [{ name: 'a', dtype: 'U8', shape: [4], data: new ReadableStream({ pull() { return new Promise(() => {}); } }) }],
+  });
+  const reader = stream.getReader();
+  const first = await reader.read(); // the header
+  assert.ok(first.value.length > 8);
+  setTimeout(() => controller.abort(new Error('stop writing')), 10);
+  await assert.rejects(reader.read(), /stop writing/);
+});
+
+test('fixtures (when present) re-serialize in input order to a file that inspects identically', { skip: !hasFixtures }, async () => {
+  const bytes = readFixture('safetensors-jl-dtypes/model.with_metadata.safetensors');
+  const header = await inspect(bytes);
+  const start = 8 + header.headerSize;
+  const out = await writeAll({
+    order: 'input',
+    metadata: header.metadata,
+    tensors: header.tensors.map((t) => ({ ...t, data: bytes.subarray(start + t.dataOffsets[0], start + t.dataOffsets[1]) })),
+  });
+  const again = await inspect(out);
+  assert.deepEqual(again.tensors, header.tensors);
+  assert.deepEqual(again.metadata, header.metadata);
+});

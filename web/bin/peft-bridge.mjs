@@ -1,0 +1,262 @@
+#!/usr/bin/env node
+// peft-bridge CLI for Node: the native CLI (src/cli) over the WebAssembly build. Same commands, options, exit
+// statuses and output bytes: help, version, reports and errors are all rendered by the core.
+//   0 success, 1 invalid input or I/O failure, 2 usage error.
+import { randomBytes } from 'node:crypto';
+import { open, rename, stat, unlink } from 'node:fs/promises';
+import { createConversion } from '../src/convert.js';
+import { renderedError } from '../src/errors.js';
+import { inspectRendered } from '../src/inspect.js';
+import { getModule } from '../src/init.js';
+
+const module = await getModule();
+
+const write = (stream, text) => new Promise((resolve) => stream.write(text, resolve));
+const out = (text) => write(process.stdout, text);
+const err = (text) => write(process.stderr, text);
+
+async function usageError(command, message) {
+  await err(`error: ${message}\n\n${module.cliHelp(command)}`);
+  return 2;
+}
+
+// glibc's strerror texts, so I/O errors read as the native CLI prints them.
+const STRERROR = {
+  ENOENT: 'No such file or directory',
+  EACCES: 'Permission denied',
+  EPERM: 'Operation not permitted',
+  EISDIR: 'Is a directory',
+  ENOTDIR: 'Not a directory',
+  EEXIST: 'File exists',
+  ENOSPC: 'No space left on device',
+  EROFS: 'Read-only file system',
+  EMFILE: 'Too many open files',
+  ENFILE: 'Too many open files in system',
+  EIO: 'Input/output error',
+  ELOOP: 'Too many levels of symbolic links',
+  ENAMETOOLONG: 'File name too long',
+  EBUSY: 'Device or resource busy',
+  EXDEV: 'Invalid cross-device link',
+  EDQUOT: 'Disk quota exceeded',
+  EFBIG: 'File too large',
+  EINVAL: 'Invalid argument',
+  ETXTBSY: 'Text file busy',
+  EAGAIN: 'Resource temporarily unavailable',
+};
+
+function strerror(error) {
+  if (error?.code && STRERROR[error.code]) return STRERROR[error.code];
+  const m = /^[A-Z0-9]+: ([^,]+)/.exec(String(error?.message ?? error));
+  const text = m ? m[1] : String(error?.message ?? error);
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+class IoFailure extends Error {
+  constructor(message) {
+    super(message);
+    this.code = 'IoError';
+  }
+}
+const ioFailure = (what, path, error) => new IoFailure(`${what} \`${path}\`: ${strerror(error)}`);
+
+async function fail(error, json) {
+  let text = renderedError(error, json);
+  if (text === null) {
+    const e = {
+      code: typeof error?.code === 'string' ? error.code : 'IoError',
+      message: String(error?.message ?? error),
+      tensor: error?.tensor ?? null,
+      offset: error?.offset ?? null,
+    };
+    text = module.renderError(JSON.stringify(e), json);
+  }
+  await (json ? out(text) : err(text));
+  return 1;
+}
+
+/** A read-only file read with positional reads (the file is never modified). */
+async function openInput(path) {
+  let handle;
+  try {
+    handle = await open(path, 'r');
+  } catch (error) {
+    throw ioFailure('cannot open', path, error);
+  }
+  try {
+    let st;
+    try {
+      st = await handle.stat();
+    } catch (error) {
+      throw ioFailure('cannot stat', path, error);
+    }
+    if (!st.isFile()) throw new IoFailure(`\`${path}\` is not a regular file`);
+    const source = {
+      size: st.size,
+      async read(offset, length) {
+        const buffer = new Uint8Array(length);
+        let done = 0;
+        while (done < length) {
+          let n;
+          try {
+            ({ bytesRead: n } = await handle.read(buffer, done, length - done, offset + done));
+          } catch (error) {
+            throw ioFailure('cannot read', path, error);
+          }
+          if (n === 0) throw new IoFailure(`\`${path}\` shrank while being read`);
+          done += n;
+        }
+        return buffer;
+      },
+    };
+    return { handle, source, stat: st };
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
+
+async function runInspect(args) {
+  let json = false;
+  const positional = [];
+  for (const a of args) {
+    if (a === '--help' || a === '-h') {
+      await out(module.cliHelp('inspect'));
+      return 0;
+    }
+    if (a === '--json') json = true;
+    else if (a.length > 1 && a[0] === '-') return usageError('inspect', `unknown option \`${a}\``);
+    else positional.push(a);
+  }
+  if (positional.length !== 1) return usageError('inspect', 'expected exactly one FILE');
+  let input;
+  try {
+    input = await openInput(positional[0]);
+    const report = await inspectRendered(input.source);
+    await out(json ? report.json : report.text);
+    return 0;
+  } catch (error) {
+    return fail(error, json);
+  } finally {
+    await input?.handle.close();
+  }
+}
+
+const DTYPES = new Set(['bf16', 'f16', 'f32']);
+
+async function runConvert(args) {
+  let json = false;
+  let dtype = null;
+  let order = 'reference';
+  const positional = [];
+  for (let i = 0; i < args.length; ++i) {
+    const a = args[i];
+    if (a === '--help' || a === '-h') {
+      await out(module.cliHelp('convert'));
+      return 0;
+    }
+    if (a === '--json') {
+      json = true;
+    } else if (a === '--dtype' || a === '--order') {
+      if (i + 1 >= args.length) return usageError('convert', `${a} needs a value`);
+      const v = args[++i];
+      if (a === '--dtype') {
+        if (!DTYPES.has(v)) return usageError('convert', `unknown dtype \`${v}\` (expected bf16, f16 or f32)`);
+        dtype = v;
+      } else if (v === 'reference' || v === 'input') {
+        order = v;
+      } else {
+        return usageError('convert', `unknown order \`${v}\` (expected reference or input)`);
+      }
+    } else if (a.length > 1 && a[0] === '-') {
+      return usageError('convert', `unknown option \`${a}\``);
+    } else {
+      positional.push(a);
+    }
+  }
+  if (positional.length !== 2) return usageError('convert', 'expected IN and OUT');
+  if (dtype === null) return usageError('convert', '--dtype is required');
+  const [inPath, outPath] = positional;
+
+  let input;
+  let temp = null;
+  let tempPath = null;
+  let committed = false;
+  try {
+    input = await openInput(inPath);
+    const outStat = await stat(outPath).catch(() => null);
+    if (outStat && outStat.dev === input.stat.dev && outStat.ino === input.stat.ino)
+      return await usageError('convert', 'OUT must not be the same file as IN');
+
+    const { readable, summary } = createConversion(input.source, { dtype, order });
+    const reader = readable.getReader();
+    try {
+      // The first chunk is the output header: the input header is valid and the plan made before OUT is touched.
+      let next = await reader.read();
+      tempPath = `${outPath}.tmp-${randomBytes(6).toString('base64url').slice(0, 6)}`;
+      try {
+        temp = await open(tempPath, 'wx', 0o666);
+      } catch (error) {
+        tempPath = null;
+        throw ioFailure('cannot create a temporary file for', outPath, error);
+      }
+      while (!next.done) {
+        const bytes = next.value;
+        try {
+          for (let done = 0; done < bytes.length; ) done += (await temp.write(bytes, done, bytes.length - done)).bytesWritten;
+        } catch (error) {
+          throw ioFailure('cannot write', tempPath, error);
+        }
+        next = await reader.read();
+      }
+    } catch (error) {
+      await reader.cancel(error).catch(() => {});
+      throw error;
+    }
+    const report = await summary;
+    try {
+      await temp.sync();
+    } catch (error) {
+      throw ioFailure('cannot sync', tempPath, error);
+    }
+    const t = temp;
+    temp = null;
+    try {
+      await t.close();
+    } catch (error) {
+      throw ioFailure('cannot close', tempPath, error);
+    }
+    try {
+      await rename(tempPath, outPath);
+    } catch (error) {
+      throw ioFailure('cannot rename into', outPath, error);
+    }
+    committed = true;
+    await out(json ? report.json : report.text);
+    return 0;
+  } catch (error) {
+    return fail(error, json);
+  } finally {
+    await temp?.close().catch(() => {});
+    if (tempPath && !committed) await unlink(tempPath).catch(() => {});
+    await input?.handle.close();
+  }
+}
+
+async function main(args) {
+  if (args.length === 0) return usageError('', 'missing command');
+  const command = args[0];
+  if (command === '--help' || command === '-h' || command === 'help') {
+    await out(module.cliHelp(''));
+    return 0;
+  }
+  if (command === '--version') {
+    await out(`peft-bridge ${module.version()}\n`);
+    return 0;
+  }
+  const rest = args.slice(1);
+  if (command === 'inspect') return runInspect(rest);
+  if (command === 'convert') return runConvert(rest);
+  return usageError('', `unknown command \`${command}\``);
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,59 @@
+// One error class for everything the format and the core reject, with the codes the CLI prints.
+
+const RENDERED = Symbol('rendered');
+
+/**
+ * A safetensors file (or a writer spec, or a conversion request) the core rejected. `code` is one of the
+ * core's error names, the same strings the CLI prints: HeaderTooSmall, HeaderTooLarge, InvalidHeaderLength,
+ * InvalidHeader, InvalidHeaderDeserialization, InvalidOffset, ValidationOverflow, MisalignedSlice,
+ * TensorInvalidInfo, MetadataIncompleteBuffer, InvalidArgument, UnsupportedDtype, IoError.
+ */
+export class SafetensorsError extends Error {
+  /**
+   * @param {string} code
+   * @param {string} message
+   * @param {{tensor?: string | null, offset?: number | null, cause?: unknown}} [details]
+   */
+  constructor(code, message, details = {}) {
+    super(message, details.cause !== undefined ? { cause: details.cause } : undefined);
+    this.name = 'SafetensorsError';
+    /** @type {string} */
+    this.code = code;
+    /** The tensor concerned, if any. @type {string | null} */
+    this.tensor = details.tensor ?? null;
+    /** Absolute byte offset in the file, if any. @type {number | null} */
+    this.offset = details.offset ?? null;
+  }
+}
+
+/**
+ * Builds the error a native handle holds (its RenderErrorJson output), keeping the core's own renderings so
+ * the npm CLI prints exactly the bytes the native CLI prints. Internal.
+ */
+export function errorFromHandle(handle) {
+  const json = handle.errorJson();
+  const text = handle.errorText();
+  const { error } = JSON.parse(json);
+  const e = new SafetensorsError(error.code, error.message, { tensor: error.tensor, offset: error.offset });
+  Object.defineProperty(e, RENDERED, { value: { json, text } });
+  return e;
+}
+
+/** The core's rendering of an error (JSON or text), if it came from the core. Internal. */
+export function renderedError(error, asJson) {
+  const r = error?.[RENDERED];
+  return r ? (asJson ? r.json : r.text) : null;
+}
+
+/** The abort reason as an error: the signal's reason, or an AbortError. Internal. */
+export function abortReason(signal) {
+  if (signal.reason !== undefined) return signal.reason;
+  const e = new Error('The operation was aborted');
+  e.name = 'AbortError';
+  return e;
+}
+
+/** Throws the abort reason if `signal` is aborted. Internal. */
+export function throwIfAborted(signal) {
+  if (signal?.aborted) throw abortReason(signal);
+}

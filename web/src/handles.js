@@ -1,0 +1,141 @@
+// Glue between JS bytes and the native handles (wasm/bindings.cc): the input window, the chunk table, errors
+// and lifetime. Internal to the package.
+//
+// Rules kept here so no other file has to think about them:
+//  - No heap view outlives a call: HEAPU8/HEAPF64 are re-read after every call into wasm (a call may grow the
+//    memory, which detaches old views), and bytes leave the heap as copies (`slice`), never as views.
+//  - Input is copied into the handle's reusable window in pieces of at most `windowSize` bytes, so a huge
+//    Uint8Array never needs a heap allocation of its size.
+//  - Every handle is deleted by close(); a FinalizationRegistry frees the ones callers forget.
+import { errorFromHandle } from './errors.js';
+
+/** `Symbol.dispose`, or its registered stand-in where the runtime (Node 20) does not define it yet. */
+export const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
+
+/** Default largest piece copied into the heap per call. */
+export const DEFAULT_WINDOW_SIZE = 8 << 20;
+
+const registry =
+  typeof FinalizationRegistry === 'function'
+    ? new FinalizationRegistry((native) => {
+        try {
+          native.delete();
+        } catch {
+          // already deleted
+        }
+      })
+    : null;
+
+const TABLE_STRIDE = 5; // tensor, offset in tensor, in-window flag, position, length
+
+export class NativeHandle {
+  /**
+   * @param {any} module the instantiated Emscripten module
+   * @param {any} native an Embind handle (Reader, Writer, StreamConverter, RangeConverter)
+   * @param {number} [windowSize]
+   */
+  constructor(module, native, windowSize = DEFAULT_WINDOW_SIZE) {
+    this.module = module;
+    this.native = native;
+    this.windowSize = Math.max(1, Math.floor(windowSize));
+    registry?.register(this, native, this);
+  }
+
+  get closed() {
+    return this.native === null;
+  }
+
+  /** The live native handle; throws once closed. */
+  get handle() {
+    if (!this.native) throw new Error('peft-bridge: handle is closed');
+    return this.native;
+  }
+
+  /**
+   * Copies `bytes` into the window piece by piece and calls `method(n)` for each piece. `onPiece(chunks)`
+   * receives each piece's chunk table, copied out, before the next piece goes in; it is also called for the
+   * failing piece, then the error is thrown.
+   * @param {string} method
+   * @param {Uint8Array} bytes
+   * @param {(chunks: {tensor: number, offset: number, bytes: Uint8Array}[]) => void} [onPiece]
+   */
+  input(method, bytes, onPiece) {
+    const native = this.handle;
+    let pos = 0;
+    do {
+      const n = Math.min(this.windowSize, bytes.length - pos);
+      const ptr = native.window(n);
+      this.module.HEAPU8.set(bytes.subarray(pos, pos + n), ptr);
+      const ok = native[method](n);
+      const chunks = this.takeChunks(ptr);
+      onPiece?.(chunks);
+      if (!ok) throw errorFromHandle(native);
+      pos += n;
+    } while (pos < bytes.length);
+  }
+
+  /**
+   * Like input(), for handles whose output is a byte stream: `onBytes` gets each piece's output as one copied
+   * Uint8Array (pieces with no output are skipped). Returns whether anything was produced.
+   */
+  inputToBytes(method, bytes, onBytes) {
+    let produced = false;
+    this.input(method, bytes, (chunks) => {
+      const out = concat(chunks.map((c) => c.bytes));
+      if (out) {
+        produced = true;
+        onBytes(out);
+      }
+    });
+    return produced;
+  }
+
+  /** Calls a method that takes no window bytes; returns what it produced as one Uint8Array or null. */
+  call(method, ...args) {
+    const native = this.handle;
+    const ok = native[method](...args);
+    const out = concat(this.takeChunks(0).map((c) => c.bytes));
+    if (!ok) throw errorFromHandle(native);
+    return out;
+  }
+
+  takeChunks(windowPtr) {
+    const native = this.handle;
+    const count = native.chunkCount();
+    if (count === 0) return [];
+    const table = native.chunkTable();
+    const owned = native.ownedBytes();
+    // Views taken only now, after the last call into wasm, and dropped before the next one.
+    const f64 = this.module.HEAPF64;
+    const heap = this.module.HEAPU8;
+    const chunks = new Array(count);
+    for (let i = 0, t = table / 8; i < count; ++i, t += TABLE_STRIDE) {
+      const start = (f64[t + 2] ? windowPtr : owned) + f64[t + 3];
+      chunks[i] = { tensor: f64[t], offset: f64[t + 1], bytes: heap.slice(start, start + f64[t + 4]) };
+    }
+    return chunks;
+  }
+
+  close() {
+    if (!this.native) return;
+    registry?.unregister(this);
+    const native = this.native;
+    this.native = null;
+    native.delete();
+  }
+}
+
+/** Concatenates byte arrays into one fresh Uint8Array (the array itself when there is one); null if empty. */
+export function concat(parts) {
+  if (parts.length === 0) return null;
+  if (parts.length === 1) return parts[0];
+  let total = 0;
+  for (const p of parts) total += p.length;
+  const out = new Uint8Array(total);
+  let pos = 0;
+  for (const p of parts) {
+    out.set(p, pos);
+    pos += p.length;
+  }
+  return out;
+}

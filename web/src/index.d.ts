@@ -1,0 +1,213 @@
+// Public API of peft-bridge. Sizes, offsets and shape entries are JS numbers (exact up to 2^53 - 1; a shape
+// entry above that, possible only in zero-size tensors, loses precision). Nothing here exposes the
+// WebAssembly module, its heap or pointers.
+
+/** Options for {@link init}. Give at most one of the three; with none, Node reads the packaged .wasm with
+ * `fs` and other runtimes fetch it from the URL resolved against this module. */
+export interface InitOptions {
+  /** A precompiled module: required on edge runtimes that refuse to compile WebAssembly at run time. */
+  wasmModule?: WebAssembly.Module;
+  /** The bytes of `peft_bridge_wasm.wasm`. */
+  wasmBinary?: ArrayBuffer | ArrayBufferView;
+  /** Where to fetch `peft_bridge_wasm.wasm` from. */
+  wasmUrl?: string | URL;
+}
+
+/** Loads the WebAssembly module once (memoized: later calls return the first call's promise and ignore their
+ * options). Every other function calls it on demand. */
+export function init(options?: InitOptions): Promise<void>;
+
+/** Error codes, the same strings the CLI prints. */
+export type SafetensorsErrorCode =
+  | 'HeaderTooSmall'
+  | 'HeaderTooLarge'
+  | 'InvalidHeaderLength'
+  | 'InvalidHeader'
+  | 'InvalidHeaderDeserialization'
+  | 'InvalidOffset'
+  | 'ValidationOverflow'
+  | 'MisalignedSlice'
+  | 'TensorInvalidInfo'
+  | 'MetadataIncompleteBuffer'
+  | 'InvalidArgument'
+  | 'UnsupportedDtype'
+  | 'IoError';
+
+/** Invalid input (or an unusable request) as reported by the core. */
+export class SafetensorsError extends Error {
+  constructor(code: SafetensorsErrorCode | string, message: string, details?: { tensor?: string | null; offset?: number | null; cause?: unknown });
+  readonly name: 'SafetensorsError';
+  readonly code: SafetensorsErrorCode;
+  /** The tensor concerned, if any. */
+  readonly tensor: string | null;
+  /** Absolute byte offset in the file, if any. */
+  readonly offset: number | null;
+}
+
+/** A source of known size read by ranges (e.g. a file read with positional reads). */
+export interface RandomAccessSource {
+  readonly size: number;
+  /** `length` bytes at `offset` (fewer only at the end of the source). */
+  read(offset: number, length: number): Promise<Uint8Array> | Uint8Array;
+}
+
+/** Everything the reading functions accept. Uint8Array, ArrayBuffer, Blob and RandomAccessSource have a known
+ * size (full validation, including coverage, random access); streams and iterables are read in order. */
+export type Source =
+  | Uint8Array
+  | ArrayBuffer
+  | ArrayBufferView
+  | Blob
+  | ReadableStream<Uint8Array>
+  | AsyncIterable<Uint8Array>
+  | Iterable<Uint8Array>
+  | RandomAccessSource;
+
+export type Dtype =
+  | 'BOOL' | 'F4' | 'F6_E2M3' | 'F6_E3M2' | 'U8' | 'I8' | 'F8_E5M2' | 'F8_E4M3' | 'F8_E8M0' | 'F8_E4M3FNUZ'
+  | 'F8_E5M2FNUZ' | 'I16' | 'U16' | 'F16' | 'BF16' | 'I32' | 'U32' | 'F32' | 'C64' | 'F64' | 'I64' | 'U64';
+
+export interface TensorInfo {
+  name: string;
+  dtype: Dtype;
+  shape: number[];
+  /** [begin, end) relative to the start of the data region. */
+  dataOffsets: [number, number];
+  byteLength: number;
+}
+
+/** A validated header. Tensors are in data order (the order of their bytes in the file). */
+export interface Header {
+  /** N: the header JSON's length including padding (the file's first 8 bytes). */
+  headerSize: number;
+  /** Bytes of tensor data (end of the last tensor). */
+  dataSize: number;
+  /** 8 + headerSize + dataSize. */
+  fileSize: number;
+  /** `__metadata__`, or null when absent. */
+  metadata: Record<string, string> | null;
+  tensors: TensorInfo[];
+  /** Elements per dtype. */
+  parameters: Partial<Record<Dtype, number>>;
+  totalParameters: number;
+}
+
+export interface ReadOptions {
+  signal?: AbortSignal;
+}
+
+/** Reads and validates a header. A stream is read only as far as the header, then cancelled. Rejects with
+ * {@link SafetensorsError} on invalid input. */
+export function inspect(source: Source, options?: ReadOptions): Promise<Header>;
+
+export type ReadEvent =
+  | { type: 'header'; header: Header }
+  | {
+      type: 'data';
+      /** Tensor name. */
+      tensor: string;
+      /** Index into header.tensors. */
+      tensorIndex: number;
+      /** Offset of `bytes` within the tensor. */
+      offset: number;
+      /** A copy the caller owns. */
+      bytes: Uint8Array;
+    }
+  | { type: 'end' };
+
+export interface ReadProgress {
+  bytesRead: number;
+  totalBytes: number | null;
+}
+
+export interface ReadSafetensorsOptions extends ReadOptions {
+  onProgress?: (progress: ReadProgress) => void;
+}
+
+/** Streams a file as events: one header, tensor data spans in file order, then `end` after the check that
+ * exactly the described bytes arrived. Throws {@link SafetensorsError} on invalid input; leaving the loop early
+ * cancels the source. */
+export function readSafetensors(source: Source, options?: ReadSafetensorsOptions): AsyncGenerator<ReadEvent, void, undefined>;
+
+export type TensorOrder = 'reference' | 'input';
+
+export interface TensorSpec {
+  name: string;
+  dtype: Dtype;
+  shape: number[];
+}
+
+export interface WriteSpec {
+  tensors: TensorSpec[];
+  /** Written as `__metadata__` (keys sorted) when given, even if empty. */
+  metadata?: Record<string, string> | null;
+  /** 'reference' (default): Python safetensors' order, dtype descending then name, byte-identical to its
+   * output; 'input': the order given. */
+  order?: TensorOrder;
+}
+
+export interface PlannedTensor extends TensorInfo {
+  /** Position in the spec's `tensors`. */
+  index: number;
+}
+
+export interface WriteLayout {
+  order: TensorOrder;
+  /** N, as in {@link Header.headerSize}. */
+  headerSize: number;
+  dataSize: number;
+  totalSize: number;
+  /** In write order: the order tensor bytes must be written in. */
+  tensors: PlannedTensor[];
+}
+
+/** A push writer. Write every tensor's bytes in `layout.tensors` order (chunks of any size), then close(). */
+export class SafetensorsWriter {
+  private constructor();
+  readonly layout: WriteLayout;
+  /** The file: the header is available at once, data as it is written. */
+  readonly readable: ReadableStream<Uint8Array>;
+  /** Tensor bytes written so far. */
+  readonly bytesWritten: number;
+  /** Copies `bytes` in; resolves when the readable side has room for more. */
+  write(bytes: Uint8Array | ArrayBuffer | ArrayBufferView): Promise<void>;
+  /** Checks every planned byte was written, then ends `readable` and frees the writer. */
+  close(): Promise<void>;
+  /** Abandons the file: `readable` errors with `reason`. */
+  abort(reason?: unknown): void;
+  [Symbol.dispose](): void;
+}
+
+/** Plans the file (rejects with {@link SafetensorsError} on a repeated name, an unknown dtype, an overflow…)
+ * and returns a push writer. */
+export function createWriter(spec: WriteSpec): Promise<SafetensorsWriter>;
+
+export interface TensorWithData extends TensorSpec {
+  /** Exactly the tensor's byte length; may be omitted for zero-size tensors. */
+  data?: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
+}
+
+/** Writes a whole file as a stream, pulling each tensor's data in write order as the stream is consumed. */
+export function writeSafetensors(spec: WriteSpec & { tensors: TensorWithData[]; signal?: AbortSignal }): ReadableStream<Uint8Array>;
+
+export interface ConvertProgress {
+  bytesRead: number;
+  bytesWritten: number;
+  /** Input size, when the source has one. */
+  inputSize: number | null;
+  /** Output size, known once the header is read. */
+  outputSize: number | null;
+}
+
+export interface ConvertOptions {
+  /** Target dtype for F16, BF16, F32, F64, F8_E4M3 and F8_E5M2 tensors; others are copied. Case-insensitive. */
+  dtype: 'bf16' | 'f16' | 'f32' | 'BF16' | 'F16' | 'F32';
+  /** 'input' (default) keeps the source's order and works with streams; 'reference' (the CLI's default) needs
+   * a random-access source (Uint8Array, ArrayBuffer, Blob, RandomAccessSource). */
+  order?: TensorOrder;
+  signal?: AbortSignal;
+  onProgress?: (progress: ConvertProgress) => void;
+}
+
+/** The converted file as a stream. Invalid input errors the stream with {@link SafetensorsError}. */
+export function convert(source: Source, options: ConvertOptions): ReadableStream<Uint8Array>;

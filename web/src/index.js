@@ -1,0 +1,9 @@
+// peft-bridge: streaming safetensors inspection, validation, writing and dtype conversion in WebAssembly.
+// The WebAssembly module and its heap stay private; every entry point takes and returns plain JS values,
+// Uint8Array copies and web streams.
+export { init } from './init.js';
+export { SafetensorsError } from './errors.js';
+export { inspect } from './inspect.js';
+export { readSafetensors } from './reader.js';
+export { createWriter, writeSafetensors, SafetensorsWriter } from './writer.js';
+export { convert } from './convert.js';

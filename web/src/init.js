@@ -1,0 +1,109 @@
+// Loading the WebAssembly module: once, memoized, from bytes, a precompiled module or the .wasm file
+// next to this package. The module object stays private to the package.
+import createPeftBridge from '../dist/peft_bridge_wasm.mjs';
+
+const isNode = typeof process === 'object' && process !== null && typeof process.versions?.node === 'string';
+
+/** @type {Promise<any> | null} */
+let loading = null;
+/** @type {any} */
+let loaded = null;
+
+/**
+ * Loads and instantiates the WebAssembly module. Memoized: later calls return the first call's promise
+ * (their options are ignored). Every other entry point calls it on demand, so calling it yourself is only
+ * needed to supply the module, to fail early, or to use {@link createWriter}'s synchronous parts.
+ *
+ * - `wasmModule`: a precompiled `WebAssembly.Module` (edge runtimes such as Cloudflare Workers refuse to
+ *   compile wasm at run time; import the .wasm there and pass the module).
+ * - `wasmBinary`: the .wasm bytes.
+ * - `wasmUrl`: where to fetch the .wasm from.
+ * - none: Node reads `dist/peft_bridge_wasm.wasm` beside this package with `fs`; other runtimes fetch it
+ *   from the URL resolved against `import.meta.url`.
+ *
+ * @param {{wasmModule?: WebAssembly.Module, wasmBinary?: ArrayBuffer | ArrayBufferView, wasmUrl?: string | URL}} [options]
+ * @returns {Promise<void>}
+ */
+export function init(options = {}) {
+  if (!loading) {
+    loading = load(options).then(
+      (module) => {
+        loaded = module;
+        return module;
+      },
+      (error) => {
+        loading = null; // a failed load may be retried (e.g. with other options)
+        throw error;
+      },
+    );
+  }
+  return loading.then(() => undefined);
+}
+
+/** The instantiated module, loading it first if needed. Internal. */
+export async function getModule() {
+  if (loaded) return loaded;
+  await init();
+  return loaded;
+}
+
+/** The module if it is already loaded, else null. Internal. */
+export function loadedModule() {
+  return loaded;
+}
+
+async function load(options) {
+  const instantiate = await instantiator(options);
+  let failed;
+  const failure = new Promise((_, reject) => {
+    failed = reject;
+  });
+  const factory = createPeftBridge({
+    // Emscripten 3.1.6's own loader cannot fetch a file path under Node 20 (global fetch) and compiles from
+    // bytes; this hook makes every runtime go through one path that also accepts a precompiled module.
+    instantiateWasm(imports, receive) {
+      instantiate(imports).then(({ instance, module }) => receive(instance, module), failed);
+      return {};
+    },
+    print: (text) => console.log(text),
+    printErr: (text) => console.warn(text),
+    onAbort: (what) => failed(new Error(`peft-bridge: WebAssembly module aborted: ${what}`)),
+  });
+  return Promise.race([factory, failure]);
+}
+
+async function instantiator(options) {
+  const { wasmModule, wasmBinary, wasmUrl } = options;
+  if (wasmModule !== undefined) {
+    if (!(wasmModule instanceof WebAssembly.Module)) throw new TypeError('init: wasmModule must be a WebAssembly.Module');
+    return async (imports) => ({ instance: await WebAssembly.instantiate(wasmModule, imports), module: wasmModule });
+  }
+  if (wasmBinary !== undefined) {
+    const bytes = toBufferSource(wasmBinary);
+    return (imports) => WebAssembly.instantiate(bytes, imports);
+  }
+  const url = wasmUrl !== undefined ? new URL(String(wasmUrl), import.meta.url) : new URL('../dist/peft_bridge_wasm.wasm', import.meta.url);
+  if (isNode && url.protocol === 'file:') {
+    const { readFile } = await import(/* webpackIgnore: true */ /* @vite-ignore */ 'node:fs/promises');
+    const bytes = await readFile(url);
+    return (imports) => WebAssembly.instantiate(bytes, imports);
+  }
+  return async (imports) => {
+    if (typeof WebAssembly.instantiateStreaming === 'function') {
+      try {
+        return await WebAssembly.instantiateStreaming(fetch(url), imports);
+      } catch {
+        // E.g. a server without the application/wasm type: fetch again and compile from bytes.
+      }
+    }
+    const res = await fetch(url);
+    if (!res.ok) throw new Error(`peft-bridge: cannot fetch ${url}: ${res.status} ${res.statusText}`);
+    return WebAssembly.instantiate(await res.arrayBuffer(), imports);
+  };
+}
+
+function toBufferSource(value) {
+  if (value instanceof ArrayBuffer) return value;
+  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+  throw new TypeError('init: wasmBinary must be an ArrayBuffer or a typed array');
+}

@@ -1,0 +1,93 @@
+// inspect(): the header of a safetensors file, reading no more of the source than the header.
+import { throwIfAborted } from './errors.js';
+import { NativeHandle } from './handles.js';
+import { getModule } from './init.js';
+import { openSource, raceAbort } from './sources.js';
+
+/**
+ * The JS view of RenderInspectJson's output. Internal.
+ * @param {string} json
+ */
+export function headerFromJson(json) {
+  const j = JSON.parse(json);
+  return {
+    headerSize: j.headerSize,
+    dataSize: j.dataSize,
+    fileSize: j.fileSize,
+    metadata: j.metadata,
+    tensors: j.tensors,
+    parameters: j.parameters,
+    totalParameters: j.totalParameters,
+  };
+}
+
+/**
+ * Feeds a random-access source's header into a handle: the 8-byte prefix, then exactly the header bytes.
+ * `feed` is the handle's header-feeding method; `onChunks` receives what each call produced. A file shorter than 8 bytes is reported through
+ * ReadHeaderLength (checkPrefix), as the native CLI reports it. Internal.
+ */
+export async function feedRandomHeader(handle, source, feed, options = {}) {
+  const { signal, onChunks } = options;
+  const native = handle.handle;
+  if (source.size < 8) {
+    handle.input('checkPrefix', await source.read(0, source.size));
+  }
+  let pos = 0;
+  while (native.bytesUntilHeader() > 0) {
+    throwIfAborted(signal);
+    const need = Math.min(native.bytesUntilHeader(), handle.windowSize);
+    const bytes = await raceAbort(source.read(pos, need), signal);
+    if (bytes.length === 0) break;
+    handle.input(feed, bytes, onChunks);
+    pos += bytes.length;
+  }
+  return pos;
+}
+
+/**
+ * Reads and validates the header; returns the parsed header plus the core's text and JSON renderings.
+ * Internal (the CLI prints the renderings).
+ */
+export async function inspectRendered(source, options = {}) {
+  const { signal } = options;
+  throwIfAborted(signal);
+  const module = await getModule();
+  const src = openSource(source, { readSize: options.readSize, signal });
+  const handle = new NativeHandle(module, new module.Reader(src.size ?? -1));
+  try {
+    const native = handle.handle;
+    if (src.random) {
+      await feedRandomHeader(handle, src, 'feed', { signal });
+    } else {
+      while (!native.headerDone()) {
+        throwIfAborted(signal);
+        const chunk = await src.next();
+        if (chunk === null) break;
+        // Only the bytes the header still needs (the prefix first, then the JSON): the rest of the stream is
+        // never read.
+        let pos = 0;
+        while (pos < chunk.length && !native.headerDone()) {
+          const take = Math.min(chunk.length - pos, native.bytesUntilHeader());
+          handle.input('feed', chunk.subarray(pos, pos + take));
+          pos += take;
+        }
+      }
+    }
+    if (!native.headerDone()) handle.call('finish'); // throws the reader's end-of-input error
+    return { header: headerFromJson(native.headerJson()), text: native.headerText(), json: native.headerJson() };
+  } finally {
+    handle.close();
+    await src.close();
+  }
+}
+
+/**
+ * Reads and validates a safetensors header. A stream is read only as far as the header and then cancelled;
+ * a source of known size (bytes, Blob, {size, read}) is fully validated, including that the tensors cover the
+ * file exactly. Rejects with SafetensorsError on invalid input.
+ * @param {any} source
+ * @param {{signal?: AbortSignal}} [options]
+ */
+export async function inspect(source, options = {}) {
+  return (await inspectRendered(source, options)).header;
+}

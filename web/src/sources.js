@@ -1,0 +1,168 @@
+// Byte sources: one shape for everything the API accepts. Random-access sources (bytes in memory, a Blob,
+// a {size, read} object) know their size and can read any range; sequential ones (ReadableStream,
+// AsyncIterable) can only give the next chunk and can be cancelled. Internal.
+import { abortReason } from './errors.js';
+
+/** Default size of the pieces read from a random-access source. */
+export const DEFAULT_READ_SIZE = 4 << 20;
+
+/**
+ * @typedef {object} Source
+ * @property {boolean} random   true if read(offset, length) is available
+ * @property {number | null} size  total size in bytes, when known
+ * @property {(offset: number, length: number) => Promise<Uint8Array>} [read]  random access (may return fewer bytes at the end)
+ * @property {() => Promise<Uint8Array | null>} next  the next chunk in file order, null at the end
+ * @property {() => Promise<void>} close  releases the source; cancels a stream or iterator not read to its end
+ */
+
+/**
+ * @param {unknown} source
+ * @param {{readSize?: number, signal?: AbortSignal}} [options]
+ * @returns {Source}
+ */
+export function openSource(source, options = {}) {
+  const readSize = Math.max(1, Math.floor(options.readSize ?? DEFAULT_READ_SIZE));
+  const bytes = asBytes(source);
+  if (bytes) {
+    return randomSource(bytes.length, async (offset, length) => bytes.subarray(offset, offset + length), readSize);
+  }
+  if (typeof Blob !== 'undefined' && source instanceof Blob) {
+    return randomSource(
+      source.size,
+      async (offset, length) => new Uint8Array(await source.slice(offset, offset + length).arrayBuffer()),
+      readSize,
+    );
+  }
+  if (source && typeof source === 'object' && typeof source.getReader === 'function') {
+    return streamSource(source, options.signal);
+  }
+  if (source && typeof source === 'object' && typeof source.read === 'function' && Number.isSafeInteger(source.size)) {
+    return randomSource(source.size, async (offset, length) => chunkBytes(await source.read(offset, length)), readSize);
+  }
+  if (source && (typeof source[Symbol.asyncIterator] === 'function' || typeof source[Symbol.iterator] === 'function')) {
+    return iteratorSource(source, options.signal);
+  }
+  throw new TypeError(
+    'peft-bridge: source must be a Uint8Array, ArrayBuffer, Blob, ReadableStream, AsyncIterable of Uint8Array, or {size, read(offset, length)}',
+  );
+}
+
+/** True for the sources openSource serves with random access. */
+export function isRandomAccess(source) {
+  return (
+    asBytes(source) !== null ||
+    (typeof Blob !== 'undefined' && source instanceof Blob) ||
+    (!!source && typeof source === 'object' && typeof source.getReader !== 'function' && typeof source.read === 'function' && Number.isSafeInteger(source.size))
+  );
+}
+
+function asBytes(source) {
+  if (source instanceof Uint8Array) return source;
+  if (source instanceof ArrayBuffer) return new Uint8Array(source);
+  if (typeof SharedArrayBuffer !== 'undefined' && source instanceof SharedArrayBuffer) return new Uint8Array(source);
+  if (ArrayBuffer.isView(source)) return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
+  return null;
+}
+
+/** A chunk from a stream or reader callback, as a Uint8Array view (no copy). */
+export function chunkBytes(chunk) {
+  const bytes = asBytes(chunk);
+  if (!bytes) throw new TypeError('peft-bridge: stream chunks must be Uint8Array (or ArrayBuffer / typed arrays)');
+  return bytes;
+}
+
+function randomSource(size, read, readSize) {
+  let pos = 0;
+  return {
+    random: true,
+    size,
+    read,
+    async next() {
+      if (pos >= size) return null;
+      const n = Math.min(readSize, size - pos);
+      const chunk = await read(pos, n);
+      if (chunk.length === 0) return null;
+      pos += chunk.length;
+      return chunk;
+    },
+    async close() {},
+  };
+}
+
+/** Resolves like `promise`, or rejects as soon as `signal` aborts. */
+export function raceAbort(promise, signal) {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(abortReason(signal));
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(abortReason(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+function streamSource(stream, signal) {
+  const reader = stream.getReader();
+  let finished = false;
+  return {
+    random: false,
+    size: null,
+    async next() {
+      for (;;) {
+        const { done, value } = await raceAbort(reader.read(), signal);
+        if (done) {
+          finished = true;
+          return null;
+        }
+        const bytes = chunkBytes(value);
+        if (bytes.length) return bytes;
+      }
+    },
+    async close() {
+      if (!finished) {
+        finished = true;
+        await reader.cancel().catch(() => {});
+      }
+      try {
+        reader.releaseLock();
+      } catch {
+        // a read still pending in an older runtime: the lock goes with the cancelled stream
+      }
+    },
+  };
+}
+
+function iteratorSource(iterable, signal) {
+  const iterator =
+    typeof iterable[Symbol.asyncIterator] === 'function' ? iterable[Symbol.asyncIterator]() : iterable[Symbol.iterator]();
+  let finished = false;
+  return {
+    random: false,
+    size: null,
+    async next() {
+      for (;;) {
+        const { done, value } = await raceAbort(Promise.resolve(iterator.next()), signal);
+        if (done) {
+          finished = true;
+          return null;
+        }
+        const bytes = chunkBytes(value);
+        if (bytes.length) return bytes;
+      }
+    },
+    async close() {
+      if (!finished) {
+        finished = true;
+        await Promise.resolve(iterator.return?.()).catch(() => {});
+      }
+    },
+  };
+}
