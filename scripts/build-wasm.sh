@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the WASM tree (build/wasm) with Emscripten and copies the ES module + .wasm into web/dist/,
-# where the npm package (web/src/init.js) loads them from.
+# Builds the WASM tree (build/wasm) with Emscripten: the ES module + .wasm (copied into web/dist/ by a
+# post-build step, where the npm package's web/src/init.js loads them from) and the C++ tests for Node.
 #   scripts/build-wasm.sh            configure if needed, build, copy
 #   JOBS=4 scripts/build-wasm.sh     parallel jobs (default 2)
 set -euo pipefail
@@ -11,7 +11,8 @@ export NODE_PATH="${NODE_PATH:-/usr/share/nodejs}"
 if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
   emcmake cmake -S "$ROOT" -B "$BUILD" -DPB_BUILD_BENCH=OFF
 fi
-cmake --build "$BUILD" -j"${JOBS:-2}" --target peft_bridge_wasm
+# Everything in the WASM tree: the module and the C++ test suites compiled for Node.
+cmake --build "$BUILD" -j"${JOBS:-2}"
 # The target's POST_BUILD step already copies into web/dist (PB_WASM_COPY_TO_WEB); copying again keeps this
 # script correct when that option is off.
 mkdir -p "$ROOT/web/dist"
