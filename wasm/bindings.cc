@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -68,35 +69,72 @@ class Window {
 };
 
 // Collects reader events and sink writes for one call (see the chunk table convention above).
+// Converted output is produced straight into `owned_` through Lend/Commit (no staging copy), and
+// adjacent sink writes are merged into one table entry, so JS copies each call's output out in as
+// few slices as possible.
 class Chunks : public ByteSink {
  public:
   explicit Chunks(const Window& window) : window_(window) {}
   void Clear() {
     table_.clear();
-    owned_.clear();
+    used_ = 0;
   }
   void Add(double tensor, double offset, std::span<const uint8_t> bytes) {
     if (bytes.empty()) return;
     const uint8_t* w = window_.data();
     if (w && bytes.data() >= w && bytes.data() + bytes.size() <= w + window_.capacity()) {
-      table_.insert(table_.end(), {tensor, offset, 1.0, double(bytes.data() - w), double(bytes.size())});
+      Append(tensor, offset, 1.0, double(bytes.data() - w), bytes.size());
     } else {
-      table_.insert(table_.end(), {tensor, offset, 0.0, double(owned_.size()), double(bytes.size())});
-      owned_.insert(owned_.end(), bytes.begin(), bytes.end());
+      std::span<uint8_t> dst = Lend(bytes.size());
+      std::memcpy(dst.data(), bytes.data(), bytes.size());
+      Append(tensor, offset, 0.0, double(used_), bytes.size());
+      used_ += bytes.size();
     }
   }
   Status Write(std::span<const uint8_t> bytes) override {
     Add(-1, 0, bytes);
     return Status::Ok();
   }
+  std::span<uint8_t> Lend(size_t max) override {
+    if (used_ + max > capacity_) {
+      size_t cap = std::max(used_ + max, capacity_ + capacity_ / 2);
+      cap = (cap + 4095) & ~size_t{4095};
+      auto* grown = static_cast<uint8_t*>(std::aligned_alloc(4096, cap));  // page-aligned: no 4K aliasing
+      if (!grown) return {};
+      if (used_) std::memcpy(grown, owned_.get(), used_);
+      owned_.reset(grown);
+      capacity_ = cap;
+    }
+    return std::span<uint8_t>(owned_.get() + used_, max);
+  }
+  Status Commit(size_t filled) override {
+    if (filled) Append(-1, 0, 0.0, double(used_), filled);
+    used_ += filled;
+    return Status::Ok();
+  }
   uintptr_t table() const { return reinterpret_cast<uintptr_t>(table_.data()); }
   size_t count() const { return table_.size() / 5; }
-  uintptr_t owned() const { return reinterpret_cast<uintptr_t>(owned_.data()); }
+  uintptr_t owned() const { return reinterpret_cast<uintptr_t>(owned_.get()); }
 
  private:
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  // Appends a table row, or extends the previous one when this is a sink write continuing it in memory.
+  void Append(double tensor, double offset, double in_window, double start, size_t size) {
+    size_t n = table_.size();
+    if (tensor < 0 && n >= 5 && table_[n - 5] < 0 && table_[n - 3] == in_window &&
+        table_[n - 2] + table_[n - 1] == start) {
+      table_[n - 1] += double(size);
+      return;
+    }
+    table_.insert(table_.end(), {tensor, offset, in_window, start, double(size)});
+  }
   const Window& window_;
   std::vector<double> table_;
-  std::vector<uint8_t> owned_;
+  std::unique_ptr<uint8_t, FreeDeleter> owned_;
+  size_t used_ = 0;
+  size_t capacity_ = 0;
 };
 
 // The parts every handle shares: window, chunk table, last error.

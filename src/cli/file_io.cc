@@ -64,11 +64,7 @@ Result<Header> InputFile::ReadHeader() const {
   if (Status s = ReadAt(0, std::span<uint8_t>(prefix, have)); !s.ok()) return s.error();
   auto n = ReadHeaderLength(std::span<const uint8_t>(prefix, have));
   if (!n.ok()) return n.error();
-  if (size_ - 8 < n.value())
-    return MakeError(ErrorCode::InvalidHeaderLength,
-                     "header length " + std::to_string(n.value()) + " runs past the end of the " +
-                         std::to_string(size_) + "-byte file",
-                     std::nullopt, 0);
+  if (size_ - 8 < n.value()) return InvalidHeaderLengthError(n.value(), size_);
   std::string json(n.value(), '\0');
   if (Status s = ReadAt(8, std::span<uint8_t>(reinterpret_cast<uint8_t*>(json.data()), json.size())); !s.ok())
     return s.error();

@@ -43,7 +43,7 @@ TensorBytesConverter::TensorBytesConverter(ConversionPlan plan, ByteSink& sink)
 
 Status TensorBytesConverter::Begin() { return writer_.Begin(); }
 
-Status TensorBytesConverter::AdvanceToNonEmpty() {
+void TensorBytesConverter::AdvanceToNonEmpty() {
   // Moves past finished tensors (and zero-size ones) so current_ names the tensor the next byte feeds.
   while (current_ < plan_.write.tensors.size()) {
     const PlannedTensor& p = plan_.write.tensors[current_];
@@ -53,7 +53,6 @@ Status TensorBytesConverter::AdvanceToNonEmpty() {
     ++current_;
     consumed_ = 0;
   }
-  return Status::Ok();
 }
 
 Status TensorBytesConverter::Push(std::span<const uint8_t> bytes) {

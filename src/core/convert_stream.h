@@ -38,7 +38,7 @@ class TensorBytesConverter {
   const ConversionPlan& plan() const { return plan_; }
 
  private:
-  Status AdvanceToNonEmpty();
+  void AdvanceToNonEmpty();
   ConversionPlan plan_;
   StreamingWriter writer_;
   size_t current_ = 0;          // planned tensor being filled

@@ -79,6 +79,9 @@ class Header {
 // HeaderTooSmall if fewer than 8 bytes, HeaderTooLarge if N > kMaxHeaderSize.
 Result<uint64_t> ReadHeaderLength(std::span<const uint8_t> prefix);
 
+// The InvalidHeaderLength error for a header of `header_length` bytes in a file of `file_size` bytes.
+Error InvalidHeaderLengthError(uint64_t header_length, uint64_t file_size);
+
 // Parses and validates header JSON (exactly N bytes, the bytes after the prefix), following the
 // reference reader's checks 4-6 in order (UTF-8, JSON schema, per-tensor offsets and sizes).
 // When total_file_size is given, also checks coverage (check 7, MetadataIncompleteBuffer).

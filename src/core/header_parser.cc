@@ -534,6 +534,13 @@ Result<uint64_t> ReadHeaderLength(std::span<const uint8_t> prefix) {
   return n;
 }
 
+Error InvalidHeaderLengthError(uint64_t header_length, uint64_t file_size) {
+  return MakeError(ErrorCode::InvalidHeaderLength,
+                   "header length " + std::to_string(header_length) + " runs past the end of the " +
+                       std::to_string(file_size) + "-byte file",
+                   std::nullopt, 0);
+}
+
 Result<Header> ParseHeader(std::string json, std::optional<uint64_t> total_file_size) {
   Header h;
   HeaderBuilder builder(h, std::move(json));
@@ -545,11 +552,7 @@ Result<Header> ParseHeader(std::string json, std::optional<uint64_t> total_file_
 Result<Header> ParseWholeFile(std::span<const uint8_t> file) {
   auto n = ReadHeaderLength(file);
   if (!n.ok()) return n.error();
-  if (file.size() - 8 < n.value())
-    return MakeError(ErrorCode::InvalidHeaderLength,
-                     "header length " + std::to_string(n.value()) + " runs past the end of the " +
-                         std::to_string(file.size()) + "-byte file",
-                     std::nullopt, 0);
+  if (file.size() - 8 < n.value()) return InvalidHeaderLengthError(n.value(), file.size());
   std::string json(reinterpret_cast<const char*>(file.data()) + 8, n.value());
   return ParseHeader(std::move(json), file.size());
 }

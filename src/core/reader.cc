@@ -49,10 +49,7 @@ Status StreamingReader::Feed(std::span<const uint8_t> chunk, ReaderEvents& event
     if (!n.ok()) return FailWith(n.error());
     header_len_ = n.value();
     if (options_.total_size && *options_.total_size < 8 + header_len_)
-      return FailWith(MakeError(ErrorCode::InvalidHeaderLength,
-                                "header length " + std::to_string(header_len_) + " runs past the end of the " +
-                                    std::to_string(*options_.total_size) + "-byte file",
-                                std::nullopt, 0));
+      return FailWith(InvalidHeaderLengthError(header_len_, *options_.total_size));
     // The prefix is untrusted: unless the source's size vouches for N (checked above), don't reserve
     // N up front (a 100 MB claim would cost 100 MB before a single header byte arrived). Start small
     // and grow with the bytes that actually come.
@@ -98,15 +95,10 @@ Status StreamingReader::Finish(ReaderEvents& events) {
     case State::kFailed: return *error_;
     case State::kDone: return Status::Ok();
     case State::kPrefix:
-      return FailWith(MakeError(ErrorCode::HeaderTooSmall,
-                                "stream ended after " + std::to_string(fed_) +
-                                    " bytes, before the 8-byte length prefix was complete",
-                                std::nullopt, fed_));
+      // Same error as the whole-file path, so every front end reports a short file identically.
+      return FailWith(ReadHeaderLength(std::span<const uint8_t>(prefix_, prefix_len_)).error());
     case State::kHeader:
-      return FailWith(MakeError(ErrorCode::InvalidHeaderLength,
-                                "header length " + std::to_string(header_len_) + " runs past the end of the " +
-                                    std::to_string(fed_) + "-byte stream",
-                                std::nullopt, 0));
+      return FailWith(InvalidHeaderLengthError(header_len_, fed_));
     case State::kData:
       if (data_pos_ != header_->data_size()) {
         std::optional<std::string> tensor;

@@ -25,7 +25,9 @@ class ReaderEvents {
   virtual ~ReaderEvents() = default;
   virtual Status OnHeader(const Header& header) = 0;
   // `tensor` indexes header.tensor(i) (data order). Spans never cross a tensor boundary and are only
-  // valid during the call. Zero-size tensors produce no spans.
+  // valid during the call. Zero-size tensors produce no spans. Guarantee: every span is a subspan of
+  // the chunk passed to the Feed call that reports it (tensor bytes are never copied), so an edge may
+  // locate a span by its position in that chunk.
   virtual Status OnTensorData(size_t tensor, uint64_t offset_in_tensor, std::span<const uint8_t> bytes) = 0;
 };
 

@@ -1,5 +1,7 @@
 #include "core/report.h"
 
+#include "core/writer.h"
+
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -34,13 +36,6 @@ std::string WithThousands(uint64_t v) {
     out.push_back(digits[i]);
   }
   return out;
-}
-
-ordered_json MetadataJson(const Header& h) {
-  if (!h.has_metadata()) return nullptr;
-  ordered_json m = ordered_json::object();
-  for (const auto& [k, v] : h.metadata()) m[k] = v;
-  return m;
 }
 
 }  // namespace
@@ -79,32 +74,69 @@ std::string RenderInspectText(const Header& h) {
 }
 
 std::string RenderInspectJson(const Header& h) {
-  ordered_json j;
-  j["ok"] = true;
-  j["headerSize"] = h.header_size();
-  j["dataSize"] = h.data_size();
-  j["fileSize"] = h.file_size();
-  j["metadata"] = MetadataJson(h);
-  ordered_json tensors = ordered_json::array();
+  // Written directly rather than through a JSON DOM: a 200,000-tensor header would otherwise build
+  // 200,000 objects (hundreds of MB in the WASM heap) just to print them.
+  std::string out;
+  out.reserve(256 + h.tensor_count() * 120);
+  auto number = [&](uint64_t v) { out += std::to_string(v); };
+  out += "{\"ok\":true,\"headerSize\":";
+  number(h.header_size());
+  out += ",\"dataSize\":";
+  number(h.data_size());
+  out += ",\"fileSize\":";
+  number(h.file_size());
+  out += ",\"metadata\":";
+  if (h.has_metadata()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [k, v] : h.metadata()) {
+      if (!first) out += ',';
+      first = false;
+      AppendJsonString(out, k);
+      out += ':';
+      AppendJsonString(out, v);
+    }
+    out += '}';
+  } else {
+    out += "null";
+  }
+  out += ",\"tensors\":[";
   for (size_t i = 0; i < h.tensor_count(); ++i) {
     TensorInfo t = h.tensor(i);
-    tensors.push_back({{"name", std::string(t.name)},
-                       {"dtype", std::string(DtypeName(t.dtype))},
-                       {"shape", std::vector<uint64_t>(t.shape.begin(), t.shape.end())},
-                       {"dataOffsets", {t.begin, t.end}},
-                       {"byteLength", t.byte_length()}});
+    if (i) out += ',';
+    out += "{\"name\":";
+    AppendJsonString(out, t.name);
+    out += ",\"dtype\":\"";
+    out += DtypeName(t.dtype);
+    out += "\",\"shape\":[";
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (d) out += ',';
+      number(t.shape[d]);
+    }
+    out += "],\"dataOffsets\":[";
+    number(t.begin);
+    out += ',';
+    number(t.end);
+    out += "],\"byteLength\":";
+    number(t.byte_length());
+    out += '}';
   }
-  j["tensors"] = std::move(tensors);
-  ordered_json params = ordered_json::object();
+  out += "],\"parameters\":{";
   uint64_t total = 0;
+  bool first = true;
   for (const auto& [dtype, n] : ParametersByDtype(h)) {
-    params[std::string(DtypeName(dtype))] = n;
+    if (!first) out += ',';
+    first = false;
+    out += '"';
+    out += DtypeName(dtype);
+    out += "\":";
+    number(n);
     total += n;
   }
-  j["parameters"] = std::move(params);
-  j["totalParameters"] = total;
-  // Names may hold any bytes the UTF-8 check allowed; replace nothing, error on nothing.
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  out += "},\"totalParameters\":";
+  number(total);
+  out += "}\n";
+  return out;
 }
 
 std::string RenderErrorJson(const Error& e) {

@@ -143,6 +143,18 @@ Status StreamingWriter::Commit(size_t filled) {
   return sink_.Commit(filled);
 }
 
+size_t StreamingWriter::current_tensor() const {
+  // The planned tensors are contiguous, so the first one whose end lies beyond the bytes written.
+  const auto& t = plan_.tensors;
+  auto it = std::upper_bound(t.begin(), t.end(), written_, [](uint64_t w, const PlannedTensor& p) { return w < p.end; });
+  return static_cast<size_t>(it - t.begin());
+}
+
+uint64_t StreamingWriter::current_tensor_remaining() const {
+  size_t i = current_tensor();
+  return i < plan_.tensors.size() ? plan_.tensors[i].end - written_ : 0;
+}
+
 Status StreamingWriter::Finish() {
   if (!begun_) return MakeError(ErrorCode::InvalidArgument, "Finish called before Begin");
   if (written_ != plan_.data_size)

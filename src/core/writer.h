@@ -73,8 +73,13 @@ class StreamingWriter {
 
   // Emits the prefix and header. Must be called once, first.
   Status Begin();
-  // Tensor bytes in plan order; a chunk may span several tensors.
+  // Tensor bytes in plan order; a chunk may span several tensors. Guarantee: the sink receives the
+  // caller's own span (no copy, no split), so a sink may rely on its address.
   Status Write(std::span<const uint8_t> bytes);
+  // Index into plan().tensors of the tensor the next byte belongs to (tensors.size() when complete),
+  // and how many bytes that tensor still needs: edges that take data per tensor check against these.
+  size_t current_tensor() const;
+  uint64_t current_tensor_remaining() const;
   // The sink's zero-copy path (see ByteSink::Lend), limited to the bytes still planned.
   std::span<uint8_t> Lend(size_t max);
   Status Commit(size_t filled);

@@ -154,6 +154,22 @@ TEST(Writer, WriteChecksByteCounts) {
   EXPECT_EQ(sink.writes, 2);
 }
 
+TEST(Writer, ReportsTheCurrentTensor) {
+  auto plan = PlanWrite({{"a", Dtype::U8, {3}}, {"z", Dtype::U8, {0}}, {"b", Dtype::F32, {1}}}, std::nullopt,
+                        TensorOrder::kInput);
+  VectorSink sink;
+  StreamingWriter w(plan.value(), sink);
+  ASSERT_TRUE(w.Begin().ok());
+  EXPECT_EQ(w.current_tensor(), 0u);
+  EXPECT_EQ(w.current_tensor_remaining(), 3u);
+  ASSERT_TRUE(w.Write(Bytes(3)).ok());
+  EXPECT_EQ(w.current_tensor(), 2u);  // the zero-size tensor needs nothing
+  EXPECT_EQ(w.current_tensor_remaining(), 4u);
+  ASSERT_TRUE(w.Write(Bytes(4)).ok());
+  EXPECT_EQ(w.current_tensor(), 3u);
+  EXPECT_EQ(w.current_tensor_remaining(), 0u);
+}
+
 // Files written by Python safetensors (metadata with at most one key) re-serialize to the same bytes.
 TEST(Writer, ReserializingReferenceFilesGivesIdenticalBytes) {
   auto dir = FixturesDir();

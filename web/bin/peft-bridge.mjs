@@ -131,7 +131,7 @@ async function runInspect(args) {
   let input;
   try {
     input = await openInput(positional[0]);
-    const report = await inspectRendered(input.source);
+    const report = await inspectRendered(input.source, { render: json ? 'json' : 'text' });
     await out(json ? report.json : report.text);
     return 0;
   } catch (error) {

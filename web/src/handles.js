@@ -75,16 +75,16 @@ export class NativeHandle {
   }
 
   /**
-   * Like input(), for handles whose output is a byte stream: `onBytes` gets each piece's output as one copied
-   * Uint8Array (pieces with no output are skipped). Returns whether anything was produced.
+   * Like input(), for handles whose output is a byte stream: `onBytes` gets each piece's output as copied
+   * Uint8Arrays, one per contiguous run (the core merges adjacent writes, so usually one), never joined
+   * into a further copy. Returns whether anything was produced.
    */
   inputToBytes(method, bytes, onBytes) {
     let produced = false;
     this.input(method, bytes, (chunks) => {
-      const out = concat(chunks.map((c) => c.bytes));
-      if (out) {
+      for (const c of chunks) {
         produced = true;
-        onBytes(out);
+        onBytes(c.bytes);
       }
     });
     return produced;

@@ -45,8 +45,9 @@ export async function feedRandomHeader(handle, source, feed, options = {}) {
 }
 
 /**
- * Reads and validates the header; returns the parsed header plus the core's text and JSON renderings.
- * Internal (the CLI prints the renderings).
+ * Reads and validates the header. Returns `{header, json}` by default, or `{text}` with `render: 'text'`
+ * (the CLI's output): each rendering of a 200,000-tensor header costs real time, so only one is made.
+ * Internal.
  */
 export async function inspectRendered(source, options = {}) {
   const { signal } = options;
@@ -74,7 +75,9 @@ export async function inspectRendered(source, options = {}) {
       }
     }
     if (!native.headerDone()) handle.call('finish'); // throws the reader's end-of-input error
-    return { header: headerFromJson(native.headerJson()), text: native.headerText(), json: native.headerJson() };
+    if (options.render === 'text') return { text: native.headerText() };
+    const json = native.headerJson();
+    return { header: headerFromJson(json), json };
   } finally {
     handle.close();
     await src.close();
