@@ -40,6 +40,13 @@ else
   status=1; failed=$((failed + 1))
 fi
 
+echo "== TypeScript: the published types compile against an application-style usage file"
+if npx --no-install tsc -p tests/types; then
+  echo "types: ok"; passed=$((passed + 1))
+else
+  status=1; failed=$((failed + 1))
+fi
+
 echo "== JS API and CLI tests (node --test) against the WASM build"
 node --test --test-reporter=spec tests/js/ 2>&1 | tee "$LOGS/js.log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
