@@ -75,11 +75,7 @@ int RunConvert(const std::vector<std::string>& args) {
   if (positional.size() != 2) return UsageError("convert", "expected IN and OUT");
   if (!dtype) return UsageError("convert", "--dtype is required");
 
-  auto fail = [&](const Error& e) {
-    std::string out = json ? RenderErrorJson(e) : RenderErrorText(e);
-    std::fwrite(out.data(), 1, out.size(), json ? stdout : stderr);
-    return 1;
-  };
+  auto fail = [&](const Error& e) { return ReportFailure(e, json); };
   auto in = InputFile::Open(positional[0]);
   if (!in.ok()) return fail(in.error());
   if (in->IsSameFile(positional[1])) return UsageError("convert", "OUT must not be the same file as IN");

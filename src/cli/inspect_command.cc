@@ -22,11 +22,7 @@ int RunInspect(const std::vector<std::string>& args) {
   }
   if (positional.size() != 1) return UsageError("inspect", "expected exactly one FILE");
 
-  auto fail = [&](const Error& e) {
-    std::string out = json ? RenderErrorJson(e) : RenderErrorText(e);
-    std::fwrite(out.data(), 1, out.size(), json ? stdout : stderr);
-    return 1;
-  };
+  auto fail = [&](const Error& e) { return ReportFailure(e, json); };
   auto file = InputFile::Open(positional[0]);
   if (!file.ok()) return fail(file.error());
   auto header = file->ReadHeader();

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "core/cli_text.h"
+#include "core/report.h"
 
 namespace pb::cli {
 
@@ -13,6 +14,12 @@ int UsageError(const std::string& command, const std::string& message) {
   std::string_view help = CliHelp(command);
   std::fwrite(help.data(), 1, help.size(), stderr);
   return 2;
+}
+
+int ReportFailure(const Error& error, bool json) {
+  std::string out = json ? RenderErrorJson(error) : RenderErrorText(error);
+  std::fwrite(out.data(), 1, out.size(), json ? stdout : stderr);
+  return 1;
 }
 
 }  // namespace pb::cli

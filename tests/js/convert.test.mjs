@@ -7,22 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   BAD_FIXTURES, collect, countingStream, fixtureNames, fixturePath, hasNativeCli, nativeCli, pb, randomCuts, readFixture,
-  rng, skipWithoutFixtures, split,
+  rng, skipWithoutFixtures, split, makeFile,
 } from './helpers/common.mjs';
 
 const { convert, inspect, readSafetensors, SafetensorsError } = pb;
 
 const f32 = (...v) => new Uint8Array(new Float32Array(v).buffer);
-function file(json, data) {
-  let text = json;
-  while (text.length % 8) text += ' ';
-  const body = new TextEncoder().encode(text);
-  const out = new Uint8Array(8 + body.length + data.length);
-  new DataView(out.buffer).setBigUint64(0, BigInt(body.length), true);
-  out.set(body, 8);
-  out.set(data, 8 + body.length);
-  return out;
-}
+const file = makeFile;
 
 test('convert output equals the native CLI output byte for byte (every fixture, dtype and order)', async (t) => {
   if (skipWithoutFixtures(t)) return;

@@ -4,21 +4,12 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import {
   BAD_FIXTURES, countingIterable, countingStream, fixtureNames, fixturePath, hasNativeCli, nativeCli, pb, readFixture,
-  skipWithoutFixtures, split,
+  skipWithoutFixtures, split, makeFile,
 } from './helpers/common.mjs';
 
 const { inspect, SafetensorsError } = pb;
 
-function file(json, data = new Uint8Array(0), { pad = true } = {}) {
-  let text = json;
-  if (pad) while (text.length % 8) text += ' ';
-  const body = new TextEncoder().encode(text);
-  const out = new Uint8Array(8 + body.length + data.length);
-  new DataView(out.buffer).setBigUint64(0, BigInt(body.length), true);
-  out.set(body, 8);
-  out.set(data, 8 + body.length);
-  return out;
-}
+const file = makeFile;
 
 async function rejectsWith(promise, code) {
   await assert.rejects(promise, (e) => {

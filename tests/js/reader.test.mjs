@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   BAD_FIXTURES, countingIterable, countingStream, fixtureNames, pb, randomCuts, readFixture, rng, skipWithoutFixtures,
-  split,
+  split, makeFile,
 } from './helpers/common.mjs';
 
 const { readSafetensors, SafetensorsError } = pb;
@@ -88,16 +88,7 @@ test('chunk-split property: random cuts give the same events for every fixture',
   }
 });
 
-function file(json, data) {
-  let text = json;
-  while (text.length % 8) text += ' ';
-  const body = new TextEncoder().encode(text);
-  const out = new Uint8Array(8 + body.length + data.length);
-  new DataView(out.buffer).setBigUint64(0, BigInt(body.length), true);
-  out.set(body, 8);
-  out.set(data, 8 + body.length);
-  return out;
-}
+const file = makeFile;
 const TWO = '{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[0],"data_offsets":[4,4]},"c":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}}';
 
 test('a truncated stream fails with MetadataIncompleteBuffer after the events it did deliver', async () => {

@@ -12,15 +12,6 @@
 namespace pb::testing {
 namespace {
 
-class VectorSink : public ByteSink {
- public:
-  Status Write(std::span<const uint8_t> b) override {
-    bytes.insert(bytes.end(), b.begin(), b.end());
-    return Status::Ok();
-  }
-  Bytes bytes;
-};
-
 // A sink that lends small, odd-sized windows of its own buffer (the zero-copy path).
 class LendingSink : public ByteSink {
  public:

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/reader.h"
+#include "core/writer.h"
 
 namespace pb::testing {
 
@@ -46,6 +47,18 @@ inline std::vector<std::filesystem::path> FixtureFiles(const std::string& extens
   std::sort(files.begin(), files.end());
   return files;
 }
+
+// A sink that keeps everything written to it.
+class VectorSink : public ByteSink {
+ public:
+  Status Write(std::span<const uint8_t> b) override {
+    bytes.insert(bytes.end(), b.begin(), b.end());
+    ++writes;
+    return Status::Ok();
+  }
+  Bytes bytes;
+  int writes = 0;
+};
 
 // Records everything a reader reports; data spans are merged per tensor so that two feeds with
 // different chunk splits can be compared (the spans must also arrive in file order, checked here).

@@ -9,17 +9,6 @@
 namespace pb::testing {
 namespace {
 
-class VectorSink : public ByteSink {
- public:
-  Status Write(std::span<const uint8_t> b) override {
-    bytes.insert(bytes.end(), b.begin(), b.end());
-    ++writes;
-    return Status::Ok();
-  }
-  Bytes bytes;
-  int writes = 0;
-};
-
 Bytes Serialize(const std::vector<TensorSpec>& specs, const std::vector<Bytes>& data,
                 const std::optional<Metadata>& metadata, TensorOrder order = TensorOrder::kReference) {
   auto plan = PlanWrite(specs, metadata, order);

@@ -147,3 +147,15 @@ export async function collect(stream) {
 export function hex(bytes) {
   return Buffer.from(bytes).toString('hex');
 }
+
+/** A safetensors file from header JSON text and data bytes (header padded with spaces to 8 unless pad is false). */
+export function makeFile(json, data = new Uint8Array(0), { pad = true } = {}) {
+  let text = json;
+  if (pad) while (text.length % 8) text += ' ';
+  const body = new TextEncoder().encode(text);
+  const out = new Uint8Array(8 + body.length + data.length);
+  new DataView(out.buffer).setBigUint64(0, BigInt(body.length), true);
+  out.set(body, 8);
+  out.set(data, 8 + body.length);
+  return out;
+}
