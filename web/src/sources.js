@@ -109,15 +109,16 @@ export function raceAbort(promise, signal) {
   });
 }
 
-function streamSource(stream, signal) {
-  const reader = stream.getReader();
+// A source read in order: `pull()` resolves to {done, value}; `stop()` cancels the rest (called only when the
+// source was left before its end); `release()` always runs last. Empty chunks are skipped.
+function sequentialSource(pull, stop, release, signal) {
   let finished = false;
   return {
     random: false,
     size: null,
     async next() {
       for (;;) {
-        const { done, value } = await raceAbort(reader.read(), signal);
+        const { done, value } = await raceAbort(pull(), signal);
         if (done) {
           finished = true;
           return null;
@@ -129,40 +130,38 @@ function streamSource(stream, signal) {
     async close() {
       if (!finished) {
         finished = true;
-        await reader.cancel().catch(() => {});
+        await Promise.resolve()
+          .then(stop)
+          .catch(() => {});
       }
+      release();
+    },
+  };
+}
+
+function streamSource(stream, signal) {
+  const reader = stream.getReader();
+  return sequentialSource(
+    () => reader.read(),
+    () => reader.cancel(),
+    () => {
       try {
         reader.releaseLock();
       } catch {
         // a read still pending in an older runtime: the lock goes with the cancelled stream
       }
     },
-  };
+    signal,
+  );
 }
 
 function iteratorSource(iterable, signal) {
   const iterator =
     typeof iterable[Symbol.asyncIterator] === 'function' ? iterable[Symbol.asyncIterator]() : iterable[Symbol.iterator]();
-  let finished = false;
-  return {
-    random: false,
-    size: null,
-    async next() {
-      for (;;) {
-        const { done, value } = await raceAbort(Promise.resolve(iterator.next()), signal);
-        if (done) {
-          finished = true;
-          return null;
-        }
-        const bytes = chunkBytes(value);
-        if (bytes.length) return bytes;
-      }
-    },
-    async close() {
-      if (!finished) {
-        finished = true;
-        await Promise.resolve(iterator.return?.()).catch(() => {});
-      }
-    },
-  };
+  return sequentialSource(
+    () => Promise.resolve(iterator.next()),
+    () => iterator.return?.(),
+    () => {},
+    signal,
+  );
 }
