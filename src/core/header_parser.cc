@@ -507,16 +507,20 @@ Status HeaderBuilder::Validate(std::optional<uint64_t> total_file_size) {
                          std::to_string(h_.file_size()),
                      std::nullopt, std::min(*total_file_size, h_.file_size()));
   }
-  // Store records in data order, remapping the by-name index.
-  std::vector<Header::Record> sorted(recs.size());
+  // Store records in data order, in place (a 200,000-tensor header would otherwise hold two copies),
+  // after remapping the name index to the new positions.
   std::vector<uint32_t> new_pos(recs.size());
-  for (size_t k = 0; k < order.size(); ++k) {
-    sorted[k] = recs[order[k]];
-    new_pos[order[k]] = static_cast<uint32_t>(k);
-  }
-  recs.swap(sorted);
+  for (size_t k = 0; k < order.size(); ++k) new_pos[order[k]] = static_cast<uint32_t>(k);
+  std::vector<uint32_t>().swap(order);
   for (uint32_t& v : h_.name_slots_)
     if (v != Header::kEmptySlot) v = new_pos[v];
+  for (uint32_t i = 0; i < recs.size(); ++i) {
+    while (new_pos[i] != i) {  // follow the cycle through i, placing one record per swap
+      uint32_t j = new_pos[i];
+      std::swap(recs[i], recs[j]);
+      std::swap(new_pos[i], new_pos[j]);
+    }
+  }
   return Status::Ok();
 }
 

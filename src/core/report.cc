@@ -76,8 +76,17 @@ std::string RenderInspectText(const Header& h) {
 std::string RenderInspectJson(const Header& h) {
   // Written directly rather than through a JSON DOM: a 200,000-tensor header would otherwise build
   // 200,000 objects (hundreds of MB in the WASM heap) just to print them.
+  // Reserve an upper bound so the (possibly 30 MB) output is never reallocated and copied: per tensor
+  // the name (escaping at most sextuples it, but real names have no escapes: 2x covers it), the fixed
+  // keys (~90 bytes), 3 offsets and each dim at <= 20 digits.
+  size_t estimate = 512;
+  for (size_t i = 0; i < h.tensor_count(); ++i) {
+    TensorInfo t = h.tensor(i);
+    estimate += 2 * t.name.size() + 96 + 60 + 21 * t.shape.size();
+  }
+  for (const auto& [k, v] : h.metadata()) estimate += 2 * (k.size() + v.size()) + 8;
   std::string out;
-  out.reserve(256 + h.tensor_count() * 120);
+  out.reserve(estimate);
   auto number = [&](uint64_t v) { out += std::to_string(v); };
   out += "{\"ok\":true,\"headerSize\":";
   number(h.header_size());
