@@ -267,22 +267,36 @@ class DiscardSink : public ByteSink {
   uint64_t bytes = 0;
 };
 
-// Copies everything into one preallocated buffer: the bytes really reach memory.
+// Puts everything into one preallocated buffer: the bytes really reach memory. With `lend`, the
+// converter writes into the buffer itself (ByteSink::Lend, as the CLI's file sink and the WASM sink
+// do); without, it stages each block and the sink copies it.
 class MemorySink : public ByteSink {
  public:
-  explicit MemorySink(uint8_t* dst) : dst_(dst) {}
+  MemorySink(uint8_t* dst, bool lend) : dst_(dst), lend_(lend) {}
   Status Write(std::span<const uint8_t> b) override {
     std::memcpy(dst_ + bytes, b.data(), b.size());
     bytes += b.size();
+    return Status::Ok();
+  }
+  std::span<uint8_t> Lend(size_t max) override {
+    if (!lend_) return {};
+    return std::span<uint8_t>(dst_ + bytes, max);
+  }
+  Status Commit(size_t filled) override {
+    bytes += filled;
     return Status::Ok();
   }
   uint64_t bytes = 0;
 
  private:
   uint8_t* dst_;
+  bool lend_;
 };
 
-void BM_Converter(benchmark::State& state, Dtype from, Dtype to, bool to_memory) {
+enum class SinkKind { kDiscard, kMemoryCopy, kMemoryLent };
+
+void BM_Converter(benchmark::State& state, Dtype from, Dtype to, SinkKind kind) {
+  const bool to_memory = kind != SinkKind::kDiscard;
   SynthFile file(from);
   auto src = file.bytes();
   const size_t out_capacity = src.size() * std::max<size_t>(1, DtypeBits(to) / DtypeBits(from)) + kMiB;
@@ -295,7 +309,7 @@ void BM_Converter(benchmark::State& state, Dtype from, Dtype to, bool to_memory)
     DiscardSink discard;
     std::unique_ptr<MemorySink> mem;
     ByteSink* sink = &discard;
-    if (to_memory) sink = (mem = std::make_unique<MemorySink>(out->data)).get();
+    if (to_memory) sink = (mem = std::make_unique<MemorySink>(out->data, kind == SinkKind::kMemoryLent)).get();
     StreamingConverter conv(to, *sink, ReaderOptions{.total_size = src.size()});
     for (size_t off = 0; off < src.size(); off += kChunk)
       if (!conv.Feed(src.subspan(off, std::min(kChunk, src.size() - off))).ok()) state.SkipWithError("Feed failed");
@@ -382,10 +396,12 @@ int main(int argc, char** argv) {
   timed(RegisterBenchmark("kernel_blocks/F32->BF16/in+8_out+16", BM_KernelBlocks<float, uint16_t>, kernels::F32ToBF16, FillF32, 8, 16));
   timed(RegisterBenchmark("reader/256MiB/spans", BM_Reader, false));
   timed(RegisterBenchmark("reader/256MiB/copy_chunk", BM_Reader, true));
-  timed(RegisterBenchmark("convert/BF16->F32/discard", BM_Converter, Dtype::BF16, Dtype::F32, false));
-  timed(RegisterBenchmark("convert/F32->BF16/discard", BM_Converter, Dtype::F32, Dtype::BF16, false));
-  timed(RegisterBenchmark("convert/BF16->F32/to_memory", BM_Converter, Dtype::BF16, Dtype::F32, true));
-  timed(RegisterBenchmark("convert/F32->BF16/to_memory", BM_Converter, Dtype::F32, Dtype::BF16, true));
+  timed(RegisterBenchmark("convert/BF16->F32/discard", BM_Converter, Dtype::BF16, Dtype::F32, SinkKind::kDiscard));
+  timed(RegisterBenchmark("convert/F32->BF16/discard", BM_Converter, Dtype::F32, Dtype::BF16, SinkKind::kDiscard));
+  timed(RegisterBenchmark("convert/BF16->F32/to_memory", BM_Converter, Dtype::BF16, Dtype::F32, SinkKind::kMemoryCopy));
+  timed(RegisterBenchmark("convert/F32->BF16/to_memory", BM_Converter, Dtype::F32, Dtype::BF16, SinkKind::kMemoryCopy));
+  timed(RegisterBenchmark("convert/BF16->F32/to_memory_lent", BM_Converter, Dtype::BF16, Dtype::F32, SinkKind::kMemoryLent));
+  timed(RegisterBenchmark("convert/F32->BF16/to_memory_lent", BM_Converter, Dtype::F32, Dtype::BF16, SinkKind::kMemoryLent));
   RegisterBenchmark("header/200k_tensors/stream_1MiB", BM_HeaderStream)->Unit(benchmark::kMillisecond);
   RegisterBenchmark("header/200k_tensors/PlanWrite", BM_PlanWrite)->Unit(benchmark::kMillisecond);
   timed(RegisterBenchmark("memcpy/128MiB/again", BM_Memcpy, false));
