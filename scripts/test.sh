@@ -12,6 +12,7 @@ bash scripts/build.sh || { echo "build failed"; echo "tests: 0 passed, 1 failed"
 status=0
 passed=0
 failed=0
+skipped=0
 
 count_ctest() {  # "100% tests passed, 0 tests failed out of 57"
   local line
@@ -40,6 +41,19 @@ else
   status=1; failed=$((failed + 1))
 fi
 
+echo "== torch cross-check: conversions bit-identical to Debian's python3-torch (skipped when it is not installed)"
+if [[ -x /usr/bin/python3 ]]; then
+  /usr/bin/python3 tests/torch/compare_with_torch.py build/native/peft-bridge 2>&1 | tee "$LOGS/torch.log" | tail -4
+  torch_status=${PIPESTATUS[0]}
+else
+  echo "SKIP: no /usr/bin/python3"; torch_status=77
+fi
+case $torch_status in
+  0) passed=$((passed + 1)) ;;
+  77) skipped=$((skipped + 1)) ;;
+  *) status=1; failed=$((failed + 1)) ;;
+esac
+
 echo "== TypeScript: the published types compile against an application-style usage file"
 if npx --no-install tsc -p tests/types; then
   echo "types: ok"; passed=$((passed + 1))
@@ -55,5 +69,5 @@ js_fail=$(grep -E "^ℹ fail [0-9]+" "$LOGS/js.log" | tail -1 | awk '{print $3}'
 passed=$((passed + ${js_pass:-0})); failed=$((failed + ${js_fail:-1}))
 
 echo
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
 exit $status
