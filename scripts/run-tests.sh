@@ -3,6 +3,6 @@
 # native and WASM trees, and runs all suites (see scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup-debian.sh
+bash scripts/setup-debian.sh --test
 npm ci --no-audit --no-fund
 npm test

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 toolchain peft-bridge builds with. Idempotent; needs root (or sudo).
+#   scripts/setup-debian.sh          build toolchain
+#   scripts/setup-debian.sh --test   plus what only the tests use: torch, to cross-check conversions
 set -euo pipefail
 PACKAGES=(
   build-essential cmake g++ clang libclang-rt-14-dev   # native build, libFuzzer + sanitizers
@@ -7,6 +9,9 @@ PACKAGES=(
   googletest libgtest-dev libbenchmark-dev              # tests (gtest sources also feed the WASM test build)
   emscripten node-acorn                                 # WASM build (emcc's optimizer needs node-acorn)
 )
+if [[ "${1:-}" == "--test" ]]; then
+  PACKAGES+=(python3 python3-numpy python3-torch)  # a reference to compare against, never a library dependency
+fi
 # Node and npm may come from elsewhere (e.g. NodeSource); only fall back to Debian's when absent.
 command -v node >/dev/null || PACKAGES+=(nodejs)
 command -v npm >/dev/null || PACKAGES+=(npm)
