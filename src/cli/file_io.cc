@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -17,10 +19,34 @@ Error IoFailure(const std::string& what, const std::string& path) {
   return MakeError(ErrorCode::IoError, what + " `" + path + "`: " + std::strerror(errno));
 }
 
+// The temporary file being written, for the signal handler: an interrupted convert removes it, so
+// nothing half-written is left behind. One conversion at a time (the CLI's case).
+char g_temp_path[4096] = {0};
+
+extern "C" void RemoveTempAndExit(int sig) {
+  if (g_temp_path[0]) ::unlink(g_temp_path);  // async-signal-safe
+  ::_exit(128 + sig);
+}
+
+void InstallCleanupHandlers(const std::string& temp) {
+  std::snprintf(g_temp_path, sizeof g_temp_path, "%s", temp.c_str());
+  struct sigaction sa = {};
+  sa.sa_handler = RemoveTempAndExit;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+}
+
+void ClearCleanupHandlers() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
+  g_temp_path[0] = 0;
+}
+
 }  // namespace
 
 Result<InputFile> InputFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK so that opening a FIFO cannot block; only regular files are accepted below, and
+  // reads from regular files ignore the flag.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return IoFailure("cannot open", path);
   struct stat st;
   if (::fstat(fd, &st) != 0) {
@@ -85,12 +111,14 @@ Result<std::unique_ptr<AtomicOutputFile>> AtomicOutputFile::Create(const std::st
   mode_t mask = ::umask(0);
   ::umask(mask);
   ::fchmod(fd, 0666 & ~mask);
+  InstallCleanupHandlers(temp);
   return std::unique_ptr<AtomicOutputFile>(new AtomicOutputFile(fd, std::move(temp), path));
 }
 
 AtomicOutputFile::~AtomicOutputFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(temp_path_.c_str());
+  ClearCleanupHandlers();
 }
 
 Status AtomicOutputFile::Flush() {

@@ -1,5 +1,8 @@
 // peft-bridge native CLI: argument dispatch only; the commands live in *_command.cc.
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -24,8 +27,29 @@ int ReportFailure(const Error& error, bool json) {
 
 }  // namespace pb::cli
 
+namespace {
+
+// Output that cannot be written (a full disk, a closed pipe) is a failure, not a silent success.
+int FinishStdout(int status) {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "error: IoError: cannot write to standard output: %s\n", std::strerror(errno));
+    return 1;
+  }
+  return status;
+}
+
+int Run(const std::vector<std::string>& args);
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+  std::signal(SIGPIPE, SIG_IGN);  // a closed pipe shows up as a write error, reported above
+  return FinishStdout(Run(std::vector<std::string>(argv + 1, argv + argc)));
+}
+
+namespace {
+
+int Run(const std::vector<std::string>& args) {
   auto print = [](std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); };
   if (args.empty()) return pb::cli::UsageError("", "missing command");
   const std::string command = args[0];
@@ -42,3 +66,5 @@ int main(int argc, char** argv) {
   if (command == "convert") return pb::cli::RunConvert(rest);
   return pb::cli::UsageError("", "unknown command `" + command + "`");
 }
+
+}  // namespace

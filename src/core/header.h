@@ -55,10 +55,14 @@ class Header {
     uint32_t name_offset;  // into raw_ or, when name_decoded, into decoded_names_
     uint32_t name_size;
     uint32_t shape_offset;  // into dims_
-    uint16_t rank;
-    Dtype dtype;
-    bool name_decoded;
+    // Packed so a record stays 32 bytes. The format sets no rank limit; a 100 MB header holds fewer
+    // than 2^26 dims (each takes at least two bytes, "0,").
+    uint32_t rank : 26;
+    uint32_t name_decoded : 1;
+    uint32_t dtype_code : 5;  // a Dtype (22 values)
+    Dtype dtype() const { return static_cast<Dtype>(dtype_code); }
   };
+  static_assert(sizeof(Record) == 32, "a tensor record is 32 bytes");
   std::string raw_;            // the header JSON as read
   std::string decoded_names_;  // names that contained escapes
   std::vector<Record> records_;

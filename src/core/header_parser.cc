@@ -6,6 +6,9 @@
 // inside a tensor ignored (but still well-formed). One deliberate difference: any repeated key is
 // rejected. A DOM is never built; a 20 MB header parses into records in one pass.
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <unordered_set>
 #include <cstring>
 #include <numeric>
 
@@ -65,6 +68,9 @@ class HeaderBuilder {
   // the text and `decoded` stays empty; otherwise `decoded` holds the unescaped value.
   Status ParseString(size_t& raw_begin, size_t& raw_size, std::string& decoded, bool& escaped);
   Status ParseU64(uint64_t& out, std::string_view field, std::string_view tensor);
+  // Containers open around a tensor field's value: the header object and the tensor object.
+  static constexpr int kTensorFieldDepth = 2;
+  static constexpr int kMaxContainerDepth = 127;
   Status SkipValue(int depth);
   Status SkipNumber();
   Status ParseTensor(size_t name_begin, size_t name_size, const std::string& decoded, bool escaped);
@@ -75,6 +81,7 @@ class HeaderBuilder {
   std::string_view text_;
   size_t pos_ = 0;
   bool seen_metadata_ = false;
+  std::unordered_set<std::string> metadata_keys_;
   std::vector<uint64_t> scratch_dims_;
   std::vector<uint32_t> document_order_;  // record indices in document order (for stable sorting)
 };
@@ -180,13 +187,23 @@ Status HeaderBuilder::SkipNumber() {
     if (!digit(pos_)) return Fail(start, "invalid number");
     while (digit(pos_)) ++pos_;
   }
+  // serde_json parses every number it buffers: integers beyond 64 bits become doubles, and anything
+  // beyond the double range is "number out of range".
+  std::string_view num = text_.substr(start, pos_ - start);
+  bool plain_integer = num.find_first_of(".eE") == std::string_view::npos;
+  if (!plain_integer || num.size() > 19) {
+    double v = std::strtod(std::string(num).c_str(), nullptr);
+    if (std::isinf(v)) return Fail(start, "number out of range");
+  }
   return Status::Ok();
 }
 
 Status HeaderBuilder::SkipValue(int depth) {
-  // serde_json refuses nesting deeper than 128; so do we, which also bounds our stack.
-  if (depth > 128) return Fail(pos_, "recursion limit exceeded");
+  // `depth` counts the containers already open. serde_json allows 127 nested containers in all
+  // (its budget of 128 fails when it reaches 0); so do we, which also bounds our stack.
   SkipWhitespace();
+  if (pos_ < text_.size() && (text_[pos_] == '{' || text_[pos_] == '[') && depth + 1 > kMaxContainerDepth)
+    return Fail(pos_, "recursion limit exceeded");
   if (pos_ >= text_.size()) return Fail(pos_, "EOF while parsing a value");
   char c = text_[pos_];
   size_t b, n;
@@ -198,16 +215,14 @@ Status HeaderBuilder::SkipValue(int depth) {
     case '{': {
       ++pos_;
       if (Consume('}')) return Status::Ok();
-      std::vector<std::string> keys;  // repeated keys are rejected at every level
+      std::unordered_set<std::string> keys;  // repeated keys are rejected at every level
       while (true) {
         SkipWhitespace();
         if (pos_ >= text_.size() || text_[pos_] != '"') return Fail(pos_, "key must be a string");
         size_t key_pos = pos_;
         if (Status s = ParseString(b, n, tmp, esc); !s.ok()) return s;
         std::string key = esc ? tmp : std::string(text_.substr(b, n));
-        if (std::find(keys.begin(), keys.end(), key) != keys.end())
-          return Fail(key_pos, "duplicate key `" + key + "`");
-        keys.push_back(std::move(key));
+        if (!keys.insert(key).second) return Fail(key_pos, "duplicate key `" + key + "`");
         if (!Consume(':')) return Fail(pos_, "expected ':'");
         if (Status s = SkipValue(depth + 1); !s.ok()) return s;
         if (Consume(',')) continue;
@@ -306,7 +321,7 @@ Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std
     return FailTensor(pos_, name, "invalid type, expected struct TensorInfo");
   }
   bool have_dtype = false, have_shape = false, have_offsets = false;
-  std::vector<std::string> other_fields;
+  std::unordered_set<std::string> other_fields;
   if (!Consume('}')) {
     while (true) {
       SkipWhitespace();
@@ -332,14 +347,13 @@ Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std
         std::string_view v = vesc ? std::string_view(vdec) : text_.substr(vb, vn);
         auto dt = ParseDtype(v);
         if (!dt) return FailTensor(vpos, name, "unknown dtype `" + std::string(v) + "`");
-        rec.dtype = *dt;
+        rec.dtype_code = static_cast<uint32_t>(*dt) & 31u;
       } else if (key == "shape") {
         if (have_shape) return duplicate();
         have_shape = true;
         if (Status s = ParseU64Array(scratch_dims_, "shape", name); !s.ok()) return s;
-        if (scratch_dims_.size() > UINT16_MAX) return FailTensor(pos_, name, "too many dimensions");
         rec.shape_offset = static_cast<uint32_t>(h_.dims_.size());
-        rec.rank = static_cast<uint16_t>(scratch_dims_.size());
+        rec.rank = static_cast<uint32_t>(scratch_dims_.size());
         h_.dims_.insert(h_.dims_.end(), scratch_dims_.begin(), scratch_dims_.end());
       } else if (key == "data_offsets") {
         if (have_offsets) return duplicate();
@@ -353,10 +367,8 @@ Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std
         rec.end = scratch_dims_[1];
       } else {
         // Unknown fields are ignored, as serde does, but must be well-formed and not repeated.
-        std::string k(key);
-        if (std::find(other_fields.begin(), other_fields.end(), k) != other_fields.end()) return duplicate();
-        other_fields.push_back(std::move(k));
-        if (Status s = SkipValue(2); !s.ok()) return s;
+        if (!other_fields.insert(std::string(key)).second) return duplicate();
+        if (Status s = SkipValue(kTensorFieldDepth); !s.ok()) return s;
       }
       if (Consume(',')) continue;
       if (Consume('}')) break;
@@ -393,8 +405,7 @@ Status HeaderBuilder::ParseMetadata() {
     if (pos_ >= text_.size() || text_[pos_] != '"')
       return Fail(pos_, "invalid type in `__metadata__` value for `" + key + "`, expected a string");
     if (Status s = ParseString(b, n, dec, esc); !s.ok()) return s;
-    for (const auto& kv : h_.metadata_)
-      if (kv.first == key) return Fail(key_pos, "duplicate key `" + key + "` in `__metadata__`");
+    if (!metadata_keys_.insert(key).second) return Fail(key_pos, "duplicate key `" + key + "` in `__metadata__`");
     h_.metadata_.emplace_back(std::move(key), esc ? dec : std::string(text_.substr(b, n)));
     if (Consume(',')) continue;
     if (Consume('}')) return Status::Ok();
@@ -479,11 +490,11 @@ Status HeaderBuilder::Validate(std::optional<uint64_t> total_file_size) {
     // Element count with checked multiplies, left to right, then x bits (checked), as the reference.
     uint64_t numel = 1;
     bool overflow = false;
-    for (uint16_t d = 0; d < r.rank; ++d) {
+    for (uint32_t d = 0; d < r.rank; ++d) {
       if (__builtin_mul_overflow(numel, h_.dims_[r.shape_offset + d], &numel)) { overflow = true; break; }
     }
     uint64_t bits = 0;
-    if (!overflow && __builtin_mul_overflow(numel, uint64_t{DtypeBits(r.dtype)}, &bits)) overflow = true;
+    if (!overflow && __builtin_mul_overflow(numel, uint64_t{DtypeBits(r.dtype())}, &bits)) overflow = true;
     if (overflow)
       return MakeError(ErrorCode::ValidationOverflow,
                        "tensor `" + name_str() + "`: element count times dtype bits overflows 64 bits", name_str(),
@@ -491,7 +502,7 @@ Status HeaderBuilder::Validate(std::optional<uint64_t> total_file_size) {
     if (bits % 8 != 0)
       return MakeError(ErrorCode::MisalignedSlice,
                        "tensor `" + name_str() + "`: " + std::to_string(numel) + " elements of " +
-                           std::string(DtypeName(r.dtype)) + " do not fill whole bytes",
+                           std::string(DtypeName(r.dtype())) + " do not fill whole bytes",
                        name_str(), h_.data_start() + r.begin);
     if (r.end - r.begin != bits / 8)
       return MakeError(ErrorCode::TensorInvalidInfo,
@@ -501,7 +512,12 @@ Status HeaderBuilder::Validate(std::optional<uint64_t> total_file_size) {
     running = r.end;
   }
   h_.data_size_ = running;
-  if (total_file_size && *total_file_size != h_.file_size()) {
+  uint64_t file_size;
+  if (__builtin_add_overflow(h_.data_start(), running, &file_size))
+    return MakeError(ErrorCode::MetadataIncompleteBuffer,
+                     "the header describes " + std::to_string(running) + " data bytes, more than any file can hold",
+                     std::nullopt, h_.data_start());
+  if (total_file_size && *total_file_size != file_size) {
     return MakeError(ErrorCode::MetadataIncompleteBuffer,
                      "file is " + std::to_string(*total_file_size) + " bytes but the header describes " +
                          std::to_string(h_.file_size()),

@@ -20,6 +20,25 @@ std::map<Dtype, uint64_t> ParametersByDtype(const Header& h) {
   return counts;
 }
 
+// Names and metadata come from untrusted files: control bytes are shown as \xNN so that a header
+// cannot send escape sequences to the user's terminal.
+std::string Printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F) {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
 std::string ShapeText(std::span<const uint64_t> shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -46,18 +65,22 @@ std::string RenderInspectText(const Header& h) {
          " bytes, file: " + WithThousands(h.file_size()) + " bytes\n";
   if (h.has_metadata()) {
     out += "metadata:\n";
-    for (const auto& [k, v] : h.metadata()) out += "  " + k + ": " + v + "\n";
+    for (const auto& [k, v] : h.metadata()) out += "  " + Printable(k) + ": " + Printable(v) + "\n";
   } else {
     out += "metadata: none\n";
   }
   out += "tensors: " + std::to_string(h.tensor_count()) + "\n";
   size_t name_width = 4;
-  for (size_t i = 0; i < h.tensor_count(); ++i) name_width = std::max(name_width, h.tensor(i).name.size());
+  std::vector<std::string> names(h.tensor_count());
+  for (size_t i = 0; i < h.tensor_count(); ++i) {
+    names[i] = Printable(h.tensor(i).name);
+    name_width = std::max(name_width, names[i].size());
+  }
   name_width = std::min<size_t>(name_width, 80);
   for (size_t i = 0; i < h.tensor_count(); ++i) {
     TensorInfo t = h.tensor(i);
-    std::string line = "  " + std::string(t.name);
-    if (t.name.size() < name_width) line.append(name_width - t.name.size(), ' ');
+    std::string line = "  " + names[i];
+    if (names[i].size() < name_width) line.append(name_width - names[i].size(), ' ');
     std::string dtype(DtypeName(t.dtype));
     dtype.resize(std::max<size_t>(dtype.size(), 11), ' ');
     line += "  " + dtype + " " + ShapeText(t.shape) + "  " + WithThousands(t.byte_length()) + " bytes\n";

@@ -1,6 +1,7 @@
 // The native CLI, run as a user would: exit codes, JSON errors, atomic output.
 #ifdef PB_CLI_PATH
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -138,6 +139,37 @@ TEST_F(CliTest, ConvertWritesAtomicallyAndLeavesInputAlone) {
   // OUT may not be IN.
   EXPECT_EQ(Cli("convert " + in.string() + " " + in.string() + " --dtype f16").status, 2);
   EXPECT_EQ(ReadAll(in), sample);
+}
+
+TEST_F(CliTest, NonRegularFilesAndUnwritableOutputFailCleanly) {
+  fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  CliRun r = Cli("inspect --json " + fifo.string());  // must not block opening the FIFO
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["error"]["code"], "IoError");
+  fs::path f = Write("s.safetensors", Sample());
+  EXPECT_EQ(Cli("inspect " + f.string() + " >/dev/full").status, 1);
+  EXPECT_EQ(Cli("--version >/dev/full").status, 1);
+}
+
+TEST_F(CliTest, InterruptedConvertLeavesNothingBehind) {
+  // A header declaring a 4 GiB F32 tensor over a sparse file: converting it takes long enough to
+  // interrupt. SIGINT must remove the temporary file and exit 130.
+  const uint64_t n = 1ull << 30;
+  Bytes head = MakeFile(R"({"w":{"dtype":"F32","shape":[)" + std::to_string(n) + R"(],"data_offsets":[0,)" +
+                        std::to_string(4 * n) + "]}}");
+  fs::path in = Write("big.safetensors", head);
+  fs::resize_file(in, head.size() + 4 * n);
+  fs::path out = dir_ / "out.safetensors";
+  std::string cmd = std::string(PB_CLI_PATH) + " convert " + in.string() + " " + out.string() +
+                    " --dtype bf16 >/dev/null 2>&1 & pid=$!; sleep 0.3; kill -INT $pid; wait $pid";
+  int st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  int code = WEXITSTATUS(st);
+  if (code == 0) GTEST_SKIP() << "the conversion finished before the signal";
+  EXPECT_EQ(code, 130);
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_EQ(FileCount(), 1u);  // only the input: no temporary file left
 }
 
 TEST_F(CliTest, ConvertOrders) {

@@ -79,6 +79,36 @@ std::vector<Vector> Vectors() {
   v.push_back({"surrogate pair escape", MakeFile(R"({"a\ud83d\ude00":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", Zeros(1)), std::nullopt});
   v.push_back({"empty name", MakeFile(R"({"":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", Zeros(1)), std::nullopt});
   v.push_back({"deep nesting", MakeFile(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":)" + std::string(200, '[') + std::string(200, ']') + "}}", Zeros(1)), E::InvalidHeaderDeserialization});
+  // serde_json's limits on what it buffers: 127 nested containers in all, numbers within double range.
+  auto nested = [](int n) {
+    return MakeFile(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":)" + std::string(n, '[') +
+                        std::string(n, ']') + "}}",
+                    Zeros(1));
+  };
+  v.push_back({"125 nested in a field (127 in all)", nested(125), std::nullopt});
+  v.push_back({"126 nested in a field (128 in all)", nested(126), E::InvalidHeaderDeserialization});
+  auto field = [](const std::string& value) {
+    return MakeFile(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":)" + value + "}}", Zeros(1));
+  };
+  v.push_back({"float out of range", field("1e400"), E::InvalidHeaderDeserialization});
+  v.push_back({"negative float out of range", field("-1.5e309"), E::InvalidHeaderDeserialization});
+  v.push_back({"float underflow is zero", field("1e-400"), std::nullopt});
+  v.push_back({"integer beyond 64 bits as a double", field(std::string(30, '9')), std::nullopt});
+  v.push_back({"integer beyond double range", field(std::string(400, '9')), E::InvalidHeaderDeserialization});
+  v.push_back({"70,000 dimensions", [] {
+                 std::string shape;
+                 for (int i = 0; i < 70000; ++i) shape += i ? ",1" : "1";
+                 return MakeFile(R"({"a":{"dtype":"U8","shape":[)" + shape + R"(],"data_offsets":[0,1]}})", Zeros(1));
+               }(), std::nullopt});
+  v.push_back({"data larger than any file", [] {
+                 std::string j = "{";
+                 const uint64_t n = (1ull << 61) - 1;
+                 for (uint64_t k = 0; k < 8; ++k)
+                   j += std::string(k ? "," : "") + "\"t" + std::to_string(k) + R"(":{"dtype":"U8","shape":[)" +
+                        std::to_string(n) + R"(],"data_offsets":[)" + std::to_string(k * n) + "," +
+                        std::to_string((k + 1) * n) + "]}";
+                 return MakeFile(j + "}");
+               }(), E::MetadataIncompleteBuffer});
   // Offsets and sizes (checked in data order).
   v.push_back({"valid I32", MakeFile(kI32, Zeros(16)), std::nullopt});
   v.push_back({"scalar", MakeFile(R"({"test":{"dtype":"I32","shape":[],"data_offsets":[0,4]}})", Zeros(4)), std::nullopt});
@@ -173,6 +203,24 @@ TEST(HeaderVectors, DecodesNamesMetadataAndOrder) {
   EXPECT_EQ(h.metadata()[1].first, "k\n");
   EXPECT_EQ(h.metadata()[1].second, "v\\");
   EXPECT_EQ(h.data_size(), 6u);
+}
+
+TEST(HeaderVectors, RepeatedKeyChecksStayLinear) {
+  // 200,000 metadata keys and 200,000 unknown fields: checking them for repeats must not be quadratic
+  // (it once was: 100,000 keys took 12 s). Also a repeat at the very end is still found.
+  std::string meta = R"({"__metadata__":{)";
+  for (int i = 0; i < 200000; ++i) meta += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":\"\"";
+  auto ok = ParseWholeFile(MakeFile(meta + "}}"));
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->metadata().size(), 200000u);
+  auto dup = ParseWholeFile(MakeFile(meta + R"(,"k7":""}})"));
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.error().message.find("duplicate key `k7`"), std::string::npos);
+
+  std::string fields = R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1])";
+  for (int i = 0; i < 200000; ++i) fields += ",\"f" + std::to_string(i) + "\":0";
+  EXPECT_TRUE(ParseWholeFile(MakeFile(fields + "}}", Zeros(1))).ok());
+  EXPECT_FALSE(ParseWholeFile(MakeFile(fields + R"(,"f3":0}})", Zeros(1))).ok());
 }
 
 TEST(HeaderVectors, DtypeTableMatchesTheReference) {

@@ -32,6 +32,11 @@ TEST(Report, InspectJsonRoundTripsNamesMetadataAndSizes) {
 
   std::string text = RenderInspectText(h.value());
   EXPECT_NE(text.find("  total: 7\n"), std::string::npos);
+  // Control bytes never reach the terminal raw.
+  EXPECT_NE(text.find("  n\\x01\\\\x0A"), std::string::npos) << text;
+  EXPECT_NE(text.find("tab\\x09here"), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x01'), std::string::npos);
+  EXPECT_EQ(text.find('\t'), std::string::npos);
   EXPECT_NE(text.find("metadata:\n"), std::string::npos);
 }
 
