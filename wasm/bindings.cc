@@ -2,7 +2,8 @@
 //
 // Conventions shared by every handle (web/src/*.js relies on them):
 //  - Input goes through a handle-owned, page-aligned heap window: JS calls window(n) (which may grow the heap),
-//    copies its bytes to the returned address, then calls feed/write/push(n).
+//    copies its bytes to the returned address, then calls feed/write/push(n). window(n) returns 0 when n bytes
+//    cannot be allocated (the old window stays valid); JS then reports the failure and copies nothing.
 //  - Output is a chunk table the JS side reads right after the call and copies out before the next one:
 //    5 doubles per chunk (tensor index or -1, offset within the tensor, 1 if the bytes lie in the input window
 //    else 0, position in the window or in the owned buffer, length). Bytes still in the window are not copied
@@ -45,13 +46,24 @@ class Window {
   Window& operator=(const Window&) = delete;
   ~Window() { std::free(data_); }
 
+  // The window's address, holding at least n bytes; nullptr if that much cannot be allocated, in which case
+  // the current buffer (and its contents' address) is kept.
   uint8_t* Reserve(size_t n) {
     if (n > capacity_ || data_ == nullptr) {
+      constexpr size_t kPage = 4096;
+      if (n > SIZE_MAX - kPage) return nullptr;  // rounding up would wrap
       size_t cap = std::max<size_t>({n, capacity_ + capacity_ / 2, size_t{64} << 10});
-      cap = (cap + 4095) & ~size_t{4095};
+      if (cap > SIZE_MAX - kPage) cap = n;
+      cap = (cap + kPage - 1) & ~(kPage - 1);
+      auto* grown = static_cast<uint8_t*>(std::aligned_alloc(kPage, cap));
+      if (!grown && cap > n) {  // the growth margin may be what does not fit
+        cap = (n + kPage - 1) & ~(kPage - 1);
+        grown = static_cast<uint8_t*>(std::aligned_alloc(kPage, cap));
+      }
+      if (!grown) return nullptr;
       std::free(data_);
-      data_ = static_cast<uint8_t*>(std::aligned_alloc(4096, cap));
-      capacity_ = data_ ? cap : 0;
+      data_ = grown;
+      capacity_ = cap;
     }
     return data_;
   }
@@ -79,25 +91,28 @@ class Chunks : public ByteSink {
     table_.clear();
     used_ = 0;
   }
-  void Add(double tensor, double offset, std::span<const uint8_t> bytes) {
-    if (bytes.empty()) return;
+  // Records bytes for the table; fails (nothing recorded) when the owned buffer cannot grow to hold a copy.
+  Status Add(double tensor, double offset, std::span<const uint8_t> bytes) {
+    if (bytes.empty()) return Status::Ok();
     const uint8_t* w = window_.data();
     if (w && bytes.data() >= w && bytes.data() + bytes.size() <= w + window_.capacity()) {
       Append(tensor, offset, 1.0, double(bytes.data() - w), bytes.size());
-    } else {
-      std::span<uint8_t> dst = Lend(bytes.size());
-      std::memcpy(dst.data(), bytes.data(), bytes.size());
-      Append(tensor, offset, 0.0, double(used_), bytes.size());
-      used_ += bytes.size();
+      return Status::Ok();
     }
-  }
-  Status Write(std::span<const uint8_t> bytes) override {
-    Add(-1, 0, bytes);
+    std::span<uint8_t> dst = Lend(bytes.size());
+    if (dst.size() < bytes.size()) return OutOfMemory(used_ + bytes.size());
+    std::memcpy(dst.data(), bytes.data(), bytes.size());
+    Append(tensor, offset, 0.0, double(used_), bytes.size());
+    used_ += bytes.size();
     return Status::Ok();
   }
+  Status Write(std::span<const uint8_t> bytes) override { return Add(-1, 0, bytes); }
+  // Lends nothing when the owned buffer cannot grow; producers then fall back to Write, which fails.
   std::span<uint8_t> Lend(size_t max) override {
+    if (max > SIZE_MAX - 4096 - used_) return {};
     if (used_ + max > capacity_) {
       size_t cap = std::max(used_ + max, capacity_ + capacity_ / 2);
+      if (cap > SIZE_MAX - 4096) cap = used_ + max;
       cap = (cap + 4095) & ~size_t{4095};
       auto* grown = static_cast<uint8_t*>(std::aligned_alloc(4096, cap));  // page-aligned: no 4K aliasing
       if (!grown) return {};
@@ -108,6 +123,7 @@ class Chunks : public ByteSink {
     return std::span<uint8_t>(owned_.get() + used_, max);
   }
   Status Commit(size_t filled) override {
+    if (filled > capacity_ - used_) return MakeError(ErrorCode::InvalidArgument, "committed more bytes than lent");
     if (filled) Append(-1, 0, 0.0, double(used_), filled);
     used_ += filled;
     return Status::Ok();
@@ -130,6 +146,9 @@ class Chunks : public ByteSink {
     }
     table_.insert(table_.end(), {tensor, offset, in_window, start, double(size)});
   }
+  static Error OutOfMemory(size_t n) {
+    return MakeError(ErrorCode::IoError, "out of memory: cannot reserve " + std::to_string(n) + " bytes");
+  }
   const Window& window_;
   std::vector<double> table_;
   std::unique_ptr<uint8_t, FreeDeleter> owned_;
@@ -141,6 +160,8 @@ class Chunks : public ByteSink {
 class Handle {
  public:
   Handle() : chunks_(window_) {}
+  // The window's address for n bytes, or 0 when they cannot be allocated (the old window is kept; JS must
+  // not copy anything in).
   uintptr_t window(size_t n) { return reinterpret_cast<uintptr_t>(window_.Reserve(n)); }
   uintptr_t chunk_table() const { return chunks_.table(); }
   size_t chunk_count() const { return chunks_.count(); }
@@ -206,8 +227,7 @@ class Reader : public Handle, private ReaderEvents {
  private:
   Status OnHeader(const Header&) override { return Status::Ok(); }
   Status OnTensorData(size_t tensor, uint64_t offset, std::span<const uint8_t> bytes) override {
-    chunks_.Add(double(tensor), double(offset), bytes);
-    return Status::Ok();
+    return chunks_.Add(double(tensor), double(offset), bytes);
   }
   StreamingReader reader_;
 };

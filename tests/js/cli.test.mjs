@@ -2,15 +2,16 @@
 // native CLI (build/native/peft-bridge) when it is built.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { closeSync, copyFileSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cliPath, fixtureNames, fixturePath, fixturesDir, hasFixtures, hasNativeCli, nativeCli, readFixture, skipWithoutFixtures } from './helpers/common.mjs';
 
-const run = (args, cwd) => {
-  const r = spawnSync(process.execPath, [cliPath, ...args], { cwd, encoding: 'buffer' });
-  return { status: r.status, stdout: r.stdout.toString('latin1'), stderr: r.stderr.toString('latin1') };
+const run = (args, cwd, options = {}) => {
+  const r = spawnSync(process.execPath, [cliPath, ...args], { cwd, encoding: 'buffer', timeout: 20000, ...options });
+  if (r.error) throw r.error;
+  return { status: r.status, stdout: r.stdout?.toString('latin1') ?? '', stderr: r.stderr?.toString('latin1') ?? '' };
 };
 const runNative = (args, cwd) => {
   const r = spawnSync(nativeCli, args, { cwd, encoding: 'buffer' });
@@ -151,3 +152,99 @@ test('fixtures directory is where the brief says', () => {
   assert.equal(existsSync(fixturesDir), hasFixtures);
   if (hasFixtures) assert.ok(readFixture(GOOD).length > 0);
 });
+
+/** A valid file: F32 `w` of `count` elements whose data is a sparse hole (`count` may make it gigabytes). */
+function sparseF32(path, count) {
+  const text = JSON.stringify({ w: { dtype: 'F32', shape: [count], data_offsets: [0, 4 * count] } });
+  const header = new TextEncoder().encode(text);
+  const prefix = new Uint8Array(8);
+  new DataView(prefix.buffer).setBigUint64(0, BigInt(header.length), true);
+  writeFileSync(path, Buffer.concat([prefix, header]));
+  truncateSync(path, 8 + header.length + 4 * count);
+}
+
+test('a FIFO or a directory as input fails at once: `PATH` is not a regular file', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pb-cli-'));
+  try {
+    const fifo = join(dir, 'fifo');
+    const made = spawnSync('mkfifo', [fifo]);
+    const paths = [dir];
+    if (made.status === 0) paths.push(fifo);
+    else t.diagnostic('mkfifo unavailable: only the directory case runs');
+    for (const path of paths) {
+      const text = run(['inspect', path]);
+      assert.equal(text.status, 1, path);
+      assert.equal(text.stdout, '');
+      assert.equal(text.stderr, `error: IoError: \`${path}\` is not a regular file\n`);
+      const json = run(['inspect', '--json', path]);
+      assert.equal(json.status, 1);
+      assert.equal(json.stderr, '');
+      assert.deepEqual(JSON.parse(json.stdout), {
+        ok: false,
+        error: { code: 'IoError', message: `\`${path}\` is not a regular file`, tensor: null, offset: null },
+      });
+      const conv = run(['convert', path, join(dir, 'out.safetensors'), '--dtype', 'bf16']);
+      assert.equal(conv.status, 1);
+      assert.equal(conv.stderr, `error: IoError: \`${path}\` is not a regular file\n`);
+    }
+    assert.deepEqual(readdirSync(dir).sort(), made.status === 0 ? ['fifo'] : []);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a failed write to standard output exits 1 with an IoError line, not a crash', (t) => {
+  if (!existsSync('/dev/full')) return t.skip('no /dev/full');
+  const dir = mkdtempSync(join(tmpdir(), 'pb-cli-'));
+  const full = openSync('/dev/full', 'w');
+  try {
+    const file = join(dir, 'small.safetensors');
+    sparseF32(file, 4);
+    const expected = 'error: IoError: cannot write to standard output: No space left on device\n';
+    for (const args of [['--version'], ['--help'], ['inspect', file], ['inspect', '--json', file], ['inspect', '--json', join(dir, 'missing')],
+      ['convert', file, join(dir, 'out.safetensors'), '--dtype', 'bf16']]) {
+      const r = run(args, undefined, { stdio: ['ignore', full, 'pipe'] });
+      assert.equal(r.status, 1, args.join(' '));
+      assert.equal(r.stderr, expected, args.join(' '));
+    }
+  } finally {
+    closeSync(full);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+for (const [signal, status] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+  test(`${signal} during convert removes the temporary file and exits ${status}`, async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'pb-cli-'));
+    try {
+      const input = join(dir, 'in.safetensors');
+      sparseF32(input, 2 ** 30); // 4 GiB of F32 data, all hole: seconds of work, no disk
+      const child = spawn(process.execPath, [cliPath, 'convert', input, join(dir, 'out.safetensors'), '--dtype', 'bf16'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (d) => (stderr += d));
+      const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, sig })));
+      let finished = null;
+      exited.then((r) => (finished = r));
+      // Wait for the temporary file to appear (conversion under way), then signal.
+      const deadline = Date.now() + 15000;
+      while (!finished && Date.now() < deadline && !readdirSync(dir).some((n) => n.startsWith('out.safetensors.tmp-'))) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await new Promise((r) => setTimeout(r, 200));
+      if (finished) {
+        t.skip('the conversion finished before the signal could be sent');
+        return;
+      }
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15000);
+      const r = await exited;
+      clearTimeout(timer);
+      assert.deepEqual(r, { code: status, sig: null }, stderr);
+      assert.deepEqual(readdirSync(dir), ['in.safetensors'], 'no temporary file and no OUT left');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}

@@ -157,3 +157,32 @@ test('progress reports bytes read', async () => {
   assert.deepEqual(seen.at(-1), { bytesRead: bytes.length, totalBytes: bytes.length });
   assert.ok(seen.length > 1);
 });
+
+test('an abort while a random-access read is pending rejects at once', async () => {
+  const bytes = file(TWO, new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]));
+  const controller = new AbortController();
+  const source = { size: bytes.length, read: () => new Promise(() => {}) }; // a read that never completes
+  const it = readSafetensors(source, { signal: controller.signal });
+  const pending = it.next();
+  setTimeout(() => controller.abort(new Error('gave up on the read')), 10);
+  const outcome = await Promise.race([
+    pending.then(() => 'resolved', (e) => e.message),
+    new Promise((r) => setTimeout(() => r('still pending'), 2000)),
+  ]);
+  assert.equal(outcome, 'gave up on the read');
+});
+
+test('a failure or abort passes its reason to the stream it cancels', async () => {
+  const bytes = file(TWO, new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]));
+  const controller = new AbortController();
+  const { stream, stats } = countingStream(split(bytes, [bytes.length - 8, bytes.length - 4]));
+  const reason = new Error('enough');
+  await assert.rejects(
+    (async () => {
+      for await (const ev of readSafetensors(stream, { signal: controller.signal })) if (ev.type === 'header') controller.abort(reason);
+    })(),
+    /enough/,
+  );
+  assert.equal(stats.cancelled, true);
+  assert.equal(stats.reason, reason);
+});

@@ -245,3 +245,117 @@ test('fixtures (when present) re-serialize in input order to a file that inspect
   assert.deepEqual(again.tensors, header.tensors);
   assert.deepEqual(again.metadata, header.metadata);
 });
+
+const settledWithin = (promise, ms) =>
+  Promise.race([
+    promise.then(() => 'resolved', (e) => `rejected: ${e?.message ?? e}`),
+    new Promise((r) => setTimeout(() => r('pending'), ms)),
+  ]);
+
+test('createWriter: concurrent writes all resolve as the consumer drains', async () => {
+  const size = 20 << 20;
+  const w = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [3 * size] }] });
+  const writes = [w.write(new Uint8Array(size)), w.write(new Uint8Array(size)), w.write(new Uint8Array(size))];
+  const drained = collect(w.readable);
+  assert.deepEqual(await Promise.all(writes.map((p) => settledWithin(p, 2000))), ['resolved', 'resolved', 'resolved']);
+  await w.close();
+  assert.equal((await drained).length, w.layout.totalSize);
+});
+
+test('createWriter: a write pending at close() resolves; pending writes reject on abort and on cancel', async () => {
+  const size = 20 << 20;
+  const w = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [size] }] });
+  const pending = w.write(new Uint8Array(size));
+  const closing = w.close();
+  const drained = collect(w.readable);
+  assert.equal(await settledWithin(closing, 2000), 'resolved');
+  assert.equal(await settledWithin(pending, 2000), 'resolved');
+  assert.equal((await drained).length, w.layout.totalSize);
+
+  const a = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [2 * size] }] });
+  a.readable.getReader(); // never read: both writes wait for room
+  const waits = [a.write(new Uint8Array(size)), a.write(new Uint8Array(size))];
+  a.abort(new Error('given up'));
+  assert.deepEqual(await Promise.all(waits.map((p) => settledWithin(p, 2000))), ['rejected: given up', 'rejected: given up']);
+
+  const c = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [2 * size] }] });
+  const waits2 = [c.write(new Uint8Array(size)), c.write(new Uint8Array(size))];
+  await c.readable.cancel(new Error('consumer left'));
+  assert.deepEqual(await Promise.all(waits2.map((p) => settledWithin(p, 2000))), ['rejected: consumer left', 'rejected: consumer left']);
+});
+
+test('bytesWritten keeps the real count after abort, failure and close', async () => {
+  const w = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [100] }] });
+  collect(w.readable).catch(() => {});
+  await w.write(new Uint8Array(10));
+  assert.equal(w.bytesWritten, 10);
+  w.abort(new Error('x'));
+  assert.equal(w.bytesWritten, 10);
+
+  const f = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [100] }] });
+  collect(f.readable).catch(() => {});
+  await f.write(new Uint8Array(30));
+  await assert.rejects(f.write(new Uint8Array(71)), (e) => e.code === 'InvalidArgument');
+  assert.equal(f.bytesWritten, 30);
+
+  const d = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [100] }] });
+  collect(d.readable).catch(() => {});
+  await d.write(new Uint8Array(7));
+  d[dispose]();
+  assert.equal(d.bytesWritten, 7);
+
+  const c = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [100] }] });
+  const drained = collect(c.readable);
+  await c.write(new Uint8Array(100));
+  await c.close();
+  await drained;
+  assert.equal(c.bytesWritten, 100);
+});
+
+test('writeSafetensors cancels the data sources of tensors it never reached, with the reason', async () => {
+  const spec = (sources) => ({
+    order: 'input',
+    tensors: sources.map((data, i) => ({ name: `t${i}`, dtype: 'U8', shape: [4], data })),
+  });
+  const { countingIterable, countingStream } = await import('./helpers/common.mjs');
+
+  // A length error on the first tensor: the later stream and iterator are cancelled with that error.
+  let later = countingStream([new Uint8Array(4)]);
+  let iter = countingIterable([new Uint8Array(4)]);
+  await assert.rejects(collect(writeSafetensors(spec([new Uint8Array(3), later.stream, iter.iterable]))), (e) => e.code === 'InvalidArgument');
+  assert.equal(later.stats.cancelled, true);
+  assert.equal(later.stats.reason?.code, 'InvalidArgument');
+  assert.equal(later.stats.pulled, 0);
+  assert.equal(iter.stats.returned, true);
+
+  // The consumer cancels after the header: the open source and the unopened one both get the reason.
+  const first = countingStream([new Uint8Array(1), new Uint8Array(1), new Uint8Array(1), new Uint8Array(1)]);
+  later = countingStream([new Uint8Array(4)]);
+  const reader = writeSafetensors(spec([first.stream, later.stream])).getReader();
+  await reader.read();
+  await reader.cancel('consumer stop');
+  assert.equal(later.stats.cancelled, true);
+  assert.equal(later.stats.reason, 'consumer stop');
+
+  // An AbortSignal while the first source hangs.
+  const controller = new AbortController();
+  later = countingStream([new Uint8Array(4)]);
+  let hungReason;
+  const hung = new ReadableStream({ pull() { return new Promise(() => {}); }, cancel(r) { hungReason = r; } });
+  const r2 = writeSafetensors({ ...spec([hung, later.stream]), signal: controller.signal }).getReader();
+  await r2.read();
+  const stop = new Error('stop writing');
+  setTimeout(() => controller.abort(stop), 10);
+  await assert.rejects(r2.read(), /stop writing/);
+  await new Promise((r) => setTimeout(r, 10));
+  assert.equal(hungReason, stop);
+  assert.equal(later.stats.reason, stop);
+
+  // A planning error: nothing is read, every stream is cancelled.
+  later = countingStream([new Uint8Array(4)]);
+  const bad = spec([new Uint8Array(4), later.stream]);
+  bad.tensors[1].name = 't0';
+  await assert.rejects(collect(writeSafetensors(bad)), (e) => e.code === 'InvalidArgument');
+  assert.equal(later.stats.cancelled, true);
+  assert.equal(later.stats.pulled, 0);
+});

@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // peft-bridge CLI for Node: the native CLI (src/cli) over the WebAssembly build. Same commands, options, exit
 // statuses and output bytes: help, version, reports and errors are all rendered by the core.
-//   0 success, 1 invalid input or I/O failure, 2 usage error.
+//   0 success, 1 invalid input or I/O failure, 2 usage error; 130 / 143 when convert is interrupted by SIGINT /
+//   SIGTERM (the temporary output file is removed first).
 import { randomBytes } from 'node:crypto';
+import { unlinkSync } from 'node:fs';
 import { open, rename, stat, unlink } from 'node:fs/promises';
 import { createConversion } from '../src/convert.js';
 import { renderedError } from '../src/errors.js';
@@ -11,7 +13,19 @@ import { getModule } from '../src/init.js';
 
 const module = await getModule();
 
-const write = (stream, text) => new Promise((resolve) => stream.write(text, resolve));
+// A failed write to standard output (a full disk, a closed pipe) must not crash the process through an unhandled
+// 'error' event: the first failure is kept and reported once main() returns, with exit status 1.
+let stdoutError = null;
+process.stdout.on('error', (error) => {
+  stdoutError ??= error;
+});
+const write = (stream, text) =>
+  new Promise((resolve) =>
+    stream.write(text, (error) => {
+      if (error && stream === process.stdout) stdoutError ??= error;
+      resolve();
+    }),
+  );
 const out = (text) => write(process.stdout, text);
 const err = (text) => write(process.stderr, text);
 
@@ -42,6 +56,8 @@ const STRERROR = {
   EINVAL: 'Invalid argument',
   ETXTBSY: 'Text file busy',
   EAGAIN: 'Resource temporarily unavailable',
+  EPIPE: 'Broken pipe',
+  ECONNRESET: 'Connection reset by peer',
 };
 
 function strerror(error) {
@@ -76,6 +92,14 @@ async function fail(error, json) {
 
 /** A read-only file read with positional reads (the file is never modified). */
 async function openInput(path) {
+  // Checked before opening: opening a FIFO for reading blocks until a writer appears.
+  let pathStat;
+  try {
+    pathStat = await stat(path);
+  } catch (error) {
+    throw ioFailure('cannot open', path, error);
+  }
+  if (!pathStat.isFile()) throw new IoFailure(`\`${path}\` is not a regular file`);
   let handle;
   try {
     handle = await open(path, 'r');
@@ -180,7 +204,26 @@ async function runConvert(args) {
   let input;
   let temp = null;
   let tempPath = null;
+  let creating = null; // the temporary file's open(), while it runs
   let committed = false;
+  // SIGINT / SIGTERM: remove the temporary file (once its creation has settled) and exit 128 + the signal.
+  const onSignal = (signal) => {
+    const code = signal === 'SIGINT' ? 130 : 143;
+    const removeAndExit = () => {
+      if (tempPath && !committed) {
+        try {
+          unlinkSync(tempPath);
+        } catch {
+          // not created, or already gone
+        }
+      }
+      process.exit(code);
+    };
+    if (creating) creating.then(removeAndExit, removeAndExit);
+    else removeAndExit();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   try {
     input = await openInput(inPath);
     const outStat = await stat(outPath).catch(() => null);
@@ -194,10 +237,13 @@ async function runConvert(args) {
       let next = await reader.read();
       tempPath = `${outPath}.tmp-${randomBytes(6).toString('base64url').slice(0, 6)}`;
       try {
-        temp = await open(tempPath, 'wx', 0o666);
+        creating = open(tempPath, 'wx', 0o666);
+        temp = await creating;
       } catch (error) {
         tempPath = null;
         throw ioFailure('cannot create a temporary file for', outPath, error);
+      } finally {
+        creating = null;
       }
       while (!next.done) {
         const bytes = next.value;
@@ -239,6 +285,8 @@ async function runConvert(args) {
     await temp?.close().catch(() => {});
     if (tempPath && !committed) await unlink(tempPath).catch(() => {});
     await input?.handle.close();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
   }
 }
 
@@ -259,4 +307,10 @@ async function main(args) {
   return usageError('', `unknown command \`${command}\``);
 }
 
-process.exitCode = await main(process.argv.slice(2));
+let status = await main(process.argv.slice(2));
+if (stdoutError) {
+  const e = { code: 'IoError', message: `cannot write to standard output: ${strerror(stdoutError)}`, tensor: null, offset: null };
+  await err(module.renderError(JSON.stringify(e), false));
+  status = 1;
+}
+process.exitCode = status;

@@ -34,16 +34,16 @@ export function createConversion(source, options = {}) {
   let rangePos = 0;
   let finished = false;
 
-  const cleanup = async () => {
+  const cleanup = async (reason) => {
     if (onAbort) signal?.removeEventListener('abort', onAbort);
     handle?.close();
     const s = src;
     src = null;
-    await s?.close();
+    await s?.close(reason);
   };
   const fail = async (error) => {
     rejectSummary(error);
-    await cleanup();
+    await cleanup(error);
     throw error;
   };
   const emit = (controller, bytes) => {
@@ -92,7 +92,7 @@ export function createConversion(source, options = {}) {
           } catch {
             // already errored or closed
           }
-          cleanup();
+          cleanup(reason);
         };
         signal?.addEventListener('abort', onAbort, { once: true });
         if (src.random) {
@@ -151,7 +151,7 @@ export function createConversion(source, options = {}) {
     },
     async cancel(reason) {
       if (!finished) rejectSummary(reason ?? new Error('peft-bridge: conversion cancelled'));
-      await cleanup();
+      await cleanup(reason);
     },
   });
   return { readable, summary };

@@ -7,7 +7,7 @@
 //  - Input is copied into the handle's reusable window in pieces of at most `windowSize` bytes, so a huge
 //    Uint8Array never needs a heap allocation of its size.
 //  - Every handle is deleted by close(); a FinalizationRegistry frees the ones callers forget.
-import { errorFromHandle } from './errors.js';
+import { SafetensorsError, errorFromHandle } from './errors.js';
 
 /** `Symbol.dispose`, or its registered stand-in where the runtime (Node 20) does not define it yet. */
 export const disposeSymbol = Symbol.dispose ?? Symbol.for('Symbol.dispose');
@@ -26,7 +26,14 @@ const registry =
       })
     : null;
 
-const TABLE_STRIDE = 5; // tensor, offset in tensor, in-window flag, position, length
+const TABLE_STRIDE = 5;
+
+// wasm32 addresses are 32-bit: a larger window cannot exist (and would wrap as a size_t).
+const MAX_WINDOW = 2 ** 32 - 4096;
+
+function outOfMemory(n) {
+  return new SafetensorsError('IoError', `out of memory: cannot reserve ${n} bytes`);
+} // tensor, offset in tensor, in-window flag, position, length
 
 export class NativeHandle {
   /**
@@ -64,7 +71,9 @@ export class NativeHandle {
     let pos = 0;
     do {
       const n = Math.min(this.windowSize, bytes.length - pos);
-      const ptr = native.window(n);
+      const ptr = n > MAX_WINDOW ? 0 : native.window(n);
+      // 0: the heap cannot hold n more bytes (the old window is kept). Nothing may be copied to address 0.
+      if (!ptr) throw outOfMemory(n);
       this.module.HEAPU8.set(bytes.subarray(pos, pos + n), ptr);
       const ok = native[method](n);
       const chunks = this.takeChunks(ptr);

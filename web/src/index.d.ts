@@ -167,9 +167,12 @@ export class SafetensorsWriter {
   readonly layout: WriteLayout;
   /** The file: the header is available at once, data as it is written. */
   readonly readable: ReadableStream<Uint8Array>;
-  /** Tensor bytes written so far. */
+  /** Tensor bytes the writer accepted so far (still correct after close(), abort() or a failure). */
   readonly bytesWritten: number;
-  /** Copies `bytes` in; resolves when the readable side has room for more. */
+  /** Copies `bytes` in; resolves when the readable side has room for more (or once close() has ended the
+   * file). Concurrent calls are allowed; pending ones reject if the writer fails, is aborted or `readable`
+   * is cancelled. Rejects with {@link SafetensorsError} past the planned size, or with IoError
+   * 'out of memory: …' when the WebAssembly heap cannot hold the chunk. */
   write(bytes: Uint8Array | ArrayBuffer | ArrayBufferView): Promise<void>;
   /** Checks every planned byte was written, then ends `readable` and frees the writer. */
   close(): Promise<void>;
@@ -187,7 +190,9 @@ export interface TensorWithData extends TensorSpec {
   data?: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
 }
 
-/** Writes a whole file as a stream, pulling each tensor's data in write order as the stream is consumed. */
+/** Writes a whole file as a stream, pulling each tensor's data in write order as the stream is consumed.
+ * If the file cannot be finished (bad data, cancel, abort), every data stream and iterator not read to its
+ * end is cancelled, those of tensors not reached yet included (streams get the reason). */
 export function writeSafetensors(spec: WriteSpec & { tensors: TensorWithData[]; signal?: AbortSignal }): ReadableStream<Uint8Array>;
 
 export interface ConvertProgress {

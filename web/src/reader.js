@@ -3,7 +3,7 @@ import { throwIfAborted } from './errors.js';
 import { NativeHandle } from './handles.js';
 import { headerFromJson } from './inspect.js';
 import { getModule } from './init.js';
-import { openSource } from './sources.js';
+import { openSource, raceAbort } from './sources.js';
 
 /**
  * Reads a safetensors file as a stream of events, validating as it goes:
@@ -24,11 +24,13 @@ export async function* readSafetensors(source, options = {}) {
   const handle = new NativeHandle(module, new module.Reader(src.size ?? -1), options.windowSize);
   let header = null;
   let bytesRead = 0;
+  let failure = undefined; // why the loop was left early, for the source's cancel()
   try {
     const native = handle.handle;
     for (;;) {
       throwIfAborted(signal);
-      const chunk = await src.next();
+      // Random-access reads race the signal too (streams and iterators already do, in next()).
+      const chunk = await raceAbort(src.next(), signal);
       throwIfAborted(signal);
       if (chunk === null) {
         handle.call('finish');
@@ -36,7 +38,7 @@ export async function* readSafetensors(source, options = {}) {
         return;
       }
       const events = [];
-      let failure = null;
+      let feedError = null;
       try {
         handle.input('feed', chunk, (chunks) => {
           if (!header && native.headerDone()) {
@@ -54,15 +56,18 @@ export async function* readSafetensors(source, options = {}) {
           }
         });
       } catch (error) {
-        failure = error;
+        feedError = error;
       }
       yield* events;
-      if (failure) throw failure;
+      if (feedError) throw feedError;
       bytesRead += chunk.length;
       onProgress?.({ bytesRead, totalBytes: src.size });
     }
+  } catch (error) {
+    failure = error;
+    throw error;
   } finally {
     handle.close();
-    await src.close();
+    await src.close(failure);
   }
 }

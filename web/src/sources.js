@@ -12,7 +12,8 @@ export const DEFAULT_READ_SIZE = 4 << 20;
  * @property {number | null} size  total size in bytes, when known
  * @property {(offset: number, length: number) => Promise<Uint8Array>} [read]  random access (may return fewer bytes at the end)
  * @property {() => Promise<Uint8Array | null>} next  the next chunk in file order, null at the end
- * @property {() => Promise<void>} close  releases the source; cancels a stream or iterator not read to its end
+ * @property {(reason?: unknown) => Promise<void>} close  releases the source; cancels a stream or iterator not
+ *   read to its end (a stream's cancel() gets `reason`)
  */
 
 /**
@@ -45,6 +46,26 @@ export function openSource(source, options = {}) {
   throw new TypeError(
     'peft-bridge: source must be a Uint8Array, ArrayBuffer, Blob, ReadableStream, AsyncIterable of Uint8Array, or {size, read(offset, length)}',
   );
+}
+
+/**
+ * Cancels a data source that was never opened: a ReadableStream gets cancel(reason), an iterator (or async
+ * iterable) return(). Sources with nothing to release (bytes, Blob, {size, read}) and anything else are left
+ * alone. Never throws.
+ */
+export async function cancelSource(source, reason) {
+  if (!source || typeof source !== 'object' || isRandomAccess(source)) return;
+  try {
+    if (typeof source.getReader === 'function') {
+      if (typeof source.cancel === 'function') await source.cancel(reason);
+    } else if (typeof source[Symbol.asyncIterator] === 'function') {
+      await source[Symbol.asyncIterator]().return?.();
+    } else if (typeof source[Symbol.iterator] === 'function') {
+      await source[Symbol.iterator]().return?.();
+    }
+  } catch {
+    // a locked or already errored stream: nothing more to release here
+  }
 }
 
 /** True for the sources openSource serves with random access. */
@@ -127,11 +148,11 @@ function sequentialSource(pull, stop, release, signal) {
         if (bytes.length) return bytes;
       }
     },
-    async close() {
+    async close(reason) {
       if (!finished) {
         finished = true;
         await Promise.resolve()
-          .then(stop)
+          .then(() => stop(reason))
           .catch(() => {});
       }
       release();
@@ -143,7 +164,7 @@ function streamSource(stream, signal) {
   const reader = stream.getReader();
   return sequentialSource(
     () => reader.read(),
-    () => reader.cancel(),
+    (reason) => reader.cancel(reason),
     () => {
       try {
         reader.releaseLock();

@@ -3,7 +3,7 @@
 import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
 import { NativeHandle, disposeSymbol } from './handles.js';
 import { getModule } from './init.js';
-import { openSource } from './sources.js';
+import { cancelSource, openSource } from './sources.js';
 
 const QUEUE_BYTES = 16 << 20; // readable-side buffering before write() waits for the consumer
 
@@ -58,7 +58,8 @@ export class SafetensorsWriter {
   constructor(handle, layout) {
     this.layout = layout;
     this._handle = handle;
-    this._waiting = null;
+    this._waiters = []; // writes waiting for room on the readable side: {resolve, reject}
+    this._written = 0; // dataWritten(), kept when the native writer is freed
     this._error = null;
     this._closed = false;
     this.readable = new ReadableStream(
@@ -67,9 +68,7 @@ export class SafetensorsWriter {
           this._controller = controller;
         },
         pull: () => {
-          const w = this._waiting;
-          this._waiting = null;
-          w?.();
+          this._settleWaiters((w) => w.resolve());
         },
         cancel: (reason) => {
           this._fail(reason ?? new Error('peft-bridge: readable was cancelled'), false);
@@ -82,7 +81,7 @@ export class SafetensorsWriter {
 
   /** Bytes of tensor data written so far. */
   get bytesWritten() {
-    return this._handle.closed ? this.layout.dataSize : this._handle.handle.dataWritten();
+    return this._handle.closed ? this._written : this._handle.handle.dataWritten();
   }
 
   /**
@@ -99,12 +98,14 @@ export class SafetensorsWriter {
       this._fail(error, true);
       throw error;
     }
-    while (this._controller.desiredSize <= 0 && !this._error) {
-      await new Promise((resolve) => {
-        this._waiting = resolve;
+    // Every pending write waits here (concurrent writes included); each is released by pull(), rejected when
+    // the writer fails or is aborted, and resolved once close() has ended the file.
+    while (!this._error && !this._closed && this._controller.desiredSize <= 0) {
+      await new Promise((resolve, reject) => {
+        this._waiters.push({ resolve, reject });
       });
     }
-    this._check();
+    if (this._error) throw this._error;
   }
 
   /** Checks that every planned byte was written, ends `readable` and frees the native writer. */
@@ -118,8 +119,9 @@ export class SafetensorsWriter {
       throw error;
     }
     this._closed = true;
-    this._handle.close();
+    this._release();
     this._controller.close();
+    this._settleWaiters((w) => w.resolve());
   }
 
   /** Abandons the file: `readable` errors with `reason` and the native writer is freed. */
@@ -129,7 +131,7 @@ export class SafetensorsWriter {
 
   [disposeSymbol]() {
     if (!this._closed && !this._error) this.abort(new Error('peft-bridge: writer disposed before close()'));
-    this._handle.close();
+    this._release();
   }
 
   _check() {
@@ -144,7 +146,7 @@ export class SafetensorsWriter {
   _fail(error, errorReadable) {
     if (this._error || this._closed) return;
     this._error = error;
-    this._handle.close();
+    this._release();
     if (errorReadable) {
       try {
         this._controller.error(error);
@@ -152,9 +154,20 @@ export class SafetensorsWriter {
         // already closed
       }
     }
-    const w = this._waiting;
-    this._waiting = null;
-    w?.();
+    this._settleWaiters((w) => w.reject(error));
+  }
+
+  /** Frees the native writer, keeping the count of bytes it accepted for bytesWritten. */
+  _release() {
+    if (this._handle.closed) return;
+    this._written = this._handle.handle.dataWritten();
+    this._handle.close();
+  }
+
+  _settleWaiters(settle) {
+    const waiters = this._waiters;
+    this._waiters = [];
+    for (const w of waiters) settle(w);
   }
 }
 
@@ -184,25 +197,41 @@ export function writeSafetensors(spec) {
   let src = null;
   let got = 0;
   let onAbort = null;
-  const cleanup = async () => {
+  let cleaned = false;
+  // Frees the writer and releases every data source: the open one, and, when the file was not finished
+  // (`reason` given), the streams and iterators of the tensors not reached yet, so none is left open.
+  const cleanup = async (reason) => {
+    if (cleaned) return;
+    cleaned = true;
     if (onAbort) signal?.removeEventListener('abort', onAbort);
     handle?.close();
     const s = src;
     src = null;
-    await s?.close();
+    const pending = [s?.close(reason)];
+    if (reason !== undefined) {
+      const unopened = layout ? layout.tensors.slice(current + 1).map((t) => spec.tensors[t.index]) : spec.tensors ?? [];
+      for (const t of unopened) pending.push(cancelSource(t?.data, reason));
+    }
+    await Promise.all(pending);
   };
   return new ReadableStream({
     async start(controller) {
-      throwIfAborted(signal);
-      const module = await getModule();
-      ({ handle, layout } = plan(module, spec));
-      onAbort = () => {
-        controller.error(abortReason(signal));
-        cleanup();
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      const header = handle.call('begin');
-      if (header) controller.enqueue(header);
+      try {
+        throwIfAborted(signal);
+        const module = await getModule();
+        ({ handle, layout } = plan(module, spec));
+        onAbort = () => {
+          const reason = abortReason(signal);
+          controller.error(reason);
+          cleanup(reason);
+        };
+        signal?.addEventListener('abort', onAbort, { once: true });
+        const header = handle.call('begin');
+        if (header) controller.enqueue(header);
+      } catch (error) {
+        await cleanup(error);
+        throw error;
+      }
     },
     async pull(controller) {
       try {
@@ -237,12 +266,12 @@ export function writeSafetensors(spec) {
           if (handle.inputToBytes('write', chunk, (out) => controller.enqueue(out))) return;
         }
       } catch (error) {
-        await cleanup();
+        await cleanup(error);
         throw error;
       }
     },
-    async cancel() {
-      await cleanup();
+    async cancel(reason) {
+      await cleanup(reason ?? new Error('peft-bridge: stream was cancelled'));
     },
   });
 }

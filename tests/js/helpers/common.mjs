@@ -85,7 +85,7 @@ export function randomCuts(random, length, count) {
 
 /** A ReadableStream over `parts` that records how many chunks were pulled and whether it was cancelled. */
 export function countingStream(parts) {
-  const stats = { pulled: 0, cancelled: false };
+  const stats = { pulled: 0, cancelled: false, reason: undefined };
   let i = 0;
   const stream = new ReadableStream(
     {
@@ -94,8 +94,9 @@ export function countingStream(parts) {
         stats.pulled += 1;
         controller.enqueue(parts[i++]);
       },
-      cancel() {
+      cancel(reason) {
         stats.cancelled = true;
+        stats.reason = reason;
       },
     },
     { highWaterMark: 0 },
