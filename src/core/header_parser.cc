@@ -72,7 +72,8 @@ class HeaderBuilder {
   static constexpr int kTensorFieldDepth = 2;
   static constexpr int kMaxContainerDepth = 127;
   Status SkipValue(int depth);
-  Status SkipNumber();
+  // Checks a JSON number at pos_ and moves past it; `plain` says whether it had no fraction or exponent.
+  Status SkipNumber(bool* plain = nullptr);
   Status ParseTensor(size_t name_begin, size_t name_size, const std::string& decoded, bool escaped);
   Status ParseMetadata();
   Status ParseU64Array(std::vector<uint64_t>& out, std::string_view field, std::string_view tensor);
@@ -164,7 +165,7 @@ Status HeaderBuilder::ParseString(size_t& raw_begin, size_t& raw_size, std::stri
   }
 }
 
-Status HeaderBuilder::SkipNumber() {
+Status HeaderBuilder::SkipNumber(bool* plain) {
   // JSON number grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
   size_t start = pos_;
   auto digit = [&](size_t p) { return p < text_.size() && text_[p] >= '0' && text_[p] <= '9'; };
@@ -176,12 +177,15 @@ Status HeaderBuilder::SkipNumber() {
   } else {
     while (digit(pos_)) ++pos_;
   }
+  bool plain_integer = true;
   if (pos_ < text_.size() && text_[pos_] == '.') {
+    plain_integer = false;
     ++pos_;
     if (!digit(pos_)) return Fail(start, "invalid number");
     while (digit(pos_)) ++pos_;
   }
   if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+    plain_integer = false;
     ++pos_;
     if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
     if (!digit(pos_)) return Fail(start, "invalid number");
@@ -189,8 +193,8 @@ Status HeaderBuilder::SkipNumber() {
   }
   // serde_json parses every number it buffers: integers beyond 64 bits become doubles, and anything
   // beyond the double range is "number out of range".
+  if (plain) *plain = plain_integer;
   std::string_view num = text_.substr(start, pos_ - start);
-  bool plain_integer = num.find_first_of(".eE") == std::string_view::npos;
   if (!plain_integer || num.size() > 19) {
     double v = std::strtod(std::string(num).c_str(), nullptr);
     if (std::isinf(v)) return Fail(start, "number out of range");
@@ -263,12 +267,13 @@ Status HeaderBuilder::ParseU64(uint64_t& out, std::string_view field, std::strin
   if (c == '-' || (c >= '0' && c <= '9')) {
     // Validate the full number first, then insist it is a plain unsigned integer that fits in u64
     // (serde_json reads anything else as a negative integer or a float: both rejected for usize).
-    if (Status s = SkipNumber(); !s.ok()) return s;
+    bool plain_integer;
+    if (Status s = SkipNumber(&plain_integer); !s.ok()) return s;
     std::string_view num = text_.substr(start, pos_ - start);
     if (num[0] == '-')
       return FailTensor(start, tensor, "invalid value: integer `" + std::string(num) + "` in `" +
                                            std::string(field) + "`, expected usize");
-    if (num.find_first_of(".eE") != std::string_view::npos)
+    if (!plain_integer)
       return FailTensor(start, tensor, "invalid type: floating point `" + std::string(num) + "` in `" +
                                            std::string(field) + "`, expected usize");
     uint64_t v = 0;
