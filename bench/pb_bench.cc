@@ -141,6 +141,16 @@ void FillNarrow(T* p, size_t n) {
   }
 }
 
+// in_GB/s, traffic_GB/s (bytes read + written per second) and vs_memcpy (traffic over the memcpy
+// traffic measured at the start of the run: 1.0 is the memory bound), from the timed seconds.
+void SetTrafficCounters(benchmark::State& state, double seconds, uint64_t in_bytes, uint64_t out_bytes) {
+  const double iters = static_cast<double>(state.iterations());
+  const double traffic = iters * static_cast<double>(in_bytes + out_bytes) / seconds;
+  state.counters["in_GB/s"] = iters * static_cast<double>(in_bytes) / seconds / 1e9;
+  state.counters["traffic_GB/s"] = traffic / 1e9;
+  state.counters["vs_memcpy"] = traffic / MemcpyTrafficBps();
+}
+
 template <class In, class Out>
 void BM_Kernel(benchmark::State& state, void (*kernel)(const In*, Out*, size_t), void (*fill)(In*, size_t)) {
   const size_t n = kBufBytes / sizeof(In);
@@ -156,11 +166,7 @@ void BM_Kernel(benchmark::State& state, void (*kernel)(const In*, Out*, size_t),
     state.SetIterationTime(s);
     total += s;
   }
-  const double iters = static_cast<double>(state.iterations());
-  const double traffic = iters * static_cast<double>(n * (sizeof(In) + sizeof(Out))) / total;
-  state.counters["in_GB/s"] = iters * static_cast<double>(n * sizeof(In)) / total / 1e9;
-  state.counters["traffic_GB/s"] = traffic / 1e9;
-  state.counters["vs_memcpy"] = traffic / MemcpyTrafficBps();
+  SetTrafficCounters(state, total, n * sizeof(In), n * sizeof(Out));
 }
 
 // The converter's access pattern without the converter: the same kernel called on 256 KiB output
@@ -185,11 +191,7 @@ void BM_KernelBlocks(benchmark::State& state, void (*kernel)(const In*, Out*, si
     state.SetIterationTime(s);
     total += s;
   }
-  const double iters = static_cast<double>(state.iterations());
-  const double traffic = iters * static_cast<double>(n * (sizeof(In) + sizeof(Out))) / total;
-  state.counters["in_GB/s"] = iters * static_cast<double>(n * sizeof(In)) / total / 1e9;
-  state.counters["traffic_GB/s"] = traffic / 1e9;
-  state.counters["vs_memcpy"] = traffic / MemcpyTrafficBps();
+  SetTrafficCounters(state, total, n * sizeof(In), n * sizeof(Out));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -320,11 +322,7 @@ void BM_Converter(benchmark::State& state, Dtype from, Dtype to, SinkKind kind) 
     total += s;
     out_bytes = to_memory ? mem->bytes : discard.bytes;
   }
-  const double iters = static_cast<double>(state.iterations());
-  const double traffic = iters * static_cast<double>(src.size() + out_bytes) / total;
-  state.counters["in_GB/s"] = iters * static_cast<double>(src.size()) / total / 1e9;
-  state.counters["traffic_GB/s"] = traffic / 1e9;
-  state.counters["vs_memcpy"] = traffic / MemcpyTrafficBps();
+  SetTrafficCounters(state, total, src.size(), out_bytes);
 }
 
 // ---------------------------------------------------------------------------------------------
