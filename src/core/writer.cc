@@ -31,6 +31,17 @@ void AppendJsonString(std::string& out, std::string_view text) {
   out.push_back('"');
 }
 
+size_t JsonStringLength(std::string_view text) {
+  size_t n = 2;
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\' || c == '\b' || c == '\t' || c == '\n' || c == '\f' || c == '\r') n += 2;
+    else if (c < 0x20) n += 6;
+    else n += 1;
+  }
+  return n;
+}
+
 Result<WritePlan> PlanWrite(const std::vector<TensorSpec>& tensors, const std::optional<Metadata>& metadata,
                             TensorOrder order) {
   std::vector<size_t> idx(tensors.size());

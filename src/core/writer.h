@@ -49,6 +49,8 @@ Result<WritePlan> PlanWrite(const std::vector<TensorSpec>& tensors, const std::o
 
 // Appends `text` as a JSON string literal with serde_json's escaping.
 void AppendJsonString(std::string& out, std::string_view text);
+// The number of bytes AppendJsonString appends for `text`, quotes included.
+size_t JsonStringLength(std::string_view text);
 
 class ByteSink {
  public:
