@@ -168,14 +168,6 @@ class Handle {
   uintptr_t owned_bytes() const { return chunks_.owned(); }
   std::string error_json() const { return error_ ? RenderErrorJson(*error_) : std::string(); }
   std::string error_text() const { return error_ ? RenderErrorText(*error_) : std::string(); }
-  // ReadHeaderLength over the first n window bytes: the check a random-access edge runs on a file's prefix
-  // (the native CLI reports a file shorter than 8 bytes through it, not through the streaming reader).
-  bool check_prefix(size_t n) {
-    auto bytes = Begin(n);
-    if (!bytes) return false;
-    auto length = ReadHeaderLength(*bytes);
-    return length.ok() || Fail(length.error());
-  }
 
  protected:
   bool Check(const Status& s) {
@@ -455,8 +447,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .function("chunkCount", &Handle::chunk_count)
       .function("ownedBytes", &Handle::owned_bytes)
       .function("errorJson", &Handle::error_json)
-      .function("errorText", &Handle::error_text)
-      .function("checkPrefix", &Handle::check_prefix);
+      .function("errorText", &Handle::error_text);
   class_<Reader, base<Handle>>("Reader")
       .constructor<double>()
       .function("feed", &Reader::feed)

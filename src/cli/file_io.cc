@@ -88,9 +88,8 @@ Result<Header> InputFile::ReadHeader() const {
   uint8_t prefix[8];
   size_t have = static_cast<size_t>(std::min<uint64_t>(size_, 8));
   if (Status s = ReadAt(0, std::span<uint8_t>(prefix, have)); !s.ok()) return s.error();
-  auto n = ReadHeaderLength(std::span<const uint8_t>(prefix, have));
+  auto n = ReadHeaderLength(std::span<const uint8_t>(prefix, have), size_);
   if (!n.ok()) return n.error();
-  if (size_ - 8 < n.value()) return InvalidHeaderLengthError(n.value(), size_);
   std::string json(n.value(), '\0');
   if (Status s = ReadAt(8, std::span<uint8_t>(reinterpret_cast<uint8_t*>(json.data()), json.size())); !s.ok())
     return s.error();

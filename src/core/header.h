@@ -82,6 +82,9 @@ class Header {
 // Decodes the 8-byte little-endian length prefix. `prefix` is what is available of the file's start.
 // HeaderTooSmall if fewer than 8 bytes, HeaderTooLarge if N > kMaxHeaderSize.
 Result<uint64_t> ReadHeaderLength(std::span<const uint8_t> prefix);
+// The same, then checks that 8 + N fits in a file of `file_size` bytes (InvalidHeaderLength): checks 1-3,
+// for every source that knows its size.
+Result<uint64_t> ReadHeaderLength(std::span<const uint8_t> prefix, uint64_t file_size);
 
 // The InvalidHeaderLength error for a header of `header_length` bytes in a file of `file_size` bytes.
 Error InvalidHeaderLengthError(uint64_t header_length, uint64_t file_size);

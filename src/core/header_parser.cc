@@ -559,6 +559,12 @@ Result<uint64_t> ReadHeaderLength(std::span<const uint8_t> prefix) {
   return n;
 }
 
+Result<uint64_t> ReadHeaderLength(std::span<const uint8_t> prefix, uint64_t file_size) {
+  auto n = ReadHeaderLength(prefix);
+  if (n.ok() && file_size - 8 < n.value()) return InvalidHeaderLengthError(n.value(), file_size);
+  return n;
+}
+
 Error InvalidHeaderLengthError(uint64_t header_length, uint64_t file_size) {
   return MakeError(ErrorCode::InvalidHeaderLength,
                    "header length " + std::to_string(header_length) + " runs past the end of the " +
@@ -575,9 +581,8 @@ Result<Header> ParseHeader(std::string json, std::optional<uint64_t> total_file_
 }
 
 Result<Header> ParseWholeFile(std::span<const uint8_t> file) {
-  auto n = ReadHeaderLength(file);
+  auto n = ReadHeaderLength(file, file.size());
   if (!n.ok()) return n.error();
-  if (file.size() - 8 < n.value()) return InvalidHeaderLengthError(n.value(), file.size());
   std::string json(reinterpret_cast<const char*>(file.data()) + 8, n.value());
   return ParseHeader(std::move(json), file.size());
 }

@@ -45,11 +45,10 @@ Status StreamingReader::Feed(std::span<const uint8_t> chunk, ReaderEvents& event
     prefix_len_ += take;
     i += take;
     if (prefix_len_ < 8) return Status::Ok();
-    auto n = ReadHeaderLength(std::span<const uint8_t>(prefix_, 8));
+    std::span<const uint8_t> prefix(prefix_, 8);
+    auto n = options_.total_size ? ReadHeaderLength(prefix, *options_.total_size) : ReadHeaderLength(prefix);
     if (!n.ok()) return FailWith(n.error());
     header_len_ = n.value();
-    if (options_.total_size && *options_.total_size < 8 + header_len_)
-      return FailWith(InvalidHeaderLengthError(header_len_, *options_.total_size));
     // The prefix is untrusted: unless the source's size vouches for N (checked above), don't reserve
     // N up front (a 100 MB claim would cost 100 MB before a single header byte arrived). Start small
     // and grow with the bytes that actually come.

@@ -23,19 +23,17 @@ export function headerFromJson(json) {
 
 /**
  * Feeds a random-access source's header into a handle: the 8-byte prefix, then exactly the header bytes.
- * `feed` is the handle's header-feeding method; `onChunks` receives what each call produced. A file shorter than 8 bytes is reported through
- * ReadHeaderLength (checkPrefix), as the native CLI reports it. Internal.
+ * `feed` is the handle's header-feeding method; `onChunks` receives what each call produced. A source that ends
+ * first leaves the header incomplete; the caller's finish call then reports the reader's error. Internal.
  */
 export async function feedRandomHeader(handle, source, feed, options = {}) {
   const { signal, onChunks } = options;
   const native = handle.handle;
-  if (source.size < 8) {
-    handle.input('checkPrefix', await source.read(0, source.size));
-  }
   let pos = 0;
   while (native.bytesUntilHeader() > 0) {
     throwIfAborted(signal);
-    const need = Math.min(native.bytesUntilHeader(), handle.windowSize);
+    const need = Math.min(native.bytesUntilHeader(), handle.windowSize, source.size - pos);
+    if (need <= 0) break; // the source ends inside the prefix or the header
     const bytes = await raceAbort(source.read(pos, need), signal);
     if (bytes.length === 0) break;
     handle.input(feed, bytes, onChunks);
