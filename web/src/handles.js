@@ -26,14 +26,14 @@ const registry =
       })
     : null;
 
-const TABLE_STRIDE = 5;
+const TABLE_STRIDE = 5; // tensor, offset in tensor, in-window flag, position, length
 
 // wasm32 addresses are 32-bit: a larger window cannot exist (and would wrap as a size_t).
 const MAX_WINDOW = 2 ** 32 - 4096;
 
 function outOfMemory(n) {
   return new SafetensorsError('IoError', `out of memory: cannot reserve ${n} bytes`);
-} // tensor, offset in tensor, in-window flag, position, length
+}
 
 export class NativeHandle {
   /**

@@ -16,6 +16,7 @@ if (!existsSync(wasmPath)) {
 }
 
 export const pb = await import(join(webDir, 'src', 'index.js'));
+const { concat } = await import(join(webDir, 'src', 'handles.js'));
 
 export const hasFixtures = existsSync(fixturesDir);
 export const hasNativeCli = existsSync(nativeCli);
@@ -127,6 +128,7 @@ export function countingIterable(parts) {
 }
 
 /** Reads a ReadableStream<Uint8Array> to one Uint8Array. */
+/** Reads a stream to the end and joins its chunks (with the package's own concat). */
 export async function collect(stream) {
   const parts = [];
   const reader = stream.getReader();
@@ -135,14 +137,7 @@ export async function collect(stream) {
     if (done) break;
     parts.push(value);
   }
-  const total = parts.reduce((n, p) => n + p.length, 0);
-  const out = new Uint8Array(total);
-  let pos = 0;
-  for (const p of parts) {
-    out.set(p, pos);
-    pos += p.length;
-  }
-  return out;
+  return concat(parts) ?? new Uint8Array(0);
 }
 
 export function hex(bytes) {
