@@ -31,27 +31,18 @@
 
 namespace pb::kernels::scalar {
 
-// (memcpy rather than std::bit_cast: Emscripten 3.1.6's libc++ has no std::bit_cast.)
-inline uint32_t FloatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
+// std::bit_cast's job, by memcpy: Emscripten 3.1.6's libc++ has no std::bit_cast.
+template <class To, class From>
+inline To BitCast(From from) {
+  static_assert(sizeof(To) == sizeof(From));
+  To to;
+  std::memcpy(&to, &from, sizeof(To));
+  return to;
 }
-inline float BitsFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline uint64_t DoubleBits(double d) {
-  uint64_t u;
-  std::memcpy(&u, &d, 8);
-  return u;
-}
-inline double BitsDouble(uint64_t u) {
-  double d;
-  std::memcpy(&d, &u, 8);
-  return d;
-}
+inline uint32_t FloatBits(float f) { return BitCast<uint32_t>(f); }
+inline float BitsFloat(uint32_t u) { return BitCast<float>(u); }
+inline uint64_t DoubleBits(double d) { return BitCast<uint64_t>(d); }
+inline double BitsDouble(uint64_t u) { return BitCast<double>(u); }
 
 namespace detail {
 // sig / 2^shift rounded to nearest, ties to even. shift in [1, 63].
