@@ -21,7 +21,9 @@ count_ctest() {  # "100% tests passed, 0 tests failed out of 57"
   f=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
   total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
   [[ -n "$line" ]] || { failed=$((failed + 1)); return; }
-  passed=$((passed + total - f)); failed=$((failed + f))
+  local s  # GTEST_SKIP'd tests: ctest lists them "(Skipped)" and counts them among the passed
+  s=$(grep -cE "^[[:space:]]*[0-9]+ - .*\(Skipped\)" "$1")
+  passed=$((passed + total - f - s)); failed=$((failed + f)); skipped=$((skipped + s))
 }
 
 echo "== native C++ tests (ctest)"
@@ -66,7 +68,8 @@ node --test --test-reporter=spec tests/js/ 2>&1 | tee "$LOGS/js.log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 js_pass=$(grep -E "^ℹ pass [0-9]+" "$LOGS/js.log" | tail -1 | awk '{print $3}')
 js_fail=$(grep -E "^ℹ fail [0-9]+" "$LOGS/js.log" | tail -1 | awk '{print $3}')
-passed=$((passed + ${js_pass:-0})); failed=$((failed + ${js_fail:-1}))
+js_skip=$(grep -E "^ℹ skipped [0-9]+" "$LOGS/js.log" | tail -1 | awk '{print $3}')
+passed=$((passed + ${js_pass:-0})); failed=$((failed + ${js_fail:-1})); skipped=$((skipped + ${js_skip:-0}))
 
 echo
 echo "tests: $passed passed, $failed failed, $skipped skipped"
