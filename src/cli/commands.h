@@ -11,6 +11,8 @@ namespace pb::cli {
 
 int RunInspect(const std::vector<std::string>& args);
 int RunConvert(const std::vector<std::string>& args);
+int RunAdapterInfo(const std::vector<std::string>& args);
+int RunTranslate(const std::vector<std::string>& args);
 
 // Reports invalid input or an I/O failure (JSON on stdout, or text on stderr); returns 1.
 int ReportFailure(const Error& error, bool json);

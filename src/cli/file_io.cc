@@ -19,26 +19,38 @@ Error IoFailure(const std::string& what, const std::string& path) {
   return MakeError(ErrorCode::IoError, what + " `" + path + "`: " + std::strerror(errno));
 }
 
-// The temporary file being written, for the signal handler: an interrupted convert removes it, so
-// nothing half-written is left behind. One conversion at a time (the CLI's case).
-char g_temp_path[4096] = {0};
+// The temporary files being written, for the signal handler: an interrupted command removes them, so
+// nothing half-written is left behind. A command may have a few outputs open at once (translate writes
+// the weights and the config, merge one shard at a time plus its index).
+constexpr int kMaxTempFiles = 8;
+char g_temp_paths[kMaxTempFiles][4096] = {};
 
 extern "C" void RemoveTempAndExit(int sig) {
-  if (g_temp_path[0]) ::unlink(g_temp_path);  // async-signal-safe
+  for (auto& path : g_temp_paths)
+    if (path[0]) ::unlink(path);  // async-signal-safe
   ::_exit(128 + sig);
 }
 
 void InstallCleanupHandlers(const std::string& temp) {
-  std::snprintf(g_temp_path, sizeof g_temp_path, "%s", temp.c_str());
+  for (auto& path : g_temp_paths) {
+    if (path[0]) continue;
+    std::snprintf(path, sizeof path, "%s", temp.c_str());
+    break;
+  }
   struct sigaction sa = {};
   sa.sa_handler = RemoveTempAndExit;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
 }
 
-void ClearCleanupHandlers() {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
-  g_temp_path[0] = 0;
+void ClearCleanupHandlers(const std::string& temp) {
+  bool any = false;
+  for (auto& path : g_temp_paths) {
+    if (path[0] && temp == path) path[0] = 0;
+    any = any || path[0];
+  }
+  if (!any)
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
 }
 
 }  // namespace
@@ -117,7 +129,7 @@ Result<std::unique_ptr<AtomicOutputFile>> AtomicOutputFile::Create(const std::st
 AtomicOutputFile::~AtomicOutputFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(temp_path_.c_str());
-  ClearCleanupHandlers();
+  ClearCleanupHandlers(temp_path_);
 }
 
 Status AtomicOutputFile::Flush() {
@@ -155,7 +167,8 @@ Status AtomicOutputFile::Commit(size_t filled) {
   return Status::Ok();
 }
 
-Status AtomicOutputFile::Persist() {
+Status AtomicOutputFile::Prepare() {
+  if (fd_ < 0) return Status::Ok();
   if (Status s = Flush(); !s.ok()) return s;
   if (::fsync(fd_) != 0) return IoFailure("cannot sync", temp_path_);
   if (::close(fd_) != 0) {
@@ -163,9 +176,40 @@ Status AtomicOutputFile::Persist() {
     return IoFailure("cannot close", temp_path_);
   }
   fd_ = -1;
+  return Status::Ok();
+}
+
+Status AtomicOutputFile::Persist() {
+  if (Status s = Prepare(); !s.ok()) return s;
   if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) return IoFailure("cannot rename into", final_path_);
   committed_ = true;
   return Status::Ok();
 }
+
+Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
+  auto file = InputFile::Open(path);
+  if (!file.ok()) return file.error();
+  std::vector<uint8_t> bytes(static_cast<size_t>(file->size()));
+  if (Status s = file->ReadAt(0, bytes); !s.ok()) return s.error();
+  return bytes;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+Result<bool> EnsureDirectory(const std::string& path) {
+  if (IsDirectory(path)) return false;
+  if (::mkdir(path.c_str(), 0777) != 0) return IoFailure("cannot create directory", path);
+  return true;
+}
+
+void RemoveEmptyDirectory(const std::string& path) { ::rmdir(path.c_str()); }
 
 }  // namespace pb::cli

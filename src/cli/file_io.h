@@ -42,6 +42,9 @@ class AtomicOutputFile final : public ByteSink {
   Status Write(std::span<const uint8_t> bytes) override;
   std::span<uint8_t> Lend(size_t max) override;
   Status Commit(size_t filled) override;
+  // Flushes, syncs and closes the temporary file (Persist does this too). Commands writing several files
+  // prepare them all before renaming any, so a failure leaves none of them under its final name.
+  Status Prepare();
   // Flushes, syncs and renames the temporary file over the destination.
   Status Persist();
 
@@ -56,5 +59,14 @@ class AtomicOutputFile final : public ByteSink {
   size_t used_ = 0;
   bool committed_ = false;
 };
+
+// A whole (small) file: adapters and configs, never base models.
+Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path);
+bool IsDirectory(const std::string& path);
+bool IsRegularFile(const std::string& path);
+// Creates `path` unless it is a directory already; true if it was created.
+Result<bool> EnsureDirectory(const std::string& path);
+// Removes a directory this command created, if it is still empty (after a failure).
+void RemoveEmptyDirectory(const std::string& path);
 
 }  // namespace pb::cli

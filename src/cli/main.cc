@@ -64,6 +64,8 @@ int Run(const std::vector<std::string>& args) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "inspect") return pb::cli::RunInspect(rest);
   if (command == "convert") return pb::cli::RunConvert(rest);
+  if (command == "adapter-info") return pb::cli::RunAdapterInfo(rest);
+  if (command == "translate") return pb::cli::RunTranslate(rest);
   return pb::cli::UsageError("", "unknown command `" + command + "`");
 }
 

@@ -6,11 +6,13 @@ std::string_view CliHelp(std::string_view command) {
   if (command.empty())
     return "usage: peft-bridge <command> [options]\n"
            "\n"
-           "Inspect, validate and convert safetensors files.\n"
+           "Inspect, validate and convert safetensors files and LoRA adapters.\n"
            "\n"
            "commands:\n"
            "  inspect FILE [--json]                  list tensors, metadata and parameter counts\n"
            "  convert IN OUT --dtype bf16|f16|f32    convert floating-point tensors, streaming\n"
+           "  adapter-info DIR [--json]              a LoRA adapter's modules, ranks, scaling and rejects\n"
+           "  translate IN_DIR OUT_DIR --to FORMAT   rewrite an adapter as peft, mlx, kohya or gguf-names\n"
            "\n"
            "options:\n"
            "  --help       show help (also after a command)\n"
@@ -39,6 +41,37 @@ std::string_view CliHelp(std::string_view command) {
            "  --order input      keep IN's order\n"
            "  --json             print a JSON summary (or a JSON error)\n"
            "  --help             show this help\n";
+  if (command == "adapter-info")
+    return "usage: peft-bridge adapter-info DIR [--json] [--from FORMAT] [--arch NAME] [--base-config FILE] [--strict]\n"
+           "\n"
+           "Reads a LoRA adapter (PEFT, mlx-lm, kohya or llama.cpp names; detected from the files) with PEFT's\n"
+           "meaning and lists its modules with rank, alpha and scaling, its other tensors, dtypes, parameter\n"
+           "count, unknown config keys, and every tensor that would be rejected, with the reason. DIR may also be\n"
+           "the .safetensors file itself.\n"
+           "\n"
+           "options:\n"
+           "  --json              print one JSON object; on invalid input {\"ok\":false,\"error\":{...}}\n"
+           "  --from FORMAT       peft, mlx, kohya or gguf-names instead of detecting it\n"
+           "  --arch NAME         naming table to use (llama, gpt2, ...); default: from --base-config or the keys\n"
+           "  --base-config FILE  the base model's config.json (architecture, head counts, layer count)\n"
+           "  --strict            fail with UnresolvedTensor if any tensor is not understood\n"
+           "  --help              show this help\n";
+  if (command == "translate")
+    return "usage: peft-bridge translate IN_DIR OUT_DIR --to peft|mlx|kohya|gguf-names [--arch NAME]\n"
+           "       [--base-config FILE] [--from FORMAT] [--dry-run] [--strict] [--old-peft] [--json]\n"
+           "\n"
+           "Reads the adapter in IN_DIR and writes it to OUT_DIR in another convention. Every input tensor is\n"
+           "mapped (copied, transposed, its scaling folded, rows reordered) or rejected with a reason; the\n"
+           "plan is printed. Files are written atomically; on failure nothing is left under their names.\n"
+           "\n"
+           "options:\n"
+           "  --to FORMAT         peft (adapter_model.safetensors + adapter_config.json), mlx (adapters.safetensors\n"
+           "                      + adapter_config.json), kohya, or gguf-names (llama.cpp's names and layout)\n"
+           "  --dry-run           print the plan, write nothing\n"
+           "  --strict            fail with UnresolvedTensor if any tensor cannot be mapped\n"
+           "  --old-peft          write a config PEFT < 0.14 accepts (fails if a newer field matters)\n"
+           "  --from, --arch, --base-config, --json   as for adapter-info\n"
+           "  --help              show this help\n";
   return {};
 }
 

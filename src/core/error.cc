@@ -17,6 +17,10 @@ std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::InvalidArgument: return "InvalidArgument";
     case ErrorCode::UnsupportedDtype: return "UnsupportedDtype";
     case ErrorCode::IoError: return "IoError";
+    case ErrorCode::InvalidConfig: return "InvalidConfig";
+    case ErrorCode::UnsupportedAdapter: return "UnsupportedAdapter";
+    case ErrorCode::UnresolvedTensor: return "UnresolvedTensor";
+    case ErrorCode::ShapeMismatch: return "ShapeMismatch";
   }
   return "Unknown";
 }

@@ -27,6 +27,11 @@ enum class ErrorCode : uint8_t {
   InvalidArgument,    // a caller passed something unusable (bad option, wrong byte count…)
   UnsupportedDtype,   // a conversion between dtypes that has no defined meaning
   IoError,            // file or stream failure at an edge (never raised by the sans-I/O core)
+  // Adapters (src/adapter).
+  InvalidConfig,       // adapter_config.json (or another tool's config) is malformed or inconsistent
+  UnsupportedAdapter,  // a valid adapter whose meaning peft-bridge cannot reproduce (type, init mode, variant)
+  UnresolvedTensor,    // a tensor that maps to nothing (an error under --strict, a report line otherwise)
+  ShapeMismatch,       // tensors whose shapes contradict each other or the config
 };
 
 std::string_view ErrorCodeName(ErrorCode code);

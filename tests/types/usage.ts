@@ -2,8 +2,21 @@
 // Each line is how an application would use the API; wrong types here fail the test suite.
 import {
   init, inspect, readSafetensors, createWriter, writeSafetensors, convert, SafetensorsError,
-  type Header, type ReadEvent, type SafetensorsErrorCode, type WriteLayout,
+  adapterInfo, translateAdapter,
+  type Header, type ReadEvent, type SafetensorsErrorCode, type WriteLayout, type AdapterInfo, type TranslateResult,
 } from '../../web/src/index.js';
+
+export async function adapters(weights: Blob, stream: ReadableStream<Uint8Array>, config: string) {
+  const info: AdapterInfo = await adapterInfo({ weights, config }, { arch: 'llama', strict: true });
+  const ranks: number[] = info.modules.map((m) => m.rank * m.scaling);
+  const result: TranslateResult = await translateAdapter(
+    { weights: stream, config: { peft_type: 'LORA', r: 8 }, baseConfig: new Uint8Array(2), weightsName: 'adapters.safetensors' },
+    { to: 'gguf-names', from: 'mlx', dryRun: false, oldPeft: false },
+  );
+  for (const p of result.plan) ranks.push(p.to === null ? p.reason.length : p.action.length);
+  const bytes: Uint8Array[] = result.files.map((f) => f.bytes);
+  return [info.format, info.extras[0]?.kind, ranks, bytes, result.notes] as const;
+}
 
 export async function usage(bytes: Uint8Array, blob: Blob, stream: ReadableStream<Uint8Array>, module: WebAssembly.Module) {
   await init({ wasmModule: module });

@@ -5,9 +5,10 @@
 //   SIGTERM (the temporary output file is removed first).
 import { randomBytes } from 'node:crypto';
 import { unlinkSync } from 'node:fs';
-import { open, rename, stat, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rmdir, stat, unlink } from 'node:fs/promises';
+import { callAdapter, writeErrorFile } from '../src/adapter.js';
 import { createConversion } from '../src/convert.js';
-import { renderedError } from '../src/errors.js';
+import { errorFromHandle, renderedError } from '../src/errors.js';
 import { inspectRendered } from '../src/inspect.js';
 import { getModule } from '../src/init.js';
 
@@ -290,6 +291,249 @@ async function runConvert(args) {
   }
 }
 
+// ---- adapter-info and translate (src/cli/adapter_commands.cc) ----
+
+/** An error the CLI itself raises with a core code, rendered by the core like its own. */
+class CliFailure extends Error {
+  constructor(code, message) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** An error result of the core's adapter functions, keeping the core's renderings. */
+const coreError = (r) => errorFromHandle({ errorJson: () => r.errorJson, errorText: () => r.errorText });
+
+// The native Join: no normalisation, so messages name paths exactly as given.
+const joinPath = (dir, name) => (dir === '' || dir.endsWith('/') ? dir + name : `${dir}/${name}`);
+const isDirectory = async (path) => (await stat(path).catch(() => null))?.isDirectory() ?? false;
+const isRegularFile = async (path) => (await stat(path).catch(() => null))?.isFile() ?? false;
+
+async function readWholeFile(path) {
+  const input = await openInput(path);
+  try {
+    return input.source.size ? await input.source.read(0, input.source.size) : new Uint8Array(0);
+  } finally {
+    await input.handle.close();
+  }
+}
+
+/** Regular files in `dir` named *`suffix`, in byte order (as std::sort on the native names); none if unreadable. */
+async function listFiles(dir, suffix) {
+  const names = [];
+  for (const name of await readdir(dir).catch(() => [])) {
+    if (name.length > suffix.length && name.endsWith(suffix) && (await isRegularFile(joinPath(dir, name)))) names.push(name);
+  }
+  return names.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+}
+
+const ADAPTER_FILES = ['adapter_model.safetensors', 'adapters.safetensors', 'pytorch_lora_weights.safetensors'];
+
+/** The adapter's files, picked and read by LoadAdapterDir's rules. Configs stay raw bytes: the core gets them as
+ * the native CLI reads them. */
+async function loadAdapterDir(path, baseConfigPath) {
+  let weightsPath = null;
+  let folder = path;
+  if (await isDirectory(path)) {
+    for (const name of ADAPTER_FILES) {
+      if (await isRegularFile(joinPath(path, name))) {
+        weightsPath = joinPath(path, name);
+        break;
+      }
+    }
+    if (weightsPath === null) {
+      const files = await listFiles(path, '.safetensors');
+      if (files.length === 1) weightsPath = joinPath(path, files[0]);
+      else if (files.length > 1)
+        throw new CliFailure('InvalidArgument', `\`${path}\` holds several .safetensors files and none has an adapter's usual name; pass the file itself`);
+    }
+    if (weightsPath === null) {
+      if (await isRegularFile(joinPath(path, 'adapter_model.bin'))) throw coreError(module.pickleAdapterError('adapter_model.bin'));
+      throw new CliFailure('IoError', `\`${path}\` holds no adapter_model.safetensors (or other .safetensors file)`);
+    }
+  } else {
+    if (path.endsWith('.bin') || path.endsWith('.pt') || path.endsWith('.pth')) throw coreError(module.pickleAdapterError(path));
+    weightsPath = path;
+    const slash = path.lastIndexOf('/');
+    folder = slash === -1 ? '.' : path.slice(0, slash);
+  }
+  const weights = await readWholeFile(weightsPath);
+  const configPath = joinPath(folder, 'adapter_config.json');
+  const config = (await isRegularFile(configPath)) ? await readWholeFile(configPath) : null;
+  const baseConfig = baseConfigPath !== null ? await readWholeFile(baseConfigPath) : null;
+  return { weights, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), config, baseConfig };
+}
+
+const FORMATS = new Set(['peft', 'mlx', 'kohya', 'gguf-names']);
+const unknownFormat = (command, v) => usageError(command, `unknown format \`${v}\` (expected peft, mlx, kohya or gguf-names)`);
+
+// Like the native CLI, --help anywhere (even as an option's value) shows the help.
+const wantsHelp = (args) => args.some((a) => a === '--help' || a === '-h');
+
+/** Parses the option at args[c.i] the two commands share into `o`: 0 if consumed, 1 if unknown, else the usage
+ * error's status (as ParseCommon). */
+async function parseCommon(command, args, c, o) {
+  const a = args[c.i];
+  if (a === '--json') o.json = true;
+  else if (a === '--strict') o.strict = true;
+  else if (a === '--arch' || a === '--base-config' || a === '--from') {
+    if (c.i + 1 >= args.length) return usageError(command, `${a} needs a value`);
+    const v = args[++c.i];
+    if (a === '--arch') o.arch = v;
+    else if (a === '--base-config') o.baseConfig = v;
+    else if (FORMATS.has(v)) o.from = v;
+    else return unknownFormat(command, v);
+  } else if (a.length > 1 && a[0] === '-') {
+    return 1;
+  } else {
+    o.positional.push(a);
+  }
+  return 0;
+}
+
+const commonOptions = () => ({ json: false, strict: false, arch: null, baseConfig: null, from: null, positional: [] });
+
+async function runAdapterInfo(args) {
+  if (wantsHelp(args)) {
+    await out(module.cliHelp('adapter-info'));
+    return 0;
+  }
+  const o = commonOptions();
+  for (const c = { i: 0 }; c.i < args.length; ++c.i) {
+    const r = await parseCommon('adapter-info', args, c, o);
+    if (r === 1) return usageError('adapter-info', `unknown option \`${args[c.i]}\``);
+    if (r !== 0) return r;
+  }
+  if (o.positional.length !== 1) return usageError('adapter-info', 'expected exactly one DIR');
+  try {
+    const files = await loadAdapterDir(o.positional[0], o.baseConfig);
+    const r = await callAdapter('adapterInfo', files, o);
+    await out(o.json ? r.json : r.text);
+    return 0;
+  } catch (error) {
+    return fail(error, o.json);
+  }
+}
+
+/** A temporary file beside `path` (as mkstemp: PATH.tmp-XXXXXX, mode 0666 minus the umask). */
+async function createTemp(path) {
+  const temp = `${path}.tmp-${randomBytes(6).toString('base64url').slice(0, 6)}`;
+  try {
+    return { temp, final: path, handle: await open(temp, 'wx', 0o666) };
+  } catch (error) {
+    throw ioFailure('cannot create a temporary file for', path, error);
+  }
+}
+
+/** Writes, syncs and closes a temporary file (AtomicOutputFile::Prepare). */
+async function prepare(file, bytes) {
+  try {
+    for (let done = 0; done < bytes.length; ) done += (await file.handle.write(bytes, done, bytes.length - done)).bytesWritten;
+  } catch (error) {
+    throw ioFailure('cannot write', file.temp, error);
+  }
+  try {
+    await file.handle.sync();
+  } catch (error) {
+    throw ioFailure('cannot sync', file.temp, error);
+  }
+  const handle = file.handle;
+  file.handle = null;
+  try {
+    await handle.close();
+  } catch (error) {
+    throw ioFailure('cannot close', file.temp, error);
+  }
+}
+
+async function runTranslate(args) {
+  if (wantsHelp(args)) {
+    await out(module.cliHelp('translate'));
+    return 0;
+  }
+  const o = { ...commonOptions(), to: null, dryRun: false, oldPeft: false };
+  for (const c = { i: 0 }; c.i < args.length; ++c.i) {
+    const a = args[c.i];
+    if (a === '--dry-run') o.dryRun = true;
+    else if (a === '--old-peft') o.oldPeft = true;
+    else if (a === '--to') {
+      if (c.i + 1 >= args.length) return usageError('translate', '--to needs a value');
+      o.to = args[++c.i];
+      if (!FORMATS.has(o.to)) return unknownFormat('translate', o.to);
+    } else {
+      const r = await parseCommon('translate', args, c, o);
+      if (r === 1) return usageError('translate', `unknown option \`${a}\``);
+      if (r !== 0) return r;
+    }
+  }
+  if (o.positional.length !== 2) return usageError('translate', 'expected IN_DIR and OUT_DIR');
+  if (o.to === null) return usageError('translate', '--to is required');
+
+  let result;
+  // An error producing the output bytes is reported where the native CLI meets it: after OUT_DIR is created.
+  let writeError = null;
+  try {
+    result = await callAdapter('translateAdapter', await loadAdapterDir(o.positional[0], o.baseConfig), o);
+  } catch (error) {
+    if (writeErrorFile(error) === undefined) return fail(error, o.json);
+    writeError = error;
+  }
+  if (!o.dryRun) {
+    const outDir = o.positional[1];
+    let created;
+    try {
+      created = !(await isDirectory(outDir));
+      if (created) await mkdir(outDir).catch((error) => Promise.reject(ioFailure('cannot create directory', outDir, error)));
+    } catch (error) {
+      return fail(error, o.json);
+    }
+    // Every file is written and closed under a temporary name before any is renamed into place; a failure
+    // before the first rename leaves nothing under the final names and removes the directory if it is new.
+    const prepared = [];
+    let renamed = 0;
+    const removeTemps = () => {
+      for (const f of prepared.slice(renamed)) {
+        try {
+          unlinkSync(f.temp);
+        } catch {
+          // already gone
+        }
+      }
+    };
+    const onSignal = (signal) => {
+      removeTemps();
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    try {
+      for (const file of writeError ? [{ name: writeErrorFile(writeError) }] : result.files) {
+        prepared.push(await createTemp(joinPath(outDir, file.name)));
+        if (writeError) throw writeError;
+        await prepare(prepared.at(-1), file.bytes);
+      }
+      for (const f of prepared) {
+        try {
+          await rename(f.temp, f.final);
+        } catch (error) {
+          throw ioFailure('cannot rename into', f.final, error);
+        }
+        ++renamed;
+      }
+    } catch (error) {
+      for (const f of prepared) await f.handle?.close().catch(() => {});
+      removeTemps();
+      if (created && renamed === 0) await rmdir(outDir).catch(() => {});
+      return fail(error, o.json);
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
+  }
+  await out(o.json ? result.json : result.text);
+  return 0;
+}
+
 async function main(args) {
   if (args.length === 0) return usageError('', 'missing command');
   const command = args[0];
@@ -304,6 +548,8 @@ async function main(args) {
   const rest = args.slice(1);
   if (command === 'inspect') return runInspect(rest);
   if (command === 'convert') return runConvert(rest);
+  if (command === 'adapter-info') return runAdapterInfo(rest);
+  if (command === 'translate') return runTranslate(rest);
   return usageError('', `unknown command \`${command}\``);
 }
 

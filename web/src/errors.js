@@ -6,7 +6,8 @@ const RENDERED = Symbol('rendered');
  * A safetensors file (or a writer spec, or a conversion request) the core rejected. `code` is one of the
  * core's error names, the same strings the CLI prints: HeaderTooSmall, HeaderTooLarge, InvalidHeaderLength,
  * InvalidHeader, InvalidHeaderDeserialization, InvalidOffset, ValidationOverflow, MisalignedSlice,
- * TensorInvalidInfo, MetadataIncompleteBuffer, InvalidArgument, UnsupportedDtype, IoError.
+ * TensorInvalidInfo, MetadataIncompleteBuffer, InvalidArgument, UnsupportedDtype, IoError, and for adapters
+ * InvalidConfig, UnsupportedAdapter, UnresolvedTensor, ShapeMismatch.
  */
 export class SafetensorsError extends Error {
   /**

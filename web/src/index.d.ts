@@ -31,7 +31,11 @@ export type SafetensorsErrorCode =
   | 'MetadataIncompleteBuffer'
   | 'InvalidArgument'
   | 'UnsupportedDtype'
-  | 'IoError';
+  | 'IoError'
+  | 'InvalidConfig'
+  | 'UnsupportedAdapter'
+  | 'UnresolvedTensor'
+  | 'ShapeMismatch';
 
 /** Invalid input (or an unusable request) as reported by the core. */
 export class SafetensorsError extends Error {
@@ -216,3 +220,142 @@ export interface ConvertOptions {
 
 /** The converted file as a stream. Invalid input errors the stream with {@link SafetensorsError}. */
 export function convert(source: Source, options: ConvertOptions): ReadableStream<Uint8Array>;
+
+// ---- LoRA adapters ----
+
+/** Adapter file conventions: PEFT (`adapter_model.safetensors` + `adapter_config.json`), mlx-lm
+ * (`adapters.safetensors` + its `adapter_config.json`), kohya (`lora_te_…` / `lora_unet_…` keys) and
+ * llama.cpp's GGUF tensor names. */
+export type AdapterFormat = 'peft' | 'mlx' | 'kohya' | 'gguf-names';
+
+/** A JSON config: its text, its raw bytes (passed through unchanged, as the CLI reads the file), or an object
+ * (serialised with `JSON.stringify`). */
+export type ConfigInput = string | Uint8Array | Record<string, unknown>;
+
+/** An adapter's files, as {@link adapterInfo} and {@link translateAdapter} take them. Adapters are small, so
+ * `weights` is read whole whatever its kind. */
+export interface AdapterInput {
+  /** The adapter's safetensors file. */
+  weights: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | Iterable<Uint8Array> | RandomAccessSource;
+  /** Its `adapter_config.json` (PEFT's or mlx-lm's); kohya and GGUF-named adapters have none. */
+  config?: ConfigInput | null;
+  /** The base model's `config.json`: architecture, head counts (GGUF row order), layer count (mlx). */
+  baseConfig?: ConfigInput | null;
+  /** The weights file's name, used in messages only. Default: a File's own name, else
+   * 'adapter_model.safetensors'. */
+  weightsName?: string;
+}
+
+/** Options of {@link adapterInfo}, as the CLI's `adapter-info` options. */
+export interface AdapterReadOptions {
+  /** The input's convention instead of detecting it from the config and the keys (`--from`). */
+  from?: AdapterFormat;
+  /** The naming table to use: a name (llama, gpt2, …), a `model_type` or an `architectures` value (`--arch`).
+   * Default: from the base config or the keys. */
+  arch?: string;
+  /** Fail with UnresolvedTensor if any tensor is not understood, instead of listing it as rejected (`--strict`). */
+  strict?: boolean;
+  /** Overrides {@link AdapterInput.baseConfig}. */
+  baseConfig?: ConfigInput | null;
+  signal?: AbortSignal;
+}
+
+/** One LoRA layer, in PEFT's terms. */
+export interface AdapterModule {
+  /** The base model's module path, e.g. `model.layers.0.self_attn.q_proj`. */
+  path: string;
+  /** The kind of layer the factors adapt. */
+  shape: 'linear' | 'embedding' | 'conv';
+  rank: number;
+  alpha: number;
+  /** What the product B·A is multiplied by: alpha / rank, or alpha / sqrt(rank) with rsLoRA. */
+  scaling: number;
+  in_features: number;
+  out_features: number;
+  dtype: Dtype;
+  /** Has a DoRA magnitude vector. */
+  dora: boolean;
+  /** Has a bias on B (PEFT's `lora_bias`). */
+  lora_bias: boolean;
+  /** The `rank_pattern` key that set this module's rank, if one did. */
+  rank_pattern: string | null;
+  /** The `alpha_pattern` key that set this module's alpha, if one did. */
+  alpha_pattern: string | null;
+}
+
+/** What {@link adapterInfo} reports: the fields of `peft-bridge adapter-info --json` (without `ok`). */
+export interface AdapterInfo {
+  /** The convention the adapter was read as. */
+  format: AdapterFormat;
+  /** The naming table used, if one was needed or given. */
+  arch: string | null;
+  peft_type: string;
+  task_type: string | null;
+  /** `base_model_name_or_path`, when the config names it. */
+  base_model: string | null;
+  r: number;
+  lora_alpha: number;
+  use_rslora: boolean;
+  use_dora: boolean;
+  modules: AdapterModule[];
+  /** Tensors that are not LoRA factors but are kept (e.g. `modules_to_save` such as a classifier head). */
+  extras: { key: string; kind: 'modules_to_save' | 'saved_embedding' | 'bias' | 'trainable_tokens'; dtype: Dtype; shape: number[] }[];
+  /** Tensors per dtype. */
+  dtypes: Partial<Record<Dtype, number>>;
+  parameters: number;
+  /** Config keys peft-bridge does not know (kept when writing PEFT). */
+  unknown_config_keys: string[];
+  /** Every tensor that is not understood, with the reason (an error instead with `strict`). */
+  rejected: { tensor: string; reason: string }[];
+  notes: string[];
+}
+
+/** Reads a LoRA adapter (PEFT, mlx-lm, kohya or llama.cpp names) with PEFT's meaning and describes it. Rejects
+ * with {@link SafetensorsError}: the reader's codes for a bad safetensors file, InvalidConfig for a malformed or
+ * inconsistent config, UnsupportedAdapter for adapters peft-bridge cannot reproduce (LoHa, …),
+ * UnresolvedTensor under `strict`, ShapeMismatch for contradictory shapes. */
+export function adapterInfo(input: AdapterInput, options?: AdapterReadOptions): Promise<AdapterInfo>;
+
+/** Options of {@link translateAdapter}, as the CLI's `translate` options. */
+export interface TranslateOptions extends AdapterReadOptions {
+  /** The convention to write. */
+  to: AdapterFormat;
+  /** With `strict`, also fail if any tensor cannot be written in the target convention. */
+  strict?: boolean;
+  /** Write a config PEFT < 0.14 accepts (fails if a newer field matters) (`--old-peft`). */
+  oldPeft?: boolean;
+  /** Plan only: `files` is empty. */
+  dryRun?: boolean;
+}
+
+/** What happens to one input tensor. */
+export type TranslatePlanEntry =
+  /** Written as `to`; `action` is `copy` or what was done (`transpose`, scaling folded, rows permuted, …). */
+  | { from: string; to: string; action: string }
+  /** Not written, and why. */
+  | { from: string; to: null; reason: string };
+
+/** An output file; `bytes` is a copy the caller owns. */
+export interface AdapterFile {
+  name: string;
+  bytes: Uint8Array;
+}
+
+export interface TranslateResult {
+  /** The convention the input was read as. */
+  from: AdapterFormat;
+  to: AdapterFormat;
+  /** Every input tensor, in input order. */
+  plan: TranslatePlanEntry[];
+  /** Entries of `plan` written / rejected. */
+  mapped: number;
+  rejected: number;
+  notes: string[];
+  /** The weights file first, then the config if the convention has one; empty with `dryRun`. The same bytes
+   * `peft-bridge translate` writes. */
+  files: AdapterFile[];
+}
+
+/** Rewrites a LoRA adapter in another convention, accounting for every tensor. Rejects with
+ * {@link SafetensorsError} as {@link adapterInfo} does, and with InvalidArgument for an unknown format name. */
+export function translateAdapter(input: AdapterInput, options: TranslateOptions): Promise<TranslateResult>;

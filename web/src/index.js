@@ -1,4 +1,5 @@
-// peft-bridge: streaming safetensors inspection, validation, writing and dtype conversion in WebAssembly.
+// peft-bridge: streaming safetensors inspection, validation, writing and dtype conversion in WebAssembly, and
+// LoRA adapter reading and translation.
 // The WebAssembly module and its heap stay private; every entry point takes and returns plain JS values,
 // Uint8Array copies and web streams.
 export { init } from './init.js';
@@ -7,3 +8,4 @@ export { inspect } from './inspect.js';
 export { readSafetensors } from './reader.js';
 export { createWriter, writeSafetensors, SafetensorsWriter } from './writer.js';
 export { convert } from './convert.js';
+export { adapterInfo, translateAdapter } from './adapter.js';

@@ -1,0 +1,116 @@
+// A LoRA adapter in peft-bridge's canonical form: PEFT's meaning, independent of the file convention it
+// was read from. Every format reader produces an Adapter and every writer consumes one, so a translation
+// is read(from) -> Adapter -> write(to), and the merge (issue 4) only ever sees this form.
+//
+// Adapters are small (megabytes), so their tensors are held whole here; base models never are.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapter/lora_config.h"
+#include "adapter/module_select.h"
+#include "core/dtype.h"
+#include "core/header.h"
+
+namespace pb::adapter {
+
+// One tensor with its bytes (little-endian, row-major, as in safetensors).
+struct Tensor {
+  Dtype dtype = Dtype::F32;
+  std::vector<uint64_t> shape;
+  std::vector<uint8_t> bytes;
+  uint64_t element_count() const;
+};
+
+// The shape family of a LoRA module, read from its factors (the base layer type is the architecture's
+// business, see naming_tables.h ModuleKind).
+enum class LoraShape {
+  kLinear,     // A [r, in], B [out, r]  (nn.Linear, and transformers Conv1D whose delta is transposed)
+  kEmbedding,  // lora_embedding_A [r, num_embeddings], lora_embedding_B [dim, r]
+  kConv,       // A [r, in, *kernel], B [out, r, 1...]
+};
+std::string_view LoraShapeName(LoraShape shape);
+
+struct LoraModule {
+  std::string path;  // module path in the user's model, e.g. "model.layers.0.self_attn.q_proj"
+  LoraShape shape = LoraShape::kLinear;
+  Tensor a;  // PEFT orientation always
+  Tensor b;
+  std::optional<Tensor> b_bias;     // lora_B.bias (lora_bias=True), [out]
+  std::optional<Tensor> magnitude;  // DoRA lora_magnitude_vector
+  ModuleSettings settings;          // r, alpha, scaling as PEFT resolves them for this module
+  uint64_t rank() const { return a.shape.empty() ? 0 : a.shape[0]; }
+  uint64_t in_features() const;   // A's columns (num_embeddings for embeddings; in*kernel... for conv: in)
+  uint64_t out_features() const;  // B's rows (embedding_dim for embeddings)
+};
+
+// Tensors that are not LoRA factors but belong to the adapter.
+enum class ExtraKind {
+  kModulesToSave,    // a full copy of a module listed in (or implied by) modules_to_save: replaces the base
+  kSavedEmbedding,   // save_embedding_layers: a full embedding / lm_head weight
+  kBias,             // bias="all" / "lora_only": a trained bias of the base model
+  kTrainableTokens,  // token_adapter.trainable_tokens_delta: new values of selected embedding rows
+};
+std::string_view ExtraKindName(ExtraKind kind);
+
+struct ExtraTensor {
+  std::string key;  // the PEFT key without "base_model.model.", e.g. "score.weight"
+  ExtraKind kind;
+  Tensor tensor;
+};
+
+// A tensor of the input that was not taken into the adapter, and why.
+struct RejectedTensor {
+  std::string name;
+  std::string reason;
+};
+
+// How one input tensor was accounted for: mapped to an output name (possibly transformed) or rejected.
+struct TensorMapping {
+  std::string from;
+  std::string to;      // empty when rejected
+  std::string action;  // "copy", "transpose", "fold scale", "permute rows", ... or "rejected"
+  std::string reason;  // why it was rejected (empty otherwise)
+};
+
+struct Adapter {
+  LoraConfig config;                    // PEFT's config (synthesized when the source was not PEFT)
+  std::vector<LoraModule> modules;      // in order of first appearance in the source
+  std::vector<ExtraTensor> extras;
+  std::vector<RejectedTensor> rejected; // input tensors not understood
+  std::vector<std::string> notes;       // facts worth telling (e.g. tensors PEFT would silently ignore)
+  std::string source_format;            // "peft", "mlx", "kohya", "gguf-names"
+  std::optional<std::string> arch;      // naming table used or detected, if any
+
+  uint64_t parameter_count() const;     // elements of every tensor held
+  const LoraModule* FindModule(std::string_view path) const;
+};
+
+// Splits a PEFT key (after "base_model.model.") into module path and role. Public for tests and the
+// other formats, which reuse PEFT's role vocabulary.
+enum class PeftRole { kLoraA, kLoraB, kLoraBBias, kEmbeddingA, kEmbeddingB, kMagnitude, kTrainableTokens };
+struct PeftKey {
+  std::string module;
+  PeftRole role;
+};
+std::optional<PeftKey> ParsePeftLoraKey(std::string_view key_without_prefix);
+std::string PeftKeyFor(std::string_view module, PeftRole role);  // without the prefix
+std::string_view PeftRoleSuffix(PeftRole role);                   // ".lora_A.weight", ".lora_embedding_A", ...
+
+// Reads tensor bytes out of a whole safetensors file already validated by ParseWholeFile.
+Tensor TensorFromFile(const Header& header, std::span<const uint8_t> file, size_t index);
+
+// Assembles modules from per-role tensors and checks their shapes against each other and the config:
+// A/B ranks agree and equal the resolved r, B/bias/magnitude sizes agree with out_features, embedding and
+// conv factors have their shapes. ShapeMismatch (naming the module and both shapes) otherwise.
+struct RoleTensor {
+  std::string module;
+  PeftRole role;
+  Tensor tensor;
+};
+Result<std::vector<LoraModule>> AssembleModules(std::vector<RoleTensor> tensors, const LoraConfig& config);
+
+}  // namespace pb::adapter

@@ -1,0 +1,197 @@
+#include "adapter/adapter_report.h"
+
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "adapter/python_json.h"
+
+namespace pb::adapter {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"; }
+
+Json ShapeJson(const std::vector<uint64_t>& shape) {
+  Json a = Json::array();
+  for (uint64_t d : shape) a.push_back(d);
+  return a;
+}
+
+std::string ShapeText(const std::vector<uint64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::map<std::string, uint64_t> DtypeCounts(const Adapter& a) {
+  std::map<std::string, uint64_t> counts;
+  for (const auto& m : a.modules) {
+    counts[std::string(DtypeName(m.a.dtype))] += 2;
+    if (m.b_bias) ++counts[std::string(DtypeName(m.b_bias->dtype))];
+    if (m.magnitude) ++counts[std::string(DtypeName(m.magnitude->dtype))];
+  }
+  for (const auto& e : a.extras) ++counts[std::string(DtypeName(e.tensor.dtype))];
+  return counts;
+}
+
+Json ModuleJson(const LoraModule& m) {
+  Json j = Json::object();
+  j["path"] = m.path;
+  j["shape"] = LoraShapeName(m.shape);
+  j["rank"] = m.rank();
+  j["alpha"] = m.settings.alpha;
+  j["scaling"] = m.settings.scaling;
+  j["in_features"] = m.in_features();
+  j["out_features"] = m.out_features();
+  j["dtype"] = DtypeName(m.a.dtype);
+  j["dora"] = m.magnitude.has_value();
+  j["lora_bias"] = m.b_bias.has_value();
+  j["rank_pattern"] = m.settings.rank_pattern_key ? Json(*m.settings.rank_pattern_key) : Json(nullptr);
+  j["alpha_pattern"] = m.settings.alpha_pattern_key ? Json(*m.settings.alpha_pattern_key) : Json(nullptr);
+  return j;
+}
+
+Json MappingJson(const TensorMapping& m) {
+  Json j = Json::object();
+  j["from"] = m.from;
+  if (m.to.empty()) {
+    j["to"] = nullptr;
+    j["reason"] = m.reason;
+  } else {
+    j["to"] = m.to;
+    j["action"] = m.action;
+  }
+  return j;
+}
+
+Json StringList(const std::vector<std::string>& v) {
+  Json a = Json::array();
+  for (const auto& s : v) a.push_back(s);
+  return a;
+}
+
+}  // namespace
+
+std::string RenderAdapterInfoJson(const ReadResult& read) {
+  const Adapter& a = read.adapter;
+  const LoraConfig& c = a.config;
+  Json j = Json::object();
+  j["ok"] = true;
+  j["format"] = a.source_format;
+  j["arch"] = a.arch ? Json(*a.arch) : Json(nullptr);
+  j["peft_type"] = c.peft_type;
+  j["task_type"] = c.task_type ? Json(*c.task_type) : Json(nullptr);
+  j["base_model"] = c.base_model_name_or_path ? Json(*c.base_model_name_or_path) : Json(nullptr);
+  j["r"] = c.r;
+  j["lora_alpha"] = c.lora_alpha;
+  j["use_rslora"] = c.use_rslora;
+  j["use_dora"] = c.use_dora;
+  j["modules"] = Json::array();
+  for (const auto& m : a.modules) j["modules"].push_back(ModuleJson(m));
+  j["extras"] = Json::array();
+  for (const auto& e : a.extras) {
+    Json x = Json::object();
+    x["key"] = e.key;
+    x["kind"] = ExtraKindName(e.kind);
+    x["dtype"] = DtypeName(e.tensor.dtype);
+    x["shape"] = ShapeJson(e.tensor.shape);
+    j["extras"].push_back(x);
+  }
+  Json dtypes = Json::object();
+  for (const auto& [d, n] : DtypeCounts(a)) dtypes[d] = n;
+  j["dtypes"] = dtypes;
+  j["parameters"] = a.parameter_count();
+  j["unknown_config_keys"] = StringList(c.unknown_keys);
+  j["rejected"] = Json::array();
+  for (const auto& r : a.rejected) {
+    Json x = Json::object();
+    x["tensor"] = r.name;
+    x["reason"] = r.reason;
+    j["rejected"].push_back(x);
+  }
+  j["notes"] = StringList(a.notes);
+  return Dump(j);
+}
+
+std::string RenderAdapterInfoText(const ReadResult& read) {
+  const Adapter& a = read.adapter;
+  const LoraConfig& c = a.config;
+  std::string out;
+  out += "format: " + a.source_format + (a.arch ? " (architecture " + *a.arch + ")" : std::string()) + "\n";
+  out += "peft_type: " + c.peft_type + ", task_type: " + c.task_type.value_or("null") +
+         ", base model: " + c.base_model_name_or_path.value_or("unknown") + "\n";
+  out += "r: " + std::to_string(c.r) + ", lora_alpha: " + PythonFloatRepr(c.lora_alpha) +
+         ", rsLoRA: " + (c.use_rslora ? "yes" : "no") + ", DoRA: " + (c.use_dora ? "yes" : "no") + "\n";
+  out += "modules: " + std::to_string(a.modules.size()) + "\n";
+  for (const auto& m : a.modules) {
+    out += "  " + m.path + "  " + std::string(LoraShapeName(m.shape)) + " " + std::to_string(m.in_features()) + "->" +
+           std::to_string(m.out_features()) + "  r=" + std::to_string(m.rank()) + " alpha=" +
+           PythonFloatRepr(m.settings.alpha) + " scaling=" + PythonFloatRepr(m.settings.scaling) + " " +
+           std::string(DtypeName(m.a.dtype)) + (m.magnitude ? " dora" : "") + (m.b_bias ? " lora_bias" : "") + "\n";
+  }
+  if (!a.extras.empty()) {
+    out += "other tensors: " + std::to_string(a.extras.size()) + "\n";
+    for (const auto& e : a.extras)
+      out += "  " + e.key + "  " + std::string(ExtraKindName(e.kind)) + " " + std::string(DtypeName(e.tensor.dtype)) +
+             " " + ShapeText(e.tensor.shape) + "\n";
+  }
+  out += "dtypes:";
+  for (const auto& [d, n] : DtypeCounts(a)) out += " " + d + " x" + std::to_string(n);
+  out += "\nparameters: " + std::to_string(a.parameter_count()) + "\n";
+  if (!c.unknown_keys.empty()) {
+    out += "unknown config keys (kept):";
+    for (const auto& k : c.unknown_keys) out += " " + k;
+    out += "\n";
+  }
+  out += "rejected tensors: " + std::to_string(a.rejected.size()) + "\n";
+  for (const auto& r : a.rejected) out += "  " + r.name + ": " + r.reason + "\n";
+  for (const auto& n : a.notes) out += "note: " + n + "\n";
+  return out;
+}
+
+std::string RenderTranslateJson(const TranslateResult& result, AdapterFormat to, bool dry_run) {
+  Json j = Json::object();
+  j["ok"] = true;
+  j["from"] = result.read.adapter.source_format;
+  j["to"] = FormatName(to);
+  j["dry_run"] = dry_run;
+  Json files = Json::array();
+  files.push_back(result.output.weights_name);
+  if (result.output.config_name) files.push_back(*result.output.config_name);
+  j["files"] = files;
+  size_t mapped = 0, rejected = 0;
+  j["tensors"] = Json::array();
+  for (const auto& m : result.plan) {
+    (m.to.empty() ? rejected : mapped)++;
+    j["tensors"].push_back(MappingJson(m));
+  }
+  j["mapped"] = mapped;
+  j["rejected"] = rejected;
+  std::vector<std::string> notes = result.read.adapter.notes;
+  notes.insert(notes.end(), result.output.notes.begin(), result.output.notes.end());
+  j["notes"] = StringList(notes);
+  return Dump(j);
+}
+
+std::string RenderTranslateText(const TranslateResult& result, AdapterFormat to, bool dry_run) {
+  std::string out;
+  size_t mapped = 0, rejected = 0;
+  for (const auto& m : result.plan) (m.to.empty() ? rejected : mapped)++;
+  out += std::string(dry_run ? "would translate " : "translated ") + result.read.adapter.source_format + " -> " +
+         std::string(FormatName(to)) + ": " + std::to_string(mapped) + " tensor(s) mapped, " +
+         std::to_string(rejected) + " rejected\n";
+  for (const auto& m : result.plan) {
+    if (m.to.empty()) out += "  rejected " + m.from + ": " + m.reason + "\n";
+    else out += "  " + m.from + " -> " + m.to + (m.action == "copy" ? "" : " (" + m.action + ")") + "\n";
+  }
+  for (const auto& n : result.read.adapter.notes) out += "note: " + n + "\n";
+  for (const auto& n : result.output.notes) out += "note: " + n + "\n";
+  out += std::string(dry_run ? "would write: " : "wrote: ") + result.output.weights_name +
+         (result.output.config_name ? ", " + *result.output.config_name : std::string()) + "\n";
+  return out;
+}
+
+}  // namespace pb::adapter

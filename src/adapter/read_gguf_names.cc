@@ -1,0 +1,130 @@
+// llama.cpp's LoRA layout (convert_lora_to_gguf.py) in a safetensors file: <gguf tensor>.weight.lora_a = A,
+// .weight.lora_b = B (rows reordered where llama.cpp reorders the base weight), token_embd's A transposed.
+// Scaling: adapter.lora.alpha / rank, or folded into B when alpha is 0.
+#include <cstdlib>
+#include <map>
+
+#include "adapter/format_internal.h"
+#include "adapter/tensor_ops.h"
+
+namespace pb::adapter::internal {
+
+namespace {
+
+std::optional<std::string> MetadataValue(const Header& header, std::string_view key) {
+  for (const auto& [k, v] : header.metadata())
+    if (k == key) return v;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<ReadResult> ReadGgufNames(ReadState& state) {
+  auto arch = ChooseArch(state.tables, state.options.arch, state.source.base_config);
+  if (!arch.ok()) return arch.error();
+  const ArchTable* table_arch = arch.value();
+  if (!table_arch) {
+    if (auto name = MetadataValue(state.header, kArchKey)) table_arch = state.tables.Find(*name);
+  }
+  if (!table_arch) {
+    if (auto gguf_arch = MetadataValue(state.header, "general.architecture")) {
+      for (const auto& t : state.tables.arches())
+        if (t.gguf_arch == *gguf_arch) {
+          table_arch = &t;
+          break;
+        }
+    }
+  }
+  if (!table_arch)
+    return MakeError(ErrorCode::InvalidArgument,
+                     "llama.cpp tensor names need an architecture: pass --arch or --base-config (the file has no "
+                     "general.architecture that a naming table knows)");
+  state.result.adapter.arch = table_arch->name;
+
+  // Prefer the dotted paths peft-bridge recorded; else the table's first body prefix (a *ForCausalLM model).
+  std::map<std::string, std::string> recorded;  // gguf base name -> dotted path
+  if (auto paths = MetadataValue(state.header, kModulePathsKey)) {
+    auto list = nlohmann::json::parse(*paths, nullptr, false);
+    if (list.is_array())
+      for (const auto& p : list)
+        if (p.is_string())
+          if (auto m = state.tables.MatchHf(*table_arch, p.get<std::string>()); m && m->gguf)
+            recorded[*m->gguf] = m->hf;
+  }
+  auto heads = MetadataValue(state.header, table_arch->gguf_arch + ".attention.head_count");
+  auto kv_heads = MetadataValue(state.header, table_arch->gguf_arch + ".attention.head_count_kv");
+  uint64_t n_head = heads ? std::strtoull(heads->c_str(), nullptr, 10)
+                          : ConfigInt(state.source.base_config, "num_attention_heads").value_or(0);
+  uint64_t n_kv = kv_heads ? std::strtoull(kv_heads->c_str(), nullptr, 10)
+                           : ConfigInt(state.source.base_config, "num_key_value_heads").value_or(n_head);
+
+  const FormatTable& table = BuiltinFormatTable(AdapterFormat::kGgufNames);
+  const std::string prefix = table_arch->body_prefixes.empty() ? "" : table_arch->body_prefixes.front();
+  for (size_t i = 0; i < state.header.tensor_count(); ++i) {
+    const std::string name(state.header.tensor(i).name);
+    auto key = SplitFormatKey(table, name);
+    if (!key) {
+      state.Reject(name, "not a llama.cpp LoRA tensor (expected <tensor>.weight.lora_a or .weight.lora_b)");
+      continue;
+    }
+    std::optional<ModuleMatch> match;
+    if (auto it = recorded.find(key->spelled_path); it != recorded.end()) match = state.tables.MatchHf(*table_arch, it->second);
+    if (!match) match = state.tables.FromGguf(*table_arch, key->spelled_path, prefix);
+    if (!match) {
+      state.Reject(name, "the " + table_arch->name + " naming table has no module for `" + key->spelled_path + "`");
+      continue;
+    }
+    const bool embedding = match->tmpl->kind == ModuleKind::kEmbedding;
+    const bool is_a = key->spelling->role == FormatRole::kLoraA || key->spelling->role == FormatRole::kEmbeddingA;
+    Tensor t = state.Load(i);
+    std::string action = "copy";
+    if (embedding && is_a) {
+      auto tr = Transpose2D(t);
+      if (!tr.ok()) return tr.error();
+      t = std::move(tr.value());
+      action = "transpose";
+    }
+    if (!is_a && match->tmpl->gguf_permute) {
+      const auto& p = *match->tmpl->gguf_permute;
+      if (n_head == 0) {
+        state.Reject(name, "llama.cpp reorders this weight's rows by head; the head count is unknown (no " +
+                               table_arch->gguf_arch + ".attention.head_count metadata, no --base-config)");
+        continue;
+      }
+      auto order = GgufRowOrder(p, t.shape.empty() ? 0 : t.shape[0], n_head, n_kv);
+      if (!order.ok()) return order.error();
+      auto un = PermuteRows(t, InvertOrder(order.value()));
+      if (!un.ok()) return un.error();
+      t = std::move(un.value());
+      action = "unpermute rows (" + p.kind + ")";
+    }
+    PeftRole role = embedding ? (is_a ? PeftRole::kEmbeddingA : PeftRole::kEmbeddingB)
+                              : (is_a ? PeftRole::kLoraA : PeftRole::kLoraB);
+    state.AddRole(name, match->hf, role, std::move(t), action);
+  }
+
+  double alpha = 0;
+  if (auto a = MetadataValue(state.header, "adapter.lora.alpha")) alpha = std::strtod(a->c_str(), nullptr);
+  nlohmann::ordered_json doc;
+  bool have_doc = false;
+  if (auto carried = MetadataValue(state.header, kPeftConfigKey)) {
+    doc = nlohmann::ordered_json::parse(*carried, nullptr, false);
+    // The carried config holds only when the scaling was not folded into B (alpha kept).
+    have_doc = doc.is_object() && alpha != 0;
+  }
+  if (!have_doc) {
+    // llama.cpp: scale = alpha / rank, or 1 when alpha is 0 (then B already carries PEFT's scaling).
+    std::vector<std::pair<std::string, std::pair<int64_t, double>>> rank_alpha;
+    for (const auto& rt : state.role_tensors) {
+      if (rt.role != PeftRole::kLoraA && rt.role != PeftRole::kEmbeddingA) continue;
+      int64_t r = static_cast<int64_t>(rt.tensor.shape[0]);
+      rank_alpha.push_back({rt.module, {r, alpha != 0 ? alpha : static_cast<double>(r)}});
+    }
+    doc = SynthesizeConfig(rank_alpha, false, std::nullopt);
+  }
+  auto config = ConfigFromDocument(doc);
+  if (!config.ok()) return config.error();
+  return state.Finish(std::move(config.value()));
+}
+
+}  // namespace pb::adapter::internal

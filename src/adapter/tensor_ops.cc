@@ -1,0 +1,80 @@
+#include "adapter/tensor_ops.h"
+
+#include <cstring>
+
+#include "kernels/convert.h"
+
+namespace pb::adapter {
+
+Result<Tensor> Transpose2D(const Tensor& t) {
+  if (t.shape.size() != 2) return MakeError(ErrorCode::InvalidArgument, "transpose needs a 2-D tensor");
+  const uint64_t rows = t.shape[0], cols = t.shape[1];
+  const size_t width = DtypeBits(t.dtype) / 8;
+  if (width == 0) return MakeError(ErrorCode::UnsupportedDtype, "cannot transpose sub-byte dtypes");
+  Tensor out{t.dtype, {cols, rows}, std::vector<uint8_t>(t.bytes.size())};
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint64_t c = 0; c < cols; ++c)
+      std::memcpy(&out.bytes[(c * rows + r) * width], &t.bytes[(r * cols + c) * width], width);
+  return out;
+}
+
+Result<Tensor> PermuteRows(const Tensor& t, std::span<const uint64_t> order) {
+  if (t.shape.empty() || order.size() != t.shape[0])
+    return MakeError(ErrorCode::InvalidArgument, "row order does not match the tensor's rows");
+  const size_t row_bytes = t.bytes.size() / (t.shape[0] ? t.shape[0] : 1);
+  Tensor out{t.dtype, t.shape, std::vector<uint8_t>(t.bytes.size())};
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i] >= order.size()) return MakeError(ErrorCode::InvalidArgument, "row order out of range");
+    std::memcpy(&out.bytes[i * row_bytes], &t.bytes[order[i] * row_bytes], row_bytes);
+  }
+  return out;
+}
+
+std::vector<uint64_t> InvertOrder(std::span<const uint64_t> order) {
+  std::vector<uint64_t> inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) inverse[order[i]] = i;
+  return inverse;
+}
+
+Result<Tensor> ScaleTensor(const Tensor& t, double s) {
+  const size_t n = t.element_count();
+  Tensor out{t.dtype, t.shape, std::vector<uint8_t>(t.bytes.size())};
+  if (t.dtype == Dtype::F64) {
+    for (size_t i = 0; i < n; ++i) {
+      double v;
+      std::memcpy(&v, &t.bytes[i * 8], 8);
+      v *= s;
+      std::memcpy(&out.bytes[i * 8], &v, 8);
+    }
+    return out;
+  }
+  if (!IsConvertibleFloat(t.dtype))
+    return MakeError(ErrorCode::UnsupportedDtype, "cannot scale a " + std::string(DtypeName(t.dtype)) + " tensor");
+  std::vector<float> wide(n);
+  kernels::ConvertElements(t.dtype, Dtype::F32, t.bytes.data(), wide.data(), n);
+  const float s32 = static_cast<float>(s);
+  for (float& v : wide) v *= s32;
+  kernels::ConvertElements(Dtype::F32, t.dtype, wide.data(), out.bytes.data(), n);
+  return out;
+}
+
+Tensor ScalarF32(float value) {
+  Tensor t{Dtype::F32, {}, std::vector<uint8_t>(4)};
+  std::memcpy(t.bytes.data(), &value, 4);
+  return t;
+}
+
+Result<double> ScalarValue(const Tensor& t) {
+  if (t.element_count() != 1 || !IsConvertibleFloat(t.dtype))
+    return MakeError(ErrorCode::InvalidArgument, "expected a single floating-point value");
+  if (t.dtype == Dtype::F64) {
+    double v;
+    std::memcpy(&v, t.bytes.data(), 8);
+    return v;
+  }
+  float v;
+  kernels::ConvertElements(t.dtype, Dtype::F32, t.bytes.data(), &v, 1);
+  return static_cast<double>(v);
+}
+
+}  // namespace pb::adapter

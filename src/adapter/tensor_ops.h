@@ -1,0 +1,32 @@
+// Whole-tensor rearrangements the format translations need. Adapter tensors are small and held whole, so
+// these work on complete tensors; each is exact (a permutation of elements) except ScaleTensor, which rounds
+// once, the way torch does `(B.float() * float32(s)).to(dtype)`.
+#pragma once
+
+#include <span>
+
+#include "adapter/adapter.h"
+
+namespace pb::adapter {
+
+// [rows, cols] -> [cols, rows]. InvalidArgument unless 2-D.
+Result<Tensor> Transpose2D(const Tensor& t);
+
+// Row i of the result is row order[i] of `t` (rows = first dimension). InvalidArgument if the order does not
+// cover the rows.
+Result<Tensor> PermuteRows(const Tensor& t, std::span<const uint64_t> order);
+
+// The inverse permutation of `order`.
+std::vector<uint64_t> InvertOrder(std::span<const uint64_t> order);
+
+// t * s, elementwise: F16/BF16/F32 go through fp32 with s rounded to fp32 first (torch multiplies an fp32
+// tensor by a Python float that way), then one round-to-nearest-even back to t's dtype; F64 stays in double.
+// UnsupportedDtype for non-float tensors.
+Result<Tensor> ScaleTensor(const Tensor& t, double s);
+
+// A 0-dim F32 tensor holding `value` (kohya's per-module alpha).
+Tensor ScalarF32(float value);
+// The value of a 0-dim or one-element float tensor, as double. InvalidArgument otherwise.
+Result<double> ScalarValue(const Tensor& t);
+
+}  // namespace pb::adapter

@@ -1,0 +1,47 @@
+#include "adapter/translate.h"
+
+#include <map>
+
+namespace pb::adapter {
+
+namespace {
+
+std::string ComposeActions(const std::string& read, const std::string& write) {
+  if (read == "copy") return write;
+  if (write == "copy") return read;
+  return read + ", " + write;
+}
+
+}  // namespace
+
+Result<TranslateResult> Translate(const AdapterSource& source, AdapterFormat to, const ReadOptions& read_options,
+                                  const WriteOptions& write_options) {
+  auto read = ReadAdapter(source, read_options);
+  if (!read.ok()) return read.error();
+  WriteOptions options = write_options;
+  if (!options.base_config) options.base_config = source.base_config;
+  if (!options.arch) options.arch = read_options.arch;
+  auto written = WriteAdapter(read->adapter, to, options);
+  if (!written.ok()) return written.error();
+  TranslateResult result{std::move(read.value()), std::move(written.value()), {}};
+  std::map<std::string, const TensorMapping*> by_canonical;
+  for (const auto& m : result.output.mappings) by_canonical[m.from] = &m;
+  for (const auto& in : result.read.mappings) {
+    if (in.to.empty()) {
+      result.plan.push_back(in);
+      continue;
+    }
+    auto out = by_canonical.find(in.to);
+    if (out == by_canonical.end()) {
+      // Consumed into the config (kohya's alpha tensors) or carried by another tensor.
+      result.plan.push_back({in.from, in.to, in.action, ""});
+    } else if (out->second->to.empty()) {
+      result.plan.push_back({in.from, "", "rejected", out->second->reason});
+    } else {
+      result.plan.push_back({in.from, out->second->to, ComposeActions(in.action, out->second->action), ""});
+    }
+  }
+  return result;
+}
+
+}  // namespace pb::adapter

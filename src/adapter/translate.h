@@ -1,0 +1,18 @@
+// translate = read an adapter in one convention, write it in another, and account for every tensor.
+#pragma once
+
+#include "adapter/adapter_io.h"
+
+namespace pb::adapter {
+
+struct TranslateResult {
+  ReadResult read;
+  AdapterOutput output;
+  // Every input tensor: its output name and the composed action, or why it was rejected (read or write).
+  std::vector<TensorMapping> plan;
+};
+
+Result<TranslateResult> Translate(const AdapterSource& source, AdapterFormat to, const ReadOptions& read_options,
+                                  const WriteOptions& write_options);
+
+}  // namespace pb::adapter

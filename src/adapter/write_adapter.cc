@@ -1,0 +1,102 @@
+// WriteAdapter: dispatch, the safetensors emission all formats share, and PEFT's own format.
+#include "adapter/format_internal.h"
+#include "adapter/python_json.h"
+
+namespace pb::adapter {
+
+Result<WritePlan> PlanSafetensors(const SafetensorsOutput& output) {
+  return PlanWrite(output.tensors, output.metadata, output.order);
+}
+
+Status EmitSafetensors(const SafetensorsOutput& output, ByteSink& sink) {
+  auto plan = PlanSafetensors(output);
+  if (!plan.ok()) return plan.error();
+  StreamingWriter writer(std::move(plan.value()), sink);
+  if (Status s = writer.Begin(); !s.ok()) return s;
+  for (const auto& planned : writer.plan().tensors) {
+    const auto& bytes = output.data[planned.input_index];
+    if (Status s = writer.Write(bytes); !s.ok()) return s;
+  }
+  return writer.Finish();
+}
+
+Result<AdapterOutput> WriteAdapter(const Adapter& adapter, AdapterFormat to, const WriteOptions& options) {
+  Result<AdapterOutput> out = MakeError(ErrorCode::InvalidArgument, "unknown format");
+  switch (to) {
+    case AdapterFormat::kPeft: out = internal::WritePeft(adapter, options); break;
+    case AdapterFormat::kMlx: out = internal::WriteMlx(adapter, options); break;
+    case AdapterFormat::kKohya: out = internal::WriteKohya(adapter, options); break;
+    case AdapterFormat::kGgufNames: out = internal::WriteGgufNames(adapter, options); break;
+  }
+  if (!out.ok() || !options.strict) return out;
+  std::vector<const TensorMapping*> rejected;
+  for (const auto& m : out->mappings)
+    if (m.to.empty()) rejected.push_back(&m);
+  if (rejected.empty()) return out;
+  std::string message = std::to_string(rejected.size()) + " tensor(s) cannot be written as " +
+                        std::string(FormatName(to)) + " (--strict):";
+  for (const auto* m : rejected) message += "\n  " + m->from + ": " + m->reason;
+  return MakeError(ErrorCode::UnresolvedTensor, message, rejected.front()->from);
+}
+
+namespace internal {
+
+namespace {
+
+// Keys PEFT < 0.14 does not know are dropped when they hold their default; a non-default value would be
+// rejected (TypeError) or, worse, change the numbers, so it is an error that names the field.
+Result<nlohmann::ordered_json> CompatDocument(const nlohmann::ordered_json& doc, std::vector<std::string>& notes) {
+  const nlohmann::ordered_json defaults = DefaultLoraConfigDocument();
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : doc.items()) {
+    if (IsPre014LoraField(key)) {
+      out[key] = value;
+      continue;
+    }
+    bool is_default = defaults.contains(key) ? defaults[key] == value
+                                             : (value.is_null() || value == false || (value.is_structured() && value.empty()));
+    if (key == "peft_version" || is_default) {
+      notes.push_back("dropped `" + key + "` for PEFT < 0.14");
+      continue;
+    }
+    return MakeError(ErrorCode::UnsupportedAdapter,
+                     "`" + key + "` = " + value.dump() + " cannot be written for PEFT < 0.14: that release rejects the "
+                     "field, and dropping it would change the adapter's meaning");
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<AdapterOutput> WritePeft(const Adapter& adapter, const WriteOptions& options) {
+  AdapterOutput out;
+  const FormatTable& table = BuiltinFormatTable(AdapterFormat::kPeft);
+  out.weights_name = table.weights_file;
+  out.config_name = table.config_file;
+  const std::string prefix = table.prefixes.front();
+  auto add = [&](std::string canonical, const Tensor& t) {
+    out.weights.tensors.push_back({prefix + canonical, t.dtype, t.shape});
+    out.weights.data.push_back(t.bytes);
+    out.mappings.push_back({canonical, prefix + canonical, "copy", ""});
+  };
+  for (const auto& m : adapter.modules) {
+    const bool emb = m.shape == LoraShape::kEmbedding;
+    add(PeftKeyFor(m.path, emb ? PeftRole::kEmbeddingA : PeftRole::kLoraA), m.a);
+    add(PeftKeyFor(m.path, emb ? PeftRole::kEmbeddingB : PeftRole::kLoraB), m.b);
+    if (m.b_bias) add(PeftKeyFor(m.path, PeftRole::kLoraBBias), *m.b_bias);
+    if (m.magnitude) add(PeftKeyFor(m.path, PeftRole::kMagnitude), *m.magnitude);
+  }
+  for (const auto& e : adapter.extras) add(e.key, e.tensor);
+  out.weights.metadata = table.metadata;
+  nlohmann::ordered_json doc = adapter.config.document;
+  if (options.compat_pre_014) {
+    auto compat = CompatDocument(doc, out.notes);
+    if (!compat.ok()) return compat.error();
+    doc = std::move(compat.value());
+  }
+  out.config_text = DumpPythonJson(doc);
+  return out;
+}
+
+}  // namespace internal
+}  // namespace pb::adapter

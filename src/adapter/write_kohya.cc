@@ -1,0 +1,72 @@
+// kohya-ss convention: <prefix><path with "_">.lora_down.weight = A, .lora_up.weight = B, .alpha = scaling * r
+// (kohya's scale is alpha / rank), .dora_scale = [out, 1]. The PEFT config and the dotted module paths go into
+// the metadata so that reading the file back restores the adapter exactly.
+#include "adapter/format_internal.h"
+#include "adapter/python_json.h"
+#include "adapter/tensor_ops.h"
+
+namespace pb::adapter::internal {
+
+Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& options) {
+  (void)options;
+  AdapterOutput out;
+  const FormatTable& table = BuiltinFormatTable(AdapterFormat::kKohya);
+  out.weights_name = table.weights_file;
+  const std::string prefix = table.write_prefix.value_or(table.prefixes.front());
+  auto reject = [&](const std::string& canonical, const std::string& reason) {
+    out.mappings.push_back({canonical, "", "rejected", reason});
+  };
+  auto add = [&](std::string canonical, std::string name, Tensor t, std::string action) {
+    out.weights.tensors.push_back({name, t.dtype, t.shape});
+    out.weights.data.push_back(std::move(t.bytes));
+    out.mappings.push_back({std::move(canonical), std::move(name), std::move(action), ""});
+  };
+  for (const auto& e : adapter.extras)
+    reject(e.key, "kohya LoRA files hold only LoRA factors; a full " + std::string(ExtraKindName(e.kind)) +
+                      " tensor has no place in them");
+  nlohmann::json paths = nlohmann::json::array();
+  std::optional<uint64_t> uniform_rank;
+  std::optional<double> uniform_alpha;
+  bool uniform = true;
+  for (const auto& m : adapter.modules) {
+    if (m.shape == LoraShape::kEmbedding || m.b_bias || (m.magnitude && m.shape == LoraShape::kConv)) {
+      std::string reason = m.shape == LoraShape::kEmbedding ? "kohya has no embedding LoRA convention"
+                           : m.b_bias ? "kohya LoRA has no lora_B bias"
+                                      : "kohya's conv dora_scale layout is not PEFT's";
+      bool emb = m.shape == LoraShape::kEmbedding;
+      reject(PeftKeyFor(m.path, emb ? PeftRole::kEmbeddingA : PeftRole::kLoraA), reason);
+      reject(PeftKeyFor(m.path, emb ? PeftRole::kEmbeddingB : PeftRole::kLoraB), reason);
+      if (m.b_bias) reject(PeftKeyFor(m.path, PeftRole::kLoraBBias), reason);
+      if (m.magnitude) reject(PeftKeyFor(m.path, PeftRole::kMagnitude), reason);
+      continue;
+    }
+    std::string base = prefix + m.path;
+    for (size_t i = prefix.size(); i < base.size(); ++i)
+      if (base[i] == '.') base[i] = '_';
+    add(PeftKeyFor(m.path, PeftRole::kLoraA), base + table.Find(FormatRole::kLoraA)->suffix, m.a, "copy");
+    add(PeftKeyFor(m.path, PeftRole::kLoraB), base + table.Find(FormatRole::kLoraB)->suffix, m.b, "copy");
+    const double alpha = m.settings.scaling * static_cast<double>(m.rank());
+    out.weights.tensors.push_back({base + table.Find(FormatRole::kAlpha)->suffix, Dtype::F32, {}});
+    out.weights.data.push_back(ScalarF32(static_cast<float>(alpha)).bytes);
+    if (m.magnitude) {
+      Tensor d = *m.magnitude;
+      d.shape = {m.out_features(), 1};
+      add(PeftKeyFor(m.path, PeftRole::kMagnitude), base + table.Find(FormatRole::kMagnitude)->suffix, std::move(d), "reshape");
+    }
+    paths.push_back(m.path);
+    if (uniform_rank && (*uniform_rank != m.rank() || *uniform_alpha != alpha)) uniform = false;
+    uniform_rank = m.rank();
+    uniform_alpha = alpha;
+  }
+  Metadata meta = table.metadata.value_or(Metadata{});
+  if (uniform && uniform_rank) {
+    meta.emplace_back("ss_network_dim", std::to_string(*uniform_rank));
+    meta.emplace_back("ss_network_alpha", PythonFloatRepr(*uniform_alpha));
+  }
+  meta.emplace_back(kPeftConfigKey, DumpPythonJson(adapter.config.document, {.indent = -1, .sort_keys = true}));
+  meta.emplace_back(kModulePathsKey, paths.dump());
+  out.weights.metadata = std::move(meta);
+  return out;
+}
+
+}  // namespace pb::adapter::internal

@@ -1,0 +1,223 @@
+// `adapter-info` and `translate`: gather an adapter directory's files, hand the bytes to the core, write
+// the translated files atomically (all prepared before any is renamed into place).
+#include <cstdio>
+#include <dirent.h>
+
+#include "adapter/adapter_report.h"
+#include "cli/commands.h"
+#include "cli/file_io.h"
+#include "core/cli_text.h"
+
+namespace pb::cli {
+namespace {
+
+using adapter::AdapterFormat;
+
+struct AdapterDir {
+  std::string weights_path;
+  std::vector<uint8_t> weights;
+  std::optional<std::string> config;
+  std::optional<std::string> base_config;
+};
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::vector<std::string> ListFiles(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() > suffix.size() && name.ends_with(suffix) && IsRegularFile(Join(dir, name))) names.push_back(name);
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<std::string> ReadText(const std::string& path) {
+  auto bytes = ReadWholeFile(path);
+  if (!bytes.ok()) return bytes.error();
+  return std::string(bytes->begin(), bytes->end());
+}
+
+// An adapter directory (or a .safetensors file with its directory's adapter_config.json).
+Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<std::string>& base_config_path) {
+  AdapterDir dir;
+  std::string folder = path;
+  if (IsDirectory(path)) {
+    for (const char* name : {"adapter_model.safetensors", "adapters.safetensors", "pytorch_lora_weights.safetensors"}) {
+      if (IsRegularFile(Join(path, name))) {
+        dir.weights_path = Join(path, name);
+        break;
+      }
+    }
+    if (dir.weights_path.empty()) {
+      auto files = ListFiles(path, ".safetensors");
+      if (files.size() == 1) dir.weights_path = Join(path, files[0]);
+      else if (files.size() > 1)
+        return MakeError(ErrorCode::InvalidArgument, "`" + path + "` holds several .safetensors files and none has an "
+                                                     "adapter's usual name; pass the file itself");
+    }
+    if (dir.weights_path.empty()) {
+      if (IsRegularFile(Join(path, "adapter_model.bin"))) return adapter::PickleAdapterError("adapter_model.bin");
+      return MakeError(ErrorCode::IoError, "`" + path + "` holds no adapter_model.safetensors (or other .safetensors file)");
+    }
+  } else {
+    if (path.ends_with(".bin") || path.ends_with(".pt") || path.ends_with(".pth"))
+      return adapter::PickleAdapterError(path);
+    dir.weights_path = path;
+    size_t slash = path.rfind('/');
+    folder = slash == std::string::npos ? "." : path.substr(0, slash);
+  }
+  auto weights = ReadWholeFile(dir.weights_path);
+  if (!weights.ok()) return weights.error();
+  dir.weights = std::move(weights.value());
+  if (std::string config = Join(folder, "adapter_config.json"); IsRegularFile(config)) {
+    auto text = ReadText(config);
+    if (!text.ok()) return text.error();
+    dir.config = std::move(text.value());
+  }
+  if (base_config_path) {
+    auto text = ReadText(*base_config_path);
+    if (!text.ok()) return text.error();
+    dir.base_config = std::move(text.value());
+  }
+  return dir;
+}
+
+adapter::AdapterSource SourceOf(const AdapterDir& dir) {
+  return {dir.weights_path.substr(dir.weights_path.rfind('/') == std::string::npos ? 0 : dir.weights_path.rfind('/') + 1),
+          dir.weights, dir.config, dir.base_config};
+}
+
+// Options both commands share. Returns false (after printing) on a usage error.
+struct CommonOptions {
+  bool json = false;
+  bool strict = false;
+  std::optional<std::string> arch;
+  std::optional<std::string> base_config;
+  std::optional<AdapterFormat> from;
+  std::vector<std::string> positional;
+};
+
+// Parses one option at args[i]; returns 0 if consumed, 1 if not an option this function knows, or the usage
+// exit status.
+int ParseCommon(const std::string& command, const std::vector<std::string>& args, size_t& i, CommonOptions& o) {
+  const std::string& a = args[i];
+  if (a == "--json") o.json = true;
+  else if (a == "--strict") o.strict = true;
+  else if (a == "--arch" || a == "--base-config" || a == "--from") {
+    if (i + 1 >= args.size()) return UsageError(command, a + " needs a value");
+    const std::string& v = args[++i];
+    if (a == "--arch") o.arch = v;
+    else if (a == "--base-config") o.base_config = v;
+    else if (!(o.from = adapter::ParseFormatName(v)))
+      return UsageError(command, "unknown format `" + v + "` (expected peft, mlx, kohya or gguf-names)");
+  } else if (a.size() > 1 && a[0] == '-') {
+    return 1;
+  } else {
+    o.positional.push_back(a);
+  }
+  return 0;
+}
+
+bool WantsHelp(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
+}
+
+int PrintHelp(const char* command) {
+  std::string_view help = CliHelp(command);
+  std::fwrite(help.data(), 1, help.size(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+int RunAdapterInfo(const std::vector<std::string>& args) {
+  if (WantsHelp(args)) return PrintHelp("adapter-info");
+  CommonOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    int r = ParseCommon("adapter-info", args, i, o);
+    if (r == 1) return UsageError("adapter-info", "unknown option `" + args[i] + "`");
+    if (r != 0) return r;
+  }
+  if (o.positional.size() != 1) return UsageError("adapter-info", "expected exactly one DIR");
+  auto fail = [&](const Error& e) { return ReportFailure(e, o.json); };
+  auto dir = LoadAdapterDir(o.positional[0], o.base_config);
+  if (!dir.ok()) return fail(dir.error());
+  adapter::ReadOptions options{o.from, o.arch, o.strict, nullptr};
+  auto read = adapter::ReadAdapter(SourceOf(dir.value()), options);
+  if (!read.ok()) return fail(read.error());
+  std::string out = o.json ? adapter::RenderAdapterInfoJson(read.value()) : adapter::RenderAdapterInfoText(read.value());
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+int RunTranslate(const std::vector<std::string>& args) {
+  if (WantsHelp(args)) return PrintHelp("translate");
+  CommonOptions o;
+  std::optional<AdapterFormat> to;
+  bool dry_run = false, old_peft = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--dry-run") { dry_run = true; continue; }
+    if (a == "--old-peft") { old_peft = true; continue; }
+    if (a == "--to") {
+      if (i + 1 >= args.size()) return UsageError("translate", "--to needs a value");
+      to = adapter::ParseFormatName(args[++i]);
+      if (!to) return UsageError("translate", "unknown format `" + args[i] + "` (expected peft, mlx, kohya or gguf-names)");
+      continue;
+    }
+    int r = ParseCommon("translate", args, i, o);
+    if (r == 1) return UsageError("translate", "unknown option `" + a + "`");
+    if (r != 0) return r;
+  }
+  if (o.positional.size() != 2) return UsageError("translate", "expected IN_DIR and OUT_DIR");
+  if (!to) return UsageError("translate", "--to is required");
+  auto fail = [&](const Error& e) { return ReportFailure(e, o.json); };
+  auto dir = LoadAdapterDir(o.positional[0], o.base_config);
+  if (!dir.ok()) return fail(dir.error());
+  adapter::ReadOptions read_options{o.from, o.arch, o.strict, nullptr};
+  adapter::WriteOptions write_options;
+  write_options.strict = o.strict;
+  write_options.compat_pre_014 = old_peft;
+  auto result = adapter::Translate(SourceOf(dir.value()), *to, read_options, write_options);
+  if (!result.ok()) return fail(result.error());
+  std::string summary = o.json ? adapter::RenderTranslateJson(result.value(), *to, dry_run)
+                               : adapter::RenderTranslateText(result.value(), *to, dry_run);
+  if (!dry_run) {
+    const std::string& out_dir = o.positional[1];
+    auto created = EnsureDirectory(out_dir);
+    if (!created.ok()) return fail(created.error());
+    auto cleanup = [&](const Error& e) {
+      if (created.value()) RemoveEmptyDirectory(out_dir);
+      return fail(e);
+    };
+    const auto& output = result->output;
+    auto weights = AtomicOutputFile::Create(Join(out_dir, output.weights_name));
+    if (!weights.ok()) return cleanup(weights.error());
+    std::unique_ptr<AtomicOutputFile> config;
+    if (Status s = adapter::EmitSafetensors(output.weights, *weights.value()); !s.ok()) return cleanup(s.error());
+    if (Status s = weights.value()->Prepare(); !s.ok()) return cleanup(s.error());
+    if (output.config_name) {
+      auto c = AtomicOutputFile::Create(Join(out_dir, *output.config_name));
+      if (!c.ok()) return cleanup(c.error());
+      config = std::move(c.value());
+      const auto* text = reinterpret_cast<const uint8_t*>(output.config_text.data());
+      if (Status s = config->Write({text, output.config_text.size()}); !s.ok()) return cleanup(s.error());
+      if (Status s = config->Prepare(); !s.ok()) return cleanup(s.error());
+    }
+    if (Status s = weights.value()->Persist(); !s.ok()) return cleanup(s.error());
+    if (config)
+      if (Status s = config->Persist(); !s.ok()) return fail(s.error());
+  }
+  std::fwrite(summary.data(), 1, summary.size(), stdout);
+  return 0;
+}
+
+}  // namespace pb::cli

@@ -1,0 +1,261 @@
+// Module selection and per-module rank/alpha, matched the way PEFT matches them (check_target_module_exists,
+// get_pattern_key), and the Python-regex translation under both.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "adapter/module_select.h"
+#include "test_util.h"
+
+namespace pb::testing {
+namespace {
+
+using adapter::CompilePythonRegex;
+using adapter::IsTargeted;
+using adapter::LoraConfig;
+using adapter::ResolveModuleSettings;
+
+LoraConfig Config(const std::string& fields) {
+  auto c = adapter::ParseLoraConfig(R"({"peft_type": "LORA", )" + fields + "}");
+  EXPECT_TRUE(c.ok()) << fields << "\n" << c.error().message;
+  return c.ok() ? c.value() : LoraConfig{};
+}
+
+bool FullMatch(const std::string& pattern, const std::string& text) {
+  auto re = CompilePythonRegex(pattern);
+  EXPECT_TRUE(re.ok()) << pattern << ": " << re.error().message;
+  return re.ok() && re->FullMatch(text);
+}
+
+TEST(PythonRegex, CommonConstructsBehaveAsInPython) {
+  EXPECT_TRUE(FullMatch(R"(.*\.(q_proj|v_proj))", "model.layers.0.self_attn.q_proj"));
+  EXPECT_FALSE(FullMatch(R"(.*\.(q_proj|v_proj))", "model.layers.0.self_attn.q_proj_x"));
+  EXPECT_TRUE(FullMatch("a|ab", "ab"));  // fullmatch backtracks into the second alternative
+  EXPECT_TRUE(FullMatch(R"(model\.layers\.\d{1,2}\.mlp\.(?:up|down)_proj)", "model.layers.12.mlp.down_proj"));
+  EXPECT_TRUE(FullMatch(R"(.*?\.[^.]*_proj)", "a.b.q_proj"));
+  EXPECT_TRUE(FullMatch("(?i).*Q_PROJ", "layers.0.q_proj"));
+  EXPECT_FALSE(FullMatch(".*Q_PROJ", "layers.0.q_proj"));
+  // Python-only readings of brackets and braces.
+  EXPECT_TRUE(FullMatch("[]a]+", "]a]"));       // a leading ] is a literal
+  EXPECT_TRUE(FullMatch("[[:alpha:]]", ":]"));  // no POSIX classes in Python: a set, then "]"
+  EXPECT_TRUE(FullMatch("x{,2}y", "xxy"));      // {,n} is {0,n}
+  EXPECT_TRUE(FullMatch("a{", "a{"));           // not a repeat: a literal brace
+  EXPECT_TRUE(FullMatch("a{}", "a{}"));
+  EXPECT_TRUE(FullMatch(R"([\w.-]+)", "a.b-c_d"));
+  auto m = CompilePythonRegex("q_proj");
+  ASSERT_TRUE(m.ok());
+  EXPECT_TRUE(m->Match("q_proj_extra"));  // re.match: anchored at the start only
+  EXPECT_FALSE(m->FullMatch("q_proj_extra"));
+  EXPECT_FALSE(m->Match("x.q_proj"));
+  EXPECT_EQ(m->source(), "q_proj");
+}
+
+TEST(PythonRegex, PythonOnlyAndMalformedPatternsAreRejected) {
+  struct Case {
+    const char* pattern;
+    const char* names;  // part of the message
+  };
+  for (const Case& c : std::vector<Case>{
+           {"(?P<name>q)_proj", "named groups (?P<name>...)"},
+           {"(?P<n>q)(?P=n)", "named groups"},
+           {"(a)(?P=x)", "named backreferences (?P=name)"},
+           {"(?<=attn\\.)q_proj", "lookbehind"},
+           {"(?<!mlp\\.)q_proj", "lookbehind"},
+           {"(?#comment)q", "comments (?#...)"},
+           {"\\Aq_proj", "\\A"},
+           {"q_proj\\Z", "\\Z"},
+           {"q_proj\\z", "\\z"},
+           {"a*+", "possessive"},
+           {"a++", "possessive"},
+           {"a?+", "possessive"},
+           {"a{1,2}+", "possessive"},
+           {"(?s).*", "inline flags"},
+           {"q(?i)", "inline flags"},
+           {"(?i:q)", "inline flags"},
+           {"(a)?(?(1)b|c)", "conditional groups"},
+           {"(?>a)", "atomic groups"},
+           {"(a)\\1", "backreferences"},
+           {"(?=a)*", "quantified lookahead"},
+           {"(q", "missing ), unterminated subpattern"},
+           {"q)", "unbalanced parenthesis"},
+           {"[q", "unterminated character set"},
+           {"[]", "unterminated character set"},
+           {"q\\", "bad escape (end of pattern)"},
+           {"\\q", "bad escape \\q"},
+           {"*q", "nothing to repeat"},
+           {"^*", "nothing to repeat"},
+           {"a**", "multiple repeat"},
+           {"a{2}{3}", "multiple repeat"},
+           {"a{3,2}", "min repeat greater than max repeat"},
+           {"[z-a]", "bad character range"},
+           {"[\\d-z]", "bad character range"},
+           {"\\x4", "incomplete escape"},
+           {"caf\xC3\xA9", "non-ASCII"},
+           {"a{1001}", "repeat counts above 1000"},
+           {"((a{1000}){1000})", "too large"},
+       }) {
+    auto re = CompilePythonRegex(c.pattern);
+    ASSERT_FALSE(re.ok()) << c.pattern;
+    EXPECT_EQ(re.error().code, ErrorCode::InvalidConfig);
+    EXPECT_NE(re.error().message.find(c.names), std::string::npos) << c.pattern << ": " << re.error().message;
+  }
+}
+
+TEST(IsTargeted, Gpt2SuffixMatchesBothCProjModules) {
+  LoraConfig c;
+  if (auto root = FixturesDir()) {
+    Bytes b = ReadAll(*root / "peft-gpt2-seqcls-cattn-cproj" / "adapter_config.json");
+    auto parsed = adapter::ParseLoraConfig(std::string(b.begin(), b.end()));
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+    c = parsed.value();
+  } else {
+    c = Config(R"("target_modules": ["c_proj", "c_attn"], "modules_to_save": ["classifier", "score"])");
+  }
+  EXPECT_EQ(IsTargeted(c, "transformer.h.0.attn.c_attn"), true);
+  EXPECT_EQ(IsTargeted(c, "transformer.h.0.attn.c_proj"), true);
+  EXPECT_EQ(IsTargeted(c, "transformer.h.11.mlp.c_proj"), true);  // the same suffix, in the MLP
+  EXPECT_EQ(IsTargeted(c, "transformer.h.0.mlp.c_fc"), false);
+  EXPECT_EQ(IsTargeted(c, "transformer.h.0.attn.my_c_proj"), false);  // suffixes start at a dot
+  EXPECT_EQ(IsTargeted(c, "c_proj"), true);                           // exact name
+  EXPECT_EQ(IsTargeted(c, "score"), false);
+}
+
+TEST(IsTargeted, ListEntriesWithDotsMatchDottedSuffixes) {
+  LoraConfig c = Config(R"("target_modules": ["self_attn.q_proj", "v_proj"])");
+  EXPECT_EQ(IsTargeted(c, "model.layers.0.self_attn.q_proj"), true);
+  EXPECT_EQ(IsTargeted(c, "model.layers.0.cross_attn.q_proj"), false);
+  EXPECT_EQ(IsTargeted(c, "model.layers.0.xself_attn.q_proj"), false);
+  EXPECT_EQ(IsTargeted(c, "self_attn.q_proj"), true);
+  EXPECT_EQ(IsTargeted(c, "model.layers.3.self_attn.v_proj"), true);
+}
+
+TEST(IsTargeted, RegexMustMatchTheWholeName) {
+  LoraConfig c = Config(R"("target_modules": ".*decoder.*(q|v)_proj")");
+  EXPECT_EQ(IsTargeted(c, "model.decoder.layers.0.self_attn.q_proj"), true);
+  EXPECT_EQ(IsTargeted(c, "model.encoder.layers.0.self_attn.q_proj"), false);
+  EXPECT_EQ(IsTargeted(c, "model.decoder.layers.0.self_attn.q_proj.lora"), false);  // fullmatch, not search
+  LoraConfig bare = Config(R"("target_modules": "q_proj")");
+  EXPECT_EQ(IsTargeted(bare, "model.layers.0.self_attn.q_proj"), false);  // a regex is not a suffix
+  EXPECT_EQ(IsTargeted(bare, "q_proj"), true);
+}
+
+TEST(IsTargeted, ExcludeModulesListAndRegex) {
+  LoraConfig list =
+      Config(R"("target_modules": ["q_proj", "v_proj"], "exclude_modules": ["layers.1.self_attn.q_proj"])");
+  EXPECT_EQ(IsTargeted(list, "model.layers.1.self_attn.q_proj"), false);
+  EXPECT_EQ(IsTargeted(list, "model.layers.1.self_attn.v_proj"), true);
+  EXPECT_EQ(IsTargeted(list, "model.layers.11.self_attn.q_proj"), true);
+  LoraConfig regex = Config(R"("target_modules": ["q_proj"], "exclude_modules": ".*\\.layers\\.[01]\\..*")");
+  EXPECT_EQ(IsTargeted(regex, "model.layers.0.self_attn.q_proj"), false);
+  EXPECT_EQ(IsTargeted(regex, "model.layers.2.self_attn.q_proj"), true);
+  EXPECT_EQ(IsTargeted(regex, "model.layers.10.self_attn.q_proj"), true);
+  // Exclusion is decided before target_modules, so it holds even when targets come from the model type.
+  LoraConfig untargeted = Config(R"("exclude_modules": ["lm_head"])");
+  EXPECT_EQ(IsTargeted(untargeted, "lm_head"), false);
+  EXPECT_EQ(IsTargeted(untargeted, "model.layers.0.self_attn.q_proj"), std::nullopt);
+}
+
+TEST(IsTargeted, ModulesToSaveAreNeverLoraTargets) {
+  LoraConfig c = Config(R"("target_modules": ["dense", "query"], "modules_to_save": ["classifier"])");
+  EXPECT_EQ(IsTargeted(c, "classifier.dense"), false);
+  EXPECT_EQ(IsTargeted(c, "roberta.classifier.dense"), false);
+  EXPECT_EQ(IsTargeted(c, "roberta.encoder.layer.0.output.dense"), true);
+  EXPECT_EQ(IsTargeted(c, "my_classifier.dense"), true);  // (^|.*\.)classifier needs a dot boundary
+}
+
+TEST(IsTargeted, NullAndAllLinearNeedTheModel) {
+  EXPECT_EQ(IsTargeted(Config(R"("target_modules": null)"), "model.layers.0.self_attn.q_proj"), std::nullopt);
+  EXPECT_EQ(IsTargeted(Config(R"("target_modules": "all-linear")"), "model.layers.0.self_attn.q_proj"), std::nullopt);
+}
+
+TEST(IsTargeted, LayersToTransformWithoutPattern) {
+  LoraConfig c = Config(R"("target_modules": ["q_proj"], "layers_to_transform": [0, 2])");
+  EXPECT_EQ(IsTargeted(c, "model.layers.0.self_attn.q_proj"), true);
+  EXPECT_EQ(IsTargeted(c, "model.layers.1.self_attn.q_proj"), false);
+  EXPECT_EQ(IsTargeted(c, "model.layers.2.self_attn.q_proj"), true);
+  EXPECT_EQ(IsTargeted(c, "transformer.h.2.attn.q_proj"), true);  // any "<segment>.<n>." counts
+  EXPECT_EQ(IsTargeted(c, "lm.q_proj"), false);                   // no layer index at all
+  EXPECT_EQ(IsTargeted(c, "q_proj"), true);                       // an exact entry skips the layer filter in PEFT
+  // PEFT tests len(layers_pattern) == 0: an empty string means the default rule, like null.
+  LoraConfig empty = Config(R"("target_modules": ["q_proj"], "layers_to_transform": [0], "layers_pattern": "")");
+  EXPECT_EQ(IsTargeted(empty, "model.layers.0.self_attn.q_proj"), true);
+  LoraConfig single = Config(R"("target_modules": ["q_proj"], "layers_to_transform": 1)");
+  EXPECT_EQ(IsTargeted(single, "model.layers.1.self_attn.q_proj"), true);
+  EXPECT_EQ(IsTargeted(single, "model.layers.10.self_attn.q_proj"), false);
+}
+
+TEST(IsTargeted, LazyLayerIndexPicksTheLayerNotTheExpert) {
+  // PEFT >= 0.20 takes the first numbered segment; <= 0.19's greedy regex took the expert index (0).
+  LoraConfig layer1 = Config(R"("target_modules": ["w1"], "layers_to_transform": [1])");
+  EXPECT_EQ(IsTargeted(layer1, "model.layers.1.experts.0.w1"), true);
+  LoraConfig layer0 = Config(R"("target_modules": ["w1"], "layers_to_transform": [0])");
+  EXPECT_EQ(IsTargeted(layer0, "model.layers.1.experts.0.w1"), false);
+  LoraConfig patterned = Config(R"("target_modules": ["w1"], "layers_to_transform": [1], "layers_pattern": "layers")");
+  EXPECT_EQ(IsTargeted(patterned, "model.layers.1.experts.0.w1"), true);
+}
+
+TEST(IsTargeted, LayersPatternNamesTheLayerList) {
+  LoraConfig c =
+      Config(R"("target_modules": ["c_attn"], "layers_to_transform": [3], "layers_pattern": ["layers", "h"])");
+  EXPECT_EQ(IsTargeted(c, "transformer.h.3.attn.c_attn"), true);
+  EXPECT_EQ(IsTargeted(c, "transformer.h.4.attn.c_attn"), false);
+  EXPECT_EQ(IsTargeted(c, "model.blocks.3.attn.c_attn"), false);  // neither pattern appears
+  // A capturing group in layers_pattern would become PEFT's group(1): refused when the config is read.
+  auto bad = adapter::ParseLoraConfig(R"j({"peft_type": "LORA", "target_modules": ["q"],
+      "layers_to_transform": [0], "layers_pattern": "(layers|h)"})j");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::InvalidConfig);
+  EXPECT_NE(bad.error().message.find("`layers_pattern`"), std::string::npos) << bad.error().message;
+}
+
+TEST(ModuleSettings, RankPatternFirstMatchInFileOrder) {
+  const std::string name = "model.layers.0.self_attn.q_proj";
+  auto suffix_first = ResolveModuleSettings(
+      Config(R"("r": 8, "rank_pattern": {"q_proj": 16, "model.layers.0.self_attn.q_proj": 32})"), name);
+  EXPECT_EQ(suffix_first.r, 16);
+  EXPECT_EQ(suffix_first.rank_pattern_key, "q_proj");
+  auto full_first = ResolveModuleSettings(
+      Config(R"("r": 8, "rank_pattern": {"model.layers.0.self_attn.q_proj": 32, "q_proj": 16})"), name);
+  EXPECT_EQ(full_first.r, 32);
+  EXPECT_EQ(full_first.rank_pattern_key, "model.layers.0.self_attn.q_proj");
+}
+
+TEST(ModuleSettings, AnchoredFullNamesAndSuffixBoundaries) {
+  LoraConfig c = Config(R"("r": 8, "rank_pattern": {"^model.layers.0.self_attn.q_proj": 4, "proj": 2})");
+  EXPECT_EQ(ResolveModuleSettings(c, "model.layers.0.self_attn.q_proj").r, 4);
+  EXPECT_EQ(ResolveModuleSettings(c, "model.layers.10.self_attn.q_proj").r, 8);
+  EXPECT_EQ(ResolveModuleSettings(c, "base.model.layers.0.self_attn.q_proj").r, 8);  // ^ anchors the name
+  EXPECT_EQ(ResolveModuleSettings(c, "model.proj").r, 2);
+  EXPECT_FALSE(ResolveModuleSettings(c, "model.layers.1.mlp.up_proj").rank_pattern_key.has_value());
+  // Dots in keys are regex wildcards, as in Python.
+  LoraConfig dotted = Config(R"("rank_pattern": {"layers.1.mlp": 6})");
+  EXPECT_EQ(ResolveModuleSettings(dotted, "model.layers_1_mlp").r, 6);
+}
+
+TEST(ModuleSettings, RankAndAlphaResolveIndependently) {
+  LoraConfig c = Config(R"("r": 8, "lora_alpha": 16, "rank_pattern": {"q_proj": 16}, "alpha_pattern": {"v_proj": 64})");
+  auto q = ResolveModuleSettings(c, "model.layers.0.self_attn.q_proj");
+  EXPECT_EQ(q.r, 16);
+  EXPECT_EQ(q.alpha, 16.0);
+  EXPECT_EQ(q.scaling, 1.0);
+  EXPECT_EQ(q.rank_pattern_key, "q_proj");
+  EXPECT_FALSE(q.alpha_pattern_key.has_value());
+  auto v = ResolveModuleSettings(c, "model.layers.0.self_attn.v_proj");
+  EXPECT_EQ(v.r, 8);
+  EXPECT_EQ(v.alpha, 64.0);
+  EXPECT_EQ(v.scaling, 8.0);
+  EXPECT_EQ(v.alpha_pattern_key, "v_proj");
+  auto k = ResolveModuleSettings(c, "model.layers.0.self_attn.k_proj");
+  EXPECT_EQ(k.scaling, 2.0);
+  auto fractional = ResolveModuleSettings(Config(R"("r": 3, "lora_alpha": 1)"), "x");
+  EXPECT_EQ(fractional.scaling, 1.0 / 3.0);
+}
+
+TEST(ModuleSettings, RsLoraDividesBySqrtRank) {
+  LoraConfig c = Config(R"("r": 16, "lora_alpha": 32, "use_rslora": true, "rank_pattern": {"v_proj": 8})");
+  EXPECT_EQ(ResolveModuleSettings(c, "layers.0.q_proj").scaling, 8.0);
+  EXPECT_EQ(ResolveModuleSettings(c, "layers.0.v_proj").scaling, 32.0 / std::sqrt(8.0));
+}
+
+}  // namespace
+}  // namespace pb::testing
