@@ -13,6 +13,7 @@ int RunInspect(const std::vector<std::string>& args);
 int RunConvert(const std::vector<std::string>& args);
 int RunAdapterInfo(const std::vector<std::string>& args);
 int RunTranslate(const std::vector<std::string>& args);
+int RunMerge(const std::vector<std::string>& args, bool unmerge);
 
 // Reports invalid input or an I/O failure (JSON on stdout, or text on stderr); returns 1.
 int ReportFailure(const Error& error, bool json);

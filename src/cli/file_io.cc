@@ -21,8 +21,8 @@ Error IoFailure(const std::string& what, const std::string& path) {
 
 // The temporary files being written, for the signal handler: an interrupted command removes them, so
 // nothing half-written is left behind. A command may have a few outputs open at once (translate writes
-// the weights and the config, merge one shard at a time plus its index).
-constexpr int kMaxTempFiles = 8;
+// the weights and the config; merge every shard, the index and config.json before renaming any).
+constexpr int kMaxTempFiles = 1024;  // untouched BSS pages cost nothing
 char g_temp_paths[kMaxTempFiles][4096] = {};
 
 extern "C" void RemoveTempAndExit(int sig) {

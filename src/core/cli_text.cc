@@ -13,6 +13,8 @@ std::string_view CliHelp(std::string_view command) {
            "  convert IN OUT --dtype bf16|f16|f32    convert floating-point tensors, streaming\n"
            "  adapter-info DIR [--json]              a LoRA adapter's modules, ranks, scaling and rejects\n"
            "  translate IN_DIR OUT_DIR --to FORMAT   rewrite an adapter as peft, mlx, kohya or gguf-names\n"
+           "  merge --base PATH --adapter DIR --out DIR   merge a LoRA adapter into a model, streaming\n"
+           "  unmerge --base PATH --adapter DIR --out DIR subtract a merged adapter again\n"
            "\n"
            "options:\n"
            "  --help       show help (also after a command)\n"
@@ -72,6 +74,30 @@ std::string_view CliHelp(std::string_view command) {
            "  --old-peft          write a config PEFT < 0.14 accepts (fails if a newer field matters)\n"
            "  --from, --arch, --base-config, --json   as for adapter-info\n"
            "  --help              show this help\n";
+  if (command == "merge" || command == "unmerge")
+    return command == "merge"
+               ? "usage: peft-bridge merge --base PATH --adapter DIR --out DIR [--dtype bf16|f16|f32] [--safe]\n"
+                 "       [--dry-run] [--json] [--base-config FILE] [--arch NAME]\n"
+                 "\n"
+                 "Merges a LoRA adapter into a base model as PEFT's merge_and_unload does (fp32 delta, one rounding),\n"
+                 "streaming: memory stays flat whatever the model's size. PATH is a .safetensors file or a directory\n"
+                 "with model.safetensors or model.safetensors.index.json (shards) and config.json. OUT gets the same\n"
+                 "files (shards, index with the new total_size, config.json with the edits the merge needs), written\n"
+                 "atomically: every base/adapter mismatch is reported before anything is written, and an interrupted\n"
+                 "run leaves nothing under the final names.\n"
+                 "\n"
+                 "options:\n"
+                 "  --dtype D          output dtype of floating-point tensors (default: each tensor's own)\n"
+                 "  --safe             fail on NaN or Inf in a merged tensor, naming the module\n"
+                 "  --dry-run          plan and report, write nothing\n"
+                 "  --json             print a JSON summary (modules, tensors, unmatched keys, bytes, time, memory)\n"
+                 "  --base-config FILE the base config.json, when it is not beside the weights\n"
+                 "  --arch NAME        naming table to use (default: from config.json or the adapter's keys)\n"
+                 "  --help             show this help\n"
+               : "usage: peft-bridge unmerge --base PATH --adapter DIR --out DIR [options as for merge]\n"
+                 "\n"
+                 "Subtracts the adapter's delta from a merged model with the same engine (W - s*B*A, rounded once).\n"
+                 "Not an exact inverse after rounding; DoRA and modules_to_save cannot be unmerged.\n";
   return {};
 }
 

@@ -480,12 +480,14 @@ async function runTranslate(args) {
   }
   if (!o.dryRun) {
     const outDir = o.positional[1];
-    let created;
-    try {
-      created = !(await isDirectory(outDir));
-      if (created) await mkdir(outDir).catch((error) => Promise.reject(ioFailure('cannot create directory', outDir, error)));
-    } catch (error) {
-      return fail(error, o.json);
+    let created = false;
+    if (!(await isDirectory(outDir))) {
+      try {
+        await mkdir(outDir);
+      } catch (error) {
+        return fail(ioFailure('cannot create directory', outDir, error), o.json);
+      }
+      created = true;
     }
     // Every file is written and closed under a temporary name before any is renamed into place; a failure
     // before the first rename leaves nothing under the final names and removes the directory if it is new.

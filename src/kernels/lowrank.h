@@ -1,0 +1,56 @@
+// Low-rank merge kernels (Google Highway): the arithmetic of a LoRA merge on a block of rows of a base
+// weight, with the dtype conversions fused in, so a merge reads each base byte once and writes each output
+// byte once.
+//
+// Every row block computes, for i < rows, j < cols:
+//     delta[i, j] = (sum over k = 0..rank-1, ascending, of left[i, k] * right[k, j])   fp32, no FMA
+//     out[i, j]   = round_out( float(w[i, j]) + sign * (delta[i, j] * scale) )
+// which is PEFT's default path: fp32 delta = (B @ A) * s, added in fp32, rounded once (RNE) to the output
+// dtype. Products and sums are separately rounded fp32 operations (multiply, then add; never a fused
+// multiply-add), in the same order on every target, so native and WASM (SIMD128 has no FMA) give
+// identical bits. `left` is [rows, rank] and `right` [rank, cols], both fp32, row-major; callers arrange
+// the factors per layer type (Linear: left = B rows, right = A; Conv1D and Embedding: left = A^T rows,
+// right = B^T).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace pb::kernels {
+
+struct LowRankFactors {
+  const float* left;   // [rows, rank], row stride `rank`; points at the block's first row
+  const float* right;  // [rank, cols], row stride `cols`
+  size_t rank;
+  float scale;         // PEFT's scaling s, already rounded to fp32
+  float sign = 1.0f;   // +1 merge, -1 unmerge
+};
+
+// out = round_out(float(w) + sign * delta * scale) over `rows` x `cols` elements. `w` and `out` are
+// row-major with `cols` elements per row; `in` and `out_dtype` are any of F32, F16, BF16, F64, F8_E4M3,
+// F8_E5M2 (widened exactly, rounded once). `out` may alias `w` only when both dtypes have the same width.
+// Returns false for an unsupported dtype.
+bool MergeRows(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
+               const LowRankFactors& f);
+
+// Embedding's rule (PEFT casts the delta to the weight's dtype first): out = round_out(float(w) +
+// float(round_w(sign * delta * scale))), where round_w rounds to the weight dtype `in`.
+bool MergeRowsRoundDeltaFirst(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
+                              const LowRankFactors& f);
+
+// v = float(w) + sign * delta * scale, kept in fp32 (DoRA needs the row norms before the final scaling).
+bool MergeRowsF32(Dtype in, const void* w, float* v, size_t rows, size_t cols, const LowRankFactors& f);
+
+// Sum of squares of each row of v [rows, cols], accumulated in double (for DoRA's norms).
+void RowSquaredNorms(const float* v, size_t rows, size_t cols, double* out);
+
+// out[i, j] = round_out(v[i, j] * factor[i]) (per row) or * factor[j] (per column).
+void ScaleRowsTo(const float* v, size_t rows, size_t cols, const float* factor, bool per_column, Dtype out_dtype,
+                 void* out);
+
+// True when every element of v is finite (for --safe).
+bool AllFinite(const float* v, size_t n);
+
+}  // namespace pb::kernels

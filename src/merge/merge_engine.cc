@@ -1,0 +1,307 @@
+#include "merge/merge_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/convert.h"
+#include "kernels/lowrank.h"
+
+namespace pb::merge {
+
+namespace {
+
+constexpr size_t kBlockBytes = 1 << 20;  // target size of one row block of source bytes
+
+size_t Width(Dtype d) { return DtypeBits(d) / 8; }
+
+std::vector<float> ToF32(const adapter::Tensor& t) {
+  std::vector<float> out(t.element_count());
+  kernels::ConvertElements(t.dtype, Dtype::F32, t.bytes.data(), out.data(), out.size());
+  return out;
+}
+
+std::vector<float> Transposed(const std::vector<float>& m, size_t rows, size_t cols) {
+  std::vector<float> t(m.size());
+  for (size_t i = 0; i < rows; ++i)
+    for (size_t j = 0; j < cols; ++j) t[j * rows + i] = m[i * cols + j];
+  return t;
+}
+
+Error NonFinite(const PlannedTensor& p) {
+  std::string module = p.module ? "module `" + p.module->path + "`" : "`" + p.name + "`";
+  return MakeError(ErrorCode::InvalidArgument,
+                   "--safe: merging " + module + " produced NaN or Inf in `" + p.name + "`", p.name);
+}
+
+}  // namespace
+
+// Everything about the tensor being processed: its factors, a partial row carried between pushes, and the
+// output staging buffer.
+class ShardMerger::TensorState {
+ public:
+  TensorState(const PlannedTensor& p, const MergeOptions& o, StreamingWriter& w) : p_(p), options_(o), writer_(w) {
+    in_width_ = Width(p.in_dtype);
+    out_width_ = Width(p.out_dtype);
+    if (p.module && p.op != TensorOp::kAddBias) PrepareFactors();
+    if (p.op == TensorOp::kDoraRows || p.op == TensorOp::kDoraColumns) magnitude_ = ToF32(*p.module->magnitude);
+    if (p.op == TensorOp::kDoraColumns) whole_.resize(p.rows * p.cols);
+  }
+
+  Status Push(std::span<const uint8_t> bytes) {
+    switch (p_.op) {
+      case TensorOp::kCopy: return writer_.Write(bytes);
+      case TensorOp::kReplace: return Status::Ok();  // the base's bytes are dropped
+      case TensorOp::kAddBias: held_.insert(held_.end(), bytes.begin(), bytes.end()); return Status::Ok();
+      default: return PushRows(bytes);
+    }
+  }
+
+  Status Finish() {
+    if (!carry_.empty() && p_.op != TensorOp::kAddBias)
+      return MakeError(ErrorCode::InvalidArgument, "tensor `" + p_.name + "` ended inside an element", p_.name);
+    switch (p_.op) {
+      case TensorOp::kReplace:
+      case TensorOp::kAdd: return WriteConverted(p_.replacement->tensor);
+      case TensorOp::kAddBias: return AddBias();
+      case TensorOp::kDoraColumns: return FinishDoraColumns();
+      default: return Status::Ok();
+    }
+  }
+
+ private:
+  void PrepareFactors() {
+    const adapter::LoraModule& m = *p_.module;
+    factors_.rank = m.rank();
+    factors_.scale = static_cast<float>(m.settings.scaling);
+    factors_.sign = options_.unmerge ? -1.0f : 1.0f;
+    std::vector<float> a = ToF32(m.a), b = ToF32(m.b);
+    const size_t r = m.rank();
+    if (p_.orientation == Orientation::kOutIn) {
+      left_ = std::move(b);   // B [out, r] (conv: [out, r, 1...])
+      right_ = std::move(a);  // A [r, in * kernel]
+    } else {
+      left_ = Transposed(a, r, a.size() / r);   // A^T [in, r]
+      right_ = Transposed(b, b.size() / r, r);  // B^T [r, out]
+    }
+    factors_.right = right_.data();
+  }
+
+  kernels::LowRankFactors FactorsFrom(uint64_t row) const {
+    kernels::LowRankFactors f = factors_;
+    f.left = left_.data() + row * f.rank;
+    return f;
+  }
+
+  // Collects whole rows (or, for plain conversions, whole elements) and processes them block by block,
+  // straight from the caller's span when no partial row is pending.
+  Status PushRows(std::span<const uint8_t> bytes) {
+    const size_t unit = p_.op == TensorOp::kConvert ? in_width_ : p_.cols * in_width_;
+    if (unit == 0) return Status::Ok();
+    if (!carry_.empty()) {
+      size_t take = std::min(bytes.size(), unit - carry_.size());
+      carry_.insert(carry_.end(), bytes.begin(), bytes.begin() + take);
+      bytes = bytes.subspan(take);
+      if (carry_.size() < unit) return Status::Ok();
+      std::vector<uint8_t> one = std::move(carry_);
+      carry_.clear();
+      if (Status s = ProcessUnits(one, 1); !s.ok()) return s;
+    }
+    const size_t per_block = std::max<size_t>(1, kBlockBytes / unit);
+    while (bytes.size() >= unit) {
+      size_t n = std::min(bytes.size() / unit, per_block);
+      if (Status s = ProcessUnits(bytes.first(n * unit), n); !s.ok()) return s;
+      bytes = bytes.subspan(n * unit);
+    }
+    carry_.assign(bytes.begin(), bytes.end());
+    return Status::Ok();
+  }
+
+  // `n` whole units (elements for kConvert, rows otherwise) starting at the tensor's next unit.
+  Status ProcessUnits(std::span<const uint8_t> in, size_t n) {
+    if (p_.op == TensorOp::kConvert) {
+      out_.resize(n * out_width_);
+      kernels::ConvertElements(p_.in_dtype, p_.out_dtype, in.data(), out_.data(), n);
+      return writer_.Write(out_);
+    }
+    const uint64_t row0 = next_row_;
+    next_row_ += n;
+    const size_t cols = p_.cols;
+    switch (p_.op) {
+      case TensorOp::kLowRank:
+      case TensorOp::kLowRankEmbedding: {
+        out_.resize(n * cols * out_width_);
+        auto f = FactorsFrom(row0);
+        bool ok = p_.op == TensorOp::kLowRank
+                      ? kernels::MergeRows(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f)
+                      : kernels::MergeRowsRoundDeltaFirst(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f);
+        if (!ok) return MakeError(ErrorCode::UnsupportedDtype, "cannot merge `" + p_.name + "`", p_.name);
+        if (options_.safe) {
+          v_.resize(n * cols);
+          kernels::ConvertElements(p_.out_dtype, Dtype::F32, out_.data(), v_.data(), v_.size());
+          if (!kernels::AllFinite(v_.data(), v_.size())) return NonFinite(p_);
+        }
+        return writer_.Write(out_);
+      }
+      case TensorOp::kDoraRows: {
+        v_.resize(n * cols);
+        kernels::MergeRowsF32(p_.in_dtype, in.data(), v_.data(), n, cols, FactorsFrom(row0));
+        std::vector<double> norms(n);
+        kernels::RowSquaredNorms(v_.data(), n, cols, norms.data());
+        std::vector<float> factor(n);
+        for (size_t i = 0; i < n; ++i)
+          factor[i] = magnitude_[row0 + i] / static_cast<float>(std::sqrt(norms[i]));
+        out_.resize(n * cols * out_width_);
+        kernels::ScaleRowsTo(v_.data(), n, cols, factor.data(), /*per_column=*/false, p_.out_dtype, out_.data());
+        if (options_.safe && !kernels::AllFinite(v_.data(), v_.size())) return NonFinite(p_);
+        return writer_.Write(out_);
+      }
+      case TensorOp::kDoraColumns:
+        kernels::MergeRowsF32(p_.in_dtype, in.data(), whole_.data() + row0 * cols, n, cols, FactorsFrom(row0));
+        return Status::Ok();
+      default:
+        return MakeError(ErrorCode::InvalidArgument, "internal: unexpected row operation");
+    }
+  }
+
+  // DoRA whose norms run down the columns (Conv1D's output features, an embedding's dimensions).
+  Status FinishDoraColumns() {
+    const size_t rows = p_.rows, cols = p_.cols;
+    std::vector<double> sums(cols, 0.0);
+    for (size_t i = 0; i < rows; ++i)
+      for (size_t j = 0; j < cols; ++j) sums[j] += static_cast<double>(whole_[i * cols + j]) * whole_[i * cols + j];
+    std::vector<float> factor(cols);
+    for (size_t j = 0; j < cols; ++j) factor[j] = magnitude_[j] / static_cast<float>(std::sqrt(sums[j]));
+    if (options_.safe && !kernels::AllFinite(whole_.data(), whole_.size())) return NonFinite(p_);
+    out_.resize(rows * cols * out_width_);
+    kernels::ScaleRowsTo(whole_.data(), rows, cols, factor.data(), /*per_column=*/true, p_.out_dtype, out_.data());
+    return writer_.Write(out_);
+  }
+
+  Status AddBias() {
+    const adapter::LoraModule& m = *p_.module;
+    std::vector<float> b(p_.cols), lb = ToF32(*m.b_bias);
+    kernels::ConvertElements(p_.in_dtype, Dtype::F32, held_.data(), b.data(), b.size());
+    const float s = static_cast<float>(m.settings.scaling);
+    const float sign = options_.unmerge ? -1.0f : 1.0f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = b[i] + sign * (lb[i] * s);
+    if (options_.safe && !kernels::AllFinite(b.data(), b.size())) return NonFinite(p_);
+    out_.resize(b.size() * out_width_);
+    kernels::ConvertElements(Dtype::F32, p_.out_dtype, b.data(), out_.data(), b.size());
+    return writer_.Write(out_);
+  }
+
+  Status WriteConverted(const adapter::Tensor& t) {
+    if (t.dtype == p_.out_dtype) return writer_.Write(t.bytes);
+    out_.resize(t.element_count() * out_width_);
+    if (!kernels::ConvertElements(t.dtype, p_.out_dtype, t.bytes.data(), out_.data(), t.element_count()))
+      return MakeError(ErrorCode::UnsupportedDtype, "cannot convert `" + p_.name + "`", p_.name);
+    return writer_.Write(out_);
+  }
+
+  const PlannedTensor& p_;
+  const MergeOptions& options_;
+  StreamingWriter& writer_;
+  size_t in_width_ = 0, out_width_ = 0;
+  std::vector<float> left_, right_, magnitude_, v_, whole_;
+  kernels::LowRankFactors factors_{};
+  std::vector<uint8_t> carry_, out_, held_;
+  uint64_t next_row_ = 0;
+};
+
+ShardMerger::ShardMerger(const ShardPlan& plan, const MergeOptions& options, ByteSink& sink)
+    : plan_(plan), options_(options), sink_(sink), writer_(plan.write, sink) {}
+
+ShardMerger::~ShardMerger() = default;
+
+static uint64_t SourceBytes(const PlannedTensor& p) {
+  if (!p.source) return 0;
+  uint64_t n = 1;
+  for (uint64_t d : p.shape) n *= d;
+  return n * DtypeBits(p.in_dtype) / 8;
+}
+
+uint64_t ShardMerger::source_bytes() const {
+  uint64_t total = 0;
+  for (const auto& p : plan_.tensors) total += SourceBytes(p);
+  return total;
+}
+
+Status ShardMerger::Begin() {
+  started_ = true;
+  if (Status s = writer_.Begin(); !s.ok()) return s;
+  return StartNext();
+}
+
+// Opens plan_.tensors[current_], completing in passing every tensor that takes no source bytes.
+Status ShardMerger::StartNext() {
+  while (current_ < plan_.tensors.size()) {
+    state_ = std::make_unique<TensorState>(plan_.tensors[current_], options_, writer_);
+    if (SourceBytes(plan_.tensors[current_]) > 0) return Status::Ok();
+    if (Status s = FinishCurrent(); !s.ok()) return s;
+  }
+  state_.reset();
+  return Status::Ok();
+}
+
+Status ShardMerger::FinishCurrent() {
+  Status s = state_->Finish();
+  state_.reset();
+  ++current_;
+  return s;
+}
+
+Status ShardMerger::Push(std::span<const uint8_t> bytes) {
+  if (!started_) return MakeError(ErrorCode::InvalidArgument, "Push before Begin");
+  while (!bytes.empty()) {
+    if (current_ >= plan_.tensors.size())
+      return MakeError(ErrorCode::InvalidArgument, "more source bytes than the plan expects");
+    const uint64_t need = SourceBytes(plan_.tensors[current_]);
+    const uint64_t done = consumed_in_tensor_;
+    size_t take = static_cast<size_t>(std::min<uint64_t>(bytes.size(), need - done));
+    if (Status s = state_->Push(bytes.first(take)); !s.ok()) return s;
+    consumed_in_tensor_ += take;
+    consumed_total_ += take;
+    bytes = bytes.subspan(take);
+    if (consumed_in_tensor_ == need) {
+      consumed_in_tensor_ = 0;
+      if (Status s = FinishCurrent(); !s.ok()) return s;
+      if (Status s = StartNext(); !s.ok()) return s;
+    }
+  }
+  return Status::Ok();
+}
+
+Status ShardMerger::Finish() {
+  if (current_ < plan_.tensors.size())
+    return MakeError(ErrorCode::InvalidArgument, "the source ended before tensor `" + plan_.tensors[current_].name + "`",
+                     plan_.tensors[current_].name);
+  return writer_.Finish();
+}
+
+StreamingMerger::StreamingMerger(const adapter::Adapter& adapter, std::optional<std::string> base_config,
+                                 MergeOptions options, ByteSink& sink, ReaderOptions reader_options)
+    : adapter_(adapter), base_config_(std::move(base_config)), options_(std::move(options)), sink_(sink),
+      reader_(reader_options) {}
+
+StreamingMerger::~StreamingMerger() = default;
+
+Status StreamingMerger::OnHeader(const Header& header) {
+  auto plan = PlanMerge({{"model.safetensors", &header}}, adapter_, base_config_, options_);
+  if (!plan.ok()) return plan.error();
+  plan_ = std::make_unique<MergePlan>(std::move(plan.value()));
+  merger_ = std::make_unique<ShardMerger>(plan_->shards[0], options_, sink_);
+  return merger_->Begin();
+}
+
+Status StreamingMerger::OnTensorData(size_t, uint64_t, std::span<const uint8_t> bytes) {
+  return merger_->Push(bytes);
+}
+
+Status StreamingMerger::Finish() {
+  if (Status s = reader_.Finish(*this); !s.ok()) return s;
+  if (!merger_) return MakeError(ErrorCode::HeaderTooSmall, "the stream ended before the header");
+  return merger_->Finish();
+}
+
+}  // namespace pb::merge

@@ -1,0 +1,363 @@
+#include "merge/merge_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "adapter/python_json.h"
+
+namespace pb::merge {
+
+namespace {
+
+using adapter::ExtraKind;
+using adapter::ExtraTensor;
+using adapter::LoraModule;
+using adapter::LoraShape;
+
+std::string ShapeText(std::span<const uint64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+struct Location {
+  size_t shard;
+  size_t tensor;
+};
+
+// Where base tensors are, by name, across shards.
+class BaseIndex {
+ public:
+  explicit BaseIndex(const std::vector<BaseShardHeader>& shards) {
+    for (size_t s = 0; s < shards.size(); ++s)
+      for (size_t t = 0; t < shards[s].header->tensor_count(); ++t)
+        names_.emplace(std::string(shards[s].header->tensor(t).name), Location{s, t});
+  }
+  std::optional<Location> Find(const std::string& name) const {
+    auto it = names_.find(name);
+    if (it == names_.end()) return std::nullopt;
+    return it->second;
+  }
+  // The base tensor for `key` (a module path + ".weight" / ".bias", or an extra's key) as the adapter
+  // names it. Adapters name modules of the model class they were trained on (GPT2ForSequenceClassification:
+  // "transformer.h.0..."), while a checkpoint may have been saved from the bare model ("h.0..."), or the
+  // other way round: try the name as is, then with leading components dropped, then with a body prefix.
+  std::optional<std::pair<Location, std::string>> Resolve(const std::string& key,
+                                                          const std::vector<std::string>& prefixes) const {
+    if (auto l = Find(key)) return std::pair{*l, key};
+    for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
+      std::string shorter = key.substr(dot + 1);
+      if (auto l = Find(shorter)) return std::pair{*l, shorter};
+    }
+    for (const auto& p : prefixes) {
+      if (p.empty()) continue;
+      if (auto l = Find(p + key)) return std::pair{*l, p + key};
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::map<std::string, Location> names_;
+};
+
+bool TiedEmbeddings(const std::optional<std::string>& config) {
+  if (!config) return false;
+  auto j = nlohmann::json::parse(*config, nullptr, false);
+  if (!j.is_object()) return false;
+  // transformers' PretrainedConfig default is True.
+  return !j.contains("tie_word_embeddings") || !j["tie_word_embeddings"].is_boolean() ||
+         j["tie_word_embeddings"].get<bool>();
+}
+
+bool EndsWithComponent(std::string_view path, std::string_view name) {
+  return path == name || (path.size() > name.size() && path.ends_with(name) && path[path.size() - name.size() - 1] == '.');
+}
+
+}  // namespace
+
+std::string_view TensorOpName(TensorOp op) {
+  switch (op) {
+    case TensorOp::kCopy: return "copy";
+    case TensorOp::kConvert: return "convert";
+    case TensorOp::kLowRank: return "merge";
+    case TensorOp::kLowRankEmbedding: return "merge (embedding)";
+    case TensorOp::kDoraRows: return "merge (DoRA)";
+    case TensorOp::kDoraColumns: return "merge (DoRA, whole tensor)";
+    case TensorOp::kAddBias: return "add lora_B.bias";
+    case TensorOp::kReplace: return "replace";
+    case TensorOp::kAdd: return "add";
+  }
+  return "?";
+}
+
+Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const adapter::Adapter& adapter,
+                            const std::optional<std::string>& base_config, const MergeOptions& options) {
+  const adapter::NamingTables& tables = options.tables ? *options.tables : adapter::NamingTables::Builtin();
+  MergePlan plan;
+  const adapter::ArchTable* arch = nullptr;
+  if (options.arch) {
+    arch = tables.Find(*options.arch);
+    if (!arch) return MakeError(ErrorCode::InvalidArgument, "unknown architecture `" + *options.arch + "`");
+  } else if (base_config) {
+    arch = tables.FromModelConfig(*base_config);
+  }
+  if (!arch) {
+    std::vector<std::string> paths;
+    for (const auto& m : adapter.modules) paths.push_back(m.path);
+    arch = tables.Detect(paths);
+  }
+  if (arch) plan.arch = arch->name;
+  const std::vector<std::string> prefixes = arch ? arch->body_prefixes : std::vector<std::string>{};
+  const BaseIndex index(shards);
+  const bool tied = TiedEmbeddings(base_config);
+
+  // Per base tensor (shard, index): what happens to it.
+  std::map<std::pair<size_t, size_t>, PlannedTensor> ops;
+  std::vector<std::string> problems;
+  std::set<std::string> modified_names;
+
+  for (const LoraModule& m : adapter.modules) {
+    auto found = index.Resolve(m.path + ".weight", prefixes);
+    std::string note;
+    if (!found && tied && EndsWithComponent(m.path, "lm_head") && m.shape == LoraShape::kLinear && !m.magnitude) {
+      // A tied checkpoint stores the embedding only; PEFT's in-place merge into lm_head changes the shared
+      // tensor, so the delta lands on the embedding (same [vocab, dim] layout as lm_head's [out, in]).
+      for (const char* emb : {"model.embed_tokens.weight", "embed_tokens.weight", "transformer.wte.weight", "wte.weight"})
+        if ((found = index.Resolve(emb, prefixes))) break;
+      if (found) note = "lm_head is tied to `" + found->second + "`: its delta is merged there, as PEFT's in-place merge does";
+    }
+    if (!found) {
+      problems.push_back("adapter module `" + m.path + "`: the base has no tensor `" + m.path + ".weight`");
+      continue;
+    }
+    auto [loc, name] = *found;
+    TensorInfo info = shards[loc.shard].header->tensor(loc.tensor);
+    PlannedTensor p;
+    p.source = loc.tensor;
+    p.name = name;
+    p.in_dtype = info.dtype;
+    p.shape.assign(info.shape.begin(), info.shape.end());
+    p.module = &m;
+    if (!IsConvertibleFloat(info.dtype)) {
+      problems.push_back("`" + name + "` is " + std::string(DtypeName(info.dtype)) +
+                         ": only floating-point weights can be merged (quantized bases are not supported)");
+      continue;
+    }
+    const uint64_t in = m.in_features(), out = m.out_features();
+    std::optional<adapter::ModuleKind> kind;
+    if (arch)
+      if (auto match = tables.MatchHf(*arch, m.path)) kind = match->tmpl->kind;
+    auto mismatch = [&](const std::string& expected) {
+      problems.push_back("`" + name + "` is " + ShapeText(p.shape) + " but the adapter's module `" + m.path +
+                         "` needs " + expected);
+    };
+    if (m.shape == LoraShape::kEmbedding) {
+      if (p.shape != std::vector<uint64_t>{in, out}) { mismatch(ShapeText(std::vector<uint64_t>{in, out})); continue; }
+      p.orientation = Orientation::kInOut;
+      p.rows = in;
+      p.cols = out;
+      p.op = m.magnitude ? TensorOp::kDoraColumns : TensorOp::kLowRankEmbedding;
+    } else if (m.shape == LoraShape::kConv) {
+      std::vector<uint64_t> expected = m.a.shape;
+      expected[0] = out;
+      if (p.shape.size() == expected.size() && p.shape[0] == out && p.shape[1] != in && p.shape[1] != 0 && in % p.shape[1] == 0 &&
+          std::equal(p.shape.begin() + 2, p.shape.end(), expected.begin() + 2)) {
+        problems.push_back("`" + name + "`: a grouped convolution (" + ShapeText(p.shape) +
+                           "); PEFT refuses to merge LoRA into conv layers with groups > 1");
+        continue;
+      }
+      if (p.shape != expected) { mismatch(ShapeText(expected)); continue; }
+      p.orientation = Orientation::kOutIn;
+      p.rows = out;
+      p.cols = info.element_count() / out;
+      p.op = m.magnitude ? TensorOp::kDoraRows : TensorOp::kLowRank;
+    } else {
+      const std::vector<uint64_t> out_in{out, in}, in_out{in, out};
+      bool transposed;
+      if (kind == adapter::ModuleKind::kConv1D) transposed = true;
+      else if (kind == adapter::ModuleKind::kLinear || kind == adapter::ModuleKind::kEmbedding) transposed = false;
+      else if (p.shape == out_in && p.shape != in_out) transposed = false;
+      else if (p.shape == in_out && p.shape != out_in) transposed = true;
+      else transposed = adapter.config.fan_in_fan_out;  // square and no table: the flag is all there is
+      if (p.shape != (transposed ? in_out : out_in)) { mismatch(ShapeText(transposed ? in_out : out_in)); continue; }
+      p.orientation = transposed ? Orientation::kInOut : Orientation::kOutIn;
+      p.rows = p.shape[0];
+      p.cols = p.shape[1];
+      if (m.magnitude) p.op = transposed ? TensorOp::kDoraColumns : TensorOp::kDoraRows;
+      else p.op = TensorOp::kLowRank;
+    }
+    if (m.magnitude && options.unmerge) {
+      problems.push_back("module `" + m.path + "`: DoRA cannot be unmerged from a merged file (the weight norms "
+                         "it needs are those of the original weights)");
+      continue;
+    }
+    if (!note.empty()) plan.notes.push_back(note);
+    if (ops.count({loc.shard, loc.tensor})) {
+      problems.push_back("`" + name + "` would be merged twice (modules `" + ops[{loc.shard, loc.tensor}].module->path +
+                         "` and `" + m.path + "`)");
+      continue;
+    }
+    modified_names.insert(name);
+    ops[{loc.shard, loc.tensor}] = std::move(p);
+    ++plan.modules_matched;
+    if (m.b_bias) {
+      auto bias = index.Resolve(m.path + ".bias", prefixes);
+      if (!bias) {
+        problems.push_back("module `" + m.path + "` has a lora_B.bias but the base has no `" + m.path + ".bias`");
+        continue;
+      }
+      TensorInfo bi = shards[bias->first.shard].header->tensor(bias->first.tensor);
+      if (bi.element_count() != out || !IsConvertibleFloat(bi.dtype)) {
+        problems.push_back("`" + bias->second + "` " + ShapeText(bi.shape) + " does not fit lora_B.bias [" +
+                           std::to_string(out) + "]");
+        continue;
+      }
+      PlannedTensor b;
+      b.source = bias->first.tensor;
+      b.name = bias->second;
+      b.in_dtype = bi.dtype;
+      b.shape.assign(bi.shape.begin(), bi.shape.end());
+      b.module = &m;
+      b.op = TensorOp::kAddBias;
+      b.rows = 1;
+      b.cols = out;
+      modified_names.insert(b.name);
+      ops[{bias->first.shard, bias->first.tensor}] = std::move(b);
+    }
+  }
+
+  // Extras: full tensors that replace (or join) the base's.
+  std::vector<PlannedTensor> additions;
+  for (const ExtraTensor& e : adapter.extras) {
+    if (e.kind == ExtraKind::kTrainableTokens) {
+      problems.push_back("`" + e.key + "`: trainable-token rows are not merged yet");
+      continue;
+    }
+    std::string key = e.key;
+    // Saved embeddings of LoRA-wrapped layers carry ".base_layer."; the base tensor has the plain name.
+    if (auto at = key.find(".base_layer."); at != std::string::npos) key.erase(at, std::string(".base_layer").size());
+    auto found = index.Resolve(key, prefixes);
+    if (options.unmerge) {
+      problems.push_back("`" + e.key + "`: a " + std::string(adapter::ExtraKindName(e.kind)) +
+                         " tensor replaced the base weights, which the adapter does not keep; it cannot be unmerged");
+      continue;
+    }
+    PlannedTensor p;
+    p.replacement = &e;
+    p.in_dtype = e.tensor.dtype;
+    p.shape = e.tensor.shape;
+    if (found) {
+      TensorInfo info = shards[found->first.shard].header->tensor(found->first.tensor);
+      if (std::vector<uint64_t>(info.shape.begin(), info.shape.end()) != e.tensor.shape) {
+        problems.push_back("`" + found->second + "` is " + ShapeText(info.shape) + " but the adapter's `" + e.key +
+                           "` is " + ShapeText(e.tensor.shape));
+        continue;
+      }
+      if (ops.count({found->first.shard, found->first.tensor})) {
+        problems.push_back("`" + found->second + "` is both merged and replaced by `" + e.key + "`");
+        continue;
+      }
+      p.source = found->first.tensor;
+      p.name = found->second;
+      p.in_dtype = info.dtype;
+      p.op = TensorOp::kReplace;
+      modified_names.insert(p.name);
+      ops[{found->first.shard, found->first.tensor}] = std::move(p);
+    } else {
+      if (tied && (EndsWithComponent(key, "lm_head.weight"))) {
+        problems.push_back("`" + e.key + "` replaces a tied lm_head, which the base stores only as the embedding; "
+                           "writing both would need the embedding twice (not supported in a streaming merge)");
+        continue;
+      }
+      p.name = key;
+      p.op = TensorOp::kAdd;  // e.g. a classification head the base checkpoint lacks
+      plan.notes.push_back("`" + key + "` is not in the base; it is added from the adapter");
+      additions.push_back(std::move(p));
+    }
+  }
+
+  if (!problems.empty()) {
+    std::string message = std::to_string(problems.size()) + " problem(s) between the base model and the adapter:";
+    for (const auto& p : problems) message += "\n  " + p;
+    return MakeError(ErrorCode::ShapeMismatch, message);
+  }
+
+  // Output dtypes and the per-shard plans, in input data order.
+  auto out_dtype = [&](Dtype in) { return options.dtype && IsConvertibleFloat(in) ? *options.dtype : in; };
+  for (size_t s = 0; s < shards.size(); ++s) {
+    ShardPlan shard;
+    shard.name = shards[s].name;
+    const Header& h = *shards[s].header;
+    for (size_t t = 0; t < h.tensor_count(); ++t) {
+      auto it = ops.find({s, t});
+      PlannedTensor p;
+      if (it != ops.end()) {
+        p = std::move(it->second);
+        if (p.op == TensorOp::kLowRank || p.op == TensorOp::kLowRankEmbedding || p.op == TensorOp::kDoraRows ||
+            p.op == TensorOp::kDoraColumns)
+          ++plan.tensors_merged;
+      } else {
+        TensorInfo info = h.tensor(t);
+        p.source = t;
+        p.name = std::string(info.name);
+        p.in_dtype = info.dtype;
+        p.shape.assign(info.shape.begin(), info.shape.end());
+        p.op = out_dtype(info.dtype) == info.dtype ? TensorOp::kCopy : TensorOp::kConvert;
+      }
+      p.out_dtype = out_dtype(p.in_dtype);
+      if (p.op == TensorOp::kReplace) p.out_dtype = out_dtype(p.in_dtype);
+      shard.tensors.push_back(std::move(p));
+    }
+    if (s + 1 == shards.size())
+      for (auto& a : additions) {
+        a.out_dtype = options.dtype && IsConvertibleFloat(a.in_dtype) ? *options.dtype : a.in_dtype;
+        shard.tensors.push_back(std::move(a));
+      }
+    std::vector<TensorSpec> specs;
+    for (const auto& p : shard.tensors) specs.push_back({p.name, p.out_dtype, p.shape});
+    std::optional<Metadata> metadata;
+    if (h.has_metadata()) metadata = h.metadata();
+    auto write = PlanWrite(specs, metadata, TensorOrder::kInput);
+    if (!write.ok()) return write.error();
+    shard.write = std::move(write.value());
+    plan.total_tensor_bytes += shard.write.data_size;
+    plan.total_file_bytes += shard.write.total_size();
+    plan.shards.push_back(std::move(shard));
+  }
+
+  // config.json: untie the embeddings when only one side of a tied pair changed; record the dtype.
+  if (base_config) {
+    auto j = nlohmann::ordered_json::parse(*base_config, nullptr, false);
+    bool edited = false;
+    if (j.is_object()) {
+      bool lm_changed = false, emb_changed = false;
+      for (const auto& n : modified_names) {
+        lm_changed = lm_changed || n.find("lm_head") != std::string::npos;
+        emb_changed = emb_changed || n.find("embed_tokens") != std::string::npos || n.find("wte.") != std::string::npos;
+      }
+      bool both_stored = index.Resolve("lm_head.weight", prefixes).has_value();
+      if (tied && both_stored && lm_changed != emb_changed) {
+        j["tie_word_embeddings"] = false;
+        edited = true;
+        plan.notes.push_back("tie_word_embeddings set to false: only one of lm_head and the input embedding changed");
+      }
+      if (options.dtype && (*options.dtype == Dtype::BF16 || *options.dtype == Dtype::F16 || *options.dtype == Dtype::F32)) {
+        const char* name = *options.dtype == Dtype::BF16 ? "bfloat16" : *options.dtype == Dtype::F16 ? "float16" : "float32";
+        for (const char* key : {"torch_dtype", "dtype"})
+          if (j.contains(key) && j[key] != name) {
+            j[key] = name;
+            edited = true;
+          }
+      }
+    }
+    // transformers writes config.json as json.dumps(indent=2, sort_keys=True) + "\n"; an untouched config
+    // is passed through byte for byte.
+    plan.config_json = edited ? adapter::DumpPythonJson(j) + "\n" : *base_config;
+  }
+  return plan;
+}
+
+}  // namespace pb::merge

@@ -1,0 +1,87 @@
+// Planning a streaming LoRA merge: which base tensor each adapter module lands on, in which orientation,
+// what happens to every other tensor, and the output headers - all decided from the headers alone, before
+// any byte is written. Every base/adapter mismatch is found here and reported together.
+//
+// Orientation comes from the base: a weight stored [in, out] (transformers Conv1D, as the architecture
+// table says, or as the shapes prove) gets the transposed delta, whatever the adapter's fan_in_fan_out says.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapter/adapter.h"
+#include "adapter/naming_tables.h"
+#include "core/writer.h"
+
+namespace pb::merge {
+
+enum class TensorOp {
+  kCopy,       // passed through unchanged (same dtype)
+  kConvert,    // passed through, converted to the output dtype
+  kLowRank,    // W' = round(W + s * left @ right): Linear [out, in], Conv1D [in, out], Conv [out, in*k...]
+  kLowRankEmbedding,  // the same with PEFT's embedding rule (delta rounded to W's dtype first)
+  kDoraRows,   // DoRA with one norm per row of the stored weight (Linear, Conv)
+  kDoraColumns,  // DoRA with one norm per column of the stored weight (Conv1D, Embedding): held whole
+  kAddBias,    // b' = b + s * lora_B.bias
+  kReplace,    // the adapter's copy replaces the base tensor (modules_to_save, saved embeddings)
+  kAdd,        // a tensor the base does not have, taken from the adapter (e.g. a classification head)
+};
+std::string_view TensorOpName(TensorOp op);
+
+// How left/right are built from the module's A and B for kLowRank*/kDora*.
+enum class Orientation {
+  kOutIn,  // stored [out, in(, k...)]: left = B [out, r], right = A [r, in*k]
+  kInOut,  // stored [in, out] (Conv1D) or [num, dim] (Embedding): left = A^T, right = B^T
+};
+
+struct PlannedTensor {
+  std::optional<size_t> source;  // tensor index in the shard's header; absent for kAdd
+  std::string name;              // output name (= input name)
+  Dtype in_dtype = Dtype::F32;
+  Dtype out_dtype = Dtype::F32;
+  std::vector<uint64_t> shape;
+  TensorOp op = TensorOp::kCopy;
+  const adapter::LoraModule* module = nullptr;      // kLowRank*, kDora*, kAddBias
+  const adapter::ExtraTensor* replacement = nullptr;  // kReplace, kAdd
+  Orientation orientation = Orientation::kOutIn;
+  uint64_t rows = 0, cols = 0;  // the stored weight viewed as a matrix
+};
+
+struct ShardPlan {
+  std::string name;                     // file name of the input shard (and of the output)
+  std::vector<PlannedTensor> tensors;   // in input data order; kAdd tensors last
+  WritePlan write;                      // output header; tensors in the same order
+};
+
+struct MergeOptions {
+  std::optional<Dtype> dtype;  // output dtype of every floating-point tensor; default: keep each one's
+  bool safe = false;           // fail on NaN/Inf in a merged tensor, naming the module
+  bool unmerge = false;        // subtract instead of add
+  std::optional<std::string> arch;
+  const adapter::NamingTables* tables = nullptr;
+};
+
+struct MergePlan {
+  std::vector<ShardPlan> shards;
+  size_t modules_matched = 0;
+  size_t tensors_merged = 0;   // base tensors whose values change
+  std::vector<std::string> notes;
+  std::optional<std::string> arch;                // naming table used
+  std::optional<std::string> config_json;         // the output config.json (edited copy), when a base config was given
+  uint64_t total_tensor_bytes = 0;                // sum over every output tensor (the index's total_size)
+  uint64_t total_file_bytes = 0;                  // sum of the output files' sizes
+};
+
+struct BaseShardHeader {
+  std::string name;
+  const Header* header;
+};
+
+// Errors: ShapeMismatch / UnresolvedTensor listing every mismatched or unmatched adapter key at once;
+// UnsupportedAdapter for a merge PEFT itself refuses (conv groups > 1, DoRA unmerge, a tied head that would
+// have to be written twice...).
+Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const adapter::Adapter& adapter,
+                            const std::optional<std::string>& base_config, const MergeOptions& options);
+
+}  // namespace pb::merge

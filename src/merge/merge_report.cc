@@ -1,0 +1,62 @@
+#include "merge/merge_report.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace pb::merge {
+
+namespace {
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string RenderMergeJson(const MergeSummary& s) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["ok"] = true;
+  j["dry_run"] = s.dry_run;
+  j["unmerge"] = s.unmerge;
+  j["arch"] = s.plan->arch ? nlohmann::ordered_json(*s.plan->arch) : nlohmann::ordered_json(nullptr);
+  j["modules_matched"] = s.plan->modules_matched;
+  j["tensors_merged"] = s.plan->tensors_merged;
+  nlohmann::ordered_json unmatched = nlohmann::ordered_json::array();
+  for (const auto& r : s.adapter->adapter.rejected) unmatched.push_back({{"tensor", r.name}, {"reason", r.reason}});
+  j["unmatched_keys"] = unmatched;
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  for (const auto& shard : s.plan->shards) files.push_back({{"name", shard.name}, {"bytes", shard.write.total_size()}});
+  j["files"] = files;
+  j["total_size"] = s.plan->total_tensor_bytes;
+  j["bytes_in"] = s.source_bytes;
+  j["bytes_out"] = s.plan->total_file_bytes;
+  j["seconds"] = s.seconds;
+  j["gb_per_s"] = s.seconds > 0 ? static_cast<double>(s.source_bytes) / s.seconds / 1e9 : 0.0;
+  j["peak_memory"] = s.peak_memory;
+  nlohmann::ordered_json notes = nlohmann::ordered_json::array();
+  for (const auto& n : s.plan->notes) notes.push_back(n);
+  j["notes"] = notes;
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+std::string RenderMergeText(const MergeSummary& s) {
+  std::string out = std::string(s.dry_run ? "would " : "") + (s.unmerge ? "unmerge " : "merge ") +
+                    std::to_string(s.plan->modules_matched) + " module(s) into " +
+                    std::to_string(s.plan->tensors_merged) + " tensor(s)" +
+                    (s.plan->arch ? " (architecture " + *s.plan->arch + ")" : std::string()) + "\n";
+  for (const auto& shard : s.plan->shards)
+    out += "  " + shard.name + ": " + std::to_string(shard.tensors.size()) + " tensors, " +
+           std::to_string(shard.write.total_size()) + " bytes\n";
+  for (const auto& r : s.adapter->adapter.rejected) out += "  not applied " + r.name + ": " + r.reason + "\n";
+  for (const auto& n : s.plan->notes) out += "note: " + n + "\n";
+  if (!s.dry_run)
+    out += Fixed(static_cast<double>(s.source_bytes) / 1e9, 3) + " GB in " + Fixed(s.seconds, 2) + " s (" +
+           Fixed(s.seconds > 0 ? static_cast<double>(s.source_bytes) / s.seconds / 1e9 : 0, 2) + " GB/s), peak memory " +
+           Fixed(static_cast<double>(s.peak_memory) / (1 << 20), 1) + " MiB\n";
+  return out;
+}
+
+}  // namespace pb::merge

@@ -1,0 +1,26 @@
+// Summaries of a merge for the CLIs (text, or JSON with --json). In the core so both CLIs print alike.
+#pragma once
+
+#include <string>
+
+#include "adapter/adapter_io.h"
+#include "merge/merge_plan.h"
+
+namespace pb::merge {
+
+struct MergeSummary {
+  const MergePlan* plan;
+  const adapter::ReadResult* adapter;
+  uint64_t source_bytes;   // base tensor bytes read
+  double seconds;          // wall time of the whole command
+  uint64_t peak_memory;    // native: peak RSS; WASM: peak heap size (0 if unknown)
+  bool dry_run;
+  bool unmerge;
+};
+
+std::string RenderMergeText(const MergeSummary& s);
+// {"ok":true,"dry_run","unmerge","arch","modules_matched","tensors_merged","unmatched_keys":[...],
+//  "files":[{"name","bytes"}],"total_size","bytes_in","bytes_out","seconds","gb_per_s","peak_memory","notes":[...]}
+std::string RenderMergeJson(const MergeSummary& s);
+
+}  // namespace pb::merge
