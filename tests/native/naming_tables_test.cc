@@ -348,7 +348,7 @@ bool IsPermutation(std::vector<uint64_t> v) {
   return true;
 }
 
-TEST(GgufRowOrder, LlamaRopeHandComputed) {
+TEST(NamingGgufRowOrder, LlamaRopeHandComputed) {
   // w.reshape(2, 2, 2).swapaxes(1, 2): per head of 4 rows [a0 a1 b0 b1] -> [a0 b0 a1 b1].
   RowPermutation q{"llama_rope", "num_attention_heads"};
   auto o = GgufRowOrder(q, 8, 2, 0);
@@ -365,7 +365,7 @@ TEST(GgufRowOrder, LlamaRopeHandComputed) {
   EXPECT_EQ(GgufRowOrder(q, 8, 2, 1).value(), GgufRowOrder(q, 8, 2, 0).value());
 }
 
-TEST(GgufRowOrder, LlamaRopeMatchesTheReshapeAtScale) {
+TEST(NamingGgufRowOrder, LlamaRopeMatchesTheReshapeAtScale) {
   RowPermutation q{"llama_rope", "num_attention_heads"};
   for (uint64_t heads : {1u, 2u, 4u, 32u}) {
     for (uint64_t head_dim : {2u, 8u, 128u}) {
@@ -382,7 +382,7 @@ TEST(GgufRowOrder, LlamaRopeMatchesTheReshapeAtScale) {
   }
 }
 
-TEST(GgufRowOrder, FalconAndNeoxHandComputed) {
+TEST(NamingGgufRowOrder, FalconAndNeoxHandComputed) {
   // Falcon, 4 heads in 2 KV groups, head size 1: rows [q0 q1 k0 v0 | q2 q3 k1 v1] -> q0 q1 q2 q3 k0 k1 v0 v1.
   RowPermutation falcon{"falcon_qkv", "num_attention_heads"};
   EXPECT_EQ(GgufRowOrder(falcon, 8, 4, 2).value(), (std::vector<uint64_t>{0, 1, 4, 5, 2, 6, 3, 7}));
@@ -400,7 +400,7 @@ TEST(GgufRowOrder, FalconAndNeoxHandComputed) {
   }
 }
 
-TEST(GgufRowOrder, RejectsShapesItCannotSplit) {
+TEST(NamingGgufRowOrder, RejectsShapesItCannotSplit) {
   auto code = [](const Result<std::vector<uint64_t>>& r) {
     return r.ok() ? std::string("ok") : std::string(ErrorCodeName(r.error().code));
   };
@@ -414,7 +414,7 @@ TEST(GgufRowOrder, RejectsShapesItCannotSplit) {
   EXPECT_EQ(code(GgufRowOrder({"llama_rope", "num_attention_heads"}, 0, 2, 0)), "ok");
 }
 
-TEST(GgufRowOrder, HeadCountsFromConfig) {
+TEST(NamingGgufRowOrder, HeadCountsFromConfig) {
   auto c = HeadCountsFromConfig(R"({"num_attention_heads": 32, "num_key_value_heads": 8})");
   ASSERT_TRUE(c);
   EXPECT_EQ(c->heads, 32u);
