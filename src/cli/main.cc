@@ -66,6 +66,8 @@ int Run(const std::vector<std::string>& args) {
   if (command == "convert") return pb::cli::RunConvert(rest);
   if (command == "adapter-info") return pb::cli::RunAdapterInfo(rest);
   if (command == "translate") return pb::cli::RunTranslate(rest);
+  if (command == "merge") return pb::cli::RunMerge(rest, /*unmerge=*/false);
+  if (command == "unmerge") return pb::cli::RunMerge(rest, /*unmerge=*/true);
   return pb::cli::UsageError("", "unknown command `" + command + "`");
 }
 

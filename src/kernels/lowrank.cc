@@ -1,0 +1,681 @@
+// Highway kernels for the low-rank merge declared in lowrank.h.
+//
+// Bit-exactness. Every output element is computed by the same sequence of IEEE fp32 operations on every
+// target: acc = 0; for k ascending: acc = acc + left[i,k] * right[k,j] (a multiply, then an add, both
+// rounded); t = acc * (sign * scale); y = float(w) + t; out = round_out(y). Folding the sign into the scale
+// is exact (RNE is symmetric under negation). Vector lanes only hold different (i, j), never partial sums of
+// one element, so the vector width cannot change any result. Two things would break this and are prevented:
+//  - Fused multiply-add. GCC represents _mm256_mul_ps / _mm256_add_ps as plain vector arithmetic and, with
+//    its default -ffp-contract=fast in C++, fuses them into vfmadd inside the AVX2/AVX-512 target regions
+//    (whose target string includes "fma"). NoFuse() below puts an empty asm barrier on every product that
+//    feeds an add, which costs no instruction but makes contraction impossible. WASM SIMD128 has no FMA.
+//  - Conversions. Widening and rounding reproduce convert_scalar.h bit for bit: the F32/BF16/F16 formats are
+//    fused into the kernel with the same integer code as convert.cc (never Highway's bf16 DemoteTo, which
+//    truncates, nor its emulated f16 conversions, which are wrong on WASM); F64 and the F8 formats are staged
+//    through fp32 rows with ConvertElements, which is exactly "widen, then round once".
+// NaN in w propagates through the add (one NaN operand: the result is that NaN, quieted, on x86 and on WASM
+// engines running on x86); every narrowing then applies the scalar reference's NaN rule.
+//
+// Speed. One merge reads W once and writes W' once; the arithmetic is 2 * rows * cols * rank flops. The row
+// block is processed as micro-panels of kMR rows x all columns: a kMR x kNV register block of accumulators
+// (kNV vectors of columns), one broadcast of left[i, k] per row and kNV loads of right per k. `right` is
+// repacked per column super-tile into contiguous [k][kNV * lanes] panels (sized to stay in L2), so the inner
+// loop streams one sequential buffer instead of `rank` rows `cols * 4` bytes apart (which all fall into the
+// same few L1 sets). W is converted to fp32 in registers right before the add and rounded right after, so no
+// fp32 copy of W exists. Columns past the last whole vector go through a scalar loop doing the same
+// operations. Large out-of-place outputs use non-temporal stores natively (no read-for-ownership).
+// Natively the best target is chosen at run time; the WASM build (PB_STATIC_DISPATCH) compiles SIMD128 only.
+
+#include "kernels/lowrank.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernels/convert.h"
+#include "kernels/convert_scalar.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/lowrank.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/cache_control.h"
+
+#ifndef PB_KERNELS_LOWRANK_ONCE
+#define PB_KERNELS_LOWRANK_ONCE
+namespace pb::kernels::lowrank {
+
+// Formats fused into the merge kernel (others are staged through fp32, see MergeStaged).
+enum FusedFmt : int { kFusedF32 = 0, kFusedBF16 = 1, kFusedF16 = 2 };
+
+// Pack buffer for `right`: at most this many floats per column super-tile (384 KiB leaves room in a 1 MiB
+// L2 for the W and output streams).
+constexpr size_t kPackFloats = 96 * 1024;
+// Row blocks with fewer rows read `right` in place: packing costs one pass over rank x cols, which only pays
+// off when each packed panel is reused by several micro-panels.
+constexpr size_t kPackMinRows = 8;
+
+// Thread-local, 64-byte-aligned scratch that only grows (bounded by kPackFloats for the pack buffer; the
+// staging buffers hold a few rows). One per purpose, so that nested use cannot overlap.
+class Scratch {
+ public:
+  float* Get(size_t floats) {
+    if (floats > capacity_) {
+      const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+      data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+      if (!data_) std::abort();
+      capacity_ = bytes / sizeof(float);
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> data_;
+  size_t capacity_ = 0;
+};
+
+inline float* PackScratch(size_t floats) {
+  thread_local Scratch s;
+  return s.Get(floats);
+}
+
+}  // namespace pb::kernels::lowrank
+#endif  // PB_KERNELS_LOWRANK_ONCE
+
+HWY_BEFORE_NAMESPACE();
+namespace pb::kernels::lowrank {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using D16 = hn::Rebind<uint16_t, DF>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+
+// Register block: kMR rows x kNV vectors of accumulators. AVX-512 has 32 registers (16 accumulators, 4
+// right vectors, broadcasts); the 16-register targets (AVX2, SSE4, and WASM, which V8 maps to 16 xmm
+// registers) use 4 x 2: 8 accumulators hide the 3-4 cycle add latency at two adds per cycle.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr size_t kMR = 4, kNV = 4;
+#else
+constexpr size_t kMR = 4, kNV = 2;
+#endif
+
+// ---- no fused multiply-add ----
+// An empty asm statement that claims to modify its operand: the compiler must materialise the rounded
+// product in a register, so it cannot contract product and sum into an FMA. Emits no instruction.
+#if HWY_ARCH_X86 && (HWY_COMPILER_GCC || HWY_COMPILER_CLANG) && HWY_TARGET != HWY_EMU128 && \
+    HWY_TARGET != HWY_SCALAR
+#if HWY_TARGET <= HWY_AVX3
+#define PB_NO_FUSE_CONSTRAINT "+v"  // any of zmm0-31
+#else
+#define PB_NO_FUSE_CONSTRAINT "+x"
+#endif
+HWY_INLINE VF NoFuse(VF v) {
+  asm("" : PB_NO_FUSE_CONSTRAINT(v.raw));
+  return v;
+}
+HWY_INLINE float NoFuse(float x) {
+  asm("" : "+x"(x));
+  return x;
+}
+#undef PB_NO_FUSE_CONSTRAINT
+#else
+// WASM has no FMA; EMU128/SCALAR are compiled for the baseline ISA, which has none either.
+HWY_INLINE VF NoFuse(VF v) { return v; }
+HWY_INLINE float NoFuse(float x) { return x; }
+#endif
+
+HWY_INLINE VF MulNoFuse(VF a, VF b) { return NoFuse(hn::Mul(a, b)); }
+
+// ---- stores ----
+template <class D, typename T>
+HWY_INLINE void StoreOut(hn::Vec<D> v, D d, T* out, bool stream) {
+  if (stream) {
+    hn::Stream(v, d, out);
+  } else {
+    hn::StoreU(v, d, out);
+  }
+}
+
+// Non-temporal stores need every vector store aligned (out and the row stride) and at least 16 bytes wide
+// (x86 streams 16 bytes even for a partial vector).
+template <typename T>
+bool CanStream(const T* out, size_t cols) {
+  const size_t vec_bytes = hn::Lanes(DF()) * sizeof(T);
+  return vec_bytes >= 16 && reinterpret_cast<uintptr_t>(out) % vec_bytes == 0 &&
+         (cols * sizeof(T)) % vec_bytes == 0;
+}
+
+// ---- fused formats: Load = exact widening of Lanes(DF) elements, Store = one rounding ----
+// Same arithmetic as FmtF32 / FmtBF16 / FmtF16 in convert.cc (which are private to that file); the scalar
+// forms are the reference functions themselves.
+
+struct FmtF32 {
+  using T = float;
+  using Bits = uint32_t;
+  static HWY_INLINE VF Load(const T* p) { return hn::LoadU(DF(), p); }
+  static HWY_INLINE void Store(VF v, T* p, bool stream) { StoreOut(v, DF(), p, stream); }
+  static float ToF32(Bits b) { return scalar::BitsFloat(b); }
+  static Bits FromF32(float f) { return scalar::FloatBits(f); }
+};
+
+struct FmtBF16 {
+  using T = uint16_t;
+  using Bits = uint16_t;
+  static HWY_INLINE VF Load(const T* p) {
+    return hn::BitCast(DF(), hn::ShiftLeft<16>(hn::PromoteTo(DU(), hn::LoadU(D16(), p))));
+  }
+  // Round to nearest even on the bits (Highway 1.0.3's DemoteTo to bf16 truncates); NaN -> 0x7FC0.
+  static HWY_INLINE void Store(VF v, T* p, bool stream) {
+    const DI di;
+    const DU du;
+    const VI w = hn::BitCast(di, v);
+    const auto u = hn::BitCast(du, w);
+    const auto bias = hn::Add(hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)), hn::Set(du, 0x7FFFu));
+    VI r = hn::BitCast(di, hn::ShiftRight<16>(hn::Add(u, bias)));
+    const auto is_nan = hn::Gt(hn::And(w, hn::Set(di, 0x7FFFFFFF)), hn::Set(di, 0x7F800000));
+    r = hn::IfThenElse(is_nan, hn::Set(di, 0x7FC0), r);
+    StoreOut(hn::DemoteTo(D16(), r), D16(), p, stream);
+  }
+  static float ToF32(Bits b) { return scalar::BitsFloat(scalar::BF16ToF32Bits(b)); }
+  static Bits FromF32(float f) { return scalar::F32BitsToBF16(scalar::FloatBits(f)); }
+};
+
+struct FmtF16 {
+  using T = uint16_t;
+  using Bits = uint16_t;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+  // F16C, as in convert.cc: vcvtph2ps equals the reference (signalling NaNs quieted, payload kept);
+  // vcvtps2ph (RNE) does too once NaNs are canonicalised to sign | 0x7FC00000.
+  static HWY_INLINE VF Load(const T* p) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+  }
+  static HWY_INLINE void Store(VF v, T* p, bool stream) {
+    const DI di;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const VI w = hn::BitCast(di, v);
+    const VI qnan = hn::Or(hn::And(w, hn::Set(di, static_cast<int32_t>(0x80000000u))), hn::Set(di, 0x7FC00000));
+    const VI fixed = hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(v)), qnan, w);
+    StoreOut(hn::BitCast(D16(), hn::DemoteTo(dh, hn::BitCast(DF(), fixed))), D16(), p, stream);
+  }
+#else
+  // Integer kernels (Highway's emulated f16 conversions are wrong on Inf/NaN and truncate).
+  static HWY_INLINE VF Load(const T* p) {
+    const DF df;
+    const DI di;
+    const VI h = hn::BitCast(di, hn::PromoteTo(DU(), hn::LoadU(D16(), p)));
+    const VI sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(di, 0x8000)));
+    const VI shifted = hn::ShiftLeft<13>(hn::And(h, hn::Set(di, 0x7FFF)));
+    const auto is_inf_nan = hn::Gt(shifted, hn::Set(di, 0x0F7FFFFF));
+    const auto is_nan = hn::Gt(shifted, hn::Set(di, 0x0F800000));
+    VI normal = hn::Add(shifted, hn::IfThenElse(is_inf_nan, hn::Set(di, 0x70000000), hn::Set(di, 0x38000000)));
+    normal = hn::Or(normal, hn::IfThenElseZero(is_nan, hn::Set(di, 0x00400000)));  // quiet NaN
+    // Subnormal (and zero): (2^-14 with mantissa m << 13) - 2^-14 = m * 2^-24, exact.
+    const VI sub = hn::BitCast(di, hn::Sub(hn::BitCast(df, hn::Or(shifted, hn::Set(di, 0x38800000))),
+                                           hn::Set(df, 6.103515625e-05f)));
+    const auto is_sub = hn::Lt(shifted, hn::Set(di, 0x00800000));
+    return hn::BitCast(df, hn::Or(hn::IfThenElse(is_sub, sub, normal), sign));
+  }
+  static HWY_INLINE void Store(VF v, T* p, bool stream) {
+    const DF df;
+    const DI di;
+    const VI w = hn::BitCast(di, v);
+    const VI sign = hn::And(hn::ShiftRight<16>(w), hn::Set(di, 0x8000));
+    const VI a = hn::And(w, hn::Set(di, 0x7FFFFFFF));
+    const VI odd = hn::And(hn::ShiftRight<13>(a), hn::Set(di, 1));
+    const VI norm = hn::ShiftRight<13>(hn::Add(hn::Add(a, hn::Set(di, 0xFFF - 0x38000000)), odd));
+    // Subnormal result: |x| + 0.5f rounds (RNE) to a multiple of 2^-24.
+    const VI sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, 0.5f))), hn::Set(di, 0x3F000000));
+    VI r = hn::IfThenElse(hn::Lt(a, hn::Set(di, 0x38800000)), sub, norm);
+    r = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x477FEFFF)), hn::Set(di, 0x7C00), r);  // >= 65520
+    r = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7F800000)), hn::Set(di, 0x7E00), r);  // NaN
+    StoreOut(hn::DemoteTo(D16(), hn::Or(r, sign)), D16(), p, stream);
+  }
+#endif
+  static float ToF32(Bits b) { return scalar::BitsFloat(scalar::F16ToF32Bits(b)); }
+  static Bits FromF32(float f) { return scalar::F32BitsToF16(scalar::FloatBits(f)); }
+};
+
+// ---- the merge ----
+
+// One register block: rows [0, MR) x columns [0, NV * lanes) of the current position. `w`/`out` point at
+// the block's first element (row strides ldw/ldo); `lp` at left[row 0, 0]; right[k, block column c] is at
+// rp[k * kstride + c]. kDeltaOnly writes t = delta * scale * sign instead of float(w) + t. w and out may
+// alias (each element is loaded before it is stored), so they are not restrict.
+template <class Src, class Dst, size_t MR, size_t NV, bool kDeltaOnly>
+HWY_INLINE void Block(const typename Src::T* w, size_t ldw, typename Dst::T* out, size_t ldo,
+                      const float* HWY_RESTRICT lp, size_t rank, const float* HWY_RESTRICT rp, size_t kstride,
+                      VF st, bool stream) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF acc[MR][NV];
+  for (size_t r = 0; r < MR; ++r) {
+    for (size_t v = 0; v < NV; ++v) acc[r][v] = hn::Zero(df);
+  }
+  for (size_t k = 0; k < rank; ++k) {
+    const float* HWY_RESTRICT rk = rp + k * kstride;
+    VF b[NV];
+    for (size_t v = 0; v < NV; ++v) b[v] = hn::LoadU(df, rk + v * N);
+    for (size_t r = 0; r < MR; ++r) {
+      const VF a = hn::Set(df, lp[r * rank + k]);
+      for (size_t v = 0; v < NV; ++v) acc[r][v] = hn::Add(acc[r][v], MulNoFuse(a, b[v]));
+    }
+  }
+  for (size_t r = 0; r < MR; ++r) {
+    for (size_t v = 0; v < NV; ++v) {
+      const VF t = NoFuse(hn::Mul(acc[r][v], st));
+      if constexpr (kDeltaOnly) {
+        Dst::Store(t, out + r * ldo + v * N, stream);
+      } else {
+        Dst::Store(hn::Add(Src::Load(w + r * ldw + v * N), t), out + r * ldo + v * N, stream);
+      }
+    }
+  }
+}
+
+// Rows [0, MR) x the vector columns [j0, j1) of a super-tile. With `tile` (packed right, see PackTile) the
+// blocks read consecutive panels; without, they read `right` in place (row stride cols).
+template <class Src, class Dst, size_t MR, bool kDeltaOnly>
+HWY_INLINE void Panel(const typename Src::T* w, typename Dst::T* out, size_t cols, const float* lp, size_t rank,
+                      const float* right, const float* tile, size_t j0, size_t j1, VF st, bool stream) {
+  const size_t N = hn::Lanes(DF());
+  const size_t NB = kNV * N;
+  size_t j = j0;
+  const float* tp = tile;
+  for (; j + NB <= j1; j += NB) {
+    const float* rp = tile ? tp : right + j;
+    Block<Src, Dst, MR, kNV, kDeltaOnly>(w + j, cols, out + j, cols, lp, rank, rp, tile ? NB : cols, st, stream);
+    tp += rank * NB;
+  }
+  for (; j + N <= j1; j += N) {
+    const float* rp = tile ? tp : right + j;
+    Block<Src, Dst, MR, 1, kDeltaOnly>(w + j, cols, out + j, cols, lp, rank, rp, tile ? N : cols, st, stream);
+    tp += rank * N;
+  }
+}
+
+// Copies right[:, j0:j1) into consecutive [rank][NB] panels (then [rank][N] panels for the remaining whole
+// vectors), in the order Panel visits them.
+const float* PackTile(const float* right, size_t cols, size_t rank, size_t j0, size_t j1) {
+  const size_t N = hn::Lanes(DF());
+  const size_t NB = kNV * N;
+  float* buf = PackScratch((j1 - j0) * rank);
+  float* p = buf;
+  size_t j = j0;
+  for (; j + NB <= j1; j += NB) {
+    for (size_t k = 0; k < rank; ++k, p += NB) std::memcpy(p, right + k * cols + j, NB * sizeof(float));
+  }
+  for (; j + N <= j1; j += N) {
+    for (size_t k = 0; k < rank; ++k, p += N) std::memcpy(p, right + k * cols + j, N * sizeof(float));
+  }
+  return buf;
+}
+
+template <class Src, class Dst, bool kDeltaOnly>
+void MergeBlock(const void* w_void, void* out_void, size_t rows, size_t cols, const float* left,
+                const float* right, size_t rank, float st_scalar, bool stream) {
+  using TS = typename Src::T;
+  using TD = typename Dst::T;
+  const auto* w = static_cast<const TS*>(w_void);
+  auto* out = static_cast<TD*>(out_void);
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const size_t NB = kNV * N;
+  const VF st = hn::Set(df, st_scalar);
+  const size_t cols_vec = cols / N * N;
+  if (stream && !CanStream(out, cols)) stream = false;
+
+  const bool pack = rows >= kPackMinRows && cols_vec > 0 && rank > 0;
+  size_t tile_cols = cols_vec;
+  if (pack) tile_cols = std::max(NB, kPackFloats / rank / NB * NB);
+  for (size_t j0 = 0; j0 < cols_vec; j0 += tile_cols) {
+    const size_t j1 = std::min(cols_vec, j0 + tile_cols);
+    const float* tile = pack ? PackTile(right, cols, rank, j0, j1) : nullptr;
+    size_t i = 0;
+    for (; i + kMR <= rows; i += kMR) {
+      Panel<Src, Dst, kMR, kDeltaOnly>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile, j0,
+                                       j1, st, stream);
+    }
+    for (; i < rows; ++i) {
+      Panel<Src, Dst, 1, kDeltaOnly>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile, j0, j1,
+                                     st, stream);
+    }
+  }
+  if (stream) hwy::FlushStream();
+
+  // Columns past the last whole vector: the same operations, one element at a time.
+  for (size_t i = 0; i < rows && cols_vec < cols; ++i) {
+    for (size_t j = cols_vec; j < cols; ++j) {
+      float acc = 0.0f;
+      for (size_t k = 0; k < rank; ++k) acc = acc + NoFuse(left[i * rank + k] * right[k * cols + j]);
+      const float t = NoFuse(acc * st_scalar);
+      float y = t;
+      if constexpr (!kDeltaOnly) y = Src::ToF32(scalar::LoadAt<typename Src::Bits>(w, i * cols + j)) + t;
+      scalar::StoreAt<typename Dst::Bits>(out, i * cols + j, Dst::FromF32(y));
+    }
+  }
+}
+
+using MergeFn = void (*)(const void*, void*, size_t, size_t, const float*, const float*, size_t, float, bool);
+
+template <class Src>
+MergeFn PickMergeDst(int dst) {
+  switch (dst) {
+    case kFusedF32: return &MergeBlock<Src, FmtF32, false>;
+    case kFusedBF16: return &MergeBlock<Src, FmtBF16, false>;
+    default: return &MergeBlock<Src, FmtF16, false>;
+  }
+}
+
+// src/dst: FusedFmt codes. delta_only: out (fp32) = delta * scale * sign, w unused.
+void MergeImpl(int src, int dst, bool delta_only, const void* w, void* out, size_t rows, size_t cols,
+               const float* left, const float* right, size_t rank, float st, bool stream) {
+  MergeFn fn;
+  if (delta_only) {
+    fn = &MergeBlock<FmtF32, FmtF32, true>;
+  } else {
+    switch (src) {
+      case kFusedF32: fn = PickMergeDst<FmtF32>(dst); break;
+      case kFusedBF16: fn = PickMergeDst<FmtBF16>(dst); break;
+      default: fn = PickMergeDst<FmtF16>(dst); break;
+    }
+  }
+  fn(w, out, rows, cols, left, right, rank, st, stream);
+}
+
+// ---- DoRA helpers ----
+
+template <class Dst>
+void ScaleRows(const float* v, size_t rows, size_t cols, const float* factor, bool per_column, void* out_void,
+               bool stream) {
+  using TD = typename Dst::T;
+  auto* out = static_cast<TD*>(out_void);
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  if (stream && !CanStream(out, cols)) stream = false;
+  for (size_t i = 0; i < rows; ++i) {
+    const float* vi = v + i * cols;
+    TD* oi = out + i * cols;
+    size_t j = 0;
+    if (per_column) {
+      for (; j + N <= cols; j += N) Dst::Store(hn::Mul(hn::LoadU(df, vi + j), hn::LoadU(df, factor + j)), oi + j, stream);
+      for (; j < cols; ++j) scalar::StoreAt<typename Dst::Bits>(oi, j, Dst::FromF32(vi[j] * factor[j]));
+    } else {
+      const VF f = hn::Set(df, factor[i]);
+      for (; j + N <= cols; j += N) Dst::Store(hn::Mul(hn::LoadU(df, vi + j), f), oi + j, stream);
+      for (; j < cols; ++j) scalar::StoreAt<typename Dst::Bits>(oi, j, Dst::FromF32(vi[j] * factor[i]));
+    }
+  }
+  if (stream) hwy::FlushStream();
+}
+
+void ScaleImpl(int dst, const float* v, size_t rows, size_t cols, const float* factor, bool per_column, void* out,
+               bool stream) {
+  switch (dst) {
+    case kFusedF32: return ScaleRows<FmtF32>(v, rows, cols, factor, per_column, out, stream);
+    case kFusedBF16: return ScaleRows<FmtBF16>(v, rows, cols, factor, per_column, out, stream);
+    default: return ScaleRows<FmtF16>(v, rows, cols, factor, per_column, out, stream);
+  }
+}
+
+// Sum of squares per row in double, in a fixed order that does not depend on the vector width: element j
+// goes to partial sum j % 16 (each partial accumulates sequentially), then the 16 partials are combined by
+// halving (p[q] + p[q + 8], then + 4, + 2, + 1). A float squared is exact in double, so whether a compiler
+// contracts the square into an FMA cannot change any result either.
+constexpr size_t kNormPartials = 16;
+
+HWY_INLINE double CombinePartials(double* p) {
+  for (size_t half = kNormPartials / 2; half >= 1; half /= 2) {
+    for (size_t q = 0; q < half; ++q) p[q] = p[q] + p[q + half];
+  }
+  return p[0];
+}
+
+void RowSquaredNormsImpl(const float* v, size_t rows, size_t cols, double* out) {
+  for (size_t i = 0; i < rows; ++i) {
+    const float* vi = v + i * cols;
+    alignas(64) double p[kNormPartials];
+    size_t j = 0;
+#if HWY_HAVE_FLOAT64 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_WASM
+    const hn::ScalableTag<double> dd;
+    const hn::Rebind<float, decltype(dd)> df_half;
+    const size_t ND = hn::Lanes(dd);
+    if (kNormPartials % ND == 0) {
+      constexpr size_t kMaxVecs = kNormPartials;  // enough for 1-lane vectors
+      hn::Vec<decltype(dd)> s[kMaxVecs];
+      const size_t nv = kNormPartials / ND;
+      for (size_t q = 0; q < nv; ++q) s[q] = hn::Zero(dd);
+      for (; j + kNormPartials <= cols; j += kNormPartials) {
+        for (size_t q = 0; q < nv; ++q) {
+          const auto x = hn::PromoteTo(dd, hn::LoadU(df_half, vi + j + q * ND));
+          s[q] = hn::Add(s[q], hn::Mul(x, x));
+        }
+      }
+      for (size_t q = 0; q < nv; ++q) hn::Store(s[q], dd, p + q * ND);
+    } else {
+      std::fill(p, p + kNormPartials, 0.0);
+    }
+#else
+    std::fill(p, p + kNormPartials, 0.0);
+#endif
+    // Remaining elements (all of them without f64 vectors), continuing each partial's sequence.
+    for (; j < cols; ++j) {
+      const double x = vi[j];
+      p[j % kNormPartials] = p[j % kNormPartials] + x * x;
+    }
+    out[i] = CombinePartials(p);
+  }
+}
+
+bool AllFiniteImpl(const float* v, size_t n) {
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  const VI exp = hn::Set(di, 0x7F800000);
+  const size_t n_vec = n / N * N;
+  size_t i = 0;
+  // Checked in chunks so that a non-finite value near the start ends the scan early.
+  constexpr size_t kChunk = 4096;
+  while (i < n_vec) {
+    const size_t end = std::min(n_vec, i + kChunk);
+    auto bad = hn::Zero(di);
+    for (; i < end; i += N) {
+      const VI bits = hn::BitCast(di, hn::LoadU(df, v + i));
+      bad = hn::Or(bad, hn::VecFromMask(di, hn::Eq(hn::And(bits, exp), exp)));
+    }
+    if (!hn::AllFalse(di, hn::MaskFromVec(bad))) return false;
+  }
+  for (; i < n; ++i) {
+    if ((scalar::FloatBits(v[i]) & 0x7F800000u) == 0x7F800000u) return false;
+  }
+  return true;
+}
+
+// a[i] = a[i] + b[i] (for the staged embedding rule).
+void AddF32Impl(float* a, const float* b, size_t n) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Add(hn::LoadU(df, a + i), hn::LoadU(df, b + i)), df, a + i);
+  for (; i < n; ++i) a[i] = a[i] + b[i];
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace pb::kernels::lowrank
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace pb::kernels {
+namespace lowrank {
+
+#ifdef PB_STATIC_DISPATCH
+#define PB_LR_CALL(fn) HWY_STATIC_DISPATCH(fn)
+#else
+HWY_EXPORT(MergeImpl);
+HWY_EXPORT(ScaleImpl);
+HWY_EXPORT(RowSquaredNormsImpl);
+HWY_EXPORT(AllFiniteImpl);
+HWY_EXPORT(AddF32Impl);
+#define PB_LR_CALL(fn) HWY_DYNAMIC_DISPATCH(fn)
+#endif
+
+namespace {
+
+// Out-of-place outputs at least this large use non-temporal stores natively (as ConvertElements does):
+// they would not stay in the cache anyway, and streaming skips reading the destination first.
+constexpr size_t kStreamBytes = size_t{4} << 20;
+// Rows per staging panel: about 64 KiB of fp32 (at least one row).
+constexpr size_t kStageFloats = 16 * 1024;
+
+int FusedOf(Dtype t) {
+  switch (t) {
+    case Dtype::F32: return kFusedF32;
+    case Dtype::BF16: return kFusedBF16;
+    case Dtype::F16: return kFusedF16;
+    default: return -1;
+  }
+}
+
+size_t Width(Dtype t) { return DtypeBits(t) / 8; }
+
+bool Overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto pa = reinterpret_cast<uintptr_t>(a);
+  const auto pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+bool WantStream(const void* w, size_t w_bytes, const void* out, size_t out_bytes) {
+  return out_bytes >= kStreamBytes && !Overlaps(w, w_bytes, out, out_bytes);
+}
+
+size_t StageRows(size_t cols) { return std::max<size_t>(1, kStageFloats / cols); }
+
+// Staging buffers, thread-local like the pack buffer; two, for the embedding rule.
+float* StageScratch(size_t floats, int which) {
+  thread_local Scratch s[2];
+  return s[which].Get(floats);
+}
+
+// Merge where `in` or `out_dtype` is not fused (F64, F8): per panel of rows, widen W to fp32 if needed, run
+// the fused kernel with fp32 on that side, round to `out_dtype` if needed. Every conversion is the
+// reference's, so the result equals the definition (widen exactly, one fp32 add, round once).
+void MergeStaged(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
+                 const LowRankFactors& f, float st) {
+  const int src = FusedOf(in), dst = FusedOf(out_dtype);
+  const size_t panel = StageRows(cols);
+  float* stage = StageScratch(panel * cols, 0);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  auto* ob = static_cast<uint8_t*>(out);
+  for (size_t i = 0; i < rows; i += panel) {
+    const size_t n = std::min(panel, rows - i);
+    const void* wi = wb + i * cols * Width(in);
+    void* oi = ob + i * cols * Width(out_dtype);
+    if (src < 0) ConvertElements(in, Dtype::F32, wi, stage, n * cols);
+    PB_LR_CALL(MergeImpl)(src < 0 ? kFusedF32 : src, dst < 0 ? kFusedF32 : dst, false, src < 0 ? stage : wi,
+                          dst < 0 ? static_cast<void*>(stage) : oi, n, cols, f.left + i * f.rank, f.right, f.rank,
+                          st, false);
+    if (dst < 0) ConvertElements(Dtype::F32, out_dtype, stage, oi, n * cols);
+  }
+}
+
+}  // namespace
+}  // namespace lowrank
+
+using namespace lowrank;
+
+bool MergeRows(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
+               const LowRankFactors& f) {
+  if (!IsConvertibleFloat(in) || !IsConvertibleFloat(out_dtype)) return false;
+  if (rows == 0 || cols == 0) return true;
+  const float st = f.scale * f.sign;  // exact: sign is +-1
+  const int src = FusedOf(in), dst = FusedOf(out_dtype);
+  if (src < 0 || dst < 0) {
+    MergeStaged(in, w, out_dtype, out, rows, cols, f, st);
+    return true;
+  }
+  const bool stream = WantStream(w, rows * cols * Width(in), out, rows * cols * Width(out_dtype));
+  PB_LR_CALL(MergeImpl)(src, dst, false, w, out, rows, cols, f.left, f.right, f.rank, st, stream);
+  return true;
+}
+
+bool MergeRowsF32(Dtype in, const void* w, float* v, size_t rows, size_t cols, const LowRankFactors& f) {
+  return MergeRows(in, w, Dtype::F32, v, rows, cols, f);
+}
+
+// out = round_out(float(w) + float(round_w(t))): per panel, t into one fp32 buffer, rounded to the weight
+// dtype and widened back (both by the reference conversions), W widened into a second buffer, one add, one
+// final rounding. All in cache-sized panels.
+bool MergeRowsRoundDeltaFirst(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
+                              const LowRankFactors& f) {
+  if (!IsConvertibleFloat(in) || !IsConvertibleFloat(out_dtype)) return false;
+  if (rows == 0 || cols == 0) return true;
+  const float st = f.scale * f.sign;
+  const size_t panel = StageRows(cols);
+  float* delta = StageScratch(panel * cols, 0);
+  float* wide = StageScratch(panel * cols, 1);
+  // The delta rounded to `in`: at most 8 bytes per element; reuse `wide` before W is widened into it
+  // when `in` is no wider than fp32, else a separate vector.
+  std::vector<double> narrow_f64;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  auto* ob = static_cast<uint8_t*>(out);
+  for (size_t i = 0; i < rows; i += panel) {
+    const size_t n = std::min(panel, rows - i);
+    const size_t count = n * cols;
+    PB_LR_CALL(MergeImpl)(kFusedF32, kFusedF32, true, nullptr, delta, n, cols, f.left + i * f.rank, f.right,
+                          f.rank, st, false);
+    if (in != Dtype::F32) {
+      void* narrow = wide;
+      if (Width(in) > sizeof(float)) {
+        narrow_f64.resize(count);
+        narrow = narrow_f64.data();
+      }
+      ConvertElements(Dtype::F32, in, delta, narrow, count);
+      ConvertElements(in, Dtype::F32, narrow, delta, count);
+    }
+    ConvertElements(in, Dtype::F32, wb + i * cols * Width(in), wide, count);
+    PB_LR_CALL(AddF32Impl)(wide, delta, count);
+    ConvertElements(Dtype::F32, out_dtype, wide, ob + i * cols * Width(out_dtype), count);
+  }
+  return true;
+}
+
+void RowSquaredNorms(const float* v, size_t rows, size_t cols, double* out) {
+  PB_LR_CALL(RowSquaredNormsImpl)(v, rows, cols, out);
+}
+
+void ScaleRowsTo(const float* v, size_t rows, size_t cols, const float* factor, bool per_column, Dtype out_dtype,
+                 void* out) {
+  if (rows == 0 || cols == 0) return;
+  const int dst = FusedOf(out_dtype);
+  if (dst >= 0) {
+    const size_t out_bytes = rows * cols * Width(out_dtype);
+    PB_LR_CALL(ScaleImpl)(dst, v, rows, cols, factor, per_column, out,
+                          WantStream(v, rows * cols * sizeof(float), out, out_bytes));
+    return;
+  }
+  // F64 / F8 output: scale into fp32 panels, then round with the reference conversion.
+  const size_t panel = StageRows(cols);
+  float* stage = StageScratch(panel * cols, 0);
+  auto* ob = static_cast<uint8_t*>(out);
+  for (size_t i = 0; i < rows; i += panel) {
+    const size_t n = std::min(panel, rows - i);
+    PB_LR_CALL(ScaleImpl)(kFusedF32, v + i * cols, n, cols, per_column ? factor : factor + i, per_column, stage,
+                          false);
+    ConvertElements(Dtype::F32, out_dtype, stage, ob + i * cols * Width(out_dtype), n * cols);
+  }
+}
+
+bool AllFinite(const float* v, size_t n) { return PB_LR_CALL(AllFiniteImpl)(v, n); }
+
+}  // namespace pb::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,1177 @@
+// Merge numerics: the streaming merge engine against a float64 model of PEFT's merge maths
+// (merge_reference.h, ../shared/reference/peft-semantics.md §3), end to end - a base safetensors file and a
+// PEFT adapter built in memory, PlanMerge on the parsed header, ShardMerger fed in odd chunk sizes,
+// StreamingMerger fed random chunks (byte-identical output), the output parsed and compared element by
+// element: BF16/F16 results equal PEFT's value rounded to nearest even or are one ulp away (and nearly all
+// are exact); F32 results lie within a few fp32 ulps of the operands. Then the real adapters of
+// ../shared/fixtures on generated bases of their models' shapes (sampled elements, to stay fast under WASM).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "adapter_fixtures.h"
+#include "merge/merge_engine.h"
+#include "merge_reference.h"
+
+namespace pb::merge {
+namespace {
+
+namespace ref = testing::merge_ref;
+using testing::Bytes;
+using testing::VectorSink;
+
+constexpr std::string_view kPrefix = "base_model.model.";
+
+// --- Building files ---------------------------------------------------------------------------------------
+
+uint64_t Count(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+// A tensor to write: explicit values, raw bytes, or uniform pseudo-random values in [-amplitude, amplitude).
+struct T {
+  std::string name;
+  Dtype dtype;
+  std::vector<uint64_t> shape;
+  float amplitude = 0.05f;
+  uint64_t seed = 1;
+  std::vector<float> values;  // used when not empty
+  Bytes raw;                  // used when not empty
+
+  Bytes Data() const {
+    if (!raw.empty()) return raw;
+    const uint64_t n = Count(shape);
+    std::vector<float> f = values;
+    if (f.empty()) {
+      testing::Values v(seed);
+      f.resize(n);
+      for (auto& x : f) x = v.Next() * amplitude;
+    }
+    Bytes out(n * ref::Width(dtype));
+    kernels::ConvertElements(Dtype::F32, dtype, f.data(), out.data(), n);
+    return out;
+  }
+};
+
+// Distinct seeds for the tensors of one file.
+std::vector<T> Seeded(std::vector<T> ts, uint64_t seed) {
+  for (size_t i = 0; i < ts.size(); ++i) ts[i].seed = seed * 1000 + i + 1;
+  return ts;
+}
+
+// The file, written through the library's streaming writer one tensor at a time (a large generated base
+// never exists twice in memory). kReference orders the data as Python's safetensors does.
+Bytes BuildFile(const std::vector<T>& ts, TensorOrder order = TensorOrder::kReference) {
+  std::vector<TensorSpec> specs;
+  for (const auto& t : ts) specs.push_back({t.name, t.dtype, t.shape});
+  auto plan = PlanWrite(specs, Metadata{{"format", "pt"}}, order);
+  EXPECT_TRUE(plan.ok()) << plan.error().message;
+  if (!plan.ok()) return {};
+  VectorSink sink;
+  sink.bytes.reserve(plan->total_size());
+  StreamingWriter writer(plan.value(), sink);
+  EXPECT_TRUE(writer.Begin().ok());
+  for (const auto& p : writer.plan().tensors) EXPECT_TRUE(writer.Write(ts[p.input_index].Data()).ok());
+  EXPECT_TRUE(writer.Finish().ok());
+  return std::move(sink.bytes);
+}
+
+// LoRA factors of one module in PEFT's keys, F32 unless asked. A [r, in...], B [out, r, 1...].
+void AddLora(std::vector<T>& ts, const std::string& module, std::vector<uint64_t> a_shape, std::vector<uint64_t> b_shape,
+             float a_amp = 0.3f, float b_amp = 0.1f, Dtype dtype = Dtype::F32) {
+  const std::string key = std::string(kPrefix) + module;
+  ts.push_back({key + ".lora_A.weight", dtype, std::move(a_shape), a_amp});
+  ts.push_back({key + ".lora_B.weight", dtype, std::move(b_shape), b_amp});
+}
+void AddEmbeddingLora(std::vector<T>& ts, const std::string& module, uint64_t r, uint64_t num, uint64_t dim) {
+  const std::string key = std::string(kPrefix) + module;
+  ts.push_back({key + ".lora_embedding_A", Dtype::F32, {r, num}, 0.3f});
+  ts.push_back({key + ".lora_embedding_B", Dtype::F32, {dim, r}, 0.1f});
+}
+// A DoRA magnitude vector: uniform in [0.5, 1.5) times `norm`, so m / ||W + dW|| varies from row to row.
+void AddMagnitude(std::vector<T>& ts, const std::string& module, uint64_t out, float norm, uint64_t seed) {
+  testing::Values v(seed);
+  std::vector<float> m(out);
+  for (auto& x : m) x = (1.0f + 0.5f * v.Next()) * norm;
+  ts.push_back({std::string(kPrefix) + module + ".lora_magnitude_vector", Dtype::F32, {out}, 0, 0, m});
+}
+
+// --- Reading files ----------------------------------------------------------------------------------------
+
+// A parsed safetensors file in memory.
+class View {
+ public:
+  explicit View(const Bytes& file) : file_(file), header_(ParseWholeFile(file)) {
+    EXPECT_TRUE(header_.ok()) << (header_.ok() ? "" : header_.error().message);
+  }
+  bool ok() const { return header_.ok(); }
+  const Header& header() const { return header_.value(); }
+  bool Has(const std::string& name) const { return ok() && header().Find(name).has_value(); }
+  TensorInfo Info(const std::string& name) const {
+    auto i = header().Find(name);
+    EXPECT_TRUE(i.has_value()) << "no tensor `" << name << "`";
+    if (!i) std::abort();
+    return header().tensor(*i);
+  }
+  std::vector<uint64_t> Shape(const std::string& name) const {
+    TensorInfo t = Info(name);
+    return {t.shape.begin(), t.shape.end()};
+  }
+  Dtype DtypeOf(const std::string& name) const { return Info(name).dtype; }
+  std::span<const uint8_t> BytesOf(const std::string& name) const {
+    TensorInfo t = Info(name);
+    return std::span<const uint8_t>(file_).subspan(header().data_start() + t.begin, t.byte_length());
+  }
+  std::vector<double> Doubles(const std::string& name) const { return ref::ToDoubles(DtypeOf(name), BytesOf(name)); }
+  double At(const std::string& name, uint64_t i) const {
+    return ref::LoadAsDouble(DtypeOf(name), BytesOf(name).data(), i);
+  }
+  std::vector<std::string> Names() const {
+    std::vector<std::string> n;
+    for (size_t i = 0; i < header().tensor_count(); ++i) n.emplace_back(header().tensor(i).name);
+    return n;
+  }
+  const Bytes& file() const { return file_; }
+
+ private:
+  const Bytes& file_;
+  Result<Header> header_;
+};
+
+// --- Adapters ---------------------------------------------------------------------------------------------
+
+// A PEFT adapter: its files and the canonical form read from them.
+struct Lora {
+  std::string config;
+  Bytes weights;
+  std::optional<adapter::Adapter> adapter;
+  std::string error;
+};
+
+Lora ReadLora(std::string config, Bytes weights, std::optional<adapter::AdapterFormat> format = std::nullopt,
+              const std::string& weights_name = "adapter_model.safetensors") {
+  Lora l{std::move(config), std::move(weights), std::nullopt, ""};
+  adapter::AdapterSource source{weights_name, l.weights, l.config, std::nullopt};
+  adapter::ReadOptions options;
+  options.format = format;
+  auto r = adapter::ReadAdapter(source, options);
+  if (r.ok()) {
+    l.adapter = std::move(r->adapter);
+    if (!r->adapter.rejected.empty()) l.error = "rejected: " + r->adapter.rejected[0].name;
+  } else {
+    l.error = std::string(ErrorCodeName(r.error().code)) + ": " + r.error().message;
+  }
+  return l;
+}
+
+Lora MakeLora(const std::string& config_fields, const std::vector<T>& tensors) {
+  return ReadLora(testing::PeftConfig(config_fields), BuildFile(tensors));
+}
+
+// The reference's factors of `module`, read from the adapter file itself (not from the engine's reader).
+ref::Factors FactorsOf(const Bytes& adapter_file, const std::string& module, double scaling, bool embedding = false) {
+  View v(adapter_file);
+  const std::string key = std::string(kPrefix) + module;
+  const std::string a = key + (embedding ? ".lora_embedding_A" : ".lora_A.weight");
+  const std::string b = key + (embedding ? ".lora_embedding_B" : ".lora_B.weight");
+  ref::Factors f;
+  f.a = v.Doubles(a);
+  f.b = v.Doubles(b);
+  f.r = v.Shape(a)[0];
+  f.in = f.a.size() / f.r;
+  f.out = v.Shape(b)[0];
+  f.scale = ref::TensorScale(scaling);
+  return f;
+}
+
+std::vector<double> MagnitudeOf(const Bytes& adapter_file, const std::string& module) {
+  return View(adapter_file).Doubles(std::string(kPrefix) + module + ".lora_magnitude_vector");
+}
+
+// --- Running the engine -----------------------------------------------------------------------------------
+
+struct Run {
+  std::optional<Error> error;
+  std::optional<MergePlan> plan;
+  Bytes output;
+  bool ok() const { return !error.has_value(); }
+  std::string message() const { return error ? std::string(ErrorCodeName(error->code)) + ": " + error->message : ""; }
+};
+
+// PlanMerge on the base's header, then ShardMerger pushed the source bytes in plan order, `chunk` bytes at a
+// time (0: each tensor's bytes whole, in one push each).
+Run MergeShard(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
+               const MergeOptions& options, size_t chunk) {
+  Run run;
+  auto header = ParseWholeFile(base);
+  if (!header.ok()) {
+    run.error = header.error();
+    return run;
+  }
+  auto plan = PlanMerge({{"model.safetensors", &header.value()}}, a, config, options);
+  if (!plan.ok()) {
+    run.error = plan.error();
+    return run;
+  }
+  run.plan = std::move(plan.value());
+  const ShardPlan& shard = run.plan->shards.at(0);
+  VectorSink sink;
+  sink.bytes.reserve(shard.write.total_size());
+  ShardMerger merger(shard, options, sink);
+  auto fail = [&](const Status& s) {
+    run.error = s.error();
+    return run;
+  };
+  if (Status s = merger.Begin(); !s.ok()) return fail(s);
+  uint64_t expected_source = 0;
+  for (const auto& p : shard.tensors) {
+    if (!p.source) continue;
+    TensorInfo t = header->tensor(*p.source);
+    expected_source += t.byte_length();
+    std::span<const uint8_t> bytes(base.data() + header->data_start() + t.begin, t.byte_length());
+    while (!bytes.empty()) {
+      size_t n = chunk == 0 ? bytes.size() : std::min(chunk, bytes.size());
+      if (Status s = merger.Push(bytes.first(n)); !s.ok()) return fail(s);
+      bytes = bytes.subspan(n);
+    }
+  }
+  EXPECT_EQ(merger.source_bytes(), expected_source);
+  EXPECT_EQ(merger.source_consumed(), expected_source);
+  if (Status s = merger.Finish(); !s.ok()) return fail(s);
+  EXPECT_EQ(sink.bytes.size(), shard.write.total_size());
+  run.output = std::move(sink.bytes);
+  return run;
+}
+
+// StreamingMerger fed the whole base file in pseudo-random chunk sizes (mostly small, some large).
+Run MergeStreaming(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
+                   const MergeOptions& options, uint64_t seed) {
+  Run run;
+  VectorSink sink;
+  StreamingMerger merger(a, config, options, sink);
+  testing::Values v(seed);
+  size_t at = 0;
+  while (at < base.size()) {
+    const double u = 0.5 * (v.Next() + 1.0);
+    size_t n = u < 0.2 ? 1 : u < 0.8 ? 1 + static_cast<size_t>(u * 997) : 1 + static_cast<size_t>(u * 70001);
+    n = std::min(n, base.size() - at);
+    if (Status s = merger.Feed(std::span<const uint8_t>(base).subspan(at, n)); !s.ok()) {
+      run.error = s.error();
+      return run;
+    }
+    at += n;
+  }
+  if (Status s = merger.Finish(); !s.ok()) {
+    run.error = s.error();
+    return run;
+  }
+  run.output = std::move(sink.bytes);
+  return run;
+}
+
+// The merge pushed in chunks of 1, 7 and 4096 bytes, whole tensors, and through StreamingMerger: every way
+// must give the same bytes (or the same error). Returns the whole-tensor run.
+Run MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
+                  const MergeOptions& options) {
+  Run whole = MergeShard(base, a, config, options, 0);
+  for (size_t chunk : {size_t{1}, size_t{7}, size_t{4096}}) {
+    Run r = MergeShard(base, a, config, options, chunk);
+    EXPECT_EQ(r.ok(), whole.ok()) << "chunk " << chunk << ": " << r.message() << whole.message();
+    EXPECT_TRUE(r.output == whole.output) << "ShardMerger output differs with " << chunk << "-byte pushes";
+  }
+  for (uint64_t seed : {1, 2}) {
+    Run s = MergeStreaming(base, a, config, options, seed);
+    EXPECT_EQ(s.ok(), whole.ok()) << "StreamingMerger: " << s.message() << whole.message();
+    if (s.ok() && whole.ok()) EXPECT_TRUE(s.output == whole.output) << "StreamingMerger output differs from ShardMerger's";
+    if (!s.ok() && !whole.ok()) EXPECT_EQ(s.error->message, whole.error->message);
+  }
+  return whole;
+}
+
+const PlannedTensor* Planned(const Run& run, const std::string& name) {
+  if (!run.plan) return nullptr;
+  for (const auto& p : run.plan->shards[0].tensors)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+// --- Checking the output ----------------------------------------------------------------------------------
+
+enum class Rule {
+  kSingleRounding,  // Linear / Conv1D / Conv merge: round(W + dW)
+  kDeltaFirst,      // Embedding merge, and PEFT's unmerge: round(W + round_w(dW))
+};
+
+// Every element of `name` (or `sample` random ones) in the merged file against PEFT's value, from the base's
+// element and the reference delta times `sign` (-1: unmerge).
+ref::Tally CheckLowRank(const View& base, const View& merged, const std::string& name, const ref::Factors& f,
+                        ref::Layout layout, Rule rule, double sign = 1.0, size_t sample = 0, uint64_t seed = 7) {
+  const Dtype wd = base.DtypeOf(name), out = merged.DtypeOf(name);
+  const auto shape = base.Shape(name);
+  EXPECT_EQ(merged.Shape(name), shape) << name;
+  const uint64_t rows = shape[0], cols = Count(shape) / rows;
+  ref::Tally tally(out);
+  auto check = [&](uint64_t i) {
+    const uint64_t row = i / cols, col = i % cols;
+    const double w = base.At(name, i);
+    const double delta = sign * ref::DeltaAt(f, layout, row, col);
+    const double expected = rule == Rule::kSingleRounding ? ref::MergedLinear(w, delta, out)
+                                                          : ref::MergedDeltaFirst(w, delta, wd, out);
+    const double tol = ref::F32Tolerance(w, ref::DeltaMagnitudeAt(f, layout, row, col), f.r);
+    tally.Add(merged.At(name, i), expected, tol, name + "[" + std::to_string(row) + "," + std::to_string(col) + "]");
+  };
+  if (sample == 0) {
+    for (uint64_t i = 0; i < rows * cols; ++i) check(i);
+  } else {
+    check(0);
+    check(rows * cols - 1);
+    testing::Values v(seed);
+    for (size_t s = 0; s < sample; ++s) {
+      const double u = 0.5 * (v.Next() + 1.0);
+      check(std::min<uint64_t>(rows * cols - 1, static_cast<uint64_t>(u * static_cast<double>(rows * cols))));
+    }
+  }
+  return tally;
+}
+
+// How many elements of `name` PEFT's two rounding rules tell apart on this data (so a check that accepts
+// one rule and rejects the other has power).
+size_t RulesDisagree(const View& base, const std::string& name, const ref::Factors& f, ref::Layout layout, Dtype out) {
+  const auto shape = base.Shape(name);
+  const uint64_t rows = shape[0], cols = Count(shape) / rows;
+  size_t n = 0;
+  for (uint64_t i = 0; i < rows * cols; ++i) {
+    const double w = base.At(name, i), d = ref::DeltaAt(f, layout, i / cols, i % cols);
+    if (ref::MergedLinear(w, d, out) != ref::MergedDeltaFirst(w, d, base.DtypeOf(name), out)) ++n;
+  }
+  return n;
+}
+
+// DoRA: every element of `name` against (m / ||W + dW||) (W + dW), norms per row or per column.
+ref::Tally CheckDora(const View& base, const View& merged, const std::string& name, const ref::Factors& f,
+                     ref::Layout layout, const std::vector<double>& magnitude, bool per_column) {
+  const auto shape = base.Shape(name);
+  const uint64_t rows = shape[0], cols = Count(shape) / rows;
+  const std::vector<double> w = base.Doubles(name);
+  std::vector<double> factor;
+  const std::vector<double> v = ref::DoraValues(w, rows, cols, f, layout, magnitude, per_column, &factor);
+  const Dtype out = merged.DtypeOf(name);
+  ref::Tally tally(out);
+  const double u = std::ldexp(1.0, -24);
+  for (uint64_t i = 0; i < rows * cols; ++i) {
+    const uint64_t row = i / cols, col = i % cols;
+    const double fac = factor[per_column ? col : row];
+    const double tol = std::fabs(fac) * ref::F32Tolerance(w[i], ref::DeltaMagnitudeAt(f, layout, row, col), f.r) +
+                       8 * u * std::fabs(v[i]);
+    tally.Add(merged.At(name, i), ref::RoundTo(v[i], out), tol, name + "[" + std::to_string(row) + "," +
+                                                                    std::to_string(col) + "]");
+  }
+  return tally;
+}
+
+// Nothing wrong, and (narrow outputs) PEFT's exact bits for nearly every element.
+void ExpectPeft(const ref::Tally& t, Dtype out, double min_exact = 0.99) {
+  EXPECT_GT(t.total(), 0u);
+  EXPECT_EQ(t.bad(), 0u) << t.Summary();
+  if (out != Dtype::F32) EXPECT_GE(t.exact_fraction(), min_exact) << t.Summary();
+}
+
+// A tensor the merge must pass through untouched (or converted exactly to `out`).
+void ExpectPassedThrough(const View& base, const View& merged, const std::string& name) {
+  const Dtype in = base.DtypeOf(name), out = merged.DtypeOf(name);
+  EXPECT_EQ(merged.Shape(name), base.Shape(name)) << name;
+  auto b = base.BytesOf(name);
+  if (in == out) {
+    EXPECT_TRUE(std::equal(b.begin(), b.end(), merged.BytesOf(name).begin(), merged.BytesOf(name).end())) << name;
+    return;
+  }
+  const uint64_t n = b.size() / ref::Width(in);
+  Bytes expected(n * ref::Width(out));
+  ASSERT_TRUE(kernels::ConvertElements(in, out, b.data(), expected.data(), n));
+  auto m = merged.BytesOf(name);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), m.begin(), m.end())) << name << " not converted exactly";
+}
+
+std::string DtypeTrace(Dtype d) { return "base dtype " + std::string(DtypeName(d)); }
+
+// --- Generated models -------------------------------------------------------------------------------------
+
+// One LLaMA-shaped layer: hidden 36 (rows end in a partial SIMD vector), 12-wide k/v, vocab 50.
+constexpr uint64_t kHidden = 36, kKv = 12, kVocab = 50, kMlp = 60;
+const std::string kQ = "model.layers.0.self_attn.q_proj", kK = "model.layers.0.self_attn.k_proj",
+                  kV = "model.layers.0.self_attn.v_proj", kEmbed = "model.embed_tokens";
+
+std::vector<T> LlamaBase(Dtype d, uint64_t seed, bool with_bias = false) {
+  std::vector<T> ts = {
+      {kEmbed + ".weight", d, {kVocab, kHidden}},
+      {"model.layers.0.input_layernorm.weight", d, {kHidden}},
+      {kQ + ".weight", d, {kHidden, kHidden}},
+      {kK + ".weight", d, {kKv, kHidden}},
+      {kV + ".weight", d, {kKv, kHidden}},
+      {"model.layers.0.self_attn.o_proj.weight", d, {kHidden, kHidden}},
+      {"model.layers.0.mlp.down_proj.weight", d, {kHidden, kMlp}},
+      {"model.norm.weight", d, {kHidden}},
+      {"lm_head.weight", d, {kVocab, kHidden}},
+  };
+  if (with_bias) ts.push_back({kQ + ".bias", d, {kHidden}});
+  return Seeded(ts, seed);
+}
+
+const Dtype kBaseDtypes[] = {Dtype::BF16, Dtype::F16, Dtype::F32};
+
+// --- Linear ----------------------------------------------------------------------------------------------
+
+TEST(MergeNumerics, LinearQAndVProjectionsMatchPeftInEveryDtypeAndChunking) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  AddLora(lt, kV, {4, kHidden}, {kKv, 4});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  for (Dtype d : kBaseDtypes) {
+    SCOPED_TRACE(DtypeTrace(d));
+    const Bytes base = BuildFile(LlamaBase(d, 1));
+    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    EXPECT_EQ(run.plan->modules_matched, 2u);
+    EXPECT_EQ(run.plan->tensors_merged, 2u);
+    EXPECT_EQ(Planned(run, kQ + ".weight")->op, TensorOp::kLowRank);
+    EXPECT_EQ(Planned(run, kQ + ".weight")->orientation, Orientation::kOutIn);
+    View b(base), m(run.output);
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(m.Names(), b.Names());  // same tensors, same data order
+    EXPECT_EQ(m.header().metadata(), b.header().metadata());
+    for (const auto& [module, out] : {std::pair{kQ, kHidden}, std::pair{kV, kKv}}) {
+      auto f = FactorsOf(lora.weights, module, 2.0);
+      const std::string name = module + ".weight";
+      EXPECT_EQ(m.DtypeOf(name), d);
+      ExpectPeft(CheckLowRank(b, m, name, f, ref::Layout::kOutIn, Rule::kSingleRounding), d);
+      // The data tells PEFT's single rounding from rounding the delta first: the 99% bar has teeth.
+      if (d != Dtype::F32) EXPECT_GT(RulesDisagree(b, name, f, ref::Layout::kOutIn, d), Count(b.Shape(name)) / 50);
+    }
+    for (const auto& name : b.Names())
+      if (name != kQ + ".weight" && name != kV + ".weight") ExpectPassedThrough(b, m, name);
+  }
+}
+
+// --- transformers Conv1D (GPT-2) -------------------------------------------------------------------------
+
+std::vector<T> Gpt2Base(Dtype d, uint64_t seed) {
+  return Seeded({{"wte.weight", d, {40, 32}},
+                 {"wpe.weight", d, {16, 32}},
+                 {"h.0.ln_1.weight", d, {32}},
+                 {"h.0.attn.c_attn.weight", d, {32, 96}},
+                 {"h.0.attn.c_attn.bias", d, {96}},
+                 {"h.0.attn.c_proj.weight", d, {32, 32}},
+                 {"h.0.attn.c_proj.bias", d, {32}},
+                 {"ln_f.weight", d, {32}}},
+                seed);
+}
+
+TEST(MergeNumerics, Gpt2Conv1DGetsTheTransposedDeltaAndTheAdapterPrefixIsDropped) {
+  // GPT2ForSequenceClassification names the body "transformer."; the gpt2 checkpoint does not.
+  std::vector<T> lt;
+  AddLora(lt, "transformer.h.0.attn.c_attn", {4, 32}, {96, 4});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 16, "fan_in_fan_out": true, "target_modules": ["c_attn"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  for (Dtype d : kBaseDtypes) {
+    SCOPED_TRACE(DtypeTrace(d));
+    const Bytes base = BuildFile(Gpt2Base(d, 2));
+    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    const PlannedTensor* p = Planned(run, "h.0.attn.c_attn.weight");
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->orientation, Orientation::kInOut);
+    EXPECT_EQ(p->rows, 32u);
+    EXPECT_EQ(p->cols, 96u);
+    View b(base), m(run.output);
+    auto f = FactorsOf(lora.weights, "transformer.h.0.attn.c_attn", 4.0);
+    ExpectPeft(CheckLowRank(b, m, "h.0.attn.c_attn.weight", f, ref::Layout::kInOut, Rule::kSingleRounding), d);
+    for (const auto& name : b.Names())
+      if (name != "h.0.attn.c_attn.weight") ExpectPassedThrough(b, m, name);
+  }
+}
+
+TEST(MergeNumerics, SquareConv1DIsTransposedBecauseTheArchitectureTableSaysSo) {
+  // c_proj is [32, 32]: the shape cannot tell; the adapter's flag says false (PEFT's shared-config quirk can
+  // save either); the base config names GPT-2, whose table says Conv1D.
+  std::vector<T> lt;
+  AddLora(lt, "transformer.h.0.attn.c_proj", {4, 32}, {32, 4});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "fan_in_fan_out": false, "target_modules": ["c_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  const std::string config = R"({"architectures":["GPT2LMHeadModel"],"model_type":"gpt2"})";
+  const Bytes base = BuildFile(Gpt2Base(Dtype::BF16, 3));
+  Run run = MergeEveryWay(base, *lora.adapter, config, {});
+  ASSERT_TRUE(run.ok()) << run.message();
+  EXPECT_EQ(run.plan->arch, "gpt2");
+  EXPECT_EQ(run.plan->config_json, config);  // nothing to edit: passed through byte for byte
+  ASSERT_NE(Planned(run, "h.0.attn.c_proj.weight"), nullptr);
+  EXPECT_EQ(Planned(run, "h.0.attn.c_proj.weight")->orientation, Orientation::kInOut);
+  View b(base), m(run.output);
+  auto f = FactorsOf(lora.weights, "transformer.h.0.attn.c_proj", 2.0);
+  ExpectPeft(CheckLowRank(b, m, "h.0.attn.c_proj.weight", f, ref::Layout::kInOut, Rule::kSingleRounding), Dtype::BF16);
+  // The untransposed delta would be wrong almost everywhere.
+  ref::Tally wrong = CheckLowRank(b, m, "h.0.attn.c_proj.weight", f, ref::Layout::kOutIn, Rule::kSingleRounding);
+  EXPECT_GT(wrong.bad(), wrong.total() / 2);
+}
+
+TEST(MergeNumerics, SquareWeightWithoutTableFollowsFanInFanOut) {
+  // No architecture table knows "blocks.0.proj": with a square weight only the adapter's flag is left.
+  const Bytes base = BuildFile(Seeded({{"blocks.0.proj.weight", Dtype::F32, {24, 24}}, {"blocks.0.norm", Dtype::F32, {24}}}, 4));
+  View b(base);
+  for (bool fifo : {false, true}) {
+    SCOPED_TRACE(fifo ? "fan_in_fan_out" : "no fan_in_fan_out");
+    std::vector<T> lt;
+    AddLora(lt, "blocks.0.proj", {4, 24}, {24, 4});
+    Lora lora = MakeLora(std::string(R"("r": 4, "lora_alpha": 4, "target_modules": ["proj"], "fan_in_fan_out": )") +
+                             (fifo ? "true" : "false"),
+                         lt);
+    ASSERT_TRUE(lora.adapter) << lora.error;
+    Run run = MergeShard(base, *lora.adapter, std::nullopt, {}, 5);
+    ASSERT_TRUE(run.ok()) << run.message();
+    EXPECT_FALSE(run.plan->arch.has_value()) << *run.plan->arch;
+    const auto layout = fifo ? ref::Layout::kInOut : ref::Layout::kOutIn;
+    EXPECT_EQ(Planned(run, "blocks.0.proj.weight")->orientation, fifo ? Orientation::kInOut : Orientation::kOutIn);
+    View m(run.output);
+    ExpectPeft(CheckLowRank(b, m, "blocks.0.proj.weight", FactorsOf(lora.weights, "blocks.0.proj", 1.0), layout,
+                            Rule::kSingleRounding),
+               Dtype::F32);
+  }
+}
+
+// --- Embedding --------------------------------------------------------------------------------------------
+
+TEST(MergeNumerics, EmbeddingRoundsTheDeltaToTheWeightDtypeFirst) {
+  std::vector<T> lt;
+  AddEmbeddingLora(lt, kEmbed, 4, kVocab, kHidden);
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["embed_tokens"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  ASSERT_EQ(lora.adapter->modules.size(), 1u);
+  EXPECT_EQ(lora.adapter->modules[0].shape, adapter::LoraShape::kEmbedding);
+  for (Dtype d : kBaseDtypes) {
+    SCOPED_TRACE(DtypeTrace(d));
+    const Bytes base = BuildFile(LlamaBase(d, 5));
+    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    const PlannedTensor* p = Planned(run, kEmbed + ".weight");
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->op, TensorOp::kLowRankEmbedding);
+    EXPECT_EQ(p->orientation, Orientation::kInOut);
+    View b(base), m(run.output);
+    auto f = FactorsOf(lora.weights, kEmbed, 2.0, /*embedding=*/true);
+    const std::string name = kEmbed + ".weight";
+    ExpectPeft(CheckLowRank(b, m, name, f, ref::Layout::kInOut, Rule::kDeltaFirst), d);
+    if (d != Dtype::F32) EXPECT_GT(RulesDisagree(b, name, f, ref::Layout::kInOut, d), Count(b.Shape(name)) / 50);
+    for (const auto& n : b.Names())
+      if (n != name) ExpectPassedThrough(b, m, n);
+  }
+}
+
+// --- Conv2d ----------------------------------------------------------------------------------------------
+
+TEST(MergeNumerics, Conv2d3x3And1x1) {
+  std::vector<T> lt;
+  AddLora(lt, "conv_in", {4, 5, 3, 3}, {8, 4, 1, 1});
+  AddLora(lt, "proj", {4, 8, 1, 1}, {6, 4, 1, 1});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 6, "target_modules": ["conv_in", "proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  for (Dtype d : kBaseDtypes) {
+    SCOPED_TRACE(DtypeTrace(d));
+    const Bytes base = BuildFile(Seeded({{"conv_in.weight", d, {8, 5, 3, 3}},
+                                         {"conv_in.bias", d, {8}},
+                                         {"proj.weight", d, {6, 8, 1, 1}},
+                                         {"norm.weight", d, {6}}},
+                                        6));
+    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    EXPECT_EQ(Planned(run, "conv_in.weight")->cols, 45u);
+    View b(base), m(run.output);
+    // [out, in, kh, kw] viewed as [out, in*kh*kw]: dW[o, c] = s * sum_k B[o, k] A[k, c].
+    ExpectPeft(CheckLowRank(b, m, "conv_in.weight", FactorsOf(lora.weights, "conv_in", 1.5), ref::Layout::kOutIn,
+                            Rule::kSingleRounding),
+               d);
+    ExpectPeft(CheckLowRank(b, m, "proj.weight", FactorsOf(lora.weights, "proj", 1.5), ref::Layout::kOutIn,
+                            Rule::kSingleRounding),
+               d);
+    ExpectPassedThrough(b, m, "conv_in.bias");
+    ExpectPassedThrough(b, m, "norm.weight");
+  }
+}
+
+// --- DoRA ------------------------------------------------------------------------------------------------
+
+TEST(MergeNumerics, DoraOnLinearNormalisesEachOutputRow) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  AddMagnitude(lt, kQ, kHidden, 0.3f, 11);
+  AddLora(lt, kV, {4, kHidden}, {kKv, 4});
+  AddMagnitude(lt, kV, kKv, 0.3f, 12);
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "use_dora": true, "target_modules": ["q_proj", "v_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  for (Dtype d : kBaseDtypes) {
+    SCOPED_TRACE(DtypeTrace(d));
+    const Bytes base = BuildFile(LlamaBase(d, 7));
+    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    EXPECT_EQ(Planned(run, kQ + ".weight")->op, TensorOp::kDoraRows);
+    View b(base), m(run.output);
+    for (const auto& module : {kQ, kV}) {
+      ref::Tally t = CheckDora(b, m, module + ".weight", FactorsOf(lora.weights, module, 2.0), ref::Layout::kOutIn,
+                               MagnitudeOf(lora.weights, module), /*per_column=*/false);
+      ExpectPeft(t, d);
+      // Column norms would be a different model.
+      ref::Tally wrong = CheckDora(b, m, module + ".weight", FactorsOf(lora.weights, module, 2.0), ref::Layout::kOutIn,
+                                   std::vector<double>(kHidden, 0.3), /*per_column=*/true);
+      EXPECT_GT(wrong.bad(), wrong.total() / 2);
+    }
+  }
+}
+
+TEST(MergeNumerics, DoraOnConv1DAndEmbeddingNormalisesColumns) {
+  // Conv1D [in, out]: one norm per output feature, i.e. per column of the stored weight. Embedding
+  // [num, dim]: one norm per embedding dimension, again a column.
+  std::vector<T> gt;
+  AddLora(gt, "transformer.h.0.attn.c_attn", {4, 32}, {96, 4});
+  AddMagnitude(gt, "transformer.h.0.attn.c_attn", 96, 0.15f, 13);
+  Lora gpt = MakeLora(R"("r": 4, "lora_alpha": 8, "use_dora": true, "fan_in_fan_out": true, "target_modules": ["c_attn"])", gt);
+  ASSERT_TRUE(gpt.adapter) << gpt.error;
+  std::vector<T> et;
+  AddEmbeddingLora(et, kEmbed, 4, kVocab, kHidden);
+  AddMagnitude(et, kEmbed, kHidden, 0.2f, 14);
+  Lora emb = MakeLora(R"("r": 4, "lora_alpha": 8, "use_dora": true, "target_modules": ["embed_tokens"])", et);
+  ASSERT_TRUE(emb.adapter) << emb.error;
+  for (Dtype d : kBaseDtypes) {
+    SCOPED_TRACE(DtypeTrace(d));
+    {
+      const Bytes base = BuildFile(Gpt2Base(d, 8));
+      Run run = MergeEveryWay(base, *gpt.adapter, std::nullopt, {});
+      ASSERT_TRUE(run.ok()) << run.message();
+      EXPECT_EQ(Planned(run, "h.0.attn.c_attn.weight")->op, TensorOp::kDoraColumns);
+      View b(base), m(run.output);
+      ExpectPeft(CheckDora(b, m, "h.0.attn.c_attn.weight", FactorsOf(gpt.weights, "transformer.h.0.attn.c_attn", 2.0),
+                           ref::Layout::kInOut, MagnitudeOf(gpt.weights, "transformer.h.0.attn.c_attn"), true),
+                 d);
+    }
+    {
+      const Bytes base = BuildFile(LlamaBase(d, 9));
+      Run run = MergeEveryWay(base, *emb.adapter, std::nullopt, {});
+      ASSERT_TRUE(run.ok()) << run.message();
+      EXPECT_EQ(Planned(run, kEmbed + ".weight")->op, TensorOp::kDoraColumns);
+      View b(base), m(run.output);
+      // DoRA keeps everything in fp32 until the final cast: the embedding's delta is not rounded first.
+      ExpectPeft(CheckDora(b, m, kEmbed + ".weight", FactorsOf(emb.weights, kEmbed, 2.0, true), ref::Layout::kInOut,
+                           MagnitudeOf(emb.weights, kEmbed), true),
+                 d);
+    }
+  }
+}
+
+// --- Scaling: rsLoRA, rank_pattern, alpha_pattern --------------------------------------------------------
+
+TEST(MergeNumerics, PerModuleScalingFromRsloraAndPatterns) {
+  // r 4, alpha 8, rsLoRA: s = alpha / sqrt(r). v_proj has rank 2 (rank_pattern), q_proj alpha 3.
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  AddLora(lt, kK, {4, kHidden}, {kKv, 4});
+  AddLora(lt, kV, {2, kHidden}, {kKv, 2});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "use_rslora": true, "rank_pattern": {"v_proj": 2},
+                          "alpha_pattern": {"q_proj": 3}, "target_modules": ["q_proj", "k_proj", "v_proj"])",
+                       lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  const std::map<std::string, double> scaling = {{kQ, 3.0 / 2.0}, {kK, 8.0 / 2.0}, {kV, 8.0 / std::sqrt(2.0)}};
+  for (const auto& m : lora.adapter->modules) EXPECT_EQ(m.settings.scaling, scaling.at(m.path)) << m.path;
+  for (Dtype d : {Dtype::BF16, Dtype::F32}) {
+    SCOPED_TRACE(DtypeTrace(d));
+    const Bytes base = BuildFile(LlamaBase(d, 10));
+    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    View b(base), m(run.output);
+    for (const auto& [module, s] : scaling)
+      ExpectPeft(CheckLowRank(b, m, module + ".weight", FactorsOf(lora.weights, module, s), ref::Layout::kOutIn,
+                              Rule::kSingleRounding),
+                 d);
+  }
+}
+
+// --- lora_B.bias -----------------------------------------------------------------------------------------
+
+TEST(MergeNumerics, LoraBBiasIsScaledAndAddedToTheBaseBias) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  lt.push_back({std::string(kPrefix) + kQ + ".lora_B.bias", Dtype::F32, {kHidden}, 0.05f});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "lora_bias": true, "target_modules": ["q_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  ASSERT_TRUE(lora.adapter->modules[0].b_bias.has_value());
+  for (Dtype d : kBaseDtypes) {
+    SCOPED_TRACE(DtypeTrace(d));
+    const Bytes base = BuildFile(LlamaBase(d, 11, /*with_bias=*/true));
+    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    EXPECT_EQ(Planned(run, kQ + ".bias")->op, TensorOp::kAddBias);
+    View b(base), m(run.output), a(lora.weights);
+    ExpectPeft(CheckLowRank(b, m, kQ + ".weight", FactorsOf(lora.weights, kQ, 2.0), ref::Layout::kOutIn,
+                            Rule::kSingleRounding),
+               d);
+    // b' = b + lora_B.bias * s, rounded once (PEFT adds in place).
+    const auto lb = a.Doubles(std::string(kPrefix) + kQ + ".lora_B.bias");
+    ref::Tally t(d);
+    for (uint64_t i = 0; i < kHidden; ++i) {
+      const double bias = b.At(kQ + ".bias", i), add = 2.0 * lb[i];
+      t.Add(m.At(kQ + ".bias", i), ref::RoundTo(bias + add, d), 4 * std::ldexp(1.0, -24) * (std::fabs(bias) + std::fabs(add)),
+            "bias[" + std::to_string(i) + "]");
+    }
+    ExpectPeft(t, d, 0.95);
+  }
+}
+
+// --- modules_to_save -------------------------------------------------------------------------------------
+
+TEST(MergeNumerics, ModulesToSaveReplacesTheBaseTensorOrIsAdded) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  lt.push_back({std::string(kPrefix) + "score.weight", Dtype::F32, {3, kHidden}, 0.5f});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "task_type": "SEQ_CLS", "modules_to_save": ["score"],
+                          "target_modules": ["q_proj"])",
+                       lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  ASSERT_EQ(lora.adapter->extras.size(), 1u);
+  View a(lora.weights);
+  const auto score = a.BytesOf(std::string(kPrefix) + "score.weight");
+  {
+    // The base has a score head: the adapter's copy replaces it, in the base's dtype and place.
+    std::vector<T> ts = LlamaBase(Dtype::BF16, 12);
+    ts.push_back({"score.weight", Dtype::BF16, {3, kHidden}, 0.05f, 99});
+    const Bytes base = BuildFile(ts);
+    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    EXPECT_EQ(Planned(run, "score.weight")->op, TensorOp::kReplace);
+    View b(base), m(run.output);
+    EXPECT_EQ(m.Names(), b.Names());
+    EXPECT_EQ(m.DtypeOf("score.weight"), Dtype::BF16);
+    Bytes expected(score.size() / 2);
+    kernels::ConvertElements(Dtype::F32, Dtype::BF16, score.data(), expected.data(), score.size() / 4);
+    auto got = m.BytesOf("score.weight");
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), got.begin(), got.end()));
+    ExpectPeft(CheckLowRank(b, m, kQ + ".weight", FactorsOf(lora.weights, kQ, 2.0), ref::Layout::kOutIn,
+                            Rule::kSingleRounding),
+               Dtype::BF16);
+  }
+  {
+    // No score head in the base (a causal-LM checkpoint): it is added, as the adapter stores it, at the end.
+    const Bytes base = BuildFile(LlamaBase(Dtype::BF16, 13));
+    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    EXPECT_EQ(Planned(run, "score.weight")->op, TensorOp::kAdd);
+    View b(base), m(run.output);
+    auto names = m.Names();
+    ASSERT_EQ(names.size(), b.Names().size() + 1);
+    EXPECT_EQ(names.back(), "score.weight");
+    EXPECT_EQ(m.DtypeOf("score.weight"), Dtype::F32);
+    EXPECT_EQ(m.Shape("score.weight"), (std::vector<uint64_t>{3, kHidden}));
+    auto got = m.BytesOf("score.weight");
+    EXPECT_TRUE(std::equal(score.begin(), score.end(), got.begin(), got.end()));
+    // With --dtype the addition is converted like everything else.
+    MergeOptions o;
+    o.dtype = Dtype::BF16;
+    Run converted = MergeShard(base, *lora.adapter, std::nullopt, o, 0);
+    ASSERT_TRUE(converted.ok()) << converted.message();
+    View c(converted.output);
+    EXPECT_EQ(c.DtypeOf("score.weight"), Dtype::BF16);
+    EXPECT_EQ(c.At("score.weight", 5), ref::RoundTo(a.At(std::string(kPrefix) + "score.weight", 5), Dtype::BF16));
+  }
+}
+
+// --- --dtype ---------------------------------------------------------------------------------------------
+
+TEST(MergeNumerics, DtypeConvertsUntouchedTensorsExactlyAndRoundsMergedOnesOnce) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  AddEmbeddingLora(lt, kEmbed, 4, kVocab, kHidden);
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "embed_tokens"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  const auto fq = FactorsOf(lora.weights, kQ, 2.0);
+  const auto fe = FactorsOf(lora.weights, kEmbed, 2.0, true);
+  for (auto [from, to] : {std::pair{Dtype::BF16, Dtype::F32}, std::pair{Dtype::F32, Dtype::BF16},
+                          std::pair{Dtype::F16, Dtype::BF16}, std::pair{Dtype::BF16, Dtype::F16}}) {
+    SCOPED_TRACE(std::string(DtypeName(from)) + " -> " + std::string(DtypeName(to)));
+    std::vector<T> ts = LlamaBase(from, 14);
+    // An integer buffer is no floating-point tensor: copied as is whatever --dtype says.
+    Bytes ids;
+    for (uint64_t i = 0; i < 8; ++i)
+      for (int k = 0; k < 8; ++k) ids.push_back(k == 0 ? static_cast<uint8_t>(i) : 0);
+    ts.push_back({"model.position_ids", Dtype::I64, {1, 8}, 0, 0, {}, ids});
+    const Bytes base = BuildFile(ts);
+    MergeOptions o;
+    o.dtype = to;
+    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, o);
+    ASSERT_TRUE(run.ok()) << run.message();
+    View b(base), m(run.output);
+    for (const auto& name : b.Names()) {
+      EXPECT_EQ(m.DtypeOf(name), name == "model.position_ids" ? Dtype::I64 : to) << name;
+      if (name != kQ + ".weight" && name != kEmbed + ".weight") ExpectPassedThrough(b, m, name);
+    }
+    // Merged: PEFT's arithmetic, rounded once to the output dtype (lowrank.h); the embedding's delta is
+    // still rounded to the weight's own dtype first.
+    ExpectPeft(CheckLowRank(b, m, kQ + ".weight", fq, ref::Layout::kOutIn, Rule::kSingleRounding), to);
+    ExpectPeft(CheckLowRank(b, m, kEmbed + ".weight", fe, ref::Layout::kInOut, Rule::kDeltaFirst), to);
+  }
+}
+
+// --- Unmerge ---------------------------------------------------------------------------------------------
+
+TEST(MergeNumerics, UnmergeOfAnF32MergeReturnsTheOriginal) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  AddEmbeddingLora(lt, kEmbed, 4, kVocab, kHidden);
+  lt.push_back({std::string(kPrefix) + kQ + ".lora_B.bias", Dtype::F32, {kHidden}, 0.05f});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "lora_bias": true, "target_modules": ["q_proj", "embed_tokens"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  const Bytes base = BuildFile(LlamaBase(Dtype::F32, 15, true));
+  Run merged = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+  ASSERT_TRUE(merged.ok()) << merged.message();
+  MergeOptions o;
+  o.unmerge = true;
+  Run unmerged = MergeEveryWay(merged.output, *lora.adapter, std::nullopt, o);
+  ASSERT_TRUE(unmerged.ok()) << unmerged.message();
+  View b(base), m(merged.output), u(unmerged.output);
+  const auto fq = FactorsOf(lora.weights, kQ, 2.0), fe = FactorsOf(lora.weights, kEmbed, 2.0, true);
+  // Unmerging subtracts the same delta from the merged weights.
+  ExpectPeft(CheckLowRank(m, u, kQ + ".weight", fq, ref::Layout::kOutIn, Rule::kDeltaFirst, -1.0), Dtype::F32);
+  ExpectPeft(CheckLowRank(m, u, kEmbed + ".weight", fe, ref::Layout::kInOut, Rule::kDeltaFirst, -1.0), Dtype::F32);
+  // And lands within a few fp32 ulps of the original weights.
+  for (const auto& [name, f, layout] : {std::tuple{kQ + ".weight", &fq, ref::Layout::kOutIn},
+                                        std::tuple{kEmbed + ".weight", &fe, ref::Layout::kInOut}}) {
+    const auto shape = b.Shape(name);
+    ref::Tally t(Dtype::F32);
+    for (uint64_t i = 0; i < Count(shape); ++i) {
+      const uint64_t row = i / shape[1], col = i % shape[1];
+      const double w = b.At(name, i);
+      t.Add(u.At(name, i), w, 2 * ref::F32Tolerance(w, ref::DeltaMagnitudeAt(*f, layout, row, col), f->r), name);
+    }
+    EXPECT_EQ(t.bad(), 0u) << t.Summary();
+  }
+  for (uint64_t i = 0; i < kHidden; ++i) EXPECT_NEAR(u.At(kQ + ".bias", i), b.At(kQ + ".bias", i), 1e-6) << i;
+  for (const auto& name : b.Names())
+    if (name != kQ + ".weight" && name != kQ + ".bias" && name != kEmbed + ".weight") ExpectPassedThrough(b, u, name);
+}
+
+TEST(MergeNumerics, UnmergeFollowsPeftRoundingTheDeltaToTheWeightDtype) {
+  // PEFT's unmerge for every layer type is `weight.data -= delta_weight.to(orig_dtype)`: the delta is rounded
+  // to the weight's dtype, then subtracted and rounded again (peft-semantics.md §3.5, last table row).
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  AddEmbeddingLora(lt, kEmbed, 4, kVocab, kHidden);
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "embed_tokens"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  for (Dtype d : {Dtype::BF16, Dtype::F16}) {
+    SCOPED_TRACE(DtypeTrace(d));
+    const Bytes base = BuildFile(LlamaBase(d, 16));
+    MergeOptions o;
+    o.unmerge = true;
+    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, o);
+    ASSERT_TRUE(run.ok()) << run.message();
+    View b(base), m(run.output);
+    const auto fq = FactorsOf(lora.weights, kQ, 2.0);
+    EXPECT_GT(RulesDisagree(b, kQ + ".weight", fq, ref::Layout::kOutIn, d), Count(b.Shape(kQ + ".weight")) / 50);
+    ExpectPeft(CheckLowRank(b, m, kQ + ".weight", fq, ref::Layout::kOutIn, Rule::kDeltaFirst, -1.0), d);
+    ExpectPeft(CheckLowRank(b, m, kEmbed + ".weight", FactorsOf(lora.weights, kEmbed, 2.0, true), ref::Layout::kInOut,
+                            Rule::kDeltaFirst, -1.0),
+               d);
+  }
+}
+
+// --- Half-precision adapters -----------------------------------------------------------------------------
+
+TEST(MergeNumerics, HalfPrecisionFactorsGiveADeltaRoundedToTheirDtype) {
+  // PEFT's get_delta_weight on CPU with fp16/bf16 factors (saved with autocast_adapter_dtype=False or after
+  // model.to(bf16)) upcasts them, computes B @ A * s in fp32 and casts the delta back to the factors' dtype
+  // (peft-semantics.md §3.5, "cast_to_fp32"); the in-place add then rounds again.
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4}, 0.3f, 0.1f, Dtype::BF16);
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  const auto f = FactorsOf(lora.weights, kQ, 2.0);
+  for (Dtype d : {Dtype::F32, Dtype::BF16}) {
+    SCOPED_TRACE(DtypeTrace(d));
+    const Bytes base = BuildFile(LlamaBase(d, 17));
+    Run run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+    ASSERT_TRUE(run.ok()) << run.message();
+    View b(base), m(run.output);
+    const std::string name = kQ + ".weight";
+    ref::Tally t(d);
+    for (uint64_t i = 0; i < Count(b.Shape(name)); ++i) {
+      const uint64_t row = i / kHidden, col = i % kHidden;
+      const double w = b.At(name, i), delta = ref::RoundTo(f.Delta(row, col), Dtype::BF16);
+      t.Add(m.At(name, i), ref::RoundTo(w + delta, d), ref::F32Tolerance(w, f.DeltaMagnitude(row, col), f.r), name);
+    }
+    ExpectPeft(t, d);
+  }
+}
+
+// --- --safe ----------------------------------------------------------------------------------------------
+
+TEST(MergeNumerics, SafeRefusesANonFiniteMergedWeightNamingTheModule) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  for (Dtype d : kBaseDtypes) {
+    SCOPED_TRACE(DtypeTrace(d));
+    std::vector<T> ts = LlamaBase(d, 18);
+    for (auto& t : ts) {
+      if (t.name != kQ + ".weight" && t.name != kK + ".weight") continue;
+      testing::Values v(t.seed);
+      t.values.resize(Count(t.shape));
+      for (auto& x : t.values) x = 0.05f * v.Next();
+      t.values[kHidden + 5] = std::numeric_limits<float>::quiet_NaN();  // row 1, column 5
+    }
+    const Bytes base = BuildFile(ts);
+    MergeOptions safe;
+    safe.safe = true;
+    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, safe);
+    ASSERT_FALSE(run.ok());
+    EXPECT_EQ(run.error->code, ErrorCode::InvalidArgument);
+    EXPECT_NE(run.error->message.find(kQ), std::string::npos) << run.error->message;
+    EXPECT_NE(run.error->message.find("NaN"), std::string::npos) << run.error->message;
+    // Without --safe the NaN is merged like any value (k_proj's NaN, untouched, never matters).
+    Run lax = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+    ASSERT_TRUE(lax.ok()) << lax.message();
+    View b(base), m(lax.output);
+    EXPECT_TRUE(std::isnan(m.At(kQ + ".weight", kHidden + 5)));
+    ref::Tally t = CheckLowRank(b, m, kQ + ".weight", FactorsOf(lora.weights, kQ, 2.0), ref::Layout::kOutIn,
+                                Rule::kSingleRounding);
+    ExpectPeft(t, d);
+    ExpectPassedThrough(b, m, kK + ".weight");
+  }
+}
+
+// --- Plan-time errors ------------------------------------------------------------------------------------
+
+TEST(MergePlanErrors, MissingModuleAndShapeMismatchAreReportedTogether) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, 24}, {kHidden, 4});  // q_proj is [36, 36]: in 24 does not fit
+  AddLora(lt, "model.layers.0.self_attn.x_proj", {4, kHidden}, {kHidden, 4});  // no such tensor
+  AddLora(lt, kV, {4, kHidden}, {kKv, 4});  // fine
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "x_proj", "v_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  const Bytes base = BuildFile(LlamaBase(Dtype::BF16, 19));
+  Run run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.error->code, ErrorCode::ShapeMismatch);
+  EXPECT_NE(run.error->message.find(kQ), std::string::npos) << run.error->message;
+  EXPECT_NE(run.error->message.find("model.layers.0.self_attn.x_proj"), std::string::npos) << run.error->message;
+  EXPECT_EQ(run.error->message.find(kV + "`"), std::string::npos) << run.error->message;
+  EXPECT_TRUE(run.output.empty());
+  // StreamingMerger fails at the header, before writing anything.
+  Run s = MergeStreaming(base, *lora.adapter, std::nullopt, {}, 3);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error->message, run.error->message);
+}
+
+TEST(MergePlanErrors, LoraBiasWithoutABaseBiasIsRefused) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  lt.push_back({std::string(kPrefix) + kQ + ".lora_B.bias", Dtype::F32, {kHidden}, 0.05f});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "lora_bias": true, "target_modules": ["q_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  Run run = MergeShard(BuildFile(LlamaBase(Dtype::BF16, 20)), *lora.adapter, std::nullopt, {}, 0);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.error->message.find(kQ + ".bias"), std::string::npos) << run.error->message;
+}
+
+TEST(MergePlanErrors, DoraUnmergeIsRefused) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  AddMagnitude(lt, kQ, kHidden, 0.3f, 21);
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "use_dora": true, "target_modules": ["q_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  MergeOptions o;
+  o.unmerge = true;
+  Run run = MergeShard(BuildFile(LlamaBase(Dtype::BF16, 22)), *lora.adapter, std::nullopt, o, 0);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.error->message.find("DoRA"), std::string::npos) << run.error->message;
+  EXPECT_NE(run.error->message.find(kQ), std::string::npos) << run.error->message;
+}
+
+// --- The real adapters of ../shared/fixtures ------------------------------------------------------------
+
+std::optional<std::filesystem::path> Fixture(const std::string& dir) {
+  auto root = testing::FixturesDir();
+  if (!root || !std::filesystem::is_directory(*root / dir)) return std::nullopt;
+  return *root / dir;
+}
+
+std::string Text(const std::filesystem::path& p) {
+  Bytes b = testing::ReadAll(p);
+  return std::string(b.begin(), b.end());
+}
+
+// How many of `sample` random elements of `name` the merge changed (a delta too small to move any weight
+// would make the comparison vacuous).
+size_t Changed(const View& base, const View& merged, const std::string& name, size_t sample) {
+  const uint64_t n = Count(base.Shape(name));
+  testing::Values v(5);
+  size_t changed = 0;
+  for (size_t s = 0; s < sample; ++s) {
+    const uint64_t i = std::min<uint64_t>(n - 1, static_cast<uint64_t>(0.5 * (v.Next() + 1.0) * static_cast<double>(n)));
+    if (base.At(name, i) != merged.At(name, i)) ++changed;
+  }
+  return changed;
+}
+
+TEST(MergeFixtures, PeftGpt2SeqClsIntoAGpt2ShapedBase) {
+  auto dir = Fixture("peft-gpt2-seqcls-cattn-cproj");
+  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  Lora lora = ReadLora(Text(*dir / "adapter_config.json"), testing::ReadAll(*dir / "adapter_model.safetensors"));
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  ASSERT_EQ(lora.adapter->modules.size(), 36u);
+  // The gpt2 checkpoint's names (no "transformer."), F16 to keep the 12 layers at ~110 MB; the vocabulary is
+  // cut to 1000 rows since no module touches it.
+  std::vector<T> ts = {{"wte.weight", Dtype::F16, {1000, 768}}, {"wpe.weight", Dtype::F16, {64, 768}}};
+  for (int l = 0; l < 12; ++l) {
+    const std::string h = "h." + std::to_string(l) + ".";
+    ts.push_back({h + "ln_1.weight", Dtype::F16, {768}});
+    ts.push_back({h + "attn.c_attn.weight", Dtype::F16, {768, 2304}});
+    ts.push_back({h + "attn.c_attn.bias", Dtype::F16, {2304}});
+    ts.push_back({h + "attn.c_proj.weight", Dtype::F16, {768, 768}});
+    ts.push_back({h + "mlp.c_proj.weight", Dtype::F16, {3072, 768}});
+  }
+  ts.push_back({"ln_f.weight", Dtype::F16, {768}});
+  for (auto& t : ts) t.amplitude = 0.02f;  // GPT-2's weight scale, small enough for the deltas to show
+  const Bytes base = BuildFile(Seeded(ts, 30), TensorOrder::kInput);
+  const std::string config = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768})";
+  Run run = MergeShard(base, *lora.adapter, config, {}, 0);
+  ASSERT_TRUE(run.ok()) << run.message();
+  EXPECT_EQ(run.plan->arch, "gpt2");
+  EXPECT_EQ(run.plan->modules_matched, 36u);
+  EXPECT_EQ(run.plan->tensors_merged, 36u);
+  View b(base), m(run.output);
+  ASSERT_TRUE(m.ok());
+  for (int l = 0; l < 12; ++l) {
+    for (const char* mod : {"attn.c_attn", "attn.c_proj", "mlp.c_proj"}) {
+      const std::string name = "h." + std::to_string(l) + "." + mod + ".weight";
+      SCOPED_TRACE(name);
+      ASSERT_EQ(Planned(run, name)->orientation, Orientation::kInOut);
+      auto f = FactorsOf(lora.weights, "transformer.h." + std::to_string(l) + "." + mod, 32.0 / 8.0);
+      ref::Tally t = CheckLowRank(b, m, name, f, ref::Layout::kInOut, Rule::kSingleRounding, 1.0, 300, l + 1);
+      ExpectPeft(t, Dtype::F16);
+      EXPECT_GT(Changed(b, m, name, 300), 30u);
+    }
+  }
+  // score.weight (modules_to_save) is not in the gpt2 checkpoint: added as the adapter has it.
+  auto names = m.Names();
+  EXPECT_EQ(names.back(), "score.weight");
+  View a(lora.weights);
+  auto want = a.BytesOf("base_model.model.score.weight"), got = m.BytesOf("score.weight");
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin(), got.end()));
+  for (const char* n : {"wte.weight", "h.3.attn.c_attn.bias", "h.11.ln_1.weight", "ln_f.weight"}) ExpectPassedThrough(b, m, n);
+}
+
+TEST(MergeFixtures, PeftRobertaSeqClsIntoARobertaShapedBase) {
+  auto dir = Fixture("peft-roberta-seqcls-query-value");
+  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  Lora lora = ReadLora(Text(*dir / "adapter_config.json"), testing::ReadAll(*dir / "adapter_model.safetensors"));
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  ASSERT_EQ(lora.adapter->modules.size(), 24u);
+  // The adapter's paths are RobertaForSequenceClassification's ("roberta.encoder.layer.N.attention.self.query");
+  // roberta-base's checkpoint (RobertaForMaskedLM) has the same "roberta." names and an lm_head, no classifier.
+  std::vector<T> ts = {{"roberta.embeddings.word_embeddings.weight", Dtype::F32, {500, 768}},
+                       {"roberta.embeddings.LayerNorm.weight", Dtype::F32, {768}}};
+  for (int l = 0; l < 12; ++l) {
+    const std::string p = "roberta.encoder.layer." + std::to_string(l) + ".attention.";
+    ts.push_back({p + "self.query.weight", Dtype::F32, {768, 768}});
+    ts.push_back({p + "self.query.bias", Dtype::F32, {768}});
+    ts.push_back({p + "self.value.weight", Dtype::F32, {768, 768}});
+    ts.push_back({p + "output.LayerNorm.weight", Dtype::F32, {768}});
+  }
+  ts.push_back({"lm_head.dense.weight", Dtype::F32, {768, 768}});
+  const Bytes base = BuildFile(Seeded(ts, 31));
+  Run run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+  ASSERT_TRUE(run.ok()) << run.message();
+  EXPECT_EQ(run.plan->arch, "roberta");
+  View b(base), m(run.output);
+  ASSERT_TRUE(m.ok());
+  for (int l = 0; l < 12; ++l) {
+    for (const char* mod : {"query", "value"}) {
+      const std::string module = "roberta.encoder.layer." + std::to_string(l) + ".attention.self." + mod;
+      SCOPED_TRACE(module);
+      EXPECT_EQ(Planned(run, module + ".weight")->orientation, Orientation::kOutIn);
+      auto f = FactorsOf(lora.weights, module, 16.0 / 8.0);
+      ExpectPeft(CheckLowRank(b, m, module + ".weight", f, ref::Layout::kOutIn, Rule::kSingleRounding, 1.0, 300, l + 7),
+                 Dtype::F32);
+      EXPECT_GT(Changed(b, m, module + ".weight", 300), 250u);
+    }
+  }
+  // The classification head (modules_to_save) is added: four tensors, as stored.
+  View a(lora.weights);
+  for (const char* n : {"classifier.dense.weight", "classifier.dense.bias", "classifier.out_proj.weight", "classifier.out_proj.bias"}) {
+    ASSERT_TRUE(m.Has(n)) << n;
+    auto want = a.BytesOf(std::string(kPrefix) + n), got = m.BytesOf(n);
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin(), got.end())) << n;
+  }
+  EXPECT_EQ(m.Names().size(), b.Names().size() + 4);
+  ExpectPassedThrough(b, m, "lm_head.dense.weight");
+  ExpectPassedThrough(b, m, "roberta.encoder.layer.5.attention.self.query.bias");
+}
+
+TEST(MergeFixtures, MlxQwenAdapterIntoQwen2Layers20To23) {
+  auto dir = Fixture("mlx-lm-qwen2.5-0.5b");
+  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  const std::string config_text = Text(*dir / "adapter_config.json");
+  Lora lora = ReadLora(config_text, testing::ReadAll(*dir / "adapters.safetensors"), adapter::AdapterFormat::kMlx,
+                       "adapters.safetensors");
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  ASSERT_EQ(lora.adapter->modules.size(), 8u);
+  // mlx-lm: y = x W^T + scale * (x @ lora_a) @ lora_b, lora_a [in, r], lora_b [r, out]; scale is the final
+  // multiplier (lora_parameters.scale). The reference reads the mlx tensors directly.
+  const double scale = nlohmann::json::parse(config_text)["lora_parameters"]["scale"].get<double>();
+  EXPECT_EQ(scale, 10.0);
+  View a(lora.weights);
+  std::vector<T> ts;
+  for (int l = 20; l < 24; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    ts.push_back({p + "input_layernorm.weight", Dtype::BF16, {896}});
+    ts.push_back({p + "self_attn.q_proj.weight", Dtype::BF16, {896, 896}});
+    ts.push_back({p + "self_attn.q_proj.bias", Dtype::BF16, {896}});
+    ts.push_back({p + "self_attn.k_proj.weight", Dtype::BF16, {128, 896}});
+    ts.push_back({p + "self_attn.v_proj.weight", Dtype::BF16, {128, 896}});
+  }
+  for (auto& t : ts) t.amplitude = 0.03f;
+  const Bytes base = BuildFile(Seeded(ts, 32));
+  const std::string qwen = R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "tie_word_embeddings": true})";
+  Run run = MergeShard(base, *lora.adapter, qwen, {}, 4096);
+  ASSERT_TRUE(run.ok()) << run.message();
+  EXPECT_EQ(run.plan->arch, "qwen2");
+  EXPECT_EQ(run.plan->tensors_merged, 8u);
+  View b(base), m(run.output);
+  ASSERT_TRUE(m.ok());
+  for (int l = 20; l < 24; ++l) {
+    for (const char* mod : {"q_proj", "v_proj"}) {
+      const std::string module = "model.layers." + std::to_string(l) + ".self_attn." + mod;
+      SCOPED_TRACE(module);
+      const auto la = a.Doubles(module + ".lora_a"), lb = a.Doubles(module + ".lora_b");
+      const auto sa = a.Shape(module + ".lora_a"), sb = a.Shape(module + ".lora_b");
+      ref::Factors f;  // PEFT orientation: A = lora_a^T [r, in], B = lora_b^T [out, r]
+      f.r = sa[1];
+      f.in = sa[0];
+      f.out = sb[1];
+      f.scale = ref::TensorScale(scale);
+      f.a.resize(f.r * f.in);
+      f.b.resize(f.out * f.r);
+      for (size_t i = 0; i < f.in; ++i)
+        for (size_t k = 0; k < f.r; ++k) f.a[k * f.in + i] = la[i * f.r + k];
+      for (size_t k = 0; k < f.r; ++k)
+        for (size_t o = 0; o < f.out; ++o) f.b[o * f.r + k] = lb[k * f.out + o];
+      const std::string name = module + ".weight";
+      ExpectPeft(CheckLowRank(b, m, name, f, ref::Layout::kOutIn, Rule::kSingleRounding, 1.0, 400, l), Dtype::BF16);
+      EXPECT_GT(Changed(b, m, name, 300), 30u);
+    }
+  }
+  ExpectPassedThrough(b, m, "model.layers.21.self_attn.k_proj.weight");
+  ExpectPassedThrough(b, m, "model.layers.22.self_attn.q_proj.bias");
+}
+
+}  // namespace
+}  // namespace pb::merge
