@@ -1,6 +1,8 @@
 // kohya-ss convention: <prefix><path with "_">.lora_down.weight = A, .lora_up.weight = B, .alpha = scaling * r
 // (kohya's scale is alpha / rank), .dora_scale = [out, 1]. The PEFT config and the dotted module paths go into
 // the metadata so that reading the file back restores the adapter exactly.
+#include <map>
+
 #include "adapter/format_internal.h"
 #include "adapter/python_json.h"
 #include "adapter/tensor_ops.h"
@@ -25,6 +27,7 @@ Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& opt
     reject(e.key, "kohya LoRA files hold only LoRA factors; a full " + std::string(ExtraKindName(e.kind)) +
                       " tensor has no place in them");
   nlohmann::json paths = nlohmann::json::array();
+  std::map<std::string, std::string> spelled;  // kohya base name -> the module that took it
   std::optional<uint64_t> uniform_rank;
   std::optional<double> uniform_alpha;
   bool uniform = true;
@@ -43,6 +46,13 @@ Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& opt
     std::string base = prefix + m.path;
     for (size_t i = prefix.size(); i < base.size(); ++i)
       if (base[i] == '.') base[i] = '_';
+    if (auto [it, inserted] = spelled.emplace(base, m.path); !inserted) {
+      const std::string reason = "its kohya name `" + base + "` is also the name of `" + it->second + "` (dots become underscores)";
+      reject(PeftKeyFor(m.path, PeftRole::kLoraA), reason);
+      reject(PeftKeyFor(m.path, PeftRole::kLoraB), reason);
+      if (m.magnitude) reject(PeftKeyFor(m.path, PeftRole::kMagnitude), reason);
+      continue;
+    }
     add(PeftKeyFor(m.path, PeftRole::kLoraA), base + table.Find(FormatRole::kLoraA)->suffix, m.a, "copy");
     add(PeftKeyFor(m.path, PeftRole::kLoraB), base + table.Find(FormatRole::kLoraB)->suffix, m.b, "copy");
     const double alpha = m.settings.scaling * static_cast<double>(m.rank());

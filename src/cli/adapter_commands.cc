@@ -114,14 +114,17 @@ int RunTranslate(const std::vector<std::string>& args) {
     const std::string& out_dir = o.positional[1];
     auto created = EnsureDirectory(out_dir);
     if (!created.ok()) return fail(created.error());
+    const auto& output = result->output;
+    auto weights = AtomicOutputFile::Create(Join(out_dir, output.weights_name));
+    std::unique_ptr<AtomicOutputFile> config;
     auto cleanup = [&](const Error& e) {
+      // The temporary files go first (their destructors unlink them), then the directory we created.
+      if (weights.ok()) weights.value().reset();
+      config.reset();
       if (created.value()) RemoveEmptyDirectory(out_dir);
       return fail(e);
     };
-    const auto& output = result->output;
-    auto weights = AtomicOutputFile::Create(Join(out_dir, output.weights_name));
     if (!weights.ok()) return cleanup(weights.error());
-    std::unique_ptr<AtomicOutputFile> config;
     if (Status s = adapter::EmitSafetensors(output.weights, *weights.value()); !s.ok()) return cleanup(s.error());
     if (Status s = weights.value()->Prepare(); !s.ok()) return cleanup(s.error());
     if (output.config_name) {

@@ -132,7 +132,10 @@ class ShardMerger::TensorState {
       case TensorOp::kLowRankEmbedding: {
         out_.resize(n * cols * out_width_);
         auto f = FactorsFrom(row0);
-        bool ok = p_.op == TensorOp::kLowRank
+        // PEFT rounds the delta to the weight's dtype first for embeddings, and for every unmerge
+        // (`W -= delta.to(W.dtype)`); a merge of Linear/Conv adds the fp32 delta and rounds once.
+        const bool round_delta_first = p_.op == TensorOp::kLowRankEmbedding || options_.unmerge;
+        bool ok = !round_delta_first
                       ? kernels::MergeRows(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f)
                       : kernels::MergeRowsRoundDeltaFirst(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f);
         if (!ok) return MakeError(ErrorCode::UnsupportedDtype, "cannot merge `" + p_.name + "`", p_.name);
