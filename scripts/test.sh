@@ -56,6 +56,19 @@ case $torch_status in
   *) status=1; failed=$((failed + 1)) ;;
 esac
 
+echo "== torch cross-check: merges equal PEFT's CPU maths in Debian's python3-torch (skipped when it is not installed)"
+if [[ -x /usr/bin/python3 ]]; then
+  /usr/bin/python3 tests/torch/merge_with_torch.py build/native/peft-bridge 2>&1 | tee "$LOGS/torch-merge.log" | tail -14
+  torch_status=${PIPESTATUS[0]}
+else
+  echo "SKIP: no /usr/bin/python3"; torch_status=77
+fi
+case $torch_status in
+  0) passed=$((passed + 1)) ;;
+  77) skipped=$((skipped + 1)) ;;
+  *) status=1; failed=$((failed + 1)) ;;
+esac
+
 echo "== TypeScript: the published types compile against an application-style usage file"
 if npx --no-install tsc -p tests/types; then
   echo "types: ok"; passed=$((passed + 1))

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <span>
@@ -190,11 +191,7 @@ class Tally {
       else Bad(got, expected, where);
       return;
     }
-    if (got == expected && std::signbit(got) == std::signbit(expected)) {
-      ++exact_;
-      return;
-    }
-    if (got == expected) {  // +0 / -0: the same value
+    if (got == expected) {  // +0 and -0 count as equal
       ++exact_;
       return;
     }

@@ -193,7 +193,7 @@ std::vector<double> MagnitudeOf(const Bytes& adapter_file, const std::string& mo
 
 // --- Running the engine -----------------------------------------------------------------------------------
 
-struct Run {
+struct MergeRun {
   std::optional<Error> error;
   std::optional<MergePlan> plan;
   Bytes output;
@@ -203,9 +203,9 @@ struct Run {
 
 // PlanMerge on the base's header, then ShardMerger pushed the source bytes in plan order, `chunk` bytes at a
 // time (0: each tensor's bytes whole, in one push each).
-Run MergeShard(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
+MergeRun MergeShard(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
                const MergeOptions& options, size_t chunk) {
-  Run run;
+  MergeRun run;
   auto header = ParseWholeFile(base);
   if (!header.ok()) {
     run.error = header.error();
@@ -247,9 +247,9 @@ Run MergeShard(const Bytes& base, const adapter::Adapter& a, const std::optional
 }
 
 // StreamingMerger fed the whole base file in pseudo-random chunk sizes (mostly small, some large).
-Run MergeStreaming(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
+MergeRun MergeStreaming(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
                    const MergeOptions& options, uint64_t seed) {
-  Run run;
+  MergeRun run;
   VectorSink sink;
   StreamingMerger merger(a, config, options, sink);
   testing::Values v(seed);
@@ -274,16 +274,16 @@ Run MergeStreaming(const Bytes& base, const adapter::Adapter& a, const std::opti
 
 // The merge pushed in chunks of 1, 7 and 4096 bytes, whole tensors, and through StreamingMerger: every way
 // must give the same bytes (or the same error). Returns the whole-tensor run.
-Run MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
+MergeRun MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
                   const MergeOptions& options) {
-  Run whole = MergeShard(base, a, config, options, 0);
+  MergeRun whole = MergeShard(base, a, config, options, 0);
   for (size_t chunk : {size_t{1}, size_t{7}, size_t{4096}}) {
-    Run r = MergeShard(base, a, config, options, chunk);
+    MergeRun r = MergeShard(base, a, config, options, chunk);
     EXPECT_EQ(r.ok(), whole.ok()) << "chunk " << chunk << ": " << r.message() << whole.message();
     EXPECT_TRUE(r.output == whole.output) << "ShardMerger output differs with " << chunk << "-byte pushes";
   }
   for (uint64_t seed : {1, 2}) {
-    Run s = MergeStreaming(base, a, config, options, seed);
+    MergeRun s = MergeStreaming(base, a, config, options, seed);
     EXPECT_EQ(s.ok(), whole.ok()) << "StreamingMerger: " << s.message() << whole.message();
     if (s.ok() && whole.ok()) EXPECT_TRUE(s.output == whole.output) << "StreamingMerger output differs from ShardMerger's";
     if (!s.ok() && !whole.ok()) EXPECT_EQ(s.error->message, whole.error->message);
@@ -291,7 +291,7 @@ Run MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::optio
   return whole;
 }
 
-const PlannedTensor* Planned(const Run& run, const std::string& name) {
+const PlannedTensor* Planned(const MergeRun& run, const std::string& name) {
   if (!run.plan) return nullptr;
   for (const auto& p : run.plan->shards[0].tensors)
     if (p.name == name) return &p;
@@ -433,7 +433,7 @@ TEST(MergeNumerics, LinearQAndVProjectionsMatchPeftInEveryDtypeAndChunking) {
   for (Dtype d : kBaseDtypes) {
     SCOPED_TRACE(DtypeTrace(d));
     const Bytes base = BuildFile(LlamaBase(d, 1));
-    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
     ASSERT_TRUE(run.ok()) << run.message();
     EXPECT_EQ(run.plan->modules_matched, 2u);
     EXPECT_EQ(run.plan->tensors_merged, 2u);
@@ -443,7 +443,7 @@ TEST(MergeNumerics, LinearQAndVProjectionsMatchPeftInEveryDtypeAndChunking) {
     ASSERT_TRUE(m.ok());
     EXPECT_EQ(m.Names(), b.Names());  // same tensors, same data order
     EXPECT_EQ(m.header().metadata(), b.header().metadata());
-    for (const auto& [module, out] : {std::pair{kQ, kHidden}, std::pair{kV, kKv}}) {
+    for (const auto& module : {kQ, kV}) {
       auto f = FactorsOf(lora.weights, module, 2.0);
       const std::string name = module + ".weight";
       EXPECT_EQ(m.DtypeOf(name), d);
@@ -479,7 +479,7 @@ TEST(MergeNumerics, Gpt2Conv1DGetsTheTransposedDeltaAndTheAdapterPrefixIsDropped
   for (Dtype d : kBaseDtypes) {
     SCOPED_TRACE(DtypeTrace(d));
     const Bytes base = BuildFile(Gpt2Base(d, 2));
-    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
     ASSERT_TRUE(run.ok()) << run.message();
     const PlannedTensor* p = Planned(run, "h.0.attn.c_attn.weight");
     ASSERT_NE(p, nullptr);
@@ -503,7 +503,7 @@ TEST(MergeNumerics, SquareConv1DIsTransposedBecauseTheArchitectureTableSaysSo) {
   ASSERT_TRUE(lora.adapter) << lora.error;
   const std::string config = R"({"architectures":["GPT2LMHeadModel"],"model_type":"gpt2"})";
   const Bytes base = BuildFile(Gpt2Base(Dtype::BF16, 3));
-  Run run = MergeEveryWay(base, *lora.adapter, config, {});
+  MergeRun run = MergeEveryWay(base, *lora.adapter, config, {});
   ASSERT_TRUE(run.ok()) << run.message();
   EXPECT_EQ(run.plan->arch, "gpt2");
   EXPECT_EQ(run.plan->config_json, config);  // nothing to edit: passed through byte for byte
@@ -529,7 +529,7 @@ TEST(MergeNumerics, SquareWeightWithoutTableFollowsFanInFanOut) {
                              (fifo ? "true" : "false"),
                          lt);
     ASSERT_TRUE(lora.adapter) << lora.error;
-    Run run = MergeShard(base, *lora.adapter, std::nullopt, {}, 5);
+    MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 5);
     ASSERT_TRUE(run.ok()) << run.message();
     EXPECT_FALSE(run.plan->arch.has_value()) << *run.plan->arch;
     const auto layout = fifo ? ref::Layout::kInOut : ref::Layout::kOutIn;
@@ -553,7 +553,7 @@ TEST(MergeNumerics, EmbeddingRoundsTheDeltaToTheWeightDtypeFirst) {
   for (Dtype d : kBaseDtypes) {
     SCOPED_TRACE(DtypeTrace(d));
     const Bytes base = BuildFile(LlamaBase(d, 5));
-    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
     ASSERT_TRUE(run.ok()) << run.message();
     const PlannedTensor* p = Planned(run, kEmbed + ".weight");
     ASSERT_NE(p, nullptr);
@@ -584,7 +584,7 @@ TEST(MergeNumerics, Conv2d3x3And1x1) {
                                          {"proj.weight", d, {6, 8, 1, 1}},
                                          {"norm.weight", d, {6}}},
                                         6));
-    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
     ASSERT_TRUE(run.ok()) << run.message();
     EXPECT_EQ(Planned(run, "conv_in.weight")->cols, 45u);
     View b(base), m(run.output);
@@ -613,7 +613,7 @@ TEST(MergeNumerics, DoraOnLinearNormalisesEachOutputRow) {
   for (Dtype d : kBaseDtypes) {
     SCOPED_TRACE(DtypeTrace(d));
     const Bytes base = BuildFile(LlamaBase(d, 7));
-    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
     ASSERT_TRUE(run.ok()) << run.message();
     EXPECT_EQ(Planned(run, kQ + ".weight")->op, TensorOp::kDoraRows);
     View b(base), m(run.output);
@@ -646,7 +646,7 @@ TEST(MergeNumerics, DoraOnConv1DAndEmbeddingNormalisesColumns) {
     SCOPED_TRACE(DtypeTrace(d));
     {
       const Bytes base = BuildFile(Gpt2Base(d, 8));
-      Run run = MergeEveryWay(base, *gpt.adapter, std::nullopt, {});
+      MergeRun run = MergeEveryWay(base, *gpt.adapter, std::nullopt, {});
       ASSERT_TRUE(run.ok()) << run.message();
       EXPECT_EQ(Planned(run, "h.0.attn.c_attn.weight")->op, TensorOp::kDoraColumns);
       View b(base), m(run.output);
@@ -656,7 +656,7 @@ TEST(MergeNumerics, DoraOnConv1DAndEmbeddingNormalisesColumns) {
     }
     {
       const Bytes base = BuildFile(LlamaBase(d, 9));
-      Run run = MergeEveryWay(base, *emb.adapter, std::nullopt, {});
+      MergeRun run = MergeEveryWay(base, *emb.adapter, std::nullopt, {});
       ASSERT_TRUE(run.ok()) << run.message();
       EXPECT_EQ(Planned(run, kEmbed + ".weight")->op, TensorOp::kDoraColumns);
       View b(base), m(run.output);
@@ -685,7 +685,7 @@ TEST(MergeNumerics, PerModuleScalingFromRsloraAndPatterns) {
   for (Dtype d : {Dtype::BF16, Dtype::F32}) {
     SCOPED_TRACE(DtypeTrace(d));
     const Bytes base = BuildFile(LlamaBase(d, 10));
-    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
     ASSERT_TRUE(run.ok()) << run.message();
     View b(base), m(run.output);
     for (const auto& [module, s] : scaling)
@@ -707,7 +707,7 @@ TEST(MergeNumerics, LoraBBiasIsScaledAndAddedToTheBaseBias) {
   for (Dtype d : kBaseDtypes) {
     SCOPED_TRACE(DtypeTrace(d));
     const Bytes base = BuildFile(LlamaBase(d, 11, /*with_bias=*/true));
-    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
     ASSERT_TRUE(run.ok()) << run.message();
     EXPECT_EQ(Planned(run, kQ + ".bias")->op, TensorOp::kAddBias);
     View b(base), m(run.output), a(lora.weights);
@@ -744,7 +744,7 @@ TEST(MergeNumerics, ModulesToSaveReplacesTheBaseTensorOrIsAdded) {
     std::vector<T> ts = LlamaBase(Dtype::BF16, 12);
     ts.push_back({"score.weight", Dtype::BF16, {3, kHidden}, 0.05f, 99});
     const Bytes base = BuildFile(ts);
-    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
     ASSERT_TRUE(run.ok()) << run.message();
     EXPECT_EQ(Planned(run, "score.weight")->op, TensorOp::kReplace);
     View b(base), m(run.output);
@@ -761,7 +761,7 @@ TEST(MergeNumerics, ModulesToSaveReplacesTheBaseTensorOrIsAdded) {
   {
     // No score head in the base (a causal-LM checkpoint): it is added, as the adapter stores it, at the end.
     const Bytes base = BuildFile(LlamaBase(Dtype::BF16, 13));
-    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
     ASSERT_TRUE(run.ok()) << run.message();
     EXPECT_EQ(Planned(run, "score.weight")->op, TensorOp::kAdd);
     View b(base), m(run.output);
@@ -775,7 +775,7 @@ TEST(MergeNumerics, ModulesToSaveReplacesTheBaseTensorOrIsAdded) {
     // With --dtype the addition is converted like everything else.
     MergeOptions o;
     o.dtype = Dtype::BF16;
-    Run converted = MergeShard(base, *lora.adapter, std::nullopt, o, 0);
+    MergeRun converted = MergeShard(base, *lora.adapter, std::nullopt, o, 0);
     ASSERT_TRUE(converted.ok()) << converted.message();
     View c(converted.output);
     EXPECT_EQ(c.DtypeOf("score.weight"), Dtype::BF16);
@@ -805,7 +805,7 @@ TEST(MergeNumerics, DtypeConvertsUntouchedTensorsExactlyAndRoundsMergedOnesOnce)
     const Bytes base = BuildFile(ts);
     MergeOptions o;
     o.dtype = to;
-    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, o);
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, o);
     ASSERT_TRUE(run.ok()) << run.message();
     View b(base), m(run.output);
     for (const auto& name : b.Names()) {
@@ -829,11 +829,11 @@ TEST(MergeNumerics, UnmergeOfAnF32MergeReturnsTheOriginal) {
   Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "lora_bias": true, "target_modules": ["q_proj", "embed_tokens"])", lt);
   ASSERT_TRUE(lora.adapter) << lora.error;
   const Bytes base = BuildFile(LlamaBase(Dtype::F32, 15, true));
-  Run merged = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+  MergeRun merged = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
   ASSERT_TRUE(merged.ok()) << merged.message();
   MergeOptions o;
   o.unmerge = true;
-  Run unmerged = MergeEveryWay(merged.output, *lora.adapter, std::nullopt, o);
+  MergeRun unmerged = MergeEveryWay(merged.output, *lora.adapter, std::nullopt, o);
   ASSERT_TRUE(unmerged.ok()) << unmerged.message();
   View b(base), m(merged.output), u(unmerged.output);
   const auto fq = FactorsOf(lora.weights, kQ, 2.0), fe = FactorsOf(lora.weights, kEmbed, 2.0, true);
@@ -870,7 +870,7 @@ TEST(MergeNumerics, UnmergeFollowsPeftRoundingTheDeltaToTheWeightDtype) {
     const Bytes base = BuildFile(LlamaBase(d, 16));
     MergeOptions o;
     o.unmerge = true;
-    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, o);
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, o);
     ASSERT_TRUE(run.ok()) << run.message();
     View b(base), m(run.output);
     const auto fq = FactorsOf(lora.weights, kQ, 2.0);
@@ -896,7 +896,7 @@ TEST(MergeNumerics, HalfPrecisionFactorsGiveADeltaRoundedToTheirDtype) {
   for (Dtype d : {Dtype::F32, Dtype::BF16}) {
     SCOPED_TRACE(DtypeTrace(d));
     const Bytes base = BuildFile(LlamaBase(d, 17));
-    Run run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+    MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
     ASSERT_TRUE(run.ok()) << run.message();
     View b(base), m(run.output);
     const std::string name = kQ + ".weight";
@@ -930,13 +930,13 @@ TEST(MergeNumerics, SafeRefusesANonFiniteMergedWeightNamingTheModule) {
     const Bytes base = BuildFile(ts);
     MergeOptions safe;
     safe.safe = true;
-    Run run = MergeEveryWay(base, *lora.adapter, std::nullopt, safe);
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, safe);
     ASSERT_FALSE(run.ok());
     EXPECT_EQ(run.error->code, ErrorCode::InvalidArgument);
     EXPECT_NE(run.error->message.find(kQ), std::string::npos) << run.error->message;
     EXPECT_NE(run.error->message.find("NaN"), std::string::npos) << run.error->message;
     // Without --safe the NaN is merged like any value (k_proj's NaN, untouched, never matters).
-    Run lax = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+    MergeRun lax = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
     ASSERT_TRUE(lax.ok()) << lax.message();
     View b(base), m(lax.output);
     EXPECT_TRUE(std::isnan(m.At(kQ + ".weight", kHidden + 5)));
@@ -957,7 +957,7 @@ TEST(MergePlanErrors, MissingModuleAndShapeMismatchAreReportedTogether) {
   Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "x_proj", "v_proj"])", lt);
   ASSERT_TRUE(lora.adapter) << lora.error;
   const Bytes base = BuildFile(LlamaBase(Dtype::BF16, 19));
-  Run run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+  MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
   ASSERT_FALSE(run.ok());
   EXPECT_EQ(run.error->code, ErrorCode::ShapeMismatch);
   EXPECT_NE(run.error->message.find(kQ), std::string::npos) << run.error->message;
@@ -965,7 +965,7 @@ TEST(MergePlanErrors, MissingModuleAndShapeMismatchAreReportedTogether) {
   EXPECT_EQ(run.error->message.find(kV + "`"), std::string::npos) << run.error->message;
   EXPECT_TRUE(run.output.empty());
   // StreamingMerger fails at the header, before writing anything.
-  Run s = MergeStreaming(base, *lora.adapter, std::nullopt, {}, 3);
+  MergeRun s = MergeStreaming(base, *lora.adapter, std::nullopt, {}, 3);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error->message, run.error->message);
 }
@@ -976,7 +976,7 @@ TEST(MergePlanErrors, LoraBiasWithoutABaseBiasIsRefused) {
   lt.push_back({std::string(kPrefix) + kQ + ".lora_B.bias", Dtype::F32, {kHidden}, 0.05f});
   Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "lora_bias": true, "target_modules": ["q_proj"])", lt);
   ASSERT_TRUE(lora.adapter) << lora.error;
-  Run run = MergeShard(BuildFile(LlamaBase(Dtype::BF16, 20)), *lora.adapter, std::nullopt, {}, 0);
+  MergeRun run = MergeShard(BuildFile(LlamaBase(Dtype::BF16, 20)), *lora.adapter, std::nullopt, {}, 0);
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.error->message.find(kQ + ".bias"), std::string::npos) << run.error->message;
 }
@@ -989,7 +989,7 @@ TEST(MergePlanErrors, DoraUnmergeIsRefused) {
   ASSERT_TRUE(lora.adapter) << lora.error;
   MergeOptions o;
   o.unmerge = true;
-  Run run = MergeShard(BuildFile(LlamaBase(Dtype::BF16, 22)), *lora.adapter, std::nullopt, o, 0);
+  MergeRun run = MergeShard(BuildFile(LlamaBase(Dtype::BF16, 22)), *lora.adapter, std::nullopt, o, 0);
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.error->message.find("DoRA"), std::string::npos) << run.error->message;
   EXPECT_NE(run.error->message.find(kQ), std::string::npos) << run.error->message;
@@ -1042,7 +1042,7 @@ TEST(MergeFixtures, PeftGpt2SeqClsIntoAGpt2ShapedBase) {
   for (auto& t : ts) t.amplitude = 0.02f;  // GPT-2's weight scale, small enough for the deltas to show
   const Bytes base = BuildFile(Seeded(ts, 30), TensorOrder::kInput);
   const std::string config = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768})";
-  Run run = MergeShard(base, *lora.adapter, config, {}, 0);
+  MergeRun run = MergeShard(base, *lora.adapter, config, {}, 0);
   ASSERT_TRUE(run.ok()) << run.message();
   EXPECT_EQ(run.plan->arch, "gpt2");
   EXPECT_EQ(run.plan->modules_matched, 36u);
@@ -1088,7 +1088,7 @@ TEST(MergeFixtures, PeftRobertaSeqClsIntoARobertaShapedBase) {
   }
   ts.push_back({"lm_head.dense.weight", Dtype::F32, {768, 768}});
   const Bytes base = BuildFile(Seeded(ts, 31));
-  Run run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+  MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
   ASSERT_TRUE(run.ok()) << run.message();
   EXPECT_EQ(run.plan->arch, "roberta");
   View b(base), m(run.output);
@@ -1141,7 +1141,7 @@ TEST(MergeFixtures, MlxQwenAdapterIntoQwen2Layers20To23) {
   for (auto& t : ts) t.amplitude = 0.03f;
   const Bytes base = BuildFile(Seeded(ts, 32));
   const std::string qwen = R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "tie_word_embeddings": true})";
-  Run run = MergeShard(base, *lora.adapter, qwen, {}, 4096);
+  MergeRun run = MergeShard(base, *lora.adapter, qwen, {}, 4096);
   ASSERT_TRUE(run.ok()) << run.message();
   EXPECT_EQ(run.plan->arch, "qwen2");
   EXPECT_EQ(run.plan->tensors_merged, 8u);
