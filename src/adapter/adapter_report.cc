@@ -26,6 +26,13 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
   return s + "]";
 }
 
+// An alpha as PEFT's config holds it: an int when it is one (lora_alpha: 16), else Python's float repr.
+std::string AlphaText(double alpha) {
+  if (alpha == static_cast<double>(static_cast<int64_t>(alpha)) && alpha > -1e15 && alpha < 1e15)
+    return std::to_string(static_cast<int64_t>(alpha));
+  return PythonFloatRepr(alpha);
+}
+
 std::map<std::string, uint64_t> DtypeCounts(const Adapter& a) {
   std::map<std::string, uint64_t> counts;
   for (const auto& m : a.modules) {
@@ -123,13 +130,13 @@ std::string RenderAdapterInfoText(const ReadResult& read) {
   out += "format: " + a.source_format + (a.arch ? " (architecture " + *a.arch + ")" : std::string()) + "\n";
   out += "peft_type: " + c.peft_type + ", task_type: " + c.task_type.value_or("null") +
          ", base model: " + c.base_model_name_or_path.value_or("unknown") + "\n";
-  out += "r: " + std::to_string(c.r) + ", lora_alpha: " + PythonFloatRepr(c.lora_alpha) +
+  out += "r: " + std::to_string(c.r) + ", lora_alpha: " + AlphaText(c.lora_alpha) +
          ", rsLoRA: " + (c.use_rslora ? "yes" : "no") + ", DoRA: " + (c.use_dora ? "yes" : "no") + "\n";
   out += "modules: " + std::to_string(a.modules.size()) + "\n";
   for (const auto& m : a.modules) {
     out += "  " + m.path + "  " + std::string(LoraShapeName(m.shape)) + " " + std::to_string(m.in_features()) + "->" +
            std::to_string(m.out_features()) + "  r=" + std::to_string(m.rank()) + " alpha=" +
-           PythonFloatRepr(m.settings.alpha) + " scaling=" + PythonFloatRepr(m.settings.scaling) + " " +
+           AlphaText(m.settings.alpha) + " scaling=" + PythonFloatRepr(m.settings.scaling) + " " +
            std::string(DtypeName(m.a.dtype)) + (m.magnitude ? " dora" : "") + (m.b_bias ? " lora_bias" : "") + "\n";
   }
   if (!a.extras.empty()) {
