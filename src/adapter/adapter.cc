@@ -161,6 +161,11 @@ Result<std::vector<LoraModule>> AssembleModules(std::vector<RoleTensor> tensors,
       if (as.size() < 2 || as.size() != bs.size() || as.size() > 5)
         return Mismatch(m.path, "lora_A " + ShapeText(as) + " and lora_B " + ShapeText(bs) +
                                     " must both be 2-D (linear) or both 3-D to 5-D (conv)");
+      if (as.size() > 2 && bs[1] != 0 && as[0] != bs[1] && as[0] % bs[1] == 0)
+        return MakeError(ErrorCode::UnsupportedAdapter,
+                         "module `" + m.path + "`: a grouped convolution (lora_A " + ShapeText(as) + ", lora_B " +
+                             ShapeText(bs) + ", groups = " + std::to_string(as[0] / bs[1]) +
+                             "); PEFT refuses to merge LoRA into conv layers with groups > 1");
       if (as[0] != bs[1])
         return Mismatch(m.path, "lora_A " + ShapeText(as) + " and lora_B " + ShapeText(bs) + " disagree on the rank");
       if (as.size() > 2) {

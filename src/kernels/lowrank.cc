@@ -22,8 +22,13 @@
 // repacked per column super-tile into contiguous [k][kNV * lanes] panels (sized to stay in L2), so the inner
 // loop streams one sequential buffer instead of `rank` rows `cols * 4` bytes apart (which all fall into the
 // same few L1 sets). W is converted to fp32 in registers right before the add and rounded right after, so no
-// fp32 copy of W exists. Columns past the last whole vector go through a scalar loop doing the same
-// operations. Large out-of-place outputs use non-temporal stores natively (no read-for-ownership).
+// fp32 copy of W exists; BF16 -> BF16 uses a shuffle-free "pair" layout for that (FmtBF16::LoadPair). Columns
+// past the last whole vector go through a scalar loop doing the same operations.
+// Measured on Zen 4 (4096 x 4096 BF16, bench/merge_bench.cc): the k loop runs at ~90 % of the mul+add peak;
+// what remains above the floor is the per-element conversion work (load, widen, add, RNE, NaN fix, store),
+// which shares the vector pipes with the arithmetic. Tried and dropped (no gain or slower): non-temporal
+// stores for large outputs (neutral with AVX-512, +35 % time with AVX2: half-line streaming stores from
+// four interleaved rows), software prefetch of the next panel's rows, 512-bit vectors (see kMR below).
 // Natively the best target is chosen at run time; the WASM build (PB_STATIC_DISPATCH) compiles SIMD128 only.
 
 #include "kernels/lowrank.h"
@@ -33,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/convert.h"
@@ -42,7 +48,6 @@
 #define HWY_TARGET_INCLUDE "kernels/lowrank.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "hwy/cache_control.h"
 
 #ifndef PB_KERNELS_LOWRANK_ONCE
 #define PB_KERNELS_LOWRANK_ONCE
@@ -93,7 +98,14 @@ namespace pb::kernels::lowrank {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// 256-bit vectors on AVX-512 too: on Zen 4 (512-bit ops are double-pumped) a 4 x 4 block of 256-bit vectors
+// using the 32 registers ran the k loop ~15 % faster than the best 512-bit block (4 x 4, 8 x 2 and 6 x 2
+// tried); the AVX-512 target still brings the 32 registers, ternlog and fpclass.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+using DF = hn::CappedTag<float, 8>;
+#else
 using DF = hn::ScalableTag<float>;
+#endif
 using DI = hn::RebindToSigned<DF>;
 using DU = hn::RebindToUnsigned<DF>;
 using D16 = hn::Rebind<uint16_t, DF>;
@@ -101,8 +113,9 @@ using VF = hn::Vec<DF>;
 using VI = hn::Vec<DI>;
 
 // Register block: kMR rows x kNV vectors of accumulators. AVX-512 has 32 registers (16 accumulators, 4
-// right vectors, broadcasts); the 16-register targets (AVX2, SSE4, and WASM, which V8 maps to 16 xmm
-// registers) use 4 x 2: 8 accumulators hide the 3-4 cycle add latency at two adds per cycle.
+// right vectors, broadcasts; 4 x 4 beat 4 x 2, 4 x 6, 5 x 4 and 6 x 4); the 16-register targets (AVX2, SSE4,
+// and WASM, which V8 maps to 16 xmm registers) use 4 x 2: 8 accumulators hide the 3-4 cycle add latency at
+// two adds per cycle. kNV must be even for the pair layout (4 x 3 lost it and was 30 % slower).
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr size_t kMR = 4, kNV = 4;
 #else
@@ -136,25 +149,6 @@ HWY_INLINE float NoFuse(float x) { return x; }
 
 HWY_INLINE VF MulNoFuse(VF a, VF b) { return NoFuse(hn::Mul(a, b)); }
 
-// ---- stores ----
-template <class D, typename T>
-HWY_INLINE void StoreOut(hn::Vec<D> v, D d, T* out, bool stream) {
-  if (stream) {
-    hn::Stream(v, d, out);
-  } else {
-    hn::StoreU(v, d, out);
-  }
-}
-
-// Non-temporal stores need every vector store aligned (out and the row stride) and at least 16 bytes wide
-// (x86 streams 16 bytes even for a partial vector).
-template <typename T>
-bool CanStream(const T* out, size_t cols) {
-  const size_t vec_bytes = hn::Lanes(DF()) * sizeof(T);
-  return vec_bytes >= 16 && reinterpret_cast<uintptr_t>(out) % vec_bytes == 0 &&
-         (cols * sizeof(T)) % vec_bytes == 0;
-}
-
 // ---- fused formats: Load = exact widening of Lanes(DF) elements, Store = one rounding ----
 // Same arithmetic as FmtF32 / FmtBF16 / FmtF16 in convert.cc (which are private to that file); the scalar
 // forms are the reference functions themselves.
@@ -162,8 +156,9 @@ bool CanStream(const T* out, size_t cols) {
 struct FmtF32 {
   using T = float;
   using Bits = uint32_t;
+  static constexpr bool kPairs = false;
   static HWY_INLINE VF Load(const T* p) { return hn::LoadU(DF(), p); }
-  static HWY_INLINE void Store(VF v, T* p, bool stream) { StoreOut(v, DF(), p, stream); }
+  static HWY_INLINE void Store(VF v, T* p) { hn::StoreU(v, DF(), p); }
   static float ToF32(Bits b) { return scalar::BitsFloat(b); }
   static Bits FromF32(float f) { return scalar::FloatBits(f); }
 };
@@ -175,7 +170,7 @@ struct FmtBF16 {
     return hn::BitCast(DF(), hn::ShiftLeft<16>(hn::PromoteTo(DU(), hn::LoadU(D16(), p))));
   }
   // Round to nearest even on the bits (Highway 1.0.3's DemoteTo to bf16 truncates); NaN -> 0x7FC0.
-  static HWY_INLINE void Store(VF v, T* p, bool stream) {
+  static HWY_INLINE void Store(VF v, T* p) {
     const DI di;
     const DU du;
     const VI w = hn::BitCast(di, v);
@@ -184,15 +179,41 @@ struct FmtBF16 {
     VI r = hn::BitCast(di, hn::ShiftRight<16>(hn::Add(u, bias)));
     const auto is_nan = hn::Gt(hn::And(w, hn::Set(di, 0x7FFFFFFF)), hn::Set(di, 0x7F800000));
     r = hn::IfThenElse(is_nan, hn::Set(di, 0x7FC0), r);
-    StoreOut(hn::DemoteTo(D16(), r), D16(), p, stream);
+    hn::StoreU(hn::DemoteTo(D16(), r), D16(), p);
   }
   static float ToF32(Bits b) { return scalar::BitsFloat(scalar::BF16ToF32Bits(b)); }
   static Bits FromF32(float f) { return scalar::F32BitsToBF16(scalar::FloatBits(f)); }
+
+  // Pair layout: 2 * Lanes(DF) consecutive bf16 read as Lanes(DF) u32 lanes. Lane q holds columns 2q (low
+  // half) and 2q + 1 (high half), so `even` = lanes << 16 and `odd` = lanes & 0xFFFF0000 widen them without
+  // any shuffle, and rounding puts them back with one shift and one mask. The accumulators then hold the
+  // even and odd columns of the pair; PackTile orders `right` to match. About half the epilogue's
+  // instructions of Load/Store, which matters because at rank 16 the epilogue costs a third of the kernel.
+  static constexpr bool kPairs = true;
+  static HWY_INLINE void LoadPair(const T* p, VF& even, VF& odd) {
+    const DU du;
+    const auto x = hn::LoadU(du, reinterpret_cast<const uint32_t*>(p));
+    even = hn::BitCast(DF(), hn::ShiftLeft<16>(x));
+    odd = hn::BitCast(DF(), hn::And(x, hn::Set(du, 0xFFFF0000u)));
+  }
+  // f32 bits + rounding bias: the bf16 result (RNE) is the high half; NaN -> 0x7FC0 in the high half.
+  static HWY_INLINE hn::Vec<DU> RoundedHigh(VF v) {
+    const DU du;
+    const auto u = hn::BitCast(du, v);
+    const auto r = hn::Add(u, hn::Add(hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)), hn::Set(du, 0x7FFFu)));
+    return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Set(du, 0x7FC00000u), r);
+  }
+  static HWY_INLINE void StorePair(VF even, VF odd, T* p) {
+    const DU du;
+    const auto packed = hn::Or(hn::ShiftRight<16>(RoundedHigh(even)), hn::And(RoundedHigh(odd), hn::Set(du, 0xFFFF0000u)));
+    hn::StoreU(packed, du, reinterpret_cast<uint32_t*>(p));
+  }
 };
 
 struct FmtF16 {
   using T = uint16_t;
   using Bits = uint16_t;
+  static constexpr bool kPairs = false;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
   // F16C, as in convert.cc: vcvtph2ps equals the reference (signalling NaNs quieted, payload kept);
   // vcvtps2ph (RNE) does too once NaNs are canonicalised to sign | 0x7FC00000.
@@ -200,13 +221,13 @@ struct FmtF16 {
     const hn::Rebind<hwy::float16_t, DF> dh;
     return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
   }
-  static HWY_INLINE void Store(VF v, T* p, bool stream) {
+  static HWY_INLINE void Store(VF v, T* p) {
     const DI di;
     const hn::Rebind<hwy::float16_t, DF> dh;
     const VI w = hn::BitCast(di, v);
     const VI qnan = hn::Or(hn::And(w, hn::Set(di, static_cast<int32_t>(0x80000000u))), hn::Set(di, 0x7FC00000));
     const VI fixed = hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(v)), qnan, w);
-    StoreOut(hn::BitCast(D16(), hn::DemoteTo(dh, hn::BitCast(DF(), fixed))), D16(), p, stream);
+    hn::StoreU(hn::BitCast(D16(), hn::DemoteTo(dh, hn::BitCast(DF(), fixed))), D16(), p);
   }
 #else
   // Integer kernels (Highway's emulated f16 conversions are wrong on Inf/NaN and truncate).
@@ -226,7 +247,7 @@ struct FmtF16 {
     const auto is_sub = hn::Lt(shifted, hn::Set(di, 0x00800000));
     return hn::BitCast(df, hn::Or(hn::IfThenElse(is_sub, sub, normal), sign));
   }
-  static HWY_INLINE void Store(VF v, T* p, bool stream) {
+  static HWY_INLINE void Store(VF v, T* p) {
     const DF df;
     const DI di;
     const VI w = hn::BitCast(di, v);
@@ -239,7 +260,7 @@ struct FmtF16 {
     VI r = hn::IfThenElse(hn::Lt(a, hn::Set(di, 0x38800000)), sub, norm);
     r = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x477FEFFF)), hn::Set(di, 0x7C00), r);  // >= 65520
     r = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7F800000)), hn::Set(di, 0x7E00), r);  // NaN
-    StoreOut(hn::DemoteTo(D16(), hn::Or(r, sign)), D16(), p, stream);
+    hn::StoreU(hn::DemoteTo(D16(), hn::Or(r, sign)), D16(), p);
   }
 #endif
   static float ToF32(Bits b) { return scalar::BitsFloat(scalar::F16ToF32Bits(b)); }
@@ -252,10 +273,11 @@ struct FmtF16 {
 // the block's first element (row strides ldw/ldo); `lp` at left[row 0, 0]; right[k, block column c] is at
 // rp[k * kstride + c]. kDeltaOnly writes t = delta * scale * sign instead of float(w) + t. w and out may
 // alias (each element is loaded before it is stored), so they are not restrict.
-template <class Src, class Dst, size_t MR, size_t NV, bool kDeltaOnly>
+// kPairs: W and W' in the pair layout (FmtBF16::LoadPair), NV even, `right` packed to match.
+template <class Src, class Dst, size_t MR, size_t NV, bool kDeltaOnly, bool kPairs = false>
 HWY_INLINE void Block(const typename Src::T* w, size_t ldw, typename Dst::T* out, size_t ldo,
                       const float* HWY_RESTRICT lp, size_t rank, const float* HWY_RESTRICT rp, size_t kstride,
-                      VF st, bool stream) {
+                      VF st) {
   const DF df;
   const size_t N = hn::Lanes(df);
   VF acc[MR][NV];
@@ -272,12 +294,22 @@ HWY_INLINE void Block(const typename Src::T* w, size_t ldw, typename Dst::T* out
     }
   }
   for (size_t r = 0; r < MR; ++r) {
-    for (size_t v = 0; v < NV; ++v) {
-      const VF t = NoFuse(hn::Mul(acc[r][v], st));
-      if constexpr (kDeltaOnly) {
-        Dst::Store(t, out + r * ldo + v * N, stream);
-      } else {
-        Dst::Store(hn::Add(Src::Load(w + r * ldw + v * N), t), out + r * ldo + v * N, stream);
+    if constexpr (kPairs) {
+      for (size_t v = 0; v < NV; v += 2) {
+        VF w_even, w_odd;
+        Src::LoadPair(w + r * ldw + v * N, w_even, w_odd);
+        const VF t_even = NoFuse(hn::Mul(acc[r][v], st));
+        const VF t_odd = NoFuse(hn::Mul(acc[r][v + 1], st));
+        Dst::StorePair(hn::Add(w_even, t_even), hn::Add(w_odd, t_odd), out + r * ldo + v * N);
+      }
+    } else {
+      for (size_t v = 0; v < NV; ++v) {
+        const VF t = NoFuse(hn::Mul(acc[r][v], st));
+        if constexpr (kDeltaOnly) {
+          Dst::Store(t, out + r * ldo + v * N);
+        } else {
+          Dst::Store(hn::Add(Src::Load(w + r * ldw + v * N), t), out + r * ldo + v * N);
+        }
       }
     }
   }
@@ -285,35 +317,53 @@ HWY_INLINE void Block(const typename Src::T* w, size_t ldw, typename Dst::T* out
 
 // Rows [0, MR) x the vector columns [j0, j1) of a super-tile. With `tile` (packed right, see PackTile) the
 // blocks read consecutive panels; without, they read `right` in place (row stride cols).
-template <class Src, class Dst, size_t MR, bool kDeltaOnly>
+template <class Src, class Dst, size_t MR, bool kDeltaOnly, bool kPairs>
 HWY_INLINE void Panel(const typename Src::T* w, typename Dst::T* out, size_t cols, const float* lp, size_t rank,
-                      const float* right, const float* tile, size_t j0, size_t j1, VF st, bool stream) {
+                      const float* right, const float* tile, size_t j0, size_t j1, VF st) {
   const size_t N = hn::Lanes(DF());
   const size_t NB = kNV * N;
   size_t j = j0;
   const float* tp = tile;
   for (; j + NB <= j1; j += NB) {
     const float* rp = tile ? tp : right + j;
-    Block<Src, Dst, MR, kNV, kDeltaOnly>(w + j, cols, out + j, cols, lp, rank, rp, tile ? NB : cols, st, stream);
+    Block<Src, Dst, MR, kNV, kDeltaOnly, kPairs>(w + j, cols, out + j, cols, lp, rank, rp, tile ? NB : cols, st);
     tp += rank * NB;
   }
   for (; j + N <= j1; j += N) {
     const float* rp = tile ? tp : right + j;
-    Block<Src, Dst, MR, 1, kDeltaOnly>(w + j, cols, out + j, cols, lp, rank, rp, tile ? N : cols, st, stream);
+    Block<Src, Dst, MR, 1, kDeltaOnly>(w + j, cols, out + j, cols, lp, rank, rp, tile ? N : cols, st);
     tp += rank * N;
   }
 }
 
 // Copies right[:, j0:j1) into consecutive [rank][NB] panels (then [rank][N] panels for the remaining whole
-// vectors), in the order Panel visits them.
-const float* PackTile(const float* right, size_t cols, size_t rank, size_t j0, size_t j1) {
+// vectors), in the order Panel visits them. With `pairs`, each 2N-column pair of an NB panel is stored as
+// its N even columns, then its N odd columns (the pair layout of FmtBF16).
+const float* PackTile(const float* right, size_t cols, size_t rank, size_t j0, size_t j1, bool pairs) {
   const size_t N = hn::Lanes(DF());
   const size_t NB = kNV * N;
   float* buf = PackScratch((j1 - j0) * rank);
   float* p = buf;
   size_t j = j0;
   for (; j + NB <= j1; j += NB) {
-    for (size_t k = 0; k < rank; ++k, p += NB) std::memcpy(p, right + k * cols + j, NB * sizeof(float));
+    for (size_t k = 0; k < rank; ++k, p += NB) {
+      const float* src = right + k * cols + j;
+      if (pairs) {
+        for (size_t base = 0; base < NB; base += 2 * N) {
+#if HWY_TARGET == HWY_SCALAR
+          p[base] = src[base];
+          p[base + 1] = src[base + 1];
+#else
+          const DF df;
+          const VF lo = hn::LoadU(df, src + base), hi = hn::LoadU(df, src + base + N);
+          hn::StoreU(hn::ConcatEven(df, hi, lo), df, p + base);
+          hn::StoreU(hn::ConcatOdd(df, hi, lo), df, p + base + N);
+#endif
+        }
+      } else {
+        std::memcpy(p, src, NB * sizeof(float));
+      }
+    }
   }
   for (; j + N <= j1; j += N) {
     for (size_t k = 0; k < rank; ++k, p += N) std::memcpy(p, right + k * cols + j, N * sizeof(float));
@@ -323,7 +373,7 @@ const float* PackTile(const float* right, size_t cols, size_t rank, size_t j0, s
 
 template <class Src, class Dst, bool kDeltaOnly>
 void MergeBlock(const void* w_void, void* out_void, size_t rows, size_t cols, const float* left,
-                const float* right, size_t rank, float st_scalar, bool stream) {
+                const float* right, size_t rank, float st_scalar) {
   using TS = typename Src::T;
   using TD = typename Dst::T;
   const auto* w = static_cast<const TS*>(w_void);
@@ -333,26 +383,36 @@ void MergeBlock(const void* w_void, void* out_void, size_t rows, size_t cols, co
   const size_t NB = kNV * N;
   const VF st = hn::Set(df, st_scalar);
   const size_t cols_vec = cols / N * N;
-  if (stream && !CanStream(out, cols)) stream = false;
 
   const bool pack = rows >= kPackMinRows && cols_vec > 0 && rank > 0;
+  // The pair layout needs the packed, reordered `right`.
+  constexpr bool kPairsPossible = Src::kPairs && Dst::kPairs && !kDeltaOnly && kNV % 2 == 0;
+  const bool pairs = kPairsPossible && pack;
   size_t tile_cols = cols_vec;
   if (pack) tile_cols = std::max(NB, kPackFloats / rank / NB * NB);
   for (size_t j0 = 0; j0 < cols_vec; j0 += tile_cols) {
     const size_t j1 = std::min(cols_vec, j0 + tile_cols);
-    const float* tile = pack ? PackTile(right, cols, rank, j0, j1) : nullptr;
-    size_t i = 0;
-    for (; i + kMR <= rows; i += kMR) {
-      Panel<Src, Dst, kMR, kDeltaOnly>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile, j0,
-                                       j1, st, stream);
+    const float* tile = pack ? PackTile(right, cols, rank, j0, j1, pairs) : nullptr;
+    auto panels = [&](auto pairs_tag) {
+      constexpr bool kP = decltype(pairs_tag)::value;
+      size_t i = 0;
+      for (; i + kMR <= rows; i += kMR) {
+        Panel<Src, Dst, kMR, kDeltaOnly, kP>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile,
+                                             j0, j1, st);
+      }
+      for (; i < rows; ++i) {
+        Panel<Src, Dst, 1, kDeltaOnly, kP>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile, j0,
+                                           j1, st);
+      }
+    };
+    if constexpr (kPairsPossible) {
+      if (pairs) {
+        panels(std::true_type());
+        continue;
+      }
     }
-    for (; i < rows; ++i) {
-      Panel<Src, Dst, 1, kDeltaOnly>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile, j0, j1,
-                                     st, stream);
-    }
+    panels(std::false_type());
   }
-  if (stream) hwy::FlushStream();
-
   // Columns past the last whole vector: the same operations, one element at a time.
   for (size_t i = 0; i < rows && cols_vec < cols; ++i) {
     for (size_t j = cols_vec; j < cols; ++j) {
@@ -366,7 +426,7 @@ void MergeBlock(const void* w_void, void* out_void, size_t rows, size_t cols, co
   }
 }
 
-using MergeFn = void (*)(const void*, void*, size_t, size_t, const float*, const float*, size_t, float, bool);
+using MergeFn = void (*)(const void*, void*, size_t, size_t, const float*, const float*, size_t, float);
 
 template <class Src>
 MergeFn PickMergeDst(int dst) {
@@ -379,7 +439,7 @@ MergeFn PickMergeDst(int dst) {
 
 // src/dst: FusedFmt codes. delta_only: out (fp32) = delta * scale * sign, w unused.
 void MergeImpl(int src, int dst, bool delta_only, const void* w, void* out, size_t rows, size_t cols,
-               const float* left, const float* right, size_t rank, float st, bool stream) {
+               const float* left, const float* right, size_t rank, float st) {
   MergeFn fn;
   if (delta_only) {
     fn = &MergeBlock<FmtF32, FmtF32, true>;
@@ -390,41 +450,49 @@ void MergeImpl(int src, int dst, bool delta_only, const void* w, void* out, size
       default: fn = PickMergeDst<FmtF16>(dst); break;
     }
   }
-  fn(w, out, rows, cols, left, right, rank, st, stream);
+  fn(w, out, rows, cols, left, right, rank, st);
 }
 
 // ---- DoRA helpers ----
 
+// y = v * f, except that a NaN in v wins (quieted) over a NaN factor: with both operands NaN the hardware
+// returns the first operand's NaN and the compiler may commute them, so this fixes the payload and sign for
+// fp32/f16 outputs. (A NaN factor arises from a row whose norm is NaN, i.e. one that contains a NaN.)
+HWY_INLINE VF ScaleOne(VF v, VF f) {
+  const DI di;
+  const VF quiet_v = hn::BitCast(DF(), hn::Or(hn::BitCast(di, v), hn::Set(di, 0x00400000)));
+  return hn::IfThenElse(hn::IsNaN(v), quiet_v, hn::Mul(v, f));
+}
+HWY_INLINE float ScaleOne(float v, float f) {
+  return v != v ? scalar::BitsFloat(scalar::FloatBits(v) | 0x00400000u) : v * f;
+}
+
 template <class Dst>
-void ScaleRows(const float* v, size_t rows, size_t cols, const float* factor, bool per_column, void* out_void,
-               bool stream) {
+void ScaleRows(const float* v, size_t rows, size_t cols, const float* factor, bool per_column, void* out_void) {
   using TD = typename Dst::T;
   auto* out = static_cast<TD*>(out_void);
   const DF df;
   const size_t N = hn::Lanes(df);
-  if (stream && !CanStream(out, cols)) stream = false;
   for (size_t i = 0; i < rows; ++i) {
     const float* vi = v + i * cols;
     TD* oi = out + i * cols;
     size_t j = 0;
     if (per_column) {
-      for (; j + N <= cols; j += N) Dst::Store(hn::Mul(hn::LoadU(df, vi + j), hn::LoadU(df, factor + j)), oi + j, stream);
-      for (; j < cols; ++j) scalar::StoreAt<typename Dst::Bits>(oi, j, Dst::FromF32(vi[j] * factor[j]));
+      for (; j + N <= cols; j += N) Dst::Store(ScaleOne(hn::LoadU(df, vi + j), hn::LoadU(df, factor + j)), oi + j);
+      for (; j < cols; ++j) scalar::StoreAt<typename Dst::Bits>(oi, j, Dst::FromF32(ScaleOne(vi[j], factor[j])));
     } else {
       const VF f = hn::Set(df, factor[i]);
-      for (; j + N <= cols; j += N) Dst::Store(hn::Mul(hn::LoadU(df, vi + j), f), oi + j, stream);
-      for (; j < cols; ++j) scalar::StoreAt<typename Dst::Bits>(oi, j, Dst::FromF32(vi[j] * factor[i]));
+      for (; j + N <= cols; j += N) Dst::Store(ScaleOne(hn::LoadU(df, vi + j), f), oi + j);
+      for (; j < cols; ++j) scalar::StoreAt<typename Dst::Bits>(oi, j, Dst::FromF32(ScaleOne(vi[j], factor[i])));
     }
   }
-  if (stream) hwy::FlushStream();
 }
 
-void ScaleImpl(int dst, const float* v, size_t rows, size_t cols, const float* factor, bool per_column, void* out,
-               bool stream) {
+void ScaleImpl(int dst, const float* v, size_t rows, size_t cols, const float* factor, bool per_column, void* out) {
   switch (dst) {
-    case kFusedF32: return ScaleRows<FmtF32>(v, rows, cols, factor, per_column, out, stream);
-    case kFusedBF16: return ScaleRows<FmtBF16>(v, rows, cols, factor, per_column, out, stream);
-    default: return ScaleRows<FmtF16>(v, rows, cols, factor, per_column, out, stream);
+    case kFusedF32: return ScaleRows<FmtF32>(v, rows, cols, factor, per_column, out);
+    case kFusedBF16: return ScaleRows<FmtBF16>(v, rows, cols, factor, per_column, out);
+    default: return ScaleRows<FmtF16>(v, rows, cols, factor, per_column, out);
   }
 }
 
@@ -473,7 +541,10 @@ void RowSquaredNormsImpl(const float* v, size_t rows, size_t cols, double* out) 
       const double x = vi[j];
       p[j % kNormPartials] = p[j % kNormPartials] + x * x;
     }
-    out[i] = CombinePartials(p);
+    const double sum = CombinePartials(p);
+    // Several NaNs meeting in one add give the first operand's NaN on x86, and compilers may commute the
+    // operands, so the payload would depend on the target: a row with a NaN yields the default quiet NaN.
+    out[i] = sum != sum ? scalar::BitsDouble(0x7FF8000000000000ull) : sum;
   }
 }
 
@@ -531,9 +602,6 @@ HWY_EXPORT(AddF32Impl);
 
 namespace {
 
-// Out-of-place outputs at least this large use non-temporal stores natively (as ConvertElements does):
-// they would not stay in the cache anyway, and streaming skips reading the destination first.
-constexpr size_t kStreamBytes = size_t{4} << 20;
 // Rows per staging panel: about 64 KiB of fp32 (at least one row).
 constexpr size_t kStageFloats = 16 * 1024;
 
@@ -547,16 +615,6 @@ int FusedOf(Dtype t) {
 }
 
 size_t Width(Dtype t) { return DtypeBits(t) / 8; }
-
-bool Overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  const auto pa = reinterpret_cast<uintptr_t>(a);
-  const auto pb = reinterpret_cast<uintptr_t>(b);
-  return pa < pb + b_bytes && pb < pa + a_bytes;
-}
-
-bool WantStream(const void* w, size_t w_bytes, const void* out, size_t out_bytes) {
-  return out_bytes >= kStreamBytes && !Overlaps(w, w_bytes, out, out_bytes);
-}
 
 size_t StageRows(size_t cols) { return std::max<size_t>(1, kStageFloats / cols); }
 
@@ -583,7 +641,7 @@ void MergeStaged(Dtype in, const void* w, Dtype out_dtype, void* out, size_t row
     if (src < 0) ConvertElements(in, Dtype::F32, wi, stage, n * cols);
     PB_LR_CALL(MergeImpl)(src < 0 ? kFusedF32 : src, dst < 0 ? kFusedF32 : dst, false, src < 0 ? stage : wi,
                           dst < 0 ? static_cast<void*>(stage) : oi, n, cols, f.left + i * f.rank, f.right, f.rank,
-                          st, false);
+                          st);
     if (dst < 0) ConvertElements(Dtype::F32, out_dtype, stage, oi, n * cols);
   }
 }
@@ -603,8 +661,7 @@ bool MergeRows(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows,
     MergeStaged(in, w, out_dtype, out, rows, cols, f, st);
     return true;
   }
-  const bool stream = WantStream(w, rows * cols * Width(in), out, rows * cols * Width(out_dtype));
-  PB_LR_CALL(MergeImpl)(src, dst, false, w, out, rows, cols, f.left, f.right, f.rank, st, stream);
+  PB_LR_CALL(MergeImpl)(src, dst, false, w, out, rows, cols, f.left, f.right, f.rank, st);
   return true;
 }
 
@@ -632,7 +689,7 @@ bool MergeRowsRoundDeltaFirst(Dtype in, const void* w, Dtype out_dtype, void* ou
     const size_t n = std::min(panel, rows - i);
     const size_t count = n * cols;
     PB_LR_CALL(MergeImpl)(kFusedF32, kFusedF32, true, nullptr, delta, n, cols, f.left + i * f.rank, f.right,
-                          f.rank, st, false);
+                          f.rank, st);
     if (in != Dtype::F32) {
       void* narrow = wide;
       if (Width(in) > sizeof(float)) {
@@ -658,9 +715,7 @@ void ScaleRowsTo(const float* v, size_t rows, size_t cols, const float* factor, 
   if (rows == 0 || cols == 0) return;
   const int dst = FusedOf(out_dtype);
   if (dst >= 0) {
-    const size_t out_bytes = rows * cols * Width(out_dtype);
-    PB_LR_CALL(ScaleImpl)(dst, v, rows, cols, factor, per_column, out,
-                          WantStream(v, rows * cols * sizeof(float), out, out_bytes));
+    PB_LR_CALL(ScaleImpl)(dst, v, rows, cols, factor, per_column, out);
     return;
   }
   // F64 / F8 output: scale into fp32 panels, then round with the reference conversion.
@@ -669,8 +724,7 @@ void ScaleRowsTo(const float* v, size_t rows, size_t cols, const float* factor, 
   auto* ob = static_cast<uint8_t*>(out);
   for (size_t i = 0; i < rows; i += panel) {
     const size_t n = std::min(panel, rows - i);
-    PB_LR_CALL(ScaleImpl)(kFusedF32, v + i * cols, n, cols, per_column ? factor : factor + i, per_column, stage,
-                          false);
+    PB_LR_CALL(ScaleImpl)(kFusedF32, v + i * cols, n, cols, per_column ? factor : factor + i, per_column, stage);
     ConvertElements(Dtype::F32, out_dtype, stage, ob + i * cols * Width(out_dtype), n * cols);
   }
 }

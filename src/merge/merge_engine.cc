@@ -49,6 +49,7 @@ class ShardMerger::TensorState {
   }
 
   Status Push(std::span<const uint8_t> bytes) {
+    if (p_.replacement && p_.module) return Status::Ok();  // merging into the adapter's saved copy instead
     switch (p_.op) {
       case TensorOp::kCopy: return writer_.Write(bytes);
       case TensorOp::kReplace: return Status::Ok();  // the base's bytes are dropped
@@ -60,6 +61,14 @@ class ShardMerger::TensorState {
   Status Finish() {
     if (!carry_.empty() && p_.op != TensorOp::kAddBias)
       return MakeError(ErrorCode::InvalidArgument, "tensor `" + p_.name + "` ended inside an element", p_.name);
+    if (p_.replacement && p_.module) {
+      // PEFT loads the saved weight into the base layer (rounding to its dtype), then merges into it.
+      const adapter::Tensor& saved = p_.replacement->tensor;
+      std::vector<uint8_t> as_base(saved.element_count() * in_width_);
+      if (!kernels::ConvertElements(saved.dtype, p_.in_dtype, saved.bytes.data(), as_base.data(), saved.element_count()))
+        return MakeError(ErrorCode::UnsupportedDtype, "cannot convert `" + p_.replacement->key + "`", p_.name);
+      if (Status s = PushRows(as_base); !s.ok()) return s;
+    }
     switch (p_.op) {
       case TensorOp::kReplace:
       case TensorOp::kAdd: return WriteConverted(p_.replacement->tensor);
@@ -139,11 +148,7 @@ class ShardMerger::TensorState {
                       ? kernels::MergeRows(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f)
                       : kernels::MergeRowsRoundDeltaFirst(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f);
         if (!ok) return MakeError(ErrorCode::UnsupportedDtype, "cannot merge `" + p_.name + "`", p_.name);
-        if (options_.safe) {
-          v_.resize(n * cols);
-          kernels::ConvertElements(p_.out_dtype, Dtype::F32, out_.data(), v_.data(), v_.size());
-          if (!kernels::AllFinite(v_.data(), v_.size())) return NonFinite(p_);
-        }
+        if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
         return writer_.Write(out_);
       }
       case TensorOp::kDoraRows: {
@@ -156,7 +161,7 @@ class ShardMerger::TensorState {
           factor[i] = magnitude_[row0 + i] / static_cast<float>(std::sqrt(norms[i]));
         out_.resize(n * cols * out_width_);
         kernels::ScaleRowsTo(v_.data(), n, cols, factor.data(), /*per_column=*/false, p_.out_dtype, out_.data());
-        if (options_.safe && !kernels::AllFinite(v_.data(), v_.size())) return NonFinite(p_);
+        if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
         return writer_.Write(out_);
       }
       case TensorOp::kDoraColumns:
@@ -175,10 +180,18 @@ class ShardMerger::TensorState {
       for (size_t j = 0; j < cols; ++j) sums[j] += static_cast<double>(whole_[i * cols + j]) * whole_[i * cols + j];
     std::vector<float> factor(cols);
     for (size_t j = 0; j < cols; ++j) factor[j] = magnitude_[j] / static_cast<float>(std::sqrt(sums[j]));
-    if (options_.safe && !kernels::AllFinite(whole_.data(), whole_.size())) return NonFinite(p_);
     out_.resize(rows * cols * out_width_);
     kernels::ScaleRowsTo(whole_.data(), rows, cols, factor.data(), /*per_column=*/true, p_.out_dtype, out_.data());
+    if (options_.safe && !OutputFinite(rows * cols)) return NonFinite(p_);
     return writer_.Write(out_);
+  }
+
+  // --safe checks what is written, as PEFT's safe_merge checks the final weight: the output block widened
+  // back to fp32 (exact), so an overflow in the final rounding (e.g. into F16) is caught too.
+  bool OutputFinite(size_t n) {
+    check_.resize(n);
+    kernels::ConvertElements(p_.out_dtype, Dtype::F32, out_.data(), check_.data(), n);
+    return kernels::AllFinite(check_.data(), n);
   }
 
   Status AddBias() {
@@ -188,9 +201,9 @@ class ShardMerger::TensorState {
     const float s = static_cast<float>(m.settings.scaling);
     const float sign = options_.unmerge ? -1.0f : 1.0f;
     for (size_t i = 0; i < b.size(); ++i) b[i] = b[i] + sign * (lb[i] * s);
-    if (options_.safe && !kernels::AllFinite(b.data(), b.size())) return NonFinite(p_);
     out_.resize(b.size() * out_width_);
     kernels::ConvertElements(Dtype::F32, p_.out_dtype, b.data(), out_.data(), b.size());
+    if (options_.safe && !OutputFinite(b.size())) return NonFinite(p_);
     return writer_.Write(out_);
   }
 
@@ -206,7 +219,7 @@ class ShardMerger::TensorState {
   const MergeOptions& options_;
   StreamingWriter& writer_;
   size_t in_width_ = 0, out_width_ = 0;
-  std::vector<float> left_, right_, magnitude_, v_, whole_;
+  std::vector<float> left_, right_, magnitude_, v_, whole_, check_;
   kernels::LowRankFactors factors_{};
   std::vector<uint8_t> carry_, out_, held_;
   uint64_t next_row_ = 0;

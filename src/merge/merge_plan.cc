@@ -117,6 +117,11 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
   // Per base tensor (shard, index): what happens to it.
   std::map<std::pair<size_t, size_t>, PlannedTensor> ops;
   std::vector<std::string> problems;
+  size_t unsupported = 0;  // problems that are refusals (what PEFT itself refuses), not mismatches
+  auto refuse = [&](std::string message) {
+    problems.push_back(std::move(message));
+    ++unsupported;
+  };
   std::set<std::string> modified_names;
 
   for (const LoraModule& m : adapter.modules) {
@@ -133,7 +138,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       problems.push_back("adapter module `" + m.path + "`: the base has no tensor `" + m.path + ".weight`");
       continue;
     }
-    auto [loc, name] = *found;
+    const Location loc = found->first;
+    const std::string name = found->second;  // plain variables: clang 14 cannot capture structured bindings
     TensorInfo info = shards[loc.shard].header->tensor(loc.tensor);
     PlannedTensor p;
     p.source = loc.tensor;
@@ -165,8 +171,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       expected[0] = out;
       if (p.shape.size() == expected.size() && p.shape[0] == out && p.shape[1] != in && p.shape[1] != 0 && in % p.shape[1] == 0 &&
           std::equal(p.shape.begin() + 2, p.shape.end(), expected.begin() + 2)) {
-        problems.push_back("`" + name + "`: a grouped convolution (" + ShapeText(p.shape) +
-                           "); PEFT refuses to merge LoRA into conv layers with groups > 1");
+        refuse("`" + name + "`: a grouped convolution (" + ShapeText(p.shape) +
+               "); PEFT refuses to merge LoRA into conv layers with groups > 1");
         continue;
       }
       if (p.shape != expected) { mismatch(ShapeText(expected)); continue; }
@@ -190,8 +196,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       else p.op = TensorOp::kLowRank;
     }
     if (m.magnitude && options.unmerge) {
-      problems.push_back("module `" + m.path + "`: DoRA cannot be unmerged from a merged file (the weight norms "
-                         "it needs are those of the original weights)");
+      refuse("module `" + m.path + "`: DoRA cannot be unmerged from a merged file (the weight norms "
+             "it needs are those of the original weights)");
       continue;
     }
     if (!note.empty()) plan.notes.push_back(note);
@@ -233,7 +239,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
   std::vector<PlannedTensor> additions;
   for (const ExtraTensor& e : adapter.extras) {
     if (e.kind == ExtraKind::kTrainableTokens) {
-      problems.push_back("`" + e.key + "`: trainable-token rows are not merged yet");
+      refuse("`" + e.key + "`: trainable-token rows are not merged yet");
       continue;
     }
     std::string key = e.key;
@@ -241,8 +247,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     if (auto at = key.find(".base_layer."); at != std::string::npos) key.erase(at, std::string(".base_layer").size());
     auto found = index.Resolve(key, prefixes);
     if (options.unmerge) {
-      problems.push_back("`" + e.key + "`: a " + std::string(adapter::ExtraKindName(e.kind)) +
-                         " tensor replaced the base weights, which the adapter does not keep; it cannot be unmerged");
+      refuse("`" + e.key + "`: a " + std::string(adapter::ExtraKindName(e.kind)) +
+             " tensor replaced the base weights, which the adapter does not keep; it cannot be unmerged");
       continue;
     }
     PlannedTensor p;
@@ -256,8 +262,15 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
                            "` is " + ShapeText(e.tensor.shape));
         continue;
       }
-      if (ops.count({found->first.shard, found->first.tensor})) {
-        problems.push_back("`" + found->second + "` is both merged and replaced by `" + e.key + "`");
+      if (auto merged = ops.find({found->first.shard, found->first.tensor}); merged != ops.end()) {
+        // save_embedding_layers: PEFT loads the saved full weight into the base layer, then merges the LoRA
+        // delta on top of it. The merge runs on the adapter's copy instead of the base's bytes.
+        if (e.kind != ExtraKind::kSavedEmbedding || merged->second.op == TensorOp::kAddBias) {
+          problems.push_back("`" + found->second + "` is both merged and replaced by `" + e.key + "`");
+          continue;
+        }
+        merged->second.replacement = &e;
+        plan.notes.push_back("`" + found->second + "`: the adapter's saved copy is loaded, then the LoRA is merged into it");
         continue;
       }
       p.source = found->first.tensor;
@@ -268,8 +281,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       ops[{found->first.shard, found->first.tensor}] = std::move(p);
     } else {
       if (tied && (EndsWithComponent(key, "lm_head.weight"))) {
-        problems.push_back("`" + e.key + "` replaces a tied lm_head, which the base stores only as the embedding; "
-                           "writing both would need the embedding twice (not supported in a streaming merge)");
+        refuse("`" + e.key + "` replaces a tied lm_head, which the base stores only as the embedding; "
+               "writing both would need the embedding twice (not supported in a streaming merge)");
         continue;
       }
       p.name = key;
@@ -282,7 +295,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
   if (!problems.empty()) {
     std::string message = std::to_string(problems.size()) + " problem(s) between the base model and the adapter:";
     for (const auto& p : problems) message += "\n  " + p;
-    return MakeError(ErrorCode::ShapeMismatch, message);
+    // UnsupportedAdapter when every problem is a refusal; any mismatch makes it ShapeMismatch.
+    return MakeError(unsupported == problems.size() ? ErrorCode::UnsupportedAdapter : ErrorCode::ShapeMismatch, message);
   }
 
   // Output dtypes and the per-shard plans, in input data order.

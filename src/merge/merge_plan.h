@@ -43,7 +43,9 @@ struct PlannedTensor {
   std::vector<uint64_t> shape;
   TensorOp op = TensorOp::kCopy;
   const adapter::LoraModule* module = nullptr;      // kLowRank*, kDora*, kAddBias
-  const adapter::ExtraTensor* replacement = nullptr;  // kReplace, kAdd
+  // kReplace, kAdd: the adapter's tensor. With a merge op: the saved full weight the merge starts from
+  // (PEFT's save_embedding_layers), instead of the base's bytes.
+  const adapter::ExtraTensor* replacement = nullptr;
   Orientation orientation = Orientation::kOutIn;
   uint64_t rows = 0, cols = 0;  // the stored weight viewed as a matrix
 };
@@ -78,9 +80,9 @@ struct BaseShardHeader {
   const Header* header;
 };
 
-// Errors: ShapeMismatch / UnresolvedTensor listing every mismatched or unmatched adapter key at once;
-// UnsupportedAdapter for a merge PEFT itself refuses (conv groups > 1, DoRA unmerge, a tied head that would
-// have to be written twice...).
+// Errors: every problem is listed in one message. ShapeMismatch when any is a mismatch (a module the base
+// lacks, shapes that disagree); UnsupportedAdapter when all are refusals (conv groups > 1, DoRA unmerge, a
+// tied head that would have to be written twice...).
 Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const adapter::Adapter& adapter,
                             const std::optional<std::string>& base_config, const MergeOptions& options);
 

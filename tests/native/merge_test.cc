@@ -80,8 +80,8 @@ Bytes BuildFile(const std::vector<T>& ts, TensorOrder order = TensorOrder::kRefe
 }
 
 // LoRA factors of one module in PEFT's keys, F32 unless asked. A [r, in...], B [out, r, 1...].
-void AddLora(std::vector<T>& ts, const std::string& module, std::vector<uint64_t> a_shape, std::vector<uint64_t> b_shape,
-             float a_amp = 0.3f, float b_amp = 0.1f, Dtype dtype = Dtype::F32) {
+void AddLora(std::vector<T>& ts, const std::string& module, std::vector<uint64_t> a_shape,
+             std::vector<uint64_t> b_shape, float a_amp = 0.3f, float b_amp = 0.1f, Dtype dtype = Dtype::F32) {
   const std::string key = std::string(kPrefix) + module;
   ts.push_back({key + ".lora_A.weight", dtype, std::move(a_shape), a_amp});
   ts.push_back({key + ".lora_B.weight", dtype, std::move(b_shape), b_amp});
@@ -92,11 +92,14 @@ void AddEmbeddingLora(std::vector<T>& ts, const std::string& module, uint64_t r,
   ts.push_back({key + ".lora_embedding_B", Dtype::F32, {dim, r}, 0.1f});
 }
 // A DoRA magnitude vector: uniform in [0.5, 1.5) times `norm`, so m / ||W + dW|| varies from row to row.
-void AddMagnitude(std::vector<T>& ts, const std::string& module, uint64_t out, float norm, uint64_t seed) {
+// Conv magnitudes are [1, out, 1...] (`shape`); Linear and Embedding ones [out].
+void AddMagnitude(std::vector<T>& ts, const std::string& module, uint64_t out, float norm, uint64_t seed,
+                  std::vector<uint64_t> shape = {}) {
   testing::Values v(seed);
   std::vector<float> m(out);
   for (auto& x : m) x = (1.0f + 0.5f * v.Next()) * norm;
-  ts.push_back({std::string(kPrefix) + module + ".lora_magnitude_vector", Dtype::F32, {out}, 0, 0, m});
+  if (shape.empty()) shape = {out};
+  ts.push_back({std::string(kPrefix) + module + ".lora_magnitude_vector", Dtype::F32, shape, 0, 0, m});
 }
 
 // --- Reading files ----------------------------------------------------------------------------------------
@@ -204,7 +207,7 @@ struct MergeRun {
 // PlanMerge on the base's header, then ShardMerger pushed the source bytes in plan order, `chunk` bytes at a
 // time (0: each tensor's bytes whole, in one push each).
 MergeRun MergeShard(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
-               const MergeOptions& options, size_t chunk) {
+                    const MergeOptions& options, size_t chunk) {
   MergeRun run;
   auto header = ParseWholeFile(base);
   if (!header.ok()) {
@@ -248,7 +251,7 @@ MergeRun MergeShard(const Bytes& base, const adapter::Adapter& a, const std::opt
 
 // StreamingMerger fed the whole base file in pseudo-random chunk sizes (mostly small, some large).
 MergeRun MergeStreaming(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
-                   const MergeOptions& options, uint64_t seed) {
+                        const MergeOptions& options, uint64_t seed) {
   MergeRun run;
   VectorSink sink;
   StreamingMerger merger(a, config, options, sink);
@@ -275,7 +278,7 @@ MergeRun MergeStreaming(const Bytes& base, const adapter::Adapter& a, const std:
 // The merge pushed in chunks of 1, 7 and 4096 bytes, whole tensors, and through StreamingMerger: every way
 // must give the same bytes (or the same error). Returns the whole-tensor run.
 MergeRun MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
-                  const MergeOptions& options) {
+                       const MergeOptions& options) {
   MergeRun whole = MergeShard(base, a, config, options, 0);
   for (size_t chunk : {size_t{1}, size_t{7}, size_t{4096}}) {
     MergeRun r = MergeShard(base, a, config, options, chunk);
@@ -285,7 +288,8 @@ MergeRun MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::
   for (uint64_t seed : {1, 2}) {
     MergeRun s = MergeStreaming(base, a, config, options, seed);
     EXPECT_EQ(s.ok(), whole.ok()) << "StreamingMerger: " << s.message() << whole.message();
-    if (s.ok() && whole.ok()) EXPECT_TRUE(s.output == whole.output) << "StreamingMerger output differs from ShardMerger's";
+    if (s.ok() && whole.ok())
+      EXPECT_TRUE(s.output == whole.output) << "StreamingMerger output differs from ShardMerger's";
     if (!s.ok() && !whole.ok()) EXPECT_EQ(s.error->message, whole.error->message);
   }
   return whole;
@@ -519,7 +523,8 @@ TEST(MergeNumerics, SquareConv1DIsTransposedBecauseTheArchitectureTableSaysSo) {
 
 TEST(MergeNumerics, SquareWeightWithoutTableFollowsFanInFanOut) {
   // No architecture table knows "blocks.0.proj": with a square weight only the adapter's flag is left.
-  const Bytes base = BuildFile(Seeded({{"blocks.0.proj.weight", Dtype::F32, {24, 24}}, {"blocks.0.norm", Dtype::F32, {24}}}, 4));
+  const Bytes base =
+      BuildFile(Seeded({{"blocks.0.proj.weight", Dtype::F32, {24, 24}}, {"blocks.0.norm", Dtype::F32, {24}}}, 4));
   View b(base);
   for (bool fifo : {false, true}) {
     SCOPED_TRACE(fifo ? "fan_in_fan_out" : "no fan_in_fan_out");
@@ -571,17 +576,19 @@ TEST(MergeNumerics, EmbeddingRoundsTheDeltaToTheWeightDtypeFirst) {
 
 // --- Conv2d ----------------------------------------------------------------------------------------------
 
-TEST(MergeNumerics, Conv2d3x3And1x1) {
+TEST(MergeNumerics, Conv2d3x3And1x1AndConv1d) {
   std::vector<T> lt;
   AddLora(lt, "conv_in", {4, 5, 3, 3}, {8, 4, 1, 1});
   AddLora(lt, "proj", {4, 8, 1, 1}, {6, 4, 1, 1});
-  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 6, "target_modules": ["conv_in", "proj"])", lt);
+  AddLora(lt, "temporal", {4, 4, 3}, {6, 4, 1});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 6, "target_modules": ["conv_in", "proj", "temporal"])", lt);
   ASSERT_TRUE(lora.adapter) << lora.error;
   for (Dtype d : kBaseDtypes) {
     SCOPED_TRACE(DtypeTrace(d));
     const Bytes base = BuildFile(Seeded({{"conv_in.weight", d, {8, 5, 3, 3}},
                                          {"conv_in.bias", d, {8}},
                                          {"proj.weight", d, {6, 8, 1, 1}},
+                                         {"temporal.weight", d, {6, 4, 3}},
                                          {"norm.weight", d, {6}}},
                                         6));
     MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
@@ -595,8 +602,31 @@ TEST(MergeNumerics, Conv2d3x3And1x1) {
     ExpectPeft(CheckLowRank(b, m, "proj.weight", FactorsOf(lora.weights, "proj", 1.5), ref::Layout::kOutIn,
                             Rule::kSingleRounding),
                d);
+    ExpectPeft(CheckLowRank(b, m, "temporal.weight", FactorsOf(lora.weights, "temporal", 1.5), ref::Layout::kOutIn,
+                            Rule::kSingleRounding),
+               d);
     ExpectPassedThrough(b, m, "conv_in.bias");
     ExpectPassedThrough(b, m, "norm.weight");
+  }
+}
+
+TEST(MergeNumerics, DoraOnConv2dNormalisesEachOutputChannel) {
+  // Conv magnitudes are [1, out, 1, 1]; the norm of (W + dW)[o] runs over in x kh x kw.
+  std::vector<T> lt;
+  AddLora(lt, "conv_in", {4, 5, 3, 3}, {8, 4, 1, 1});
+  AddMagnitude(lt, "conv_in", 8, 0.4f, 28, {1, 8, 1, 1});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "use_dora": true, "target_modules": ["conv_in"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  for (Dtype d : kBaseDtypes) {
+    SCOPED_TRACE(DtypeTrace(d));
+    const Bytes base = BuildFile(Seeded({{"conv_in.weight", d, {8, 5, 3, 3}}, {"conv_in.bias", d, {8}}}, 29));
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    EXPECT_EQ(Planned(run, "conv_in.weight")->op, TensorOp::kDoraRows);
+    View b(base), m(run.output);
+    ExpectPeft(CheckDora(b, m, "conv_in.weight", FactorsOf(lora.weights, "conv_in", 2.0), ref::Layout::kOutIn,
+                         MagnitudeOf(lora.weights, "conv_in"), /*per_column=*/false),
+               d);
   }
 }
 
@@ -635,7 +665,8 @@ TEST(MergeNumerics, DoraOnConv1DAndEmbeddingNormalisesColumns) {
   std::vector<T> gt;
   AddLora(gt, "transformer.h.0.attn.c_attn", {4, 32}, {96, 4});
   AddMagnitude(gt, "transformer.h.0.attn.c_attn", 96, 0.15f, 13);
-  Lora gpt = MakeLora(R"("r": 4, "lora_alpha": 8, "use_dora": true, "fan_in_fan_out": true, "target_modules": ["c_attn"])", gt);
+  Lora gpt = MakeLora(
+      R"("r": 4, "lora_alpha": 8, "use_dora": true, "fan_in_fan_out": true, "target_modules": ["c_attn"])", gt);
   ASSERT_TRUE(gpt.adapter) << gpt.error;
   std::vector<T> et;
   AddEmbeddingLora(et, kEmbed, 4, kVocab, kHidden);
@@ -719,10 +750,39 @@ TEST(MergeNumerics, LoraBBiasIsScaledAndAddedToTheBaseBias) {
     ref::Tally t(d);
     for (uint64_t i = 0; i < kHidden; ++i) {
       const double bias = b.At(kQ + ".bias", i), add = 2.0 * lb[i];
-      t.Add(m.At(kQ + ".bias", i), ref::RoundTo(bias + add, d), 4 * std::ldexp(1.0, -24) * (std::fabs(bias) + std::fabs(add)),
-            "bias[" + std::to_string(i) + "]");
+      t.Add(m.At(kQ + ".bias", i), ref::RoundTo(bias + add, d),
+            4 * std::ldexp(1.0, -24) * (std::fabs(bias) + std::fabs(add)), "bias[" + std::to_string(i) + "]");
     }
     ExpectPeft(t, d, 0.95);
+  }
+}
+
+// --- A tied lm_head -------------------------------------------------------------------------------------
+
+TEST(MergeNumerics, TiedLmHeadDeltaLandsOnTheStoredEmbedding) {
+  // A tied checkpoint stores only the embedding; PEFT's in-place Linear merge into lm_head changes that
+  // shared [vocab, dim] tensor: Linear's rule (one rounding), lm_head's [out, in] orientation.
+  std::vector<T> lt;
+  AddLora(lt, "lm_head", {4, kHidden}, {kVocab, 4});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["lm_head"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  const std::string config =
+      R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "tie_word_embeddings": true})";
+  for (Dtype d : {Dtype::BF16, Dtype::F32}) {
+    SCOPED_TRACE(DtypeTrace(d));
+    std::vector<T> ts = LlamaBase(d, 33);
+    std::erase_if(ts, [](const T& t) { return t.name == "lm_head.weight"; });
+    const Bytes base = BuildFile(ts);
+    MergeRun run = MergeEveryWay(base, *lora.adapter, config, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    const PlannedTensor* p = Planned(run, kEmbed + ".weight");
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->op, TensorOp::kLowRank);
+    EXPECT_EQ(run.plan->config_json, config);
+    View b(base), m(run.output);
+    ExpectPeft(CheckLowRank(b, m, kEmbed + ".weight", FactorsOf(lora.weights, "lm_head", 2.0), ref::Layout::kOutIn,
+                            Rule::kSingleRounding),
+               d);
   }
 }
 
@@ -783,6 +843,35 @@ TEST(MergeNumerics, ModulesToSaveReplacesTheBaseTensorOrIsAdded) {
   }
 }
 
+TEST(MergeNumerics, SavedEmbeddingLayersAreLoadedBeforeTheirLoraIsMerged) {
+  // Targeting embed_tokens in list form turns on save_embedding_layers="auto": the adapter then carries the
+  // full embedding as `model.embed_tokens.base_layer.weight` next to its LoRA factors. PEFT's load copies it
+  // into the base layer (rounded to the model's dtype), and merge_and_unload adds the delta on top
+  // (peft-semantics.md §1.6, §3.3).
+  std::vector<T> lt;
+  AddEmbeddingLora(lt, kEmbed, 4, kVocab, kHidden);
+  lt.push_back({std::string(kPrefix) + kEmbed + ".base_layer.weight", Dtype::F32, {kVocab, kHidden}, 0.05f});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["embed_tokens"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  ASSERT_EQ(lora.adapter->extras.size(), 1u);
+  EXPECT_EQ(lora.adapter->extras[0].kind, adapter::ExtraKind::kSavedEmbedding);
+  const Bytes base = BuildFile(LlamaBase(Dtype::BF16, 37));
+  MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+  ASSERT_TRUE(run.ok()) << run.message();
+  View a(lora.weights), m(run.output);
+  const auto f = FactorsOf(lora.weights, kEmbed, 2.0, true);
+  const std::string saved = std::string(kPrefix) + kEmbed + ".base_layer.weight";
+  ref::Tally t(Dtype::BF16);
+  for (uint64_t i = 0; i < kVocab * kHidden; ++i) {
+    const double w = ref::RoundTo(a.At(saved, i), Dtype::BF16);  // load_state_dict into the bf16 parameter
+    t.Add(m.At(kEmbed + ".weight", i),
+          ref::MergedDeltaFirst(w, ref::DeltaAt(f, ref::Layout::kInOut, i / kHidden, i % kHidden), Dtype::BF16,
+                                Dtype::BF16),
+          0, "embed");
+  }
+  ExpectPeft(t, Dtype::BF16);
+}
+
 // --- --dtype ---------------------------------------------------------------------------------------------
 
 TEST(MergeNumerics, DtypeConvertsUntouchedTensorsExactlyAndRoundsMergedOnesOnce) {
@@ -826,7 +915,8 @@ TEST(MergeNumerics, UnmergeOfAnF32MergeReturnsTheOriginal) {
   AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
   AddEmbeddingLora(lt, kEmbed, 4, kVocab, kHidden);
   lt.push_back({std::string(kPrefix) + kQ + ".lora_B.bias", Dtype::F32, {kHidden}, 0.05f});
-  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "lora_bias": true, "target_modules": ["q_proj", "embed_tokens"])", lt);
+  Lora lora =
+      MakeLora(R"("r": 4, "lora_alpha": 8, "lora_bias": true, "target_modules": ["q_proj", "embed_tokens"])", lt);
   ASSERT_TRUE(lora.adapter) << lora.error;
   const Bytes base = BuildFile(LlamaBase(Dtype::F32, 15, true));
   MergeRun merged = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
@@ -860,14 +950,17 @@ TEST(MergeNumerics, UnmergeOfAnF32MergeReturnsTheOriginal) {
 TEST(MergeNumerics, UnmergeFollowsPeftRoundingTheDeltaToTheWeightDtype) {
   // PEFT's unmerge for every layer type is `weight.data -= delta_weight.to(orig_dtype)`: the delta is rounded
   // to the weight's dtype, then subtracted and rounded again (peft-semantics.md §3.5, last table row).
+  // Its lora_B.bias unmerge, `bias.data -= lora_B.bias * scaling`, rounds once.
   std::vector<T> lt;
   AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
   AddEmbeddingLora(lt, kEmbed, 4, kVocab, kHidden);
-  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "embed_tokens"])", lt);
+  lt.push_back({std::string(kPrefix) + kQ + ".lora_B.bias", Dtype::F32, {kHidden}, 0.05f});
+  Lora lora =
+      MakeLora(R"("r": 4, "lora_alpha": 8, "lora_bias": true, "target_modules": ["q_proj", "embed_tokens"])", lt);
   ASSERT_TRUE(lora.adapter) << lora.error;
   for (Dtype d : {Dtype::BF16, Dtype::F16}) {
     SCOPED_TRACE(DtypeTrace(d));
-    const Bytes base = BuildFile(LlamaBase(d, 16));
+    const Bytes base = BuildFile(LlamaBase(d, 16, /*with_bias=*/true));
     MergeOptions o;
     o.unmerge = true;
     MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, o);
@@ -879,34 +972,63 @@ TEST(MergeNumerics, UnmergeFollowsPeftRoundingTheDeltaToTheWeightDtype) {
     ExpectPeft(CheckLowRank(b, m, kEmbed + ".weight", FactorsOf(lora.weights, kEmbed, 2.0, true), ref::Layout::kInOut,
                             Rule::kDeltaFirst, -1.0),
                d);
+    const auto lb = View(lora.weights).Doubles(std::string(kPrefix) + kQ + ".lora_B.bias");
+    ref::Tally t(d);
+    for (uint64_t i = 0; i < kHidden; ++i)
+      t.Add(m.At(kQ + ".bias", i), ref::RoundTo(b.At(kQ + ".bias", i) - 2.0 * lb[i], d), 0, "bias");
+    ExpectPeft(t, d, 0.95);
   }
 }
 
-// --- Half-precision adapters -----------------------------------------------------------------------------
+// --- Half-precision factors and a larger matrix ------------------------------------------------------------
 
-TEST(MergeNumerics, HalfPrecisionFactorsGiveADeltaRoundedToTheirDtype) {
-  // PEFT's get_delta_weight on CPU with fp16/bf16 factors (saved with autocast_adapter_dtype=False or after
-  // model.to(bf16)) upcasts them, computes B @ A * s in fp32 and casts the delta back to the factors' dtype
-  // (peft-semantics.md §3.5, "cast_to_fp32"); the in-place add then rounds again.
-  std::vector<T> lt;
-  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4}, 0.3f, 0.1f, Dtype::BF16);
-  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj"])", lt);
-  ASSERT_TRUE(lora.adapter) << lora.error;
-  const auto f = FactorsOf(lora.weights, kQ, 2.0);
-  for (Dtype d : {Dtype::F32, Dtype::BF16}) {
-    SCOPED_TRACE(DtypeTrace(d));
-    const Bytes base = BuildFile(LlamaBase(d, 17));
-    MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
-    ASSERT_TRUE(run.ok()) << run.message();
-    View b(base), m(run.output);
-    const std::string name = kQ + ".weight";
-    ref::Tally t(d);
-    for (uint64_t i = 0; i < Count(b.Shape(name)); ++i) {
-      const uint64_t row = i / kHidden, col = i % kHidden;
-      const double w = b.At(name, i), delta = ref::RoundTo(f.Delta(row, col), Dtype::BF16);
-      t.Add(m.At(name, i), ref::RoundTo(w + delta, d), ref::F32Tolerance(w, f.DeltaMagnitude(row, col), f.r), name);
+TEST(MergeNumerics, HalfPrecisionFactorsAreWidenedAsPeftsDefaultLoadDoes) {
+  // A BF16/F16 adapter file: PeftModel.from_pretrained's default autocast_adapter_dtype=True upcasts the
+  // LoRA parameters to fp32 before the file's values are copied in (exactly), so the delta is the fp32
+  // product of the widened factors, added and rounded once (peft-semantics.md §1.7, §3.5). (Only with
+  // autocast_adapter_dtype=False would get_delta_weight round the delta back to the factors' dtype.)
+  for (Dtype fd : {Dtype::BF16, Dtype::F16}) {
+    std::vector<T> lt;
+    AddLora(lt, kQ, {3, kHidden}, {kHidden, 3}, 0.3f, 0.1f, fd);
+    Lora lora = MakeLora(R"("r": 3, "lora_alpha": 5, "target_modules": ["q_proj"])", lt);
+    ASSERT_TRUE(lora.adapter) << lora.error;
+    const auto f = FactorsOf(lora.weights, kQ, 5.0 / 3.0);
+    for (Dtype d : kBaseDtypes) {
+      SCOPED_TRACE(DtypeTrace(d) + ", factors " + std::string(DtypeName(fd)));
+      const Bytes base = BuildFile(LlamaBase(d, 17));
+      MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+      ASSERT_TRUE(run.ok()) << run.message();
+      View b(base), m(run.output);
+      ExpectPeft(CheckLowRank(b, m, kQ + ".weight", f, ref::Layout::kOutIn, Rule::kSingleRounding), d);
     }
-    ExpectPeft(t, d);
+  }
+}
+
+TEST(MergeNumerics, LargerMatricesEveryElement) {
+  // Rank 16 on [150, 1030] (Linear) and [1030, 150] (Conv1D): several row blocks, column tiles and a
+  // partial vector at the end of each row, checked element by element.
+  std::vector<T> lt;
+  AddLora(lt, "transformer.h.0.attn.c_attn", {16, 1030}, {150, 16}, 0.2f, 0.05f);
+  AddLora(lt, "transformer.h.0.mlp.c_fc", {16, 150}, {1030, 16}, 0.2f, 0.05f);
+  Lora lora =
+      MakeLora(R"("r": 16, "lora_alpha": 24, "fan_in_fan_out": true, "target_modules": ["c_attn", "c_fc"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  for (Dtype d : kBaseDtypes) {
+    SCOPED_TRACE(DtypeTrace(d));
+    // c_attn stored [in, out] = [1030, 150]; c_fc [150, 1030].
+    const Bytes base =
+        BuildFile(Seeded({{"h.0.attn.c_attn.weight", d, {1030, 150}}, {"h.0.mlp.c_fc.weight", d, {150, 1030}}}, 23));
+    MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 4093);
+    ASSERT_TRUE(run.ok()) << run.message();
+    MergeRun whole = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+    EXPECT_TRUE(whole.output == run.output);
+    View b(base), m(run.output);
+    ExpectPeft(CheckLowRank(b, m, "h.0.attn.c_attn.weight", FactorsOf(lora.weights, "transformer.h.0.attn.c_attn", 1.5),
+                            ref::Layout::kInOut, Rule::kSingleRounding),
+               d);
+    ExpectPeft(CheckLowRank(b, m, "h.0.mlp.c_fc.weight", FactorsOf(lora.weights, "transformer.h.0.mlp.c_fc", 1.5),
+                            ref::Layout::kInOut, Rule::kSingleRounding),
+               d);
   }
 }
 
@@ -945,6 +1067,104 @@ TEST(MergeNumerics, SafeRefusesANonFiniteMergedWeightNamingTheModule) {
     ExpectPeft(t, d);
     ExpectPassedThrough(b, m, kK + ".weight");
   }
+}
+
+TEST(MergeNumerics, SafeRefusesAnOverflowToInfinity) {
+  // F16 tops out at 65504: a huge alpha pushes merged weights past it. PEFT's safe_merge checks the merged
+  // weight after the cast to the weight's dtype, so the overflow is an error; without --safe it is inf.
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 16000000, "target_modules": ["q_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  const Bytes base = BuildFile(LlamaBase(Dtype::F16, 24));
+  MergeOptions safe;
+  safe.safe = true;
+  MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, safe, 0);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.error->message.find(kQ), std::string::npos) << run.error->message;
+  MergeRun lax = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+  ASSERT_TRUE(lax.ok()) << lax.message();
+  View b(base), m(lax.output);
+  ref::Tally t = CheckLowRank(b, m, kQ + ".weight", FactorsOf(lora.weights, kQ, 4e6), ref::Layout::kOutIn,
+                              Rule::kSingleRounding);
+  ExpectPeft(t, Dtype::F16);
+  size_t inf = 0;
+  for (uint64_t i = 0; i < kHidden * kHidden; ++i) inf += std::isinf(m.At(kQ + ".weight", i));
+  EXPECT_GT(inf, 0u);
+}
+
+TEST(MergeNumerics, SafeRefusesADoraRowWithZeroNorm) {
+  // A row of W + dW that is all zeros has norm 0: m / 0 = inf, and inf * 0 = NaN in PEFT's merged weight,
+  // which safe_merge checks after the DoRA scaling (variants.py merge_safe, then isfinite).
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  AddMagnitude(lt, kQ, kHidden, 0.3f, 25);
+  {
+    testing::Values v(26);
+    std::vector<float> bvals(kHidden * 4);
+    for (auto& x : bvals) x = 0.1f * v.Next();
+    for (int k = 0; k < 4; ++k) bvals[3 * 4 + k] = 0.0f;  // B row 3: no delta on output 3
+    lt[1].values = bvals;
+  }
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "use_dora": true, "target_modules": ["q_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  std::vector<T> ts = LlamaBase(Dtype::BF16, 27);
+  for (auto& t : ts) {
+    if (t.name != kQ + ".weight") continue;
+    testing::Values v(t.seed);
+    t.values.resize(Count(t.shape));
+    for (auto& x : t.values) x = 0.05f * v.Next();
+    for (uint64_t j = 0; j < kHidden; ++j) t.values[3 * kHidden + j] = 0.0f;  // W row 3 all zeros
+  }
+  const Bytes base = BuildFile(ts);
+  MergeRun lax = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+  ASSERT_TRUE(lax.ok()) << lax.message();
+  View m(lax.output);
+  EXPECT_TRUE(std::isnan(m.At(kQ + ".weight", 3 * kHidden)));  // as PEFT: (m / 0) * 0
+  EXPECT_FALSE(std::isnan(m.At(kQ + ".weight", 2 * kHidden)));
+  MergeOptions safe;
+  safe.safe = true;
+  MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, safe, 0);
+  ASSERT_FALSE(run.ok()) << "--safe let a NaN produced by the DoRA scaling through (rows)";
+  EXPECT_NE(run.error->message.find(kQ), std::string::npos) << run.error->message;
+}
+
+TEST(MergeNumerics, SafeRefusesADoraColumnWithZeroNorm) {
+  // The same for a Conv1D weight [in, out], whose DoRA norms run down the columns: output 5 gets no delta
+  // (B row 5 is zero) and its base column is zero.
+  const std::string module = "transformer.h.0.attn.c_attn";
+  std::vector<T> lt;
+  AddLora(lt, module, {4, 32}, {96, 4});
+  AddMagnitude(lt, module, 96, 0.15f, 34);
+  {
+    testing::Values v(35);
+    std::vector<float> bvals(96 * 4);
+    for (auto& x : bvals) x = 0.1f * v.Next();
+    for (int k = 0; k < 4; ++k) bvals[5 * 4 + k] = 0.0f;
+    lt[1].values = bvals;
+  }
+  Lora lora = MakeLora(
+      R"("r": 4, "lora_alpha": 8, "use_dora": true, "fan_in_fan_out": true, "target_modules": ["c_attn"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  std::vector<T> ts = Gpt2Base(Dtype::F32, 36);
+  for (auto& t : ts) {
+    if (t.name != "h.0.attn.c_attn.weight") continue;
+    testing::Values v(t.seed);
+    t.values.resize(Count(t.shape));
+    for (auto& x : t.values) x = 0.05f * v.Next();
+    for (uint64_t i = 0; i < 32; ++i) t.values[i * 96 + 5] = 0.0f;  // column 5 all zeros
+  }
+  const Bytes base = BuildFile(ts);
+  MergeRun lax = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+  ASSERT_TRUE(lax.ok()) << lax.message();
+  View m(lax.output);
+  EXPECT_TRUE(std::isnan(m.At("h.0.attn.c_attn.weight", 5)));
+  EXPECT_FALSE(std::isnan(m.At("h.0.attn.c_attn.weight", 6)));
+  MergeOptions safe;
+  safe.safe = true;
+  MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, safe, 0);
+  ASSERT_FALSE(run.ok()) << "--safe let a NaN produced by the DoRA scaling through (columns)";
+  EXPECT_NE(run.error->message.find(module), std::string::npos) << run.error->message;
 }
 
 // --- Plan-time errors ------------------------------------------------------------------------------------
@@ -1015,7 +1235,8 @@ size_t Changed(const View& base, const View& merged, const std::string& name, si
   testing::Values v(5);
   size_t changed = 0;
   for (size_t s = 0; s < sample; ++s) {
-    const uint64_t i = std::min<uint64_t>(n - 1, static_cast<uint64_t>(0.5 * (v.Next() + 1.0) * static_cast<double>(n)));
+    const uint64_t i =
+        std::min<uint64_t>(n - 1, static_cast<uint64_t>(0.5 * (v.Next() + 1.0) * static_cast<double>(n)));
     if (base.At(name, i) != merged.At(name, i)) ++changed;
   }
   return changed;
@@ -1066,7 +1287,8 @@ TEST(MergeFixtures, PeftGpt2SeqClsIntoAGpt2ShapedBase) {
   View a(lora.weights);
   auto want = a.BytesOf("base_model.model.score.weight"), got = m.BytesOf("score.weight");
   EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin(), got.end()));
-  for (const char* n : {"wte.weight", "h.3.attn.c_attn.bias", "h.11.ln_1.weight", "ln_f.weight"}) ExpectPassedThrough(b, m, n);
+  for (const char* n : {"wte.weight", "h.3.attn.c_attn.bias", "h.11.ln_1.weight", "ln_f.weight"})
+    ExpectPassedThrough(b, m, n);
 }
 
 TEST(MergeFixtures, PeftRobertaSeqClsIntoARobertaShapedBase) {
@@ -1106,7 +1328,8 @@ TEST(MergeFixtures, PeftRobertaSeqClsIntoARobertaShapedBase) {
   }
   // The classification head (modules_to_save) is added: four tensors, as stored.
   View a(lora.weights);
-  for (const char* n : {"classifier.dense.weight", "classifier.dense.bias", "classifier.out_proj.weight", "classifier.out_proj.bias"}) {
+  for (const char* n :
+       {"classifier.dense.weight", "classifier.dense.bias", "classifier.out_proj.weight", "classifier.out_proj.bias"}) {
     ASSERT_TRUE(m.Has(n)) << n;
     auto want = a.BytesOf(std::string(kPrefix) + n), got = m.BytesOf(n);
     EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin(), got.end())) << n;
@@ -1140,7 +1363,8 @@ TEST(MergeFixtures, MlxQwenAdapterIntoQwen2Layers20To23) {
   }
   for (auto& t : ts) t.amplitude = 0.03f;
   const Bytes base = BuildFile(Seeded(ts, 32));
-  const std::string qwen = R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "tie_word_embeddings": true})";
+  const std::string qwen =
+      R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "tie_word_embeddings": true})";
   MergeRun run = MergeShard(base, *lora.adapter, qwen, {}, 4096);
   ASSERT_TRUE(run.ok()) << run.message();
   EXPECT_EQ(run.plan->arch, "qwen2");
