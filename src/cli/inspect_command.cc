@@ -2,6 +2,7 @@
 
 #include "cli/commands.h"
 #include "cli/file_io.h"
+#include "cli/http_source.h"
 #include "core/cli_text.h"
 #include "core/report.h"
 
@@ -23,9 +24,13 @@ int RunInspect(const std::vector<std::string>& args) {
   if (positional.size() != 1) return UsageError("inspect", "expected exactly one FILE");
 
   auto fail = [&](const Error& e) { return ReportFailure(e, json); };
-  auto file = InputFile::Open(positional[0]);
-  if (!file.ok()) return fail(file.error());
-  auto header = file->ReadHeader();
+  auto read_header = [](const std::string& arg) -> Result<Header> {
+    if (IsRemoteAddress(arg)) return ReadRemoteHeader(arg);  // http(s):// or hf://: Range requests
+    auto file = InputFile::Open(arg);
+    if (!file.ok()) return file.error();
+    return file->ReadHeader();
+  };
+  auto header = read_header(positional[0]);
   if (!header.ok()) return fail(header.error());
   std::string out = json ? RenderInspectJson(header.value()) : RenderInspectText(header.value());
   std::fwrite(out.data(), 1, out.size(), stdout);

@@ -28,7 +28,7 @@
 // what remains above the floor is the per-element conversion work (load, widen, add, RNE, NaN fix, store),
 // which shares the vector pipes with the arithmetic. Tried and dropped (no gain or slower): non-temporal
 // stores for large outputs (neutral with AVX-512, +35 % time with AVX2: half-line streaming stores from
-// four interleaved rows), software prefetch of the next panel's rows, 512-bit vectors (see kMR below).
+// four interleaved rows), 512-bit vectors (see DF below), a smaller (L1-sized) pack tile.
 // Natively the best target is chosen at run time; the WASM build (PB_STATIC_DISPATCH) compiles SIMD128 only.
 
 #include "kernels/lowrank.h"
@@ -85,8 +85,16 @@ class Scratch {
   size_t capacity_ = 0;
 };
 
+// Thread-local natively (callers may merge on several threads). wasm-ld refuses thread_local without the
+// atomics feature, and a WASM build without pthreads has one thread anyway.
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+#define PB_LOWRANK_THREAD_LOCAL static
+#else
+#define PB_LOWRANK_THREAD_LOCAL thread_local
+#endif
+
 inline float* PackScratch(size_t floats) {
-  thread_local Scratch s;
+  PB_LOWRANK_THREAD_LOCAL Scratch s;
   return s.Get(floats);
 }
 
@@ -315,16 +323,35 @@ HWY_INLINE void Block(const typename Src::T* w, size_t ldw, typename Dst::T* out
   }
 }
 
+// Asks for the cache lines of [p, p + bytes) to be brought into L2 (not L1, where the next panel's rows
+// would evict the current working set). A hint only; nothing on WASM.
+HWY_INLINE void PrefetchL2(const void* p, size_t bytes) {
+#if HWY_ARCH_X86 && (HWY_COMPILER_GCC || HWY_COMPILER_CLANG)
+  const auto* c = static_cast<const char*>(p);
+  for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 2);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 // Rows [0, MR) x the vector columns [j0, j1) of a super-tile. With `tile` (packed right, see PackTile) the
 // blocks read consecutive panels; without, they read `right` in place (row stride cols).
+// `next` (or null) is the next panel's first row of W: while this panel computes, the same columns of the
+// next panel's rows are prefetched block by block, so that W's DRAM latency is never exposed. (The hardware
+// prefetchers alone left 15-20 % on the table at rank 64: they stop at every 4 KiB page, and the four rows
+// of a panel each cross one every 2048 bf16 columns.)
 template <class Src, class Dst, size_t MR, bool kDeltaOnly, bool kPairs>
 HWY_INLINE void Panel(const typename Src::T* w, typename Dst::T* out, size_t cols, const float* lp, size_t rank,
-                      const float* right, const float* tile, size_t j0, size_t j1, VF st) {
+                      const float* right, const float* tile, size_t j0, size_t j1, VF st, const typename Src::T* next) {
   const size_t N = hn::Lanes(DF());
   const size_t NB = kNV * N;
   size_t j = j0;
   const float* tp = tile;
   for (; j + NB <= j1; j += NB) {
+    if (next != nullptr) {
+      for (size_t r = 0; r < kMR; ++r) PrefetchL2(next + r * cols + j, NB * sizeof(typename Src::T));
+    }
     const float* rp = tile ? tp : right + j;
     Block<Src, Dst, MR, kNV, kDeltaOnly, kPairs>(w + j, cols, out + j, cols, lp, rank, rp, tile ? NB : cols, st);
     tp += rank * NB;
@@ -397,12 +424,13 @@ void MergeBlock(const void* w_void, void* out_void, size_t rows, size_t cols, co
       constexpr bool kP = decltype(pairs_tag)::value;
       size_t i = 0;
       for (; i + kMR <= rows; i += kMR) {
+        const TS* next = (!kDeltaOnly && i + 2 * kMR <= rows) ? w + (i + kMR) * cols : nullptr;
         Panel<Src, Dst, kMR, kDeltaOnly, kP>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile,
-                                             j0, j1, st);
+                                             j0, j1, st, next);
       }
       for (; i < rows; ++i) {
         Panel<Src, Dst, 1, kDeltaOnly, kP>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile, j0,
-                                           j1, st);
+                                           j1, st, nullptr);
       }
     };
     if constexpr (kPairsPossible) {
@@ -620,7 +648,7 @@ size_t StageRows(size_t cols) { return std::max<size_t>(1, kStageFloats / cols);
 
 // Staging buffers, thread-local like the pack buffer; two, for the embedding rule.
 float* StageScratch(size_t floats, int which) {
-  thread_local Scratch s[2];
+  PB_LOWRANK_THREAD_LOCAL Scratch s[2];
   return s[which].Get(floats);
 }
 

@@ -221,21 +221,35 @@ test('errors, usage errors and file rules: same bytes and exit statuses as the n
   });
 });
 
-test('translate: a failure while producing the files leaves nothing behind, not even a new OUT_DIR', (t) => {
+test('translate: modules whose kohya names collide are rejected with the reason, the rest is written', (t) => {
   const dir = tempDir(t);
-  // `a_b.c` and `a.b_c` collide under kohya's underscored names: the core rejects the output file it plans.
+  // `a_b.c` and `a.b_c` both become `lora_te_model_a_b_c` once dots are underscores.
   const input = writePeftAdapter(join(dir, 'in'), ['model.a_b.c', 'model.a.b_c'], { peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['c', 'b_c'] });
-  const js = runJs(['translate', input, join(dir, 'out'), '--to', 'kohya']);
+  const js = runJs(['translate', input, join(dir, 'out'), '--to', 'kohya', '--json']);
+  assert.equal(js.status, 0, js.stderr);
+  const summary = JSON.parse(js.stdout);
+  assert.equal(summary.mapped, 2);
+  assert.equal(summary.rejected, 2);
+  assert.match(summary.tensors.find((m) => m.to === null).reason, /also the name of `model\.a_b\.c`/);
+  if (hasNativeCli) assert.deepEqual(js, runNative(['translate', input, join(dir, 'native-out'), '--to', 'kohya', '--json']));
+});
+
+test('translate: a failure leaves nothing behind, not even a new OUT_DIR', (t) => {
+  const dir = tempDir(t);
+  // lora_bias cannot be written for PEFT < 0.14 without changing the adapter's meaning.
+  const input = writePeftAdapter(join(dir, 'in'), ['model.layers.0.q_proj'], { peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['q_proj'], lora_bias: true });
+  const js = runJs(['translate', input, join(dir, 'out'), '--to', 'peft', '--old-peft']);
   assert.equal(js.status, 1);
-  assert.match(js.stderr, /^error: InvalidArgument: tensor name `lora_te_model_a_b_c\.alpha` appears twice\n$/);
+  assert.match(js.stderr, /^error: UnsupportedAdapter: `lora_bias` = true cannot be written for PEFT < 0\.14/);
   assert.deepEqual(readdirSync(dir), ['in']);
   if (hasNativeCli) {
-    const native = runNative(['translate', input, join(dir, 'native-out'), '--to', 'kohya']);
+    const native = runNative(['translate', input, join(dir, 'native-out'), '--to', 'peft', '--old-peft']);
     assert.deepEqual(js, native);
+    assert.deepEqual(readdirSync(dir), ['in']);
   }
   // An existing OUT_DIR is kept, and holds no temporary file.
   mkdirSync(join(dir, 'existing'));
-  assert.equal(runJs(['translate', input, join(dir, 'existing'), '--to', 'kohya', '--json']).status, 1);
+  assert.equal(runJs(['translate', input, join(dir, 'existing'), '--to', 'peft', '--old-peft', '--json']).status, 1);
   assert.deepEqual(readdirSync(join(dir, 'existing')), []);
 });
 

@@ -9,8 +9,11 @@ import { mkdir, open, readdir, rename, rmdir, stat, unlink } from 'node:fs/promi
 import { callAdapter, writeErrorFile } from '../src/adapter.js';
 import { createConversion } from '../src/convert.js';
 import { errorFromHandle, renderedError } from '../src/errors.js';
+import { hubUrl, isRemote } from '../src/hub.js';
 import { inspectRendered } from '../src/inspect.js';
 import { getModule } from '../src/init.js';
+import { MergeSession } from '../src/merge.js';
+import { openSource } from '../src/sources.js';
 
 const module = await getModule();
 
@@ -140,6 +143,17 @@ async function openInput(path) {
   }
 }
 
+// HF_TOKEN goes to the Hub only: hf:// addresses and URLs on HF_ENDPOINT's origin, never to another server.
+function hubToken(arg) {
+  const token = process.env.HF_TOKEN || undefined;
+  if (!token || /^hf:\/\//i.test(arg)) return token;
+  try {
+    return new URL(arg).origin === new URL(hubUrl({ repo: 'o/r', path: 'f' })).origin ? token : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 async function runInspect(args) {
   let json = false;
   const positional = [];
@@ -155,8 +169,11 @@ async function runInspect(args) {
   if (positional.length !== 1) return usageError('inspect', 'expected exactly one FILE');
   let input;
   try {
-    input = await openInput(positional[0]);
-    const report = await inspectRendered(input.source, { render: json ? 'json' : 'text' });
+    const arg = positional[0];
+    const render = json ? 'json' : 'text';
+    const report = isRemote(arg)
+      ? await inspectRendered(arg, { render, token: hubToken(arg) })
+      : await inspectRendered((input = await openInput(arg)).source, { render });
     await out(json ? report.json : report.text);
     return 0;
   } catch (error) {
@@ -536,6 +553,179 @@ async function runTranslate(args) {
   return 0;
 }
 
+// ---- merge and unmerge (src/cli/merge_command.cc) ----
+
+/** The native CLI's progress bar on stderr: only on a terminal and without --json. */
+function mergeProgress(total, enabled) {
+  let last = -1;
+  return {
+    update(done) {
+      if (!enabled || total === 0) return;
+      const pct = Math.floor((100 * done) / total);
+      if (pct === last) return;
+      last = pct;
+      const filled = Math.floor((pct * 30) / 100);
+      process.stderr.write(
+        `\r[${'#'.repeat(filled)}${' '.repeat(30 - filled)}] ${String(pct).padStart(3)}%  ${(done / 1e9).toFixed(1)} / ${(total / 1e9).toFixed(1)} GB`,
+      );
+    },
+    done() {
+      if (enabled && last >= 0) process.stderr.write('\n');
+    },
+  };
+}
+
+/** OpenBase: the shard names (from the index, or the one file), config.json, and every shard's header. */
+async function openMergeBase(session, path, configPath, inputs) {
+  const base = { dir: path, names: [], inputs, config: null, index: false };
+  if (await isDirectory(path)) {
+    const indexPath = joinPath(path, 'model.safetensors.index.json');
+    if (await isRegularFile(indexPath)) {
+      base.names = session.setIndex(await readWholeFile(indexPath));
+      base.index = true;
+    } else if (await isRegularFile(joinPath(path, 'model.safetensors'))) {
+      base.names = ['model.safetensors'];
+    } else {
+      throw new CliFailure('IoError', `\`${path}\` has neither model.safetensors nor model.safetensors.index.json`);
+    }
+  } else {
+    const slash = path.lastIndexOf('/');
+    base.dir = slash === -1 ? '.' : path.slice(0, slash);
+    base.names = [slash === -1 ? path : path.slice(slash + 1)];
+  }
+  if (await isRegularFile(joinPath(base.dir, 'config.json'))) base.config = await readWholeFile(joinPath(base.dir, 'config.json'));
+  if (configPath !== null) base.config = await readWholeFile(configPath);
+  for (const name of base.names) {
+    const input = await openInput(joinPath(base.dir, name));
+    base.inputs.push(input);
+    try {
+      await session.addShard(name, openSource(input.source));
+    } catch (error) {
+      // The core names the shard in its own errors; reading errors get the same prefix, as natively.
+      if (renderedError(error, false) !== null) throw error;
+      throw new CliFailure(error?.code ?? 'IoError', `${name}: ${error?.message ?? error}`);
+    }
+  }
+  session.baseComplete();
+  return base;
+}
+
+async function runMerge(args, unmerge) {
+  const command = unmerge ? 'unmerge' : 'merge';
+  if (wantsHelp(args)) {
+    await out(module.cliHelp(command));
+    return 0;
+  }
+  const o = { base: null, adapter: null, out: null, baseConfig: null, arch: null, dtype: null, safe: false, unmerge, json: false, dryRun: false };
+  const keys = { '--base': 'base', '--adapter': 'adapter', '--out': 'out', '--base-config': 'baseConfig', '--arch': 'arch', '--dtype': 'dtype' };
+  for (let i = 0; i < args.length; ++i) {
+    const a = args[i];
+    if (a === '--json') o.json = true;
+    else if (a === '--safe') o.safe = true;
+    else if (a === '--dry-run') o.dryRun = true;
+    else if (Object.hasOwn(keys, a)) {
+      if (i + 1 >= args.length) return usageError(command, `${a} needs a value`);
+      const v = args[++i];
+      if (a === '--dtype' && !DTYPES.has(v)) return usageError(command, `unknown dtype \`${v}\` (expected bf16, f16 or f32)`);
+      o[keys[a]] = v;
+    } else {
+      return usageError(command, `unexpected argument \`${a}\``);
+    }
+  }
+  if (o.base === null || o.adapter === null) return usageError(command, '--base and --adapter are required');
+  if (o.out === null && !o.dryRun) return usageError(command, '--out is required (or --dry-run)');
+  const t0 = performance.now();
+
+  const session = await MergeSession.create('Merger', o);
+  const inputs = []; // the shards, open for reading
+  let base = null;
+  const prepared = []; // temporary files, in the order they are renamed into place
+  let renamed = 0;
+  const removeTemps = () => {
+    for (const f of prepared.slice(renamed)) {
+      try {
+        unlinkSync(f.temp);
+      } catch {
+        // already gone
+      }
+    }
+  };
+  const onSignal = (signal) => {
+    removeTemps();
+    process.exit(128 + ({ SIGHUP: 1, SIGINT: 2, SIGTERM: 15 })[signal]);
+  };
+  try {
+    base = await openMergeBase(session, o.base, o.baseConfig, inputs);
+    const files = await loadAdapterDir(o.adapter, null);
+    session.loadAdapter({ ...files, baseConfig: base.config });
+    const plan = session.plan();
+    if (!o.dryRun) {
+      const first = await stat(joinPath(o.out, base.names[0])).catch(() => null);
+      if (first && first.dev === base.inputs[0].stat.dev && first.ino === base.inputs[0].stat.ino)
+        return await usageError(command, "--out must not be the base model's directory");
+      let created = false;
+      if (!(await isDirectory(o.out))) {
+        try {
+          await mkdir(o.out);
+        } catch (error) {
+          throw ioFailure('cannot create directory', o.out, error);
+        }
+        created = true;
+      }
+      // Every output is written and closed under a temporary name; only when all are complete are they renamed.
+      for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(s, onSignal);
+      const progress = mergeProgress(plan.sourceBytes, !o.json && process.stderr.isTTY);
+      try {
+        const counts = { bytesIn: 0 };
+        for (let s = 0; s < plan.shards.length; ++s) {
+          const file = await createTemp(joinPath(o.out, plan.shards[s].name));
+          prepared.push(file);
+          for await (const bytes of session.mergeShard(s, plan.shards[s], openSource(base.inputs[s].source), undefined, counts)) {
+            try {
+              for (let done = 0; done < bytes.length; ) done += (await file.handle.write(bytes, done, bytes.length - done)).bytesWritten;
+            } catch (error) {
+              throw ioFailure('cannot write', file.temp, error);
+            }
+            if (counts.bytesIn) progress.update(counts.bytesIn); // as natively: from the first bytes read
+          }
+          await prepare(file, new Uint8Array(0));
+        }
+        const texts = [];
+        if (base.index) texts.push(['model.safetensors.index.json', session.outputIndex()]);
+        const config = session.configJson();
+        if (config !== null) texts.push(['config.json', config]);
+        for (const [name, text] of texts) {
+          prepared.push(await createTemp(joinPath(o.out, name)));
+          await prepare(prepared.at(-1), new TextEncoder().encode(text));
+        }
+        for (const f of prepared) {
+          try {
+            await rename(f.temp, f.final);
+          } catch (error) {
+            throw ioFailure('cannot rename into', f.final, error);
+          }
+          ++renamed;
+        }
+        progress.done();
+      } catch (error) {
+        progress.done();
+        for (const f of prepared) await f.handle?.close().catch(() => {});
+        removeTemps();
+        if (created) await rmdir(o.out).catch(() => {}); // only if still empty, as natively
+        throw error;
+      }
+    }
+    await out(session.summary((performance.now() - t0) / 1000, o.dryRun, o.json));
+    return 0;
+  } catch (error) {
+    return fail(error, o.json);
+  } finally {
+    for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.off(s, onSignal);
+    for (const input of inputs) await input.handle.close();
+    session.close();
+  }
+}
+
 async function main(args) {
   if (args.length === 0) return usageError('', 'missing command');
   const command = args[0];
@@ -552,6 +742,7 @@ async function main(args) {
   if (command === 'convert') return runConvert(rest);
   if (command === 'adapter-info') return runAdapterInfo(rest);
   if (command === 'translate') return runTranslate(rest);
+  if (command === 'merge' || command === 'unmerge') return runMerge(rest, command === 'unmerge');
   return usageError('', `unknown command \`${command}\``);
 }
 

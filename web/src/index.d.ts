@@ -100,9 +100,106 @@ export interface ReadOptions {
   signal?: AbortSignal;
 }
 
-/** Reads and validates a header. A stream is read only as far as the header, then cancelled. Rejects with
- * {@link SafetensorsError} on invalid input. */
-export function inspect(source: Source, options?: ReadOptions): Promise<Header>;
+// ---- Remote files: http(s) URLs and the Hugging Face Hub ----
+
+/** A file on the Hub (or a server that mirrors its API, as `HF_ENDPOINT` does). */
+export interface HubAddress {
+  /** `owner/name`. */
+  repo: string;
+  /** The file's path in the repo, `/`-separated. */
+  path: string;
+  /** Branch, tag or commit. Default `main`. */
+  revision?: string;
+  /** Default: `process.env.HF_ENDPOINT` in Node when set, else `https://huggingface.co`. */
+  endpoint?: string;
+  /** Sent as `Authorization: Bearer …` (private and gated repos). */
+  token?: string;
+}
+
+/** What the remote readers take: an `http(s)://` URL, an `hf://owner/repo/path[@revision]` address, or a
+ * {@link HubAddress}. */
+export type RemoteSource = string | URL | HubAddress;
+
+export interface RemoteOptions {
+  signal?: AbortSignal;
+  /** Sent as `Authorization: Bearer …` (a {@link HubAddress}'s own token wins). Only pass it for URLs you trust
+   * with it. */
+  token?: string;
+  /** The endpoint `hf://` addresses resolve against (default as {@link HubAddress.endpoint}). */
+  endpoint?: string;
+  /** Retries after a network error, a truncated body or a 5xx / 429 answer (default 5). Each retry resumes at
+   * the byte reached; `Retry-After` is honoured up to 10 s (a longer one fails at once). */
+  retries?: number;
+  /** First backoff delay in ms, doubled on each retry up to 8 s (default 250). */
+  retryDelay?: number;
+  /** The fetch to use (default the global one). */
+  fetch?: typeof fetch;
+}
+
+/** A remote file read by Range requests, from {@link openRemote}. Redirects are followed; the first answer's
+ * ETag and size are pinned, and a later answer with others rejects with IoError (`… changed while being read`).
+ * A server that ignores Range is read as one stream, only as far as needed. When `size` is known it is a
+ * {@link RandomAccessSource} every reading function accepts. */
+export interface RemoteFile {
+  /** The URL fetched. */
+  readonly url: string;
+  /** The file's size; null only when the server answered 200 without a usable Content-Length. */
+  readonly size: number | null;
+  /** The pinned ETag (without `W/`), or null if the server sends none. */
+  readonly etag: string | null;
+  /** The first answer's `X-Repo-Commit`, when the server sent (and exposed) it. */
+  readonly commit: string | null;
+  /** HTTP requests made so far (a followed redirect counts with its request). */
+  readonly requests: number;
+  /** `length` bytes at `offset`, fewer only at the end of the file. Reads run one at a time. */
+  read(offset: number, length: number): Promise<Uint8Array>;
+  /** Cancels a response body left open. */
+  close(): Promise<void>;
+}
+
+/** The Hub download URL `{endpoint}/{repo}/resolve/{revision}/{path}`, segments percent-encoded (the revision as
+ * one segment, so `refs/pr/1` works). Throws InvalidArgument on empty, `.` or `..` segments. */
+export function hubUrl(address: { repo: string; path: string; revision?: string; endpoint?: string }): string;
+
+/** Opens a remote file with one request for its first 64 KiB (size and ETag come from that answer). */
+export function openRemote(source: RemoteSource, options?: RemoteOptions): Promise<RemoteFile>;
+
+/** Reads and validates a header. A stream is read only as far as the header, then cancelled. A
+ * {@link RemoteSource} costs one Range request (the first 64 KiB), two when the header is longer, and is
+ * validated exactly as a local file of the same size. Rejects with {@link SafetensorsError} on invalid input;
+ * HTTP failures are IoError (`cannot open `…`: HTTP 404: …`). */
+export function inspect(source: Source | RemoteSource, options?: ReadOptions & RemoteOptions): Promise<Header>;
+
+/** One tensor's bytes, reading nothing else after the header: for a remote file, the header's request(s) plus one
+ * Range request (none if the first request already covered it). Rejects with InvalidArgument for an unknown
+ * name. */
+export function readTensor(source: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | RandomAccessSource | RemoteSource, name: string, options?: RemoteOptions): Promise<Uint8Array>;
+
+export interface InspectRepoOptions extends RemoteOptions {
+  repo: string;
+  /** Default `main`. Shards are read at the commit the index came from when the server names it. */
+  revision?: string;
+  /** Shard headers inspected at once (default 4). */
+  concurrency?: number;
+}
+
+export interface RepoInfo {
+  repo: string;
+  /** The revision the shards were read at (the index's commit when known). */
+  revision: string;
+  /** `X-Repo-Commit` of the index, when the server sent it. */
+  commit: string | null;
+  /** `model.safetensors.index.json` as parsed, or null for a single `model.safetensors`. */
+  index: { metadata?: Record<string, unknown>; weight_map: Record<string, string> } | null;
+  /** Every shard, sorted by name, with its validated header. */
+  shards: { path: string; header: Header }[];
+}
+
+/** Inspects every shard of a model repo from `model.safetensors.index.json` (or the single `model.safetensors`
+ * when there is no index). Shard names must be plain `.safetensors` file names (InvalidConfig otherwise, before
+ * any shard is read); every tensor the index maps must be in its shard. Errors name the shard
+ * (`model-00002-of-00003.safetensors: …`); the first stops the others. */
+export function inspectRepo(options: InspectRepoOptions): Promise<RepoInfo>;
 
 export type ReadEvent =
   | { type: 'header'; header: Header }
@@ -359,3 +456,82 @@ export interface TranslateResult {
 /** Rewrites a LoRA adapter in another convention, accounting for every tensor. Rejects with
  * {@link SafetensorsError} as {@link adapterInfo} does, and with InvalidArgument for an unknown format name. */
 export function translateAdapter(input: AdapterInput, options: TranslateOptions): Promise<TranslateResult>;
+
+// ---- LoRA merge ----
+
+/** Options shared by {@link createMergeStream} and {@link mergeShards}, as the CLI's `merge` options. */
+export interface MergeOptions {
+  /** The adapter's files (`weights` is read whole: adapters are small). Its `baseConfig` is ignored here. */
+  adapter: AdapterInput;
+  /** Output dtype of every floating-point tensor (`--dtype`). Default: each tensor keeps its own. */
+  dtype?: 'bf16' | 'f16' | 'f32';
+  /** Fail with a named module on NaN or Inf in a merged tensor (`--safe`). */
+  safe?: boolean;
+  /** Subtract the adapter's delta from an already merged model instead of adding it (`unmerge`). */
+  unmerge?: boolean;
+  /** The naming table: a name (llama, gpt2, …), a `model_type` or an `architectures` value (`--arch`).
+   * Default: from the base config, else detected from the module paths. */
+  arch?: string;
+  /** Aborting errors the output with the signal's reason and frees the merge's memory. */
+  signal?: AbortSignal;
+}
+
+export interface MergeStreamOptions extends MergeOptions {
+  /** The base model's `config.json` (architecture; GPT-2 Conv1D orientation…). */
+  baseConfig?: ConfigInput | null;
+  /** Called after every input chunk: bytes taken in and given out so far. */
+  onProgress?: (progress: { bytesIn: number; bytesOut: number }) => void;
+}
+
+/** Merges a LoRA adapter into one base safetensors file, as PEFT's `merge_and_unload` and the CLI's `merge`
+ * (byte for byte): write the base file's bytes in file order (chunks of any size), read the merged file.
+ * The merge is planned from the input header, so a base/adapter mismatch (ShapeMismatch, UnresolvedTensor,
+ * UnsupportedAdapter…) errors the stream before any output byte. Memory stays flat whatever the file's size.
+ * Errors are {@link SafetensorsError}s. */
+export function createMergeStream(options: MergeStreamOptions): TransformStream<Uint8Array, Uint8Array>;
+
+/** A shard's bytes for {@link mergeShards}: read by ranges (header first, then the tensors) when random access,
+ * else a stream of the whole file. */
+export type ShardSource =
+  | Uint8Array
+  | ArrayBuffer
+  | ArrayBufferView
+  | Blob
+  | RandomAccessSource
+  | ReadableStream<Uint8Array>
+  | AsyncIterable<Uint8Array>;
+
+export interface MergeBase {
+  /** A shard's bytes by file name (`model.safetensors`, or the names the index lists). Called once per shard for
+   * random-access sources; for a stream or iterable it is called twice, and must return a fresh stream each
+   * time: once for the header (cancelled after it), then once for the data. */
+  open(name: string): ShardSource | Promise<ShardSource>;
+  /** `model.safetensors.index.json` for a sharded model. Without it the base is one file, `model.safetensors`. */
+  index?: ConfigInput | null;
+  /** The base's `config.json`: chooses the naming table, and is written back (edited if needed) as `config.json`. */
+  config?: ConfigInput | null;
+}
+
+export interface MergeShardsOptions extends MergeOptions {
+  base: MergeBase;
+  /** Called as the merge advances: source bytes pushed and output bytes produced over the whole model, and the
+   * total source bytes. */
+  onProgress?: (progress: { bytesIn: number; bytesOut: number; totalIn: number }) => void;
+}
+
+/** One output file of {@link mergeShards}. */
+export interface MergedFile {
+  /** The file's name: a shard's (same as the input's), `model.safetensors.index.json` or `config.json`. */
+  path: string;
+  /** Its size in bytes (known from the plan before any byte is produced). */
+  size: number;
+  /** Its bytes, merged as they are read: read it to the end before asking for the next file. */
+  stream: ReadableStream<Uint8Array>;
+}
+
+/** Merges a LoRA adapter into a whole model, sharded or not, yielding the output files in order: each shard,
+ * then `model.safetensors.index.json` (total_size recomputed, added tensors mapped) when the base has an index,
+ * then `config.json` when `base.config` was given - the files and bytes the CLI's `merge` writes. Every shard's
+ * header is read and the merge planned before the first file is yielded, so mismatches reject up front. Shards
+ * are streamed, never held whole; breaking out of the loop, an error or an abort frees everything. */
+export function mergeShards(options: MergeShardsOptions): AsyncGenerator<MergedFile, void, undefined>;

@@ -5,7 +5,9 @@
 export { init } from './init.js';
 export { SafetensorsError } from './errors.js';
 export { inspect } from './inspect.js';
+export { hubUrl, inspectRepo, openRemote, readTensor } from './hub.js';
 export { readSafetensors } from './reader.js';
 export { createWriter, writeSafetensors, SafetensorsWriter } from './writer.js';
 export { convert } from './convert.js';
 export { adapterInfo, translateAdapter } from './adapter.js';
+export { createMergeStream, mergeShards } from './merge.js';

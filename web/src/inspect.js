@@ -2,6 +2,7 @@
 import { throwIfAborted } from './errors.js';
 import { NativeHandle } from './handles.js';
 import { getModule } from './init.js';
+import { isRemote, withRemoteHeader } from './hub.js';
 import { openSource, raceAbort } from './sources.js';
 
 /**
@@ -50,6 +51,8 @@ export async function feedRandomHeader(handle, source, feed, options = {}) {
 export async function inspectRendered(source, options = {}) {
   const { signal } = options;
   throwIfAborted(signal);
+  // A URL or Hub address: the header's bytes come from one or two Range requests, then the same path as bytes.
+  if (isRemote(source)) return withRemoteHeader(source, options, (file) => inspectRendered(file.headerSource(), options));
   const module = await getModule();
   const src = openSource(source, { readSize: options.readSize, signal });
   const handle = new NativeHandle(module, new module.Reader(src.size ?? -1));
@@ -85,9 +88,11 @@ export async function inspectRendered(source, options = {}) {
 /**
  * Reads and validates a safetensors header. A stream is read only as far as the header and then cancelled;
  * a source of known size (bytes, Blob, {size, read}) is fully validated, including that the tensors cover the
- * file exactly. Rejects with SafetensorsError on invalid input.
+ * file exactly. An http(s) or hf:// URL or a Hub address ({repo, path, revision, endpoint, token}) is read with
+ * Range requests: one for the first 64 KiB, one more only if the header is longer (see hub.js).
+ * Rejects with SafetensorsError on invalid input.
  * @param {any} source
- * @param {{signal?: AbortSignal}} [options]
+ * @param {{signal?: AbortSignal, token?: string, endpoint?: string, retries?: number, retryDelay?: number, fetch?: typeof fetch}} [options]
  */
 export async function inspect(source, options = {}) {
   return (await inspectRendered(source, options)).header;

@@ -1,0 +1,465 @@
+// Embind layer over the streaming LoRA merge (src/merge): two handle classes that adapt the core to JS.
+//
+//  - Merger: the whole-model merge the CLI does. JS gives it the base's index (if any), each shard's header
+//    bytes and the adapter's files; it plans (every mismatch reported before any output), then streams each
+//    shard: begin(s) -> push(n)... -> finish(), the source bytes being the plan's ranges read in order.
+//  - StreamMerger: one safetensors file as a byte stream in file order (merge::StreamingMerger), for the
+//    TransformStream.
+//
+// Conventions are wasm/bindings.cc's: input through a handle-owned heap window (window(n), then a call taking
+// n), output as a chunk table copied out by JS right after each call, failures as false + error_json(), and
+// 64-bit sizes as double. The Window/Chunks/Handle helpers below are copies of that file's (they live in its
+// anonymous namespace, so they cannot be shared without editing it).
+#include <emscripten/bind.h>
+#include <emscripten/heap.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "adapter/adapter_io.h"
+#include "adapter/python_json.h"
+#include "core/header.h"
+#include "core/report.h"
+#include "core/writer.h"
+#include "merge/merge_engine.h"
+#include "merge/merge_plan.h"
+#include "merge/merge_report.h"
+
+namespace pb::wasm {
+namespace {
+
+using emscripten::val;
+
+// ---- copies of wasm/bindings.cc's Window, Chunks and Handle (see the conventions there) ----
+
+class Window {
+ public:
+  Window() = default;
+  Window(const Window&) = delete;
+  Window& operator=(const Window&) = delete;
+  ~Window() { std::free(data_); }
+  uint8_t* Reserve(size_t n) {
+    if (n > capacity_ || data_ == nullptr) {
+      constexpr size_t kPage = 4096;
+      if (n > SIZE_MAX - kPage) return nullptr;
+      size_t cap = std::max<size_t>({n, capacity_ + capacity_ / 2, size_t{64} << 10});
+      if (cap > SIZE_MAX - kPage) cap = n;
+      cap = (cap + kPage - 1) & ~(kPage - 1);
+      auto* grown = static_cast<uint8_t*>(std::aligned_alloc(kPage, cap));
+      if (!grown && cap > n) {
+        cap = (n + kPage - 1) & ~(kPage - 1);
+        grown = static_cast<uint8_t*>(std::aligned_alloc(kPage, cap));
+      }
+      if (!grown) return nullptr;
+      std::free(data_);
+      data_ = grown;
+      capacity_ = cap;
+    }
+    return data_;
+  }
+  std::optional<std::span<const uint8_t>> Filled(size_t n) const {
+    if (n > capacity_) return std::nullopt;
+    return std::span<const uint8_t>(data_, n);
+  }
+  const uint8_t* data() const { return data_; }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// The merge writes only through its sink (never window spans), so only the owned-buffer half of bindings.cc's
+// Chunks is needed: Lend/Commit straight into one growing buffer, adjacent writes merged into one table row.
+class Chunks : public ByteSink {
+ public:
+  void Clear() {
+    table_.clear();
+    used_ = 0;
+  }
+  Status Write(std::span<const uint8_t> bytes) override {
+    if (bytes.empty()) return Status::Ok();
+    std::span<uint8_t> dst = Lend(bytes.size());
+    if (dst.size() < bytes.size())
+      return MakeError(ErrorCode::IoError, "out of memory: cannot reserve " + std::to_string(used_ + bytes.size()) + " bytes");
+    std::memcpy(dst.data(), bytes.data(), bytes.size());
+    return Commit(bytes.size());
+  }
+  std::span<uint8_t> Lend(size_t max) override {
+    if (max > SIZE_MAX - 4096 - used_) return {};
+    if (used_ + max > capacity_) {
+      size_t cap = std::max(used_ + max, capacity_ + capacity_ / 2);
+      if (cap > SIZE_MAX - 4096) cap = used_ + max;
+      cap = (cap + 4095) & ~size_t{4095};
+      auto* grown = static_cast<uint8_t*>(std::aligned_alloc(4096, cap));
+      if (!grown) return {};
+      if (used_) std::memcpy(grown, owned_.get(), used_);
+      owned_.reset(grown);
+      capacity_ = cap;
+    }
+    return std::span<uint8_t>(owned_.get() + used_, max);
+  }
+  Status Commit(size_t filled) override {
+    if (filled > capacity_ - used_) return MakeError(ErrorCode::InvalidArgument, "committed more bytes than lent");
+    if (filled) {
+      size_t n = table_.size();
+      if (n >= 5 && table_[n - 2] + table_[n - 1] == double(used_)) table_[n - 1] += double(filled);
+      else table_.insert(table_.end(), {-1.0, 0.0, 0.0, double(used_), double(filled)});
+    }
+    used_ += filled;
+    return Status::Ok();
+  }
+  uintptr_t table() const { return reinterpret_cast<uintptr_t>(table_.data()); }
+  size_t count() const { return table_.size() / 5; }
+  uintptr_t owned() const { return reinterpret_cast<uintptr_t>(owned_.get()); }
+
+ private:
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::vector<double> table_;
+  std::unique_ptr<uint8_t, FreeDeleter> owned_;
+  size_t used_ = 0;
+  size_t capacity_ = 0;
+};
+
+// Named apart from bindings.cc's Handle: Embind registers each class once, by type.
+class MergeIo {
+ public:
+  uintptr_t window(size_t n) { return reinterpret_cast<uintptr_t>(window_.Reserve(n)); }
+  uintptr_t chunk_table() const { return chunks_.table(); }
+  size_t chunk_count() const { return chunks_.count(); }
+  uintptr_t owned_bytes() const { return chunks_.owned(); }
+  std::string error_json() const { return error_ ? RenderErrorJson(*error_) : std::string(); }
+  std::string error_text() const { return error_ ? RenderErrorText(*error_) : std::string(); }
+
+ protected:
+  bool Check(const Status& s) {
+    if (!s.ok()) error_ = s.error();
+    return s.ok();
+  }
+  bool Fail(Error e) {
+    error_ = std::move(e);
+    return false;
+  }
+  std::optional<std::span<const uint8_t>> Begin(size_t n) {
+    chunks_.Clear();
+    auto bytes = window_.Filled(n);
+    if (!bytes) error_ = MakeError(ErrorCode::InvalidArgument, "more bytes than the window holds");
+    return bytes;
+  }
+
+  Window window_;
+  Chunks chunks_;
+  std::optional<Error> error_;
+};
+
+// ---- what both merge handles share: options and the adapter ----
+
+std::optional<std::string> OptionalText(const val& v) {
+  if (v.isNull() || v.isUndefined()) return std::nullopt;
+  return v.as<std::string>();
+}
+
+// WASM memory only ever grows, so its current size is the high-water mark: what the merge needed at most.
+double HeapSize() { return double(emscripten_get_heap_size()); }
+
+// Options as JSON: {"dtype": "bf16"|"f16"|"f32"|null, "safe", "unmerge": bool, "arch": string|null}.
+class MergeHandle : public MergeIo {
+ public:
+  explicit MergeHandle(const std::string& options_json) {
+    auto j = nlohmann::json::parse(options_json, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) {
+      Fail(MakeError(ErrorCode::InvalidArgument, "merge options are not a JSON object"));
+      return;
+    }
+    if (j.contains("dtype") && !j["dtype"].is_null()) {
+      std::string d = j["dtype"].is_string() ? j["dtype"].get<std::string>() : j["dtype"].dump();
+      if (d == "bf16") options_.dtype = Dtype::BF16;
+      else if (d == "f16") options_.dtype = Dtype::F16;
+      else if (d == "f32") options_.dtype = Dtype::F32;
+      else Fail(MakeError(ErrorCode::InvalidArgument, "unknown dtype `" + d + "` (expected bf16, f16 or f32)"));
+    }
+    auto flag = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
+    options_.safe = flag("safe");
+    options_.unmerge = flag("unmerge");
+    if (j.contains("arch") && j["arch"].is_string()) options_.arch = j["arch"].get<std::string>();
+  }
+  bool ok() const { return !error_.has_value(); }
+
+  // The adapter's weights file (n window bytes), its adapter_config.json and the base's config.json (null, a
+  // string, or raw bytes). As the native CLI: the base config serves both the adapter reader and the planner.
+  bool load_adapter(size_t n, const std::string& weights_name, const val& config, const val& base_config) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    base_config_ = OptionalText(base_config);
+    adapter::AdapterSource source{weights_name, *bytes, OptionalText(config), base_config_};
+    auto read = adapter::ReadAdapter(source, {std::nullopt, options_.arch, false, nullptr});
+    if (!read.ok()) return Fail(read.error());
+    read_ = std::make_unique<adapter::ReadResult>(std::move(read.value()));
+    return true;
+  }
+
+ protected:
+  std::string Summary(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run, bool json) const {
+    merge::MergeSummary s{&plan, read_.get(), uint64_t(source_bytes), seconds, uint64_t(HeapSize()), dry_run, options_.unmerge};
+    return json ? merge::RenderMergeJson(s) : merge::RenderMergeText(s);
+  }
+
+  merge::MergeOptions options_;
+  std::optional<std::string> base_config_;
+  std::unique_ptr<adapter::ReadResult> read_;
+};
+
+// ---- the whole-model merge ----
+
+// The CLI's rule for shard names from a downloaded index: plain .safetensors file names in the model directory
+// (src/cli/merge_command.cc ValidateShardName; repeated here, where the npm CLI and mergeShards meet it).
+Status ValidateShardName(const std::string& name) {
+  bool bad = name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+             name.find('\\') != std::string::npos || name.find('\0') != std::string::npos || name.starts_with(".") ||
+             !name.ends_with(".safetensors");
+  if (bad)
+    return MakeError(ErrorCode::InvalidConfig, "model.safetensors.index.json: shard name `" + name +
+                                                   "` is not a plain .safetensors file name (no paths, no traversal)");
+  return Status::Ok();
+}
+
+class Merger : public MergeHandle {
+ public:
+  using MergeHandle::MergeHandle;
+
+  // model.safetensors.index.json: checks its weight_map and keeps its shard names (sorted, unique, as the CLI).
+  bool set_index(const std::string& text) {
+    auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      return Fail(MakeError(ErrorCode::InvalidConfig, "model.safetensors.index.json has no weight_map object"));
+    std::vector<std::string> names;
+    for (const auto& [tensor, file] : j["weight_map"].items()) {
+      if (!file.is_string())
+        return Fail(MakeError(ErrorCode::InvalidConfig,
+                              "model.safetensors.index.json: weight_map[\"" + tensor + "\"] is not a string"));
+      std::string f = file.get<std::string>();
+      if (!Check(ValidateShardName(f))) return false;
+      if (std::find(names.begin(), names.end(), f) == names.end()) names.push_back(f);
+    }
+    std::sort(names.begin(), names.end());
+    index_ = std::move(j);
+    index_names_ = std::move(names);
+    return true;
+  }
+  // The shard names the index lists, as a JSON array.
+  std::string index_shards() const { return nlohmann::json(index_names_).dump(); }
+
+  // A shard's header length from the first n (<= 8) window bytes, or -1 (error set, prefixed with the shard's
+  // name as the CLI does). `file_size` < 0 when unknown.
+  double header_length(size_t n, const std::string& name, double file_size) {
+    auto bytes = Begin(n);
+    if (!bytes) return -1;
+    auto len = file_size >= 0 ? ReadHeaderLength(*bytes, uint64_t(file_size)) : ReadHeaderLength(*bytes);
+    if (!len.ok()) {
+      Named(name, len.error());
+      return -1;
+    }
+    return double(len.value());
+  }
+  // A shard's header: n window bytes holding the 8-byte prefix and the header JSON (fewer when the source ended).
+  bool add_shard(size_t n, const std::string& name, double file_size) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    std::optional<uint64_t> size = file_size >= 0 ? std::optional<uint64_t>(uint64_t(file_size)) : std::nullopt;
+    auto len = size ? ReadHeaderLength(*bytes, *size) : ReadHeaderLength(*bytes);
+    if (!len.ok()) return Named(name, len.error());
+    if (n - 8 < len.value()) return Named(name, InvalidHeaderLengthError(len.value(), n));
+    auto header = ParseHeader(std::string(reinterpret_cast<const char*>(bytes->data()) + 8, len.value()), size);
+    if (!header.ok()) return Named(name, header.error());
+    names_.push_back(name);
+    headers_.push_back(std::make_unique<Header>(std::move(header.value())));
+    return true;
+  }
+  // After the last shard: with an index, every weight_map entry must be in the shard it names (as the CLI).
+  bool base_complete() {
+    if (!index_) return true;
+    std::string missing;
+    size_t count = 0;
+    for (const auto& [tensor, file] : (*index_)["weight_map"].items()) {
+      auto it = std::find(names_.begin(), names_.end(), file.get<std::string>());
+      if (it == names_.end()) return Fail(MakeError(ErrorCode::InvalidArgument, "shard `" + file.get<std::string>() + "` was not given"));
+      if (!headers_[it - names_.begin()]->Find(tensor) && ++count <= 20)
+        missing += "\n  " + tensor + " (in " + file.get<std::string>() + ")";
+    }
+    if (count)
+      return Fail(MakeError(ErrorCode::InvalidConfig, std::to_string(count) +
+                                                          " tensor(s) of model.safetensors.index.json are not in the shard it names:" + missing));
+    return true;
+  }
+
+  bool plan() {
+    if (!read_) return Fail(MakeError(ErrorCode::InvalidArgument, "plan before the adapter was loaded"));
+    std::vector<merge::BaseShardHeader> shards;
+    for (size_t i = 0; i < headers_.size(); ++i) shards.push_back({names_[i], headers_[i].get()});
+    auto plan = merge::PlanMerge(shards, read_->adapter, base_config_, options_);
+    if (!plan.ok()) return Fail(plan.error());
+    plan_ = std::make_unique<merge::MergePlan>(std::move(plan.value()));
+    return true;
+  }
+  // {"sourceBytes", "shards": [{"name", "outputSize", "sourceBytes", "ranges": [[begin, end], ...]}]}: per
+  // output shard, the absolute source ranges to push in order (adjacent tensors coalesced, so a shard whose
+  // tensors are all merged or copied is one range: its data section).
+  std::string plan_json() const {
+    if (!plan_) return "";
+    nlohmann::json shards = nlohmann::json::array();
+    for (size_t s = 0; s < plan_->shards.size(); ++s) {
+      const Header& h = *headers_[s];
+      nlohmann::json ranges = nlohmann::json::array();
+      uint64_t total = 0;
+      for (const auto& t : plan_->shards[s].tensors) {
+        if (!t.source) continue;
+        TensorInfo info = h.tensor(*t.source);
+        uint64_t b = h.data_start() + info.begin, e = h.data_start() + info.end;
+        if (b == e) continue;
+        total += e - b;
+        if (!ranges.empty() && ranges.back()[1].get<uint64_t>() == b) ranges.back()[1] = e;
+        else ranges.push_back({b, e});
+      }
+      shards.push_back({{"name", plan_->shards[s].name},
+                        {"outputSize", plan_->shards[s].write.total_size()},
+                        {"sourceBytes", total},
+                        {"ranges", ranges}});
+    }
+    return nlohmann::json({{"sourceBytes", SourceTotal()}, {"shards", shards}}).dump();
+  }
+
+  bool begin(size_t shard) {
+    chunks_.Clear();
+    if (!plan_ || shard >= plan_->shards.size()) return Fail(MakeError(ErrorCode::InvalidArgument, "no such shard"));
+    merger_ = std::make_unique<merge::ShardMerger>(plan_->shards[shard], options_, chunks_);
+    return Check(merger_->Begin());
+  }
+  bool push(size_t n) {
+    auto bytes = Begin(n);
+    if (!merger_) return Fail(MakeError(ErrorCode::InvalidArgument, "push outside a shard"));
+    return bytes && Check(merger_->Push(*bytes));
+  }
+  bool finish() {
+    chunks_.Clear();
+    if (!merger_) return Fail(MakeError(ErrorCode::InvalidArgument, "finish outside a shard"));
+    bool ok = Check(merger_->Finish());
+    merger_.reset();
+    return ok;
+  }
+
+  // The output index (the CLI's OutputIndex): the input's, total_size recomputed, added tensors mapped to the
+  // shard holding them; "" without an index.
+  std::string output_index() const {
+    if (!plan_ || !index_) return "";
+    nlohmann::ordered_json j = *index_;
+    if (!j.contains("metadata") || !j["metadata"].is_object()) j["metadata"] = nlohmann::ordered_json::object();
+    j["metadata"]["total_size"] = plan_->total_tensor_bytes;
+    for (const auto& shard : plan_->shards)
+      for (const auto& t : shard.tensors)
+        if (t.op == merge::TensorOp::kAdd) j["weight_map"][t.name] = shard.name;
+    return adapter::DumpPythonJson(j) + "\n";
+  }
+  // The output config.json text, or null when no base config was given.
+  val config_json() const { return plan_ && plan_->config_json ? val(*plan_->config_json) : val::null(); }
+  std::string summary(double seconds, bool dry_run, bool json) const {
+    return plan_ ? Summary(*plan_, double(SourceTotal()), seconds, dry_run, json) : "";
+  }
+
+ private:
+  uint64_t SourceTotal() const {
+    uint64_t total = 0;
+    for (const auto& h : headers_) total += h->data_size();
+    return total;
+  }
+  bool Named(const std::string& name, Error e) {
+    e.message = name + ": " + e.message;
+    return Fail(std::move(e));
+  }
+
+  std::optional<nlohmann::ordered_json> index_;
+  std::vector<std::string> index_names_;
+  std::vector<std::string> names_;
+  std::vector<std::unique_ptr<Header>> headers_;  // stable addresses: the plan points into them
+  std::unique_ptr<merge::MergePlan> plan_;
+  std::unique_ptr<merge::ShardMerger> merger_;
+};
+
+// ---- one file, streamed in file order ----
+
+class StreamMerger : public MergeHandle {
+ public:
+  using MergeHandle::MergeHandle;
+  bool feed(size_t n) {
+    auto bytes = Begin(n);
+    if (!bytes || !Start()) return false;
+    return Check(merger_->Feed(*bytes));
+  }
+  bool finish() {
+    chunks_.Clear();
+    return Start() && Check(merger_->Finish());
+  }
+  bool planned() const { return merger_ && merger_->plan(); }
+  std::string summary(double source_bytes, double seconds, bool json) const {
+    return planned() ? Summary(*merger_->plan(), source_bytes, seconds, false, json) : "";
+  }
+
+ private:
+  bool Start() {
+    if (!read_) return Fail(MakeError(ErrorCode::InvalidArgument, "the adapter was not loaded"));
+    if (!merger_) merger_ = std::make_unique<merge::StreamingMerger>(read_->adapter, base_config_, options_, chunks_);
+    return true;
+  }
+  std::unique_ptr<merge::StreamingMerger> merger_;
+};
+
+}  // namespace
+}  // namespace pb::wasm
+
+EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
+  using namespace emscripten;
+  using namespace pb::wasm;
+  // Methods are registered on the class that declares them (Embind deduces the class from the member pointer).
+  class_<MergeIo>("MergeIo")
+      .function("window", &MergeIo::window)
+      .function("chunkTable", &MergeIo::chunk_table)
+      .function("chunkCount", &MergeIo::chunk_count)
+      .function("ownedBytes", &MergeIo::owned_bytes)
+      .function("errorJson", &MergeIo::error_json)
+      .function("errorText", &MergeIo::error_text);
+  class_<MergeHandle, base<MergeIo>>("MergeHandle")
+      .function("ok", &MergeHandle::ok)
+      .function("loadAdapter", &MergeHandle::load_adapter);
+  class_<Merger, base<MergeHandle>>("Merger")
+      .constructor<std::string>()
+      .function("setIndex", &Merger::set_index)
+      .function("indexShards", &Merger::index_shards)
+      .function("headerLength", &Merger::header_length)
+      .function("addShard", &Merger::add_shard)
+      .function("baseComplete", &Merger::base_complete)
+      .function("plan", &Merger::plan)
+      .function("planJson", &Merger::plan_json)
+      .function("begin", &Merger::begin)
+      .function("push", &Merger::push)
+      .function("finish", &Merger::finish)
+      .function("outputIndex", &Merger::output_index)
+      .function("configJson", &Merger::config_json)
+      .function("summary", &Merger::summary);
+  class_<StreamMerger, base<MergeHandle>>("StreamMerger")
+      .constructor<std::string>()
+      .function("feed", &StreamMerger::feed)
+      .function("finish", &StreamMerger::finish)
+      .function("planned", &StreamMerger::planned)
+      .function("summary", &StreamMerger::summary);
+  function("heapSize", &HeapSize);
+}

@@ -1,0 +1,482 @@
+// LoRA merge: createMergeStream() (one safetensors file as a TransformStream) and mergeShards() (a whole,
+// possibly sharded model as a sequence of output files). The core plans and merges (wasm/merge_bindings.cc);
+// this file reads headers and ranges, moves bytes through the handle and owns the handles' lifetime.
+//
+// Memory stays flat whatever the model's size: base bytes go through the handle's window a piece at a time
+// and leave as output chunks right away, pulled by the consumer (streams apply backpressure); only the adapter
+// is held whole.
+import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from './errors.js';
+import { collectBytes, configText } from './adapter.js';
+import { NativeHandle, concat } from './handles.js';
+import { getModule } from './init.js';
+import { DEFAULT_READ_SIZE, chunkBytes, isRandomAccess, openSource, raceAbort } from './sources.js';
+
+const DTYPES = new Set(['bf16', 'f16', 'f32']);
+const INDEX_NAME = 'model.safetensors.index.json';
+
+// Open merge handles, so tests can check that completion, errors and aborts free them. Internal.
+const live = new Set();
+/** How many merge handles are open. Internal (tests). */
+export function openMergeHandles() {
+  return live.size;
+}
+
+function optionsJson(options) {
+  const dtype = options.dtype ?? null;
+  if (dtype !== null && !DTYPES.has(dtype)) throw new TypeError("peft-bridge: dtype must be 'bf16', 'f16' or 'f32'");
+  return JSON.stringify({ dtype, safe: !!options.safe, unmerge: !!options.unmerge, arch: options.arch ?? null });
+}
+
+/** Copies `bytes` whole into the handle's window and calls `method(n, ...args)`; returns its result. */
+function callWithBytes(handle, method, bytes, ...args) {
+  const native = handle.handle;
+  const ptr = native.window(bytes.length);
+  if (!ptr) throw new SafetensorsError('IoError', `out of memory: cannot reserve ${bytes.length} bytes`);
+  handle.module.HEAPU8.set(bytes, ptr);
+  return native[method](bytes.length, ...args);
+}
+
+/**
+ * One merge handle (Merger or StreamMerger) with the steps the API and the npm CLI share. Every failing step
+ * throws the core's error (with its renderings, for the CLI). Internal.
+ */
+export class MergeSession {
+  /** @param {'Merger' | 'StreamMerger'} kind */
+  static async create(kind, options = {}) {
+    const json = optionsJson(options);
+    const module = await getModule();
+    return new MergeSession(module, kind, json);
+  }
+
+  constructor(module, kind, json) {
+    this.module = module;
+    this.handle = new NativeHandle(module, new module[kind](json));
+    live.add(this.handle);
+    if (!this.handle.handle.ok()) {
+      const error = errorFromHandle(this.handle.handle);
+      this.close();
+      throw error;
+    }
+  }
+
+  check(ok) {
+    if (!ok) throw errorFromHandle(this.handle.handle);
+  }
+
+  /** The base's index (text or bytes); returns the shard names it lists, sorted. */
+  setIndex(text) {
+    this.check(this.handle.handle.setIndex(text));
+    return JSON.parse(this.handle.handle.indexShards());
+  }
+
+  /** Reads shard `name`'s header (8-byte prefix, then the JSON) from an opened source and hands it to the core. */
+  async addShard(name, src, signal) {
+    const size = src.size ?? -1;
+    const head = prefixReader(src, signal);
+    const prefix = await head.read(8);
+    const length = callWithBytes(this.handle, 'headerLength', prefix, name, size);
+    if (length < 0) this.check(false);
+    const rest = await head.read(length);
+    const bytes = new Uint8Array(8 + rest.length);
+    bytes.set(prefix);
+    bytes.set(rest, 8);
+    this.check(callWithBytes(this.handle, 'addShard', bytes, name, size));
+  }
+
+  /** After the last shard: checks the index against the headers. */
+  baseComplete() {
+    this.check(this.handle.handle.baseComplete());
+  }
+
+  /** @param {{weights: Uint8Array, weightsName: string, config: any, baseConfig: any}} files */
+  loadAdapter(files) {
+    this.check(callWithBytes(this.handle, 'loadAdapter', files.weights, files.weightsName, files.config ?? null, files.baseConfig ?? null));
+  }
+
+  /** Plans the merge: {sourceBytes, shards: [{name, outputSize, sourceBytes, ranges}]}. */
+  plan() {
+    this.check(this.handle.handle.plan());
+    return JSON.parse(this.handle.handle.planJson());
+  }
+
+  outputIndex() {
+    return this.handle.handle.outputIndex();
+  }
+
+  configJson() {
+    return this.handle.handle.configJson();
+  }
+
+  /**
+   * The merged bytes of shard `i` of the plan, as output chunks: the output header, the merge of the source
+   * ranges read a piece at a time from `src` (an opened source of the whole shard file), then what the shard
+   * adds at its end. `counts.bytesIn` grows with the source bytes pushed.
+   */
+  async *mergeShard(i, shard, src, signal, counts = { bytesIn: 0 }) {
+    const head = this.handle.call('begin', i);
+    if (head) yield head;
+    const next = rangePieces(src, shard.ranges, signal);
+    for (let piece; (piece = await next()) !== null; ) {
+      const out = [];
+      this.handle.inputToBytes('push', piece, (bytes) => out.push(bytes));
+      counts.bytesIn += piece.length;
+      yield* out;
+    }
+    const tail = this.handle.call('finish');
+    if (tail) yield tail;
+  }
+
+  /** The core's summary (the CLI's output); peak memory is the WASM heap's size. */
+  summary(...args) {
+    return this.handle.handle.summary(...args);
+  }
+
+  close() {
+    live.delete(this.handle);
+    this.handle.close();
+  }
+}
+
+/**
+ * Reads the first bytes of a source: exact ranges from a random-access one, else chunks from the start of a
+ * stream (what is left over is kept for the next read). Returns fewer bytes only where the source ends.
+ */
+function prefixReader(src, signal) {
+  let pos = 0;
+  let pending = new Uint8Array(0);
+  return {
+    async read(n) {
+      if (src.random) {
+        const want = Math.max(0, Math.min(n, src.size - pos));
+        const bytes = want ? await raceAbort(Promise.resolve(src.read(pos, want)), signal) : new Uint8Array(0);
+        pos += bytes.length;
+        return bytes;
+      }
+      const parts = [];
+      let have = 0;
+      while (have < n) {
+        if (pending.length === 0) {
+          const chunk = await src.next();
+          if (chunk === null) break;
+          pending = chunk;
+        }
+        const take = Math.min(n - have, pending.length);
+        parts.push(pending.subarray(0, take));
+        pending = pending.subarray(take);
+        have += take;
+      }
+      return concat(parts) ?? new Uint8Array(0);
+    },
+  };
+}
+
+function checkAdapter(adapter) {
+  if (!adapter || typeof adapter !== 'object' || adapter.weights === undefined) {
+    throw new TypeError('peft-bridge: adapter must be an object with `weights` (and usually `config`)');
+  }
+}
+
+/** The adapter's files as the core takes them (weights collected whole: adapters are small). */
+async function adapterFiles(adapter, baseConfig, signal) {
+  checkAdapter(adapter);
+  const { weights } = adapter;
+  const fileName = typeof Blob !== 'undefined' && weights instanceof Blob && typeof weights.name === 'string' && weights.name ? weights.name : null;
+  return {
+    weights: await collectBytes(weights, signal),
+    weightsName: String(adapter.weightsName ?? fileName ?? 'adapter_model.safetensors'),
+    config: configText(adapter.config, 'adapter.config'),
+    baseConfig: configText(baseConfig, 'baseConfig'),
+  };
+}
+
+/**
+ * Merges a LoRA adapter into one base safetensors file as a stream: the base file's bytes in (in file order,
+ * chunks of any size), the merged file's bytes out, as PEFT's merge_and_unload writes them. The output header
+ * is planned from the input header, so a mismatch between base and adapter errors the stream before any byte
+ * comes out. Errors are SafetensorsError; aborting `signal` errors both sides with its reason.
+ *
+ * @param {{adapter: {weights: any, config?: any, weightsName?: string}, baseConfig?: any, dtype?: 'bf16' | 'f16' | 'f32',
+ *   safe?: boolean, unmerge?: boolean, arch?: string, signal?: AbortSignal,
+ *   onProgress?: (p: {bytesIn: number, bytesOut: number}) => void}} options
+ * @returns {TransformStream<Uint8Array, Uint8Array>}
+ */
+export function createMergeStream(options) {
+  if (!options || typeof options !== 'object') throw new TypeError('peft-bridge: createMergeStream needs {adapter}');
+  const { signal, onProgress } = options;
+  // Bad options throw here rather than erroring the stream later.
+  optionsJson(options);
+  checkAdapter(options.adapter);
+  let session = null;
+  let onAbort = null;
+  let bytesIn = 0;
+  let bytesOut = 0;
+  const cleanup = () => {
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
+    onAbort = null;
+    session?.close();
+    session = null;
+  };
+  const guard = (fn) => async (...args) => {
+    try {
+      return await fn(...args);
+    } catch (error) {
+      cleanup();
+      throw error;
+    }
+  };
+  const emit = (controller) => (bytes) => {
+    bytesOut += bytes.length;
+    controller.enqueue(bytes);
+  };
+  return new TransformStream({
+    start: guard(async (controller) => {
+      throwIfAborted(signal);
+      onAbort = () => {
+        controller.error(abortReason(signal));
+        cleanup();
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const files = await adapterFiles(options.adapter, options.baseConfig, signal);
+      const created = await MergeSession.create('StreamMerger', options);
+      if (signal?.aborted) {
+        created.close(); // the abort listener already errored the stream
+        throw abortReason(signal);
+      }
+      session = created;
+      session.loadAdapter(files);
+    }),
+    transform: guard((chunk, controller) => {
+      throwIfAborted(signal);
+      const bytes = chunkBytes(chunk);
+      bytesIn += bytes.length;
+      session.handle.inputToBytes('feed', bytes, emit(controller));
+      onProgress?.({ bytesIn, bytesOut });
+    }),
+    flush: guard((controller) => {
+      throwIfAborted(signal);
+      const out = session.handle.call('finish');
+      if (out) emit(controller)(out);
+      onProgress?.({ bytesIn, bytesOut });
+      cleanup();
+    }),
+    // Runtimes with transformer cancel (not Node 20) free the handle at once when either side is cancelled;
+    // elsewhere the FinalizationRegistry in handles.js does.
+    cancel: async () => cleanup(),
+  });
+}
+
+/** A shard source: `open(name)`'s result, opened with openSource. */
+async function openShard(base, name, signal) {
+  const source = await raceAbort(Promise.resolve(base.open(name)), signal);
+  return { source, src: openSource(source, { signal }) };
+}
+
+/** A ReadableStream of one Uint8Array. */
+function bytesStream(bytes) {
+  return new ReadableStream({
+    start(controller) {
+      controller.enqueue(bytes);
+      controller.close();
+    },
+  });
+}
+
+/**
+ * The source bytes of a shard's plan ranges, in order, a piece at a time (null at the end): ranges read from a
+ * random-access source, or cut out of a stream of the whole file.
+ */
+function rangePieces(src, ranges, signal) {
+  let r = 0;
+  let pos = src.random ? (ranges[0]?.[0] ?? 0) : 0; // file offset of the next byte to read / of `pending`
+  let pending = null;
+  return async () => {
+    for (;;) {
+      throwIfAborted(signal);
+      if (r >= ranges.length) return null;
+      const [begin, end] = ranges[r];
+      if (pos < begin && src.random) pos = begin;
+      if (pos >= end) {
+        ++r;
+        continue;
+      }
+      if (src.random) {
+        const n = Math.min(DEFAULT_READ_SIZE, end - pos);
+        const bytes = chunkBytes(await raceAbort(Promise.resolve(src.read(pos, n)), signal));
+        if (bytes.length !== n) throw endedAt(pos + bytes.length);
+        pos += n;
+        return bytes;
+      }
+      if (!pending || pending.length === 0) {
+        pending = await src.next();
+        if (pending === null) throw endedAt(pos);
+      }
+      // Skip what precedes the range (the header), then take what lies inside it.
+      const skip = Math.min(pending.length, Math.max(0, begin - pos));
+      pending = pending.subarray(skip);
+      pos += skip;
+      if (pending.length === 0) continue;
+      const take = Math.min(pending.length, end - pos);
+      const piece = pending.subarray(0, take);
+      pending = pending.subarray(take);
+      pos += take;
+      return piece;
+    }
+  };
+}
+
+const endedAt = (offset) => new SafetensorsError('IoError', `source ended at byte ${offset}, inside a tensor`, { offset });
+
+/**
+ * Reads every shard's header and plans a whole-model merge. Internal: mergeShards() and the npm CLI's sharded
+ * path build on the session it returns.
+ */
+async function planShards(options, signal) {
+  const { base } = options;
+  if (!base || typeof base !== 'object' || typeof base.open !== 'function') {
+    throw new TypeError('peft-bridge: mergeShards needs base: {open(name), index?, config?}');
+  }
+  checkAdapter(options.adapter);
+  const session = await MergeSession.create('Merger', options);
+  try {
+    const index = configText(base.index, 'base.index');
+    const names = index !== null ? session.setIndex(index) : ['model.safetensors'];
+    const random = new Map(); // shard name -> random-access source, kept for the data pass
+    for (const name of names) {
+      throwIfAborted(signal);
+      const { source, src } = await openShard(base, name, signal);
+      try {
+        await session.addShard(name, src, signal);
+      } finally {
+        await src.close();
+      }
+      if (isRandomAccess(source)) random.set(name, source);
+    }
+    session.baseComplete();
+    session.loadAdapter(await adapterFiles(options.adapter, base.config, signal));
+    return { session, plan: session.plan(), random, index };
+  } catch (error) {
+    session.close();
+    throw error;
+  }
+}
+
+/**
+ * Merges a LoRA adapter into a whole model, sharded or not, yielding the output files in order: each shard
+ * (same names as the input's), then `model.safetensors.index.json` when the base has an index, then
+ * `config.json` when the base config was given. Every shard's header is read and the merge planned before the
+ * first file is yielded, so a base/adapter mismatch rejects up front.
+ *
+ * Read each file's stream to its end before asking for the next file (the merge runs one shard at a time; the
+ * next step rejects otherwise). Breaking out of the loop, an error or an abort frees everything.
+ *
+ * `base.open(name)` (may be async) returns the shard's bytes: a Blob, Uint8Array, ArrayBuffer or
+ * {size, read(offset, length)} is read by ranges (the header first, then the tensors); a ReadableStream or
+ * AsyncIterable must hold the whole file and is asked for twice - once for the header, cancelled after it,
+ * then once for the data.
+ *
+ * @param {{base: {open: (name: string) => any, index?: any, config?: any}, adapter: {weights: any, config?: any, weightsName?: string},
+ *   dtype?: 'bf16' | 'f16' | 'f32', safe?: boolean, unmerge?: boolean, arch?: string, signal?: AbortSignal,
+ *   onProgress?: (p: {bytesIn: number, bytesOut: number, totalIn: number}) => void}} options
+ * @returns {AsyncGenerator<{path: string, size: number, stream: ReadableStream<Uint8Array>}>}
+ */
+export async function* mergeShards(options) {
+  if (!options || typeof options !== 'object') throw new TypeError('peft-bridge: mergeShards needs {base, adapter}');
+  const { signal, onProgress } = options;
+  throwIfAborted(signal);
+  const { session, plan, random, index } = await planShards(options, signal);
+  let failure = null;
+  let current = null; // the stream being read: {done, fail(reason)}
+  const onAbort = () => current?.fail(abortReason(signal));
+  signal?.addEventListener('abort', onAbort, { once: true });
+  const progress = { bytesIn: 0, bytesOut: 0, totalIn: plan.sourceBytes };
+  try {
+    for (let i = 0; i < plan.shards.length; ++i) {
+      const shard = plan.shards[i];
+      // Random-access sources are reused; streams are asked for again, now for the data.
+      const open = async () =>
+        random.has(shard.name) ? openSource(random.get(shard.name), { signal }) : (await openShard(options.base, shard.name, signal)).src;
+      current = shardStream(session, i, shard, open, {
+        signal,
+        onProgress: onProgress && (() => onProgress({ ...progress })),
+        progress,
+        onError: (error) => (failure = error),
+      });
+      yield { path: shard.name, size: shard.outputSize, stream: current.stream };
+      throwIfAborted(signal);
+      if (failure) throw failure;
+      if (!current.done) throw new Error(`peft-bridge: the stream of ${shard.name} was not read to its end`);
+    }
+    const texts = [];
+    if (index !== null) texts.push([INDEX_NAME, session.outputIndex()]);
+    const config = session.configJson();
+    if (config !== null) texts.push(['config.json', config]);
+    current = null;
+    for (const [path, text] of texts) {
+      const bytes = new TextEncoder().encode(text);
+      yield { path, size: bytes.length, stream: bytesStream(bytes) };
+      throwIfAborted(signal);
+    }
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+    current?.fail(failure ?? new Error('peft-bridge: merge stopped'));
+    session.close();
+  }
+}
+
+/**
+ * The merged bytes of shard `i` as a pull stream (see MergeSession.mergeShard). `fail(reason)` errors it from
+ * outside (abort, or the iterator leaving early) and frees the handle.
+ */
+function shardStream(session, i, shard, open, { signal, onProgress, progress, onError }) {
+  const state = { done: false, stream: null, fail: null };
+  let controller = null;
+  let src = null;
+  let chunks = null;
+  const fail = (error) => {
+    if (state.done) return;
+    state.done = true;
+    onError(error);
+    try {
+      controller?.error(error);
+    } catch {
+      // already closed or errored
+    }
+    session.close();
+    src?.close(error);
+  };
+  state.fail = fail;
+  state.stream = new ReadableStream(
+    {
+      start(c) {
+        controller = c;
+      },
+      async pull() {
+        try {
+          if (!chunks) {
+            src = await open();
+            chunks = session.mergeShard(i, shard, src, signal, progress);
+          }
+          const { done, value } = await chunks.next();
+          if (state.done) return; // failed from outside meanwhile
+          if (done) {
+            state.done = true;
+            controller.close();
+            await src.close();
+          } else {
+            progress.bytesOut += value.length;
+            controller.enqueue(value);
+          }
+          onProgress?.();
+        } catch (error) {
+          fail(error);
+          throw error;
+        }
+      },
+      cancel(reason) {
+        fail(reason ?? new Error(`peft-bridge: the stream of ${shard.name} was cancelled`));
+      },
+    },
+    { highWaterMark: 0 }, // pull only when the consumer reads: nothing is merged ahead of it
+  );
+  return state;
+}
