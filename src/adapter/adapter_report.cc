@@ -1,9 +1,11 @@
 #include "adapter/adapter_report.h"
 
+#include <cstdio>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
+#include "adapter/delta_norm.h"
 #include "adapter/python_json.h"
 
 namespace pb::adapter {
@@ -24,6 +26,13 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
+}
+
+// Four significant digits, for human-facing summaries (the JSON keeps full precision).
+std::string ShortNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
 }
 
 // An alpha as PEFT's config holds it: an int when it is one (lora_alpha: 16), else Python's float repr.
@@ -56,6 +65,7 @@ Json ModuleJson(const LoraModule& m) {
   j["dtype"] = DtypeName(m.a.dtype);
   j["dora"] = m.magnitude.has_value();
   j["lora_bias"] = m.b_bias.has_value();
+  j["delta_norm"] = DeltaFrobeniusNorm(m);
   j["rank_pattern"] = m.settings.rank_pattern_key ? Json(*m.settings.rank_pattern_key) : Json(nullptr);
   j["alpha_pattern"] = m.settings.alpha_pattern_key ? Json(*m.settings.alpha_pattern_key) : Json(nullptr);
   return j;
@@ -137,7 +147,8 @@ std::string RenderAdapterInfoText(const ReadResult& read) {
     out += "  " + m.path + "  " + std::string(LoraShapeName(m.shape)) + " " + std::to_string(m.in_features()) + "->" +
            std::to_string(m.out_features()) + "  r=" + std::to_string(m.rank()) + " alpha=" +
            AlphaText(m.settings.alpha) + " scaling=" + PythonFloatRepr(m.settings.scaling) + " " +
-           std::string(DtypeName(m.a.dtype)) + (m.magnitude ? " dora" : "") + (m.b_bias ? " lora_bias" : "") + "\n";
+           std::string(DtypeName(m.a.dtype)) + (m.magnitude ? " dora" : "") + (m.b_bias ? " lora_bias" : "") +
+           " |dW|=" + ShortNumber(DeltaFrobeniusNorm(m)) + "\n";
   }
   if (!a.extras.empty()) {
     out += "other tensors: " + std::to_string(a.extras.size()) + "\n";

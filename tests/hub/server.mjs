@@ -364,11 +364,13 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const tokens = {};
   let port = 0;
   const args = process.argv.slice(2);
-  for (let i = 0; i < args.length; ++i) {
-    const [repo, value] = (args[i + 1] ?? '').split('=');
-    if (args[i] === '--port') port = Number(args[++i]);
-    else if (args[i] === '--dir' && value) (files[repo] = value), ++i;
-    else if (args[i] === '--token' && value) (tokens[repo] = value), ++i;
+  for (let i = 0; i + 1 < args.length; i += 2) {
+    const [flag, value] = [args[i], args[i + 1]];
+    const eq = value.indexOf('=');
+    if (flag === '--port') port = Number(value);
+    else if (flag === '--dir' && eq > 0) files[value.slice(0, eq)] = value.slice(eq + 1);
+    else if (flag === '--token' && eq > 0) tokens[value.slice(0, eq)] = value.slice(eq + 1);
+    else throw new Error(`usage: node tests/hub/server.mjs [--port N] [--dir owner/repo=DIR]... [--token owner/repo=TOKEN]...`);
   }
   const hub = await startHub({ files, tokens, port });
   console.log(hub.endpoint);

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "adapter/delta_norm.h"
 #include "adapter/tensor_ops.h"
 #include "adapter/translate.h"
 #include "adapter_fixtures.h"
@@ -431,6 +432,31 @@ TEST(AdapterTranslate, PlanAccountsForEveryInputTensor) {
   for (const auto& m : result->plan) {
     EXPECT_FALSE(m.to.empty()) << m.from;
     EXPECT_EQ(m.action, "transpose") << m.from;
+  }
+}
+
+}  // namespace
+}  // namespace pb::adapter
+
+namespace pb::adapter {
+namespace {
+
+TEST(AdapterDeltaNorm, EqualsTheNormOfTheExplicitDelta) {
+  GeneratedAdapter g = LlamaAdapter(std::string(kTargets) + R"(, "alpha_pattern": {"v_proj": -6})");
+  for (const auto& m : MustRead(g.source()).adapter.modules) {
+    const size_t r = m.rank(), in = m.in_features(), out = m.out_features();
+    std::vector<float> a(r * in), b(out * r);
+    std::memcpy(a.data(), m.a.bytes.data(), a.size() * 4);
+    std::memcpy(b.data(), m.b.bytes.data(), b.size() * 4);
+    double sum = 0;
+    for (size_t o = 0; o < out; ++o)
+      for (size_t i = 0; i < in; ++i) {
+        double d = 0;
+        for (size_t k = 0; k < r; ++k) d += double(b[o * r + k]) * a[k * in + i];
+        sum += d * d;
+      }
+    const double expected = std::fabs(m.settings.scaling) * std::sqrt(sum);
+    EXPECT_NEAR(DeltaFrobeniusNorm(m), expected, 1e-12 * expected) << m.path;
   }
 }
 

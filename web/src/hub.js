@@ -217,7 +217,7 @@ export class RemoteFile {
         await this.dropBody();
         if (this.signal?.aborted) throw abortReason(this.signal);
         if (error instanceof SafetensorsError && !(TRANSIENT in error)) throw error;
-        const retryAfter = error[TRANSIENT] ?? null;
+        const retryAfter = error?.[TRANSIENT] ?? null;
         if (failures >= this.retries || (retryAfter !== null && retryAfter > MAX_RETRY_AFTER)) throw this.failure(error);
         failures += 1;
         await sleep(retryAfter !== null ? retryAfter * 1000 : Math.min(this.retryDelay * 2 ** (failures - 1), 8000), this.signal);
@@ -264,9 +264,8 @@ export class RemoteFile {
       if (length !== null && (!encoding || encoding === 'identity')) size = Number(length);
       body = new Body(response, 0, size ?? Infinity);
     }
+    this.body = body; // set first, so that a failed check below cancels it
     this.pin(h, size);
-    if (!response.body) throw new SafetensorsError('IoError', `cannot read \`${this.label}\`: the answer has no body`);
-    this.body = body;
     return true;
   }
 

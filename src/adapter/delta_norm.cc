@@ -1,0 +1,44 @@
+#include "adapter/delta_norm.h"
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/convert.h"
+
+namespace pb::adapter {
+
+namespace {
+
+std::vector<double> AsDouble(const Tensor& t) {
+  std::vector<float> f(t.element_count());
+  kernels::ConvertElements(t.dtype, Dtype::F32, t.bytes.data(), f.data(), f.size());
+  return std::vector<double>(f.begin(), f.end());
+}
+
+}  // namespace
+
+double DeltaFrobeniusNorm(const LoraModule& m) {
+  const size_t r = m.rank();
+  if (r == 0) return 0;
+  const std::vector<double> a = AsDouble(m.a), b = AsDouble(m.b);
+  const size_t a_cols = a.size() / r;  // A is [r, in (* kernel)]
+  const size_t b_rows = b.size() / r;  // B is [out, r (* 1...)]
+  std::vector<double> ga(r * r, 0.0), gb(r * r, 0.0);
+  for (size_t i = 0; i < r; ++i)
+    for (size_t j = i; j < r; ++j) {
+      double s = 0;
+      for (size_t c = 0; c < a_cols; ++c) s += a[i * a_cols + c] * a[j * a_cols + c];
+      ga[i * r + j] = ga[j * r + i] = s;
+    }
+  for (size_t row = 0; row < b_rows; ++row)
+    for (size_t i = 0; i < r; ++i) {
+      const double bi = b[row * r + i];
+      for (size_t j = i; j < r; ++j) gb[i * r + j] += bi * b[row * r + j];
+    }
+  double sum = 0;
+  for (size_t i = 0; i < r; ++i)
+    for (size_t j = i; j < r; ++j) sum += (i == j ? 1.0 : 2.0) * gb[i * r + j] * ga[i * r + j];
+  return std::fabs(m.settings.scaling) * std::sqrt(std::max(sum, 0.0));
+}
+
+}  // namespace pb::adapter
