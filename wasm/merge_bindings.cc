@@ -376,6 +376,25 @@ class Merger : public MergeHandle {
     return plan_ ? Summary(*plan_, double(SourceTotal()), seconds, dry_run, json) : "";
   }
 
+  // The planned tensors the adapter changes (every op but copy and convert), for a plan view such as the web
+  // page's: [{"shard", "tensor", "op", "module" (null for modules_to_save copies), "dtype", "outDtype", "shape"}].
+  std::string plan_tensors() const {
+    nlohmann::json out = nlohmann::json::array();
+    if (!plan_) return out.dump();
+    for (const auto& shard : plan_->shards)
+      for (const auto& t : shard.tensors) {
+        if (t.op == merge::TensorOp::kCopy || t.op == merge::TensorOp::kConvert) continue;
+        out.push_back({{"shard", shard.name},
+                       {"tensor", t.name},
+                       {"op", std::string(merge::TensorOpName(t.op))},
+                       {"module", t.module ? nlohmann::json(t.module->path) : nlohmann::json(nullptr)},
+                       {"dtype", std::string(DtypeName(t.in_dtype))},
+                       {"outDtype", std::string(DtypeName(t.out_dtype))},
+                       {"shape", t.shape}});
+      }
+    return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+
  private:
   uint64_t SourceTotal() const {
     uint64_t total = 0;
@@ -454,7 +473,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("finish", &Merger::finish)
       .function("outputIndex", &Merger::output_index)
       .function("configJson", &Merger::config_json)
-      .function("summary", &Merger::summary);
+      .function("summary", &Merger::summary)
+      .function("planTensors", &Merger::plan_tensors);
   class_<StreamMerger, base<MergeHandle>>("StreamMerger")
       .constructor<std::string>()
       .function("feed", &StreamMerger::feed)

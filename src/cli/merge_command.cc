@@ -232,6 +232,7 @@ int RunMerge(const std::vector<std::string>& args, bool unmerge) {
   source.base_config = base->config;
   auto read = adapter::ReadAdapter(source, {std::nullopt, arch, false, nullptr});
   if (!read.ok()) return fail(read.error());
+  std::vector<uint8_t>().swap(adapter_dir->weights);  // the Adapter holds its tensors; the file copy can go
   std::vector<merge::BaseShardHeader> shard_headers;
   for (size_t i = 0; i < base->headers.size(); ++i) shard_headers.push_back({base->shard_names[i], &base->headers[i]});
   auto plan = merge::PlanMerge(shard_headers, read->adapter, base->config, options);
