@@ -50,6 +50,7 @@ double PeakMulAddImpl(uint64_t iters, float m_in, float* sink) {
     s[c] = hn::Zero(df);
   }
   for (uint64_t i = 0; i < iters; ++i) {
+    HWY_UNROLL(16)  // the chains must stay in registers at any optimization level
     for (size_t c = 0; c < kMulAddChains; ++c) {
       x[c] = Barrier(hn::Mul(x[c], m));
       s[c] = hn::Add(s[c], x[c]);
@@ -68,6 +69,7 @@ double PeakFmaImpl(uint64_t iters, float m_in, float* sink) {
   VF s[kFmaChains];
   for (size_t c = 0; c < kFmaChains; ++c) s[c] = hn::Set(df, static_cast<float>(c));
   for (uint64_t i = 0; i < iters; ++i) {
+    HWY_UNROLL(16)
     for (size_t c = 0; c < kFmaChains; ++c) s[c] = hn::MulAdd(x, m, s[c]);
   }
   VF total = hn::Zero(df);

@@ -32,6 +32,7 @@ Result<ReadResult> ReadPeft(ReadState& state);
 Result<ReadResult> ReadMlx(ReadState& state);
 Result<ReadResult> ReadKohya(ReadState& state);
 Result<ReadResult> ReadGgufNames(ReadState& state);
+Result<ReadResult> ReadDiffusersAttnProc(ReadState& state);
 
 Result<AdapterOutput> WritePeft(const Adapter& adapter, const WriteOptions& options);
 Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& options);

@@ -42,12 +42,14 @@ std::string_view FormatName(AdapterFormat format) {
     case AdapterFormat::kMlx: return "mlx";
     case AdapterFormat::kKohya: return "kohya";
     case AdapterFormat::kGgufNames: return "gguf-names";
+    case AdapterFormat::kDiffusersAttnProc: return "diffusers-attnproc";
   }
   return "?";
 }
 
 std::optional<AdapterFormat> ParseFormatName(std::string_view name) {
-  for (AdapterFormat f : {AdapterFormat::kPeft, AdapterFormat::kMlx, AdapterFormat::kKohya, AdapterFormat::kGgufNames})
+  for (AdapterFormat f : {AdapterFormat::kPeft, AdapterFormat::kMlx, AdapterFormat::kKohya, AdapterFormat::kGgufNames,
+                          AdapterFormat::kDiffusersAttnProc})
     if (FormatName(f) == name) return f;
   return std::nullopt;
 }
@@ -63,7 +65,8 @@ Result<FormatTable> ParseFormatTable(std::string_view path, std::string_view jso
   if (!j.is_object()) return Bad(path, "not a JSON object");
   FormatTable t;
   auto name = StringField(j, "format");
-  if (!name || !ParseFormatName(*name)) return Bad(path, "`format` must be peft, mlx, kohya or gguf-names");
+  if (!name || !ParseFormatName(*name))
+    return Bad(path, "`format` must be peft, mlx, kohya, gguf-names or diffusers-attnproc");
   t.format = *ParseFormatName(*name);
   auto weights = StringField(j, "weights_file");
   if (!weights) return Bad(path, "`weights_file` must be a string");
@@ -91,6 +94,15 @@ Result<FormatTable> ParseFormatTable(std::string_view path, std::string_view jso
     }
     t.metadata = std::move(m);
   }
+  if (auto rw = j.find("path_rewrites"); rw != j.end() && !rw->is_null()) {
+    if (!rw->is_array()) return Bad(path, "`path_rewrites` must be a list of [from, to] pairs");
+    for (const auto& pair : *rw) {
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string() ||
+          pair[0].get<std::string>().empty())
+        return Bad(path, "`path_rewrites` must be a list of [from, to] pairs of strings");
+      t.path_rewrites.emplace_back(pair[0].get<std::string>(), pair[1].get<std::string>());
+    }
+  }
   auto roles = j.find("roles");
   if (roles == j.end() || !roles->is_object()) return Bad(path, "`roles` must be an object");
   for (const auto& item : roles->items()) {
@@ -114,9 +126,9 @@ Result<FormatTable> ParseFormatTable(std::string_view path, std::string_view jso
 }
 
 const FormatTable& BuiltinFormatTable(AdapterFormat format) {
-  static const std::array<FormatTable, 4> tables = [] {
-    std::array<FormatTable, 4> out{};
-    std::array<bool, 4> found{};
+  static const std::array<FormatTable, kAdapterFormatCount> tables = [] {
+    std::array<FormatTable, kAdapterFormatCount> out{};
+    std::array<bool, kAdapterFormatCount> found{};
     for (const auto& file : EmbeddedNamingFiles()) {
       if (!file.path.starts_with("formats/")) continue;
       auto t = ParseFormatTable(file.path, file.text);
@@ -143,6 +155,12 @@ std::optional<FormatKey> SplitFormatKey(const FormatTable& table, std::string_vi
     }
   }
   return std::nullopt;
+}
+
+std::string RewritePath(const FormatTable& table, std::string path) {
+  for (const auto& [from, to] : table.path_rewrites)
+    if (size_t at = path.find(from); at != std::string::npos) path.replace(at, from.size(), to);
+  return path;
 }
 
 }  // namespace pb::adapter

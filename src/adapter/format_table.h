@@ -14,8 +14,10 @@
 
 namespace pb::adapter {
 
-enum class AdapterFormat { kPeft, kMlx, kKohya, kGgufNames };
-std::string_view FormatName(AdapterFormat format);  // "peft", "mlx", "kohya", "gguf-names"
+// The four conventions translate writes, plus read-only diffusers' attention-processor files.
+enum class AdapterFormat { kPeft, kMlx, kKohya, kGgufNames, kDiffusersAttnProc };
+inline constexpr size_t kAdapterFormatCount = 5;
+std::string_view FormatName(AdapterFormat format);  // "peft", "mlx", "kohya", "gguf-names", "diffusers-attnproc"
 std::optional<AdapterFormat> ParseFormatName(std::string_view name);
 
 // Roles a format can store; PEFT's factors plus kohya's per-module alpha.
@@ -41,6 +43,9 @@ struct FormatTable {
   std::optional<std::string> write_prefix;
   PathStyle path_style = PathStyle::kDotted;
   std::optional<Metadata> metadata;   // written as __metadata__ (null: no __metadata__)
+  // Applied in order to a spelled path when reading (first occurrence of `from` becomes `to`), for
+  // conventions that name modules differently from the model ("x.processor.to_out" -> "x.to_out.0").
+  std::vector<std::pair<std::string, std::string>> path_rewrites;
   std::vector<RoleSpelling> roles;    // longest suffix first, so ".weight.lora_a" is tried before shorter ones
   const RoleSpelling* Find(FormatRole role) const;
 };
@@ -59,5 +64,7 @@ struct FormatKey {
 // Embedding and linear roles can share a suffix (mlx's lora_a); the first spelling in table order wins and
 // the reader decides embedding vs linear from the module.
 std::optional<FormatKey> SplitFormatKey(const FormatTable& table, std::string_view key);
+// The module path a spelled path stands for, after the table's path_rewrites.
+std::string RewritePath(const FormatTable& table, std::string path);
 
 }  // namespace pb::adapter

@@ -27,20 +27,21 @@ Result<AdapterFormat> DetectFormat(const Header& header, const std::optional<std
   }
   for (const auto& [key, value] : header.metadata())
     if (key == "adapter.type" || key == "general.type") return AdapterFormat::kGgufNames;
-  size_t votes[4] = {};
+  size_t votes[kAdapterFormatCount] = {};
   for (size_t i = 0; i < header.tensor_count(); ++i) {
     std::string_view name = header.tensor(i).name;
     if (name.starts_with("base_model.model.")) ++votes[static_cast<size_t>(AdapterFormat::kPeft)];
     else if (name.ends_with(".weight.lora_a") || name.ends_with(".weight.lora_b")) ++votes[static_cast<size_t>(AdapterFormat::kGgufNames)];
     else if (name.ends_with(".lora_a") || name.ends_with(".lora_b")) ++votes[static_cast<size_t>(AdapterFormat::kMlx)];
     else if (name.ends_with(".lora_down.weight") || name.ends_with(".lora_up.weight")) ++votes[static_cast<size_t>(AdapterFormat::kKohya)];
+    else if (name.ends_with("_lora.down.weight") || name.ends_with("_lora.up.weight")) ++votes[static_cast<size_t>(AdapterFormat::kDiffusersAttnProc)];
   }
-  size_t best = std::max_element(votes, votes + 4) - votes;
+  size_t best = std::max_element(votes, votes + kAdapterFormatCount) - votes;
   if (votes[best] == 0)
     return MakeError(ErrorCode::UnsupportedAdapter,
                      "cannot tell which adapter convention this is: no config names it and no tensor key looks like "
-                     "PEFT (base_model.model.*.lora_A.weight), mlx-lm (*.lora_a), kohya (*.lora_down.weight) or "
-                     "llama.cpp (*.weight.lora_a)");
+                     "PEFT (base_model.model.*.lora_A.weight), mlx-lm (*.lora_a), kohya (*.lora_down.weight), "
+                     "llama.cpp (*.weight.lora_a) or diffusers (*.processor.to_q_lora.down.weight)");
   return static_cast<AdapterFormat>(best);
 }
 
@@ -66,6 +67,7 @@ Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& o
     case AdapterFormat::kMlx: return internal::ReadMlx(state);
     case AdapterFormat::kKohya: return internal::ReadKohya(state);
     case AdapterFormat::kGgufNames: return internal::ReadGgufNames(state);
+    case AdapterFormat::kDiffusersAttnProc: return internal::ReadDiffusersAttnProc(state);
   }
   return MakeError(ErrorCode::InvalidArgument, "unknown format");
 }

@@ -35,7 +35,7 @@ int ParseCommon(const std::string& command, const std::vector<std::string>& args
     if (a == "--arch") o.arch = v;
     else if (a == "--base-config") o.base_config = v;
     else if (!(o.from = adapter::ParseFormatName(v)))
-      return UsageError(command, "unknown format `" + v + "` (expected peft, mlx, kohya or gguf-names)");
+      return UsageError(command, "unknown format `" + v + "` (expected peft, mlx, kohya, gguf-names or diffusers-attnproc)");
   } else if (a.size() > 1 && a[0] == '-') {
     return 1;
   } else {
@@ -90,6 +90,7 @@ int RunTranslate(const std::vector<std::string>& args) {
     if (a == "--to") {
       if (i + 1 >= args.size()) return UsageError("translate", "--to needs a value");
       to = adapter::ParseFormatName(args[++i]);
+      if (to == AdapterFormat::kDiffusersAttnProc) to.reset();  // read only
       if (!to) return UsageError("translate", "unknown format `" + args[i] + "` (expected peft, mlx, kohya or gguf-names)");
       continue;
     }

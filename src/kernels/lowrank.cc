@@ -38,7 +38,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/convert.h"
@@ -55,6 +54,11 @@ namespace pb::kernels::lowrank {
 
 // Formats fused into the merge kernel (others are staged through fp32, see MergeStaged).
 enum FusedFmt : int { kFusedF32 = 0, kFusedBF16 = 1, kFusedF16 = 2 };
+
+// What the kernel writes, with t = delta * scale * sign: float(w) + t (MergeRows), float(w) +
+// float(round_w(t)) (MergeRowsRoundDeltaFirst, the embedding rule; round_w rounds to the weight's dtype), or
+// t alone in fp32 (staging for the dtypes that are not fused).
+enum Mode : int { kModeAdd = 0, kModeDeltaFirst = 1, kModeDeltaOnly = 2 };
 
 // Pack buffer for `right`: at most this many floats per column super-tile (384 KiB leaves room in a 1 MiB
 // L2 for the W and output streams).
@@ -120,12 +124,16 @@ using D16 = hn::Rebind<uint16_t, DF>;
 using VF = hn::Vec<DF>;
 using VI = hn::Vec<DI>;
 
-// Register block: kMR rows x kNV vectors of accumulators. AVX-512 has 32 registers (16 accumulators, 4
-// right vectors, broadcasts; 4 x 4 beat 4 x 2, 4 x 6, 5 x 4 and 6 x 4); the 16-register targets (AVX2, SSE4,
-// and WASM, which V8 maps to 16 xmm registers) use 4 x 2: 8 accumulators hide the 3-4 cycle add latency at
-// two adds per cycle. kNV must be even for the pair layout (4 x 3 lost it and was 30 % slower).
+// Register block: kMR rows x kNV vectors of accumulators, chosen by measurement (4096 x 4096 BF16, Zen 4).
+// AVX-512 has 32 registers: 4 x 4 (16 accumulators, 4 right vectors, broadcasts) beat 4 x 2, 4 x 6, 5 x 4 and
+// 6 x 4. AVX2/SSE4 have 16: 4 x 2 (8 accumulators hide the 3-4 cycle add latency at two adds per cycle). WASM
+// (V8 maps SIMD128 to 16 xmm registers): 2 x 4 beat 4 x 2 by 8 % at rank 64 (fewer splat loads, which V8
+// does not fold into the multiply), and 1 x 8, 2 x 6, 3 x 2, 3 x 4, 5 x 2, 6 x 2 by more. kNV must be even for
+// the pair layout (4 x 3 lost it and was 30 % slower).
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr size_t kMR = 4, kNV = 4;
+#elif HWY_TARGET == HWY_WASM
+constexpr size_t kMR = 2, kNV = 4;
 #else
 constexpr size_t kMR = 4, kNV = 2;
 #endif
@@ -167,6 +175,7 @@ struct FmtF32 {
   static constexpr bool kPairs = false;
   static HWY_INLINE VF Load(const T* p) { return hn::LoadU(DF(), p); }
   static HWY_INLINE void Store(VF v, T* p) { hn::StoreU(v, DF(), p); }
+  static HWY_INLINE VF RoundTrip(VF v) { return v; }
   static float ToF32(Bits b) { return scalar::BitsFloat(b); }
   static Bits FromF32(float f) { return scalar::FloatBits(f); }
 };
@@ -191,12 +200,17 @@ struct FmtBF16 {
   }
   static float ToF32(Bits b) { return scalar::BitsFloat(scalar::BF16ToF32Bits(b)); }
   static Bits FromF32(float f) { return scalar::F32BitsToBF16(scalar::FloatBits(f)); }
+  // float(bf16(v)): the rounded value with the low half cleared.
+  static HWY_INLINE VF RoundTrip(VF v) {
+    return hn::BitCast(DF(), hn::And(RoundedHigh(v), hn::Set(DU(), 0xFFFF0000u)));
+  }
 
   // Pair layout: 2 * Lanes(DF) consecutive bf16 read as Lanes(DF) u32 lanes. Lane q holds columns 2q (low
   // half) and 2q + 1 (high half), so `even` = lanes << 16 and `odd` = lanes & 0xFFFF0000 widen them without
   // any shuffle, and rounding puts them back with one shift and one mask. The accumulators then hold the
-  // even and odd columns of the pair; PackTile orders `right` to match. About half the epilogue's
-  // instructions of Load/Store, which matters because at rank 16 the epilogue costs a third of the kernel.
+  // even and odd columns of the pair; PackTile orders `right` to match. Fewer instructions than Load/Store
+  // (no zero-extension, one store per two vectors), which matters because the epilogue shares the vector
+  // pipes with the k loop: -22 % time at rank 16 with AVX-512 (256-bit), -11 % with AVX2.
   static constexpr bool kPairs = true;
   static HWY_INLINE void LoadPair(const T* p, VF& even, VF& odd) {
     const DU du;
@@ -229,20 +243,25 @@ struct FmtF16 {
     const hn::Rebind<hwy::float16_t, DF> dh;
     return hn::PromoteTo(DF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
   }
-  static HWY_INLINE void Store(VF v, T* p) {
+  static HWY_INLINE hn::Vec<hn::Rebind<hwy::float16_t, DF>> Narrow(VF v) {
     const DI di;
     const hn::Rebind<hwy::float16_t, DF> dh;
     const VI w = hn::BitCast(di, v);
     const VI qnan = hn::Or(hn::And(w, hn::Set(di, static_cast<int32_t>(0x80000000u))), hn::Set(di, 0x7FC00000));
     const VI fixed = hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(v)), qnan, w);
-    hn::StoreU(hn::BitCast(D16(), hn::DemoteTo(dh, hn::BitCast(DF(), fixed))), D16(), p);
+    return hn::DemoteTo(dh, hn::BitCast(DF(), fixed));
   }
+  static HWY_INLINE void Store(VF v, T* p) { hn::StoreU(hn::BitCast(D16(), Narrow(v)), D16(), p); }
+  static HWY_INLINE VF RoundTrip(VF v) { return hn::PromoteTo(DF(), Narrow(v)); }
 #else
   // Integer kernels (Highway's emulated f16 conversions are wrong on Inf/NaN and truncate).
-  static HWY_INLINE VF Load(const T* p) {
+  static HWY_INLINE VF Load(const T* p) { return WidenBits(hn::BitCast(DI(), hn::PromoteTo(DU(), hn::LoadU(D16(), p)))); }
+  static HWY_INLINE void Store(VF v, T* p) { hn::StoreU(hn::DemoteTo(D16(), NarrowBits(v)), D16(), p); }
+  static HWY_INLINE VF RoundTrip(VF v) { return WidenBits(NarrowBits(v)); }
+  // f16 bits (zero-extended in i32 lanes) -> f32, as scalar::F16ToF32Bits.
+  static HWY_INLINE VF WidenBits(VI h) {
     const DF df;
     const DI di;
-    const VI h = hn::BitCast(di, hn::PromoteTo(DU(), hn::LoadU(D16(), p)));
     const VI sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(di, 0x8000)));
     const VI shifted = hn::ShiftLeft<13>(hn::And(h, hn::Set(di, 0x7FFF)));
     const auto is_inf_nan = hn::Gt(shifted, hn::Set(di, 0x0F7FFFFF));
@@ -255,7 +274,8 @@ struct FmtF16 {
     const auto is_sub = hn::Lt(shifted, hn::Set(di, 0x00800000));
     return hn::BitCast(df, hn::Or(hn::IfThenElse(is_sub, sub, normal), sign));
   }
-  static HWY_INLINE void Store(VF v, T* p) {
+  // f32 -> f16 bits in i32 lanes, as scalar::F32BitsToF16.
+  static HWY_INLINE VI NarrowBits(VF v) {
     const DF df;
     const DI di;
     const VI w = hn::BitCast(di, v);
@@ -268,7 +288,7 @@ struct FmtF16 {
     VI r = hn::IfThenElse(hn::Lt(a, hn::Set(di, 0x38800000)), sub, norm);
     r = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x477FEFFF)), hn::Set(di, 0x7C00), r);  // >= 65520
     r = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7F800000)), hn::Set(di, 0x7E00), r);  // NaN
-    hn::StoreU(hn::DemoteTo(D16(), hn::Or(r, sign)), D16(), p);
+    return hn::Or(r, sign);
   }
 #endif
   static float ToF32(Bits b) { return scalar::BitsFloat(scalar::F16ToF32Bits(b)); }
@@ -279,42 +299,58 @@ struct FmtF16 {
 
 // One register block: rows [0, MR) x columns [0, NV * lanes) of the current position. `w`/`out` point at
 // the block's first element (row strides ldw/ldo); `lp` at left[row 0, 0]; right[k, block column c] is at
-// rp[k * kstride + c]. kDeltaOnly writes t = delta * scale * sign instead of float(w) + t. w and out may
-// alias (each element is loaded before it is stored), so they are not restrict.
+// rp[k * kstride + c]; t = delta * scale * sign is combined with w as kMode says. w and out may alias (each
+// element is loaded before it is stored), so they are not restrict.
 // kPairs: W and W' in the pair layout (FmtBF16::LoadPair), NV even, `right` packed to match.
-template <class Src, class Dst, size_t MR, size_t NV, bool kDeltaOnly, bool kPairs = false>
+template <class Src, class Dst, size_t MR, size_t NV, int kMode, bool kPairs = false>
 HWY_INLINE void Block(const typename Src::T* w, size_t ldw, typename Dst::T* out, size_t ldo,
                       const float* HWY_RESTRICT lp, size_t rank, const float* HWY_RESTRICT rp, size_t kstride,
                       VF st) {
   const DF df;
   const size_t N = hn::Lanes(df);
+  // The accumulators must live in registers: every loop over r and v is unrolled completely (GCC does not
+  // do it on its own at -O2, which made the kernel 3x slower there).
   VF acc[MR][NV];
+  HWY_UNROLL(16)
   for (size_t r = 0; r < MR; ++r) {
+    HWY_UNROLL(16)
     for (size_t v = 0; v < NV; ++v) acc[r][v] = hn::Zero(df);
   }
   for (size_t k = 0; k < rank; ++k) {
     const float* HWY_RESTRICT rk = rp + k * kstride;
     VF b[NV];
+    HWY_UNROLL(16)
     for (size_t v = 0; v < NV; ++v) b[v] = hn::LoadU(df, rk + v * N);
+    HWY_UNROLL(16)
     for (size_t r = 0; r < MR; ++r) {
       const VF a = hn::Set(df, lp[r * rank + k]);
+      HWY_UNROLL(16)
       for (size_t v = 0; v < NV; ++v) acc[r][v] = hn::Add(acc[r][v], MulNoFuse(a, b[v]));
     }
   }
+  HWY_UNROLL(16)
   for (size_t r = 0; r < MR; ++r) {
     if constexpr (kPairs) {
+      HWY_UNROLL(16)
       for (size_t v = 0; v < NV; v += 2) {
         VF w_even, w_odd;
         Src::LoadPair(w + r * ldw + v * N, w_even, w_odd);
-        const VF t_even = NoFuse(hn::Mul(acc[r][v], st));
-        const VF t_odd = NoFuse(hn::Mul(acc[r][v + 1], st));
+        VF t_even = NoFuse(hn::Mul(acc[r][v], st));
+        VF t_odd = NoFuse(hn::Mul(acc[r][v + 1], st));
+        if constexpr (kMode == kModeDeltaFirst) {
+          t_even = Src::RoundTrip(t_even);
+          t_odd = Src::RoundTrip(t_odd);
+        }
         Dst::StorePair(hn::Add(w_even, t_even), hn::Add(w_odd, t_odd), out + r * ldo + v * N);
       }
     } else {
+      HWY_UNROLL(16)
       for (size_t v = 0; v < NV; ++v) {
         const VF t = NoFuse(hn::Mul(acc[r][v], st));
-        if constexpr (kDeltaOnly) {
+        if constexpr (kMode == kModeDeltaOnly) {
           Dst::Store(t, out + r * ldo + v * N);
+        } else if constexpr (kMode == kModeDeltaFirst) {
+          Dst::Store(hn::Add(Src::Load(w + r * ldw + v * N), Src::RoundTrip(t)), out + r * ldo + v * N);
         } else {
           Dst::Store(hn::Add(Src::Load(w + r * ldw + v * N), t), out + r * ldo + v * N);
         }
@@ -341,7 +377,7 @@ HWY_INLINE void PrefetchL2(const void* p, size_t bytes) {
 // next panel's rows are prefetched block by block, so that W's DRAM latency is never exposed. (The hardware
 // prefetchers alone left 15-20 % on the table at rank 64: they stop at every 4 KiB page, and the four rows
 // of a panel each cross one every 2048 bf16 columns.)
-template <class Src, class Dst, size_t MR, bool kDeltaOnly, bool kPairs>
+template <class Src, class Dst, size_t MR, int kMode, bool kPairs>
 HWY_INLINE void Panel(const typename Src::T* w, typename Dst::T* out, size_t cols, const float* lp, size_t rank,
                       const float* right, const float* tile, size_t j0, size_t j1, VF st, const typename Src::T* next) {
   const size_t N = hn::Lanes(DF());
@@ -353,12 +389,12 @@ HWY_INLINE void Panel(const typename Src::T* w, typename Dst::T* out, size_t col
       for (size_t r = 0; r < kMR; ++r) PrefetchL2(next + r * cols + j, NB * sizeof(typename Src::T));
     }
     const float* rp = tile ? tp : right + j;
-    Block<Src, Dst, MR, kNV, kDeltaOnly, kPairs>(w + j, cols, out + j, cols, lp, rank, rp, tile ? NB : cols, st);
+    Block<Src, Dst, MR, kNV, kMode, kPairs>(w + j, cols, out + j, cols, lp, rank, rp, tile ? NB : cols, st);
     tp += rank * NB;
   }
   for (; j + N <= j1; j += N) {
     const float* rp = tile ? tp : right + j;
-    Block<Src, Dst, MR, 1, kDeltaOnly>(w + j, cols, out + j, cols, lp, rank, rp, tile ? N : cols, st);
+    Block<Src, Dst, MR, 1, kMode>(w + j, cols, out + j, cols, lp, rank, rp, tile ? N : cols, st);
     tp += rank * N;
   }
 }
@@ -398,7 +434,24 @@ const float* PackTile(const float* right, size_t cols, size_t rank, size_t j0, s
   return buf;
 }
 
-template <class Src, class Dst, bool kDeltaOnly>
+// All rows x the columns [j0, j1): kMR-row panels, then single rows. (A function rather than a lambda so
+// that it is always inlined: when GCC left a lambda version out of line, the kernel lost 10 %.)
+template <class Src, class Dst, int kMode, bool kPairs>
+HWY_INLINE void Panels(const typename Src::T* w, typename Dst::T* out, size_t rows, size_t cols, const float* left,
+                       size_t rank, const float* right, const float* tile, size_t j0, size_t j1, VF st) {
+  size_t i = 0;
+  for (; i + kMR <= rows; i += kMR) {
+    const auto* next = (kMode != kModeDeltaOnly && i + 2 * kMR <= rows) ? w + (i + kMR) * cols : nullptr;
+    Panel<Src, Dst, kMR, kMode, kPairs>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile, j0, j1,
+                                        st, next);
+  }
+  for (; i < rows; ++i) {
+    Panel<Src, Dst, 1, kMode, kPairs>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile, j0, j1,
+                                      st, nullptr);
+  }
+}
+
+template <class Src, class Dst, int kMode>
 void MergeBlock(const void* w_void, void* out_void, size_t rows, size_t cols, const float* left,
                 const float* right, size_t rank, float st_scalar) {
   using TS = typename Src::T;
@@ -413,42 +466,30 @@ void MergeBlock(const void* w_void, void* out_void, size_t rows, size_t cols, co
 
   const bool pack = rows >= kPackMinRows && cols_vec > 0 && rank > 0;
   // The pair layout needs the packed, reordered `right`.
-  constexpr bool kPairsPossible = Src::kPairs && Dst::kPairs && !kDeltaOnly && kNV % 2 == 0;
+  constexpr bool kPairsPossible = Src::kPairs && Dst::kPairs && kMode != kModeDeltaOnly && kNV % 2 == 0;
   const bool pairs = kPairsPossible && pack;
   size_t tile_cols = cols_vec;
   if (pack) tile_cols = std::max(NB, kPackFloats / rank / NB * NB);
   for (size_t j0 = 0; j0 < cols_vec; j0 += tile_cols) {
     const size_t j1 = std::min(cols_vec, j0 + tile_cols);
     const float* tile = pack ? PackTile(right, cols, rank, j0, j1, pairs) : nullptr;
-    auto panels = [&](auto pairs_tag) {
-      constexpr bool kP = decltype(pairs_tag)::value;
-      size_t i = 0;
-      for (; i + kMR <= rows; i += kMR) {
-        const TS* next = (!kDeltaOnly && i + 2 * kMR <= rows) ? w + (i + kMR) * cols : nullptr;
-        Panel<Src, Dst, kMR, kDeltaOnly, kP>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile,
-                                             j0, j1, st, next);
-      }
-      for (; i < rows; ++i) {
-        Panel<Src, Dst, 1, kDeltaOnly, kP>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile, j0,
-                                           j1, st, nullptr);
-      }
-    };
     if constexpr (kPairsPossible) {
       if (pairs) {
-        panels(std::true_type());
+        Panels<Src, Dst, kMode, true>(w, out, rows, cols, left, rank, right, tile, j0, j1, st);
         continue;
       }
     }
-    panels(std::false_type());
+    Panels<Src, Dst, kMode, false>(w, out, rows, cols, left, rank, right, tile, j0, j1, st);
   }
   // Columns past the last whole vector: the same operations, one element at a time.
   for (size_t i = 0; i < rows && cols_vec < cols; ++i) {
     for (size_t j = cols_vec; j < cols; ++j) {
       float acc = 0.0f;
       for (size_t k = 0; k < rank; ++k) acc = acc + NoFuse(left[i * rank + k] * right[k * cols + j]);
-      const float t = NoFuse(acc * st_scalar);
+      float t = NoFuse(acc * st_scalar);
+      if constexpr (kMode == kModeDeltaFirst) t = Src::ToF32(Src::FromF32(t));
       float y = t;
-      if constexpr (!kDeltaOnly) y = Src::ToF32(scalar::LoadAt<typename Src::Bits>(w, i * cols + j)) + t;
+      if constexpr (kMode != kModeDeltaOnly) y = Src::ToF32(scalar::LoadAt<typename Src::Bits>(w, i * cols + j)) + t;
       scalar::StoreAt<typename Dst::Bits>(out, i * cols + j, Dst::FromF32(y));
     }
   }
@@ -456,27 +497,32 @@ void MergeBlock(const void* w_void, void* out_void, size_t rows, size_t cols, co
 
 using MergeFn = void (*)(const void*, void*, size_t, size_t, const float*, const float*, size_t, float);
 
-template <class Src>
+template <class Src, int kMode>
 MergeFn PickMergeDst(int dst) {
   switch (dst) {
-    case kFusedF32: return &MergeBlock<Src, FmtF32, false>;
-    case kFusedBF16: return &MergeBlock<Src, FmtBF16, false>;
-    default: return &MergeBlock<Src, FmtF16, false>;
+    case kFusedF32: return &MergeBlock<Src, FmtF32, kMode>;
+    case kFusedBF16: return &MergeBlock<Src, FmtBF16, kMode>;
+    default: return &MergeBlock<Src, FmtF16, kMode>;
   }
 }
 
-// src/dst: FusedFmt codes. delta_only: out (fp32) = delta * scale * sign, w unused.
-void MergeImpl(int src, int dst, bool delta_only, const void* w, void* out, size_t rows, size_t cols,
-               const float* left, const float* right, size_t rank, float st) {
+template <int kMode>
+MergeFn PickMerge(int src, int dst) {
+  switch (src) {
+    case kFusedF32: return PickMergeDst<FmtF32, kMode>(dst);
+    case kFusedBF16: return PickMergeDst<FmtBF16, kMode>(dst);
+    default: return PickMergeDst<FmtF16, kMode>(dst);
+  }
+}
+
+// src/dst: FusedFmt codes; mode: Mode (kModeDeltaOnly: out is fp32, w unused, src/dst ignored).
+void MergeImpl(int src, int dst, int mode, const void* w, void* out, size_t rows, size_t cols, const float* left,
+               const float* right, size_t rank, float st) {
   MergeFn fn;
-  if (delta_only) {
-    fn = &MergeBlock<FmtF32, FmtF32, true>;
-  } else {
-    switch (src) {
-      case kFusedF32: fn = PickMergeDst<FmtF32>(dst); break;
-      case kFusedBF16: fn = PickMergeDst<FmtBF16>(dst); break;
-      default: fn = PickMergeDst<FmtF16>(dst); break;
-    }
+  switch (mode) {
+    case kModeAdd: fn = PickMerge<kModeAdd>(src, dst); break;
+    case kModeDeltaFirst: fn = PickMerge<kModeDeltaFirst>(src, dst); break;
+    default: fn = &MergeBlock<FmtF32, FmtF32, kModeDeltaOnly>; break;
   }
   fn(w, out, rows, cols, left, right, rank, st);
 }
@@ -667,7 +713,7 @@ void MergeStaged(Dtype in, const void* w, Dtype out_dtype, void* out, size_t row
     const void* wi = wb + i * cols * Width(in);
     void* oi = ob + i * cols * Width(out_dtype);
     if (src < 0) ConvertElements(in, Dtype::F32, wi, stage, n * cols);
-    PB_LR_CALL(MergeImpl)(src < 0 ? kFusedF32 : src, dst < 0 ? kFusedF32 : dst, false, src < 0 ? stage : wi,
+    PB_LR_CALL(MergeImpl)(src < 0 ? kFusedF32 : src, dst < 0 ? kFusedF32 : dst, kModeAdd, src < 0 ? stage : wi,
                           dst < 0 ? static_cast<void*>(stage) : oi, n, cols, f.left + i * f.rank, f.right, f.rank,
                           st);
     if (dst < 0) ConvertElements(Dtype::F32, out_dtype, stage, oi, n * cols);
@@ -689,7 +735,7 @@ bool MergeRows(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows,
     MergeStaged(in, w, out_dtype, out, rows, cols, f, st);
     return true;
   }
-  PB_LR_CALL(MergeImpl)(src, dst, false, w, out, rows, cols, f.left, f.right, f.rank, st);
+  PB_LR_CALL(MergeImpl)(src, dst, kModeAdd, w, out, rows, cols, f.left, f.right, f.rank, st);
   return true;
 }
 
@@ -697,27 +743,32 @@ bool MergeRowsF32(Dtype in, const void* w, float* v, size_t rows, size_t cols, c
   return MergeRows(in, w, Dtype::F32, v, rows, cols, f);
 }
 
-// out = round_out(float(w) + float(round_w(t))): per panel, t into one fp32 buffer, rounded to the weight
-// dtype and widened back (both by the reference conversions), W widened into a second buffer, one add, one
-// final rounding. All in cache-sized panels.
+// out = round_out(float(w) + float(round_w(t))). Fused like MergeRows when both dtypes are (the kernel
+// rounds t to the weight's dtype in registers); otherwise per panel: t into one fp32 buffer, rounded to the
+// weight dtype and widened back (both by the reference conversions), W widened into a second buffer, one add,
+// one final rounding, all in cache-sized panels.
 bool MergeRowsRoundDeltaFirst(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
                               const LowRankFactors& f) {
   if (!IsConvertibleFloat(in) || !IsConvertibleFloat(out_dtype)) return false;
   if (rows == 0 || cols == 0) return true;
   const float st = f.scale * f.sign;
+  const int src = FusedOf(in), dst = FusedOf(out_dtype);
+  if (src >= 0 && dst >= 0) {
+    PB_LR_CALL(MergeImpl)(src, dst, kModeDeltaFirst, w, out, rows, cols, f.left, f.right, f.rank, st);
+    return true;
+  }
   const size_t panel = StageRows(cols);
   float* delta = StageScratch(panel * cols, 0);
   float* wide = StageScratch(panel * cols, 1);
-  // The delta rounded to `in`: at most 8 bytes per element; reuse `wide` before W is widened into it
-  // when `in` is no wider than fp32, else a separate vector.
+  // The delta rounded to `in`: reuses `wide` (before W is widened into it) when `in` is no wider than fp32.
   std::vector<double> narrow_f64;
   const auto* wb = static_cast<const uint8_t*>(w);
   auto* ob = static_cast<uint8_t*>(out);
   for (size_t i = 0; i < rows; i += panel) {
     const size_t n = std::min(panel, rows - i);
     const size_t count = n * cols;
-    PB_LR_CALL(MergeImpl)(kFusedF32, kFusedF32, true, nullptr, delta, n, cols, f.left + i * f.rank, f.right,
-                          f.rank, st);
+    PB_LR_CALL(MergeImpl)(kFusedF32, kFusedF32, kModeDeltaOnly, nullptr, delta, n, cols, f.left + i * f.rank,
+                          f.right, f.rank, st);
     if (in != Dtype::F32) {
       void* narrow = wide;
       if (Width(in) > sizeof(float)) {

@@ -281,10 +281,12 @@ test('adapterInfo: the gpt2 adapter has 36 modules and one extra tensor (score.w
   assert.equal(info.task_type, 'SEQ_CLS');
   assert.equal(info.modules.length, 36);
   assert.deepEqual(info.extras.map((e) => e.key), ['score.weight']);
-  assert.deepEqual(info.modules[0], {
+  const { delta_norm: norm, ...first } = info.modules[0];
+  assert.deepEqual(first, {
     path: 'transformer.h.0.attn.c_attn', shape: 'linear', rank: 8, alpha: 32, scaling: 4, in_features: 768, out_features: 2304,
     dtype: 'F32', dora: false, lora_bias: false, rank_pattern: null, alpha_pattern: null,
   });
+  assert.ok(norm > 0 && Number.isFinite(norm), `delta_norm ${norm}`);
   assert.deepEqual(info.rejected, []);
   // The same as the CLI's --json rendering (without `ok`).
   const cli = JSON.parse(runJs(['adapter-info', dir, '--json']).stdout);

@@ -462,3 +462,28 @@ TEST(AdapterDeltaNorm, EqualsTheNormOfTheExplicitDelta) {
 
 }  // namespace
 }  // namespace pb::adapter
+
+namespace pb::adapter {
+namespace {
+
+TEST(AdapterRead, DiffusersAttentionProcessorFilesAreReadWithTheirModulePaths) {
+  auto dir = Fixture("diffusers-sd15-attnproc-lora");
+  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  Bytes w = testing::ReadAll(*dir / "pytorch_lora_weights.safetensors");
+  ReadResult r = MustRead({"pytorch_lora_weights.safetensors", w, std::nullopt, std::nullopt});
+  EXPECT_EQ(r.adapter.source_format, "diffusers-attnproc");
+  EXPECT_EQ(r.adapter.modules.size(), 128u);  // 256 tensors, every one accounted for
+  EXPECT_TRUE(r.adapter.rejected.empty());
+  const LoraModule* out = r.adapter.FindModule("down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_out.0");
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(out->settings.scaling, 1.0);
+  // It can be written as PEFT and kohya (and read back to the same tensors), but not in its own format.
+  for (AdapterFormat f : {AdapterFormat::kPeft, AdapterFormat::kKohya}) {
+    ReadResult back = RoundTrip(r.adapter, f);
+    ExpectSameAdapter(r.adapter, back.adapter);
+  }
+  EXPECT_FALSE(WriteAdapter(r.adapter, AdapterFormat::kDiffusersAttnProc, {}).ok());
+}
+
+}  // namespace
+}  // namespace pb::adapter

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/convert.h"
@@ -373,6 +374,39 @@ TEST(LowRank, LargeBlock) {
     });
   }
 }
+
+#ifndef __EMSCRIPTEN__
+// Natively the pack and staging buffers are thread-local: merges on several threads at once (different
+// shapes, so that the buffers' contents differ) must not disturb each other.
+TEST(LowRank, ConcurrentMergesOnThreads) {
+  struct Job {
+    Problem p;
+    Dtype in, out;
+    std::vector<uint8_t> w, want, got;
+  };
+  std::vector<Job> jobs;
+  for (int t = 0; t < 4; ++t) {
+    const size_t rows = 40 + 8 * t, cols = 300 + 64 * t, rank = 8 + 20 * t;
+    const Dtype in = t % 2 ? Dtype::F64 : Dtype::BF16;  // F64 also uses the staging buffers
+    Job job{MakeProblem(rows, cols, rank, 0.8f, 1.0f, 100 + t), in, Dtype::BF16, {}, {}, {}};
+    job.w = MakeWeights(in, rows * cols, 200 + t, false);
+    job.want = ExpectedMerge(job.p, in, job.w.data(), job.out, false);
+    jobs.push_back(std::move(job));
+  }
+  std::vector<std::thread> threads;
+  for (Job& job : jobs) {
+    threads.emplace_back([&job] {
+      for (int rep = 0; rep < 20; ++rep) {
+        job.got.assign(job.want.size(), 0);
+        k::MergeRows(job.in, job.w.data(), job.out, job.got.data(), job.p.rows, job.p.cols, job.p.Factors());
+        if (job.got != job.want) return;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const Job& job : jobs) ExpectSameElements(job.got, job.want, 2, "thread job r" + std::to_string(job.p.rank));
+}
+#endif
 
 TEST(LowRank, UnsupportedDtypesAndEmpty) {
   const Problem p = MakeProblem(2, 3, 1, 1.0f, 1.0f, 1);

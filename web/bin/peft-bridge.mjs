@@ -381,8 +381,12 @@ async function loadAdapterDir(path, baseConfigPath) {
   return { weights, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), config, baseConfig };
 }
 
+// Formats that can be written (--to); --from also reads diffusers' attention-processor files.
 const FORMATS = new Set(['peft', 'mlx', 'kohya', 'gguf-names']);
+const READ_FORMATS = new Set([...FORMATS, 'diffusers-attnproc']);
 const unknownFormat = (command, v) => usageError(command, `unknown format \`${v}\` (expected peft, mlx, kohya or gguf-names)`);
+const unknownReadFormat = (command, v) =>
+  usageError(command, `unknown format \`${v}\` (expected peft, mlx, kohya, gguf-names or diffusers-attnproc)`);
 
 // Like the native CLI, --help anywhere (even as an option's value) shows the help.
 const wantsHelp = (args) => args.some((a) => a === '--help' || a === '-h');
@@ -398,8 +402,8 @@ async function parseCommon(command, args, c, o) {
     const v = args[++c.i];
     if (a === '--arch') o.arch = v;
     else if (a === '--base-config') o.baseConfig = v;
-    else if (FORMATS.has(v)) o.from = v;
-    else return unknownFormat(command, v);
+    else if (READ_FORMATS.has(v)) o.from = v;
+    else return unknownReadFormat(command, v);
   } else if (a.length > 1 && a[0] === '-') {
     return 1;
   } else {

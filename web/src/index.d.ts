@@ -2,8 +2,9 @@
 // entry above that, possible only in zero-size tensors, loses precision). Nothing here exposes the
 // WebAssembly module, its heap or pointers.
 
-/** Options for {@link init}. Give at most one of the three; with none, Node reads the packaged .wasm with
- * `fs` and other runtimes fetch it from the URL resolved against this module. */
+/** Options for {@link init}. Give at most one of the three; with none, the entry the package's export conditions
+ * chose loads the packaged .wasm: `node` reads it with `fs`, `browser` fetches it from beside the package,
+ * `workerd` imports it as a compiled module. */
 export interface InitOptions {
   /** A precompiled module: required on edge runtimes that refuse to compile WebAssembly at run time. */
   wasmModule?: WebAssembly.Module;
@@ -324,6 +325,8 @@ export function convert(source: Source, options: ConvertOptions): ReadableStream
  * (`adapters.safetensors` + its `adapter_config.json`), kohya (`lora_te_…` / `lora_unet_…` keys) and
  * llama.cpp's GGUF tensor names. */
 export type AdapterFormat = 'peft' | 'mlx' | 'kohya' | 'gguf-names';
+/** What `from` accepts: the writable formats plus diffusers' attention-processor files (read only). */
+export type AdapterReadFormat = AdapterFormat | 'diffusers-attnproc';
 
 /** A JSON config: its text, its raw bytes (passed through unchanged, as the CLI reads the file), or an object
  * (serialised with `JSON.stringify`). */
@@ -346,7 +349,7 @@ export interface AdapterInput {
 /** Options of {@link adapterInfo}, as the CLI's `adapter-info` options. */
 export interface AdapterReadOptions {
   /** The input's convention instead of detecting it from the config and the keys (`--from`). */
-  from?: AdapterFormat;
+  from?: AdapterReadFormat;
   /** The naming table to use: a name (llama, gpt2, …), a `model_type` or an `architectures` value (`--arch`).
    * Default: from the base config or the keys. */
   arch?: string;
@@ -378,6 +381,8 @@ export interface AdapterModule {
   rank_pattern: string | null;
   /** The `alpha_pattern` key that set this module's alpha, if one did. */
   alpha_pattern: string | null;
+  /** ‖ΔW‖_F = |scaling|·‖B·A‖_F, computed from the r×r Gram matrices (ΔW is never formed). */
+  delta_norm: number;
 }
 
 /** What {@link adapterInfo} reports: the fields of `peft-bridge adapter-info --json` (without `ok`). */
@@ -535,3 +540,119 @@ export interface MergedFile {
  * header is read and the merge planned before the first file is yielded, so mismatches reject up front. Shards
  * are streamed, never held whole; breaking out of the loop, an error or an abort frees everything. */
 export function mergeShards(options: MergeShardsOptions): AsyncGenerator<MergedFile, void, undefined>;
+
+/** Options of {@link planMerge}: those of {@link mergeShards} without progress. */
+export interface PlanMergeOptions extends MergeOptions {
+  base: MergeBase;
+}
+
+/** A base tensor the adapter changes, as planned. */
+export interface PlannedMergeTensor {
+  shard: string;
+  tensor: string;
+  /** `merge`, `merge (embedding)`, `merge (DoRA)`, `merge (DoRA, whole tensor)`, `add lora_B.bias`, `replace` or
+   * `add`. */
+  op: string;
+  /** The adapter module's path; null for copies the adapter carries (modules_to_save, saved embeddings). */
+  module: string | null;
+  dtype: Dtype;
+  outDtype: Dtype;
+  shape: number[];
+}
+
+/** What {@link planMerge} reports: the fields of `peft-bridge merge --dry-run --json` (without `ok`, `dry_run`
+ * and the timing fields) plus the planned tensors and output files. */
+export interface MergePlanSummary {
+  unmerge: boolean;
+  /** The naming table used. */
+  arch: string | null;
+  modules_matched: number;
+  /** Base tensors whose values change. */
+  tensors_merged: number;
+  /** The adapter's tensors that will not be applied, with the reason. */
+  unmatched_keys: { tensor: string; reason: string }[];
+  /** The output shards. */
+  files: { name: string; bytes: number }[];
+  /** Sum of every output tensor's bytes (the index's total_size). */
+  total_size: number;
+  /** Sum of the output shards' sizes. */
+  bytes_out: number;
+  notes: string[];
+  tensors: PlannedMergeTensor[];
+  /** Every file {@link mergeShards} would yield, in order, with its size. */
+  outputs: { path: string; size: number }[];
+  /** Base bytes a merge reads. */
+  sourceBytes: number;
+}
+
+/** Plans a whole-model merge without merging: reads every shard's header (nothing more) and the adapter, and
+ * rejects as {@link mergeShards} would before its first file. Frees everything before resolving. */
+export function planMerge(options: PlanMergeOptions): Promise<MergePlanSummary>;
+
+// ---- Remote merge: a base and an adapter on the Hub or at URLs ----
+
+/** A Hub repository (no file path): a model, or an adapter directory. */
+export interface HubRepo {
+  /** `owner/name`. */
+  repo: string;
+  /** Branch, tag or commit. Default `main`. */
+  revision?: string;
+  /** Default as {@link HubAddress.endpoint}. */
+  endpoint?: string;
+  /** Wins over the options' token. */
+  token?: string;
+  /** A folder inside the repo holding the files. */
+  subfolder?: string;
+}
+
+export interface RemoteMergeOptions extends Omit<MergeOptions, 'adapter'>, Omit<RemoteOptions, 'signal'> {
+  /** A model repo (`model.safetensors`, or the shards `model.safetensors.index.json` lists, plus `config.json`
+   * when present), or the URL (`https://`, `hf://`) of one .safetensors file. A repo is read at one commit: the
+   * `X-Repo-Commit` of its index (else of its config.json). */
+  base: HubRepo | string | URL;
+  /** An adapter repo (`adapter_model.safetensors` + `adapter_config.json`), URLs of those two files, or their
+   * bytes as {@link MergeOptions.adapter}. */
+  adapter: HubRepo | { weights: string | URL; config?: string | URL | ConfigInput; weightsName?: string } | AdapterInput;
+  /** The base's config.json, for a URL base (or to override the repo's). */
+  baseConfig?: ConfigInput | null;
+  /** Shards opened at once while planning (default 4). */
+  concurrency?: number;
+}
+
+/** Reads the base's shard headers (one Range request each, `concurrency` at a time, nothing else of them) and the
+ * adapter, plans, then streams each output file as {@link mergeShards} does. Shard data is fetched in 4 MiB Range
+ * requests, the next one while the current is merged; network errors, truncated bodies and 5xx answers are retried
+ * resuming at the byte reached, and a file whose ETag changes mid-merge fails the merge (IoError `… changed while
+ * being read`). */
+export function mergeRemote(options: RemoteMergeOptions & { onProgress?: MergeShardsOptions['onProgress'] }): AsyncGenerator<MergedFile, void, undefined>;
+
+/** One output file of the merge {@link mergeRemote} would do: a shard's merged bytes (only that shard's data is
+ * read), `model.safetensors.index.json` or `config.json`, so that N workers can each produce some. `shard` may be
+ * omitted when the output is one shard. Plan-time errors reject; an error while streaming errors the stream.
+ * `size` is known before any byte. */
+export function mergeRemoteShard(options: RemoteMergeOptions & {
+  shard?: string;
+  onProgress?: (progress: { bytesIn: number; bytesOut: number; totalIn: number }) => void;
+}): Promise<MergedFile>;
+
+/** The output `model.safetensors.index.json` text the whole merge writes (the same bytes: recomputed total_size,
+ * weight_map), or null when the base is one file. */
+export function mergeRemoteIndex(options: RemoteMergeOptions): Promise<string | null>;
+
+/** {@link planMerge}'s summary for a remote base and adapter, with the revisions read: pass `revision` to every
+ * worker so that all read the same commit. */
+export function planRemote(options: RemoteMergeOptions): Promise<MergePlanSummary & { revision: string | null; adapterRevision: string | null }>;
+
+/** What {@link saveStreams} uses of a `FileSystemDirectoryHandle` (spelled out so that the types need no DOM lib). */
+export interface DirectoryHandle {
+  getFileHandle(name: string, options?: { create?: boolean }): Promise<{ createWritable(): Promise<WritableStream<any>> }>;
+  removeEntry?(name: string): Promise<void>;
+}
+
+/** Writes output files into a directory from the File System Access API (`showDirectoryPicker()`), each through
+ * `createWritable()` (replaced only when complete). On failure the files this call wrote are removed and it rejects.
+ * Resolves to the files written. */
+export function saveStreams(
+  files: AsyncIterable<{ path: string; size?: number; stream: ReadableStream<Uint8Array> }> | Iterable<{ path: string; size?: number; stream: ReadableStream<Uint8Array> }>,
+  options: { directoryHandle: DirectoryHandle },
+): Promise<{ path: string; size?: number }[]>;

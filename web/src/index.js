@@ -10,4 +10,5 @@ export { readSafetensors } from './reader.js';
 export { createWriter, writeSafetensors, SafetensorsWriter } from './writer.js';
 export { convert } from './convert.js';
 export { adapterInfo, translateAdapter } from './adapter.js';
-export { createMergeStream, mergeShards } from './merge.js';
+export { createMergeStream, mergeShards, planMerge } from './merge.js';
+export { mergeRemote, mergeRemoteIndex, mergeRemoteShard, planRemote, saveStreams } from './remote.js';

@@ -18,8 +18,9 @@ let loaded = null;
  *   compile wasm at run time; import the .wasm there and pass the module).
  * - `wasmBinary`: the .wasm bytes.
  * - `wasmUrl`: where to fetch the .wasm from.
- * - none: Node reads `dist/peft_bridge_wasm.wasm` beside this package with `fs`; other runtimes fetch it
- *   from the URL resolved against `import.meta.url`.
+ * - none: as the package entry the runtime resolved says (its export conditions): `node` reads
+ *   `dist/peft_bridge_wasm.wasm` with `fs`, `browser` fetches it from the URL resolved against `import.meta.url`,
+ *   `workerd` uses the module it imports; the plain `src/index.js` reads with `fs` under Node, else fetches.
  *
  * @param {{wasmModule?: WebAssembly.Module, wasmBinary?: ArrayBuffer | ArrayBufferView, wasmUrl?: string | URL}} [options]
  * @returns {Promise<void>}
@@ -40,6 +41,18 @@ export function init(options = {}) {
   return loading.then(() => undefined);
 }
 
+/** Options for an init() called without any: set by the environment's entry (src/node.js, browser.js, workerd.js). */
+let defaults = null;
+
+/**
+ * Sets how a bare init() (the one every entry point runs on demand) finds the .wasm: `get()` returns (or
+ * resolves to) init options. Internal: the package's export conditions choose the entry that calls it.
+ * @param {() => ({wasmModule?: WebAssembly.Module, wasmBinary?: ArrayBuffer | ArrayBufferView, wasmUrl?: string | URL} | Promise<object>)} get
+ */
+export function setDefaultWasm(get) {
+  defaults = get;
+}
+
 /** The instantiated module, loading it first if needed. Internal. */
 export async function getModule() {
   if (loaded) return loaded;
@@ -53,7 +66,8 @@ export function loadedModule() {
 }
 
 async function load(options) {
-  const instantiate = await instantiator(options);
+  const given = options.wasmModule !== undefined || options.wasmBinary !== undefined || options.wasmUrl !== undefined;
+  const instantiate = await instantiator(given || !defaults ? options : await defaults());
   let failed;
   const failure = new Promise((_, reject) => {
     failed = reject;
@@ -65,6 +79,9 @@ async function load(options) {
       instantiate(imports).then(({ instance, module }) => receive(instance, module), failed);
       return {};
     },
+    // Never used to fetch (instantiateWasm above does that), but without it the glue resolves the .wasm against
+    // import.meta.url, which workerd leaves undefined: `new URL(name, undefined)` would throw there.
+    locateFile: (path) => path,
     print: (text) => console.log(text),
     printErr: (text) => console.warn(text),
     onAbort: (what) => failed(new Error(`peft-bridge: WebAssembly module aborted: ${what}`)),

@@ -480,3 +480,34 @@ function shardStream(session, i, shard, open, { signal, onProgress, progress, on
   );
   return state;
 }
+
+/**
+ * Plans a whole-model merge without merging (the CLI's `merge --dry-run --json`): reads every shard's header
+ * (nothing else) and the adapter, matches every module to its base tensor and checks every shape, then frees
+ * everything. Rejects as {@link mergeShards} would before its first file (ShapeMismatch, UnsupportedAdapter…).
+ *
+ * Resolves to the dry-run summary's fields - `arch`, `modules_matched`, `tensors_merged`, `unmatched_keys`
+ * (the adapter's rejected tensors, with reasons), `files` (output shards), `total_size`, `bytes_out`, `notes` -
+ * plus `tensors` (every base tensor the adapter changes: shard, tensor, op, module, dtypes, shape), `outputs`
+ * (every file mergeShards would yield, with its size) and `sourceBytes` (base bytes a merge reads).
+ *
+ * @param {{base: {open: (name: string) => any, index?: any, config?: any}, adapter: {weights: any, config?: any, weightsName?: string},
+ *   dtype?: 'bf16' | 'f16' | 'f32', unmerge?: boolean, arch?: string, signal?: AbortSignal}} options
+ */
+export async function planMerge(options) {
+  if (!options || typeof options !== 'object') throw new TypeError('peft-bridge: planMerge needs {base, adapter}');
+  const { signal } = options;
+  throwIfAborted(signal);
+  const { session, plan, index } = await planShards(options, signal);
+  try {
+    const { ok, seconds, gb_per_s, peak_memory, bytes_in, dry_run, ...summary } = JSON.parse(session.summary(0, true, true));
+    const outputs = plan.shards.map((s) => ({ path: s.name, size: s.outputSize }));
+    const size = (text) => new TextEncoder().encode(text).length;
+    if (index !== null) outputs.push({ path: INDEX_NAME, size: size(session.outputIndex()) });
+    const config = session.configJson();
+    if (config !== null) outputs.push({ path: 'config.json', size: size(config) });
+    return { ...summary, tensors: JSON.parse(session.handle.handle.planTensors()), outputs, sourceBytes: plan.sourceBytes };
+  } finally {
+    session.close();
+  }
+}

@@ -1,0 +1,291 @@
+// The edge worker example (examples/edge-worker/worker.mjs) in real workerd, against the local fake Hub: each
+// shard of a 3-shard base merged by its own concurrent request, plus the index and config.json, byte-identical to
+// the native CLI's merge; a 503 and a truncated body survived with the same bytes; a base changing mid-merge ends
+// the download short; and a 168 MB base merged with a small WASM heap, workerd's resident growth about that of a
+// worker merely downloading the base (workerd's I/O buffers and V8's lazily freed ArrayBuffers, ~80-100 MiB here).
+//
+// workerd gets the modules a bundler (wrangler) would produce: the package under node_modules/peft-bridge, the .wasm
+// as a CompiledWasm module, and the two bare specifiers the worker imports ('peft-bridge' resolved with the
+// "workerd" export condition, 'peft-bridge/peft_bridge_wasm.wasm') as small re-exporting modules.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hasNativeCli, pb, repoRoot, rng, webDir } from './helpers/common.mjs';
+import { nativeMerge, writeAdapter, writeShardedBase, writeSingleBase } from './helpers/remote-model.mjs';
+import { startHub } from '../hub/server.mjs';
+
+const workerdBin = join(repoRoot, 'node_modules', 'workerd', 'bin', 'workerd');
+const skip = !existsSync(workerdBin) ? 'workerd is not installed (npm ci)' : !hasNativeCli ? 'build/native/peft-bridge not built' : false;
+
+const dir = mkdtempSync(join(tmpdir(), 'pb-edge-'));
+process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+const MiB = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+
+async function freePort() {
+  const server = createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** workerd serving the example worker on a free port; the Hub endpoint is the HF_ENDPOINT binding. */
+async function startWorkerd(t, endpoint) {
+  const root = mkdtempSync(join(dir, 'workerd-'));
+  const pkg = join(root, 'node_modules', 'peft-bridge');
+  mkdirSync(join(pkg, 'src'), { recursive: true });
+  mkdirSync(join(pkg, 'dist'));
+  const modules = [];
+  for (const name of readdirSync(join(webDir, 'src')).filter((n) => n.endsWith('.js'))) {
+    copyFileSync(join(webDir, 'src', name), join(pkg, 'src', name));
+    modules.push(`(name = "node_modules/peft-bridge/src/${name}", esModule = embed "node_modules/peft-bridge/src/${name}")`);
+  }
+  for (const name of ['peft_bridge_wasm.mjs', 'peft_bridge_wasm.wasm']) copyFileSync(join(webDir, 'dist', name), join(pkg, 'dist', name));
+  modules.push('(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.mjs", esModule = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.mjs")');
+  modules.push('(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm", wasm = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm")');
+  copyFileSync(join(repoRoot, 'examples', 'edge-worker', 'worker.mjs'), join(root, 'worker.mjs'));
+  // The worker as deployed, behind two test-only routes: the WASM heap's size, and a plain download to compare with.
+  writeFileSync(
+    join(root, 'main.mjs'),
+    `import worker from './worker.mjs';
+import { getModule } from './node_modules/peft-bridge/src/init.js';
+export default {
+  async fetch(request, env, ctx) {
+    const url = new URL(request.url);
+    if (url.pathname === '/__heap') return new Response(String((await getModule()).heapSize()));
+    if (url.pathname === '/__download') {
+      let n = 0;
+      for await (const chunk of (await fetch(url.searchParams.get('url'))).body) n += chunk.length;
+      return new Response(String(n));
+    }
+    return worker.fetch(request, env, ctx);
+  },
+};
+`,
+  );
+  writeFileSync(join(root, 'pkg.js'), 'export * from "./node_modules/peft-bridge/src/workerd.js";\n');
+  writeFileSync(join(root, 'pkg-wasm.js'), 'export { default } from "../node_modules/peft-bridge/dist/peft_bridge_wasm.wasm";\n');
+  const port = await freePort();
+  writeFileSync(
+    join(root, 'config.capnp'),
+    `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [
+    (name = "main", worker = .worker),
+    # The default outbound reaches only public addresses; the fake Hub listens on 127.0.0.1.
+    (name = "internet", network = (allow = ["public", "private", "local"])),
+  ],
+  sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ],
+);
+const worker :Workerd.Worker = (
+  modules = [
+    (name = "main.mjs", esModule = embed "main.mjs"),
+    (name = "worker.mjs", esModule = embed "worker.mjs"),
+    (name = "peft-bridge", esModule = embed "pkg.js"),
+    (name = "peft-bridge/peft_bridge_wasm.wasm", esModule = embed "pkg-wasm.js"),
+    ${modules.join(',\n    ')}
+  ],
+  compatibilityDate = "2025-06-01",
+  bindings = [ (name = "HF_ENDPOINT", text = "${endpoint}") ],
+  globalOutbound = "internet",
+);
+`,
+  );
+  const child = spawn(workerdBin, ['serve', join(root, 'config.capnp'), '--verbose'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  child.stdout.on('data', (d) => (log += d));
+  child.stderr.on('data', (d) => (log += d));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  t.after(async () => {
+    child.kill('SIGTERM');
+    await exited;
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; ++i) {
+    try {
+      await fetch(`${url}/`);
+      break;
+    } catch {
+      if (i > 200 || child.exitCode !== null) throw new Error(`workerd did not start:\n${log}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  return { url, pid: child.pid, log: () => log };
+}
+
+const query = (params) => new URLSearchParams(params).toString();
+const bytesOf = async (res) => new Uint8Array(await res.arrayBuffer());
+const same = (a, b) => Buffer.from(a).equals(Buffer.from(b));
+
+test('workerd: every shard by a concurrent request, the index and config.json = the native merge; faults; a changing base', { skip }, async (t) => {
+  const t0 = Date.now();
+  const shards = await writeShardedBase(join(dir, 'base'));
+  await writeSingleBase(join(dir, 'single'));
+  await writeAdapter(join(dir, 'lora'));
+  const expected = nativeMerge(join(dir, 'base'), join(dir, 'lora'), join(dir, 'out'));
+  const expectedF32 = nativeMerge(join(dir, 'base'), join(dir, 'lora'), join(dir, 'out-f32'), ['--dtype', 'f32']);
+  const hub = await startHub({ files: { 'me/base': join(dir, 'base'), 'me/single': join(dir, 'single'), 'me/lora': join(dir, 'lora') } });
+  t.after(() => hub.close());
+  const worker = await startWorkerd(t, hub.endpoint);
+  const started = Date.now();
+
+  // (a) Each output file by its own request, all at once; /index too.
+  const common = { base: 'me/base', adapter: 'me/lora' };
+  const names = [...shards, 'config.json', 'model.safetensors.index.json'];
+  const answers = await Promise.all([
+    ...names.map((shard) => fetch(`${worker.url}/merge?${query({ ...common, shard })}`)),
+    fetch(`${worker.url}/index?${query(common)}`),
+    ...shards.map((shard) => fetch(`${worker.url}/merge?${query({ ...common, shard, dtype: 'f32' })}`)),
+  ]);
+  const bodies = await Promise.all(answers.map(bytesOf));
+  for (const [i, name] of names.entries()) {
+    assert.equal(answers[i].status, 200, `${name}: ${Buffer.from(bodies[i]).toString()}`);
+    assert.ok(same(bodies[i], expected[name]), name);
+    assert.equal(answers[i].headers.get('content-length'), String(expected[name].length));
+    assert.equal(answers[i].headers.get('content-disposition'), `attachment; filename="${name}"`);
+  }
+  assert.equal(answers[0].headers.get('content-type'), 'application/octet-stream');
+  assert.ok(same(bodies[names.length], expected['model.safetensors.index.json']), '/index');
+  for (const [i, shard] of shards.entries()) assert.ok(same(bodies[names.length + 1 + i], expectedF32[shard]), `${shard} --dtype f32`);
+
+  const plan = await (await fetch(`${worker.url}/plan?${query(common)}`)).json();
+  assert.equal(plan.revision, hub.commit('me/base'));
+  assert.equal(plan.modules_matched, 12);
+  assert.deepEqual(plan.outputs.map((o) => o.path), [...shards, 'model.safetensors.index.json', 'config.json']);
+  t.diagnostic(`(a) ${names.length + shards.length + 1} concurrent requests and /plan: ${Date.now() - started} ms`);
+
+  // Plan-time failures are JSON errors with a status, before any byte of a file.
+  const missing = await fetch(`${worker.url}/merge?${query({ base: 'me/none', adapter: 'me/lora' })}`);
+  assert.equal(missing.status, 404);
+  assert.equal((await missing.json()).error.code, 'IoError');
+  const bad = await fetch(`${worker.url}/merge?${query({ ...common, shard: shards[0], dtype: 'f8' })}`);
+  assert.equal(bad.status, 400);
+  const elsewhere = await fetch(`${worker.url}/merge?${query({ base: 'http://example.com/model.safetensors', adapter: 'me/lora' })}`);
+  assert.equal(elsewhere.status, 400);
+
+  // (b) A 503, then a body cut short: retried, resuming where it stopped, with the same bytes.
+  const path = shards[1];
+  hub.clearLog();
+  hub.faults.push({ type: 'status', status: 503, path, skip: 1, times: 1 }, { type: 'truncate', at: 100_000, path, skip: 2, times: 1 });
+  const retried = await fetch(`${worker.url}/merge?${query({ ...common, shard: path })}`);
+  assert.ok(same(await bytesOf(retried), expected[path]), 'same bytes after a 503 and a truncation');
+  assert.ok(hub.log('cdn', path).some((r) => r.status === 503));
+  assert.ok(hub.log('cdn', path).some((r) => r.completed === false), 'a body was cut');
+  hub.faults.length = 0;
+
+  // (c) The base changes after the merge started (new bytes, new ETag): the response ends short of its length.
+  const single = `${hub.endpoint}/me/single/resolve/main/model.safetensors`;
+  hub.faults.push({ type: 'change', path: 'model.safetensors', after: 2 });
+  const changing = await fetch(`${worker.url}/merge?${query({ base: single, adapter: 'me/lora' })}`);
+  assert.equal(changing.status, 200, 'the plan came before the change');
+  const length = Number(changing.headers.get('content-length'));
+  let received = 0;
+  await assert.rejects(async () => {
+    for await (const chunk of changing.body) received += chunk.length;
+  });
+  assert.ok(received < length, `${received} of ${length} bytes`);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  assert.match(worker.log(), /changed while being read/);
+  t.diagnostic(`(b), (c) and the rest: ${Date.now() - t0} ms in all`);
+});
+
+/** /proc/<pid>/status fields in bytes: VmRSS (now) and VmHWM (peak). */
+function memory(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kib = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)[1]) * 1024;
+  return { rss: kib('VmRSS'), hwm: kib('VmHWM') };
+}
+
+test('workerd: a 168 MB base merges holding about what a plain download of it holds, and a small WASM heap', { skip }, async (t) => {
+  // 20 BF16 q_proj weights of 2048 x 2048 (8 MiB each), written in pieces; a rank-8 adapter on every one.
+  const layers = 20;
+  const dim = 2048;
+  const size = 2 * dim * dim;
+  const bigDir = join(dir, 'big');
+  mkdirSync(bigDir);
+  const header = {};
+  for (let l = 0; l < layers; ++l) header[`model.layers.${l}.self_attn.q_proj.weight`] = { dtype: 'BF16', shape: [dim, dim], data_offsets: [l * size, (l + 1) * size] };
+  let json = JSON.stringify(header);
+  while (json.length % 8) json += ' ';
+  const prefix = Buffer.alloc(8);
+  prefix.writeBigUInt64LE(BigInt(json.length));
+  const random = rng(11);
+  const block = new Uint16Array(size / 2).map(() => (random() < 0.5 ? 0x8000 : 0) | ((120 + Math.floor(random() * 8)) << 7) | Math.floor(random() * 128));
+  const fd = openSync(join(bigDir, 'model.safetensors'), 'w');
+  writeSync(fd, prefix);
+  writeSync(fd, json);
+  for (let l = 0; l < layers; ++l) {
+    block[l] ^= 0x8000; // every layer a little different
+    writeSync(fd, block);
+  }
+  closeSync(fd);
+  const baseBytes = 8 + json.length + layers * size;
+
+  const adapterDir = join(dir, 'big-lora');
+  mkdirSync(adapterDir);
+  const small = (n) => new Uint8Array(Float32Array.from({ length: n }, () => (random() * 2 - 1) * 0.05).buffer);
+  const tensors = [];
+  for (let l = 0; l < layers; ++l) {
+    const key = `base_model.model.model.layers.${l}.self_attn.q_proj`;
+    tensors.push({ name: `${key}.lora_A.weight`, dtype: 'F32', shape: [8, dim], data: small(8 * dim) });
+    tensors.push({ name: `${key}.lora_B.weight`, dtype: 'F32', shape: [dim, 8], data: small(8 * dim) });
+  }
+  writeFileSync(join(adapterDir, 'adapter_model.safetensors'), new Uint8Array(await new Response(pb.writeSafetensors({ tensors })).arrayBuffer()));
+  writeFileSync(join(adapterDir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 8, lora_alpha: 16, target_modules: ['q_proj'] }));
+  const expected = nativeMerge(join(bigDir, 'model.safetensors'), adapterDir, join(dir, 'big-out'))['model.safetensors'];
+  const expectedHash = createHash('sha256').update(expected).digest('hex');
+  const outBytes = expected.length;
+
+  const hub = await startHub({ files: { 'me/big': bigDir, 'me/big-lora': adapterDir } });
+  t.after(() => hub.close());
+  const common = { base: 'me/big', adapter: 'me/big-lora' };
+
+  /** A fresh workerd (VmHWM is a process's lifetime peak), warmed up by a plan, then `run(worker)` measured. */
+  async function measured(run) {
+    const worker = await startWorkerd(t, hub.endpoint);
+    assert.equal((await fetch(`${worker.url}/plan?${query(common)}`)).status, 200);
+    const ready = memory(worker.pid).rss;
+    const started = Date.now();
+    const result = await run(worker);
+    return { ...result, ready, peak: memory(worker.pid).hwm, seconds: (Date.now() - started) / 1000 };
+  }
+
+  // The merge, its bytes hashed as they arrive.
+  const merge = await measured(async (worker) => {
+    const res = await fetch(`${worker.url}/merge?${query(common)}`);
+    assert.equal(res.status, 200);
+    const hash = createHash('sha256');
+    let received = 0;
+    for await (const chunk of res.body) {
+      hash.update(chunk);
+      received += chunk.length;
+    }
+    return { received, hash: hash.digest('hex'), heap: Number(await (await fetch(`${worker.url}/__heap`)).text()) };
+  });
+  // The floor any worker reading the base pays: the same bytes downloaded with one fetch and dropped. workerd's
+  // I/O buffers and V8's lazily collected ArrayBuffers make up most of a worker's resident growth.
+  const download = await measured(async (worker) => {
+    const url = `${hub.endpoint}/me/big/resolve/main/model.safetensors`;
+    return { received: Number(await (await fetch(`${worker.url}/__download?${query({ url })}`)).text()) };
+  });
+  t.diagnostic(
+    `base ${MiB(baseBytes)} merged through the worker in ${merge.seconds.toFixed(2)} s (${(baseBytes / merge.seconds / 1e6).toFixed(0)} MB/s): ` +
+      `workerd RSS ${MiB(merge.ready)} ready, peak ${MiB(merge.peak)} (+${MiB(merge.peak - merge.ready)}); WASM heap ${MiB(merge.heap)}. ` +
+      `Plain download of the base by the worker: ${MiB(download.ready)} ready, peak ${MiB(download.peak)} (+${MiB(download.peak - download.ready)}) ` +
+      `in ${download.seconds.toFixed(2)} s`,
+  );
+  assert.equal(merge.received, outBytes);
+  assert.equal(merge.hash, expectedHash, 'the merged bytes = the native merge');
+  assert.equal(download.received, baseBytes);
+  assert.ok(baseBytes > 160e6);
+  assert.ok(merge.heap < 64 * 2 ** 20, `WASM heap ${MiB(merge.heap)}`);
+  // The merge holds about what a plain download holds: its own state (WASM heap, adapter, a read-ahead piece and
+  // the output in flight) is tens of MiB, whatever the base's size.
+  assert.ok(merge.peak - merge.ready < download.peak - download.ready + 64 * 2 ** 20, 'the merge holds what a download does, plus < 64 MiB');
+  assert.ok(merge.peak - merge.ready < baseBytes, `the merge added ${MiB(merge.peak - merge.ready)} for a ${MiB(baseBytes)} base`);
+});

@@ -1,0 +1,359 @@
+// Remote merge: the base model and the adapter are read from the Hugging Face Hub (or plain URLs) with Range
+// requests and merged as they stream. Reading is hub.js's: retries resuming at the byte reached, the first
+// answer's ETag pinned (a file that changes mid-merge fails the merge instead of mixing two versions), abort.
+//
+// One job in four shapes:
+//  - mergeRemote: every output file, as mergeShards yields them (one machine);
+//  - mergeRemoteShard: one output file, and mergeRemoteIndex: the output index, so that N workers each merge
+//    their own shards while a coordinator writes the index. Each worker plans the whole model from the shard
+//    headers (a few KiB each), so every worker agrees on every file; it then reads only its shard's data;
+//  - planRemote: the plan only.
+// saveStreams writes output files into a directory picked in the browser (File System Access API).
+import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
+import { collectBytes, configText } from './adapter.js';
+import { concat } from './handles.js';
+import { openRemote } from './hub.js';
+import { MergeSession, mergeShards, planMerge } from './merge.js';
+import { openSource } from './sources.js';
+
+const INDEX = 'model.safetensors.index.json';
+
+const isUrl = (v) => (typeof v === 'string' && /^(https?|hf):\/\//i.test(v)) || (typeof URL !== 'undefined' && v instanceof URL);
+const decode = (bytes) => new TextDecoder().decode(bytes);
+
+/** A small remote file (JSON, an adapter), whole: {bytes, commit}; null when `optional` and it is absent (404). */
+async function readWhole(source, ro, optional = false) {
+  let file;
+  try {
+    file = await openRemote(source, ro);
+  } catch (error) {
+    if (optional && error?.status === 404) return null;
+    throw error;
+  }
+  try {
+    if (file.size !== null) return { bytes: await file.read(0, file.size), commit: file.commit };
+    const parts = []; // no usable Content-Length: read until the body ends
+    for (let pos = 0, n = 1 << 20; ; ) {
+      const bytes = await file.read(pos, n);
+      parts.push(bytes);
+      pos += bytes.length;
+      if (bytes.length < n) break;
+    }
+    return { bytes: concat(parts) ?? new Uint8Array(0), commit: file.commit };
+  } finally {
+    await file.close();
+  }
+}
+
+/** The address of `path` in a Hub repo given as {repo, revision?, endpoint?, token?, subfolder?}. */
+const inRepo = (repo, ro) => (path, revision) => ({
+  repo: repo.repo,
+  revision,
+  path: repo.subfolder ? `${repo.subfolder}/${path}` : path,
+  endpoint: repo.endpoint ?? ro.endpoint,
+  token: repo.token ?? ro.token,
+});
+
+/**
+ * The base: {revision, index, config, shard(name) -> address}. A repo is read at the commit its first answer names
+ * (X-Repo-Commit of the index, else of config.json), so a branch that moves meanwhile cannot mix two versions.
+ */
+async function resolveBase(base, ro, baseConfig) {
+  if (isUrl(base)) return { revision: null, index: null, config: baseConfig ?? null, shard: () => base };
+  if (!base || typeof base !== 'object' || typeof base.repo !== 'string')
+    throw new TypeError('peft-bridge: base must be a Hub repo {repo, revision?} or the URL of one .safetensors file');
+  const at = inRepo(base, ro);
+  const revision = base.revision ?? 'main';
+  const index = await readWhole(at(INDEX, revision), ro, true);
+  const config = await readWhole(at('config.json', index?.commit ?? revision), ro, true);
+  const pinned = index?.commit ?? config?.commit ?? revision;
+  return { revision: pinned, index: index?.bytes ?? null, config: baseConfig ?? config?.bytes ?? null, shard: (name) => at(name, pinned) };
+}
+
+/** The adapter as mergeShards takes it ({weights, config, weightsName}), fetched when remote; and its revision. */
+async function resolveAdapter(adapter, ro) {
+  if (!adapter || typeof adapter !== 'object') throw new TypeError('peft-bridge: adapter must be a Hub repo {repo}, {weights, config} URLs or bytes');
+  if (typeof adapter.repo === 'string') {
+    const at = inRepo(adapter, ro);
+    const config = await readWhole(at('adapter_config.json', adapter.revision ?? 'main'), ro);
+    const revision = config.commit ?? adapter.revision ?? 'main';
+    const weights = await readWhole(at('adapter_model.safetensors', revision), ro);
+    return { files: { weights: weights.bytes, config: config.bytes, weightsName: 'adapter_model.safetensors' }, revision };
+  }
+  const fetched = async (v) => (isUrl(v) ? (await readWhole(v, ro)).bytes : v);
+  const [weights, config] = await Promise.all([fetched(adapter.weights), fetched(adapter.config)]);
+  const weightsName = adapter.weightsName ?? (isUrl(adapter.weights) ? new URL(String(adapter.weights)).pathname.split('/').pop() : undefined);
+  return { files: { ...adapter, weights, config, weightsName }, revision: null };
+}
+
+/** Runs `fn` on every item, `limit` at a time; rejects with the first error once the running calls have ended. */
+async function eachLimit(items, limit, fn) {
+  let next = 0;
+  let failure = null;
+  const worker = async () => {
+    while (!failure && next < items.length) {
+      const item = items[next++];
+      try {
+        await fn(item);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
+  if (failure) throw failure.error;
+}
+
+/**
+ * `file` as a {size, read} source that, once reads come in order and of one size (the merge's data pass), asks
+ * for the next piece while the current one is being merged: one request's latency hidden for one piece of memory.
+ */
+function readAhead(file) {
+  let last = null; // {end, length} of the previous read
+  let ahead = null; // {offset, length, promise}: the guessed next read
+  return {
+    size: file.size,
+    read(offset, length) {
+      const hit = ahead && ahead.offset === offset && length <= ahead.length;
+      const bytes = hit ? ahead.promise.then((b) => b.subarray(0, length)) : file.read(offset, length);
+      ahead = null;
+      const end = offset + length;
+      if (last && last.end === offset && last.length === length && end < file.size) {
+        const n = Math.min(length, file.size - end);
+        ahead = { offset: end, length: n, promise: file.read(end, n) };
+        ahead.promise.catch(() => {}); // a wrong guess is never awaited; its error (if any) is not the merge's
+      }
+      last = { end, length };
+      return bytes;
+    },
+  };
+}
+
+/**
+ * Resolves the base and the adapter and opens every base shard (one request each, `concurrency` at a time).
+ * `close(reason)` closes every file; a reason also aborts what is still running.
+ */
+async function openModel(options) {
+  if (!options || typeof options !== 'object') throw new TypeError('peft-bridge: a remote merge needs {base, adapter}');
+  const { signal } = options;
+  throwIfAborted(signal);
+  const controller = new AbortController(); // the user's signal, or our own abort when the output is given up
+  const onAbort = () => controller.abort(abortReason(signal));
+  signal?.addEventListener('abort', onAbort, { once: true });
+  const ro = { signal: controller.signal, token: options.token, endpoint: options.endpoint, retries: options.retries, retryDelay: options.retryDelay, fetch: options.fetch };
+  const files = new Map();
+  const close = async (reason) => {
+    signal?.removeEventListener('abort', onAbort);
+    if (reason !== undefined && !controller.signal.aborted) controller.abort(reason);
+    await Promise.all([...files.values()].map((f) => f.close()));
+  };
+  try {
+    const [base, adapter] = await Promise.all([resolveBase(options.base, ro, options.baseConfig), resolveAdapter(options.adapter, ro)]);
+    let names = ['model.safetensors'];
+    if (base.index) {
+      // The core checks the index (plain .safetensors names, no traversal) before any shard is requested.
+      const session = await MergeSession.create('Merger', options);
+      try {
+        names = session.setIndex(decode(base.index));
+      } finally {
+        session.close();
+      }
+    }
+    await eachLimit(names, options.concurrency ?? 4, async (name) => {
+      const file = await openRemote(base.shard(name), ro);
+      files.set(name, file);
+      if (file.size === null) throw new SafetensorsError('IoError', `cannot read \`${file.url}\` by ranges: the server does not tell its size`);
+    });
+    const sources = new Map(names.map((name) => [name, readAhead(files.get(name))]));
+    return { base, adapter, names, files, sources, close, signal: controller.signal };
+  } catch (error) {
+    await close(error);
+    throw error;
+  }
+}
+
+/** The opened base as mergeShards / planMerge take it. */
+const mergeBase = (opened) => ({ index: opened.base.index, config: opened.base.config, open: (name) => opened.sources.get(name) });
+
+/** Plans the merge on a Merger session of our own (mergeRemoteShard and mergeRemoteIndex need its handle). */
+async function planSession(opened, options) {
+  const session = await MergeSession.create('Merger', options);
+  try {
+    if (opened.base.index) session.setIndex(decode(opened.base.index));
+    for (const name of opened.names) await session.addShard(name, openSource(opened.sources.get(name)), opened.signal);
+    session.baseComplete();
+    const { files } = opened.adapter;
+    session.loadAdapter({
+      weights: await collectBytes(files.weights, opened.signal),
+      weightsName: String(files.weightsName ?? 'adapter_model.safetensors'),
+      config: configText(files.config, 'adapter.config'),
+      baseConfig: configText(opened.base.config, 'baseConfig'),
+    });
+    return { session, plan: session.plan() };
+  } catch (error) {
+    session.close();
+    throw error;
+  }
+}
+
+/**
+ * Merges a LoRA adapter into a remote model, yielding the output files as {@link mergeShards} does: each shard,
+ * then the index (sharded bases) and config.json (when the base has one).
+ */
+export async function* mergeRemote(options) {
+  const opened = await openModel(options);
+  let ended = false;
+  let failure;
+  try {
+    yield* mergeShards({ ...options, base: mergeBase(opened), adapter: opened.adapter.files, signal: opened.signal });
+    ended = true;
+  } catch (error) {
+    failure = error;
+    throw error;
+  } finally {
+    // Left early or failed: abort what may still be reading (a read-ahead) rather than wait for it.
+    await opened.close(ended ? undefined : (failure ?? new Error('peft-bridge: merge stopped')));
+  }
+}
+
+/**
+ * One output file of the merge: a shard's merged bytes, streamed (only that shard's data is read), or the
+ * index / config.json. `shard` may be left out when the output is one shard.
+ */
+export async function mergeRemoteShard(options) {
+  const opened = await openModel(options);
+  let session = null;
+  try {
+    let plan;
+    ({ session, plan } = await planSession(opened, options));
+    const names = plan.shards.map((s) => s.name);
+    const want = options.shard ?? (names.length === 1 ? names[0] : undefined);
+    const i = names.indexOf(want);
+    if (i < 0) {
+      const text = want === INDEX ? session.outputIndex() || null : want === 'config.json' ? session.configJson() : null;
+      if (text === null) {
+        const list = names.join(', ');
+        throw new SafetensorsError('InvalidArgument', want === undefined ? `say which shard: the output has ${names.length} (${list})` : `no output file \`${want}\` (shards: ${list})`);
+      }
+      session.close();
+      await opened.close();
+      const bytes = new TextEncoder().encode(text);
+      return { path: want, size: bytes.length, stream: new Blob([bytes]).stream() };
+    }
+    // The other shards were opened for their headers only.
+    await Promise.all(opened.names.filter((n) => n !== want).map((n) => opened.files.get(n).close()));
+    return { path: want, size: plan.shards[i].outputSize, stream: shardStream(session, i, plan.shards[i], opened, options.onProgress) };
+  } catch (error) {
+    session?.close();
+    await opened.close(error);
+    throw error;
+  }
+}
+
+/** Shard `i`'s merged bytes as a pull stream; the end, an error, cancel() or an abort frees the session and files. */
+function shardStream(session, i, shard, opened, onProgress) {
+  const { signal } = opened;
+  const counts = { bytesIn: 0 };
+  let bytesOut = 0;
+  let chunks = null;
+  let controller;
+  let ended = false;
+  const end = async (reason) => {
+    if (ended) return;
+    ended = true;
+    signal.removeEventListener('abort', onAbort);
+    session.close();
+    await opened.close(reason);
+  };
+  const onAbort = () => {
+    try {
+      controller.error(abortReason(signal));
+    } catch {
+      // already closed
+    }
+    end(abortReason(signal));
+  };
+  signal.addEventListener('abort', onAbort, { once: true });
+  return new ReadableStream(
+    {
+      start(c) {
+        controller = c;
+      },
+      async pull() {
+        try {
+          chunks ??= session.mergeShard(i, shard, openSource(opened.sources.get(shard.name), { signal }), signal, counts);
+          const { done, value } = await chunks.next();
+          if (ended) return; // aborted meanwhile
+          if (done) {
+            await end();
+            controller.close();
+            return;
+          }
+          bytesOut += value.length;
+          controller.enqueue(value);
+          onProgress?.({ bytesIn: counts.bytesIn, bytesOut, totalIn: shard.sourceBytes });
+        } catch (error) {
+          await end(error);
+          throw error;
+        }
+      },
+      cancel: (reason) => end(reason ?? new Error(`peft-bridge: the stream of ${shard.name} was cancelled`)),
+    },
+    { highWaterMark: 0 }, // nothing is merged (or fetched) ahead of the reader
+  );
+}
+
+/** The output `model.safetensors.index.json` the whole merge writes (the same bytes), or null for a one-file base. */
+export async function mergeRemoteIndex(options) {
+  const opened = await openModel(options);
+  try {
+    const { session } = await planSession(opened, options);
+    try {
+      return session.outputIndex() || null;
+    } finally {
+      session.close();
+    }
+  } finally {
+    await opened.close();
+  }
+}
+
+/**
+ * The merge's plan (planMerge's summary: matched modules, unmatched adapter keys, output files...) with the
+ * revisions read (`revision`: the base's commit when the Hub names it; pass it to every worker so all read the
+ * same files), reading shard headers and the adapter only.
+ */
+export async function planRemote(options) {
+  const opened = await openModel(options);
+  try {
+    const plan = await planMerge({ ...options, base: mergeBase(opened), adapter: opened.adapter.files, signal: opened.signal });
+    return { revision: opened.base.revision, adapterRevision: opened.adapter.revision, ...plan };
+  } finally {
+    await opened.close();
+  }
+}
+
+/**
+ * Writes output files ({path, stream}, e.g. from mergeRemote) into a directory handle from the File System Access
+ * API (`showDirectoryPicker()`). createWritable() writes aside and replaces the file only when it is closed, so a
+ * failure never leaves a partial file; files this call wrote before a failure are removed as well, as the CLI
+ * leaves no partial output. Resolves to [{path, size}].
+ * @param {AsyncIterable<{path: string, size?: number, stream: ReadableStream<Uint8Array>}> | Iterable<any>} files
+ * @param {{directoryHandle: any}} options
+ */
+export async function saveStreams(files, { directoryHandle } = {}) {
+  if (!directoryHandle || typeof directoryHandle.getFileHandle !== 'function')
+    throw new TypeError('peft-bridge: saveStreams needs {directoryHandle}, a FileSystemDirectoryHandle');
+  const written = [];
+  try {
+    for await (const { path, size, stream } of files) {
+      const handle = await directoryHandle.getFileHandle(path, { create: true });
+      written.push({ path, size });
+      await stream.pipeTo(await handle.createWritable());
+    }
+    return written;
+  } catch (error) {
+    await Promise.all(written.map(({ path }) => Promise.resolve(directoryHandle.removeEntry?.(path)).catch(() => {})));
+    throw error;
+  }
+}
