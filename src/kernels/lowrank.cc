@@ -402,7 +402,7 @@ HWY_INLINE void Panel(const typename Src::T* w, typename Dst::T* out, size_t col
 // Copies right[:, j0:j1) into consecutive [rank][NB] panels (then [rank][N] panels for the remaining whole
 // vectors), in the order Panel visits them. With `pairs`, each 2N-column pair of an NB panel is stored as
 // its N even columns, then its N odd columns (the pair layout of FmtBF16).
-const float* PackTile(const float* right, size_t cols, size_t rank, size_t j0, size_t j1, bool pairs) {
+HWY_NOINLINE const float* PackTile(const float* right, size_t cols, size_t rank, size_t j0, size_t j1, bool pairs) {
   const size_t N = hn::Lanes(DF());
   const size_t NB = kNV * N;
   float* buf = PackScratch((j1 - j0) * rank);
@@ -434,10 +434,12 @@ const float* PackTile(const float* right, size_t cols, size_t rank, size_t j0, s
   return buf;
 }
 
-// All rows x the columns [j0, j1): kMR-row panels, then single rows. (A function rather than a lambda so
-// that it is always inlined: when GCC left a lambda version out of line, the kernel lost 10 %.)
+// All rows x the columns [j0, j1): kMR-row panels, then single rows. Deliberately not inlined (nor is
+// PackTile): with everything inlined into MergeBlock, GCC's code for the very same k loop ran 12-15 % slower
+// depending on unrelated changes elsewhere in the file (e.g. instantiating the embedding mode); as a function
+// of its own the hot loop's code no longer depends on them. Costs one call per column super-tile.
 template <class Src, class Dst, int kMode, bool kPairs>
-HWY_INLINE void Panels(const typename Src::T* w, typename Dst::T* out, size_t rows, size_t cols, const float* left,
+HWY_NOINLINE void Panels(const typename Src::T* w, typename Dst::T* out, size_t rows, size_t cols, const float* left,
                        size_t rank, const float* right, const float* tile, size_t j0, size_t j1, VF st) {
   size_t i = 0;
   for (; i + kMR <= rows; i += kMR) {
