@@ -32,7 +32,9 @@
 #include "core/writer.h"
 #include "merge/merge_engine.h"
 #include "merge/merge_plan.h"
+#include "merge/model_index.h"
 #include "merge/merge_report.h"
+#include "merge/model_index.h"
 
 namespace pb::wasm {
 namespace {
@@ -222,39 +224,18 @@ class MergeHandle : public MergeIo {
 
 // ---- the whole-model merge ----
 
-// The CLI's rule for shard names from a downloaded index: plain .safetensors file names in the model directory
-// (src/cli/merge_command.cc ValidateShardName; repeated here, where the npm CLI and mergeShards meet it).
-Status ValidateShardName(const std::string& name) {
-  bool bad = name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-             name.find('\\') != std::string::npos || name.find('\0') != std::string::npos || name.starts_with(".") ||
-             !name.ends_with(".safetensors");
-  if (bad)
-    return MakeError(ErrorCode::InvalidConfig, "model.safetensors.index.json: shard name `" + name +
-                                                   "` is not a plain .safetensors file name (no paths, no traversal)");
-  return Status::Ok();
-}
-
 class Merger : public MergeHandle {
  public:
   using MergeHandle::MergeHandle;
 
   // model.safetensors.index.json: checks its weight_map and keeps its shard names (sorted, unique, as the CLI).
   bool set_index(const std::string& text) {
+    auto names = merge::ShardNamesFromIndex(text);
+    if (!names.ok()) return Fail(names.error());
     auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-      return Fail(MakeError(ErrorCode::InvalidConfig, "model.safetensors.index.json has no weight_map object"));
-    std::vector<std::string> names;
-    for (const auto& [tensor, file] : j["weight_map"].items()) {
-      if (!file.is_string())
-        return Fail(MakeError(ErrorCode::InvalidConfig,
-                              "model.safetensors.index.json: weight_map[\"" + tensor + "\"] is not a string"));
-      std::string f = file.get<std::string>();
-      if (!Check(ValidateShardName(f))) return false;
-      if (std::find(names.begin(), names.end(), f) == names.end()) names.push_back(f);
-    }
-    std::sort(names.begin(), names.end());
     index_ = std::move(j);
-    index_names_ = std::move(names);
+    index_text_ = text;
+    index_names_ = std::move(names.value());
     return true;
   }
   // The shard names the index lists, as a JSON array.
@@ -362,13 +343,7 @@ class Merger : public MergeHandle {
   // shard holding them; "" without an index.
   std::string output_index() const {
     if (!plan_ || !index_) return "";
-    nlohmann::ordered_json j = *index_;
-    if (!j.contains("metadata") || !j["metadata"].is_object()) j["metadata"] = nlohmann::ordered_json::object();
-    j["metadata"]["total_size"] = plan_->total_tensor_bytes;
-    for (const auto& shard : plan_->shards)
-      for (const auto& t : shard.tensors)
-        if (t.op == merge::TensorOp::kAdd) j["weight_map"][t.name] = shard.name;
-    return adapter::DumpPythonJson(j) + "\n";
+    return merge::OutputIndexJson(index_text_, *plan_);
   }
   // The output config.json text, or null when no base config was given.
   val config_json() const { return plan_ && plan_->config_json ? val(*plan_->config_json) : val::null(); }
@@ -407,6 +382,7 @@ class Merger : public MergeHandle {
   }
 
   std::optional<nlohmann::ordered_json> index_;
+  std::string index_text_;  // as read, for OutputIndexJson
   std::vector<std::string> index_names_;
   std::vector<std::string> names_;
   std::vector<std::unique_ptr<Header>> headers_;  // stable addresses: the plan points into them

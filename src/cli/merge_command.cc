@@ -16,6 +16,7 @@
 #include "core/cli_text.h"
 #include "merge/merge_engine.h"
 #include "merge/merge_report.h"
+#include "merge/model_index.h"
 
 namespace pb::cli {
 namespace {
@@ -31,17 +32,6 @@ struct BaseModel {
   std::optional<std::string> index;   // model.safetensors.index.json text
 };
 
-// Shard names come from a downloaded index file: they must name files inside the model directory.
-Status ValidateShardName(const std::string& name) {
-  bool bad = name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-             name.find('\\') != std::string::npos || name.find('\0') != std::string::npos || name.starts_with(".") ||
-             !name.ends_with(".safetensors");
-  if (bad)
-    return MakeError(ErrorCode::InvalidConfig, "model.safetensors.index.json: shard name `" + name +
-                                                   "` is not a plain .safetensors file name (no paths, no traversal)");
-  return Status::Ok();
-}
-
 Result<BaseModel> OpenBase(const std::string& path, const std::optional<std::string>& config_path) {
   BaseModel base;
   std::vector<std::string> names;
@@ -50,17 +40,9 @@ Result<BaseModel> OpenBase(const std::string& path, const std::optional<std::str
     if (IsRegularFile(Join(path, "model.safetensors.index.json"))) {
       auto text = ReadText(Join(path, "model.safetensors.index.json"));
       if (!text.ok()) return text.error();
-      auto j = nlohmann::ordered_json::parse(text.value(), nullptr, false);
-      if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-        return MakeError(ErrorCode::InvalidConfig, "model.safetensors.index.json has no weight_map object");
-      for (const auto& [tensor, file] : j["weight_map"].items()) {
-        if (!file.is_string())
-          return MakeError(ErrorCode::InvalidConfig, "model.safetensors.index.json: weight_map[\"" + tensor + "\"] is not a string");
-        std::string f = file.get<std::string>();
-        if (Status s = ValidateShardName(f); !s.ok()) return s.error();
-        if (std::find(names.begin(), names.end(), f) == names.end()) names.push_back(f);
-      }
-      std::sort(names.begin(), names.end());
+      auto shard_names = merge::ShardNamesFromIndex(text.value());
+      if (!shard_names.ok()) return shard_names.error();
+      names = std::move(shard_names.value());
       base.index = std::move(text.value());
     } else if (IsRegularFile(Join(path, "model.safetensors"))) {
       names.push_back("model.safetensors");
@@ -115,18 +97,6 @@ Result<BaseModel> OpenBase(const std::string& path, const std::optional<std::str
                                                      " tensor(s) of model.safetensors.index.json are not in the shard it names:" + missing);
   }
   return base;
-}
-
-// The index for the output: the input's, with total_size recomputed (it changes with --dtype) and any added
-// tensors mapped to the shard that holds them.
-std::string OutputIndex(const std::string& input_index, const merge::MergePlan& plan) {
-  auto j = nlohmann::ordered_json::parse(input_index, nullptr, false);
-  if (!j.contains("metadata") || !j["metadata"].is_object()) j["metadata"] = nlohmann::ordered_json::object();
-  j["metadata"]["total_size"] = plan.total_tensor_bytes;
-  for (const auto& shard : plan.shards)
-    for (const auto& t : shard.tensors)
-      if (t.op == merge::TensorOp::kAdd) j["weight_map"][t.name] = shard.name;
-  return adapter::DumpPythonJson(j) + "\n";
 }
 
 class Progress {
@@ -267,7 +237,7 @@ int RunMerge(const std::vector<std::string>& args, bool unmerge) {
       if (Status s = outputs.back()->Write({reinterpret_cast<const uint8_t*>(text.data()), text.size()}); !s.ok()) return s;
       return outputs.back()->Prepare();
     };
-    if (status.ok() && base->index) status = write_text("model.safetensors.index.json", OutputIndex(*base->index, plan.value()));
+    if (status.ok() && base->index) status = write_text("model.safetensors.index.json", merge::OutputIndexJson(*base->index, plan.value()));
     if (status.ok() && plan->config_json) status = write_text("config.json", *plan->config_json);
     for (auto& o : outputs)
       if (status.ok()) status = o->Persist();
