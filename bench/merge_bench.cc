@@ -17,8 +17,8 @@
 //   vs_floor      ms / floor_ms, best_vs_floor = best_ms / floor_ms (1.0 = at the floor).
 //   floor_fma_ms  the same floor with the FMA peak; best_vs_floor_fma = best_ms / floor_fma_ms.
 //   bytes_ms, flops_ms  the two parts of the floor.
-// The merge variants: `oop` writes a separate W' (>= 4 MiB, so the kernel streams it with non-temporal
-// stores); `inplace` writes W' over W.
+// The merge variants: `oop` writes a separate W' (plain stores: non-temporal stores were tried and were slower,
+// see lowrank.cc); `inplace` writes W' over W.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

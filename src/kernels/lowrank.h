@@ -30,7 +30,8 @@ struct LowRankFactors {
 
 // out = round_out(float(w) + sign * delta * scale) over `rows` x `cols` elements. `w` and `out` are
 // row-major with `cols` elements per row; `in` and `out_dtype` are any of F32, F16, BF16, F64, F8_E4M3,
-// F8_E5M2 (widened exactly, rounded once). `out` may alias `w` only when both dtypes have the same width.
+// F8_E5M2 (16-bit and 8-bit inputs are widened exactly; an F64 weight is first rounded to fp32; the result is
+// rounded once). `out` may alias `w` only when both dtypes have the same width.
 // Returns false for an unsupported dtype.
 bool MergeRows(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
                const LowRankFactors& f);

@@ -47,6 +47,8 @@ export class SafetensorsError extends Error {
   readonly tensor: string | null;
   /** Absolute byte offset in the file, if any. */
   readonly offset: number | null;
+  /** The HTTP status, when a remote read failed with an HTTP error (IoError). */
+  readonly status?: number;
 }
 
 /** A source of known size read by ranges (e.g. a file read with positional reads). */
@@ -388,7 +390,7 @@ export interface AdapterModule {
 /** What {@link adapterInfo} reports: the fields of `peft-bridge adapter-info --json` (without `ok`). */
 export interface AdapterInfo {
   /** The convention the adapter was read as. */
-  format: AdapterFormat;
+  format: AdapterReadFormat;
   /** The naming table used, if one was needed or given. */
   arch: string | null;
   peft_type: string;
@@ -445,7 +447,7 @@ export interface AdapterFile {
 
 export interface TranslateResult {
   /** The convention the input was read as. */
-  from: AdapterFormat;
+  from: AdapterReadFormat;
   to: AdapterFormat;
   /** Every input tensor, in input order. */
   plan: TranslatePlanEntry[];
