@@ -213,7 +213,7 @@ export async function adapters(weights: Blob, stream: ReadableStream<Uint8Array>
   for (const p of result.plan) ranks.push(p.to === null ? p.reason.length : p.action.length);
   const plan: TranslatePlanEntry[] = result.plan;
   const written: number = result.mapped + result.rejected;
-  const readAs: AdapterFormat = result.from;
+  const readAs: AdapterReadFormat = result.from;  // diffusers-attnproc inputs are read, not written
   const bytes: Uint8Array[] = result.files.map((f: AdapterFile) => f.bytes);
   const names: string[] = result.files.map((f) => f.name);
 
