@@ -1,4 +1,5 @@
 #include "adapter/lora_config.h"
+#include "adapter/python_json.h"
 
 #include <algorithm>
 #include <array>
@@ -364,6 +365,7 @@ Result<LoraConfig> ParseLoraConfig(std::string_view json_text) {
   LoraConfig c;
   c.document = Json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   if (c.document.is_discarded()) return Invalid("not valid JSON");
+  if (!WithinDepth(c.document)) return Invalid("nests containers deeper than " + std::to_string(kMaxConfigDepth) + " levels");
   if (!c.document.is_object()) return Invalid("must be a JSON object, " + Found(c.document));
   FieldReader in(c.document);
 

@@ -212,4 +212,18 @@ std::string DumpPythonJson(const nlohmann::ordered_json& value, const PythonJson
   return out;
 }
 
+bool WithinDepth(const nlohmann::ordered_json& value, size_t max_depth) {
+  // Iterative walk: (container, depth) pairs on an explicit stack.
+  std::vector<std::pair<const nlohmann::ordered_json*, size_t>> stack{{&value, 1}};
+  while (!stack.empty()) {
+    auto [node, depth] = stack.back();
+    stack.pop_back();
+    if (!node->is_structured()) continue;
+    if (depth > max_depth) return false;
+    for (const auto& child : *node)
+      if (child.is_structured()) stack.emplace_back(&child, depth + 1);
+  }
+  return true;
+}
+
 }  // namespace pb::adapter

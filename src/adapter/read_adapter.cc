@@ -228,6 +228,9 @@ nlohmann::ordered_json SynthesizeConfig(const std::vector<std::pair<std::string,
 }
 
 Result<LoraConfig> ConfigFromDocument(const nlohmann::ordered_json& document) {
+  if (!WithinDepth(document))  // checked before DumpPythonJson, which recurses per level
+    return MakeError(ErrorCode::InvalidConfig, "the carried PEFT config nests containers deeper than " +
+                                                   std::to_string(kMaxConfigDepth) + " levels");
   return ParseLoraConfig(DumpPythonJson(document));
 }
 

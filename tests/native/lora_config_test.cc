@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "adapter/lora_config.h"
+#include "adapter/python_json.h"
 #include "test_util.h"
 
 namespace pb::testing {
@@ -283,3 +284,21 @@ TEST(LoraConfig, Pre014FieldsAreThoseOfPeft013) {
 
 }  // namespace
 }  // namespace pb::testing
+
+namespace pb::adapter {
+namespace {
+
+// Found by fuzzing: a config nested 100,000 levels deep overflowed the stack when it was written back out.
+TEST(LoraConfig, DeeplyNestedDocumentsAreRefusedNotOverflowed) {
+  std::string deep = R"({"peft_type": "LORA", "loftq_config": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  auto r = ParseLoraConfig(deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::InvalidConfig);
+  EXPECT_NE(r.error().message.find("deeper than 128"), std::string::npos) << r.error().message;
+  std::string ok = R"({"peft_type": "LORA", "loftq_config": {}, "x": )" + std::string(100, '[') + std::string(100, ']') + "}";
+  EXPECT_TRUE(ParseLoraConfig(ok).ok());
+  EXPECT_FALSE(WithinDepth(nlohmann::ordered_json::parse(std::string(200, '[') + std::string(200, ']'))));
+}
+
+}  // namespace
+}  // namespace pb::adapter
