@@ -27,10 +27,10 @@
 #include "adapter/adapter_io.h"
 #include "adapter/adapter_report.h"
 #include "adapter/translate.h"
-#include "core/cli_text.h"
+#include "app/cli_text.h"
 #include "core/convert_stream.h"
 #include "core/reader.h"
-#include "core/report.h"
+#include "app/report.h"
 #include "core/writer.h"
 
 namespace pb::wasm {

@@ -28,7 +28,7 @@
 #include "adapter/adapter_io.h"
 #include "adapter/python_json.h"
 #include "core/header.h"
-#include "core/report.h"
+#include "app/report.h"
 #include "core/writer.h"
 #include "merge/merge_engine.h"
 #include "merge/merge_plan.h"

@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "cli/adapter_dir.h"
 #include "cli/file_io.h"
-#include "core/cli_text.h"
+#include "app/cli_text.h"
 
 namespace pb::cli {
 namespace {

@@ -3,9 +3,9 @@
 
 #include "cli/commands.h"
 #include "cli/file_io.h"
-#include "core/cli_text.h"
+#include "app/cli_text.h"
 #include "core/convert_stream.h"
-#include "core/report.h"
+#include "app/report.h"
 
 namespace pb::cli {
 namespace {

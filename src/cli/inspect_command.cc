@@ -3,8 +3,8 @@
 #include "cli/commands.h"
 #include "cli/file_io.h"
 #include "cli/http_source.h"
-#include "core/cli_text.h"
-#include "core/report.h"
+#include "app/cli_text.h"
+#include "app/report.h"
 
 namespace pb::cli {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "core/cli_text.h"
-#include "core/report.h"
+#include "app/cli_text.h"
+#include "app/report.h"
 
 namespace pb::cli {
 

@@ -13,7 +13,7 @@
 #include "cli/adapter_dir.h"
 #include "cli/commands.h"
 #include "cli/file_io.h"
-#include "core/cli_text.h"
+#include "app/cli_text.h"
 #include "merge/merge_engine.h"
 #include "merge/merge_report.h"
 #include "merge/model_index.h"

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/report.h"
+#include "app/report.h"
 #include "test_util.h"
 
 namespace pb::testing {

@@ -1,4 +1,4 @@
-#include "core/report.h"
+#include "app/report.h"
 
 #include "core/writer.h"
 

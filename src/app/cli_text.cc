@@ -1,4 +1,4 @@
-#include "core/cli_text.h"
+#include "app/cli_text.h"
 
 namespace pb {
 
