@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "core/convert_stream.h"
+#include "convert/convert_stream.h"
 #include "core/reader.h"
 #include "core/writer.h"
 #include "kernels/convert.h"

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/convert_stream.h"
+#include "convert/convert_stream.h"
 #include "core/header.h"
 
 namespace pb {

@@ -4,7 +4,7 @@
 #include "cli/commands.h"
 #include "cli/file_io.h"
 #include "app/cli_text.h"
-#include "core/convert_stream.h"
+#include "convert/convert_stream.h"
 #include "app/report.h"
 
 namespace pb::cli {

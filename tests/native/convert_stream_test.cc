@@ -5,7 +5,7 @@
 #include <cstring>
 #include <random>
 
-#include "core/convert_stream.h"
+#include "convert/convert_stream.h"
 #include "kernels/convert.h"
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-#include "core/convert_stream.h"
+#include "convert/convert_stream.h"
 
 #include <algorithm>
 #include <cstring>
