@@ -2,27 +2,25 @@
 
 namespace pb {
 
+namespace {
+constexpr std::string_view kNames[] = {
+#define PB_ERROR_CODE_NAME(name, what) #name,
+    PB_ERROR_CODES(PB_ERROR_CODE_NAME)
+#undef PB_ERROR_CODE_NAME
+};
+}  // namespace
+
 std::string_view ErrorCodeName(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::HeaderTooSmall: return "HeaderTooSmall";
-    case ErrorCode::HeaderTooLarge: return "HeaderTooLarge";
-    case ErrorCode::InvalidHeaderLength: return "InvalidHeaderLength";
-    case ErrorCode::InvalidHeader: return "InvalidHeader";
-    case ErrorCode::InvalidHeaderDeserialization: return "InvalidHeaderDeserialization";
-    case ErrorCode::InvalidOffset: return "InvalidOffset";
-    case ErrorCode::ValidationOverflow: return "ValidationOverflow";
-    case ErrorCode::MisalignedSlice: return "MisalignedSlice";
-    case ErrorCode::TensorInvalidInfo: return "TensorInvalidInfo";
-    case ErrorCode::MetadataIncompleteBuffer: return "MetadataIncompleteBuffer";
-    case ErrorCode::InvalidArgument: return "InvalidArgument";
-    case ErrorCode::UnsupportedDtype: return "UnsupportedDtype";
-    case ErrorCode::IoError: return "IoError";
-    case ErrorCode::InvalidConfig: return "InvalidConfig";
-    case ErrorCode::UnsupportedAdapter: return "UnsupportedAdapter";
-    case ErrorCode::UnresolvedTensor: return "UnresolvedTensor";
-    case ErrorCode::ShapeMismatch: return "ShapeMismatch";
-  }
-  return "Unknown";
+  auto i = static_cast<size_t>(code);
+  return i < std::size(kNames) ? kNames[i] : "Unknown";
+}
+
+std::span<const std::string_view> ErrorCodeNames() { return kNames; }
+
+std::optional<ErrorCode> ErrorCodeFromName(std::string_view name) {
+  for (size_t i = 0; i < std::size(kNames); ++i)
+    if (kNames[i] == name) return static_cast<ErrorCode>(i);
+  return std::nullopt;
 }
 
 Error MakeError(ErrorCode code, std::string message, std::optional<std::string> tensor,

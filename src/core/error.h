@@ -5,36 +5,49 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 
 namespace pb {
 
+// The one table of error codes: the enum, ErrorCodeName, the WASM module's errorCodes() and (checked by
+// tests/js/error-codes.test.mjs) the SafetensorsErrorCode union of web/src/index.d.ts all come from it.
+// X(name, what it means)
+#define PB_ERROR_CODES(X)                                                                                       \
+  /* Reader validation: the reference Rust reader's SafeTensorError variants, in its order of precedence. */    \
+  X(HeaderTooSmall, "the file is shorter than the 8-byte header length")                                       \
+  X(HeaderTooLarge, "the header length exceeds the 100 MB limit")                                              \
+  X(InvalidHeaderLength, "the header length points past the end of the file")                                  \
+  X(InvalidHeader, "the header is not valid UTF-8 or does not start with '{'")                                 \
+  X(InvalidHeaderDeserialization, "the header is not the JSON safetensors defines")                             \
+  X(InvalidOffset, "tensor data offsets are not contiguous from 0 or do not cover the data")                   \
+  X(ValidationOverflow, "a size computation overflows")                                                         \
+  X(MisalignedSlice, "a tensor's byte length does not match its dtype and shape")                               \
+  X(TensorInvalidInfo, "a tensor's dtype or shape is invalid")                                                  \
+  X(MetadataIncompleteBuffer, "the file ends before the data the header declares")                              \
+  /* Beyond the reader. */                                                                                       \
+  X(InvalidArgument, "a caller passed something unusable (bad option, wrong byte count...)")                    \
+  X(UnsupportedDtype, "a conversion between dtypes that has no defined meaning")                                \
+  X(IoError, "file, stream or network failure at an edge (never raised by the sans-I/O core)")                  \
+  /* Adapters (src/adapter). */                                                                                  \
+  X(InvalidConfig, "adapter_config.json (or another JSON input) is malformed or inconsistent")                  \
+  X(UnsupportedAdapter, "a valid adapter whose meaning peft-bridge cannot reproduce (type, init mode, variant)") \
+  X(UnresolvedTensor, "a tensor that maps to nothing (an error under --strict, a report line otherwise)")       \
+  X(ShapeMismatch, "tensors whose shapes contradict each other or the config")
+
 enum class ErrorCode : uint8_t {
-  // Reader validation, in the reference's order of precedence.
-  HeaderTooSmall,
-  HeaderTooLarge,
-  InvalidHeaderLength,
-  InvalidHeader,
-  InvalidHeaderDeserialization,
-  InvalidOffset,
-  ValidationOverflow,
-  MisalignedSlice,
-  TensorInvalidInfo,
-  MetadataIncompleteBuffer,
-  // Beyond the reader.
-  InvalidArgument,    // a caller passed something unusable (bad option, wrong byte count…)
-  UnsupportedDtype,   // a conversion between dtypes that has no defined meaning
-  IoError,            // file or stream failure at an edge (never raised by the sans-I/O core)
-  // Adapters (src/adapter).
-  InvalidConfig,       // adapter_config.json (or another tool's config) is malformed or inconsistent
-  UnsupportedAdapter,  // a valid adapter whose meaning peft-bridge cannot reproduce (type, init mode, variant)
-  UnresolvedTensor,    // a tensor that maps to nothing (an error under --strict, a report line otherwise)
-  ShapeMismatch,       // tensors whose shapes contradict each other or the config
+#define PB_ERROR_CODE_ENUM(name, what) name,
+  PB_ERROR_CODES(PB_ERROR_CODE_ENUM)
+#undef PB_ERROR_CODE_ENUM
 };
 
 std::string_view ErrorCodeName(ErrorCode code);
+// Every code's name, in the table's order.
+std::span<const std::string_view> ErrorCodeNames();
+// The code of that name, if there is one.
+std::optional<ErrorCode> ErrorCodeFromName(std::string_view name);
 
 struct Error {
   ErrorCode code;
@@ -45,7 +58,7 @@ struct Error {
 
 // A success-or-Error value. Functions return Status instead of throwing so the core behaves the same
 // natively and in WASM (which is built without C++ exceptions).
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Error error) : error_(std::move(error)) {}  // NOLINT: implicit by design
@@ -61,3 +74,21 @@ Error MakeError(ErrorCode code, std::string message, std::optional<std::string> 
                 std::optional<uint64_t> offset = std::nullopt);
 
 }  // namespace pb
+
+// Returns the error of a Status- or Result-valued expression from the enclosing function, which returns Status
+// or a Result: `PB_RETURN_IF_ERROR(writer.Write(bytes));`
+#define PB_RETURN_IF_ERROR(expr)                   \
+  do {                                             \
+    if (auto pb_status_ = (expr); !pb_status_.ok()) \
+      return pb_status_.error();                   \
+  } while (0)
+
+#define PB_CONCAT_INNER_(a, b) a##b
+#define PB_CONCAT_(a, b) PB_CONCAT_INNER_(a, b)
+// Declares `lhs` from a Result-valued expression, or returns its error: `PB_ASSIGN_OR_RETURN(auto header, Parse(x));`
+#define PB_ASSIGN_OR_RETURN(lhs, expr)                              \
+  auto PB_CONCAT_(pb_result_, __LINE__) = (expr);                   \
+  if (!PB_CONCAT_(pb_result_, __LINE__).ok())                       \
+    return PB_CONCAT_(pb_result_, __LINE__).error();                \
+  lhs = std::move(PB_CONCAT_(pb_result_, __LINE__).value())
+
