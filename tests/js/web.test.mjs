@@ -4,7 +4,10 @@
 // keys), draws the delta-norm chart, and merges: through a folder picker backed by the origin-private file
 // system, and for local files (file input and a synthetic drop) through the service worker's streamed
 // download. Every saved file must equal the native CLI's merge of the same inputs, and the page must log no
-// console errors.
+// console errors. A GPT-2-shaped model at a phone's width (390 px) checks the rest of the page's contract: each
+// step's error beside its control, Merge enabled only by a successful plan for the current inputs, one chart
+// series per module path without its layer index (`attn.c_proj` and `mlp.c_proj` apart), and no page-wide
+// horizontal scrolling. Screenshots (desktop and 390 px) are kept in the system's temp directory.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -112,9 +115,55 @@ async function expectedMerge(models, dir) {
   return files;
 }
 
+/**
+ * A GPT-2-shaped model (Conv1D weights stored [in, out], `c_proj` in both attention and MLP) as one F32 file plus
+ * config.json, and two adapters (fan_in_fan_out) on c_attn, c_proj and c_fc: a good one, with an untargeted
+ * `attn.q_attn` pair it rejects, and a bad one whose layer-1 mlp.c_proj A has the wrong input width, which
+ * inspects fine but cannot be planned.
+ */
+async function makeGpt2(dir) {
+  const random = rng(29);
+  const H = 32;
+  const R = 2;
+  const f = (name, shape, scale = 0.1) => ({ name, dtype: 'F32', shape, data: f32(random, count(shape), scale) });
+  const base = join(dir, 'gpt2');
+  mkdirSync(base, { recursive: true });
+  const tensors = [f('transformer.wte.weight', [128, H])];
+  for (const l of LAYERS)
+    tensors.push(
+      f(`transformer.h.${l}.attn.c_attn.weight`, [H, 3 * H]), f(`transformer.h.${l}.attn.c_proj.weight`, [H, H]),
+      f(`transformer.h.${l}.mlp.c_fc.weight`, [H, 4 * H]), f(`transformer.h.${l}.mlp.c_proj.weight`, [4 * H, H]),
+    );
+  writeFileSync(join(base, 'model.safetensors'), await write(tensors));
+  writeFileSync(join(base, 'config.json'), JSON.stringify({ architectures: ['GPT2LMHeadModel'], model_type: 'gpt2', n_embd: H, n_layer: LAYERS.length, n_head: 2, vocab_size: 128 }));
+  const adapter = async (name, badInput) => {
+    const factors = [];
+    const lora = (path, inputs, outputs, scale) => {
+      const key = `base_model.model.transformer.h.${path}`;
+      factors.push(f(`${key}.lora_A.weight`, [R, inputs], 0.3), f(`${key}.lora_B.weight`, [outputs, R], scale));
+    };
+    for (const l of LAYERS) {
+      lora(`${l}.attn.c_attn`, H, 3 * H, 0.05);
+      lora(`${l}.attn.c_proj`, H, H, 0.1);
+      lora(`${l}.mlp.c_fc`, H, 4 * H, 0.15);
+      lora(`${l}.mlp.c_proj`, l === 1 && badInput ? badInput : 4 * H, H, 0.2);
+    }
+    lora('0.attn.q_attn', H, H, 0.1); // GPT-2 has no cross-attention: not targeted, so rejected
+    const out = join(dir, name);
+    mkdirSync(out, { recursive: true });
+    writeFileSync(join(out, 'adapter_model.safetensors'), await write(factors));
+    writeFileSync(join(out, 'adapter_config.json'), JSON.stringify({
+      peft_type: 'LORA', task_type: 'CAUSAL_LM', base_model_name_or_path: 'test/gpt2', r: R, lora_alpha: 4,
+      target_modules: ['c_attn', 'c_proj', 'c_fc'], fan_in_fan_out: true, lora_dropout: 0, bias: 'none',
+    }));
+    return out;
+  };
+  return { base, good: await adapter('gpt2-lora'), bad: await adapter('gpt2-lora-bad', 3 * H) };
+}
+
 /** Opens the page with console errors collected; returns {page, errors}. */
-async function openPage(browser, url, { initScript } = {}) {
-  const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1200, height: 900 } });
+async function openPage(browser, url, { initScript, viewport = { width: 1200, height: 900 } } = {}) {
+  const context = await browser.newContext({ acceptDownloads: true, viewport });
   const page = await context.newPage();
   const errors = [];
   page.on('console', (m) => {
@@ -127,15 +176,56 @@ async function openPage(browser, url, { initScript } = {}) {
   return { page, context, errors };
 }
 
-/** Clicks and waits until the step's status or error appears; fails with the page's error text. */
+/** The text of every step error box that is showing. */
+const shownErrors = (page) => page.locator('.step-error:not([hidden])').allTextContents();
+
+/** Clicks and waits until the step's result or an error appears; fails with the page's error text. */
 async function stepAndWait(page, button, ready) {
   await page.click(button);
   const which = await Promise.race([
     page.waitForSelector(ready, { state: 'visible' }).then(() => 'ok'),
-    page.waitForSelector('#error:not([hidden])').then(() => 'error'),
+    page.waitForSelector('.step-error:not([hidden])').then(() => 'error'),
   ]);
-  if (which === 'error') assert.fail(`page error after ${button}: ${await page.textContent('#error')}`);
+  if (which === 'error') assert.fail(`page error after ${button}: ${(await shownErrors(page)).join(' | ')}`);
 }
+
+/**
+ * `box` is `control`'s error: an alert the control's aria-describedby names, in the same section, just below
+ * the control (within `within` px: a wrapped hint may sit between them on a phone).
+ */
+async function assertErrorBeside(page, control, box, within = 80) {
+  const r = await page.evaluate(([c, b]) => {
+    const ctl = document.querySelector(c);
+    const err = document.querySelector(b);
+    const a = ctl.getBoundingClientRect();
+    const e = err.getBoundingClientRect();
+    return {
+      described: (ctl.getAttribute('aria-describedby') ?? '').split(/\s+/).includes(err.id),
+      role: err.getAttribute('role'),
+      sameSection: ctl.closest('section') === err.closest('section'),
+      gap: e.top - a.bottom,
+      visible: !err.hidden && e.height > 0,
+    };
+  }, [control, box]);
+  assert.deepEqual({ ...r, gap: undefined }, { described: true, role: 'alert', sameSection: true, gap: undefined, visible: true }, `${box} beside ${control}`);
+  assert.ok(r.gap >= 0 && r.gap <= within, `${box} is ${r.gap} px below ${control}`);
+}
+
+/** The page does not scroll sideways: {scrollWidth, widest element sticking out (outside scroll boxes)}. */
+const pageWidth = (page) =>
+  page.evaluate(() => {
+    const w = document.documentElement.clientWidth;
+    const out = [...document.querySelectorAll('body *')]
+      .filter((e) => !e.closest('.scroll') && e.getBoundingClientRect().right > w + 0.5)
+      .map((e) => `${e.tagName.toLowerCase()}${e.id ? `#${e.id}` : ''}${e.className ? `.${e.className}` : ''}`);
+    return { scrollWidth: document.documentElement.scrollWidth, out: out.slice(0, 5) };
+  });
+
+/** The canvas's bitmap matches its CSS width (it was drawn at the width it has now). */
+const chartAtItsWidth = () => {
+  const c = document.querySelector('#chart');
+  return c.clientWidth > 0 && c.width === Math.round(c.clientWidth * (window.devicePixelRatio || 1));
+};
 
 /** Non-background pixels of the chart canvas (the background is white). */
 const inkPixels = (page) =>
@@ -160,7 +250,10 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
   const expected = await expectedMerge(models, dir);
   assert.deepEqual(Object.keys(expected).sort(), [...models.shardNames, 'config.json', 'model.safetensors.index.json'].sort());
 
-  const hub = await startHub({ files: { 'test/tiny-llama': models.base, 'test/tiny-llama-lora': models.adapter } });
+  const gpt2 = await makeGpt2(dir);
+  const hub = await startHub({
+    files: { 'test/tiny-llama': models.base, 'test/tiny-llama-lora': models.adapter, 'test/gpt2-lora': gpt2.good, 'test/gpt2-lora-bad': gpt2.bad },
+  });
   t.after(() => hub.close());
   const site = await startStatic();
   t.after(() => site.close());
@@ -207,12 +300,16 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
     assert.ok(shardSize > FIRST_RANGE, 'each shard is larger than what was read of it');
 
     // Chart: drawn, not blank; a screenshot is kept as evidence.
-    const chart = page.locator('#chart');
-    await chart.screenshot({ path: join(evidence, 'delta-norms.png') });
+    await page.locator('#chart-figure').screenshot({ path: join(evidence, 'delta-norms.png') });
     const { ink, total } = await inkPixels(page);
     assert.ok(ink > 0.02 * total, `the chart is nearly blank: ${ink} of ${total} pixels`);
-    assert.match(await page.textContent('#chart-summary'), /4 modules \(q_proj, v_proj\) over 2 layer/);
+    assert.deepEqual(await page.locator('#chart-legend li').allTextContents(), ['self_attn.q_proj', 'self_attn.v_proj']);
+    assert.match(await page.textContent('#chart-summary'), /4 modules in 2 series \(self_attn\.q_proj, self_attn\.v_proj\) over 2 layer/);
     assert.equal(await page.locator('#norm-table tbody tr').count(), 4);
+
+    // Merge waits for a plan.
+    assert.equal(await page.isDisabled('#merge-btn'), true);
+    assert.match(await page.textContent('#merge-hint'), /Plan the merge first/);
 
     // Plan: headers only again.
     hub.clearLog();
@@ -223,12 +320,29 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
     assert.equal(rejected.length, 2);
     for (const r of rejected) assert.match(r, /layers\.0\.self_attn\.k_proj\.lora_[AB]\.weight/);
     assert.ok(hub.requests.every((r) => !r.path?.endsWith('.safetensors') || r.repo !== 'test/tiny-llama' || /^bytes=0-65535$/.test(r.range ?? '')));
+    assert.equal(await page.isDisabled('#merge-btn'), false);
+    assert.equal(await page.textContent('#merge-hint'), '');
+    await page.screenshot({ path: join(evidence, 'page-1200.png'), fullPage: true });
+
+    // A merge that fails reading the base (the Hub refuses a shard once): its error is beside Merge and Cancel,
+    // the plan stands, and merging again clears it.
+    await page.selectOption('#save-method', 'picker');
+    hub.faults.push({ type: 'status', status: 403, path: 'model-00002-of-00002.safetensors', times: 1 });
+    await page.click('#merge-btn');
+    await page.waitForSelector('#merge[data-state="error"], #merge[data-state="done"]');
+    assert.equal(await page.getAttribute('#merge', 'data-state'), 'error');
+    assert.match(await page.textContent('#merge-error'), /403/);
+    await assertErrorBeside(page, '#merge-btn', '#merge-error');
+    assert.equal(await page.getAttribute('#cancel-btn', 'aria-describedby'), 'merge-error');
+    assert.deepEqual(await shownErrors(page), [await page.textContent('#merge-error')]);
+    assert.equal(await page.isDisabled('#merge-btn'), false);
+    assert.ok(errors.length >= 1 && errors.every((e) => /status of 403/.test(e)), errors.join('\n'));
+    errors.length = 0; // the refused request, logged by the browser
 
     // Merge into the "chosen folder", then compare every file with the native merge.
-    await page.selectOption('#save-method', 'picker');
     await page.click('#merge-btn');
     await page.waitForSelector('#merge[data-state="done"], #merge[data-state="error"]');
-    assert.equal(await page.getAttribute('#merge', 'data-state'), 'done', await page.textContent('#error'));
+    assert.equal(await page.getAttribute('#merge', 'data-state'), 'done', (await shownErrors(page)).join(' | '));
     assert.equal(await page.getAttribute('#merge-progress', 'value'), await page.getAttribute('#merge-progress', 'max'));
     const saved = await page.evaluate(async (names) => {
       const root = await navigator.storage.getDirectory();
@@ -241,6 +355,7 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
       return out;
     }, Object.keys(expected));
     for (const [name, bytes] of Object.entries(expected)) assert.equal(saved[name], sha256(bytes), `${name} differs from the native merge`);
+    assert.equal(await page.isHidden('#merge-error'), true);
     assert.deepEqual(errors, []);
     await context.close();
   });
@@ -273,7 +388,7 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
     await page.selectOption('#save-method', 'download');
     await page.click('#merge-btn');
     await page.waitForSelector('#merge[data-state="done"], #merge[data-state="error"]');
-    assert.equal(await page.getAttribute('#merge', 'data-state'), 'done', await page.textContent('#error'));
+    assert.equal(await page.getAttribute('#merge', 'data-state'), 'done', (await shownErrors(page)).join(' | '));
     assert.equal(downloads.length, Object.keys(expected).length);
     for (const d of downloads) {
       const name = d.suggestedFilename();
@@ -286,5 +401,96 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
     await context.close();
   });
 
-  t.diagnostic(`chart screenshot: ${join(evidence, 'delta-norms.png')}; ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  await t.test('GPT-2 at 390 px: errors beside their step, Merge only after a plan, attn.c_proj and mlp.c_proj apart', async () => {
+    // A browser without File System Access: choosing "file / folder picker" must fail, beside "Save with".
+    const initScript = () => {
+      window.showDirectoryPicker = undefined;
+      window.showSaveFilePicker = undefined;
+    };
+    const { page, context, errors } = await openPage(browser, `${site.url}?endpoint=${encodeURIComponent(hub.endpoint)}`, { viewport: { width: 390, height: 844 }, initScript });
+
+    // Inspect with nothing chosen: the error is beside Inspect, and only there.
+    await page.click('#inspect-btn');
+    await page.waitForSelector('#inspect-error:not([hidden])');
+    assert.match(await page.textContent('#inspect-error'), /base model’s repo id/);
+    await assertErrorBeside(page, '#inspect-btn', '#inspect-error');
+    assert.equal((await shownErrors(page)).length, 1);
+
+    // The base from local files, the adapter whose plan must fail from the Hub; retrying Inspect clears its error.
+    await page.setInputFiles('#base-files', readdirSync(gpt2.base).map((n) => join(gpt2.base, n)));
+    await page.fill('#adapter-repo', 'test/gpt2-lora-bad');
+    await stepAndWait(page, '#inspect-btn', '#chart-section');
+    assert.equal(await page.isHidden('#inspect-error'), true);
+    assert.equal(await page.textContent('#inspect-error'), '');
+
+    // One series per module path without its layer index: c_proj of attention and of the MLP are apart.
+    assert.deepEqual(await page.locator('#chart-legend li').allTextContents(), ['attn.c_attn', 'attn.c_proj', 'mlp.c_fc', 'mlp.c_proj']);
+    assert.deepEqual(await page.$$eval('#chart-legend li', (items) => items.map((i) => i.dataset.series)), ['attn.c_attn', 'attn.c_proj', 'mlp.c_fc', 'mlp.c_proj']);
+    assert.match(await page.textContent('#chart-summary'), /8 modules in 4 series \(attn\.c_attn, attn\.c_proj, mlp\.c_fc, mlp\.c_proj\) over 2 layer/);
+    await page.waitForFunction(chartAtItsWidth);
+    assert.ok((await page.$eval('#chart', (c) => c.clientWidth)) < 390);
+    assert.ok((await inkPixels(page)).ink > 0);
+
+    // No plan yet: Merge is disabled and says why. The plan fails: its error is beside Plan, Merge stays off.
+    assert.equal(await page.isDisabled('#merge-btn'), true);
+    assert.match(await page.textContent('#merge-hint'), /Plan the merge first/);
+    await page.click('#plan-btn');
+    await page.waitForSelector('#plan-error:not([hidden])');
+    assert.match(await page.textContent('#plan-error'), /^ShapeMismatch: [^]*transformer\.h\.1\.mlp\.c_proj/);
+    await assertErrorBeside(page, '#plan-btn', '#plan-error');
+    assert.equal((await shownErrors(page)).length, 1);
+    assert.equal(await page.isHidden('#plan-result'), true);
+    assert.equal(await page.isDisabled('#merge-btn'), true);
+    assert.match(await page.textContent('#merge-hint'), /plan failed/);
+    await page.click('#merge-btn', { force: true }); // a click on the disabled button does nothing
+    assert.equal(await page.getAttribute('#merge', 'data-state'), null);
+    assert.deepEqual(await pageWidth(page), { scrollWidth: 390, out: [] });
+    await page.screenshot({ path: join(evidence, 'page-390-failed-plan.png'), fullPage: true });
+
+    // Another adapter: the inputs changed, so everything after them is gone, the plan's error too.
+    await page.fill('#adapter-repo', 'test/gpt2-lora');
+    assert.equal(await page.isHidden('#plan'), true);
+    assert.equal(await page.textContent('#plan-error'), '');
+    await stepAndWait(page, '#inspect-btn', '#chart-section');
+    assert.equal(await page.isDisabled('#merge-btn'), true);
+    await stepAndWait(page, '#plan-btn', '#plan-result');
+    assert.equal(await page.isHidden('#plan-error'), true);
+    assert.equal(await page.textContent('#plan-matched'), '(8)');
+    assert.equal(await page.locator('#rejected-list li').count(), 2);
+    assert.equal(await page.isDisabled('#merge-btn'), false);
+    assert.equal(await page.textContent('#merge-hint'), '');
+    await page.evaluate(() => document.querySelectorAll('details').forEach((d) => (d.open = true)));
+    assert.deepEqual(await pageWidth(page), { scrollWidth: 390, out: [] });
+    await page.screenshot({ path: join(evidence, 'page-390.png'), fullPage: true });
+    await page.locator('#chart-figure').screenshot({ path: join(evidence, 'delta-norms-390.png') });
+
+    // Saving fails before anything is merged: the error is the save's, and the plan still stands.
+    await page.selectOption('#save-method', 'picker');
+    await page.click('#merge-btn');
+    await page.waitForSelector('#save-error:not([hidden])');
+    assert.match(await page.textContent('#save-error'), /no file or folder picker/);
+    await assertErrorBeside(page, '#save-method', '#save-error');
+    assert.equal((await shownErrors(page)).length, 1);
+    assert.equal(await page.isDisabled('#merge-btn'), false);
+    assert.deepEqual(await pageWidth(page), { scrollWidth: 390, out: [] });
+
+    // A new output dtype needs a new plan.
+    await page.selectOption('#merge-dtype', 'f16');
+    assert.equal(await page.isDisabled('#merge-btn'), true);
+    assert.match(await page.textContent('#merge-hint'), /dtype changed/);
+    assert.equal(await page.isHidden('#plan-result'), true);
+
+    // The chart follows the page's width both ways.
+    await page.setViewportSize({ width: 1200, height: 900 });
+    await page.waitForFunction(() => document.querySelector('#chart').clientWidth > 1000);
+    await page.waitForFunction(chartAtItsWidth);
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.waitForFunction(() => document.querySelector('#chart').clientWidth < 390);
+    await page.waitForFunction(chartAtItsWidth);
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  t.diagnostic(`screenshots in ${evidence}: delta-norms.png, page-1200.png, page-390.png, page-390-failed-plan.png, delta-norms-390.png; ` +
+    `${((Date.now() - started) / 1000).toFixed(1)} s`);
 });

@@ -1,14 +1,24 @@
 // The page: choose a base and an adapter (Hub ids or local files), inspect both, plan, chart the delta norms,
 // merge and save. Everything runs in this tab through the package's public API.
 import { SafetensorsError, adapterInfo, hubUrl, init, inspect, inspectRepo, mergeShards, openRemote, planMerge } from '../src/index.js';
-import { drawNormChart } from './chart.js';
+import { describeChart, drawNormChart, groupNorms, renderLegend } from './chart.js';
 import { chooseSink } from './save.js';
 
 const INDEX = 'model.safetensors.index.json';
 const ROW_CAP = 500; // tensor table rows rendered at once (filter to see others)
 
 const $ = (selector) => document.querySelector(selector);
-const state = { files: { base: [], adapter: [] }, base: null, adapter: null, plan: null, controller: null };
+const state = {
+  files: { base: [], adapter: [] },
+  base: null,
+  adapter: null,
+  chart: null,
+  plan: null, // the last successful plan for the current inputs; Merge needs one
+  planBlocked: 'Plan the merge first (step 4).', // why Merge is disabled when there is no plan
+  busy: false, // a step is running
+  generation: 0, // bumped when the inputs change: a step that finishes later must not install stale results
+  controller: null, // the running merge's
+};
 
 // ---- small helpers ----
 
@@ -47,6 +57,14 @@ function fillSummary(dl, entries) {
 
 class UserError extends Error {}
 
+/** A failure while writing the output (not while merging): reported next to "Save with". */
+class SaveError extends Error {
+  constructor(cause) {
+    super(errorText(cause));
+    this.cause = cause;
+  }
+}
+
 function errorText(error) {
   if (error instanceof SafetensorsError) return `${error.code}: ${error.message}`;
   if (error?.name === 'AbortError') return 'Cancelled.';
@@ -56,17 +74,40 @@ function errorText(error) {
 function setStatus(text) {
   $('#status').textContent = text;
 }
-function showError(error) {
-  const box = $('#error');
-  box.hidden = !error;
-  box.textContent = error ? errorText(error) : '';
+/**
+ * Each step reports its errors in its own box beside its control (the control's aria-describedby names it):
+ * #inspect-error, #plan-error, #merge-error (Merge and Cancel), #save-error ("Save with"). Null clears it.
+ */
+function showError(box, error) {
+  const target = $(box);
+  target.hidden = !error;
+  target.textContent = error ? errorText(error) : '';
 }
 
-/** Runs one step with the buttons disabled, its status shown and its error reported. */
-async function step(label, fn) {
-  const buttons = ['#inspect-btn', '#plan-btn', '#merge-btn'].map((s) => $(s));
-  buttons.forEach((b) => (b.disabled = true));
-  showError(null);
+/** Enables the buttons for the current state: Merge only with a plan for the current inputs. */
+function syncButtons() {
+  $('#inspect-btn').disabled = state.busy;
+  $('#plan-btn').disabled = state.busy || !state.adapter;
+  $('#merge-btn').disabled = state.busy || !state.plan || !!state.controller;
+  $('#merge-hint').textContent = state.plan ? '' : state.planBlocked;
+}
+
+/** Forgets the plan (Merge is disabled until the next successful one), saying why. */
+function dropPlan(why) {
+  state.plan = null;
+  state.planBlocked = why;
+  $('#plan-result').hidden = true;
+  syncButtons();
+}
+
+/**
+ * Runs one step with the buttons disabled and its status shown; its error (cleared as it starts) goes to `box`,
+ * a SaveError's to #save-error. A cancellation is not an error. Resolves to true on success.
+ */
+async function step(label, box, fn) {
+  state.busy = true;
+  syncButtons();
+  showError(box, null);
   setStatus(`${label}…`);
   const started = performance.now();
   try {
@@ -74,11 +115,13 @@ async function step(label, fn) {
     setStatus(message ?? `${label}: done in ${((performance.now() - started) / 1000).toFixed(2)} s.`);
     return true;
   } catch (error) {
-    setStatus('');
-    showError(error);
+    const cancelled = error?.name === 'AbortError' || error?.cause?.name === 'AbortError';
+    setStatus(cancelled ? `${label}: cancelled.` : '');
+    if (!cancelled) showError(error instanceof SaveError ? '#save-error' : box, error);
     return false;
   } finally {
-    buttons.forEach((b) => (b.disabled = false));
+    state.busy = false;
+    syncButtons();
   }
 }
 
@@ -96,12 +139,15 @@ function hubSettings() {
   return { endpoint, token };
 }
 
-/** Forgets what was inspected: the inputs changed. */
+/** Forgets what was inspected, and the plan: the inputs changed. */
 function invalidate() {
+  state.generation += 1;
   state.base = null;
   state.adapter = null;
-  state.plan = null;
+  state.chart = null;
   for (const id of ['#inspect', '#chart-section', '#plan', '#merge']) $(id).hidden = true;
+  for (const box of ['#plan-error', '#merge-error', '#save-error']) showError(box, null); // about inputs now gone
+  dropPlan('Plan the merge first (step 4).');
 }
 
 function setFiles(which, files) {
@@ -327,7 +373,7 @@ function renderTable() {
   const shown = matching.slice(0, ROW_CAP);
   $('#tensor-caption').textContent = `Tensors of the ${which}`;
   $('#tensor-table').tBodies[0].replaceChildren(
-    ...shown.map((t) => row([td(t.name, 'name'), t.dtype, shape(t.shape), td(exact(t.byteLength), 'num'), t.file])),
+    ...shown.map((t) => row([td(t.name, 'name'), t.dtype, td(shape(t.shape), 'shape'), td(exact(t.byteLength), 'num'), t.file])),
   );
   $('#table-count').textContent =
     matching.length > shown.length
@@ -339,29 +385,35 @@ function renderTable() {
 
 function showChart() {
   const modules = state.adapter.info.modules;
+  state.chart = groupNorms(modules);
   $('#chart-section').hidden = false;
-  $('#chart-summary').textContent = drawNormChart($('#chart'), modules);
+  renderLegend($('#chart-legend'), state.chart);
+  $('#chart-summary').textContent = describeChart(state.chart, modules);
+  drawNormChart($('#chart'), state.chart);
   $('#norm-table').tBodies[0].replaceChildren(
     ...modules.map((m) => row([td(m.path, 'name'), td(m.rank, 'num'), td(+m.scaling.toPrecision(6), 'num'), td(m.delta_norm.toPrecision(6), 'num')])),
   );
 }
 
+// The canvas is drawn at its CSS size: redraw whenever that changes (a rotated phone, a resized window).
 let redraw = 0;
 new ResizeObserver(() => {
-  if (!state.adapter || $('#chart-section').hidden) return;
+  if (!state.chart || $('#chart-section').hidden) return;
   cancelAnimationFrame(redraw);
-  redraw = requestAnimationFrame(() => drawNormChart($('#chart'), state.adapter.info.modules));
+  redraw = requestAnimationFrame(() => drawNormChart($('#chart'), state.chart));
 }).observe($('#chart'));
 
 async function onInspect() {
   invalidate();
+  const generation = state.generation;
   const controller = new AbortController();
-  await step('Inspecting', async () => {
+  await step('Inspecting', '#inspect-error', async () => {
     const [base, adapter] = await Promise.all([loadBase(controller.signal), loadAdapter(controller.signal)]);
     const [header, info] = await Promise.all([
       inspect(adapter.input.weights),
       adapterInfo(adapter.input, { baseConfig: base.config }),
     ]);
+    if (generation !== state.generation) throw new UserError('The inputs changed while inspecting: inspect again.');
     state.base = base;
     state.adapter = { ...adapter, header, info };
     showInspect();
@@ -382,14 +434,18 @@ const dtypeOption = () => $('#merge-dtype').value || undefined;
 async function onPlan() {
   const { base, adapter } = state;
   if (!base || !adapter) return;
-  await step('Planning', async () => {
+  dropPlan('Planning…');
+  const generation = state.generation;
+  const dtype = dtypeOption();
+  const ok = await step('Planning', '#plan-error', async () => {
     const opener = base.opener();
     let plan;
     try {
-      plan = await planMerge({ base: mergeBase(base, opener), adapter: adapter.input, dtype: dtypeOption() });
+      plan = await planMerge({ base: mergeBase(base, opener), adapter: adapter.input, dtype });
     } finally {
       await opener.close();
     }
+    if (generation !== state.generation || dtype !== dtypeOption()) throw new UserError('The inputs changed while planning: plan again.');
     state.plan = plan;
     fillSummary($('#plan-summary'), [
       ['naming table', plan.arch ?? '—'],
@@ -401,7 +457,7 @@ async function onPlan() {
     $('#plan-matched').textContent = `(${exact(plan.modules_matched)})`;
     $('#plan-table').tBodies[0].replaceChildren(
       ...plan.tensors.map((t) =>
-        row([td(t.module ?? '(saved copy)', 'name'), td(t.tensor, 'name'), t.op, shape(t.shape), t.dtype === t.outDtype ? t.dtype : `${t.dtype} → ${t.outDtype}`]),
+        row([td(t.module ?? '(saved copy)', 'name'), td(t.tensor, 'name'), t.op, td(shape(t.shape), 'shape'), t.dtype === t.outDtype ? t.dtype : `${t.dtype} → ${t.outDtype}`]),
       ),
     );
     const rejected = plan.unmatched_keys;
@@ -419,9 +475,35 @@ async function onPlan() {
     $('#plan-result').hidden = false;
     return `Plan: ${plan.modules_matched} module(s) matched, ${rejected.length} key(s) rejected.`;
   });
+  if (!ok) dropPlan('The plan failed (see its error under “Plan the merge”): fix the inputs and plan again to merge.');
 }
 
 // ---- merge ----
+
+/**
+ * `stream` as is, one chunk at a time, noting in `failure.merge` when reading it fails: a write that fails then
+ * failed because the merge did (reported under Merge), any other failed write is the save's (under "Save with").
+ */
+function watchReads(stream, failure) {
+  const reader = stream.getReader();
+  return new ReadableStream(
+    {
+      async pull(controller) {
+        let chunk;
+        try {
+          chunk = await reader.read();
+        } catch (error) {
+          failure.merge = true;
+          throw error;
+        }
+        if (chunk.done) controller.close();
+        else controller.enqueue(chunk.value);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    },
+    { highWaterMark: 0 },
+  );
+}
 
 function outputNames(base) {
   const names = base.index ? base.shards.map((s) => s.path) : ['model.safetensors'];
@@ -432,22 +514,27 @@ function outputNames(base) {
 
 async function onMerge() {
   const { base, adapter } = state;
-  if (!base || !adapter || state.controller) return;
+  if (!base || !adapter || !state.plan || state.controller) return;
   const section = $('#merge');
   const progress = $('#merge-progress');
   const status = $('#merge-status');
   const list = $('#merge-files');
   const controller = new AbortController();
   state.controller = controller; // also guards against a second click while the picker is open
+  showError('#merge-error', null); // this click retries both the merge and the save
+  showError('#save-error', null);
   let sink;
   try {
     // First, while the click still counts as a user gesture: the pickers require one.
-    sink = await chooseSink($('#save-method').value, outputNames(base));
+    const choosing = chooseSink($('#save-method').value, outputNames(base));
+    syncButtons();
+    sink = await choosing;
   } catch (error) {
-    showError(error);
+    showError('#save-error', error);
   }
   if (!sink) {
     state.controller = null;
+    syncButtons();
     if (sink === null) status.textContent = 'Not saved: no destination was chosen.';
     return;
   }
@@ -469,7 +556,8 @@ async function onMerge() {
       (seconds > 0.5 ? ` · ${bytes(p.bytesIn / seconds)}/s` : '');
   };
   let written = 0;
-  const ok = await step('Merging', async () => {
+  const failure = { merge: false };
+  const ok = await step('Merging', '#merge-error', async () => {
     const opener = base.opener(controller.signal);
     try {
       const files = mergeShards({
@@ -485,7 +573,11 @@ async function onMerge() {
       for await (const file of files) {
         const item = el('li', `${file.path} (${bytes(file.size)}) …`);
         list.append(item);
-        await sink.write(file.path, file.size, file.stream, controller.signal);
+        try {
+          await sink.write(file.path, file.size, watchReads(file.stream, failure), controller.signal);
+        } catch (error) {
+          throw failure.merge || controller.signal.aborted ? error : new SaveError(error);
+        }
         item.textContent = `${file.path} (${bytes(file.size)}) ✓`;
         item.className = 'done';
         written += 1;
@@ -502,8 +594,12 @@ async function onMerge() {
   cancelAnimationFrame(frame);
   state.controller = null;
   $('#cancel-btn').disabled = true;
+  syncButtons();
   section.dataset.state = ok ? 'done' : controller.signal.aborted ? 'cancelled' : 'error';
-  if (!ok) status.textContent = controller.signal.aborted ? 'Cancelled: files not completed were discarded (downloads may show as failed).' : 'The merge failed.';
+  if (!ok)
+    status.textContent = controller.signal.aborted
+      ? 'Cancelled: files not completed were discarded (downloads may show as failed).'
+      : $('#save-error').hidden ? 'The merge failed: see the error under “Merge and save”.' : 'Not saved: see the error under “Save with”.';
 }
 
 // ---- wiring ----
@@ -548,14 +644,18 @@ function wire() {
   $('#plan-btn').addEventListener('click', onPlan);
   $('#merge-btn').addEventListener('click', onMerge);
   $('#cancel-btn').addEventListener('click', () => state.controller?.abort(new DOMException('Cancelled', 'AbortError')));
+  syncButtons();
   $('#table-which').addEventListener('change', renderTable);
   $('#table-filter').addEventListener('input', renderTable);
-  $('#merge-dtype').addEventListener('change', () => ($('#plan-result').hidden = true));
+  // The plan depends on the output dtype (sizes, conversions): a new one needs a new plan.
+  $('#merge-dtype').addEventListener('change', () => {
+    if (state.plan) dropPlan('The output dtype changed: plan again (step 4) to merge.');
+  });
 }
 
 wire();
 // Load the WebAssembly early so the first click is quick; failures show up as an error there too.
 init().then(
   () => (document.documentElement.dataset.ready = 'true'),
-  (error) => showError(error),
+  (error) => showError('#inspect-error', error),
 );

@@ -1,55 +1,167 @@
-// The per-layer chart of an adapter's delta norms, drawn on a <canvas>: one group per layer index, one bar per
-// module type (q_proj, v_proj…), a y axis with round ticks, axis titles and a legend. No library.
+// The per-layer chart of an adapter's delta norms: one group of bars per layer index, one bar per series, where a
+// series is a module path with its layer index removed (`transformer.h.0.attn.c_proj` and
+// `transformer.h.0.mlp.c_proj` are the series `attn.c_proj` and `mlp.c_proj`). Paths without a layer index are
+// series of their own, drawn in an "other" group. The bars and axes are drawn on a <canvas>; the legend is an
+// HTML list, so it wraps on a narrow screen and its text can be read and searched. No library.
+//
+// The grouping and axis maths are pure functions (exported for tests); only drawNormChart and renderLegend touch
+// the DOM, and only when called.
 
 // Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 const PALETTE = ['#0072B2', '#E69F00', '#009E73', '#D55E00', '#CC79A7', '#56B4E9', '#F0E442', '#000000'];
 export const BACKGROUND = '#ffffff';
+export const seriesColor = (i) => PALETTE[i % PALETTE.length];
 
-/** The layer index and module type of a module path: `model.layers.3.self_attn.q_proj` -> {layer: 3, type: 'q_proj'}. */
-export function moduleKey(path) {
+const isIndex = (segment) => /^\d+$/.test(segment);
+
+/**
+ * Where a module path sits in the chart: `model.layers.3.self_attn.q_proj` ->
+ * {layer: 3, prefix: 'model.layers', name: 'self_attn.q_proj'}. The layer index is the first all-digit segment
+ * after the first; later all-digit segments become `*` (MoE experts `mlp.experts.*.w1` form one series, combined
+ * per layer). A path without a layer index is {layer: null, prefix: '', name: path}.
+ */
+export function seriesKey(path) {
   const parts = path.split('.');
-  const type = parts[parts.length - 1];
-  const i = parts.findIndex((p, k) => /^\d+$/.test(p) && k > 0);
-  return { layer: i >= 0 ? Number(parts[i]) : null, type };
+  const i = parts.findIndex((p, k) => k > 0 && isIndex(p));
+  if (i < 0 || i === parts.length - 1) return { layer: null, prefix: '', name: path };
+  return {
+    layer: Number(parts[i]),
+    prefix: parts.slice(0, i).join('.'),
+    name: parts.slice(i + 1).map((p) => (isIndex(p) ? '*' : p)).join('.'),
+  };
 }
 
-/** Groups modules ({path, delta_norm}) by layer: {layers: [index|null], types: [name], value(layer, type)}. */
+/**
+ * Legend labels for series [{prefix, name, layered}]: the name alone where it is unique; where layer stacks with
+ * different prefixes share a name (an encoder's and a decoder's `SelfAttention.q`), the part of the prefix that
+ * tells them apart is kept in front of it. A layerless path that equals a layered series' label gets " (other)".
+ */
+export function seriesLabels(series) {
+  const byName = new Map();
+  for (const s of series) if (s.layered) byName.set(s.name, [...(byName.get(s.name) ?? []), s.prefix]);
+  const labels = series.map((s) => {
+    const prefixes = s.layered ? byName.get(s.name) : [];
+    if (prefixes.length < 2) return s.name;
+    const split = prefixes.map((p) => p.split('.'));
+    let common = 0;
+    while (split.every((p) => common < p.length - 1 && p[common] === split[0][common])) common += 1;
+    return [...s.prefix.split('.').slice(common), s.name].join('.');
+  });
+  const layeredLabels = new Set(labels.filter((_, i) => series[i].layered));
+  return labels.map((l, i) => (!series[i].layered && layeredLabels.has(l) ? `${l} (other)` : l));
+}
+
+/**
+ * Groups modules ({path, delta_norm}) for the chart: {layers: [index...] ascending, then null for "other" if any,
+ * series: [{label, layered}] in order of first appearance, value(layer, seriesIndex) -> number | null,
+ * slots(layer) -> the series indices drawn in that layer's group, max: the largest value drawn, modules: count}.
+ * Two modules of one series in one layer (MoE experts, or two stacks sharing a label) are combined as √(a² + b²),
+ * the Frobenius norm of their deltas taken together.
+ */
 export function groupNorms(modules) {
-  const types = [];
-  const byLayer = new Map();
+  const keys = new Map(); // prefix + name -> series index
+  const series = [];
+  const cells = new Map(); // layer -> Map(series index -> value)
   for (const m of modules) {
-    const { layer, type } = moduleKey(m.path);
-    if (!types.includes(type)) types.push(type);
-    if (!byLayer.has(layer)) byLayer.set(layer, new Map());
-    const cell = byLayer.get(layer);
-    // Two modules of one type in one layer (rare: e.g. two attention blocks) are combined as √(a² + b²).
-    cell.set(type, Math.hypot(cell.get(type) ?? 0, m.delta_norm ?? 0));
+    const { layer, prefix, name } = seriesKey(m.path);
+    const id = `${layer === null ? 'other' : 'layer'}\u0000${prefix}\u0000${name}`;
+    if (!keys.has(id)) {
+      keys.set(id, series.length);
+      series.push({ prefix, name, layered: layer !== null });
+    }
+    const k = keys.get(id);
+    if (!cells.has(layer)) cells.set(layer, new Map());
+    const cell = cells.get(layer);
+    cell.set(k, Math.hypot(cell.get(k) ?? 0, Number.isFinite(m.delta_norm) ? m.delta_norm : 0));
   }
-  const layers = [...byLayer.keys()].sort((a, b) => (a === null ? 1 : b === null ? -1 : a - b));
-  return { layers, types, value: (layer, type) => byLayer.get(layer)?.get(type) ?? null };
+  const labels = seriesLabels(series);
+  // Series with one label are drawn as one bar: combine their cells.
+  const labelIndex = new Map();
+  const merged = [];
+  const remap = series.map((s, i) => {
+    if (!labelIndex.has(labels[i])) {
+      labelIndex.set(labels[i], merged.length);
+      merged.push({ label: labels[i], layered: s.layered });
+    }
+    return labelIndex.get(labels[i]);
+  });
+  const values = new Map();
+  let max = 0;
+  for (const [layer, cell] of cells) {
+    const out = new Map();
+    for (const [k, v] of cell) out.set(remap[k], Math.hypot(out.get(remap[k]) ?? 0, v));
+    for (const v of out.values()) max = Math.max(max, v);
+    values.set(layer, out);
+  }
+  const layers = [...cells.keys()].sort((a, b) => (a === null ? 1 : b === null ? -1 : a - b));
+  const layered = merged.flatMap((s, i) => (s.layered ? [i] : []));
+  const other = merged.flatMap((s, i) => (s.layered ? [] : [i]));
+  return {
+    layers,
+    series: merged,
+    value: (layer, k) => values.get(layer)?.get(k) ?? null,
+    slots: (layer) => (layer === null ? other : layered),
+    max,
+    modules: modules.length,
+  };
 }
 
-/** A round step for about `count` ticks up to `max`. */
-function niceStep(max, count) {
+/** A round step (1, 2 or 5 × 10^n) for about `count` ticks from 0 up to `max` (> 0). */
+export function niceStep(max, count = 5) {
   const raw = max / count;
   const mag = 10 ** Math.floor(Math.log10(raw));
   const norm = raw / mag;
   return (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10) * mag;
 }
 
-const formatTick = (v, step) => (step >= 1 ? v.toFixed(0) : v.toFixed(Math.min(6, Math.ceil(-Math.log10(step)))));
+/** The y axis for values up to `max` (> 0): {step, top, ticks}, top the first round tick at or above max. */
+export function yAxis(max, count = 5) {
+  const step = niceStep(max, count);
+  const round = (v) => Number(v.toPrecision(12)); // 3 × 0.1 is 0.30000000000000004
+  const n = Math.max(1, Math.ceil(round(max / step)));
+  const ticks = Array.from({ length: n + 1 }, (_, i) => round(i * step));
+  return { step, top: ticks[n], ticks };
+}
+
+export const formatTick = (v, step) => (step >= 1 ? v.toFixed(0) : v.toFixed(Math.min(6, Math.ceil(-Math.log10(step)))));
+
+/** One sentence for the canvas's accessible description. */
+export function describeChart(chart, modules) {
+  if (!modules.length) return 'The adapter has no LoRA modules.';
+  if (!(chart.max > 0)) return 'Every module’s delta is zero.';
+  let peak = modules[0];
+  for (const m of modules) if ((m.delta_norm ?? 0) > (peak.delta_norm ?? 0)) peak = m;
+  const numbered = chart.layers.filter((l) => l !== null).length;
+  const other = chart.layers.includes(null) ? ' and an “other” group for modules without a layer index' : '';
+  const names = chart.series.map((s) => s.label).join(', ');
+  return `Bar chart of ‖s·B·A‖F for ${modules.length} modules in ${chart.series.length} series (${names}) over ` +
+    `${numbered} layer(s)${other}; the largest is ${peak.path} at ${peak.delta_norm.toPrecision(4)}.`;
+}
+
+/** Fills `list` (a <ul>) with one item per series: a colour swatch and the label. */
+export function renderLegend(list, chart) {
+  list.replaceChildren(
+    ...chart.series.map((s, i) => {
+      const item = document.createElement('li');
+      item.dataset.series = s.label;
+      const swatch = document.createElement('span');
+      swatch.className = 'swatch';
+      swatch.style.background = seriesColor(i);
+      item.append(swatch, s.label);
+      return item;
+    }),
+  );
+}
 
 /**
- * Draws the chart into `canvas` at its CSS size (sharp on high-DPI screens). Returns a one-sentence summary for
- * the canvas's accessible description.
+ * Draws `chart` (groupNorms's result) into `canvas` at its CSS size (sharp on high-DPI screens), so calling it
+ * again after a resize redraws it at the new width.
  * @param {HTMLCanvasElement} canvas
- * @param {{path: string, delta_norm: number}[]} modules
  */
-export function drawNormChart(canvas, modules) {
-  const { layers, types, value } = groupNorms(modules);
+export function drawNormChart(canvas, chart) {
   const dpr = window.devicePixelRatio || 1;
-  const width = Math.max(320, canvas.clientWidth);
-  const height = Math.max(200, canvas.clientHeight);
+  const width = Math.max(160, canvas.clientWidth);
+  const height = Math.max(160, canvas.clientHeight);
   canvas.width = Math.round(width * dpr);
   canvas.height = Math.round(height * dpr);
   const ctx = canvas.getContext('2d');
@@ -59,55 +171,23 @@ export function drawNormChart(canvas, modules) {
   ctx.font = '12px system-ui, sans-serif';
   ctx.textBaseline = 'middle';
 
-  let max = 0;
-  for (const m of modules) max = Math.max(max, m.delta_norm ?? 0);
-  if (!modules.length || !(max > 0)) {
+  const { layers, value, slots, max } = chart;
+  if (!(max > 0)) {
     ctx.fillStyle = '#57606a';
     ctx.textAlign = 'center';
-    ctx.fillText(modules.length ? 'every delta is zero' : 'no LoRA modules', width / 2, height / 2);
-    return modules.length ? 'Every module’s delta is zero.' : 'The adapter has no LoRA modules.';
+    ctx.fillText(chart.modules ? 'every delta is zero' : 'no LoRA modules', width / 2, height / 2);
+    return;
   }
 
-  // Legend along the top, wrapping as needed.
-  const legendRows = [];
-  let row = [];
-  let x = 0;
-  for (const t of types) {
-    const w = 18 + ctx.measureText(t).width + 16;
-    if (x + w > width - 70 && row.length) {
-      legendRows.push(row);
-      row = [];
-      x = 0;
-    }
-    row.push({ t, x: x, w });
-    x += w;
-  }
-  legendRows.push(row);
-  const legendHeight = legendRows.length * 18 + 6;
-
-  const step = niceStep(max, 5);
-  const top = Math.ceil(max / step) * step;
-  const left = 14 + 8 + Math.max(...[0, step, top].map((v) => ctx.measureText(formatTick(v, step)).width)) + 8;
-  const plot = { x: left, y: 8 + legendHeight, w: width - left - 12, h: height - (8 + legendHeight) - 44 };
-
-  // Legend.
-  ctx.textAlign = 'left';
-  legendRows.forEach((r, i) => {
-    const y = 12 + i * 18;
-    const offset = plot.x + plot.w - (r[r.length - 1].x + r[r.length - 1].w);
-    for (const { t, x: lx } of r) {
-      ctx.fillStyle = PALETTE[types.indexOf(t) % PALETTE.length];
-      ctx.fillRect(offset + lx, y - 5, 12, 10);
-      ctx.fillStyle = '#1b1f24';
-      ctx.fillText(t, offset + lx + 16, y);
-    }
-  });
+  const { step, top, ticks } = yAxis(max, height < 240 ? 4 : 5);
+  const left = 14 + 8 + Math.max(...ticks.map((v) => ctx.measureText(formatTick(v, step)).width)) + 8;
+  const plot = { x: left, y: 10, w: width - left - 10, h: height - 10 - 44 };
 
   // Y grid, ticks and title.
   ctx.strokeStyle = '#d0d7de';
   ctx.lineWidth = 1;
   ctx.textAlign = 'right';
-  for (let v = 0; v <= top + step / 2; v += step) {
+  for (const v of ticks) {
     const y = Math.round(plot.y + plot.h - (v / top) * plot.h) + 0.5;
     ctx.beginPath();
     ctx.moveTo(plot.x, y);
@@ -129,18 +209,19 @@ export function drawNormChart(canvas, modules) {
   ctx.restore();
   ctx.font = '12px system-ui, sans-serif';
 
-  // Bars: one group per layer, one slot per type.
+  // Bars: one group per layer, one slot per series drawn there (the "other" group has its own series).
   const groupW = plot.w / layers.length;
-  const barW = Math.min(40, (groupW * 0.8) / types.length); // thin bars for many layers, at most 40 px wide
-  const inner = barW * types.length;
+  const widest = Math.max(...layers.map((l) => slots(l).length));
+  const barW = Math.min(40, (groupW * 0.8) / widest); // thin bars for many layers, at most 40 px wide
   layers.forEach((layer, g) => {
-    const gx = plot.x + g * groupW + (groupW - inner) / 2;
-    types.forEach((t, k) => {
-      const v = value(layer, t);
+    const own = slots(layer);
+    const gx = plot.x + g * groupW + (groupW - barW * own.length) / 2;
+    own.forEach((k, slot) => {
+      const v = value(layer, k);
       if (v === null) return;
       const h = (v / top) * plot.h;
-      ctx.fillStyle = PALETTE[k % PALETTE.length];
-      ctx.fillRect(gx + k * barW, plot.y + plot.h - h, Math.max(1, barW - (barW > 4 ? 1 : 0)), h);
+      ctx.fillStyle = seriesColor(k);
+      ctx.fillRect(gx + slot * barW, plot.y + plot.h - h, Math.max(1, barW - (barW > 4 ? 1 : 0)), h);
     });
   });
 
@@ -152,18 +233,15 @@ export function drawNormChart(canvas, modules) {
   ctx.stroke();
   ctx.textAlign = 'center';
   ctx.fillStyle = '#57606a';
-  const labelW = Math.max(...layers.map((l) => ctx.measureText(l === null ? 'other' : String(l)).width)) + 8;
+  const label = (l) => (l === null ? 'other' : String(l));
+  const labelW = Math.max(...layers.map((l) => ctx.measureText(label(l)).width)) + 8;
   const every = Math.max(1, Math.ceil(labelW / groupW));
+  const last = layers.length - 1;
+  const hasOther = layers[last] === null; // always labelled, so the numbered labels keep clear of it
   layers.forEach((layer, g) => {
-    if (g % every) return;
-    ctx.fillText(layer === null ? 'other' : String(layer), plot.x + (g + 0.5) * groupW, plot.y + plot.h + 12);
+    if (layer !== null && (g % every || (hasOther && last - g < every))) return;
+    ctx.fillText(label(layer), plot.x + (g + 0.5) * groupW, plot.y + plot.h + 12);
   });
   ctx.fillStyle = '#1b1f24';
   ctx.fillText('layer', plot.x + plot.w / 2, plot.y + plot.h + 32);
-
-  const numbered = layers.filter((l) => l !== null);
-  let peak = modules[0];
-  for (const m of modules) if ((m.delta_norm ?? 0) > (peak.delta_norm ?? 0)) peak = m;
-  return `Bar chart of ‖s·B·A‖F for ${modules.length} modules (${types.join(', ')}) over ${numbered.length} layer(s); ` +
-    `the largest is ${peak.path} at ${peak.delta_norm.toPrecision(4)}.`;
 }
