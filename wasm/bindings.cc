@@ -11,6 +11,7 @@
 //  - Calls that can fail return false; error_json() then holds RenderErrorJson's output.
 //  - 64-bit sizes and offsets cross as double (exact below 2^53), never as BigInt.
 #include <emscripten/bind.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -28,7 +29,8 @@
 #include "adapter/adapter_report.h"
 #include "adapter/translate.h"
 #include "app/cli_text.h"
-#include "core/convert_stream.h"
+#include "app/command_line.h"
+#include "convert/convert_stream.h"
 #include "core/reader.h"
 #include "app/report.h"
 #include "core/writer.h"
@@ -429,8 +431,7 @@ std::string RenderError(const std::string& error_json, bool as_json) {
   Error e{ErrorCode::IoError, "", std::nullopt, std::nullopt};
   if (j.is_object()) {
     if (j.contains("code") && j["code"].is_string())
-      for (int c = 0; c <= static_cast<int>(ErrorCode::ShapeMismatch); ++c)
-        if (ErrorCodeName(static_cast<ErrorCode>(c)) == j["code"].get<std::string>()) e.code = static_cast<ErrorCode>(c);
+      e.code = ErrorCodeFromName(j["code"].get<std::string>()).value_or(ErrorCode::IoError);
     if (j.contains("message") && j["message"].is_string()) e.message = j["message"].get<std::string>();
     if (j.contains("tensor") && j["tensor"].is_string()) e.tensor = j["tensor"].get<std::string>();
     if (j.contains("offset") && j["offset"].is_number_unsigned()) e.offset = j["offset"].get<uint64_t>();
@@ -502,6 +503,23 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
   function("renderError", &RenderError);
   function("cliHelp", +[](const std::string& command) { return std::string(pb::CliHelp(command)); });
   function("version", +[] { return std::string(pb::kVersion); });
+  // Bytes of the heap currently allocated by malloc (not its high-water mark): tests use it to prove that
+  // failing calls free everything they allocated.
+  // The shared command-line grammar (src/app/command_line.h): a JSON array of arguments in, CommandLineJson out.
+  function("parseCommandLine", +[](const std::string& args_json) {
+    auto j = nlohmann::json::parse(args_json, nullptr, /*allow_exceptions=*/false);
+    std::vector<std::string> args;
+    if (j.is_array())
+      for (const auto& a : j)
+        if (a.is_string()) args.push_back(a.get<std::string>());
+    return pb::app::CommandLineJson(args);
+  });
+  function("errorCodes", +[] {
+    std::string names;
+    for (auto name : pb::ErrorCodeNames()) names.append(name).push_back('\n');
+    return names;
+  });
+  function("heapInUse", +[] { return static_cast<double>(mallinfo().uordblks); });
 }
 
 // ---------------------------------------------------------------------------------------------------------------

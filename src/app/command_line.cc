@@ -1,0 +1,253 @@
+#include "app/command_line.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <nlohmann/json.hpp>
+
+namespace pb::app {
+namespace {
+
+enum class Kind { kFlag, kValue, kRepeated };
+
+struct OptionSpec {
+  std::string_view name;   // long name without dashes
+  char alias;              // short alias, or 0
+  Kind kind;
+  std::string_view choices = {};  // "a|b|c": the accepted values, checked here (empty: any value)
+};
+
+struct CommandSpec {
+  std::string_view name;
+  size_t min_positional;
+  size_t max_positional;
+  std::string_view positional_usage;  // what the missing/extra message names: "exactly one FILE"...
+  std::vector<OptionSpec> options;
+  std::vector<std::string_view> required;  // option names
+};
+
+constexpr std::string_view kFormats = "peft|mlx|kohya|gguf-names|diffusers-attnproc";
+constexpr std::string_view kTargets = "peft|mlx|kohya|gguf-names";
+
+// Options every command takes.
+const std::vector<OptionSpec>& CommonOptions() {
+  static const std::vector<OptionSpec> options = {
+      {"help", 'h', Kind::kFlag},
+      {"quiet", 'q', Kind::kFlag},
+      {"no-progress", 0, Kind::kFlag},
+  };
+  return options;
+}
+
+const std::vector<CommandSpec>& Commands() {
+  static const std::vector<CommandSpec> commands = [] {
+    const OptionSpec json{"json", 0, Kind::kFlag};
+    const OptionSpec arch{"arch", 0, Kind::kValue};
+    const OptionSpec base_config{"base-config", 0, Kind::kValue};
+    const OptionSpec from{"from", 0, Kind::kValue, kFormats};
+    const OptionSpec strict{"strict", 0, Kind::kFlag};
+    const OptionSpec dry_run{"dry-run", 0, Kind::kFlag};
+    const OptionSpec force{"force", 0, Kind::kFlag};
+    const OptionSpec allow_partial{"allow-partial", 0, Kind::kFlag};
+    const OptionSpec follow_links{"follow-links", 0, Kind::kFlag};
+    const OptionSpec dtype{"dtype", 0, Kind::kValue};
+    std::vector<CommandSpec> list = {
+        {"inspect", 1, 1, "exactly one FILE", {json}, {}},
+        {"convert", 2, 2, "IN and OUT", {dtype, {"order", 0, Kind::kValue, "reference|input"}, json, force}, {"dtype"}},
+        {"adapter-info", 1, 1, "exactly one DIR", {json, from, arch, base_config, strict, follow_links}, {}},
+        {"translate",
+         2,
+         2,
+         "IN_DIR and OUT_DIR",
+         {{"to", 0, Kind::kValue, kTargets}, json, from, arch, base_config, strict, dry_run, {"old-peft", 0, Kind::kFlag},
+          force, allow_partial, follow_links},
+         {"to"}},
+    };
+    for (std::string_view name : {"merge", "unmerge"})
+      list.push_back({name,
+                      0,
+                      0,
+                      "no positional arguments (use --base, --adapter and -o/--out)",
+                      {{"base", 0, Kind::kValue}, {"adapter", 0, Kind::kValue}, {"out", 'o', Kind::kValue}, dtype,
+                       {"safe", 0, Kind::kFlag}, dry_run, json, base_config, arch, force, allow_partial, follow_links,
+                       {"no-copy-extra", 0, Kind::kFlag}},
+                      {"base", "adapter"}});
+    return list;
+  }();
+  return commands;
+}
+
+const OptionSpec* FindOption(const CommandSpec& spec, std::string_view name, char alias) {
+  auto match = [&](const OptionSpec& o) { return alias ? o.alias == alias : o.name == name; };
+  for (const auto& o : spec.options)
+    if (match(o)) return &o;
+  for (const auto& o : CommonOptions())
+    if (match(o)) return &o;
+  return nullptr;
+}
+
+bool InChoices(std::string_view choices, std::string_view value) {
+  size_t start = 0;
+  while (start <= choices.size()) {
+    size_t bar = choices.find('|', start);
+    if (bar == std::string_view::npos) bar = choices.size();
+    if (choices.substr(start, bar - start) == value) return true;
+    start = bar + 1;
+  }
+  return false;
+}
+
+std::string ChoicesText(std::string_view choices) {
+  std::string out;
+  size_t start = 0;
+  std::vector<std::string_view> items;
+  while (start <= choices.size()) {
+    size_t bar = choices.find('|', start);
+    if (bar == std::string_view::npos) bar = choices.size();
+    items.push_back(choices.substr(start, bar - start));
+    start = bar + 1;
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += i + 1 == items.size() ? " or " : ", ";
+    out += items[i];
+  }
+  return out;
+}
+
+// Arguments are echoed in messages; a pasted megabyte must not come back as a megabyte of error.
+std::string Echo(std::string_view text) {
+  constexpr size_t kMax = 200;
+  if (text.size() <= kMax) return std::string(text);
+  return std::string(text.substr(0, kMax)) + "… (" + std::to_string(text.size()) + " bytes)";
+}
+
+std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std::span<const std::string> args) {
+  CommandLine line;
+  line.command = std::string(spec.name);
+  auto usage = [&](std::string message) { return UsageError{line.command, std::move(message)}; };
+  bool options_done = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (options_done || a.size() < 2 || a[0] != '-') {
+      line.positional.push_back(a);
+      continue;
+    }
+    if (a == "--") {
+      options_done = true;
+      continue;
+    }
+    const OptionSpec* option = nullptr;
+    std::optional<std::string> inline_value;
+    std::string shown;  // the option as the user wrote it, for messages
+    if (a[1] == '-') {
+      size_t eq = a.find('=');
+      std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      if (eq != std::string::npos) inline_value = a.substr(eq + 1);
+      option = FindOption(spec, name, 0);
+      shown = "--" + name;
+    } else if (a.size() == 2) {
+      option = FindOption(spec, {}, a[1]);
+      shown = a;
+    }
+    if (!option) return usage("unknown option `" + Echo(a) + "`");
+    if (option->name == "help") {
+      line.help = true;
+      continue;
+    }
+    std::string value;
+    if (option->kind == Kind::kFlag) {
+      if (inline_value) return usage(shown + " takes no value");
+    } else if (inline_value) {
+      value = *inline_value;
+    } else {
+      if (i + 1 >= args.size()) return usage(shown + " needs a value");
+      value = args[++i];
+    }
+    if (!option->choices.empty() && !InChoices(option->choices, value))
+      return usage("unknown " + std::string(option->name) + " `" + Echo(value) + "` (expected " + ChoicesText(option->choices) + ")");
+    if (option->name == "dtype" && !ParseFloatDtypeName(value))
+      return usage("unknown dtype `" + Echo(value) + "` (expected bf16, f16 or f32)");
+    auto& values = line.options[std::string(option->name)];
+    if (!values.empty() && option->kind != Kind::kRepeated) return usage(shown + " given twice");
+    values.push_back(std::move(value));
+  }
+  if (line.help) return line;  // `merge --help` needs nothing else
+  if (line.positional.size() < spec.min_positional || line.positional.size() > spec.max_positional) {
+    if (spec.max_positional == 0) return usage("unexpected argument `" + Echo(line.positional.front()) + "`");
+    return usage("expected " + std::string(spec.positional_usage));
+  }
+  for (auto name : spec.required)
+    if (!line.Has(name)) return usage("--" + std::string(name) + " is required");
+  if ((spec.name == "merge" || spec.name == "unmerge") && !line.Has("out") && !line.Has("dry-run"))
+    return usage("-o/--out is required (or --dry-run)");
+  return line;
+}
+
+}  // namespace
+
+std::optional<std::string> CommandLine::Value(std::string_view name) const {
+  auto it = options.find(name);
+  if (it == options.end() || it->second.empty()) return std::nullopt;
+  return it->second.back();
+}
+
+std::vector<std::string> CommandLine::Values(std::string_view name) const {
+  auto it = options.find(name);
+  return it == options.end() ? std::vector<std::string>{} : it->second;
+}
+
+std::variant<CommandLine, UsageError> ParseCommandLine(std::span<const std::string> args) {
+  if (args.empty()) return UsageError{"", "missing command"};
+  const std::string& first = args[0];
+  if (first == "--help" || first == "-h" || first == "help") {
+    CommandLine line;
+    line.help = true;
+    if (first == "help" && args.size() > 1) line.command = args[1];  // `help merge`
+    if (!line.command.empty() &&
+        std::none_of(Commands().begin(), Commands().end(), [&](const CommandSpec& c) { return c.name == line.command; }))
+      return UsageError{"", "unknown command `" + Echo(line.command) + "`"};
+    return line;
+  }
+  if (first == "--version" || first == "-V") {
+    CommandLine line;
+    line.version = true;
+    return line;
+  }
+  for (const auto& spec : Commands())
+    if (spec.name == first) return ParseCommand(spec, args.subspan(1));
+  if (first.starts_with("-")) return UsageError{"", "unknown option `" + Echo(first) + "`"};
+  return UsageError{"", "unknown command `" + Echo(first) + "`"};
+}
+
+std::string RenderUsageError(const UsageError& error) {
+  std::string help = error.command.empty() ? "peft-bridge --help" : "peft-bridge " + error.command + " --help";
+  return "error: " + error.message + "\nrun `" + help + "` for usage\n";
+}
+
+std::optional<Dtype> ParseFloatDtypeName(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower == "bf16" || lower == "bfloat16") return Dtype::BF16;
+  if (lower == "f16" || lower == "fp16" || lower == "float16" || lower == "half") return Dtype::F16;
+  if (lower == "f32" || lower == "fp32" || lower == "float32" || lower == "float") return Dtype::F32;
+  return std::nullopt;
+}
+
+std::string CommandLineJson(std::span<const std::string> args) {
+  auto parsed = ParseCommandLine(args);
+  nlohmann::json j;
+  if (auto* error = std::get_if<UsageError>(&parsed)) {
+    j["usageError"] = RenderUsageError(*error);
+    return j.dump();
+  }
+  const auto& line = std::get<CommandLine>(parsed);
+  j["command"] = line.command;
+  j["help"] = line.help;
+  j["version"] = line.version;
+  j["positional"] = line.positional;
+  j["options"] = nlohmann::json::object();
+  for (const auto& [name, values] : line.options) j["options"][name] = values;
+  return j.dump();
+}
+
+}  // namespace pb::app

@@ -1,0 +1,54 @@
+// The command-line grammar both CLIs share: the native one (src/cli) and the npm one (web/bin, through the WASM
+// module) hand their argument vector to ParseCommandLine and act on the CommandLine it returns, so options,
+// aliases, required arguments and every usage message are written once, here.
+//
+// Conventions (those of the hf CLI, llama.cpp and mergekit): `--opt value` and `--opt=value`; short aliases
+// (`-o`, `-q`, `-V`, `-h`); flags take no value; `--` ends the options. A usage error is one line and a hint.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace pb::app {
+
+struct CommandLine {
+  std::string command;  // "inspect", "merge"...; empty for the top level (help, version)
+  bool help = false;    // --help / -h: print CliHelp(command), exit 0
+  bool version = false; // --version / -V at the top level
+  std::vector<std::string> positional;
+  // Options by their long name without dashes ("dtype", "out"); flags map to "". Repeatable options keep
+  // every value in order.
+  std::map<std::string, std::vector<std::string>, std::less<>> options;
+
+  bool Has(std::string_view name) const { return options.find(name) != options.end(); }
+  // The value of a single-valued option.
+  std::optional<std::string> Value(std::string_view name) const;
+  std::vector<std::string> Values(std::string_view name) const;
+};
+
+struct UsageError {
+  std::string command;  // whose help the hint names ("" for the top level)
+  std::string message;
+};
+
+std::variant<CommandLine, UsageError> ParseCommandLine(std::span<const std::string> args);
+
+// "error: <message>\nrun `peft-bridge <command> --help` for usage\n": what both CLIs print on stderr (exit 2).
+std::string RenderUsageError(const UsageError& error);
+
+// The dtype vocabulary users know: bf16 | bfloat16 | BF16, f16 | fp16 | float16 | half, f32 | fp32 | float32 |
+// float (any case). nullopt for anything else.
+std::optional<Dtype> ParseFloatDtypeName(std::string_view name);
+
+// CommandLine as JSON ({"command","help","version","positional":[...],"options":{"name":[values]}}) or
+// {"usage_error": text}: the form the npm CLI receives from the WASM module.
+std::string CommandLineJson(std::span<const std::string> args);
+
+}  // namespace pb::app

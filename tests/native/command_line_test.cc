@@ -1,0 +1,89 @@
+#include "app/command_line.h"
+
+#include <gtest/gtest.h>
+
+namespace pb::app {
+namespace {
+
+std::variant<CommandLine, UsageError> Parse(std::vector<std::string> args) { return ParseCommandLine(args); }
+
+CommandLine Ok(std::vector<std::string> args) {
+  auto r = Parse(args);
+  if (auto* e = std::get_if<UsageError>(&r)) ADD_FAILURE() << e->message;
+  return std::holds_alternative<CommandLine>(r) ? std::get<CommandLine>(r) : CommandLine{};
+}
+
+std::string Usage(std::vector<std::string> args) {
+  auto r = Parse(args);
+  if (!std::holds_alternative<UsageError>(r)) {
+    ADD_FAILURE() << "parsed";
+    return {};
+  }
+  return RenderUsageError(std::get<UsageError>(r));
+}
+
+TEST(CommandLine, ValuesBothWaysAndShortAliases) {
+  auto a = Ok({"merge", "--base", "b", "--adapter=a", "-o", "out", "--dtype=BF16", "-q"});
+  EXPECT_EQ(a.command, "merge");
+  EXPECT_EQ(a.Value("base"), "b");
+  EXPECT_EQ(a.Value("adapter"), "a");
+  EXPECT_EQ(a.Value("out"), "out");
+  EXPECT_EQ(a.Value("dtype"), "BF16");
+  EXPECT_TRUE(a.Has("quiet"));
+  auto b = Ok({"convert", "in", "out", "--dtype", "float16", "--order=input"});
+  EXPECT_EQ(b.positional, (std::vector<std::string>{"in", "out"}));
+  EXPECT_EQ(b.Value("order"), "input");
+  auto c = Ok({"inspect", "--", "-odd-name.safetensors"});
+  EXPECT_EQ(c.positional, (std::vector<std::string>{"-odd-name.safetensors"}));
+}
+
+TEST(CommandLine, HelpAndVersion) {
+  EXPECT_TRUE(Ok({"--help"}).help);
+  EXPECT_TRUE(Ok({"-h"}).help);
+  EXPECT_EQ(Ok({"help", "merge"}).command, "merge");
+  auto h = Ok({"merge", "--help"});  // no required options needed for help
+  EXPECT_TRUE(h.help);
+  EXPECT_EQ(h.command, "merge");
+  EXPECT_TRUE(Ok({"-V"}).version);
+  EXPECT_TRUE(Ok({"--version"}).version);
+}
+
+TEST(CommandLine, UsageErrorsAreOneLineAndAHint) {
+  EXPECT_EQ(Usage({}), "error: missing command\nrun `peft-bridge --help` for usage\n");
+  EXPECT_EQ(Usage({"bogus"}), "error: unknown command `bogus`\nrun `peft-bridge --help` for usage\n");
+  EXPECT_EQ(Usage({"merge", "--adapter", "a", "-o", "x"}), "error: --base is required\nrun `peft-bridge merge --help` for usage\n");
+  EXPECT_EQ(Usage({"merge", "--base", "b", "--adapter", "a"}),
+            "error: -o/--out is required (or --dry-run)\nrun `peft-bridge merge --help` for usage\n");
+  EXPECT_EQ(Usage({"convert", "a", "b", "--dtype", "f64"}),
+            "error: unknown dtype `f64` (expected bf16, f16 or f32)\nrun `peft-bridge convert --help` for usage\n");
+  EXPECT_EQ(Usage({"convert", "a", "b", "--dtype"}), "error: --dtype needs a value\nrun `peft-bridge convert --help` for usage\n");
+  EXPECT_EQ(Usage({"inspect", "--json=1", "f"}), "error: --json takes no value\nrun `peft-bridge inspect --help` for usage\n");
+  EXPECT_EQ(Usage({"inspect", "a", "b"}), "error: expected exactly one FILE\nrun `peft-bridge inspect --help` for usage\n");
+  EXPECT_EQ(Usage({"translate", "a", "b", "--to", "onnx"}),
+            "error: unknown to `onnx` (expected peft, mlx, kohya or gguf-names)\nrun `peft-bridge translate --help` for usage\n");
+  EXPECT_EQ(Usage({"merge", "--base", "a", "--base", "b"}), "error: --base given twice\nrun `peft-bridge merge --help` for usage\n");
+}
+
+TEST(CommandLine, EchoedArgumentsAreCapped) {
+  std::string huge(1 << 20, 'x');
+  std::string text = Usage({"inspect", "--" + huge});
+  EXPECT_LT(text.size(), 400u);
+  EXPECT_NE(text.find("(1048578 bytes)"), std::string::npos);
+}
+
+TEST(CommandLine, DtypeVocabulary) {
+  for (auto n : {"bf16", "BF16", "bfloat16", "BFloat16"}) EXPECT_EQ(ParseFloatDtypeName(n), Dtype::BF16) << n;
+  for (auto n : {"f16", "fp16", "float16", "F16", "half"}) EXPECT_EQ(ParseFloatDtypeName(n), Dtype::F16) << n;
+  for (auto n : {"f32", "fp32", "float32", "FP32", "float"}) EXPECT_EQ(ParseFloatDtypeName(n), Dtype::F32) << n;
+  for (auto n : {"f64", "int8", "", "bf"}) EXPECT_FALSE(ParseFloatDtypeName(n)) << n;
+}
+
+TEST(CommandLine, JsonForTheNpmCli) {
+  EXPECT_EQ(CommandLineJson(std::vector<std::string>{"inspect", "f", "--json"}),
+            R"({"command":"inspect","help":false,"options":{"json":[""]},"positional":["f"],"version":false})");
+  EXPECT_EQ(CommandLineJson(std::vector<std::string>{"nope"}),
+            R"({"usageError":"error: unknown command `nope`\nrun `peft-bridge --help` for usage\n"})");
+}
+
+}  // namespace
+}  // namespace pb::app
