@@ -1,6 +1,6 @@
 // The one HTTP policy of peft-bridge, as a sans-I/O state machine: what to request next, whether an answer is
 // usable, which failures are worth retrying and when, and when to give up. It reads no clock and opens no socket:
-// the transport (libcurl in src/cli/http_source.cc, `fetch` in web/src/range_client.js) passes the time in ms and
+// the transport (libcurl in src/cli/http_source.cc, `fetch` in web/src/range-client.js) passes the time in ms and
 // reports what happened, so the native CLI, the npm CLI and the JS API make the same requests, wait the same
 // times and fail with the same messages.
 //
@@ -46,7 +46,8 @@ struct HttpLimits {
   uint32_t backoff_ms = 250;                 // PB_HTTP_BACKOFF_MS: the first wait, doubled after each failure...
   uint32_t backoff_max_ms = 8000;            // ...up to this
   uint32_t max_retry_after_s = 10;           // a Retry-After longer than this fails at once instead of waiting
-  uint32_t idle_ms = 30'000;                 // PB_HTTP_IDLE_MS: no answer, or no byte, for this long
+  uint32_t idle_ms = 10'000;                 // PB_HTTP_IDLE_MS: no answer, or no byte, for this long (as
+                                             // huggingface_hub's HF_HUB_DOWNLOAD_TIMEOUT)
   uint32_t total_ms = 600'000;               // PB_HTTP_TOTAL_MS: one read, every attempt and wait included
   uint32_t min_rate = 1024;                  // PB_HTTP_MIN_RATE: bytes/s a flowing body must average per window
   uint32_t rate_window_ms = 30'000;          // PB_HTTP_RATE_WINDOW_MS

@@ -79,7 +79,7 @@ TEST(HttpPolicy, OneRangedRequestReadsTheBytes) {
   EXPECT_EQ(s.request.url, kUrl);
   EXPECT_EQ(s.request.range, "bytes=0-99");
   EXPECT_EQ(s.request.authorization, "");
-  EXPECT_EQ(s.deadline_ms, 30'000);  // the idle deadline comes first
+  EXPECT_EQ(s.deadline_ms, 10'000);  // the idle deadline comes first
   p.OnHead(5, Partial(0, 99, 1000));
   EXPECT_EQ(p.Next(5).action, HttpAction::kRead);
   BodySlice a = p.OnBody(6, 60);

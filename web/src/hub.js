@@ -1,12 +1,12 @@
 // Remote files: http(s) URLs and Hugging Face Hub addresses, read with Range requests so that a header costs one
 // request (two when it is longer than the first range) however large the file. How reads retry, resume, pin the
 // ETag, follow redirects, scope the token and time out is the HTTP policy's (src/app/http_policy.h), run by the
-// `fetch` transport in range_client.js: the same code runs in Node, browsers and edge workers, and the native
+// `fetch` transport in range-client.js: the same code runs in Node, browsers and edge workers, and the native
 // CLI runs the same policy behind libcurl.
 import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
 import { getModule } from './init.js';
 import { inspectRendered } from './inspect.js';
-import { RangeClient, RemoteFile } from './range_client.js';
+import { RangeClient, RemoteFile } from './range-client.js';
 import { openSource, raceAbort } from './sources.js';
 
 export { RemoteFile };

@@ -138,7 +138,7 @@ export interface RemoteOptions {
   retries?: number;
   /** First backoff delay in ms, doubled on each retry up to 8 s (default 250; PB_HTTP_BACKOFF_MS). */
   retryDelay?: number;
-  /** An attempt with no answer, or no byte, for this many ms fails and is retried (default 30000; PB_HTTP_IDLE_MS). */
+  /** An attempt with no answer, or no byte, for this many ms fails and is retried (default 10000; PB_HTTP_IDLE_MS). */
   idleTimeout?: number;
   /** Each read, every attempt and wait included, ends by this many ms (default 600000; PB_HTTP_TOTAL_MS). */
   timeout?: number;

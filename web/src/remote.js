@@ -12,7 +12,7 @@
 import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
 import { collectBytes, configText } from './adapter.js';
 import { openRemote, readRemoteWhole } from './hub.js';
-import { LIMIT_OPTIONS } from './range_client.js';
+import { LIMIT_OPTIONS } from './range-client.js';
 import { MergeSession, mergeShards, planMerge } from './merge.js';
 import { openSource } from './sources.js';
 
