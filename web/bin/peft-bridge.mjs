@@ -11,7 +11,7 @@ import { createConversion } from '../src/convert.js';
 import { errorFromHandle, renderedError } from '../src/errors.js';
 import { DEFAULT_ENDPOINT, isRemote } from '../src/hub.js';
 import { inspectRendered } from '../src/inspect.js';
-import { LIMIT_OPTIONS } from '../src/range_client.js';
+import { LIMIT_OPTIONS } from '../src/range-client.js';
 import { getModule } from '../src/init.js';
 import { MergeSession } from '../src/merge.js';
 import { openSource } from '../src/sources.js';
