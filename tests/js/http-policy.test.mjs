@@ -216,3 +216,16 @@ test('JSON read remotely (the index) is held to a size cap', async () => {
     await assert.rejects(inspectRepo({ repo: 'me/bigindex', endpoint: hub.endpoint }), /names tensor `tensor\.0`/);
   });
 });
+
+test('the older faults agree too: a wrong Content-Range fails at once; bodies cut short every time still resume to the end', async () => {
+  await withHubs(async (hub) => {
+    const w = await agree(hub, 'hf://me/small/model.safetensors', () => [{ type: 'wrongContentRange' }]);
+    assert.equal(w.stderr, `error: IoError: cannot read \`hf://me/small/model.safetensors\`: wrong Content-Range \`bytes 1-${SMALL.length}/${SMALL.length}\` in answer to bytes=0-65535\n`);
+    assert.deepEqual(w.requests, w.requests.map(() => 2));
+    // Every body is cut after 20 bytes: each attempt progresses, so the count of failures starts afresh each time.
+    const t = await agree(hub, 'hf://me/small/model.safetensors', () => [{ type: 'truncate', at: 20 }], { env: { PB_HTTP_RETRIES: '1' } });
+    assert.equal(t.error, null);
+    const attempts = Math.ceil(SMALL.length / 20);
+    assert.deepEqual(t.requests, t.requests.map(() => 2 * attempts));
+  });
+});
