@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <span>
@@ -14,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "app/http_policy.h"
+#include "app/http_url.h"
 #include "core/reader.h"
 
 #ifndef PB_VERSION
@@ -26,11 +30,6 @@ namespace {
 // The constants, messages and checks below mirror web/src/hub.js: both CLIs must agree byte for byte.
 constexpr std::string_view kDefaultEndpoint = "https://huggingface.co";
 constexpr uint64_t kFirstRange = 64 * 1024;  // nearly every header fits: one request is the usual cost
-constexpr int kRetries = 5;
-constexpr long kRetryDelayMs = 250;  // doubled on each retry, up to kMaxBackoffMs
-constexpr long kMaxBackoffMs = 8000;
-constexpr long kMaxRetryAfter = 10;  // seconds: a server asking for a longer pause gets an error now instead
-constexpr uint64_t kUnknown = std::numeric_limits<uint64_t>::max();
 
 Error Invalid(std::string message) { return MakeError(ErrorCode::InvalidArgument, std::move(message)); }
 Error Io(std::string message) { return MakeError(ErrorCode::IoError, std::move(message)); }
@@ -117,133 +116,128 @@ Result<std::string> HubUrlFor(const std::string& text) {
   return Endpoint() + "/" + EncodeSegments(repo) + "/resolve/" + EncodeComponent(revision) + "/" + EncodeSegments(path);
 }
 
-// scheme://host[:port] in lower case, without user info or a default port ("" if `url` has no scheme): a URL's
-// origin, to decide whether HF_TOKEN may go to it.
-std::string Origin(std::string_view url) {
-  size_t p = url.find("://");
-  if (p == std::string_view::npos) return "";
-  std::string scheme = Lower(url.substr(0, p));
-  std::string_view rest = url.substr(p + 3);
-  std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
-  if (size_t at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
-  std::string host = Lower(authority);
-  if ((scheme == "https" && host.ends_with(":443")) || (scheme == "http" && host.ends_with(":80")))
-    host.resize(host.rfind(':'));
-  return scheme + "://" + host;
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::optional<uint64_t> ParseU64(std::string_view s) {
-  if (s.empty() || s.size() > 19) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return v;
-}
-
-std::string_view Trim(std::string_view s) {
+std::string Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
-  return s;
+  return std::string(s);
 }
 
-// The final answer's headers (a redirect's are dropped when the next status line arrives).
-struct Response {
-  long status = 0;
-  std::optional<std::string> content_range, content_length, content_encoding, etag, retry_after, error_message;
-};
+std::string GetEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
 
-// One request's outcome: an error (transient ones are retried), or success; `eof` when nothing is left at pos.
-struct Outcome {
-  std::optional<Error> error{};
-  bool transient = false;
-  std::optional<long> retry_after{};
-  bool eof = false;
-};
+// HF_TOKEN, else the token file huggingface_hub writes: $HF_TOKEN_PATH, else $HF_HOME/token, else
+// $XDG_CACHE_HOME/huggingface/token, else ~/.cache/huggingface/token. web/bin/peft-bridge.mjs reads the same.
+std::string HubToken() {
+  std::string token = Trim(GetEnv("HF_TOKEN"));
+  if (!token.empty()) return token;
+  std::string path = GetEnv("HF_TOKEN_PATH");
+  if (path.empty()) {
+    std::string home = GetEnv("HF_HOME");
+    if (home.empty()) {
+      std::string cache = GetEnv("XDG_CACHE_HOME");
+      if (cache.empty() && !GetEnv("HOME").empty()) cache = GetEnv("HOME") + "/.cache";
+      if (!cache.empty()) home = cache + "/huggingface";
+    }
+    if (!home.empty()) path = home + "/token";
+  }
+  if (path.empty()) return "";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return Trim(text);
+}
 
-class HttpFile {
+// The PB_HTTP_* variables (docs/remote.md): both CLIs read the same ones and the policy checks them.
+Result<net::HttpLimits> LimitsFromEnv() {
+  net::HttpLimits limits;
+  for (std::string_view name : net::HttpLimitNames()) {
+    std::string value = GetEnv(std::string(name).c_str());
+    if (value.empty()) continue;
+    if (Status s = net::SetHttpLimit(limits, name, value); !s.ok()) return s.error();
+  }
+  return limits;
+}
+
+// libcurl as a transport of the policy (app/http_policy.h): it sends what Next() says, without following
+// redirects (the policy follows them, scoping the token per hop as the JS transport does), and reports heads,
+// body chunks, ends, failures and deadlines. It reads with the multi interface so that the policy's deadlines are
+// kept to the millisecond rather than curl's once-a-second progress calls.
+class CurlTransport {
  public:
-  using Grow = std::function<uint64_t(std::span<const uint8_t>)>;
+  using Deliver = std::function<void(std::span<const uint8_t>)>;
 
-  HttpFile(std::string url, std::string label, std::string token)
-      : url_(std::move(url)), label_(std::move(label)), token_(std::move(token)) {
+  CurlTransport() {
     static const bool initialized = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
     (void)initialized;
-    curl_ = curl_easy_init();
-    if (!token_.empty()) headers_ = curl_slist_append(nullptr, ("Authorization: Bearer " + token_).c_str());
+    easy_ = curl_easy_init();
+    multi_ = curl_multi_init();
   }
-  ~HttpFile() {
-    curl_slist_free_all(headers_);
-    if (curl_) curl_easy_cleanup(curl_);
+  ~CurlTransport() {
+    if (multi_) curl_multi_cleanup(multi_);
+    if (easy_) curl_easy_cleanup(easy_);
   }
-  HttpFile(const HttpFile&) = delete;
-  HttpFile& operator=(const HttpFile&) = delete;
+  CurlTransport(const CurlTransport&) = delete;
+  CurlTransport& operator=(const CurlTransport&) = delete;
 
-  std::optional<uint64_t> size() const { return size_; }
-
-  // Appends bytes [start, end) of the file (clamped to its size) to `out`, retrying from the byte reached.
-  // `grow(out)` may move `end` once bytes arrive: the header's end is known only from its first 8 bytes, and a
-  // server that ignored Range keeps streaming, so the same answer is read on to it.
-  Status FetchRange(uint64_t start, uint64_t end, std::vector<uint8_t>& out, const Grow& grow = {}) {
-    if (!curl_) return Io("cannot read `" + label_ + "`: cannot initialise libcurl");
-    Transfer t{.file = this, .out = &out, .pos = start, .end = end, .grow = &grow};
-    int failures = 0;
+  // Runs the policy's current read to its end: Ok once it has its bytes (handed to `deliver`), else its error.
+  Status Run(net::HttpFilePolicy& policy, const Deliver& deliver, const std::string& label) {
+    if (!easy_ || !multi_) return Io("cannot read `" + label + "`: cannot initialise libcurl");
+    policy.OnClosed();  // no body outlives a Run here
     for (;;) {
-      if (t.pos >= t.Stop()) break;
-      uint64_t before = t.pos;
-      Outcome o = Request(t);
-      if (t.pos > before) failures = 0;
-      if (!o.error) {
-        if (o.eof) break;
-        continue;
+      net::HttpStep step = policy.Next(NowMs());
+      switch (step.action) {
+        case net::HttpAction::kDone: return Status::Ok();
+        case net::HttpAction::kFail: return *step.error;
+        case net::HttpAction::kWait:
+          std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(0, step.deadline_ms - NowMs())));
+          break;
+        case net::HttpAction::kRead: policy.OnClosed(); break;  // not reached: every transfer ends in Perform
+        case net::HttpAction::kSend: Perform(policy, step, deliver); break;
       }
-      if (!o.transient || failures >= kRetries || (o.retry_after && *o.retry_after > kMaxRetryAfter)) return *o.error;
-      ++failures;
-      long ms = o.retry_after ? *o.retry_after * 1000 : std::min(kRetryDelayMs << (failures - 1), kMaxBackoffMs);
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     }
-    return Status::Ok();
   }
 
  private:
-  // State of one FetchRange call and of the request in flight.
   struct Transfer {
-    HttpFile* file;
-    std::vector<uint8_t>* out;
-    uint64_t pos;  // next file offset wanted
-    uint64_t end;
-    const Grow* grow;
-    Response response{};
-    bool started = false;   // the answer's headers were checked
-    bool body = false;      // the answer's body holds file bytes (200 / 206)
-    uint64_t body_pos = 0;  // file offset of the body's next byte
-    uint64_t body_end = kUnknown;
-    bool stopped = false;  // the transfer was ended on purpose: enough bytes
-    std::optional<Error> error{};
-
-    uint64_t Stop() {
-      if (*grow && out->size() >= 8) end = (*grow)(*out);
-      return file->size_ ? std::min(end, *file->size_) : end;
-    }
+    net::HttpFilePolicy* policy;
+    const Deliver* deliver;
+    net::HttpHead head{};
+    bool head_done = false;
+    bool stopped = false;  // ended on purpose: the policy no longer wanted it
   };
 
   static size_t OnHeader(char* data, size_t size, size_t count, void* user) {
-    auto& r = static_cast<Transfer*>(user)->response;
-    std::string_view line = Trim(std::string_view(data, size * count));
+    auto& t = *static_cast<Transfer*>(user);
+    std::string line = Trim(std::string_view(data, size * count));
     if (line.starts_with("HTTP/")) {
-      r = Response{};
+      t.head = net::HttpHead{};  // a new answer (after a 1xx)
       size_t sp = line.find(' ');
-      if (sp != std::string_view::npos) r.status = std::atol(std::string(line.substr(sp + 1, 3)).c_str());
-    } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
+      if (sp != std::string::npos) t.head.status = std::atoi(line.substr(sp + 1, 3).c_str());
+    } else if (line.empty()) {
+      if (t.head.status < 200) return size * count;  // an informational answer: the real one follows
+      t.head_done = true;
+      t.policy->OnHead(NowMs(), t.head);
+      if (!t.policy->InFlight()) {
+        t.stopped = true;
+        return 0;  // a redirect, an error status or a refused answer: its body is not wanted
+      }
+    } else if (size_t colon = line.find(':'); colon != std::string::npos) {
       std::string name = Lower(line.substr(0, colon));
-      std::string value(Trim(line.substr(colon + 1)));
-      if (name == "content-range") r.content_range = value;
-      else if (name == "content-length") r.content_length = value;
-      else if (name == "content-encoding") r.content_encoding = value;
-      else if (name == "etag") r.etag = value;
-      else if (name == "retry-after") r.retry_after = value;
-      else if (name == "x-error-message") r.error_message = value;
+      std::string value = Trim(std::string_view(line).substr(colon + 1));
+      if (name == "content-range") t.head.content_range = value;
+      else if (name == "content-length") t.head.content_length = value;
+      else if (name == "content-encoding") t.head.content_encoding = value;
+      else if (name == "etag") t.head.etag = value;
+      else if (name == "retry-after") t.head.retry_after = value;
+      else if (name == "x-error-message") t.head.error_message = value;
+      else if (name == "location") t.head.location = value;
+      else if (name == "x-repo-commit") t.head.repo_commit = value;
     }
     return size * count;
   }
@@ -251,179 +245,81 @@ class HttpFile {
   static size_t OnWrite(char* data, size_t size, size_t count, void* user) {
     auto& t = *static_cast<Transfer*>(user);
     size_t n = size * count;
-    if (!t.started) t.file->Start(t);
-    if (t.error) return 0;
-    if (!t.body) return n;  // an error page: not file bytes
-    if (t.body_pos + n > t.body_end) {
-      t.error = Io("cannot read `" + t.file->label_ + "`: the server sent more bytes than its Content-Range");
-      return 0;
-    }
-    size_t i = 0;
-    if (t.body_pos < t.pos) {  // a 200 to a ranged request starts at byte 0: skip to pos
-      size_t skip = static_cast<size_t>(std::min<uint64_t>(n, t.pos - t.body_pos));
-      t.body_pos += skip;
-      i += skip;
-    }
-    while (i < n) {
-      uint64_t stop = t.Stop();
-      if (t.body_pos >= stop) {
-        t.stopped = true;  // enough: end the transfer (a server ignoring Range would send the whole file)
-        return 0;
-      }
-      size_t take = static_cast<size_t>(std::min<uint64_t>(n - i, stop - t.body_pos));
-      t.out->insert(t.out->end(), data + i, data + i + take);
-      i += take;
-      t.body_pos += take;
-      t.pos += take;
+    net::BodySlice slice = t.policy->OnBody(NowMs(), n);
+    if (slice.take > 0)
+      (*t.deliver)(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data) + slice.skip, slice.take));
+    if (!t.policy->InFlight()) {
+      t.stopped = true;
+      return 0;  // enough (a server ignoring Range would send the whole file), or a failure
     }
     return n;
   }
 
-  // Checks the answer's headers once: a 200 / 206 body becomes the source of file bytes, its ETag and size are
-  // held to the first answer's.
-  void Start(Transfer& t) {
-    t.started = true;
-    const Response& r = t.response;
-    if (r.status == 206) {
-      std::string range = r.content_range.value_or("");
-      std::optional<uint64_t> a, b, total;
-      bool ok = false;
-      if (range.starts_with("bytes ")) {
-        std::string_view v = std::string_view(range).substr(6);
-        size_t dash = v.find('-'), slash = v.find('/');
-        if (dash != std::string_view::npos && slash != std::string_view::npos && dash < slash) {
-          a = ParseU64(v.substr(0, dash));
-          b = ParseU64(v.substr(dash + 1, slash - dash - 1));
-          std::string_view tail = v.substr(slash + 1);
-          total = tail == "*" ? std::optional<uint64_t>() : ParseU64(tail);
-          ok = a && b && (tail == "*" || total);
-        }
+  static net::TransportError Kind(CURLcode rc) {
+    switch (rc) {
+      case CURLE_COULDNT_RESOLVE_HOST:
+      case CURLE_COULDNT_RESOLVE_PROXY: return net::TransportError::kResolve;
+      case CURLE_COULDNT_CONNECT:
+      case CURLE_OPERATION_TIMEDOUT: return net::TransportError::kConnect;
+      case CURLE_SSL_CONNECT_ERROR:
+      case CURLE_PEER_FAILED_VERIFICATION:
+      case CURLE_SSL_CERTPROBLEM:
+      case CURLE_SSL_CIPHER:
+      case CURLE_SSL_CACERT_BADFILE: return net::TransportError::kTls;
+      case CURLE_UNSUPPORTED_PROTOCOL: return net::TransportError::kBadScheme;
+      default: return net::TransportError::kBroken;
+    }
+  }
+
+  void Perform(net::HttpFilePolicy& policy, const net::HttpStep& step, const Deliver& deliver) {
+    Transfer t{.policy = &policy, .deliver = &deliver};
+    curl_slist* headers = nullptr;
+    if (!step.request.authorization.empty())
+      headers = curl_slist_append(headers, ("Authorization: " + step.request.authorization).c_str());
+    std::string range = step.request.range.substr(std::string_view("bytes=").size());
+    curl_easy_reset(easy_);
+    curl_easy_setopt(easy_, CURLOPT_URL, step.request.url.c_str());
+    curl_easy_setopt(easy_, CURLOPT_RANGE, range.c_str());
+    curl_easy_setopt(easy_, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(easy_, CURLOPT_FOLLOWLOCATION, 0L);  // the policy follows redirects, hop by hop
+    curl_easy_setopt(easy_, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(easy_, CURLOPT_USERAGENT, "peft-bridge/" PB_VERSION);
+    curl_easy_setopt(easy_, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy_, CURLOPT_HEADERFUNCTION, &CurlTransport::OnHeader);
+    curl_easy_setopt(easy_, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(easy_, CURLOPT_WRITEFUNCTION, &CurlTransport::OnWrite);
+    curl_easy_setopt(easy_, CURLOPT_WRITEDATA, &t);
+    curl_multi_add_handle(multi_, easy_);
+    std::optional<CURLcode> rc;
+    for (;;) {
+      int running = 0;
+      curl_multi_perform(multi_, &running);
+      while (CURLMsg* msg = curl_multi_info_read(multi_, &running))
+        if (msg->msg == CURLMSG_DONE) rc = msg->data.result;
+      if (rc || t.stopped) break;
+      int64_t now = NowMs();
+      if (now >= policy.deadline_ms()) {
+        policy.OnTimer(now);  // an idle or too slow transfer, or the read's deadline
+        if (!policy.InFlight()) break;
+        continue;
       }
-      uint64_t stop = t.Stop();
-      std::optional<uint64_t> length = r.content_length ? ParseU64(*r.content_length) : std::nullopt;
-      if (!ok || *a != t.pos || *b >= stop || *b < t.pos || (r.content_length && (!length || *length != *b - t.pos + 1))) {
-        t.error = Io("cannot read `" + label_ + "`: wrong Content-Range `" + range + "` in answer to bytes=" +
-                     std::to_string(t.pos) + "-" + std::to_string(stop - 1));
-        return;
-      }
-      if (Status s = Pin(r, total); !s.ok()) return void(t.error = s.error());
-      t.body = true;
-      t.body_pos = *a;
-      t.body_end = *b + 1;
-    } else if (r.status == 200) {
-      // The whole file from byte 0 (the server ignored Range). Its length is the file's unless it is compressed.
-      std::optional<uint64_t> size;
-      if (r.content_length && (!r.content_encoding || *r.content_encoding == "identity"))
-        size = ParseU64(*r.content_length);
-      if (Status s = Pin(r, size); !s.ok()) return void(t.error = s.error());
-      t.body = true;
-      t.body_pos = 0;
-      t.body_end = size.value_or(kUnknown);
+      int wait = static_cast<int>(std::clamp<int64_t>(policy.deadline_ms() - now, 1, 1000));
+      curl_multi_poll(multi_, nullptr, 0, wait, nullptr);
+    }
+    curl_multi_remove_handle(multi_, easy_);
+    curl_slist_free_all(headers);
+    if (t.stopped || !rc || !policy.InFlight()) return;
+    int64_t now = NowMs();
+    if (*rc == CURLE_OK) {
+      if (!t.head_done) policy.OnTransportError(now, net::TransportError::kBroken);
+      else policy.OnBodyEnd(now);
+    } else {
+      policy.OnTransportError(now, Kind(*rc));
     }
   }
 
-  // Pins the first answer's ETag and size; a later answer with others means the file changed.
-  Status Pin(const Response& r, std::optional<uint64_t> size) {
-    std::optional<std::string> etag = r.etag;
-    if (etag && etag->starts_with("W/")) etag->erase(0, 2);
-    if (!answered_) {
-      answered_ = true;
-      etag_ = etag;
-    } else if (etag && etag_ && *etag != *etag_) {
-      return Io("`" + label_ + "` changed while being read (ETag " + *etag_ + " became " + *etag + ")");
-    }
-    if (!size) return Status::Ok();
-    if (size_ && *size != *size_)
-      return Io("`" + label_ + "` changed while being read (size " + std::to_string(*size_) + " became " +
-                std::to_string(*size) + ")");
-    size_ = size;
-    return Status::Ok();
-  }
-
-  Outcome HttpError(const Response& r) {
-    std::string message = "cannot " + std::string(answered_ ? "read" : "open") + " `" + label_ + "`: HTTP " +
-                          std::to_string(r.status);
-    if (r.error_message && !r.error_message->empty()) message += ": " + *r.error_message;
-    if ((r.status == 401 || r.status == 403) && token_.empty()) message += " (no token was sent)";
-    Outcome o{.error = Io(message)};
-    if (r.status >= 500 || r.status == 429) {
-      o.transient = true;
-      if (r.retry_after) {
-        std::string_view v = Trim(*r.retry_after);
-        if (auto secs = ParseU64(v); secs && *secs <= 1'000'000) o.retry_after = static_cast<long>(*secs);
-      }
-    }
-    return o;
-  }
-
-  // Sends one ranged GET for [t.pos, stop) and reads its body into t.out.
-  Outcome Request(Transfer& t) {
-    uint64_t stop = t.Stop();
-    t.response = Response{};
-    t.started = t.body = t.stopped = false;
-    t.body_pos = 0;
-    t.body_end = kUnknown;
-    t.error.reset();
-    std::string range = std::to_string(t.pos) + "-" + std::to_string(stop - 1);
-    char errbuf[CURL_ERROR_SIZE] = {};
-    curl_easy_reset(curl_);
-    curl_easy_setopt(curl_, CURLOPT_URL, url_.c_str());
-    curl_easy_setopt(curl_, CURLOPT_RANGE, range.c_str());
-    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers_);  // Authorization: curl sends it to the original host only
-    curl_easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(curl_, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(curl_, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl_, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl_, CURLOPT_USERAGENT, "peft-bridge/" PB_VERSION);
-    curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT, 30L);
-    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_LIMIT, 1L);  // a stalled transfer (under 1 B/s for a minute) is retried
-    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_TIME, 60L);
-    curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(curl_, CURLOPT_HEADERFUNCTION, &HttpFile::OnHeader);
-    curl_easy_setopt(curl_, CURLOPT_HEADERDATA, &t);
-    curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, &HttpFile::OnWrite);
-    curl_easy_setopt(curl_, CURLOPT_WRITEDATA, &t);
-    CURLcode rc = curl_easy_perform(curl_);
-
-    if (t.error) return {.error = t.error};
-    if (rc == CURLE_WRITE_ERROR && t.stopped) rc = CURLE_OK;
-    if (rc != CURLE_OK) {
-      bool transient = rc == CURLE_COULDNT_CONNECT || rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_PARTIAL_FILE ||
-                       rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR || rc == CURLE_GOT_NOTHING ||
-                       rc == CURLE_HTTP2 || rc == CURLE_HTTP2_STREAM || rc == CURLE_SSL_CONNECT_ERROR;
-      std::string reason = errbuf[0] ? errbuf : curl_easy_strerror(rc);
-      return {.error = Io("cannot read `" + label_ + "`: " + reason), .transient = transient};
-    }
-    if (!t.started) Start(t);  // an empty body: the headers were not checked yet
-    if (t.error) return {.error = t.error};
-    const Response& r = t.response;
-    if (r.status == 416) {
-      std::string range_header = r.content_range.value_or("");
-      auto total = range_header.starts_with("bytes */") ? ParseU64(std::string_view(range_header).substr(8)) : std::nullopt;
-      if (!total) return HttpError(r);
-      if (Status s = Pin(r, total); !s.ok()) return {.error = s.error()};
-      return {.eof = true};
-    }
-    if (!t.body) return HttpError(r);
-    if (t.stopped) return {};
-    if (t.body_end == kUnknown) {
-      size_ = t.body_pos;  // a body of unknown length ended: so does the file
-      return {.eof = true};
-    }
-    if (t.body_pos < t.body_end)
-      return {.error = Io("cannot read `" + label_ + "`: the connection closed at byte " + std::to_string(t.body_pos) +
-                          " of " + std::to_string(t.body_end)),
-              .transient = true};
-    return {};
-  }
-
-  std::string url_, label_, token_;
-  CURL* curl_ = nullptr;
-  curl_slist* headers_ = nullptr;
-  std::optional<uint64_t> size_;
-  std::optional<std::string> etag_;
-  bool answered_ = false;
+  CURL* easy_ = nullptr;
+  CURLM* multi_ = nullptr;
 };
 
 class IgnoreEvents final : public ReaderEvents {
@@ -439,33 +335,37 @@ bool IsRemoteAddress(const std::string& arg) {
 }
 
 Result<Header> ReadRemoteHeader(const std::string& arg) {
-  const char* env_token = std::getenv("HF_TOKEN");
-  std::string hf_token = env_token ? env_token : "";
   std::string url = arg;
-  std::string token;
   if (StartsWithNoCase(arg, "hf://")) {
     auto resolved = HubUrlFor(arg);
     if (!resolved.ok()) return resolved.error();
     url = resolved.value();
-    token = hf_token;
-  } else if (Origin(arg) == Origin(Endpoint())) {
-    token = hf_token;  // HF_TOKEN goes to the Hub only, never to another server
   }
+  auto limits = LimitsFromEnv();
+  if (!limits.ok()) return limits.error();
+  // The token goes to the Hub endpoint's origin only (the policy checks every hop), never to another server.
+  auto opened = net::HttpFilePolicy::Open(
+      {.url = url, .label = arg, .token = HubToken(), .token_origin = net::UrlOrigin(Endpoint())}, limits.value());
+  if (!opened.ok()) return opened.error();
+  net::HttpFilePolicy& policy = opened.value();
 
-  HttpFile file(url, arg, token);
   // The header ends at 8 + N, N being the first 8 bytes. A length the core will refuse (too large, or past the
   // end of the file) is not fetched: the core reports it from the prefix.
-  auto header_end = [&file](std::span<const uint8_t> got) -> uint64_t {
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = (n << 8) | got[i];
-    if (n > kMaxHeaderSize || (file.size() && 8 + n > *file.size())) return 8;
-    return 8 + n;
-  };
   std::vector<uint8_t> head;
-  if (Status s = file.FetchRange(0, kFirstRange, head, header_end); !s.ok()) return s.error();
+  auto deliver = [&](std::span<const uint8_t> bytes) {
+    head.insert(head.end(), bytes.begin(), bytes.end());
+    if (head.size() < 8) return;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | head[i];
+    bool refused = n > kMaxHeaderSize || (policy.size() && 8 + n > *policy.size());
+    policy.SetEnd(refused ? 8 : 8 + n);
+  };
+  CurlTransport transport;
+  policy.BeginRead(0, kFirstRange, NowMs());
+  if (Status s = transport.Run(policy, deliver, arg); !s.ok()) return s.error();
 
   // The core validates the bytes exactly as a local file of this size (or as a stream when the size is unknown).
-  StreamingReader reader(ReaderOptions{.total_size = file.size()});
+  StreamingReader reader(ReaderOptions{.total_size = policy.size()});
   IgnoreEvents events;
   size_t pos = 0;
   while (!reader.header_done() && pos < head.size()) {

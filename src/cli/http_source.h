@@ -1,7 +1,8 @@
 // Remote input for the native CLI: http(s) URLs and hf://owner/repo/path[@revision] Hub addresses, read with
-// libcurl by Range requests. Like file_io.h this is an edge: it fetches bytes and hands them to the core's
-// StreamingReader, so a remote header is validated exactly as a local file of the same size. It follows the
-// JS client (web/src/hub.js) rule for rule, so both CLIs make the same requests and print the same bytes.
+// libcurl by Range requests. Like file_io.h this is an edge: libcurl is only the transport of the HTTP policy
+// (app/http_policy.h: retries, deadlines, redirects, token scope), which the JS client (web/src/range-client.js)
+// drives too, so both CLIs make the same requests and print the same bytes; the bytes go to the core's
+// StreamingReader, so a remote header is validated exactly as a local file of the same size.
 #pragma once
 
 #include <string>
@@ -15,9 +16,9 @@ bool IsRemoteAddress(const std::string& arg);
 
 // Reads and validates a remote file's header with one Range request for the first 64 KiB, and one more only if
 // the header is longer (a server that ignores Range is read as one stream, up to the header's end). hf://
-// addresses resolve against HF_ENDPOINT (default https://huggingface.co); HF_TOKEN is sent as a Bearer token to
-// that endpoint's origin only. Redirects are followed; network errors, truncated bodies and 5xx / 429 answers are
-// retried with backoff, resuming at the byte reached; an ETag or size that changes between answers is an IoError.
+// addresses resolve against HF_ENDPOINT (default https://huggingface.co); the token (HF_TOKEN, else the token file
+// huggingface_hub writes) is sent as a Bearer token to that endpoint's origin only. The PB_HTTP_* variables set
+// the policy's limits (docs/remote.md).
 Result<Header> ReadRemoteHeader(const std::string& arg);
 
 }  // namespace pb::cli

@@ -19,6 +19,9 @@
 //   {type: 'wrongContentRange'}       206 whose Content-Range is one byte off
 //   {type: 'slow', delay, chunk}      send the body in `chunk`-byte pieces, `delay` ms apart
 //   {type: 'ignoreRange'}             200 with the whole file, whatever the Range header said
+//   {type: 'hang'}                    never answer (the connection stays open until the client leaves)
+//   {type: 'redirect', location, status}  answer `status` (default 302) with this Location; 'self' redirects to
+//                                     the request's own URL (a loop)
 //   {type: 'change', after, bytes}    after `after` requests for the file (counted from when the fault is added),
 //                                     the file becomes `bytes`
 //                                     (default: the same bytes with the last one flipped), with a new ETag
@@ -180,6 +183,16 @@ export async function startHub(options = {}) {
   async function sendFile(req, res, file, hits, extraHeaders) {
     const { bytes, hash } = file;
     const size = bytes.length;
+    if (hits.some((f) => f.type === 'hang')) {
+      await new Promise((resolve) => res.on('close', resolve));
+      return 0;
+    }
+    const redirect = hits.find((f) => f.type === 'redirect');
+    if (redirect) {
+      res.writeHead(redirect.status ?? 302, { Location: redirect.location === 'self' ? req.url : redirect.location, 'Content-Length': '0' });
+      res.end();
+      return redirect.status ?? 302;
+    }
     const status = hits.find((f) => f.type === 'status');
     if (status) {
       const headers = status.retryAfter !== undefined ? { 'Retry-After': String(status.retryAfter) } : {};

@@ -180,3 +180,16 @@ test('saveStreams writes each file through createWritable and removes what it wr
   assert.deepEqual([...stored.keys()], []);
   await assert.rejects(saveStreams([], {}), TypeError);
 });
+
+test('remote JSON (the base index, configs) is held to the JSON cap, without downloading it', async () => {
+  await withHub(async (hub, options) => {
+    hub.clearLog();
+    await assert.rejects(planRemote({ ...options, maxJsonBytes: 64 }), (e) => {
+      assert.equal(e.code, 'IoError');
+      // The base's index and the adapter's config are read at once: either may be the first to fail.
+      assert.match(e.message, /\/me\/(base\/resolve\/main\/model\.safetensors\.index|lora\/resolve\/main\/adapter_config)\.json` is \d+ bytes, more than the cap of 64 for a JSON file read whole \(PB_HTTP_MAX_JSON_BYTES\)$/);
+      return true;
+    });
+    assert.ok(hub.requests.length <= 2 && hub.requests.every((r) => r.range === 'bytes=0-64'), JSON.stringify(hub.requests));
+  });
+});

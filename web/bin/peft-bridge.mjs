@@ -4,13 +4,14 @@
 //   0 success, 1 invalid input or I/O failure, 2 usage error; 130 / 143 when convert is interrupted by SIGINT /
 //   SIGTERM (the temporary output file is removed first).
 import { randomBytes } from 'node:crypto';
-import { unlinkSync } from 'node:fs';
+import { readFileSync, unlinkSync } from 'node:fs';
 import { mkdir, open, readdir, rename, rmdir, stat, unlink } from 'node:fs/promises';
 import { callAdapter, writeErrorFile } from '../src/adapter.js';
 import { createConversion } from '../src/convert.js';
 import { errorFromHandle, renderedError } from '../src/errors.js';
-import { hubUrl, isRemote } from '../src/hub.js';
+import { DEFAULT_ENDPOINT, isRemote } from '../src/hub.js';
 import { inspectRendered } from '../src/inspect.js';
+import { LIMIT_OPTIONS } from '../src/range-client.js';
 import { getModule } from '../src/init.js';
 import { MergeSession } from '../src/merge.js';
 import { openSource } from '../src/sources.js';
@@ -143,15 +144,26 @@ async function openInput(path) {
   }
 }
 
-// HF_TOKEN goes to the Hub only: hf:// addresses and URLs on HF_ENDPOINT's origin, never to another server.
-function hubToken(arg) {
-  const token = process.env.HF_TOKEN || undefined;
-  if (!token || /^hf:\/\//i.test(arg)) return token;
-  try {
-    return new URL(arg).origin === new URL(hubUrl({ repo: 'o/r', path: 'f' })).origin ? token : undefined;
-  } catch {
-    return undefined;
+// What the native CLI reads too (src/cli/http_source.cc): the token is HF_TOKEN, else the file huggingface_hub
+// writes ($HF_TOKEN_PATH, else $HF_HOME/token, else $XDG_CACHE_HOME/huggingface/token, else
+// ~/.cache/huggingface/token); the endpoint HF_ENDPOINT; the HTTP limits the PB_HTTP_* variables. The policy sends
+// the token to the endpoint's origin only, on every redirect hop.
+function remoteOptions() {
+  const env = process.env;
+  let token = (env.HF_TOKEN ?? '').trim();
+  if (!token) {
+    const cache = env.XDG_CACHE_HOME || (env.HOME ? `${env.HOME}/.cache` : '');
+    const home = env.HF_HOME || (cache ? `${cache}/huggingface` : '');
+    const path = env.HF_TOKEN_PATH || (home ? `${home}/token` : '');
+    try {
+      token = path ? readFileSync(path, 'utf8').trim() : '';
+    } catch {
+      token = '';
+    }
   }
+  const http = {};
+  for (const name of Object.values(LIMIT_OPTIONS)) if (env[name]) http[name] = env[name];
+  return { token: token || undefined, endpoint: env.HF_ENDPOINT || DEFAULT_ENDPOINT, http };
 }
 
 async function runInspect(args) {
@@ -172,7 +184,7 @@ async function runInspect(args) {
     const arg = positional[0];
     const render = json ? 'json' : 'text';
     const report = isRemote(arg)
-      ? await inspectRendered(arg, { render, token: hubToken(arg) })
+      ? await inspectRendered(arg, { render, ...remoteOptions() })
       : await inspectRendered((input = await openInput(arg)).source, { render });
     await out(json ? report.json : report.text);
     return 0;

@@ -125,21 +125,38 @@ export type RemoteSource = string | URL | HubAddress;
 
 export interface RemoteOptions {
   signal?: AbortSignal;
-  /** Sent as `Authorization: Bearer …` (a {@link HubAddress}'s own token wins). Only pass it for URLs you trust
-   * with it. */
+  /** Sent as `Authorization: Bearer …` (a {@link HubAddress}'s own token wins) to the endpoint's origin only (for
+   * a plain URL without `endpoint`, to that URL's origin), on every redirect hop that stays there, never to
+   * another origin. */
   token?: string;
   /** The endpoint `hf://` addresses resolve against (default as {@link HubAddress.endpoint}). */
   endpoint?: string;
-  /** Retries after a network error, a truncated body or a 5xx / 429 answer (default 5). Each retry resumes at
-   * the byte reached; `Retry-After` is honoured up to 10 s (a longer one fails at once). */
+  /** Retries in a row after a network error, a truncated body, an idle or too slow answer, or a 5xx / 408 / 429
+   * answer (default 5; progress resets the count). Each retry resumes at the byte reached; `Retry-After` is
+   * honoured up to 10 s (a longer one fails at once). Other 4xx, redirect loops, non-HTTP(S) redirects, ETag
+   * changes and wrong Content-Ranges are never retried. (PB_HTTP_RETRIES in the CLIs; docs/remote.md.) */
   retries?: number;
-  /** First backoff delay in ms, doubled on each retry up to 8 s (default 250). */
+  /** First backoff delay in ms, doubled on each retry up to 8 s (default 250; PB_HTTP_BACKOFF_MS). */
   retryDelay?: number;
+  /** An attempt with no answer, or no byte, for this many ms fails and is retried (default 10000; PB_HTTP_IDLE_MS). */
+  idleTimeout?: number;
+  /** Each read, every attempt and wait included, ends by this many ms (default 600000; PB_HTTP_TOTAL_MS). */
+  timeout?: number;
+  /** Bytes/s a body must average over each `rateWindow` (default 1024; 0 turns it off; PB_HTTP_MIN_RATE). */
+  minRate?: number;
+  /** The minimum rate's window in ms (default 30000; PB_HTTP_RATE_WINDOW_MS). */
+  rateWindow?: number;
+  /** Redirects followed per request (default 10; PB_HTTP_MAX_REDIRECTS). */
+  maxRedirects?: number;
+  /** The largest JSON file (an index, a config) read remotely, in bytes (default 64 MiB; PB_HTTP_MAX_JSON_BYTES). */
+  maxJsonBytes?: number;
+  /** The same limits by their PB_HTTP_* names, as text (what the npm CLI passes from its environment). */
+  http?: Record<string, string>;
   /** The fetch to use (default the global one). */
   fetch?: typeof fetch;
 }
 
-/** A remote file read by Range requests, from {@link openRemote}. Redirects are followed; the first answer's
+/** A remote file read by Range requests, from {@link openRemote}. Redirects are followed hop by hop; the first answer's
  * ETag and size are pinned, and a later answer with others rejects with IoError (`… changed while being read`).
  * A server that ignores Range is read as one stream, only as far as needed. When `size` is known it is a
  * {@link RandomAccessSource} every reading function accepts. */
@@ -152,7 +169,7 @@ export interface RemoteFile {
   readonly etag: string | null;
   /** The first answer's `X-Repo-Commit`, when the server sent (and exposed) it. */
   readonly commit: string | null;
-  /** HTTP requests made so far (a followed redirect counts with its request). */
+  /** HTTP requests made so far (each redirect hop counts). */
   readonly requests: number;
   /** `length` bytes at `offset`, fewer only at the end of the file. Reads run one at a time. */
   read(offset: number, length: number): Promise<Uint8Array>;

@@ -11,8 +11,8 @@
 // saveStreams writes output files into a directory picked in the browser (File System Access API).
 import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
 import { collectBytes, configText } from './adapter.js';
-import { concat } from './handles.js';
-import { openRemote } from './hub.js';
+import { openRemote, readRemoteWhole } from './hub.js';
+import { LIMIT_OPTIONS } from './range-client.js';
 import { MergeSession, mergeShards, planMerge } from './merge.js';
 import { openSource } from './sources.js';
 
@@ -21,27 +21,18 @@ const INDEX = 'model.safetensors.index.json';
 const isUrl = (v) => (typeof v === 'string' && /^(https?|hf):\/\//i.test(v)) || (typeof URL !== 'undefined' && v instanceof URL);
 const decode = (bytes) => new TextDecoder().decode(bytes);
 
-/** A small remote file (JSON, an adapter), whole: {bytes, commit}; null when `optional` and it is absent (404). */
+/**
+ * A remote file, whole: {bytes, commit}; null when `optional` and it is absent (404). JSON files are held to the
+ * JSON cap (PB_HTTP_MAX_JSON_BYTES, option maxJsonBytes); other files (adapter weights) are not.
+ */
 async function readWhole(source, ro, optional = false) {
-  let file;
+  const name = typeof source === 'object' && !(source instanceof URL) ? source.path : String(source);
+  const cap = /\.json$/i.test(name.split(/[?#]/)[0]) ? undefined : Number.MAX_SAFE_INTEGER;
   try {
-    file = await openRemote(source, ro);
+    return await readRemoteWhole(source, ro, cap);
   } catch (error) {
     if (optional && error?.status === 404) return null;
     throw error;
-  }
-  try {
-    if (file.size !== null) return { bytes: await file.read(0, file.size), commit: file.commit };
-    const parts = []; // no usable Content-Length: read until the body ends
-    for (let pos = 0, n = 1 << 20; ; ) {
-      const bytes = await file.read(pos, n);
-      parts.push(bytes);
-      pos += bytes.length;
-      if (bytes.length < n) break;
-    }
-    return { bytes: concat(parts) ?? new Uint8Array(0), commit: file.commit };
-  } finally {
-    await file.close();
   }
 }
 
@@ -140,7 +131,8 @@ async function openModel(options) {
   const controller = new AbortController(); // the user's signal, or our own abort when the output is given up
   const onAbort = () => controller.abort(abortReason(signal));
   signal?.addEventListener('abort', onAbort, { once: true });
-  const ro = { signal: controller.signal, token: options.token, endpoint: options.endpoint, retries: options.retries, retryDelay: options.retryDelay, fetch: options.fetch };
+  const ro = { signal: controller.signal, token: options.token, endpoint: options.endpoint, fetch: options.fetch, http: options.http };
+  for (const name of Object.keys(LIMIT_OPTIONS)) ro[name] = options[name]; // the HTTP policy's limits
   const files = new Map();
   const close = async (reason) => {
     signal?.removeEventListener('abort', onAbort);

@@ -1,0 +1,383 @@
+#include "app/http_policy.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "app/http_url.h"
+
+namespace pb::net {
+namespace {
+
+Error Io(std::string message) { return MakeError(ErrorCode::IoError, std::move(message)); }
+
+std::optional<uint64_t> ParseU64(std::string_view s) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
+bool IsRedirect(int status) { return status == 301 || status == 302 || status == 303 || status == 307 || status == 308; }
+
+bool IsHttp(std::string_view url) {
+  std::string scheme = UrlScheme(url);
+  return (scheme == "http" || scheme == "https") && !UrlOrigin(url).empty();
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& HttpLimitNames() {
+  static const std::vector<std::string_view> names = {
+      "PB_HTTP_RETRIES",  "PB_HTTP_BACKOFF_MS",     "PB_HTTP_IDLE_MS",       "PB_HTTP_TOTAL_MS",
+      "PB_HTTP_MIN_RATE", "PB_HTTP_RATE_WINDOW_MS", "PB_HTTP_MAX_REDIRECTS", "PB_HTTP_MAX_JSON_BYTES"};
+  return names;
+}
+
+Status SetHttpLimit(HttpLimits& limits, std::string_view name, std::string_view value) {
+  std::optional<uint64_t> v = ParseU64(Trim(value));
+  auto bad = [&](std::string_view what) {
+    return MakeError(ErrorCode::InvalidArgument, std::string(name) + " must be " + std::string(what) + ", got `" +
+                                                     std::string(value) + "`");
+  };
+  auto u32 = [&](uint32_t& field, uint64_t min) -> Status {
+    if (!v || *v < min || *v > 0xFFFF'FFFFu)
+      return bad(min == 0 ? "a whole number below 2^32" : "a whole number from 1 below 2^32");
+    field = static_cast<uint32_t>(*v);
+    return Status::Ok();
+  };
+  if (name == "PB_HTTP_RETRIES") return u32(limits.retries, 0);
+  if (name == "PB_HTTP_BACKOFF_MS") return u32(limits.backoff_ms, 0);
+  if (name == "PB_HTTP_IDLE_MS") return u32(limits.idle_ms, 1);
+  if (name == "PB_HTTP_TOTAL_MS") return u32(limits.total_ms, 1);
+  if (name == "PB_HTTP_MIN_RATE") return u32(limits.min_rate, 0);
+  if (name == "PB_HTTP_RATE_WINDOW_MS") return u32(limits.rate_window_ms, 1);
+  if (name == "PB_HTTP_MAX_REDIRECTS") return u32(limits.max_redirects, 0);
+  if (name == "PB_HTTP_MAX_JSON_BYTES") {
+    if (!v || *v == 0) return bad("a whole number from 1");
+    limits.max_json_bytes = *v;
+    return Status::Ok();
+  }
+  return MakeError(ErrorCode::InvalidArgument, "unknown HTTP limit `" + std::string(name) + "`");
+}
+
+Result<HttpFilePolicy> HttpFilePolicy::Open(HttpTarget target, HttpLimits limits) {
+  if (!IsHttp(target.url))
+    return MakeError(ErrorCode::InvalidArgument, "`" + target.label + "` is not an http(s) URL");
+  if (UrlHasUserInfo(target.url))
+    return MakeError(ErrorCode::InvalidArgument,
+                     "`" + target.label + "`: URLs with user info (user:password@) are refused; use a token instead");
+  return HttpFilePolicy(std::move(target), limits);
+}
+
+void HttpFilePolicy::BeginRead(uint64_t start, uint64_t end, int64_t now_ms) {
+  pos_ = start;
+  end_ = end;
+  cap_.reset();
+  failures_ = 0;
+  attempt_progress_ = false;
+  read_deadline_ = now_ms + limits_.total_ms;
+  wait_until_ = 0;
+  error_.reset();
+  failed_status_ = 0;
+  redirect_url_.clear();
+  redirects_ = 0;
+  if (phase_ == Phase::kHead) phase_ = Phase::kNone;  // an unanswered request of an earlier read is not this one's
+}
+
+void HttpFilePolicy::BeginReadWhole(int64_t now_ms, std::optional<uint64_t> cap) {
+  uint64_t c = cap.value_or(limits_.max_json_bytes);
+  BeginRead(0, c == kUnbounded ? kUnbounded : c + 1, now_ms);  // one byte past the cap tells that it is exceeded
+  cap_ = c;
+}
+
+void HttpFilePolicy::SetEnd(uint64_t end) { end_ = end; }
+
+uint64_t HttpFilePolicy::Stop() const { return size_ ? std::min(end_, *size_) : end_; }
+
+int64_t HttpFilePolicy::Deadline() const {
+  int64_t d = std::min<int64_t>(read_deadline_, last_progress_ + limits_.idle_ms);
+  if (phase_ == Phase::kBody && limits_.min_rate > 0) d = std::min<int64_t>(d, window_start_ + limits_.rate_window_ms);
+  return d;
+}
+
+void HttpFilePolicy::Fail(Error error, int status) {
+  phase_ = Phase::kNone;
+  error_ = std::move(error);
+  failed_status_ = status;
+}
+
+HttpStep HttpFilePolicy::Next(int64_t now_ms) {
+  if (error_) return {.action = HttpAction::kFail, .error = error_};
+  if (phase_ == Phase::kHead) return {.action = HttpAction::kRead, .deadline_ms = Deadline()};
+  if (pos_ >= Stop()) {
+    if (cap_ && pos_ > *cap_) {
+      Fail(Io("`" + t_.label + "` is larger than " + std::to_string(*cap_) +
+              " bytes, the cap for a JSON file read whole (PB_HTTP_MAX_JSON_BYTES)"));
+      return {.action = HttpAction::kFail, .error = error_};
+    }
+    return {.action = HttpAction::kDone};
+  }
+  if (phase_ == Phase::kBody) {
+    if (body_pos_ <= pos_ && pos_ < body_end_) return {.action = HttpAction::kRead, .deadline_ms = Deadline()};
+    phase_ = Phase::kNone;  // this body cannot serve the read: a new request
+  }
+  if (now_ms < wait_until_) return {.action = HttpAction::kWait, .deadline_ms = wait_until_};
+  if (now_ms >= read_deadline_) {
+    Fail(Io("cannot " + Verb() + " `" + t_.label + "`: the read did not finish within " +
+            std::to_string(limits_.total_ms) + " ms (PB_HTTP_TOTAL_MS)"));
+    return {.action = HttpAction::kFail, .error = error_};
+  }
+  uint64_t stop = Stop();
+  HttpRequest request;
+  request_url_ = redirect_url_.empty() ? t_.url : redirect_url_;
+  request.url = request_url_;
+  request.range = "bytes=" + std::to_string(pos_) + "-" + (stop == kUnbounded ? "" : std::to_string(stop - 1));
+  if (!t_.token.empty() && !t_.token_origin.empty() && UrlOrigin(request_url_) == t_.token_origin)
+    request.authorization = "Bearer " + t_.token;
+  sent_token_ = !request.authorization.empty();
+  phase_ = Phase::kHead;
+  last_progress_ = now_ms;
+  attempt_progress_ = false;
+  ++requests_;
+  return {.action = HttpAction::kSend, .request = std::move(request), .deadline_ms = Deadline()};
+}
+
+void HttpFilePolicy::Failure(int64_t now_ms, Error error, bool retryable, std::optional<uint64_t> retry_after_s,
+                             int status, bool progress_resets) {
+  // An attempt that brought bytes starts the count afresh, unless it failed for being too slow: a server
+  // trickling bytes would otherwise be retried until the read's deadline.
+  if (attempt_progress_ && progress_resets) failures_ = 0;
+  attempt_progress_ = false;
+  phase_ = Phase::kNone;
+  redirect_url_.clear();
+  redirects_ = 0;
+  if (!retryable || failures_ >= limits_.retries || (retry_after_s && *retry_after_s > limits_.max_retry_after_s))
+    return Fail(std::move(error), status);
+  ++failures_;
+  uint64_t wait = retry_after_s ? *retry_after_s * 1000
+                                : std::min<uint64_t>(static_cast<uint64_t>(limits_.backoff_ms) << std::min(failures_ - 1, 30u),
+                                                     limits_.backoff_max_ms);
+  // A wait that would end past the read's deadline is not started: the read fails now, with this error.
+  if (now_ms + static_cast<int64_t>(wait) >= read_deadline_) return Fail(std::move(error), status);
+  wait_until_ = now_ms + static_cast<int64_t>(wait);
+}
+
+bool HttpFilePolicy::CheckRedirectTarget(const std::string& url, std::string_view how) {
+  if (!IsHttp(url)) {
+    std::string scheme = UrlScheme(url);
+    Fail(Io("cannot open `" + t_.label + "`: " + std::string(how) + " `" + (scheme.empty() ? url : scheme + ":") +
+            "`, which is not an http(s) URL"));
+    return false;
+  }
+  if (UrlHasUserInfo(url)) {
+    Fail(Io("cannot open `" + t_.label + "`: " + std::string(how) + " a URL with user info, which is refused"));
+    return false;
+  }
+  return true;
+}
+
+void HttpFilePolicy::HttpError(int64_t now_ms, const HttpHead& head) {
+  int status = head.status;
+  std::string message = "cannot " + Verb() + " `" + t_.label + "`: HTTP " + std::to_string(status);
+  if (head.error_message && !head.error_message->empty()) message += ": " + *head.error_message;
+  if ((status == 401 || status == 403) && !sent_token_) message += " (no token was sent)";
+  bool retryable = status >= 500 || status == 429 || status == 408;
+  std::optional<uint64_t> after;
+  if (retryable && head.retry_after) after = ParseU64(Trim(*head.retry_after));
+  Failure(now_ms, Io(std::move(message)), retryable, after, status);
+}
+
+// Pins the first answer's ETag and size; a later answer with others means the file changed.
+bool HttpFilePolicy::Pin(const HttpHead& head, std::optional<uint64_t> size) {
+  std::optional<std::string> etag = head.etag;
+  if (etag && etag->starts_with("W/")) etag->erase(0, 2);
+  if (!answered_) {
+    answered_ = true;
+    etag_ = etag;
+  } else if (etag && etag_ && *etag != *etag_) {
+    Fail(Io("`" + t_.label + "` changed while being read (ETag " + *etag_ + " became " + *etag + ")"));
+    return false;
+  }
+  if (!size) return true;
+  if (size_ && *size != *size_) {
+    Fail(Io("`" + t_.label + "` changed while being read (size " + std::to_string(*size_) + " became " +
+            std::to_string(*size) + ")"));
+    return false;
+  }
+  size_ = size;
+  if (cap_ && *size > *cap_) {
+    Fail(Io("`" + t_.label + "` is " + std::to_string(*size) + " bytes, more than the cap of " +
+            std::to_string(*cap_) + " for a JSON file read whole (PB_HTTP_MAX_JSON_BYTES)"));
+    return false;
+  }
+  return true;
+}
+
+void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
+  if (phase_ != Phase::kHead) return;
+  last_progress_ = now_ms;
+  if (head.repo_commit && !commit_) commit_ = head.repo_commit;  // the Hub names it on the resolve hop
+  if (!head.final_url.empty() && head.final_url != request_url_ && !CheckRedirectTarget(head.final_url, "redirected to"))
+    return;
+  int status = head.status;
+  if (IsRedirect(status)) {
+    if (!head.location) return Fail(Io("cannot open `" + t_.label + "`: HTTP " + std::to_string(status) + " without a Location"));
+    std::optional<std::string> next = ResolveUrl(request_url_, Trim(*head.location));
+    if (!next || !CheckRedirectTarget(*next, "redirected to")) {
+      if (!error_) Fail(Io("cannot open `" + t_.label + "`: unusable redirect Location `" + *head.location + "`"));
+      return;
+    }
+    if (++redirects_ > limits_.max_redirects)
+      return Fail(Io("cannot open `" + t_.label + "`: more than " + std::to_string(limits_.max_redirects) +
+                     " redirects (PB_HTTP_MAX_REDIRECTS)"));
+    redirect_url_ = std::move(*next);
+    phase_ = Phase::kNone;
+    return;
+  }
+  redirect_url_.clear();
+  redirects_ = 0;
+  uint64_t stop = Stop();
+  if (status == 416) {
+    std::string range = head.content_range.value_or("");
+    auto total = range.starts_with("bytes */") ? ParseU64(std::string_view(range).substr(8)) : std::nullopt;
+    if (!total) return HttpError(now_ms, head);
+    phase_ = Phase::kNone;
+    Pin(head, total);  // the size is known now: Next() sees the read ends there
+    return;
+  }
+  if (status == 206) {
+    std::string range = head.content_range.value_or("");
+    std::optional<uint64_t> a, b, total;
+    bool ok = false;
+    if (range.starts_with("bytes ")) {
+      std::string_view v = std::string_view(range).substr(6);
+      size_t dash = v.find('-'), slash = v.find('/');
+      if (dash != std::string_view::npos && slash != std::string_view::npos && dash < slash) {
+        a = ParseU64(v.substr(0, dash));
+        b = ParseU64(v.substr(dash + 1, slash - dash - 1));
+        std::string_view tail = v.substr(slash + 1);
+        total = tail == "*" ? std::optional<uint64_t>() : ParseU64(tail);
+        ok = a && b && (tail == "*" || total);
+      }
+    }
+    std::optional<uint64_t> length = head.content_length ? ParseU64(Trim(*head.content_length)) : std::nullopt;
+    if (!ok || *a != pos_ || *b >= stop || *b < pos_ || (head.content_length && (!length || *length != *b - pos_ + 1)))
+      return Fail(Io("cannot read `" + t_.label + "`: wrong Content-Range `" + range + "` in answer to bytes=" +
+                     std::to_string(pos_) + "-" + (stop == kUnbounded ? "" : std::to_string(stop - 1))));
+    if (!Pin(head, total)) return;
+    phase_ = Phase::kBody;
+    body_pos_ = *a;
+    body_end_ = *b + 1;
+  } else if (status == 200) {
+    // The whole file from byte 0 (the server ignored Range). Its length is the file's unless it is compressed.
+    std::optional<uint64_t> size;
+    if (head.content_length && (!head.content_encoding || *head.content_encoding == "identity"))
+      size = ParseU64(Trim(*head.content_length));
+    if (!Pin(head, size)) return;
+    phase_ = Phase::kBody;
+    body_pos_ = 0;
+    body_end_ = size.value_or(kUnbounded);
+  } else {
+    return HttpError(now_ms, head);
+  }
+  window_start_ = now_ms;
+  window_bytes_ = 0;
+}
+
+BodySlice HttpFilePolicy::OnBody(int64_t now_ms, uint64_t length) {
+  BodySlice slice;
+  if (phase_ != Phase::kBody || length == 0) return slice;
+  last_progress_ = now_ms;
+  window_bytes_ += length;
+  if (body_pos_ < pos_) {  // a 200 to a ranged request starts at byte 0: skip to pos
+    slice.skip = std::min(length, pos_ - body_pos_);
+    body_pos_ += slice.skip;
+  }
+  if (body_end_ != kUnbounded && body_pos_ + (length - slice.skip) > body_end_) {
+    Fail(Io("cannot read `" + t_.label + "`: the server sent more bytes than its Content-Range"));
+    return {};
+  }
+  if (body_pos_ == pos_) {
+    uint64_t stop = Stop();
+    slice.take = stop > pos_ ? std::min(length - slice.skip, stop - pos_) : 0;
+    body_pos_ += slice.take;
+    pos_ += slice.take;
+    if (slice.take > 0) attempt_progress_ = true;
+  }
+  return slice;
+}
+
+void HttpFilePolicy::OnBodyEnd(int64_t now_ms) {
+  if (phase_ != Phase::kBody) return;
+  if (body_end_ == kUnbounded) {
+    phase_ = Phase::kNone;
+    size_ = body_pos_;  // a body of unknown length ended: so does the file
+    return;
+  }
+  if (body_pos_ < body_end_)
+    return Failure(now_ms, Io("cannot read `" + t_.label + "`: the connection closed at byte " +
+                                  std::to_string(body_pos_) + " of " + std::to_string(body_end_)),
+                   true);
+  phase_ = Phase::kNone;  // that answer is used up: Next() asks for the rest
+}
+
+void HttpFilePolicy::OnTransportError(int64_t now_ms, TransportError kind) {
+  if (phase_ == Phase::kNone) return;
+  if (phase_ == Phase::kBody && body_end_ != kUnbounded && kind == TransportError::kBroken)
+    return OnBodyEnd(now_ms);  // the same failure as a body cut short, with the same message
+  std::string what;
+  bool retryable = true;
+  switch (kind) {
+    case TransportError::kResolve: what = "the host name did not resolve"; break;
+    case TransportError::kConnect: what = "could not connect"; break;
+    case TransportError::kBroken: what = "the connection broke"; break;
+    case TransportError::kTls: what = "the TLS handshake or certificate check failed"; retryable = false; break;
+    case TransportError::kBadScheme: what = "the URL's scheme is not supported"; retryable = false; break;
+  }
+  if (phase_ == Phase::kBody) what += " at byte " + std::to_string(body_pos_);
+  Failure(now_ms, Io("cannot " + Verb() + " `" + t_.label + "`: " + what), retryable);
+}
+
+void HttpFilePolicy::OnTimer(int64_t now_ms) {
+  if (phase_ == Phase::kNone) return;
+  if (now_ms >= read_deadline_)
+    return Fail(Io("cannot " + Verb() + " `" + t_.label + "`: the read did not finish within " +
+                   std::to_string(limits_.total_ms) + " ms (PB_HTTP_TOTAL_MS)"));
+  if (now_ms >= last_progress_ + static_cast<int64_t>(limits_.idle_ms)) {
+    std::string what = phase_ == Phase::kHead ? "no answer" : "no data at byte " + std::to_string(body_pos_);
+    return Failure(now_ms, Io("cannot " + Verb() + " `" + t_.label + "`: " + what + " for " +
+                                  std::to_string(limits_.idle_ms) + " ms (PB_HTTP_IDLE_MS)"),
+                   true);
+  }
+  if (phase_ == Phase::kBody && limits_.min_rate > 0 && now_ms >= window_start_ + limits_.rate_window_ms) {
+    uint64_t elapsed = static_cast<uint64_t>(now_ms - window_start_);
+    if (window_bytes_ * 1000 < static_cast<uint64_t>(limits_.min_rate) * elapsed)
+      return Failure(now_ms, Io("cannot read `" + t_.label + "`: slower than " + std::to_string(limits_.min_rate) +
+                                    " B/s for " + std::to_string(limits_.rate_window_ms) +
+                                    " ms at byte " + std::to_string(body_pos_) + " (PB_HTTP_MIN_RATE)"),
+                     true, std::nullopt, 0, /*progress_resets=*/false);
+    window_start_ = now_ms;
+    window_bytes_ = 0;
+  }
+}
+
+bool HttpFilePolicy::InFlight() const {
+  if (error_) return false;
+  if (phase_ == Phase::kHead) return true;
+  return phase_ == Phase::kBody && pos_ < Stop() && body_pos_ <= pos_ && pos_ < body_end_;
+}
+
+void HttpFilePolicy::OnClosed() {
+  if (phase_ != Phase::kNone) phase_ = Phase::kNone;
+}
+
+}  // namespace pb::net

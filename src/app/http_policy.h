@@ -1,0 +1,191 @@
+// The one HTTP policy of peft-bridge, as a sans-I/O state machine: what to request next, whether an answer is
+// usable, which failures are worth retrying and when, and when to give up. It reads no clock and opens no socket:
+// the transport (libcurl in src/cli/http_source.cc, `fetch` in web/src/range-client.js) passes the time in ms and
+// reports what happened, so the native CLI, the npm CLI and the JS API make the same requests, wait the same
+// times and fail with the same messages.
+//
+// One HttpFilePolicy per remote file. A read asks for bytes [start, end) (or the whole file under a size cap);
+// the transport then loops:
+//   step = Next(now)
+//     kSend: drop any open body; send step.request; report OnHead / OnTransportError (or OnTimer at step.deadline)
+//     kRead: keep reading the request in flight: OnHead, then OnBody per chunk, OnBodyEnd at its end, OnTimer
+//            when step.deadline passes first, OnTransportError when the connection fails
+//     kWait: drop any open body; wait until step.deadline, then call Next again
+//     kDone: the read has every byte it asked for (or reached the end of the file); a body may stay open for a
+//            read that continues it
+//     kFail: drop any open body; step.error is the read's error
+//
+// Policy (defaults in HttpLimits, each configurable; docs/remote.md lists them):
+//  - retried, with exponential backoff (or the server's Retry-After, up to a cap) and resumption at the byte
+//    reached: connection failures, 5xx, 408, 429, truncated bodies, an idle connection, a rate below the minimum;
+//  - never retried: other 4xx, a Content-Range that does not answer the Range sent, an ETag or size that changes,
+//    more redirects than the cap, a redirect to a non-HTTP(S) URL or to one with user info, a body over the cap;
+//  - URLs with user info, and non-HTTP(S) URLs, are refused before any request;
+//  - the token goes to the token origin only (the Hub endpoint's), on every hop: never after a redirect elsewhere;
+//  - deadlines: per request, no byte for idle_ms fails the attempt; each read (every attempt and wait of it)
+//    ends by total_ms; once a body flows, each rate window must bring min_rate bytes/s.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "core/result.h"
+
+namespace pb::net {
+
+inline constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
+
+struct HttpLimits {
+  uint32_t retries = 5;                      // PB_HTTP_RETRIES: failed attempts in a row retried (an attempt that
+                                             // brought bytes resets the count, unless it was too slow)
+  uint32_t backoff_ms = 250;                 // PB_HTTP_BACKOFF_MS: the first wait, doubled after each failure...
+  uint32_t backoff_max_ms = 8000;            // ...up to this
+  uint32_t max_retry_after_s = 10;           // a Retry-After longer than this fails at once instead of waiting
+  uint32_t idle_ms = 10'000;                 // PB_HTTP_IDLE_MS: no answer, or no byte, for this long (as
+                                             // huggingface_hub's HF_HUB_DOWNLOAD_TIMEOUT)
+  uint32_t total_ms = 600'000;               // PB_HTTP_TOTAL_MS: one read, every attempt and wait included
+  uint32_t min_rate = 1024;                  // PB_HTTP_MIN_RATE: bytes/s a flowing body must average per window
+  uint32_t rate_window_ms = 30'000;          // PB_HTTP_RATE_WINDOW_MS
+  uint32_t max_redirects = 10;               // PB_HTTP_MAX_REDIRECTS
+  uint64_t max_json_bytes = 64ull << 20;     // PB_HTTP_MAX_JSON_BYTES: a JSON file (index, config) read whole
+};
+
+// The environment variables (and WASM option names) that set HttpLimits, in the order documented.
+const std::vector<std::string_view>& HttpLimitNames();
+
+// Sets the limit called `name` (one of HttpLimitNames()) from its decimal text; InvalidArgument otherwise.
+Status SetHttpLimit(HttpLimits& limits, std::string_view name, std::string_view value);
+
+enum class HttpAction : uint8_t { kSend, kRead, kWait, kDone, kFail };
+
+struct HttpRequest {
+  std::string url;
+  std::string range;          // the Range header's value: "bytes=a-b" or "bytes=a-"
+  std::string authorization;  // the Authorization header's value, "" for none
+};
+
+struct HttpStep {
+  HttpAction action = HttpAction::kDone;
+  HttpRequest request{};          // kSend
+  int64_t deadline_ms = 0;        // kSend / kRead: call OnTimer then if nothing happened; kWait: wait until then
+  std::optional<Error> error{};   // kFail
+};
+
+// The headers of one answer the policy looks at (absent ones as std::nullopt).
+struct HttpHead {
+  int status = 0;
+  std::optional<std::string> content_range, content_length, content_encoding, etag, retry_after, error_message,
+      location, repo_commit;
+  // The URL that answered when the transport followed redirects itself (a browser's fetch); "" otherwise.
+  std::string final_url;
+};
+
+// What OnBody makes of a chunk: drop its first `skip` bytes, deliver the next `take` to the reader. Bytes past
+// skip + take stay unread: a transport that keeps them offers them first to the next OnBody.
+struct BodySlice {
+  uint64_t skip = 0;
+  uint64_t take = 0;
+};
+
+enum class TransportError : uint8_t {
+  kResolve,     // the host name did not resolve
+  kConnect,     // no connection (refused, unreachable, connect timeout)
+  kBroken,      // the connection failed after it was made (reset, closed early, protocol error)
+  kTls,         // TLS handshake or certificate failure: not retried
+  kBadScheme,   // the transport refused the URL's scheme: not retried
+};
+
+struct HttpTarget {
+  std::string url;
+  std::string label;         // how errors name the file (the address the user gave)
+  std::string token;         // sent as a Bearer token to token_origin only ("" for none)
+  std::string token_origin;  // UrlOrigin of the endpoint the token belongs to
+};
+
+class HttpFilePolicy {
+ public:
+  // InvalidArgument for a URL that is not http(s) or that carries user info: refused before any request.
+  static Result<HttpFilePolicy> Open(HttpTarget target, HttpLimits limits);
+
+  // Starts a read of bytes [start, end) (end clamped to the file's size once known; kUnbounded for "to the end").
+  void BeginRead(uint64_t start, uint64_t end, int64_t now_ms);
+  // Starts a read of the whole file, which may hold at most `cap` bytes (the JSON cap unless given).
+  void BeginReadWhole(int64_t now_ms, std::optional<uint64_t> cap = std::nullopt);
+  // Moves the current read's end (the header's end is known only from its first 8 bytes).
+  void SetEnd(uint64_t end);
+
+  HttpStep Next(int64_t now_ms);
+
+  void OnHead(int64_t now_ms, const HttpHead& head);
+  BodySlice OnBody(int64_t now_ms, uint64_t length);
+  void OnBodyEnd(int64_t now_ms);
+  void OnTransportError(int64_t now_ms, TransportError kind);
+  void OnTimer(int64_t now_ms);
+  // The transport dropped the open body (closing the file, or a read that did not continue it).
+  void OnClosed();
+
+  // True while the request in flight is still wanted (its head awaited, or its body serving the read): a transport
+  // whose callbacks cannot call Next() (it sends) asks this instead, and stops the transfer when it turns false.
+  bool InFlight() const;
+  // When OnTimer is due for the request in flight.
+  int64_t deadline_ms() const { return Deadline(); }
+
+  uint64_t position() const { return pos_; }  // the next byte the read wants
+  std::optional<uint64_t> size() const { return size_; }
+  const std::optional<std::string>& etag() const { return etag_; }
+  const std::optional<std::string>& commit() const { return commit_; }
+  uint32_t requests() const { return requests_; }
+  const HttpLimits& limits() const { return limits_; }
+  // The HTTP status of the error the read failed with (0 if none, or not an HTTP status).
+  int failed_status() const { return failed_status_; }
+
+ private:
+  enum class Phase : uint8_t { kNone, kHead, kBody };
+
+  HttpFilePolicy(HttpTarget target, HttpLimits limits) : t_(std::move(target)), limits_(limits) {}
+
+  uint64_t Stop() const;
+  int64_t Deadline() const;
+  std::string Verb() const { return answered_ ? "read" : "open"; }
+  void Fail(Error error, int status = 0);
+  // A failure of the attempt in flight: retried after a backoff if the policy allows, else the read's error.
+  void Failure(int64_t now_ms, Error error, bool retryable, std::optional<uint64_t> retry_after_s = std::nullopt,
+               int status = 0, bool progress_resets = true);
+  void HttpError(int64_t now_ms, const HttpHead& head);
+  bool Pin(const HttpHead& head, std::optional<uint64_t> size);
+  bool CheckRedirectTarget(const std::string& url, std::string_view how);
+
+  HttpTarget t_;
+  HttpLimits limits_;
+  // The file, as the first answer told it.
+  std::optional<uint64_t> size_;
+  std::optional<std::string> etag_, commit_;
+  bool answered_ = false;
+  uint32_t requests_ = 0;
+  // The read.
+  uint64_t pos_ = 0, end_ = 0;
+  std::optional<uint64_t> cap_;  // a whole-file read's size cap
+  uint32_t failures_ = 0;
+  bool attempt_progress_ = false;  // the attempt in flight delivered bytes
+  int64_t read_deadline_ = 0;
+  int64_t wait_until_ = 0;
+  std::optional<Error> error_;
+  int failed_status_ = 0;
+  // The request in flight and its body.
+  Phase phase_ = Phase::kNone;
+  std::string request_url_;
+  std::string redirect_url_;  // the next hop of a redirect chain ("" to start at t_.url)
+  uint32_t redirects_ = 0;
+  bool sent_token_ = false;  // the request in flight carries the token
+  uint64_t body_pos_ = 0, body_end_ = kUnbounded;  // file offsets of the body's next byte and of its end
+  int64_t last_progress_ = 0;
+  int64_t window_start_ = 0;
+  uint64_t window_bytes_ = 0;
+};
+
+}  // namespace pb::net

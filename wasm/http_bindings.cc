@@ -1,0 +1,163 @@
+// Embind layer over the HTTP policy (app/http_policy.h) for web/src/range-client.js, which is only its `fetch`
+// transport. Thin: values cross as numbers and strings; a step comes back as a small JS object.
+//  - Times are the transport's clock in ms (performance.now() or Date.now()), sizes and offsets doubles (exact
+//    below 2^53); an end or cap of -1 means "unbounded" / "the default cap", a size of -1 "unknown".
+//  - Headers cross as one string of "name\nvalue\n" pairs (lower-case names), limits as "NAME=value\n" lines.
+#include <emscripten/bind.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "app/http_policy.h"
+#include "app/http_url.h"
+#include "app/report.h"
+
+namespace pb::wasm {
+namespace {
+
+using emscripten::val;
+
+uint64_t Offset(double v) { return v < 0 ? net::kUnbounded : static_cast<uint64_t>(v); }
+
+class HttpFile {
+ public:
+  HttpFile(std::string url, std::string label, std::string token, std::string token_origin, std::string limits_text) {
+    net::HttpLimits limits;
+    std::string_view rest = limits_text;
+    while (!rest.empty()) {
+      std::string_view line = rest.substr(0, rest.find('\n'));
+      rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+      size_t eq = line.find('=');
+      if (eq == std::string_view::npos) continue;
+      if (Status s = net::SetHttpLimit(limits, line.substr(0, eq), line.substr(eq + 1)); !s.ok()) {
+        error_ = s.error();
+        return;
+      }
+    }
+    auto opened = net::HttpFilePolicy::Open(
+        {.url = std::move(url), .label = std::move(label), .token = std::move(token), .token_origin = std::move(token_origin)},
+        limits);
+    if (!opened.ok()) error_ = opened.error();
+    else policy_.emplace(std::move(opened.value()));
+  }
+
+  bool ok() const { return policy_.has_value(); }
+  std::string error_json() const { return error_ ? RenderErrorJson(*error_) : std::string(); }
+  std::string error_text() const { return error_ ? RenderErrorText(*error_) : std::string(); }
+
+  void begin_read(double start, double end, double now) { policy_->BeginRead(Offset(start), Offset(end), Now(now)); }
+  void begin_read_whole(double now, double cap) {
+    policy_->BeginReadWhole(Now(now), cap < 0 ? std::nullopt : std::optional<uint64_t>(Offset(cap)));
+  }
+  void set_end(double end) { policy_->SetEnd(Offset(end)); }
+
+  // {action: 'send'|'read'|'wait'|'done'|'fail', deadline, url, range, authorization, status}; on 'fail' the
+  // error is in errorJson() / errorText().
+  val next(double now) {
+    net::HttpStep step = policy_->Next(Now(now));
+    val out = val::object();
+    static constexpr const char* kNames[] = {"send", "read", "wait", "done", "fail"};
+    out.set("action", kNames[static_cast<int>(step.action)]);
+    out.set("deadline", static_cast<double>(step.deadline_ms));
+    if (step.action == net::HttpAction::kSend) {
+      out.set("url", step.request.url);
+      out.set("range", step.request.range);
+      out.set("authorization", step.request.authorization);
+    }
+    if (step.error) {
+      error_ = *step.error;
+      out.set("status", policy_->failed_status());
+    }
+    return out;
+  }
+
+  void on_head(double now, int status, const std::string& headers, const std::string& final_url) {
+    net::HttpHead head;
+    head.status = status;
+    head.final_url = final_url;
+    std::string_view rest = headers;
+    while (!rest.empty()) {
+      size_t a = rest.find('\n');
+      if (a == std::string_view::npos) break;
+      size_t b = rest.find('\n', a + 1);
+      std::string_view name = rest.substr(0, a);
+      std::string value(rest.substr(a + 1, (b == std::string_view::npos ? rest.size() : b) - a - 1));
+      rest.remove_prefix(b == std::string_view::npos ? rest.size() : b + 1);
+      if (name == "content-range") head.content_range = value;
+      else if (name == "content-length") head.content_length = value;
+      else if (name == "content-encoding") head.content_encoding = value;
+      else if (name == "etag") head.etag = value;
+      else if (name == "retry-after") head.retry_after = value;
+      else if (name == "x-error-message") head.error_message = value;
+      else if (name == "location") head.location = value;
+      else if (name == "x-repo-commit") head.repo_commit = value;
+    }
+    policy_->OnHead(Now(now), head);
+  }
+
+  // How many bytes of the chunk to deliver; skip() tells how many to drop before them.
+  double on_body(double now, double length) {
+    net::BodySlice slice = policy_->OnBody(Now(now), Offset(length));
+    skip_ = static_cast<double>(slice.skip);
+    return static_cast<double>(slice.take);
+  }
+  double skip() const { return skip_; }
+  void on_body_end(double now) { policy_->OnBodyEnd(Now(now)); }
+  void on_transport_error(double now, int kind) {
+    policy_->OnTransportError(Now(now), static_cast<net::TransportError>(std::clamp(kind, 0, 4)));
+  }
+  void on_timer(double now) { policy_->OnTimer(Now(now)); }
+  void on_closed() { policy_->OnClosed(); }
+  bool in_flight() const { return policy_->InFlight(); }
+  double deadline() const { return static_cast<double>(policy_->deadline_ms()); }
+  double position() const { return static_cast<double>(policy_->position()); }
+  double size() const { return policy_->size() ? static_cast<double>(*policy_->size()) : -1; }
+  std::string etag() const { return policy_->etag().value_or(""); }
+  std::string commit() const { return policy_->commit().value_or(""); }
+  double requests() const { return policy_->requests(); }
+  double max_json_bytes() const { return static_cast<double>(policy_->limits().max_json_bytes); }
+
+ private:
+  static int64_t Now(double now) { return static_cast<int64_t>(now); }
+
+  std::optional<net::HttpFilePolicy> policy_;
+  std::optional<Error> error_;
+  double skip_ = 0;
+};
+
+std::string UrlOriginOf(const std::string& url) { return net::UrlOrigin(url); }
+
+}  // namespace
+}  // namespace pb::wasm
+
+EMSCRIPTEN_BINDINGS(peft_bridge_http) {
+  using namespace emscripten;
+  using namespace pb::wasm;
+  class_<HttpFile>("HttpFile")
+      .constructor<std::string, std::string, std::string, std::string, std::string>()
+      .function("ok", &HttpFile::ok)
+      .function("errorJson", &HttpFile::error_json)
+      .function("errorText", &HttpFile::error_text)
+      .function("beginRead", &HttpFile::begin_read)
+      .function("beginReadWhole", &HttpFile::begin_read_whole)
+      .function("setEnd", &HttpFile::set_end)
+      .function("next", &HttpFile::next)
+      .function("onHead", &HttpFile::on_head)
+      .function("onBody", &HttpFile::on_body)
+      .function("skip", &HttpFile::skip)
+      .function("onBodyEnd", &HttpFile::on_body_end)
+      .function("onTransportError", &HttpFile::on_transport_error)
+      .function("onTimer", &HttpFile::on_timer)
+      .function("onClosed", &HttpFile::on_closed)
+      .function("inFlight", &HttpFile::in_flight)
+      .function("deadline", &HttpFile::deadline)
+      .function("position", &HttpFile::position)
+      .function("size", &HttpFile::size)
+      .function("etag", &HttpFile::etag)
+      .function("commit", &HttpFile::commit)
+      .function("requests", &HttpFile::requests)
+      .function("maxJsonBytes", &HttpFile::max_json_bytes);
+  function("urlOrigin", &UrlOriginOf);
+}
