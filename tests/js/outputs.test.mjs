@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { cpSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, lstatSync, realpathSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cliPath, hasNativeCli, makeFile, nativeCli } from './helpers/common.mjs';
@@ -54,8 +54,10 @@ function both(t, setup, args) {
     return root;
   });
   const before = tree(roots[0]);
-  const native = run(nativeCli, args, roots[0]);
-  const js = run(process.execPath, [cliPath, ...args], roots[1]);
+  // Absolute paths in messages (where a link leads) name each tree's own root.
+  const rooted = (r, root) => ({ ...r, stdout: r.stdout.replaceAll(root, '<root>'), stderr: r.stderr.replaceAll(root, '<root>') });
+  const native = rooted(run(nativeCli, args, roots[0]), realpathSync(roots[0]));
+  const js = rooted(run(process.execPath, [cliPath, ...args], roots[1]), realpathSync(roots[1]));
   const label = args.join(' ');
   assert.equal(js.status, native.status, `${label}: ${js.stderr} / ${native.stderr}`);
   assert.equal(js.stderr, native.stderr, label);
@@ -321,7 +323,7 @@ test('a shard linked outside the base directory is refused unless --follow-links
   const args = ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out'];
   const refused = both(t, setup, args);
   assert.equal(refused.status, 1);
-  assert.match(refused.stderr, /^error: InvalidArgument: merge: 1 input file\(s\) are links leading outside their directory; pass --follow-links to read them anyway:\n  base\/model\.safetensors -> \/.+\/elsewhere\/model\.safetensors \(outside base\)\n$/);
+  assert.match(refused.stderr, /^error: InvalidArgument: merge: 1 input file\(s\) are links leading outside their directory; pass --follow-links to read them anyway:\n  base\/model\.safetensors -> <root>\/elsewhere\/model\.safetensors \(outside base\)\n$/);
   assert.deepEqual(refused.after, refused.before);
   const r = both(t, setup, [...args, '--follow-links']);
   assert.equal(r.status, 0, r.stderr);
@@ -341,7 +343,7 @@ test('an adapter file linked outside IN_DIR is refused unless --follow-links', (
   };
   const refused = both(t, setup, ['translate', 'rob', 'out', '--to', 'mlx']);
   assert.equal(refused.status, 1);
-  assert.match(refused.stderr, /rob\/adapter_model\.safetensors -> \/.+\/real\/adapter_model\.safetensors \(outside rob\)\n$/);
+  assert.match(refused.stderr, /rob\/adapter_model\.safetensors -> <root>\/real\/adapter_model\.safetensors \(outside rob\)\n$/);
   const r = both(t, setup, ['translate', 'rob', 'out', '--to', 'mlx', '--follow-links']);
   assert.equal(r.status, 0, r.stderr);
 });

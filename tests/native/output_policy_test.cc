@@ -218,7 +218,7 @@ TEST(OutputPolicyJson, TheNpmCliRequestGivesTheSameDecisions) {
       "listing":[{"name":"old.safetensors","kind":"file","id":"1:2"},{"name":"keep.txt","kind":"file","id":"1:3"}],
       "writes":["adapter_model.safetensors"]},"force":true,"followLinks":false})");
   ASSERT_TRUE(plan.ok()) << plan.error().message;
-  EXPECT_EQ(plan.value(), R"({"commit":["adapter_model.safetensors"],"replace":[],"remove":["old.safetensors"]})");
+  EXPECT_EQ(plan.value(), R"({"commit":["adapter_model.safetensors"],"remove":["old.safetensors"],"replace":[]})");
   auto refused = PlanOutputJson(R"({"command":"translate","inputs":[{"label":"IN_DIR","path":"rob","real":"/w/rob",
       "entry":"/w/rob","id":"1:1","directory":true}],"out":{"label":"OUT_DIR","path":"rob/","real":"/w/rob",
       "exists":true,"listing":[],"writes":[]}})");
