@@ -645,6 +645,8 @@ val TranslateAdapter(const std::string& weights, const std::string& weights_name
     if (Status s = adapter::EmitSafetensors(output.weights, sink); !s.ok()) {
       val failure = Failure(s.error(), "write");
       failure.set("weightsName", output.weights_name);
+      // The plan as JSON too: the npm CLI applies the dropped-tensor rule before it meets this error, as natively.
+      failure.set("json", adapter::RenderTranslateJson(result.value(), *options->to, options->dry_run));
       return failure;
     }
     files.call<void>("push", File(output.weights_name, sink.bytes().data(), sink.bytes().size()));

@@ -6,7 +6,10 @@
 #include "cli/commands.h"
 #include "cli/adapter_dir.h"
 #include "cli/file_io.h"
+#include "cli/input_facts.h"
+#include "cli/output_transaction.h"
 #include "app/cli_text.h"
+#include "app/output_policy.h"
 
 namespace pb::cli {
 namespace {
@@ -82,11 +85,15 @@ int RunTranslate(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return PrintHelp("translate");
   CommonOptions o;
   std::optional<AdapterFormat> to;
-  bool dry_run = false, old_peft = false;
+  bool dry_run = false, old_peft = false, allow_partial = false;
+  app::OutputFlags flags;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--dry-run") { dry_run = true; continue; }
     if (a == "--old-peft") { old_peft = true; continue; }
+    if (a == "--force") { flags.force = true; continue; }
+    if (a == "--allow-partial") { allow_partial = true; continue; }
+    if (a == "--follow-links") { flags.follow_links = true; continue; }
     if (a == "--to") {
       if (i + 1 >= args.size()) return UsageError("translate", "--to needs a value");
       to = adapter::ParseFormatName(args[++i]);
@@ -109,36 +116,39 @@ int RunTranslate(const std::vector<std::string>& args) {
   write_options.compat_pre_014 = old_peft;
   auto result = adapter::Translate(SourceOf(dir.value()), *to, read_options, write_options);
   if (!result.ok()) return fail(result.error());
+
+  // The policy: no link out of IN_DIR, no silent loss, no output over an input or into a non-empty directory.
+  std::vector<app::InputFact> inputs;
+  AddAdapterFacts("IN_DIR", o.positional[0], dir->weights_path, inputs);
+  if (o.base_config) inputs.push_back(FileFact("--base-config", *o.base_config, std::nullopt));
+  if (Status s = app::CheckInputLinks("translate", inputs, flags); !s.ok()) return fail(s.error());
+  std::vector<app::DroppedTensor> dropped;
+  for (const auto& m : result->plan)
+    if (m.to.empty()) dropped.push_back({m.from, m.reason});
+  auto warnings = app::CheckDropped("translate", dropped, allow_partial);
+  if (!warnings.ok()) return fail(warnings.error());
+  std::fwrite(warnings->data(), 1, warnings->size(), stderr);
   std::string summary = o.json ? adapter::RenderTranslateJson(result.value(), *to, dry_run)
                                : adapter::RenderTranslateText(result.value(), *to, dry_run);
   if (!dry_run) {
-    const std::string& out_dir = o.positional[1];
-    auto created = EnsureDirectory(out_dir);
-    if (!created.ok()) return fail(created.error());
     const auto& output = result->output;
-    auto weights = AtomicOutputFile::Create(Join(out_dir, output.weights_name));
-    std::unique_ptr<AtomicOutputFile> config;
-    auto cleanup = [&](const Error& e) {
-      // The temporary files go first (their destructors unlink them), then the directory we created.
-      if (weights.ok()) weights.value().reset();
-      config.reset();
-      if (created.value()) RemoveEmptyDirectory(out_dir);
-      return fail(e);
-    };
-    if (!weights.ok()) return cleanup(weights.error());
-    if (Status s = adapter::EmitSafetensors(output.weights, *weights.value()); !s.ok()) return cleanup(s.error());
-    if (Status s = weights.value()->Prepare(); !s.ok()) return cleanup(s.error());
+    std::vector<std::string> names{output.weights_name};
+    if (output.config_name) names.push_back(*output.config_name);
+    auto plan = app::PlanOutput("translate", inputs, DescribeOutputDirectory("OUT_DIR", o.positional[1], names), flags);
+    if (!plan.ok()) return fail(plan.error());
+    auto transaction = OutputTransaction::Begin(o.positional[1], std::move(plan.value()));
+    if (!transaction.ok()) return fail(transaction.error());
+    // Any return below before Commit succeeds removes the temporary files (and OUT_DIR if it was created).
+    auto weights = transaction.value()->Add(output.weights_name);
+    if (!weights.ok()) return fail(weights.error());
+    if (Status s = adapter::EmitSafetensors(output.weights, *weights.value()); !s.ok()) return fail(s.error());
     if (output.config_name) {
-      auto c = AtomicOutputFile::Create(Join(out_dir, *output.config_name));
-      if (!c.ok()) return cleanup(c.error());
-      config = std::move(c.value());
+      auto config = transaction.value()->Add(*output.config_name);
+      if (!config.ok()) return fail(config.error());
       const auto* text = reinterpret_cast<const uint8_t*>(output.config_text.data());
-      if (Status s = config->Write({text, output.config_text.size()}); !s.ok()) return cleanup(s.error());
-      if (Status s = config->Prepare(); !s.ok()) return cleanup(s.error());
+      if (Status s = config.value()->Write({text, output.config_text.size()}); !s.ok()) return fail(s.error());
     }
-    if (Status s = weights.value()->Persist(); !s.ok()) return cleanup(s.error());
-    if (config)
-      if (Status s = config->Persist(); !s.ok()) return fail(s.error());
+    if (Status s = transaction.value()->Commit(); !s.ok()) return fail(s.error());
   }
   std::fwrite(summary.data(), 1, summary.size(), stdout);
   return 0;

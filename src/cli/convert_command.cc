@@ -3,6 +3,9 @@
 
 #include "cli/commands.h"
 #include "cli/file_io.h"
+#include "cli/input_facts.h"
+#include "cli/output_transaction.h"
+#include "app/output_policy.h"
 #include "app/cli_text.h"
 #include "convert/convert_stream.h"
 #include "app/report.h"
@@ -78,18 +81,22 @@ int RunConvert(const std::vector<std::string>& args) {
   auto fail = [&](const Error& e) { return ReportFailure(e, json); };
   auto in = InputFile::Open(positional[0]);
   if (!in.ok()) return fail(in.error());
-  if (in->IsSameFile(positional[1])) return UsageError("convert", "OUT must not be the same file as IN");
+  // OUT may replace a file, never IN (whatever the path: a hard link, a path through a link to IN's directory).
+  auto output = app::PlanOutput("convert", {FileFact("IN", positional[0], std::nullopt)},
+                                DescribeOutputFile(positional[1]), app::OutputFlags{});
+  if (!output.ok()) return fail(output.error());
   auto header = in->ReadHeader();
   if (!header.ok()) return fail(header.error());
   auto plan = PlanConversion(header.value(), *dtype, order);
   if (!plan.ok()) return fail(plan.error());
   std::string summary = json ? RenderConvertJson(plan.value(), header.value())
                              : RenderConvertText(plan.value(), header.value());
-  auto out = AtomicOutputFile::Create(positional[1]);
+  auto transaction = OutputTransaction::ForFile(positional[1], std::move(output.value()));
+  auto out = transaction->Add(DescribeOutputFile(positional[1]).writes[0]);
   if (!out.ok()) return fail(out.error());
   if (Status s = ConvertFile(in.value(), header.value(), std::move(plan.value()), *out.value()); !s.ok())
-    return fail(s.error());  // the temporary file is removed when `out` goes away
-  if (Status s = out.value()->Persist(); !s.ok()) return fail(s.error());
+    return fail(s.error());  // the temporary file is removed when `transaction` goes away
+  if (Status s = transaction->Commit(); !s.ok()) return fail(s.error());
   std::fwrite(summary.data(), 1, summary.size(), stdout);
   return 0;
 }

@@ -47,6 +47,11 @@ class AtomicOutputFile final : public ByteSink {
   Status Prepare();
   // Flushes, syncs and renames the temporary file over the destination.
   Status Persist();
+  // For OutputTransaction, which renames the prepared file itself: the paths, and that the rename happened
+  // (the destructor then leaves the file alone).
+  const std::string& temp_path() const { return temp_path_; }
+  const std::string& final_path() const { return final_path_; }
+  void MarkRenamed() { committed_ = true; }
 
  private:
   AtomicOutputFile(int fd, std::string temp_path, std::string final_path)

@@ -13,7 +13,10 @@
 #include "cli/adapter_dir.h"
 #include "cli/commands.h"
 #include "cli/file_io.h"
+#include "cli/input_facts.h"
+#include "cli/output_transaction.h"
 #include "app/cli_text.h"
+#include "app/output_policy.h"
 #include "merge/merge_engine.h"
 #include "merge/merge_report.h"
 #include "merge/model_index.h"
@@ -156,6 +159,22 @@ std::optional<Dtype> ParseDtype(const std::string& s) {
   return std::nullopt;
 }
 
+// The base model's inputs for the output policy: its directory (when one was named), every shard, the index and
+// config.json found beside them, and --base-config.
+std::vector<app::InputFact> BaseFacts(const std::string& path, const BaseModel& base,
+                                      const std::optional<std::string>& config_path) {
+  std::vector<app::InputFact> facts;
+  const bool named_dir = IsDirectory(path);
+  if (named_dir) facts.push_back(DirectoryFact("--base", path));
+  for (const auto& name : base.shard_names)
+    facts.push_back(named_dir ? FileFact("--base", Join(base.dir, name), base.dir) : FileFact("--base", path, std::nullopt));
+  for (const char* name : {"model.safetensors.index.json", "config.json"})
+    if ((named_dir || std::string(name) == "config.json") && IsRegularFile(Join(base.dir, name)))
+      facts.push_back(FileFact("--base", Join(base.dir, name), base.dir));
+  if (config_path) facts.push_back(FileFact("--base-config", *config_path, std::nullopt));
+  return facts;
+}
+
 }  // namespace
 
 int RunMerge(const std::vector<std::string>& args, bool unmerge) {
@@ -169,10 +188,14 @@ int RunMerge(const std::vector<std::string>& args, bool unmerge) {
   std::optional<std::string> base_path, adapter_path, out_dir, base_config, arch;
   merge::MergeOptions options;
   options.unmerge = unmerge;
-  bool json = false, dry_run = false;
+  bool json = false, dry_run = false, allow_partial = false;
+  app::OutputFlags flags;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--json") json = true;
+    else if (a == "--force") flags.force = true;
+    else if (a == "--allow-partial") allow_partial = true;
+    else if (a == "--follow-links") flags.follow_links = true;
     else if (a == "--safe") options.safe = true;
     else if (a == "--dry-run") dry_run = true;
     else if (a == "--base" || a == "--adapter" || a == "--out" || a == "--dtype" || a == "--base-config" || a == "--arch") {
@@ -210,44 +233,46 @@ int RunMerge(const std::vector<std::string>& args, bool unmerge) {
 
   uint64_t source_total = 0;
   for (const auto& h : base->headers) source_total += h.data_size();
+
+  // The policy: no link out of an input directory, no silent loss, no output over an input or into a
+  // non-empty directory.
+  std::vector<app::InputFact> inputs = BaseFacts(*base_path, base.value(), base_config);
+  AddAdapterFacts("--adapter", *adapter_path, adapter_dir->weights_path, inputs);
+  if (Status s = app::CheckInputLinks(command, inputs, flags); !s.ok()) return fail(s.error());
+  std::vector<app::DroppedTensor> dropped;
+  for (const auto& r : read->adapter.rejected) dropped.push_back({r.name, r.reason});
+  auto warnings = app::CheckDropped(command, dropped, allow_partial);
+  if (!warnings.ok()) return fail(warnings.error());
+  std::fwrite(warnings->data(), 1, warnings->size(), stderr);
   if (!dry_run) {
-    if (base->files.front().IsSameFile(Join(*out_dir, base->shard_names.front())))
-      return UsageError(command, "--out must not be the base model's directory");
-    auto created = EnsureDirectory(*out_dir);
-    if (!created.ok()) return fail(created.error());
-    auto cleanup = [&](const Error& e) {
-      // Temporary files are removed as their owners go out of scope, before the directory.
-      return e;
-    };
-    std::vector<std::unique_ptr<AtomicOutputFile>> outputs;
+    std::vector<std::string> names;
+    for (const auto& shard : plan->shards) names.push_back(shard.name);
+    if (base->index) names.push_back("model.safetensors.index.json");
+    if (plan->config_json) names.push_back("config.json");
+    auto output = app::PlanOutput(command, inputs, DescribeOutputDirectory("--out", *out_dir, names), flags);
+    if (!output.ok()) return fail(output.error());
+    auto transaction = OutputTransaction::Begin(*out_dir, std::move(output.value()));
+    if (!transaction.ok()) return fail(transaction.error());
+    // Every output is written under a temporary name; any failure before Commit succeeds removes them all.
     Progress progress(source_total, !json && ::isatty(2));
     uint64_t done = 0;
     Status status = Status::Ok();
     for (size_t s = 0; s < plan->shards.size() && status.ok(); ++s) {
-      auto out = AtomicOutputFile::Create(Join(*out_dir, plan->shards[s].name));
+      auto out = transaction.value()->Add(plan->shards[s].name);
       if (!out.ok()) { status = out.error(); break; }
-      outputs.push_back(std::move(out.value()));
-      status = MergeShard(base->files[s], base->headers[s], plan->shards[s], options, *outputs.back(), progress, done);
-      if (status.ok()) status = outputs.back()->Prepare();
+      status = MergeShard(base->files[s], base->headers[s], plan->shards[s], options, *out.value(), progress, done);
+      if (status.ok()) status = out.value()->Prepare();
     }
     auto write_text = [&](const std::string& name, const std::string& text) {
-      auto out = AtomicOutputFile::Create(Join(*out_dir, name));
+      auto out = transaction.value()->Add(name);
       if (!out.ok()) return Status(out.error());
-      outputs.push_back(std::move(out.value()));
-      if (Status s = outputs.back()->Write({reinterpret_cast<const uint8_t*>(text.data()), text.size()}); !s.ok()) return s;
-      return outputs.back()->Prepare();
+      return out.value()->Write({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
     };
     if (status.ok() && base->index) status = write_text("model.safetensors.index.json", merge::OutputIndexJson(*base->index, plan.value()));
     if (status.ok() && plan->config_json) status = write_text("config.json", *plan->config_json);
-    for (auto& o : outputs)
-      if (status.ok()) status = o->Persist();
+    if (status.ok()) status = transaction.value()->Commit();
     progress.Done();
-    if (!status.ok()) {
-      Error e = cleanup(status.error());
-      outputs.clear();
-      if (created.value()) RemoveEmptyDirectory(*out_dir);
-      return fail(e);
-    }
+    if (!status.ok()) return fail(status.error());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   merge::MergeSummary summary{&plan.value(), &read.value(), source_total, seconds, PeakRssBytes(), dry_run, unmerge};

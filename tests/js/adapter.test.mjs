@@ -93,8 +93,9 @@ test('translate: both CLIs write byte-identical files and print the same plan', 
         const label = `${name} --to ${to} ${extra.join(' ')}`;
         const a = join(dir, 'js');
         const b = join(dir, 'native');
-        const js = runJs(['translate', fixturePath(name), a, '--to', to, ...extra]);
-        const native = runNative(['translate', fixturePath(name), b, '--to', to, ...extra]);
+        // --allow-partial: heads a target cannot hold (modules_to_save in kohya, ...) are dropped with a warning.
+        const js = runJs(['translate', fixturePath(name), a, '--to', to, '--allow-partial', ...extra]);
+        const native = runNative(['translate', fixturePath(name), b, '--to', to, '--allow-partial', ...extra]);
         assert.deepEqual(js, native, label);
         assert.equal(js.status, 0, `${label}: ${js.stderr}`);
         const files = readTree(a);
@@ -225,13 +226,22 @@ test('translate: modules whose kohya names collide are rejected with the reason,
   const dir = tempDir(t);
   // `a_b.c` and `a.b_c` both become `lora_te_model_a_b_c` once dots are underscores.
   const input = writePeftAdapter(join(dir, 'in'), ['model.a_b.c', 'model.a.b_c'], { peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['c', 'b_c'] });
-  const js = runJs(['translate', input, join(dir, 'out'), '--to', 'kohya', '--json']);
+  // Without --allow-partial the loss is refused, listing both tensors; nothing is written.
+  const refused = runJs(['translate', input, join(dir, 'out'), '--to', 'kohya']);
+  assert.equal(refused.status, 1);
+  assert.match(refused.stderr, /^error: UnresolvedTensor: translate would drop 2 tensor\(s\); pass --allow-partial/);
+  assert.ok(!existsSync(join(dir, 'out')));
+  const js = runJs(['translate', input, join(dir, 'out'), '--to', 'kohya', '--json', '--allow-partial']);
   assert.equal(js.status, 0, js.stderr);
+  assert.equal(js.stderr.match(/^warning: dropped /gm).length, 2);
   const summary = JSON.parse(js.stdout);
   assert.equal(summary.mapped, 2);
   assert.equal(summary.rejected, 2);
   assert.match(summary.tensors.find((m) => m.to === null).reason, /also the name of `model\.a_b\.c`/);
-  if (hasNativeCli) assert.deepEqual(js, runNative(['translate', input, join(dir, 'native-out'), '--to', 'kohya', '--json']));
+  if (hasNativeCli) {
+    assert.deepEqual(refused, runNative(['translate', input, join(dir, 'native-out'), '--to', 'kohya']));
+    assert.deepEqual(js, runNative(['translate', input, join(dir, 'native-out'), '--to', 'kohya', '--json', '--allow-partial']));
+  }
 });
 
 test('translate: a failure leaves nothing behind, not even a new OUT_DIR', (t) => {
@@ -253,14 +263,15 @@ test('translate: a failure leaves nothing behind, not even a new OUT_DIR', (t) =
   assert.deepEqual(readdirSync(join(dir, 'existing')), []);
 });
 
-test('translate replaces existing files atomically and leaves no temporary file', (t) => {
+test('translate --force replaces existing files atomically, keeps other files, leaves no temporary file', (t) => {
   if (skipWithoutFixtures(t)) return;
   const dir = tempDir(t);
   const out = join(dir, 'out');
   mkdirSync(out);
   writeFileSync(join(out, 'adapters.safetensors'), 'old');
   writeFileSync(join(out, 'keep.txt'), 'unrelated');
-  const r = runJs(['translate', fixturePath(GPT2), out, '--to', 'mlx', '--json']);
+  assert.equal(runJs(['translate', fixturePath(GPT2), out, '--to', 'mlx', '--json', '--allow-partial']).status, 1, 'not empty');
+  const r = runJs(['translate', fixturePath(GPT2), out, '--to', 'mlx', '--json', '--allow-partial', '--force']);
   assert.equal(r.status, 0, r.stderr);
   const summary = JSON.parse(r.stdout);
   assert.deepEqual(summary.files, ['adapters.safetensors', 'adapter_config.json']);
@@ -334,7 +345,7 @@ test('translateAdapter output equals the npm CLI files; plan entries carry actio
   for (const to of TARGETS) {
     const result = await translateAdapter(input, { to });
     const out = join(dir, to);
-    assert.equal(runJs(['translate', src, out, '--to', to]).status, 0);
+    assert.equal(runJs(['translate', src, out, '--to', to, '--allow-partial']).status, 0);
     const files = readTree(out);
     assert.deepEqual(Object.keys(files).sort(), result.files.map((f) => f.name).sort(), to);
     for (const f of result.files) assert.ok(files[f.name].equals(Buffer.from(f.bytes)), `${to} ${f.name}`);

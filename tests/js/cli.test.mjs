@@ -89,10 +89,10 @@ test('convert writes atomically and never touches IN', (t) => {
     assert.equal(JSON.parse(cut.stdout).error.code, 'MetadataIncompleteBuffer');
     assert.deepEqual(readdirSync(dir).sort(), ['abuse.safetensors', 'in.safetensors', 'out.safetensors', 'truncated.safetensors']);
 
-    // OUT naming IN (directly or through a link) is a usage error.
-    assert.equal(run(['convert', input, input, '--dtype', 'f16']).status, 2);
+    // OUT naming IN (directly or through a link) is refused by the output policy: exit 1, as every aliased output.
+    assert.equal(run(['convert', input, input, '--dtype', 'f16']).status, 1);
     symlinkSync(input, join(dir, 'link.safetensors'));
-    assert.equal(run(['convert', input, join(dir, 'link.safetensors'), '--dtype', 'f16']).status, 2);
+    assert.equal(run(['convert', input, join(dir, 'link.safetensors'), '--dtype', 'f16']).status, 1);
     assert.ok(readFileSync(input).equals(before));
 
     // An output directory that does not exist is an I/O error.

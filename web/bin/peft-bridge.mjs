@@ -1,12 +1,12 @@
 #!/usr/bin/env node
 // peft-bridge CLI for Node: the native CLI (src/cli) over the WebAssembly build. Same commands, options, exit
 // statuses and output bytes: help, version, reports and errors are all rendered by the core.
-//   0 success, 1 invalid input or I/O failure, 2 usage error; 130 / 143 when convert is interrupted by SIGINT /
-//   SIGTERM (the temporary output file is removed first).
+//   0 success, 1 invalid input or I/O failure, 2 usage error; 129 / 130 / 143 when a writing command is interrupted
+//   by SIGHUP / SIGINT / SIGTERM (its temporary output files are removed first).
 import { randomBytes } from 'node:crypto';
 import { readFileSync, unlinkSync } from 'node:fs';
-import { mkdir, open, readdir, rename, rmdir, stat, unlink } from 'node:fs/promises';
-import { callAdapter, writeErrorFile } from '../src/adapter.js';
+import { lstat, mkdir, open, readdir, realpath, rename, rmdir, stat, unlink } from 'node:fs/promises';
+import { callAdapter, writeErrorFile, writeErrorSummary } from '../src/adapter.js';
 import { createConversion } from '../src/convert.js';
 import { errorFromHandle, renderedError } from '../src/errors.js';
 import { DEFAULT_ENDPOINT, isRemote } from '../src/hub.js';
@@ -232,56 +232,20 @@ async function runConvert(args) {
   const [inPath, outPath] = positional;
 
   let input;
-  let temp = null;
-  let tempPath = null;
-  let creating = null; // the temporary file's open(), while it runs
-  let committed = false;
-  // SIGINT / SIGTERM: remove the temporary file (once its creation has settled) and exit 128 + the signal.
-  const onSignal = (signal) => {
-    const code = signal === 'SIGINT' ? 130 : 143;
-    const removeAndExit = () => {
-      if (tempPath && !committed) {
-        try {
-          unlinkSync(tempPath);
-        } catch {
-          // not created, or already gone
-        }
-      }
-      process.exit(code);
-    };
-    if (creating) creating.then(removeAndExit, removeAndExit);
-    else removeAndExit();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  let output = null;
   try {
     input = await openInput(inPath);
-    const outStat = await stat(outPath).catch(() => null);
-    if (outStat && outStat.dev === input.stat.dev && outStat.ino === input.stat.ino)
-      return await usageError('convert', 'OUT must not be the same file as IN');
-
+    // OUT may replace a file, never IN (whatever the path: a hard link, a path through a link to IN's directory).
+    const plan = planOutput('convert', [await fileFact('IN', inPath, null)], await describeOutputFile(outPath), {});
     const { readable, summary } = createConversion(input.source, { dtype, order });
     const reader = readable.getReader();
     try {
       // The first chunk is the output header: the input header is valid and the plan made before OUT is touched.
       let next = await reader.read();
-      tempPath = `${outPath}.tmp-${randomBytes(6).toString('base64url').slice(0, 6)}`;
-      try {
-        creating = open(tempPath, 'wx', 0o666);
-        temp = await creating;
-      } catch (error) {
-        tempPath = null;
-        throw ioFailure('cannot create a temporary file for', outPath, error);
-      } finally {
-        creating = null;
-      }
+      output = OutputTransaction.forFile(outPath, plan);
+      const file = await output.add(baseName(outPath));
       while (!next.done) {
-        const bytes = next.value;
-        try {
-          for (let done = 0; done < bytes.length; ) done += (await temp.write(bytes, done, bytes.length - done)).bytesWritten;
-        } catch (error) {
-          throw ioFailure('cannot write', tempPath, error);
-        }
+        await output.write(file, next.value);
         next = await reader.read();
       }
     } catch (error) {
@@ -289,34 +253,14 @@ async function runConvert(args) {
       throw error;
     }
     const report = await summary;
-    try {
-      await temp.sync();
-    } catch (error) {
-      throw ioFailure('cannot sync', tempPath, error);
-    }
-    const t = temp;
-    temp = null;
-    try {
-      await t.close();
-    } catch (error) {
-      throw ioFailure('cannot close', tempPath, error);
-    }
-    try {
-      await rename(tempPath, outPath);
-    } catch (error) {
-      throw ioFailure('cannot rename into', outPath, error);
-    }
-    committed = true;
+    await output.commit();
     await out(json ? report.json : report.text);
     return 0;
   } catch (error) {
     return fail(error, json);
   } finally {
-    await temp?.close().catch(() => {});
-    if (tempPath && !committed) await unlink(tempPath).catch(() => {});
+    await output?.close();
     await input?.handle.close();
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
   }
 }
 
@@ -390,7 +334,7 @@ async function loadAdapterDir(path, baseConfigPath) {
   const configPath = joinPath(folder, 'adapter_config.json');
   const config = (await isRegularFile(configPath)) ? await readWholeFile(configPath) : null;
   const baseConfig = baseConfigPath !== null ? await readWholeFile(baseConfigPath) : null;
-  return { weights, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), config, baseConfig };
+  return { weights, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), weightsPath, config, baseConfig };
 }
 
 // Formats that can be written (--to); --from also reads diffusers' attention-processor files.
@@ -448,34 +392,276 @@ async function runAdapterInfo(args) {
   }
 }
 
-/** A temporary file beside `path` (as mkstemp: PATH.tmp-XXXXXX, mode 0666 minus the umask). */
-async function createTemp(path) {
-  const temp = `${path}.tmp-${randomBytes(6).toString('base64url').slice(0, 6)}`;
-  try {
-    return { temp, final: path, handle: await open(temp, 'wx', 0o666) };
-  } catch (error) {
-    throw ioFailure('cannot create a temporary file for', path, error);
-  }
+// ---- the output policy and the one atomic multi-file write (src/app/output_policy.h, src/cli/input_facts.cc,
+// src/cli/output_transaction.cc) ----
+
+const stripTrailingSlashes = (path) => {
+  let p = path;
+  while (p.length > 1 && p.endsWith('/')) p = p.slice(0, -1);
+  return p;
+};
+const baseName = (path) => path.slice(path.lastIndexOf('/') + 1);
+/** DirectoryOf: the directory part of a path as the commands take it ("." when there is none). */
+function directoryOf(path) {
+  const p = stripTrailingSlashes(path);
+  const slash = p.lastIndexOf('/');
+  if (slash === -1) return '.';
+  return slash === 0 ? '/' : p.slice(0, slash);
 }
 
-/** Writes, syncs and closes a temporary file (AtomicOutputFile::Prepare). */
-async function prepare(file, bytes) {
+/** The canonical path of `path`, which may not exist: its deepest existing ancestor resolved, the rest appended. */
+async function canonical(given) {
+  const p = stripTrailingSlashes(given);
   try {
-    for (let done = 0; done < bytes.length; ) done += (await file.handle.write(bytes, done, bytes.length - done)).bytesWritten;
-  } catch (error) {
-    throw ioFailure('cannot write', file.temp, error);
+    return await realpath(p);
+  } catch {
+    // does not exist (yet)
   }
-  try {
-    await file.handle.sync();
-  } catch (error) {
-    throw ioFailure('cannot sync', file.temp, error);
+  if (p === '/' || p === '' || p === '.' || p === '..') return p;
+  const parent = await canonical(directoryOf(p));
+  return parent === '/' ? `/${baseName(p)}` : `${parent}/${baseName(p)}`;
+}
+
+const idOf = (st) => `${st.dev}:${st.ino}`;
+const identity = async (path) => {
+  const st = await stat(path, { bigint: true }).catch(() => null);
+  return st ? idOf(st) : '';
+};
+const kindOf = (st) => (st.isFile() ? 'file' : st.isDirectory() ? 'directory' : st.isSymbolicLink() ? 'symlink' : 'other');
+
+/** A directory the user named (IN_DIR, --adapter DIR, --base DIR). */
+const directoryFact = async (label, path) => {
+  const real = await canonical(path);
+  return { label, path, real, entry: real, id: await identity(path), directory: true, within: null, withinPath: '' };
+};
+
+/** A file the command reads; `within`: the directory it was found in (null for a file named directly). */
+async function fileFact(label, path, within) {
+  const parent = await canonical(directoryOf(path));
+  return {
+    label,
+    path,
+    real: await canonical(path),
+    entry: `${parent === '/' ? '' : parent}/${baseName(stripTrailingSlashes(path))}`,
+    id: await identity(path),
+    directory: false,
+    within: within === null ? null : await canonical(within),
+    withinPath: within ?? '',
+  };
+}
+
+/** An adapter given as DIR (or as its weights file): the directory, the weights, adapter_config.json beside. */
+async function adapterFacts(label, given, weightsPath) {
+  const facts = [];
+  let folder;
+  if (await isDirectory(given)) {
+    facts.push(await directoryFact(label, given));
+    folder = given;
+    facts.push(await fileFact(label, weightsPath, folder));
+  } else {
+    facts.push(await fileFact(label, weightsPath, null));
+    folder = directoryOf(weightsPath);
   }
-  const handle = file.handle;
-  file.handle = null;
-  try {
-    await handle.close();
-  } catch (error) {
-    throw ioFailure('cannot close', file.temp, error);
+  const config = joinPath(folder, 'adapter_config.json');
+  if (await isRegularFile(config)) facts.push(await fileFact(label, config, folder));
+  return facts;
+}
+
+/** The output directory `path` (which may not exist yet), its entries, and the names the command writes. */
+async function describeOutputDirectory(label, path, writes) {
+  const request = { label, path, real: await canonical(path), exists: await isDirectory(path), listing: [], writes, singleFile: false };
+  if (!request.exists) return request;
+  for (const name of await readdir(path).catch(() => [])) {
+    const st = await lstat(joinPath(path, name), { bigint: true }).catch(() => null);
+    // else vanished meanwhile
+    if (st) request.listing.push({ name, kind: kindOf(st), id: idOf(st), targetId: st.isSymbolicLink() ? await identity(joinPath(path, name)) : '' });
+  }
+  return request;
+}
+
+/** convert's OUT: one file in a directory the command shares with others. */
+async function describeOutputFile(path) {
+  const name = baseName(stripTrailingSlashes(path));
+  const request = { label: 'OUT', path, real: await canonical(directoryOf(path)), exists: true, listing: [], writes: [name], singleFile: true };
+  const st = await lstat(path, { bigint: true }).catch(() => null);
+  if (st) request.listing.push({ name, kind: kindOf(st), id: idOf(st), targetId: st.isSymbolicLink() ? await identity(path) : '' });
+  return request;
+}
+
+/** The core's decision: the plan {commit, replace, remove}, or its refusal thrown. `out` null checks links only. */
+function planOutput(command, inputs, out, { force = false, followLinks = false }) {
+  const r = module.planOutput(JSON.stringify({ command, inputs, out, force, followLinks }));
+  if (!r.ok) throw coreError(r);
+  return JSON.parse(r.planJson);
+}
+
+/** No silent loss: the warning lines for stderr, or the core's refusal thrown. `dropped`: [{tensor, reason}]. */
+function checkDropped(command, dropped, allowPartial) {
+  const r = module.checkDropped(JSON.stringify({ command, dropped, allowPartial }));
+  if (!r.ok) throw coreError(r);
+  return r.warnings;
+}
+
+const SIGNAL_STATUS = { SIGHUP: 129, SIGINT: 130, SIGTERM: 143 };
+const randomSuffix = () => randomBytes(6).toString('base64url').slice(0, 6);
+
+/**
+ * All-or-nothing output of several files into one directory, as the native OutputTransaction: every file under
+ * a temporary name (PATH.tmp-XXXXXX, mode 0666 minus the umask); commit() checks every final name, moves aside
+ * what the new files replace and the stale files --force removes, renames, and deletes what was moved aside only
+ * once all renames succeeded, undoing the steps before a failure. close() (always, in a finally) removes the
+ * temporary files of an uncommitted transaction and the directory if it created it; SIGHUP/SIGINT/SIGTERM remove
+ * them too and exit 128 + the signal.
+ */
+class OutputTransaction {
+  static async begin(dir, plan) {
+    let created = false;
+    if (!(await isDirectory(dir))) {
+      try {
+        await mkdir(dir);
+      } catch (error) {
+        throw ioFailure('cannot create directory', dir, error);
+      }
+      created = true;
+    }
+    return new OutputTransaction(dir, plan, created, false);
+  }
+
+  static forFile(path, plan) {
+    return new OutputTransaction(path, plan, false, true);
+  }
+
+  constructor(dir, plan, created, singleFile) {
+    this.dir = dir;
+    this.plan = plan;
+    this.created = created;
+    this.singleFile = singleFile;
+    this.files = [];
+    this.opening = new Set(); // temporary files' open() calls still running
+    this.committed = false;
+    this.onSignal = (signal) => {
+      const exit = () => {
+        for (const f of this.files) {
+          try {
+            if (!f.renamed) unlinkSync(f.temp);
+          } catch {
+            // not created, or already gone
+          }
+        }
+        process.exit(SIGNAL_STATUS[signal]);
+      };
+      if (this.opening.size) Promise.allSettled([...this.opening]).then(exit);
+      else exit();
+    };
+    for (const s of Object.keys(SIGNAL_STATUS)) process.on(s, this.onSignal);
+  }
+
+  pathOf(name) {
+    return this.singleFile ? this.dir : joinPath(this.dir, name);
+  }
+
+  /** A new temporary file for `name` (one of the plan's commit names). */
+  async add(name) {
+    const final = this.pathOf(name);
+    const file = { temp: `${final}.tmp-${randomSuffix()}`, final, handle: null, renamed: false };
+    this.files.push(file);
+    const opening = open(file.temp, 'wx', 0o666);
+    this.opening.add(opening);
+    try {
+      file.handle = await opening;
+    } catch (error) {
+      this.files.pop();
+      throw ioFailure('cannot create a temporary file for', final, error);
+    } finally {
+      this.opening.delete(opening);
+    }
+    return file;
+  }
+
+  async write(file, bytes) {
+    try {
+      for (let done = 0; done < bytes.length; ) done += (await file.handle.write(bytes, done, bytes.length - done)).bytesWritten;
+    } catch (error) {
+      throw ioFailure('cannot write', file.temp, error);
+    }
+  }
+
+  /** Syncs and closes a file written completely (AtomicOutputFile::Prepare). */
+  async prepare(file) {
+    if (!file.handle) return;
+    try {
+      await file.handle.sync();
+    } catch (error) {
+      throw ioFailure('cannot sync', file.temp, error);
+    }
+    const handle = file.handle;
+    file.handle = null;
+    try {
+      await handle.close();
+    } catch (error) {
+      throw ioFailure('cannot close', file.temp, error);
+    }
+  }
+
+  async moveAside(path, asides) {
+    if (!(await lstat(path).catch(() => null))) return; // nothing there (any more)
+    const temp = `${path}.old-${randomSuffix()}`;
+    try {
+      await (await open(temp, 'wx', 0o600)).close(); // reserves the name; the rename replaces it
+    } catch (error) {
+      throw ioFailure('cannot move aside', path, error);
+    }
+    try {
+      await rename(path, temp);
+    } catch (error) {
+      await unlink(temp).catch(() => {});
+      throw ioFailure('cannot move aside', path, error);
+    }
+    asides.push({ original: path, temp });
+  }
+
+  static async restore(asides) {
+    for (const a of asides.reverse()) await rename(a.temp, a.original).catch(() => {});
+  }
+
+  async commit() {
+    for (const f of this.files) await this.prepare(f);
+    // Every final name is checked before anything is renamed: a directory in the way fails the whole commit.
+    for (const f of this.files) {
+      const st = await lstat(f.final).catch(() => null);
+      if (st && !st.isFile() && !st.isSymbolicLink())
+        throw new IoFailure(`cannot replace \`${f.final}\`: ${st.isDirectory() ? 'it is a directory' : 'it is not a regular file'}`);
+    }
+    const asides = [];
+    try {
+      for (const f of this.files) await this.moveAside(f.final, asides);
+      for (const name of this.plan.remove) await this.moveAside(this.pathOf(name), asides);
+    } catch (error) {
+      await OutputTransaction.restore(asides);
+      throw error;
+    }
+    for (let i = 0; i < this.files.length; ++i) {
+      const f = this.files[i];
+      try {
+        await rename(f.temp, f.final);
+      } catch (error) {
+        for (const g of this.files.slice(0, i)) await unlink(g.final).catch(() => {}); // undo: the new files go,
+        await OutputTransaction.restore(asides); // what they replaced comes back
+        throw ioFailure('cannot rename into', f.final, error);
+      }
+      f.renamed = true;
+    }
+    for (const a of asides) await unlink(a.temp).catch(() => {});
+    this.committed = true;
+  }
+
+  async close() {
+    for (const f of this.files) await f.handle?.close().catch(() => {});
+    if (!this.committed) {
+      for (const f of this.files) if (!f.renamed) await unlink(f.temp).catch(() => {});
+      if (this.created) await rmdir(this.dir).catch(() => {}); // only if still empty, as natively
+    }
+    for (const s of Object.keys(SIGNAL_STATUS)) process.off(s, this.onSignal);
   }
 }
 
@@ -484,11 +670,14 @@ async function runTranslate(args) {
     await out(module.cliHelp('translate'));
     return 0;
   }
-  const o = { ...commonOptions(), to: null, dryRun: false, oldPeft: false };
+  const o = { ...commonOptions(), to: null, dryRun: false, oldPeft: false, force: false, allowPartial: false, followLinks: false };
   for (const c = { i: 0 }; c.i < args.length; ++c.i) {
     const a = args[c.i];
     if (a === '--dry-run') o.dryRun = true;
     else if (a === '--old-peft') o.oldPeft = true;
+    else if (a === '--force') o.force = true;
+    else if (a === '--allow-partial') o.allowPartial = true;
+    else if (a === '--follow-links') o.followLinks = true;
     else if (a === '--to') {
       if (c.i + 1 >= args.length) return usageError('translate', '--to needs a value');
       o.to = args[++c.i];
@@ -502,71 +691,46 @@ async function runTranslate(args) {
   if (o.positional.length !== 2) return usageError('translate', 'expected IN_DIR and OUT_DIR');
   if (o.to === null) return usageError('translate', '--to is required');
 
-  let result;
-  // An error producing the output bytes is reported where the native CLI meets it: after OUT_DIR is created.
-  let writeError = null;
+  let output = null;
   try {
-    result = await callAdapter('translateAdapter', await loadAdapterDir(o.positional[0], o.baseConfig), o);
-  } catch (error) {
-    if (writeErrorFile(error) === undefined) return fail(error, o.json);
-    writeError = error;
-  }
-  if (!o.dryRun) {
-    const outDir = o.positional[1];
-    let created = false;
-    if (!(await isDirectory(outDir))) {
-      try {
-        await mkdir(outDir);
-      } catch (error) {
-        return fail(ioFailure('cannot create directory', outDir, error), o.json);
-      }
-      created = true;
-    }
-    // Every file is written and closed under a temporary name before any is renamed into place; a failure
-    // before the first rename leaves nothing under the final names and removes the directory if it is new.
-    const prepared = [];
-    let renamed = 0;
-    const removeTemps = () => {
-      for (const f of prepared.slice(renamed)) {
-        try {
-          unlinkSync(f.temp);
-        } catch {
-          // already gone
-        }
-      }
-    };
-    const onSignal = (signal) => {
-      removeTemps();
-      process.exit(signal === 'SIGINT' ? 130 : 143);
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+    const files = await loadAdapterDir(o.positional[0], o.baseConfig);
+    let result;
+    // An error producing the output bytes is reported where the native CLI meets it: once OUT_DIR is created and
+    // the weights' temporary file with it.
+    let writeError = null;
     try {
-      for (const file of writeError ? [{ name: writeErrorFile(writeError) }] : result.files) {
-        prepared.push(await createTemp(joinPath(outDir, file.name)));
-        if (writeError) throw writeError;
-        await prepare(prepared.at(-1), file.bytes);
-      }
-      for (const f of prepared) {
-        try {
-          await rename(f.temp, f.final);
-        } catch (error) {
-          throw ioFailure('cannot rename into', f.final, error);
-        }
-        ++renamed;
-      }
+      result = await callAdapter('translateAdapter', files, o);
     } catch (error) {
-      for (const f of prepared) await f.handle?.close().catch(() => {});
-      removeTemps();
-      if (created && renamed === 0) await rmdir(outDir).catch(() => {});
-      return fail(error, o.json);
-    } finally {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      if (writeErrorFile(error) === undefined) throw error;
+      writeError = error;
     }
+    // The policy: no link out of IN_DIR, no silent loss, no output over an input or into a non-empty directory.
+    const inputs = await adapterFacts('IN_DIR', o.positional[0], files.weightsPath);
+    if (o.baseConfig !== null) inputs.push(await fileFact('--base-config', o.baseConfig, null));
+    planOutput('translate', inputs, null, o);
+    const summary = JSON.parse(writeError ? writeErrorSummary(writeError) : result.json);
+    const dropped = summary.tensors.filter((t) => t.to === null).map((t) => ({ tensor: t.from, reason: t.reason }));
+    const warnings = checkDropped('translate', dropped, o.allowPartial);
+    if (warnings) await err(warnings);
+    if (!o.dryRun) {
+      const outDir = o.positional[1];
+      const names = writeError ? [writeErrorFile(writeError), ...summary.files.slice(1)] : result.files.map((f) => f.name);
+      const plan = planOutput('translate', inputs, await describeOutputDirectory('OUT_DIR', outDir, names), o);
+      output = await OutputTransaction.begin(outDir, plan);
+      for (const file of writeError ? [{ name: names[0] }] : result.files) {
+        const temp = await output.add(file.name);
+        if (writeError) throw writeError;
+        await output.write(temp, file.bytes);
+      }
+      await output.commit();
+    }
+    await out(o.json ? result.json : result.text);
+    return 0;
+  } catch (error) {
+    return fail(error, o.json);
+  } finally {
+    await output?.close();
   }
-  await out(o.json ? result.json : result.text);
-  return 0;
 }
 
 // ---- merge and unmerge (src/cli/merge_command.cc) ----
@@ -632,11 +796,14 @@ async function runMerge(args, unmerge) {
     await out(module.cliHelp(command));
     return 0;
   }
-  const o = { base: null, adapter: null, out: null, baseConfig: null, arch: null, dtype: null, safe: false, unmerge, json: false, dryRun: false };
+  const o = { base: null, adapter: null, out: null, baseConfig: null, arch: null, dtype: null, safe: false, unmerge, json: false, dryRun: false, force: false, allowPartial: false, followLinks: false };
   const keys = { '--base': 'base', '--adapter': 'adapter', '--out': 'out', '--base-config': 'baseConfig', '--arch': 'arch', '--dtype': 'dtype' };
   for (let i = 0; i < args.length; ++i) {
     const a = args[i];
     if (a === '--json') o.json = true;
+    else if (a === '--force') o.force = true;
+    else if (a === '--allow-partial') o.allowPartial = true;
+    else if (a === '--follow-links') o.followLinks = true;
     else if (a === '--safe') o.safe = true;
     else if (a === '--dry-run') o.dryRun = true;
     else if (Object.hasOwn(keys, a)) {
@@ -654,81 +821,42 @@ async function runMerge(args, unmerge) {
 
   const session = await MergeSession.create('Merger', o);
   const inputs = []; // the shards, open for reading
-  let base = null;
-  const prepared = []; // temporary files, in the order they are renamed into place
-  let renamed = 0;
-  const removeTemps = () => {
-    for (const f of prepared.slice(renamed)) {
-      try {
-        unlinkSync(f.temp);
-      } catch {
-        // already gone
-      }
-    }
-  };
-  const onSignal = (signal) => {
-    removeTemps();
-    process.exit(128 + ({ SIGHUP: 1, SIGINT: 2, SIGTERM: 15 })[signal]);
-  };
+  let output = null;
   try {
-    base = await openMergeBase(session, o.base, o.baseConfig, inputs);
+    const base = await openMergeBase(session, o.base, o.baseConfig, inputs);
     const files = await loadAdapterDir(o.adapter, null);
     session.loadAdapter({ ...files, baseConfig: base.config });
     const plan = session.plan();
+    // The policy: no link out of an input directory, no silent loss, no output over an input or into a
+    // non-empty directory.
+    const facts = [...(await baseFacts(o.base, base, o.baseConfig)), ...(await adapterFacts('--adapter', o.adapter, files.weightsPath))];
+    planOutput(command, facts, null, o);
+    const dropped = JSON.parse(session.summary(0, true, true)).unmatched_keys;
+    const warnings = checkDropped(command, dropped, o.allowPartial);
+    if (warnings) await err(warnings);
     if (!o.dryRun) {
-      const first = await stat(joinPath(o.out, base.names[0])).catch(() => null);
-      if (first && first.dev === base.inputs[0].stat.dev && first.ino === base.inputs[0].stat.ino)
-        return await usageError(command, "--out must not be the base model's directory");
-      let created = false;
-      if (!(await isDirectory(o.out))) {
-        try {
-          await mkdir(o.out);
-        } catch (error) {
-          throw ioFailure('cannot create directory', o.out, error);
-        }
-        created = true;
-      }
-      // Every output is written and closed under a temporary name; only when all are complete are they renamed.
-      for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(s, onSignal);
+      const texts = [];
+      if (base.index) texts.push(['model.safetensors.index.json', session.outputIndex()]);
+      const config = session.configJson();
+      if (config !== null) texts.push(['config.json', config]);
+      const names = [...plan.shards.map((s) => s.name), ...texts.map(([name]) => name)];
+      output = await OutputTransaction.begin(o.out, planOutput(command, facts, await describeOutputDirectory('--out', o.out, names), o));
+      // Every output is written under a temporary name; any failure before commit() succeeds removes them all.
       const progress = mergeProgress(plan.sourceBytes, !o.json && process.stderr.isTTY);
       try {
         const counts = { bytesIn: 0 };
         for (let s = 0; s < plan.shards.length; ++s) {
-          const file = await createTemp(joinPath(o.out, plan.shards[s].name));
-          prepared.push(file);
+          const file = await output.add(plan.shards[s].name);
           for await (const bytes of session.mergeShard(s, plan.shards[s], openSource(base.inputs[s].source), undefined, counts)) {
-            try {
-              for (let done = 0; done < bytes.length; ) done += (await file.handle.write(bytes, done, bytes.length - done)).bytesWritten;
-            } catch (error) {
-              throw ioFailure('cannot write', file.temp, error);
-            }
+            await output.write(file, bytes);
             if (counts.bytesIn) progress.update(counts.bytesIn); // as natively: from the first bytes read
           }
-          await prepare(file, new Uint8Array(0));
+          await output.prepare(file);
         }
-        const texts = [];
-        if (base.index) texts.push(['model.safetensors.index.json', session.outputIndex()]);
-        const config = session.configJson();
-        if (config !== null) texts.push(['config.json', config]);
-        for (const [name, text] of texts) {
-          prepared.push(await createTemp(joinPath(o.out, name)));
-          await prepare(prepared.at(-1), new TextEncoder().encode(text));
-        }
-        for (const f of prepared) {
-          try {
-            await rename(f.temp, f.final);
-          } catch (error) {
-            throw ioFailure('cannot rename into', f.final, error);
-          }
-          ++renamed;
-        }
+        for (const [name, text] of texts) await output.write(await output.add(name), new TextEncoder().encode(text));
+        await output.commit();
+      } finally {
         progress.done();
-      } catch (error) {
-        progress.done();
-        for (const f of prepared) await f.handle?.close().catch(() => {});
-        removeTemps();
-        if (created) await rmdir(o.out).catch(() => {}); // only if still empty, as natively
-        throw error;
       }
     }
     await out(session.summary((performance.now() - t0) / 1000, o.dryRun, o.json));
@@ -736,10 +864,25 @@ async function runMerge(args, unmerge) {
   } catch (error) {
     return fail(error, o.json);
   } finally {
-    for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.off(s, onSignal);
+    await output?.close();
     for (const input of inputs) await input.handle.close();
     session.close();
   }
+}
+
+/** BaseFacts: the base's directory (when one was named), every shard, the index and config.json found beside
+ * them, and --base-config. */
+async function baseFacts(path, base, configPath) {
+  const facts = [];
+  const namedDir = await isDirectory(path);
+  if (namedDir) facts.push(await directoryFact('--base', path));
+  for (const name of base.names)
+    facts.push(namedDir ? await fileFact('--base', joinPath(base.dir, name), base.dir) : await fileFact('--base', path, null));
+  for (const name of ['model.safetensors.index.json', 'config.json'])
+    if ((namedDir || name === 'config.json') && (await isRegularFile(joinPath(base.dir, name))))
+      facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
+  if (configPath !== null) facts.push(await fileFact('--base-config', configPath, null));
+  return facts;
 }
 
 async function main(args) {

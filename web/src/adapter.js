@@ -15,7 +15,12 @@ const writeErrors = new WeakMap();
 
 /** The weights file's name if `error` came from producing translate's output files, else undefined. Internal. */
 export function writeErrorFile(error) {
-  return writeErrors.get(error);
+  return writeErrors.get(error)?.name;
+}
+
+/** The translate JSON summary (the plan) of such an error, for the CLI's dropped-tensor check. Internal. */
+export function writeErrorSummary(error) {
+  return writeErrors.get(error)?.json;
 }
 
 /** A source's bytes, whole (one copy when it came in pieces). Internal. */
@@ -70,7 +75,7 @@ export async function callAdapter(fn, files, options) {
   const r = module[fn](files.weights, files.weightsName, files.config, files.baseConfig, optionsJson(options));
   if (r.ok) return r;
   const error = errorFromHandle({ errorJson: () => r.errorJson, errorText: () => r.errorText });
-  if (r.stage === 'write') writeErrors.set(error, r.weightsName);
+  if (r.stage === 'write') writeErrors.set(error, { name: r.weightsName, json: r.json });
   throw error;
 }
 

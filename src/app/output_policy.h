@@ -1,0 +1,90 @@
+// The output policy every writing command (translate, merge, unmerge, convert) follows, in both CLIs. Sans-I/O:
+// the caller resolves paths and lists the output directory; this decides, and words every refusal, so the native
+// and the npm CLI refuse the same things with the same bytes.
+//
+//  - No command writes over (or removes) any of its inputs, whatever their names: the output directory may not be
+//    an input directory or lie inside one, and no file the command writes, replaces or removes may be an input.
+//  - A non-empty output directory is refused unless --force; with --force the command replaces the files it
+//    writes and removes the model files it would otherwise leave stale (old shards, old index, ...), nothing else.
+//  - An input file reached through a link that leaves its input directory is refused unless --follow-links.
+//  - A name the command writes that exists as a directory (or anything but a file or link) is refused up front.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "core/result.h"
+
+namespace pb::app {
+
+// One input of the command, as the caller resolved it.
+struct InputFact {
+  std::string label;  // how messages name it: "IN_DIR", "--adapter", "--base", "--base-config", "IN"
+  std::string path;   // as the command opened it (messages)
+  std::string real;   // canonical path, every link resolved
+  std::string entry;  // canonical directory of `path` + "/" + its last component (the link itself, if it is one)
+  std::string id;     // identity of what `path` resolves to ("device:inode"); empty when unknown
+  bool directory = false;
+  // A file found in a directory the user named (a shard, the adapter's weights, a config beside them), or a
+  // file named directly (then its own directory): that directory's canonical path and its path as given.
+  // Its real path must stay inside unless --follow-links.
+  std::optional<std::string> within;
+  std::string within_path;
+};
+
+enum class EntryKind { kFile, kDirectory, kSymlink, kOther };
+
+// One entry of the output directory as it is now (not following links).
+struct OutputEntry {
+  std::string name;
+  EntryKind kind = EntryKind::kFile;
+  std::string id;         // "device:inode" of the entry itself
+  std::string target_id;  // for a link, of what it leads to (empty when dangling): a link to an input is refused
+};
+
+struct OutputRequest {
+  std::string label = "OUT_DIR";  // "OUT_DIR", "--out" or "OUT" (messages)
+  std::string path;               // as given (messages)
+  std::string real;               // canonical path; for a directory still to be created, canonical parent + name
+  bool exists = false;
+  std::vector<OutputEntry> listing;  // the directory's entries (convert: at least the one named like OUT)
+  std::vector<std::string> writes;   // the names the command writes into it, in the order it commits them
+  bool single_file = false;          // convert: OUT is one file in a shared directory, replaced without --force
+};
+
+struct OutputFlags {
+  bool force = false;
+  bool follow_links = false;
+};
+
+struct OutputPlan {
+  std::vector<std::string> commit;   // names renamed into place, in this order
+  std::vector<std::string> replace;  // existing entries the commit replaces: moved aside, restored on failure
+  std::vector<std::string> remove;   // stale model files (--force): moved aside, deleted once all are in place
+};
+
+// Model files --force may remove: *.safetensors, model.safetensors.index.json, adapter_config.json.
+bool IsModelFile(std::string_view name);
+
+// The refusal for links leaving their input directory (every one, one per line), or Ok.
+Status CheckInputLinks(std::string_view command, const std::vector<InputFact>& inputs, const OutputFlags& flags);
+
+// Every check above; the plan, or the first refusal (InvalidArgument, naming what is aliased or what blocks).
+Result<OutputPlan> PlanOutput(std::string_view command, const std::vector<InputFact>& inputs,
+                              const OutputRequest& out, const OutputFlags& flags);
+
+// A tensor of the input the output will not hold, and why.
+struct DroppedTensor {
+  std::string name;
+  std::string reason;
+};
+
+// No silent loss: with any dropped tensor and no --allow-partial, an UnresolvedTensor error listing every one;
+// otherwise the stderr text, one "warning: " line per dropped tensor (empty when none).
+Result<std::string> CheckDropped(std::string_view command, const std::vector<DroppedTensor>& dropped,
+                                 bool allow_partial);
+
+}  // namespace pb::app

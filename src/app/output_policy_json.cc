@@ -1,0 +1,87 @@
+#include "app/output_policy_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace pb::app {
+namespace {
+
+using nlohmann::json;
+
+std::string Str(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+}
+
+bool Flag(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
+}
+
+EntryKind KindOf(const std::string& kind) {
+  if (kind == "file") return EntryKind::kFile;
+  if (kind == "directory") return EntryKind::kDirectory;
+  if (kind == "symlink") return EntryKind::kSymlink;
+  return EntryKind::kOther;
+}
+
+json Names(const std::vector<std::string>& names) {
+  json a = json::array();
+  for (const auto& n : names) a.push_back(n);
+  return a;
+}
+
+Result<json> Parse(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return MakeError(ErrorCode::InvalidArgument, "output policy request is not a JSON object");
+  return j;
+}
+
+}  // namespace
+
+Result<std::string> PlanOutputJson(const std::string& request) {
+  auto parsed = Parse(request);
+  if (!parsed.ok()) return parsed.error();
+  const json& j = parsed.value();
+  std::vector<InputFact> inputs;
+  if (j.contains("inputs") && j["inputs"].is_array())
+    for (const auto& i : j["inputs"]) {
+      InputFact in{Str(i, "label"), Str(i, "path"), Str(i, "real"), Str(i, "entry"), Str(i, "id"), Flag(i, "directory"),
+                   std::nullopt, Str(i, "withinPath")};
+      if (i.is_object() && i.contains("within") && i["within"].is_string()) in.within = i["within"].get<std::string>();
+      inputs.push_back(std::move(in));
+    }
+  OutputFlags flags{Flag(j, "force"), Flag(j, "followLinks")};
+  const std::string command = Str(j, "command");
+  OutputPlan plan;
+  if (!j.contains("out") || !j["out"].is_object()) {
+    if (Status s = CheckInputLinks(command, inputs, flags); !s.ok()) return s.error();
+  } else {
+    const json& o = j["out"];
+    OutputRequest out;
+    out.label = Str(o, "label");
+    out.path = Str(o, "path");
+    out.real = Str(o, "real");
+    out.exists = Flag(o, "exists");
+    out.single_file = Flag(o, "singleFile");
+    if (o.contains("listing") && o["listing"].is_array())
+      for (const auto& e : o["listing"]) out.listing.push_back({Str(e, "name"), KindOf(Str(e, "kind")), Str(e, "id"), Str(e, "targetId")});
+    if (o.contains("writes") && o["writes"].is_array())
+      for (const auto& w : o["writes"])
+        if (w.is_string()) out.writes.push_back(w.get<std::string>());
+    auto planned = PlanOutput(command, inputs, out, flags);
+    if (!planned.ok()) return planned.error();
+    plan = std::move(planned.value());
+  }
+  return json{{"commit", Names(plan.commit)}, {"replace", Names(plan.replace)}, {"remove", Names(plan.remove)}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<std::string> CheckDroppedJson(const std::string& request) {
+  auto parsed = Parse(request);
+  if (!parsed.ok()) return parsed.error();
+  const json& j = parsed.value();
+  std::vector<DroppedTensor> dropped;
+  if (j.contains("dropped") && j["dropped"].is_array())
+    for (const auto& d : j["dropped"]) dropped.push_back({Str(d, "tensor"), Str(d, "reason")});
+  return CheckDropped(Str(j, "command"), dropped, Flag(j, "allowPartial"));
+}
+
+}  // namespace pb::app

@@ -1,0 +1,21 @@
+// The output policy's facts and plan as JSON, for the npm CLI: it gathers the facts with Node's fs, the WASM
+// module decides with the same code as the native CLI (app/output_policy.h).
+#pragma once
+
+#include <string>
+
+#include "app/output_policy.h"
+
+namespace pb::app {
+
+// {"command", "inputs": [{"label","path","real","entry","id","directory","within"(string|null),"withinPath"}],
+//  "out": null | {"label","path","real","exists","listing":[{"name","kind":"file|directory|symlink|other","id","targetId"}],
+//                 "writes":[names],"singleFile"}, "force", "followLinks"}
+// With "out": null only the input links are checked. Returns the plan as
+// {"commit":[...],"replace":[...],"remove":[...]} (all empty without "out"), or the policy's refusal.
+Result<std::string> PlanOutputJson(const std::string& request);
+
+// {"command", "allowPartial", "dropped": [{"tensor","reason"}]}: CheckDropped's warnings text, or its refusal.
+Result<std::string> CheckDroppedJson(const std::string& request);
+
+}  // namespace pb::app

@@ -1,0 +1,52 @@
+// All-or-nothing output of several files into one directory (translate, merge, convert). Every file is written
+// under a temporary name; Commit then checks every final name, moves aside what the new files replace and the
+// stale files --force removes, renames the new files into place, and deletes what was moved aside only once all
+// renames succeeded. A failure at any step undoes the ones before it; a transaction that never commits (any
+// error path, by plain scope exit) removes its temporary files and the directory if it created it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/output_policy.h"
+#include "cli/file_io.h"
+
+namespace pb::cli {
+
+class OutputTransaction {
+ public:
+  // Creates `dir` unless it is a directory already. `plan` comes from app::PlanOutput.
+  static Result<std::unique_ptr<OutputTransaction>> Begin(std::string dir, app::OutputPlan plan);
+  // A single file (convert's OUT): no directory to create, the plan commits just its name.
+  static std::unique_ptr<OutputTransaction> ForFile(const std::string& path, app::OutputPlan plan);
+  ~OutputTransaction();
+  OutputTransaction(const OutputTransaction&) = delete;
+  OutputTransaction& operator=(const OutputTransaction&) = delete;
+
+  // A new temporary file for `name` (one of the plan's commit names), written through the returned sink.
+  Result<AtomicOutputFile*> Add(const std::string& name);
+  // Prepares every file, then commits them all or none.
+  Status Commit();
+
+ private:
+  OutputTransaction(std::string dir, app::OutputPlan plan, bool created, bool single_file)
+      : dir_(std::move(dir)), plan_(std::move(plan)), created_(created), single_file_(single_file) {}
+  std::string PathOf(const std::string& name) const;
+  struct Aside {
+    std::string original;
+    std::string temp;
+  };
+  Status MoveAside(const std::string& name, std::vector<Aside>& asides);
+  void Restore(std::vector<Aside>& asides);
+
+  std::string dir_;
+  app::OutputPlan plan_;
+  bool created_;
+  bool single_file_;
+  bool committed_ = false;
+  std::vector<std::string> names_;
+  std::vector<std::unique_ptr<AtomicOutputFile>> files_;
+};
+
+}  // namespace pb::cli

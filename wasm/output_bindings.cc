@@ -1,0 +1,34 @@
+// The output policy for the npm CLI (app/output_policy_json.h): Node gathers the facts, the core decides and
+// words every refusal, so both CLIs refuse the same things with the same bytes.
+#include <emscripten/bind.h>
+
+#include "app/output_policy_json.h"
+#include "app/report.h"
+
+namespace {
+
+using emscripten::val;
+
+// {ok: true, value} or {ok: false, errorJson, errorText}.
+val Outcome(const pb::Result<std::string>& r, const char* key) {
+  val out = val::object();
+  out.set("ok", r.ok());
+  if (r.ok()) {
+    out.set(key, r.value());
+  } else {
+    out.set("errorJson", pb::RenderErrorJson(r.error()));
+    out.set("errorText", pb::RenderErrorText(r.error()));
+  }
+  return out;
+}
+
+}  // namespace
+
+EMSCRIPTEN_BINDINGS(peft_bridge_output_policy) {
+  emscripten::function("planOutput", +[](const std::string& request) {
+    return Outcome(pb::app::PlanOutputJson(request), "planJson");
+  });
+  emscripten::function("checkDropped", +[](const std::string& request) {
+    return Outcome(pb::app::CheckDroppedJson(request), "warnings");
+  });
+}
