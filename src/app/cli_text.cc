@@ -13,12 +13,17 @@ std::string_view CliHelp(std::string_view command) {
            "  convert IN OUT --dtype bf16|f16|f32    convert floating-point tensors, streaming\n"
            "  adapter-info DIR [--json]              a LoRA adapter's modules, ranks, scaling and rejects\n"
            "  translate IN_DIR OUT_DIR --to FORMAT   rewrite an adapter as peft, mlx, kohya or gguf-names\n"
-           "  merge --base PATH --adapter DIR --out DIR   merge a LoRA adapter into a model, streaming\n"
-           "  unmerge --base PATH --adapter DIR --out DIR subtract a merged adapter again\n"
+           "  merge --base PATH --adapter DIR -o DIR      merge a LoRA adapter into a model, streaming\n"
+           "  unmerge --base PATH --adapter DIR -o DIR    subtract a merged adapter again\n"
            "\n"
            "options:\n"
-           "  --help       show help (also after a command)\n"
-           "  --version    print the version\n"
+           "  -h, --help        show help (also after a command: peft-bridge merge --help)\n"
+           "  -V, --version     print the version\n"
+           "  -q, --quiet       print no summary or progress (errors, warnings and --json output still appear)\n"
+           "  --no-progress     no progress bar on the terminal\n"
+           "\n"
+           "Options take their value as `--opt value` or `--opt=value`. Dtypes may be written bf16|bfloat16,\n"
+           "f16|fp16|float16 or f32|fp32|float32, in any case.\n"
            "\n"
            "Exit status: 0 success, 1 invalid input or I/O failure, 2 usage error.\n";
   if (command == "inspect")
@@ -87,7 +92,7 @@ std::string_view CliHelp(std::string_view command) {
            "  --help              show this help\n";
   if (command == "merge" || command == "unmerge")
     return command == "merge"
-               ? "usage: peft-bridge merge --base PATH --adapter DIR --out DIR [--dtype bf16|f16|f32] [--safe]\n"
+               ? "usage: peft-bridge merge --base PATH --adapter DIR -o|--out DIR [--dtype bf16|f16|f32] [--safe]\n"
                  "       [--dry-run] [--json] [--base-config FILE] [--arch NAME] [--force] [--allow-partial]\n"
                  "       [--follow-links]\n"
                  "\n"
@@ -112,7 +117,7 @@ std::string_view CliHelp(std::string_view command) {
                  "  --allow-partial    merge even if adapter tensors cannot be applied (a warning per tensor)\n"
                  "  --follow-links     read shards and configs that are links leading outside their directory\n"
                  "  --help             show this help\n"
-               : "usage: peft-bridge unmerge --base PATH --adapter DIR --out DIR [options as for merge]\n"
+               : "usage: peft-bridge unmerge --base PATH --adapter DIR -o|--out DIR [options as for merge]\n"
                  "\n"
                  "Subtracts the adapter's delta from a merged model with the same engine (W - s*B*A, rounded once).\n"
                  "Not an exact inverse after rounding; DoRA and modules_to_save cannot be unmerged.\n";

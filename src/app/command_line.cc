@@ -69,8 +69,7 @@ const std::vector<CommandSpec>& Commands() {
                       0,
                       "no positional arguments (use --base, --adapter and -o/--out)",
                       {{"base", 0, Kind::kValue}, {"adapter", 0, Kind::kValue}, {"out", 'o', Kind::kValue}, dtype,
-                       {"safe", 0, Kind::kFlag}, dry_run, json, base_config, arch, force, allow_partial, follow_links,
-                       {"no-copy-extra", 0, Kind::kFlag}},
+                       {"safe", 0, Kind::kFlag}, dry_run, json, base_config, arch, force, allow_partial, follow_links},
                       {"base", "adapter"}});
     return list;
   }();
@@ -165,8 +164,11 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     }
     if (!option->choices.empty() && !InChoices(option->choices, value))
       return usage("unknown " + std::string(option->name) + " `" + Echo(value) + "` (expected " + ChoicesText(option->choices) + ")");
-    if (option->name == "dtype" && !ParseFloatDtypeName(value))
-      return usage("unknown dtype `" + Echo(value) + "` (expected bf16, f16 or f32)");
+    if (option->name == "dtype") {  // any spelling users know; the commands see one
+      auto dtype = ParseFloatDtypeName(value);
+      if (!dtype) return usage("unknown dtype `" + Echo(value) + "` (expected bf16, f16 or f32)");
+      value = *dtype == Dtype::BF16 ? "bf16" : *dtype == Dtype::F16 ? "f16" : "f32";
+    }
     auto& values = line.options[std::string(option->name)];
     if (!values.empty() && option->kind != Kind::kRepeated) return usage(shown + " given twice");
     values.push_back(std::move(value));

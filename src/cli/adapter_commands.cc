@@ -16,7 +16,7 @@ namespace {
 
 using adapter::AdapterFormat;
 
-// Options both commands share. Returns false (after printing) on a usage error.
+// Options both commands share.
 struct CommonOptions {
   bool json = false;
   bool strict = false;
@@ -26,50 +26,21 @@ struct CommonOptions {
   std::vector<std::string> positional;
 };
 
-// Parses one option at args[i]; returns 0 if consumed, 1 if not an option this function knows, or the usage
-// exit status.
-int ParseCommon(const std::string& command, const std::vector<std::string>& args, size_t& i, CommonOptions& o) {
-  const std::string& a = args[i];
-  if (a == "--json") o.json = true;
-  else if (a == "--strict") o.strict = true;
-  else if (a == "--arch" || a == "--base-config" || a == "--from") {
-    if (i + 1 >= args.size()) return UsageError(command, a + " needs a value");
-    const std::string& v = args[++i];
-    if (a == "--arch") o.arch = v;
-    else if (a == "--base-config") o.base_config = v;
-    else if (!(o.from = adapter::ParseFormatName(v)))
-      return UsageError(command, "unknown format `" + v + "` (expected peft, mlx, kohya, gguf-names or diffusers-attnproc)");
-  } else if (a.size() > 1 && a[0] == '-') {
-    return 1;
-  } else {
-    o.positional.push_back(a);
-  }
-  return 0;
-}
-
-bool WantsHelp(const std::vector<std::string>& args) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") return true;
-  return false;
-}
-
-int PrintHelp(const char* command) {
-  std::string_view help = CliHelp(command);
-  std::fwrite(help.data(), 1, help.size(), stdout);
-  return 0;
+CommonOptions CommonOptionsOf(const app::CommandLine& line) {
+  CommonOptions o;
+  o.json = line.Has("json");
+  o.strict = line.Has("strict");
+  o.arch = line.Value("arch");
+  o.base_config = line.Value("base-config");
+  if (auto from = line.Value("from")) o.from = adapter::ParseFormatName(*from);  // a choice the grammar checked
+  o.positional = line.positional;
+  return o;
 }
 
 }  // namespace
 
-int RunAdapterInfo(const std::vector<std::string>& args) {
-  if (WantsHelp(args)) return PrintHelp("adapter-info");
-  CommonOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    int r = ParseCommon("adapter-info", args, i, o);
-    if (r == 1) return UsageError("adapter-info", "unknown option `" + args[i] + "`");
-    if (r != 0) return r;
-  }
-  if (o.positional.size() != 1) return UsageError("adapter-info", "expected exactly one DIR");
+int RunAdapterInfo(const app::CommandLine& line) {
+  const CommonOptions o = CommonOptionsOf(line);
   auto fail = [&](const Error& e) { return ReportFailure(e, o.json); };
   auto dir = LoadAdapterDir(o.positional[0], o.base_config);
   if (!dir.ok()) return fail(dir.error());
@@ -81,32 +52,13 @@ int RunAdapterInfo(const std::vector<std::string>& args) {
   return 0;
 }
 
-int RunTranslate(const std::vector<std::string>& args) {
-  if (WantsHelp(args)) return PrintHelp("translate");
-  CommonOptions o;
-  std::optional<AdapterFormat> to;
-  bool dry_run = false, old_peft = false, allow_partial = false;
+int RunTranslate(const app::CommandLine& line) {
+  const CommonOptions o = CommonOptionsOf(line);
+  const std::optional<AdapterFormat> to = adapter::ParseFormatName(*line.Value("to"));  // a choice the grammar checked
+  const bool dry_run = line.Has("dry-run"), old_peft = line.Has("old-peft"), allow_partial = line.Has("allow-partial");
   app::OutputFlags flags;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--dry-run") { dry_run = true; continue; }
-    if (a == "--old-peft") { old_peft = true; continue; }
-    if (a == "--force") { flags.force = true; continue; }
-    if (a == "--allow-partial") { allow_partial = true; continue; }
-    if (a == "--follow-links") { flags.follow_links = true; continue; }
-    if (a == "--to") {
-      if (i + 1 >= args.size()) return UsageError("translate", "--to needs a value");
-      to = adapter::ParseFormatName(args[++i]);
-      if (to == AdapterFormat::kDiffusersAttnProc) to.reset();  // read only
-      if (!to) return UsageError("translate", "unknown format `" + args[i] + "` (expected peft, mlx, kohya or gguf-names)");
-      continue;
-    }
-    int r = ParseCommon("translate", args, i, o);
-    if (r == 1) return UsageError("translate", "unknown option `" + a + "`");
-    if (r != 0) return r;
-  }
-  if (o.positional.size() != 2) return UsageError("translate", "expected IN_DIR and OUT_DIR");
-  if (!to) return UsageError("translate", "--to is required");
+  flags.force = line.Has("force");
+  flags.follow_links = line.Has("follow-links");
   auto fail = [&](const Error& e) { return ReportFailure(e, o.json); };
   auto dir = LoadAdapterDir(o.positional[0], o.base_config);
   if (!dir.ok()) return fail(dir.error());
@@ -150,7 +102,7 @@ int RunTranslate(const std::vector<std::string>& args) {
     }
     if (Status s = transaction.value()->Commit(); !s.ok()) return fail(s.error());
   }
-  std::fwrite(summary.data(), 1, summary.size(), stdout);
+  if (o.json || !line.Has("quiet")) std::fwrite(summary.data(), 1, summary.size(), stdout);
   return 0;
 }
 

@@ -5,20 +5,23 @@
 #include <string>
 #include <vector>
 
+#include "app/command_line.h"
 #include "core/error.h"
 
 namespace pb::cli {
 
-int RunInspect(const std::vector<std::string>& args);
-int RunConvert(const std::vector<std::string>& args);
-int RunAdapterInfo(const std::vector<std::string>& args);
-int RunTranslate(const std::vector<std::string>& args);
-int RunMerge(const std::vector<std::string>& args, bool unmerge);
+// Each takes the command line as the shared grammar (src/app/command_line.h) parsed it: options are known,
+// values checked against their choices, required ones present; help and usage errors never reach a command.
+int RunInspect(const app::CommandLine& line);
+int RunConvert(const app::CommandLine& line);
+int RunAdapterInfo(const app::CommandLine& line);
+int RunTranslate(const app::CommandLine& line);
+int RunMerge(const app::CommandLine& line);
 
 // Reports invalid input or an I/O failure (JSON on stdout, or text on stderr); returns 1.
 int ReportFailure(const Error& error, bool json);
 
-// Prints a usage error and the command's help to stderr; returns 2.
+// Prints a usage error (one line and a hint) to stderr; returns 2.
 int UsageError(const std::string& command, const std::string& message);
 
 }  // namespace pb::cli

@@ -15,13 +15,6 @@ namespace {
 
 constexpr size_t kReadChunk = 4 << 20;
 
-std::optional<Dtype> ParseTargetDtype(const std::string& s) {
-  if (s == "bf16") return Dtype::BF16;
-  if (s == "f16") return Dtype::F16;
-  if (s == "f32") return Dtype::F32;
-  return std::nullopt;
-}
-
 // Streams every planned tensor's source bytes, in plan order, through the converter.
 Status ConvertFile(const InputFile& in, const Header& header, ConversionPlan plan, ByteSink& sink) {
   TensorBytesConverter converter(std::move(plan), sink);
@@ -42,41 +35,11 @@ Status ConvertFile(const InputFile& in, const Header& header, ConversionPlan pla
 
 }  // namespace
 
-int RunConvert(const std::vector<std::string>& args) {
-  bool json = false;
-  std::optional<Dtype> dtype;
-  TensorOrder order = TensorOrder::kReference;
-  std::vector<std::string> positional;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::string_view help = CliHelp("convert");
-      std::fwrite(help.data(), 1, help.size(), stdout);
-      return 0;
-    }
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--dtype" || a == "--order") {
-      if (i + 1 >= args.size()) return UsageError("convert", a + " needs a value");
-      const std::string& v = args[++i];
-      if (a == "--dtype") {
-        dtype = ParseTargetDtype(v);
-        if (!dtype) return UsageError("convert", "unknown dtype `" + v + "` (expected bf16, f16 or f32)");
-      } else if (v == "reference") {
-        order = TensorOrder::kReference;
-      } else if (v == "input") {
-        order = TensorOrder::kInput;
-      } else {
-        return UsageError("convert", "unknown order `" + v + "` (expected reference or input)");
-      }
-    } else if (a.size() > 1 && a[0] == '-') {
-      return UsageError("convert", "unknown option `" + a + "`");
-    } else {
-      positional.push_back(a);
-    }
-  }
-  if (positional.size() != 2) return UsageError("convert", "expected IN and OUT");
-  if (!dtype) return UsageError("convert", "--dtype is required");
+int RunConvert(const app::CommandLine& line) {
+  const bool json = line.Has("json");
+  const std::optional<Dtype> dtype = app::ParseFloatDtypeName(*line.Value("dtype"));  // checked by the grammar
+  const TensorOrder order = line.Value("order") == "input" ? TensorOrder::kInput : TensorOrder::kReference;
+  const std::vector<std::string>& positional = line.positional;
 
   auto fail = [&](const Error& e) { return ReportFailure(e, json); };
   auto in = InputFile::Open(positional[0]);
@@ -97,7 +60,7 @@ int RunConvert(const std::vector<std::string>& args) {
   if (Status s = ConvertFile(in.value(), header.value(), std::move(plan.value()), *out.value()); !s.ok())
     return fail(s.error());  // the temporary file is removed when `transaction` goes away
   if (Status s = transaction->Commit(); !s.ok()) return fail(s.error());
-  std::fwrite(summary.data(), 1, summary.size(), stdout);
+  if (json || !line.Has("quiet")) std::fwrite(summary.data(), 1, summary.size(), stdout);
   return 0;
 }
 

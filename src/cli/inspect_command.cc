@@ -8,20 +8,9 @@
 
 namespace pb::cli {
 
-int RunInspect(const std::vector<std::string>& args) {
-  bool json = false;
-  std::vector<std::string> positional;
-  for (const std::string& a : args) {
-    if (a == "--help" || a == "-h") {
-      std::string_view help = CliHelp("inspect");
-      std::fwrite(help.data(), 1, help.size(), stdout);
-      return 0;
-    }
-    if (a == "--json") json = true;
-    else if (a.size() > 1 && a[0] == '-') return UsageError("inspect", "unknown option `" + a + "`");
-    else positional.push_back(a);
-  }
-  if (positional.size() != 1) return UsageError("inspect", "expected exactly one FILE");
+int RunInspect(const app::CommandLine& line) {
+  const bool json = line.Has("json");
+  const std::vector<std::string>& positional = line.positional;
 
   auto fail = [&](const Error& e) { return ReportFailure(e, json); };
   auto read_header = [](const std::string& arg) -> Result<Header> {

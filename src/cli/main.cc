@@ -8,14 +8,14 @@
 
 #include "cli/commands.h"
 #include "app/cli_text.h"
+#include "app/command_line.h"
 #include "app/report.h"
 
 namespace pb::cli {
 
 int UsageError(const std::string& command, const std::string& message) {
-  std::fprintf(stderr, "error: %s\n\n", message.c_str());
-  std::string_view help = CliHelp(command);
-  std::fwrite(help.data(), 1, help.size(), stderr);
+  std::string text = app::RenderUsageError({command, message});
+  std::fwrite(text.data(), 1, text.size(), stderr);
   return 2;
 }
 
@@ -29,9 +29,11 @@ int ReportFailure(const Error& error, bool json) {
 
 namespace {
 
-// Output that cannot be written (a full disk, a closed pipe) is a failure, not a silent success.
+// Output that cannot be written (a full disk) is a failure, not a silent success. A reader that closed the
+// pipe (`| head`) wanted no more: that ends quietly with the command's own status, as in other Unix tools.
 int FinishStdout(int status) {
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    if (errno == EPIPE) return status;
     std::fprintf(stderr, "error: IoError: cannot write to standard output: %s\n", std::strerror(errno));
     return 1;
   }
@@ -51,24 +53,22 @@ namespace {
 
 int Run(const std::vector<std::string>& args) {
   auto print = [](std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); };
-  if (args.empty()) return pb::cli::UsageError("", "missing command");
-  const std::string command = args[0];
-  if (command == "--help" || command == "-h" || command == "help") {
-    print(pb::CliHelp(""));
+  auto parsed = pb::app::ParseCommandLine(args);
+  if (auto* usage = std::get_if<pb::app::UsageError>(&parsed)) return pb::cli::UsageError(usage->command, usage->message);
+  const auto& line = std::get<pb::app::CommandLine>(parsed);
+  if (line.help) {
+    print(pb::CliHelp(line.command));
     return 0;
   }
-  if (command == "--version") {
+  if (line.version) {
     print(std::string("peft-bridge ") + std::string(pb::kVersion) + "\n");
     return 0;
   }
-  std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (command == "inspect") return pb::cli::RunInspect(rest);
-  if (command == "convert") return pb::cli::RunConvert(rest);
-  if (command == "adapter-info") return pb::cli::RunAdapterInfo(rest);
-  if (command == "translate") return pb::cli::RunTranslate(rest);
-  if (command == "merge") return pb::cli::RunMerge(rest, /*unmerge=*/false);
-  if (command == "unmerge") return pb::cli::RunMerge(rest, /*unmerge=*/true);
-  return pb::cli::UsageError("", "unknown command `" + command + "`");
+  if (line.command == "inspect") return pb::cli::RunInspect(line);
+  if (line.command == "convert") return pb::cli::RunConvert(line);
+  if (line.command == "adapter-info") return pb::cli::RunAdapterInfo(line);
+  if (line.command == "translate") return pb::cli::RunTranslate(line);
+  return pb::cli::RunMerge(line);  // merge or unmerge: the grammar knows no other command
 }
 
 }  // namespace

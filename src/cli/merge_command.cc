@@ -152,13 +152,6 @@ uint64_t PeakRssBytes() {
   return static_cast<uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-std::optional<Dtype> ParseDtype(const std::string& s) {
-  if (s == "bf16") return Dtype::BF16;
-  if (s == "f16") return Dtype::F16;
-  if (s == "f32") return Dtype::F32;
-  return std::nullopt;
-}
-
 // The base model's inputs for the output policy: its directory (when one was named), every shard, the index and
 // config.json found beside them, and --base-config.
 std::vector<app::InputFact> BaseFacts(const std::string& path, const BaseModel& base,
@@ -177,42 +170,20 @@ std::vector<app::InputFact> BaseFacts(const std::string& path, const BaseModel& 
 
 }  // namespace
 
-int RunMerge(const std::vector<std::string>& args, bool unmerge) {
+int RunMerge(const app::CommandLine& line) {
+  const bool unmerge = line.command == "unmerge";
   const char* command = unmerge ? "unmerge" : "merge";
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      std::string_view help = CliHelp(command);
-      std::fwrite(help.data(), 1, help.size(), stdout);
-      return 0;
-    }
-  std::optional<std::string> base_path, adapter_path, out_dir, base_config, arch;
+  const std::optional<std::string> base_path = line.Value("base"), adapter_path = line.Value("adapter"),
+                                   out_dir = line.Value("out"), base_config = line.Value("base-config"),
+                                   arch = line.Value("arch");
   merge::MergeOptions options;
   options.unmerge = unmerge;
-  bool json = false, dry_run = false, allow_partial = false;
+  if (auto dtype = line.Value("dtype")) options.dtype = app::ParseFloatDtypeName(*dtype);  // checked by the grammar
+  options.safe = line.Has("safe");
+  const bool json = line.Has("json"), dry_run = line.Has("dry-run"), allow_partial = line.Has("allow-partial");
   app::OutputFlags flags;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--json") json = true;
-    else if (a == "--force") flags.force = true;
-    else if (a == "--allow-partial") allow_partial = true;
-    else if (a == "--follow-links") flags.follow_links = true;
-    else if (a == "--safe") options.safe = true;
-    else if (a == "--dry-run") dry_run = true;
-    else if (a == "--base" || a == "--adapter" || a == "--out" || a == "--dtype" || a == "--base-config" || a == "--arch") {
-      if (i + 1 >= args.size()) return UsageError(command, a + " needs a value");
-      const std::string& v = args[++i];
-      if (a == "--base") base_path = v;
-      else if (a == "--adapter") adapter_path = v;
-      else if (a == "--out") out_dir = v;
-      else if (a == "--base-config") base_config = v;
-      else if (a == "--arch") arch = v;
-      else if (!(options.dtype = ParseDtype(v))) return UsageError(command, "unknown dtype `" + v + "` (expected bf16, f16 or f32)");
-    } else {
-      return UsageError(command, "unexpected argument `" + a + "`");
-    }
-  }
-  if (!base_path || !adapter_path) return UsageError(command, "--base and --adapter are required");
-  if (!out_dir && !dry_run) return UsageError(command, "--out is required (or --dry-run)");
+  flags.force = line.Has("force");
+  flags.follow_links = line.Has("follow-links");
   options.arch = arch;
   auto fail = [&](const Error& e) { return ReportFailure(e, json); };
   const auto t0 = std::chrono::steady_clock::now();
@@ -254,7 +225,7 @@ int RunMerge(const std::vector<std::string>& args, bool unmerge) {
     auto transaction = OutputTransaction::Begin(*out_dir, std::move(output.value()));
     if (!transaction.ok()) return fail(transaction.error());
     // Every output is written under a temporary name; any failure before Commit succeeds removes them all.
-    Progress progress(source_total, !json && ::isatty(2));
+    Progress progress(source_total, !json && !line.Has("quiet") && !line.Has("no-progress") && ::isatty(2));
     uint64_t done = 0;
     Status status = Status::Ok();
     for (size_t s = 0; s < plan->shards.size() && status.ok(); ++s) {
@@ -277,7 +248,7 @@ int RunMerge(const std::vector<std::string>& args, bool unmerge) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   merge::MergeSummary summary{&plan.value(), &read.value(), source_total, seconds, PeakRssBytes(), dry_run, unmerge};
   std::string out = json ? merge::RenderMergeJson(summary) : merge::RenderMergeText(summary);
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  if (json || !line.Has("quiet")) std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
 

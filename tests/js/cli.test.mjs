@@ -29,7 +29,7 @@ test('exit statuses: 0 on success, 1 on invalid input, 2 on usage errors', (t) =
     ['convert', 'a', '--dtype', 'bf16']]) {
     const r = run(args);
     assert.equal(r.status, 2, args.join(' '));
-    assert.match(r.stderr, /^error: .*\n\nusage: peft-bridge/, args.join(' '));
+    assert.match(r.stderr, /^error: [^\n]*\nrun `peft-bridge( [a-z-]+)? --help` for usage\n$/, args.join(' '));
     assert.equal(r.stdout, '');
   }
   for (const args of [['--help'], ['-h'], ['help'], ['inspect', '--help'], ['convert', '--help'], ['convert', 'x', '-h']]) {

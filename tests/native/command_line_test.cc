@@ -28,9 +28,10 @@ TEST(CommandLine, ValuesBothWaysAndShortAliases) {
   EXPECT_EQ(a.Value("base"), "b");
   EXPECT_EQ(a.Value("adapter"), "a");
   EXPECT_EQ(a.Value("out"), "out");
-  EXPECT_EQ(a.Value("dtype"), "BF16");
+  EXPECT_EQ(a.Value("dtype"), "bf16");  // spellings normalised
   EXPECT_TRUE(a.Has("quiet"));
   auto b = Ok({"convert", "in", "out", "--dtype", "float16", "--order=input"});
+  EXPECT_EQ(b.Value("dtype"), "f16");
   EXPECT_EQ(b.positional, (std::vector<std::string>{"in", "out"}));
   EXPECT_EQ(b.Value("order"), "input");
   auto c = Ok({"inspect", "--", "-odd-name.safetensors"});

@@ -34,10 +34,11 @@ const write = (stream, text) =>
 const out = (text) => write(process.stdout, text);
 const err = (text) => write(process.stderr, text);
 
-async function usageError(command, message) {
-  await err(`error: ${message}\n\n${module.cliHelp(command)}`);
-  return 2;
-}
+// The command line as the shared grammar parsed it (src/app/command_line.cc): {command, help, version,
+// positional, options: {name: [values]}} or {usageError: text}.
+const parseCommandLine = (args) => JSON.parse(module.parseCommandLine(JSON.stringify(args)));
+const option = (line, name) => line.options[name]?.at(-1) ?? null;
+const flag = (line, name) => Object.hasOwn(line.options, name);
 
 // glibc's strerror texts, so I/O errors read as the native CLI prints them.
 const STRERROR = {
@@ -166,19 +167,9 @@ function remoteOptions() {
   return { token: token || undefined, endpoint: env.HF_ENDPOINT || DEFAULT_ENDPOINT, http };
 }
 
-async function runInspect(args) {
-  let json = false;
-  const positional = [];
-  for (const a of args) {
-    if (a === '--help' || a === '-h') {
-      await out(module.cliHelp('inspect'));
-      return 0;
-    }
-    if (a === '--json') json = true;
-    else if (a.length > 1 && a[0] === '-') return usageError('inspect', `unknown option \`${a}\``);
-    else positional.push(a);
-  }
-  if (positional.length !== 1) return usageError('inspect', 'expected exactly one FILE');
+async function runInspect(line) {
+  const json = flag(line, 'json');
+  const { positional } = line;
   let input;
   try {
     const arg = positional[0];
@@ -195,40 +186,11 @@ async function runInspect(args) {
   }
 }
 
-const DTYPES = new Set(['bf16', 'f16', 'f32']);
-
-async function runConvert(args) {
-  let json = false;
-  let dtype = null;
-  let order = 'reference';
-  const positional = [];
-  for (let i = 0; i < args.length; ++i) {
-    const a = args[i];
-    if (a === '--help' || a === '-h') {
-      await out(module.cliHelp('convert'));
-      return 0;
-    }
-    if (a === '--json') {
-      json = true;
-    } else if (a === '--dtype' || a === '--order') {
-      if (i + 1 >= args.length) return usageError('convert', `${a} needs a value`);
-      const v = args[++i];
-      if (a === '--dtype') {
-        if (!DTYPES.has(v)) return usageError('convert', `unknown dtype \`${v}\` (expected bf16, f16 or f32)`);
-        dtype = v;
-      } else if (v === 'reference' || v === 'input') {
-        order = v;
-      } else {
-        return usageError('convert', `unknown order \`${v}\` (expected reference or input)`);
-      }
-    } else if (a.length > 1 && a[0] === '-') {
-      return usageError('convert', `unknown option \`${a}\``);
-    } else {
-      positional.push(a);
-    }
-  }
-  if (positional.length !== 2) return usageError('convert', 'expected IN and OUT');
-  if (dtype === null) return usageError('convert', '--dtype is required');
+async function runConvert(line) {
+  const json = flag(line, 'json');
+  const dtype = option(line, 'dtype');
+  const order = option(line, 'order') ?? 'reference';
+  const { positional } = line;
   const [inPath, outPath] = positional;
 
   let input;
@@ -254,7 +216,7 @@ async function runConvert(args) {
     }
     const report = await summary;
     await output.commit();
-    await out(json ? report.json : report.text);
+    if (json || !flag(line, 'quiet')) await out(json ? report.json : report.text);
     return 0;
   } catch (error) {
     return fail(error, json);
@@ -337,51 +299,18 @@ async function loadAdapterDir(path, baseConfigPath) {
   return { weights, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), weightsPath, config, baseConfig };
 }
 
-// Formats that can be written (--to); --from also reads diffusers' attention-processor files.
-const FORMATS = new Set(['peft', 'mlx', 'kohya', 'gguf-names']);
-const READ_FORMATS = new Set([...FORMATS, 'diffusers-attnproc']);
-const unknownFormat = (command, v) => usageError(command, `unknown format \`${v}\` (expected peft, mlx, kohya or gguf-names)`);
-const unknownReadFormat = (command, v) =>
-  usageError(command, `unknown format \`${v}\` (expected peft, mlx, kohya, gguf-names or diffusers-attnproc)`);
+/** The options adapter-info and translate share. */
+const commonOptions = (line) => ({
+  json: flag(line, 'json'),
+  strict: flag(line, 'strict'),
+  arch: option(line, 'arch'),
+  baseConfig: option(line, 'base-config'),
+  from: option(line, 'from'),
+  positional: line.positional,
+});
 
-// Like the native CLI, --help anywhere (even as an option's value) shows the help.
-const wantsHelp = (args) => args.some((a) => a === '--help' || a === '-h');
-
-/** Parses the option at args[c.i] the two commands share into `o`: 0 if consumed, 1 if unknown, else the usage
- * error's status (as ParseCommon). */
-async function parseCommon(command, args, c, o) {
-  const a = args[c.i];
-  if (a === '--json') o.json = true;
-  else if (a === '--strict') o.strict = true;
-  else if (a === '--arch' || a === '--base-config' || a === '--from') {
-    if (c.i + 1 >= args.length) return usageError(command, `${a} needs a value`);
-    const v = args[++c.i];
-    if (a === '--arch') o.arch = v;
-    else if (a === '--base-config') o.baseConfig = v;
-    else if (READ_FORMATS.has(v)) o.from = v;
-    else return unknownReadFormat(command, v);
-  } else if (a.length > 1 && a[0] === '-') {
-    return 1;
-  } else {
-    o.positional.push(a);
-  }
-  return 0;
-}
-
-const commonOptions = () => ({ json: false, strict: false, arch: null, baseConfig: null, from: null, positional: [] });
-
-async function runAdapterInfo(args) {
-  if (wantsHelp(args)) {
-    await out(module.cliHelp('adapter-info'));
-    return 0;
-  }
-  const o = commonOptions();
-  for (const c = { i: 0 }; c.i < args.length; ++c.i) {
-    const r = await parseCommon('adapter-info', args, c, o);
-    if (r === 1) return usageError('adapter-info', `unknown option \`${args[c.i]}\``);
-    if (r !== 0) return r;
-  }
-  if (o.positional.length !== 1) return usageError('adapter-info', 'expected exactly one DIR');
+async function runAdapterInfo(line) {
+  const o = commonOptions(line);
   try {
     const files = await loadAdapterDir(o.positional[0], o.baseConfig);
     const r = await callAdapter('adapterInfo', files, o);
@@ -665,31 +594,16 @@ class OutputTransaction {
   }
 }
 
-async function runTranslate(args) {
-  if (wantsHelp(args)) {
-    await out(module.cliHelp('translate'));
-    return 0;
-  }
-  const o = { ...commonOptions(), to: null, dryRun: false, oldPeft: false, force: false, allowPartial: false, followLinks: false };
-  for (const c = { i: 0 }; c.i < args.length; ++c.i) {
-    const a = args[c.i];
-    if (a === '--dry-run') o.dryRun = true;
-    else if (a === '--old-peft') o.oldPeft = true;
-    else if (a === '--force') o.force = true;
-    else if (a === '--allow-partial') o.allowPartial = true;
-    else if (a === '--follow-links') o.followLinks = true;
-    else if (a === '--to') {
-      if (c.i + 1 >= args.length) return usageError('translate', '--to needs a value');
-      o.to = args[++c.i];
-      if (!FORMATS.has(o.to)) return unknownFormat('translate', o.to);
-    } else {
-      const r = await parseCommon('translate', args, c, o);
-      if (r === 1) return usageError('translate', `unknown option \`${a}\``);
-      if (r !== 0) return r;
-    }
-  }
-  if (o.positional.length !== 2) return usageError('translate', 'expected IN_DIR and OUT_DIR');
-  if (o.to === null) return usageError('translate', '--to is required');
+async function runTranslate(line) {
+  const o = {
+    ...commonOptions(line),
+    to: option(line, 'to'),
+    dryRun: flag(line, 'dry-run'),
+    oldPeft: flag(line, 'old-peft'),
+    force: flag(line, 'force'),
+    allowPartial: flag(line, 'allow-partial'),
+    followLinks: flag(line, 'follow-links'),
+  };
 
   let output = null;
   try {
@@ -724,7 +638,7 @@ async function runTranslate(args) {
       }
       await output.commit();
     }
-    await out(o.json ? result.json : result.text);
+    if (o.json || !flag(line, 'quiet')) await out(o.json ? result.json : result.text);
     return 0;
   } catch (error) {
     return fail(error, o.json);
@@ -790,33 +704,24 @@ async function openMergeBase(session, path, configPath, inputs) {
   return base;
 }
 
-async function runMerge(args, unmerge) {
-  const command = unmerge ? 'unmerge' : 'merge';
-  if (wantsHelp(args)) {
-    await out(module.cliHelp(command));
-    return 0;
-  }
-  const o = { base: null, adapter: null, out: null, baseConfig: null, arch: null, dtype: null, safe: false, unmerge, json: false, dryRun: false, force: false, allowPartial: false, followLinks: false };
-  const keys = { '--base': 'base', '--adapter': 'adapter', '--out': 'out', '--base-config': 'baseConfig', '--arch': 'arch', '--dtype': 'dtype' };
-  for (let i = 0; i < args.length; ++i) {
-    const a = args[i];
-    if (a === '--json') o.json = true;
-    else if (a === '--force') o.force = true;
-    else if (a === '--allow-partial') o.allowPartial = true;
-    else if (a === '--follow-links') o.followLinks = true;
-    else if (a === '--safe') o.safe = true;
-    else if (a === '--dry-run') o.dryRun = true;
-    else if (Object.hasOwn(keys, a)) {
-      if (i + 1 >= args.length) return usageError(command, `${a} needs a value`);
-      const v = args[++i];
-      if (a === '--dtype' && !DTYPES.has(v)) return usageError(command, `unknown dtype \`${v}\` (expected bf16, f16 or f32)`);
-      o[keys[a]] = v;
-    } else {
-      return usageError(command, `unexpected argument \`${a}\``);
-    }
-  }
-  if (o.base === null || o.adapter === null) return usageError(command, '--base and --adapter are required');
-  if (o.out === null && !o.dryRun) return usageError(command, '--out is required (or --dry-run)');
+async function runMerge(line) {
+  const command = line.command;
+  const o = {
+    base: option(line, 'base'),
+    adapter: option(line, 'adapter'),
+    out: option(line, 'out'),
+    baseConfig: option(line, 'base-config'),
+    arch: option(line, 'arch'),
+    dtype: option(line, 'dtype'),
+    safe: flag(line, 'safe'),
+    unmerge: command === 'unmerge',
+    json: flag(line, 'json'),
+    dryRun: flag(line, 'dry-run'),
+    force: flag(line, 'force'),
+    allowPartial: flag(line, 'allow-partial'),
+    followLinks: flag(line, 'follow-links'),
+  };
+  const quiet = flag(line, 'quiet');
   const t0 = performance.now();
 
   const session = await MergeSession.create('Merger', o);
@@ -842,7 +747,7 @@ async function runMerge(args, unmerge) {
       const names = [...plan.shards.map((s) => s.name), ...texts.map(([name]) => name)];
       output = await OutputTransaction.begin(o.out, planOutput(command, facts, await describeOutputDirectory('--out', o.out, names), o));
       // Every output is written under a temporary name; any failure before commit() succeeds removes them all.
-      const progress = mergeProgress(plan.sourceBytes, !o.json && process.stderr.isTTY);
+      const progress = mergeProgress(plan.sourceBytes, !o.json && !quiet && !flag(line, 'no-progress') && process.stderr.isTTY);
       try {
         const counts = { bytesIn: 0 };
         for (let s = 0; s < plan.shards.length; ++s) {
@@ -859,7 +764,7 @@ async function runMerge(args, unmerge) {
         progress.done();
       }
     }
-    await out(session.summary((performance.now() - t0) / 1000, o.dryRun, o.json));
+    if (o.json || !quiet) await out(session.summary((performance.now() - t0) / 1000, o.dryRun, o.json));
     return 0;
   } catch (error) {
     return fail(error, o.json);
@@ -886,27 +791,26 @@ async function baseFacts(path, base, configPath) {
 }
 
 async function main(args) {
-  if (args.length === 0) return usageError('', 'missing command');
-  const command = args[0];
-  if (command === '--help' || command === '-h' || command === 'help') {
-    await out(module.cliHelp(''));
+  const line = parseCommandLine(args);
+  if (line.usageError) {
+    await err(line.usageError);
+    return 2;
+  }
+  if (line.help) {
+    await out(module.cliHelp(line.command));
     return 0;
   }
-  if (command === '--version') {
+  if (line.version) {
     await out(`peft-bridge ${module.version()}\n`);
     return 0;
   }
-  const rest = args.slice(1);
-  if (command === 'inspect') return runInspect(rest);
-  if (command === 'convert') return runConvert(rest);
-  if (command === 'adapter-info') return runAdapterInfo(rest);
-  if (command === 'translate') return runTranslate(rest);
-  if (command === 'merge' || command === 'unmerge') return runMerge(rest, command === 'unmerge');
-  return usageError('', `unknown command \`${command}\``);
+  const run = { inspect: runInspect, convert: runConvert, 'adapter-info': runAdapterInfo, translate: runTranslate };
+  return (run[line.command] ?? runMerge)(line); // merge or unmerge: the grammar knows no other command
 }
 
 let status = await main(process.argv.slice(2));
-if (stdoutError) {
+// A reader that closed the pipe (`| head`) wanted no more: that ends quietly, as natively.
+if (stdoutError && stdoutError.code !== 'EPIPE') {
   const e = { code: 'IoError', message: `cannot write to standard output: ${strerror(stdoutError)}`, tensor: null, offset: null };
   await err(module.renderError(JSON.stringify(e), false));
   status = 1;
