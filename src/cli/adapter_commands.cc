@@ -3,6 +3,8 @@
 #include <cstdio>
 
 #include "adapter/adapter_report.h"
+#include "adapter/delta_norm.h"
+#include "adapter/safetensors_emitter.h"
 #include "cli/commands.h"
 #include "cli/adapter_dir.h"
 #include "cli/file_io.h"
@@ -73,6 +75,9 @@ int RunAdapterInfo(const std::vector<std::string>& args) {
   adapter::ReadOptions options{o.from, o.arch, o.strict, nullptr};
   auto read = adapter::ReadAdapter(SourceOf(dir.value()), options);
   if (!read.ok()) return fail(read.error());
+  adapter::DeltaNormPass norms(read->adapter);  // module by module, each one's factors read with pread
+  if (Status s = SupplyAdapterBytes(norms, dir.value()); !s.ok()) return fail(s.error());
+  read->delta_norms = norms.norms();
   std::string out = o.json ? adapter::RenderAdapterInfoJson(read.value()) : adapter::RenderAdapterInfoText(read.value());
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
@@ -126,7 +131,10 @@ int RunTranslate(const std::vector<std::string>& args) {
       return fail(e);
     };
     if (!weights.ok()) return cleanup(weights.error());
-    if (Status s = adapter::EmitSafetensors(output.weights, *weights.value()); !s.ok()) return cleanup(s.error());
+    adapter::SafetensorsEmitter emitter(output.weights, *weights.value());  // tensor by tensor, read with pread
+    if (Status s = emitter.Begin(); !s.ok()) return cleanup(s.error());
+    if (Status s = SupplyAdapterBytes(emitter, dir.value()); !s.ok()) return cleanup(s.error());
+    if (Status s = emitter.Finish(); !s.ok()) return cleanup(s.error());
     if (Status s = weights.value()->Prepare(); !s.ok()) return cleanup(s.error());
     if (output.config_name) {
       auto c = AtomicOutputFile::Create(Join(out_dir, *output.config_name));
