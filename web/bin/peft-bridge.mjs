@@ -374,11 +374,19 @@ async function loadAdapterDir(path, baseConfigPath) {
     const slash = path.lastIndexOf('/');
     folder = slash === -1 ? '.' : path.slice(0, slash);
   }
-  const weights = await readWholeFile(weightsPath);
-  const configPath = joinPath(folder, 'adapter_config.json');
-  const config = (await isRegularFile(configPath)) ? await readWholeFile(configPath) : null;
-  const baseConfig = baseConfigPath !== null ? await readWholeFile(baseConfigPath) : null;
-  return { weights, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), config, baseConfig };
+  // The weights stay a file handle read by range (the core asks for its header, then for tensors as it needs
+  // them), as the native CLI's pread: an adapter of any size, never read whole. close() releases it.
+  const input = await openInput(weightsPath);
+  try {
+    const configPath = joinPath(folder, 'adapter_config.json');
+    const config = (await isRegularFile(configPath)) ? await readWholeFile(configPath) : null;
+    const baseConfig = baseConfigPath !== null ? await readWholeFile(baseConfigPath) : null;
+    const close = () => input.handle.close().catch(() => {});
+    return { weights: input.source, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), config, baseConfig, close };
+  } catch (error) {
+    await input.handle.close().catch(() => {});
+    throw error;
+  }
 }
 
 // Formats that can be written (--to); --from also reads diffusers' attention-processor files.
@@ -428,7 +436,12 @@ async function runAdapterInfo(args) {
   if (o.positional.length !== 1) return usageError('adapter-info', 'expected exactly one DIR');
   try {
     const files = await loadAdapterDir(o.positional[0], o.baseConfig);
-    const r = await callAdapter('adapterInfo', files, o);
+    let r;
+    try {
+      r = await callAdapter('adapterInfo', files, o);
+    } finally {
+      await files.close();
+    }
     await out(o.json ? r.json : r.text);
     return 0;
   } catch (error) {
@@ -494,7 +507,12 @@ async function runTranslate(args) {
   // An error producing the output bytes is reported where the native CLI meets it: after OUT_DIR is created.
   let writeError = null;
   try {
-    result = await callAdapter('translateAdapter', await loadAdapterDir(o.positional[0], o.baseConfig), o);
+    const files = await loadAdapterDir(o.positional[0], o.baseConfig);
+    try {
+      result = await callAdapter('translateAdapter', files, o);
+    } finally {
+      await files.close();
+    }
   } catch (error) {
     if (writeErrorFile(error) === undefined) return fail(error, o.json);
     writeError = error;
@@ -643,6 +661,7 @@ async function runMerge(args, unmerge) {
   const session = await MergeSession.create('Merger', o);
   const inputs = []; // the shards, open for reading
   let base = null;
+  let adapterFiles = null; // the adapter's weights, open for reading by range
   const prepared = []; // temporary files, in the order they are renamed into place
   let renamed = 0;
   const removeTemps = () => {
@@ -660,8 +679,8 @@ async function runMerge(args, unmerge) {
   };
   try {
     base = await openMergeBase(session, o.base, o.baseConfig, inputs);
-    const files = await loadAdapterDir(o.adapter, null);
-    session.loadAdapter({ ...files, baseConfig: base.config });
+    adapterFiles = await loadAdapterDir(o.adapter, null);
+    await session.loadAdapter({ ...adapterFiles, baseConfig: base.config });
     const plan = session.plan();
     if (!o.dryRun) {
       const first = await stat(joinPath(o.out, base.names[0])).catch(() => null);
@@ -726,6 +745,7 @@ async function runMerge(args, unmerge) {
   } finally {
     for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.off(s, onSignal);
     for (const input of inputs) await input.handle.close();
+    await adapterFiles?.close();
     session.close();
   }
 }
