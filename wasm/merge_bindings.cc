@@ -280,7 +280,7 @@ class MergeHandle : public MergeIo {
     e.message = name + ": " + e.message;
     return Fail(std::move(e));
   }
-  std::unique_ptr<Header> adapter_header_;  // the plan and the adapter's references point into it
+  std::unique_ptr<Header> adapter_header_;  // the adapter's header, until load_adapter_ranges reads it
 
   std::string Summary(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run, bool json) const {
     merge::MergeSummary s{&plan, read_.get(), uint64_t(source_bytes), seconds, uint64_t(HeapSize()), dry_run, options_.unmerge};
