@@ -18,7 +18,7 @@ namespace {
 
 using namespace pb;
 
-constexpr uint64_t kHidden = 4096, kInter = 11008, kVocab = 32000, kRank = 16;
+constexpr uint64_t kHidden = 4096, kInter = 11008, kVocab = 32000;
 
 class FileSink : public ByteSink {
  public:
@@ -68,9 +68,11 @@ void WriteFile(const std::string& path, const std::vector<TensorSpec>& specs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) return std::fprintf(stderr, "usage: make_llama_model OUT_DIR LAYERS\n"), 2;
+  if (argc != 3 && argc != 4) return std::fprintf(stderr, "usage: make_llama_model OUT_DIR LAYERS [RANK=16]\n"), 2;
   const std::string out = argv[1];
   const int layers = std::atoi(argv[2]);
+  // A larger rank makes a large adapter (r = 2048 on 4 layers: 1 GiB) for the adapter-memory measurement.
+  const uint64_t kRank = argc == 4 ? std::strtoull(argv[3], nullptr, 10) : 16;
   std::vector<std::vector<TensorSpec>> shards(2);
   std::string weight_map;
   auto add = [&](size_t shard, std::string name, std::vector<uint64_t> shape) {
@@ -112,7 +114,7 @@ int main(int argc, char** argv) {
                "  \"vocab_size\": 32000\n}\n",
                layers);
   std::fclose(f);
-  // The adapter: F32 like PEFT's default, r = 16, alpha 32 on the four attention projections.
+  // The adapter: F32 like PEFT's default, r = RANK (16), alpha 2r on the four attention projections.
   std::vector<TensorSpec> lora;
   for (int l = 0; l < layers; ++l)
     for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
@@ -137,8 +139,9 @@ int main(int argc, char** argv) {
     if (!adapter::EmitSafetensors(a, sink).ok()) return 1;
   }
   f = std::fopen((adir + "/adapter_config.json").c_str(), "w");
-  std::fprintf(f, "{\"peft_type\": \"LORA\", \"task_type\": \"CAUSAL_LM\", \"r\": 16, \"lora_alpha\": 32, "
-                  "\"target_modules\": [\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\"]}");
+  std::fprintf(f, "{\"peft_type\": \"LORA\", \"task_type\": \"CAUSAL_LM\", \"r\": %llu, \"lora_alpha\": %llu, "
+                  "\"target_modules\": [\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\"]}",
+               static_cast<unsigned long long>(kRank), static_cast<unsigned long long>(2 * kRank));
   std::fclose(f);
   std::printf("wrote %d layers, %.2f GB of weights, to %s\n", layers, static_cast<double>(total) / 1e9, out.c_str());
   return 0;

@@ -26,7 +26,12 @@
 #include <vector>
 
 #include "adapter/adapter_io.h"
+#include "adapter/adapter_report.h"
+#include "adapter/delta_norm.h"
+#include "adapter/safetensors_emitter.h"
+#include "adapter/translate.h"
 #include "adapter/python_json.h"
+#include "adapter/tensor_fetch.h"
 #include "core/header.h"
 #include "app/report.h"
 #include "core/writer.h"
@@ -178,6 +183,7 @@ double HeapSize() { return double(emscripten_get_heap_size()); }
 // Options as JSON: {"dtype": "bf16"|"f16"|"f32"|null, "safe", "unmerge": bool, "arch": string|null}.
 class MergeHandle : public MergeIo {
  public:
+  virtual ~MergeHandle() = default;
   explicit MergeHandle(const std::string& options_json) {
     auto j = nlohmann::json::parse(options_json, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) {
@@ -211,7 +217,71 @@ class MergeHandle : public MergeIo {
     return true;
   }
 
+  // The adapter by range (issue 10): JS reads the weights file's first 8 bytes (adapter_header_length), then
+  // the 8-byte prefix and header (set_adapter_header), then the tiny tensors adapter_inline_ranges() lists
+  // (load_adapter_ranges, the reader's step); every other tensor is fetched while merging, as adapter_needs()
+  // asks. 64-bit sizes come as doubles (JS keeps them below 2^53). Header errors are prefixed with the file's
+  // name, as the native CLI's.
+  double adapter_header_length(size_t n, const std::string& weights_name, double file_size) {
+    auto bytes = Begin(n);
+    if (!bytes) return -1;
+    auto len = ReadHeaderLength(*bytes, uint64_t(file_size));
+    if (!len.ok()) return FailNamed(weights_name, len.error()), -1;
+    return double(len.value());
+  }
+  bool set_adapter_header(size_t n, const std::string& weights_name, double file_size) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    auto len = ReadHeaderLength(*bytes, uint64_t(file_size));
+    if (!len.ok()) return FailNamed(weights_name, len.error());
+    if (n - 8 < len.value()) return FailNamed(weights_name, InvalidHeaderLengthError(len.value(), n));
+    auto header = ParseHeader(std::string(reinterpret_cast<const char*>(bytes->data()) + 8, len.value()), uint64_t(file_size));
+    if (!header.ok()) return FailNamed(weights_name, header.error());
+    adapter_header_ = std::make_unique<Header>(std::move(header.value()));
+    return true;
+  }
+  std::string adapter_inline_ranges() const {
+    return adapter_header_ ? RangesJson(adapter::InlineTensorRanges(*adapter_header_)) : "[]";
+  }
+  bool load_adapter_ranges(size_t n, const std::string& weights_name, const val& config, const val& base_config) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    if (!adapter_header_) return Fail(MakeError(ErrorCode::InvalidArgument, "the adapter's header was not given"));
+    base_config_ = OptionalText(base_config);
+    adapter::AdapterSource source{weights_name, {}, OptionalText(config), base_config_, adapter_header_.get(), *bytes};
+    auto read = adapter::ReadAdapter(source, {std::nullopt, options_.arch, false, nullptr});
+    if (!read.ok()) return Fail(read.error());
+    read_ = std::make_unique<adapter::ReadResult>(std::move(read.value()));
+    return true;
+  }
+  // The adapter ranges the merge needs before it can go on, as [[begin, end], ...] (empty when none); after
+  // begin(), every push() / feed() and before finish(). supply_adapter(n) takes the next n of their bytes (in
+  // order, concatenated) and may produce output.
+  std::string adapter_needs() const {
+    const adapter::AdapterBytesConsumer* c = Consumer();
+    return c ? RangesJson(c->adapter_needs()) : "[]";
+  }
+  bool supply_adapter(size_t n) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    adapter::AdapterBytesConsumer* c = Consumer();
+    if (!c) return Fail(MakeError(ErrorCode::InvalidArgument, "adapter bytes outside a merge"));
+    return Check(c->SupplyAdapter(*bytes));
+  }
+
  protected:
+  virtual adapter::AdapterBytesConsumer* Consumer() const = 0;
+  static std::string RangesJson(std::span<const adapter::ByteRange> ranges) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : ranges) j.push_back({r.begin, r.end});
+    return j.dump();
+  }
+  bool FailNamed(const std::string& name, Error e) {
+    e.message = name + ": " + e.message;
+    return Fail(std::move(e));
+  }
+  std::unique_ptr<Header> adapter_header_;  // the adapter's header, until load_adapter_ranges reads it
+
   std::string Summary(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run, bool json) const {
     merge::MergeSummary s{&plan, read_.get(), uint64_t(source_bytes), seconds, uint64_t(HeapSize()), dry_run, options_.unmerge};
     return json ? merge::RenderMergeJson(s) : merge::RenderMergeText(s);
@@ -381,6 +451,8 @@ class Merger : public MergeHandle {
     return Fail(std::move(e));
   }
 
+  adapter::AdapterBytesConsumer* Consumer() const override { return merger_.get(); }
+
   std::optional<nlohmann::ordered_json> index_;
   std::string index_text_;  // as read, for OutputIndexJson
   std::vector<std::string> index_names_;
@@ -415,7 +487,166 @@ class StreamMerger : public MergeHandle {
     if (!merger_) merger_ = std::make_unique<merge::StreamingMerger>(read_->adapter, base_config_, options_, chunks_);
     return true;
   }
+  adapter::AdapterBytesConsumer* Consumer() const override { return merger_.get(); }
   std::unique_ptr<merge::StreamingMerger> merger_;
+};
+
+// ---- adapter-info and translate with the adapter read by range ----
+
+// The same steps as the merge handles' adapter loading (header, inline tensors, read), then either the ‖ΔW‖
+// pass (info) or translate's output written tensor by tensor (the weights file as output chunks), each
+// referenced tensor's bytes supplied as adapter_needs() asks. Options: wasm/bindings.cc's adapter options JSON.
+class AdapterJob : public MergeIo {
+ public:
+  explicit AdapterJob(const std::string& options_json) {
+    auto j = nlohmann::json::parse(options_json, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) {
+      Fail(MakeError(ErrorCode::InvalidArgument, "adapter options are not a JSON object"));
+      return;
+    }
+    for (const char* key : {"from", "to"}) {
+      if (!j.contains(key) || j[key].is_null()) continue;
+      std::string name = j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+      auto format = adapter::ParseFormatName(name);
+      if (!format) {
+        Fail(MakeError(ErrorCode::InvalidArgument,
+                       std::string(key) + ": unknown format `" + name + "` (expected peft, mlx, kohya or gguf-names)"));
+        return;
+      }
+      (std::string(key) == "from" ? read_options_.format : to_) = format;
+    }
+    if (j.contains("arch") && j["arch"].is_string()) read_options_.arch = j["arch"].get<std::string>();
+    auto flag = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
+    read_options_.strict = flag("strict");
+    old_peft_ = flag("oldPeft");
+    dry_run_ = flag("dryRun");
+  }
+  bool ok() const { return !error_.has_value(); }
+
+  double header_length(size_t n, const std::string& weights_name, double file_size) {
+    auto bytes = Begin(n);
+    if (!bytes) return -1;
+    auto len = ReadHeaderLength(*bytes, uint64_t(file_size));
+    if (!len.ok()) return Named(weights_name, len.error()), -1;
+    return double(len.value());
+  }
+  bool set_header(size_t n, const std::string& weights_name, double file_size) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    auto len = ReadHeaderLength(*bytes, uint64_t(file_size));
+    if (!len.ok()) return Named(weights_name, len.error());
+    if (n - 8 < len.value()) return Named(weights_name, InvalidHeaderLengthError(len.value(), n));
+    auto header = ParseHeader(std::string(reinterpret_cast<const char*>(bytes->data()) + 8, len.value()), uint64_t(file_size));
+    if (!header.ok()) return Named(weights_name, header.error());
+    header_ = std::make_unique<Header>(std::move(header.value()));
+    return true;
+  }
+  std::string inline_ranges() const { return header_ ? RangesJson(adapter::InlineTensorRanges(*header_)) : "[]"; }
+
+  // adapter-info: reads (window: the inline tensor bytes), then asks for each module's factors.
+  bool info(size_t n, const std::string& weights_name, const val& config, const val& base_config) {
+    auto source = Source(n, weights_name, config, base_config);
+    if (!source) return false;
+    auto read = adapter::ReadAdapter(*source, read_options_);
+    if (!read.ok()) return Fail(read.error());
+    read_ = std::make_unique<adapter::ReadResult>(std::move(read.value()));
+    norms_ = std::make_unique<adapter::DeltaNormPass>(read_->adapter);
+    consumer_ = norms_.get();
+    return true;
+  }
+  // translate: reads and translates (window: the inline tensor bytes); unless dryRun, begin_write() then
+  // writes the weights file as output chunks, each referenced tensor's bytes asked for in turn.
+  bool translate(size_t n, const std::string& weights_name, const val& config, const val& base_config) {
+    if (!to_) return Fail(MakeError(ErrorCode::InvalidArgument, "to: a target format is required"));
+    auto source = Source(n, weights_name, config, base_config);
+    if (!source) return false;
+    adapter::WriteOptions write_options;  // as the native CLI: base config and arch come from the read side
+    write_options.strict = read_options_.strict;
+    write_options.compat_pre_014 = old_peft_;
+    auto result = adapter::Translate(*source, *to_, read_options_, write_options);
+    if (!result.ok()) return Fail(result.error());
+    translated_ = std::make_unique<adapter::TranslateResult>(std::move(result.value()));
+    return true;
+  }
+  bool begin_write() {
+    chunks_.Clear();
+    if (!translated_) return Fail(MakeError(ErrorCode::InvalidArgument, "begin_write before translate"));
+    emitter_ = std::make_unique<adapter::SafetensorsEmitter>(translated_->output.weights, chunks_);
+    consumer_ = emitter_.get();
+    return Check(emitter_->Begin());
+  }
+  bool finish_write() {
+    chunks_.Clear();
+    if (!emitter_) return Fail(MakeError(ErrorCode::InvalidArgument, "finish_write before begin_write"));
+    return Check(emitter_->Finish());
+  }
+  std::string needs() const { return consumer_ ? RangesJson(consumer_->adapter_needs()) : "[]"; }
+  bool supply(size_t n) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    if (!consumer_) return Fail(MakeError(ErrorCode::InvalidArgument, "adapter bytes that were not asked for"));
+    return Check(consumer_->SupplyAdapter(*bytes));
+  }
+  // {text, json, weightsName, config: {name, text} | null} once info's pass or translate is done.
+  val result() {
+    val r = val::object();
+    if (read_ && norms_) {
+      read_->delta_norms = norms_->norms();
+      r.set("text", adapter::RenderAdapterInfoText(*read_));
+      r.set("json", adapter::RenderAdapterInfoJson(*read_));
+    } else if (translated_) {
+      r.set("text", adapter::RenderTranslateText(*translated_, *to_, dry_run_));
+      r.set("json", adapter::RenderTranslateJson(*translated_, *to_, dry_run_));
+      const auto& out = translated_->output;
+      r.set("weightsName", out.weights_name);
+      if (out.config_name) {
+        val c = val::object();
+        c.set("name", *out.config_name);
+        c.set("bytes", val::global("Uint8Array").new_(emscripten::typed_memory_view(
+                           out.config_text.size(), reinterpret_cast<const uint8_t*>(out.config_text.data()))));
+        r.set("config", c);
+      } else {
+        r.set("config", val::null());
+      }
+    }
+    return r;
+  }
+
+ private:
+  static std::string RangesJson(std::span<const adapter::ByteRange> ranges) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : ranges) j.push_back({r.begin, r.end});
+    return j.dump();
+  }
+  bool Named(const std::string& name, Error e) {
+    e.message = name + ": " + e.message;
+    return Fail(std::move(e));
+  }
+  std::optional<adapter::AdapterSource> Source(size_t n, const std::string& weights_name, const val& config,
+                                               const val& base_config) {
+    auto bytes = Begin(n);
+    if (!bytes) return std::nullopt;
+    if (!header_) {
+      Fail(MakeError(ErrorCode::InvalidArgument, "the adapter's header was not given"));
+      return std::nullopt;
+    }
+    config_ = OptionalText(config);
+    base_config_ = OptionalText(base_config);
+    inline_.assign(bytes->begin(), bytes->end());
+    return adapter::AdapterSource{weights_name, {}, config_, base_config_, header_.get(), inline_};
+  }
+
+  adapter::ReadOptions read_options_;
+  std::optional<adapter::AdapterFormat> to_;
+  bool old_peft_ = false, dry_run_ = false;
+  std::unique_ptr<Header> header_;
+  std::optional<std::string> config_, base_config_;
+  std::vector<uint8_t> inline_;
+  std::unique_ptr<adapter::ReadResult> read_;
+  std::unique_ptr<adapter::DeltaNormPass> norms_;
+  std::unique_ptr<adapter::TranslateResult> translated_;
+  std::unique_ptr<adapter::SafetensorsEmitter> emitter_;
+  adapter::AdapterBytesConsumer* consumer_ = nullptr;
 };
 
 }  // namespace
@@ -434,7 +665,13 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("errorText", &MergeIo::error_text);
   class_<MergeHandle, base<MergeIo>>("MergeHandle")
       .function("ok", &MergeHandle::ok)
-      .function("loadAdapter", &MergeHandle::load_adapter);
+      .function("loadAdapter", &MergeHandle::load_adapter)
+      .function("adapterHeaderLength", &MergeHandle::adapter_header_length)
+      .function("setAdapterHeader", &MergeHandle::set_adapter_header)
+      .function("adapterInlineRanges", &MergeHandle::adapter_inline_ranges)
+      .function("loadAdapterRanges", &MergeHandle::load_adapter_ranges)
+      .function("adapterNeeds", &MergeHandle::adapter_needs)
+      .function("supplyAdapter", &MergeHandle::supply_adapter);
   class_<Merger, base<MergeHandle>>("Merger")
       .constructor<std::string>()
       .function("setIndex", &Merger::set_index)
@@ -457,5 +694,18 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("finish", &StreamMerger::finish)
       .function("planned", &StreamMerger::planned)
       .function("summary", &StreamMerger::summary);
+  class_<AdapterJob, base<MergeIo>>("AdapterJob")
+      .constructor<std::string>()
+      .function("ok", &AdapterJob::ok)
+      .function("headerLength", &AdapterJob::header_length)
+      .function("setHeader", &AdapterJob::set_header)
+      .function("inlineRanges", &AdapterJob::inline_ranges)
+      .function("info", &AdapterJob::info)
+      .function("translate", &AdapterJob::translate)
+      .function("beginWrite", &AdapterJob::begin_write)
+      .function("finishWrite", &AdapterJob::finish_write)
+      .function("needs", &AdapterJob::needs)
+      .function("supply", &AdapterJob::supply)
+      .function("result", &AdapterJob::result);
   function("heapSize", &HeapSize);
 }

@@ -113,6 +113,15 @@ Tensor TensorFromFile(const Header& header, std::span<const uint8_t> file, size_
   return t;
 }
 
+Tensor TensorRefFromHeader(const Header& header, size_t index) {
+  TensorInfo info = header.tensor(index);
+  Tensor t;
+  t.dtype = info.dtype;
+  t.shape.assign(info.shape.begin(), info.shape.end());
+  t.ref = TensorRef{{header.data_start() + info.begin, header.data_start() + info.end}, t.shape, {}};
+  return t;
+}
+
 Result<std::vector<LoraModule>> AssembleModules(std::vector<RoleTensor> tensors, const LoraConfig& config) {
   std::vector<LoraModule> modules;
   std::map<std::string, size_t> index;  // module path -> position in `modules`

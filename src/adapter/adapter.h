@@ -2,7 +2,9 @@
 // was read from. Every format reader produces an Adapter and every writer consumes one, so a translation
 // is read(from) -> Adapter -> write(to), and the merge (issue 4) only ever sees this form.
 //
-// Adapters are small (megabytes), so their tensors are held whole here; base models never are.
+// A tensor is either held (its bytes here) or a reference into the adapter's weights file (tensor_ref.h):
+// readers given only the header produce references, and consumers fetch each tensor's bytes by range when
+// they use it, so the size of an adapter file does not bound what can be read, merged or translated.
 #pragma once
 
 #include <cstdint>
@@ -12,17 +14,21 @@
 
 #include "adapter/lora_config.h"
 #include "adapter/module_select.h"
+#include "adapter/tensor_ref.h"
 #include "core/dtype.h"
 #include "core/header.h"
 
 namespace pb::adapter {
 
-// One tensor with its bytes (little-endian, row-major, as in safetensors).
+// One tensor: its bytes (little-endian, row-major, as in safetensors), or where to fetch them.
 struct Tensor {
   Dtype dtype = Dtype::F32;
   std::vector<uint64_t> shape;
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> bytes;   // empty when `ref` is set
+  std::optional<TensorRef> ref; // set when the bytes are still in the adapter file
   uint64_t element_count() const;
+  uint64_t byte_length() const { return element_count() * DtypeBits(dtype) / 8; }
+  bool held() const { return !ref.has_value(); }
 };
 
 // The shape family of a LoRA module, read from its factors (the base layer type is the architecture's
@@ -102,6 +108,8 @@ std::string_view PeftRoleSuffix(PeftRole role);                   // ".lora_A.we
 
 // Reads tensor bytes out of a whole safetensors file already validated by ParseWholeFile.
 Tensor TensorFromFile(const Header& header, std::span<const uint8_t> file, size_t index);
+// A reference to tensor `index` of a file whose header is `header` (no bytes).
+Tensor TensorRefFromHeader(const Header& header, size_t index);
 
 // Assembles modules from per-role tensors and checks their shapes against each other and the config:
 // A/B ranks agree and equal the resolved r, B/bias/magnitude sizes agree with out_features, embedding and

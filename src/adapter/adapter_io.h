@@ -1,5 +1,8 @@
 // Reading an adapter from any supported convention into the canonical Adapter, and writing an Adapter in
-// any convention. The edges (CLI, JS) gather the files as bytes; nothing here touches a file.
+// any convention. The edges (CLI, JS) gather the files; nothing here touches a file. The weights come whole or
+// as their header only: then the tensors read are references (tensor_ref.h) whose bytes consumers fetch by
+// range when they use them (tensor_fetch.h), and only the few tiny tensors readers inspect (kohya's alphas:
+// InlineTensorRanges) come with the header.
 //
 // Every input tensor is accounted for: mapped (copied or transformed) or rejected with a reason. With
 // `strict`, any rejection fails the whole operation with UnresolvedTensor listing every unresolved key.
@@ -20,9 +23,13 @@ namespace pb::adapter {
 // An adapter directory's files, as the edge found them.
 struct AdapterSource {
   std::string weights_name;                // file name, for messages
-  std::span<const uint8_t> weights;        // the whole safetensors file
+  std::span<const uint8_t> weights;        // the whole safetensors file (empty when `header` is given)
   std::optional<std::string> config;       // adapter_config.json text, when the directory has one
   std::optional<std::string> base_config;  // the base model's config.json text, when given
+  // Header-only reading: the weights file's validated header (coverage checked against the file's size) and
+  // the bytes of InlineTensorRanges(*header), concatenated in that order.
+  const Header* header = nullptr;
+  std::span<const uint8_t> inline_bytes;
 };
 
 struct ReadOptions {
@@ -35,6 +42,9 @@ struct ReadOptions {
 struct ReadResult {
   Adapter adapter;
   std::vector<TensorMapping> mappings;  // input tensor -> canonical PEFT key (without prefix)
+  // ‖ΔW‖ per module, when computed by a DeltaNormPass (referenced factors); else the report computes them
+  // from the held factors.
+  std::vector<double> delta_norms;
 };
 
 Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& options);
@@ -45,15 +55,20 @@ Result<AdapterFormat> DetectFormat(const Header& header, const std::optional<std
 // The error for a directory holding only a pickled adapter_model.bin.
 Error PickleAdapterError(const std::string& file_name);
 
-// A safetensors file to write: tensors with their bytes, metadata, order.
+// A safetensors file to write: tensors with their bytes (or references to fetch them by), metadata, order.
 struct SafetensorsOutput {
   std::vector<TensorSpec> tensors;
-  std::vector<std::vector<uint8_t>> data;  // per tensor, same order
+  std::vector<std::vector<uint8_t>> data;  // per tensor, same order (empty where refs holds a reference)
+  std::vector<std::optional<Tensor>> refs; // per tensor when not empty: a referenced tensor, fetched when written
   std::optional<Metadata> metadata;
   TensorOrder order = TensorOrder::kReference;
+  // Appends data (held tensor) or a reference; the spec is the caller's.
+  void Add(Tensor t);
+  bool IsReference(size_t i) const { return i < refs.size() && refs[i].has_value(); }
 };
 Result<WritePlan> PlanSafetensors(const SafetensorsOutput& output);
-// Writes the whole file to the sink (header first, then data in plan order).
+// Writes the whole file to the sink (header first, then data in plan order). Every tensor must be held; with
+// references use SafetensorsEmitter (safetensors_emitter.h).
 Status EmitSafetensors(const SafetensorsOutput& output, ByteSink& sink);
 
 struct WriteOptions {

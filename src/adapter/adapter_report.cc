@@ -53,7 +53,11 @@ std::map<std::string, uint64_t> DtypeCounts(const Adapter& a) {
   return counts;
 }
 
-Json ModuleJson(const LoraModule& m) {
+double NormOf(const ReadResult& read, size_t i) {
+  return i < read.delta_norms.size() ? read.delta_norms[i] : DeltaFrobeniusNorm(read.adapter.modules[i]);
+}
+
+Json ModuleJson(const LoraModule& m, double delta_norm) {
   Json j = Json::object();
   j["path"] = m.path;
   j["shape"] = LoraShapeName(m.shape);
@@ -65,7 +69,7 @@ Json ModuleJson(const LoraModule& m) {
   j["dtype"] = DtypeName(m.a.dtype);
   j["dora"] = m.magnitude.has_value();
   j["lora_bias"] = m.b_bias.has_value();
-  j["delta_norm"] = DeltaFrobeniusNorm(m);
+  j["delta_norm"] = delta_norm;
   j["rank_pattern"] = m.settings.rank_pattern_key ? Json(*m.settings.rank_pattern_key) : Json(nullptr);
   j["alpha_pattern"] = m.settings.alpha_pattern_key ? Json(*m.settings.alpha_pattern_key) : Json(nullptr);
   return j;
@@ -107,7 +111,7 @@ std::string RenderAdapterInfoJson(const ReadResult& read) {
   j["use_rslora"] = c.use_rslora;
   j["use_dora"] = c.use_dora;
   j["modules"] = Json::array();
-  for (const auto& m : a.modules) j["modules"].push_back(ModuleJson(m));
+  for (size_t i = 0; i < a.modules.size(); ++i) j["modules"].push_back(ModuleJson(a.modules[i], NormOf(read, i)));
   j["extras"] = Json::array();
   for (const auto& e : a.extras) {
     Json x = Json::object();
@@ -143,12 +147,13 @@ std::string RenderAdapterInfoText(const ReadResult& read) {
   out += "r: " + std::to_string(c.r) + ", lora_alpha: " + AlphaText(c.lora_alpha) +
          ", rsLoRA: " + (c.use_rslora ? "yes" : "no") + ", DoRA: " + (c.use_dora ? "yes" : "no") + "\n";
   out += "modules: " + std::to_string(a.modules.size()) + "\n";
-  for (const auto& m : a.modules) {
+  for (size_t i = 0; i < a.modules.size(); ++i) {
+    const LoraModule& m = a.modules[i];
     out += "  " + m.path + "  " + std::string(LoraShapeName(m.shape)) + " " + std::to_string(m.in_features()) + "->" +
            std::to_string(m.out_features()) + "  r=" + std::to_string(m.rank()) + " alpha=" +
            AlphaText(m.settings.alpha) + " scaling=" + PythonFloatRepr(m.settings.scaling) + " " +
            std::string(DtypeName(m.a.dtype)) + (m.magnitude ? " dora" : "") + (m.b_bias ? " lora_bias" : "") +
-           " |dW|=" + ShortNumber(DeltaFrobeniusNorm(m)) + "\n";
+           " |dW|=" + ShortNumber(NormOf(read, i)) + "\n";
   }
   if (!a.extras.empty()) {
     out += "other tensors: " + std::to_string(a.extras.size()) + "\n";

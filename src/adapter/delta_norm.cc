@@ -17,10 +17,12 @@ std::vector<double> AsDouble(const Tensor& t) {
 
 }  // namespace
 
-double DeltaFrobeniusNorm(const LoraModule& m) {
-  const size_t r = m.rank();
+double DeltaFrobeniusNorm(const LoraModule& m) { return DeltaFrobeniusNorm(m.a, m.b, m.rank(), m.settings.scaling); }
+
+double DeltaFrobeniusNorm(const Tensor& a_tensor, const Tensor& b_tensor, uint64_t rank, double scaling) {
+  const size_t r = rank;
   if (r == 0) return 0;
-  const std::vector<double> a = AsDouble(m.a), b = AsDouble(m.b);
+  const std::vector<double> a = AsDouble(a_tensor), b = AsDouble(b_tensor);
   const size_t a_cols = a.size() / r;  // A is [r, in (* kernel)]
   const size_t b_rows = b.size() / r;  // B is [out, r (* 1...)]
   std::vector<double> ga(r * r, 0.0), gb(r * r, 0.0);
@@ -38,7 +40,31 @@ double DeltaFrobeniusNorm(const LoraModule& m) {
   double sum = 0;
   for (size_t i = 0; i < r; ++i)
     for (size_t j = i; j < r; ++j) sum += (i == j ? 1.0 : 2.0) * gb[i * r + j] * ga[i * r + j];
-  return std::fabs(m.settings.scaling) * std::sqrt(std::max(sum, 0.0));
+  return std::fabs(scaling) * std::sqrt(std::max(sum, 0.0));
+}
+
+DeltaNormPass::DeltaNormPass(const Adapter& adapter) : adapter_(adapter) { Advance(); }
+
+void DeltaNormPass::Advance() {
+  while (next_ < adapter_.modules.size()) {
+    const LoraModule& m = adapter_.modules[next_];
+    if (!requested_) {
+      fetch_.Request({&m.a, &m.b});
+      requested_ = true;
+    }
+    if (!fetch_.ready()) return;
+    norms_.push_back(DeltaFrobeniusNorm(*fetch_.get(0), *fetch_.get(1), m.rank(), m.settings.scaling));
+    fetch_.Release();
+    requested_ = false;
+    ++next_;
+  }
+}
+
+Status DeltaNormPass::SupplyAdapter(std::span<const uint8_t> bytes) {
+  if (done()) return MakeError(ErrorCode::InvalidArgument, "adapter bytes that were not asked for");
+  if (Status s = fetch_.Supply(bytes); !s.ok()) return s;
+  Advance();
+  return Status::Ok();
 }
 
 }  // namespace pb::adapter

@@ -1,6 +1,7 @@
 // Shared plumbing of the per-format readers and writers (read_*.cc, write_*.cc). Not a public header.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@ struct ReadState {
   const ReadOptions& options;
   const NamingTables& tables;
   Header header;
+  std::map<size_t, uint64_t> inline_offsets;  // header-only source: tensor index -> offset in inline_bytes
   std::vector<RoleTensor> role_tensors;
   std::vector<std::string> role_sources;  // input key of each role tensor
   std::vector<std::string> role_actions;  // action of each role tensor

@@ -5,6 +5,7 @@
 
 #include "adapter/format_internal.h"
 #include "adapter/python_json.h"
+#include "adapter/tensor_fetch.h"
 
 namespace pb::adapter {
 
@@ -46,7 +47,15 @@ Result<AdapterFormat> DetectFormat(const Header& header, const std::optional<std
 }
 
 Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& options) {
-  auto header = ParseWholeFile(source.weights);
+  Result<Header> header = source.header ? Result<Header>(*source.header) : ParseWholeFile(source.weights);
+  if (source.header) {
+    uint64_t inline_total = 0;
+    for (const ByteRange& r : InlineTensorRanges(*source.header)) inline_total += r.size();
+    if (source.inline_bytes.size() != inline_total)
+      return MakeError(ErrorCode::InvalidArgument, source.weights_name + ": " + std::to_string(source.inline_bytes.size()) +
+                                                       " inline tensor bytes given, the header's small tensors hold " +
+                                                       std::to_string(inline_total));
+  }
   if (!header.ok()) {
     Error e = header.error();
     e.message = source.weights_name + ": " + e.message;
@@ -60,7 +69,14 @@ Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& o
     if (!detected.ok()) return detected.error();
     format = detected.value();
   }
-  ReadState state{source, options, internal::TablesOf(options.tables), std::move(header.value()), {}, {}, {}, {}};
+  ReadState state{source, options, internal::TablesOf(options.tables), std::move(header.value()), {}, {}, {}, {}, {}};
+  if (source.header) {
+    uint64_t at = 0;
+    for (size_t i : InlineTensorIndices(state.header)) {
+      state.inline_offsets.emplace(i, at);
+      at += state.header.tensor(i).byte_length();
+    }
+  }
   state.result.adapter.source_format = std::string(FormatName(format));
   switch (format) {
     case AdapterFormat::kPeft: return internal::ReadPeft(state);
@@ -76,7 +92,16 @@ namespace internal {
 
 const NamingTables& TablesOf(const NamingTables* tables) { return tables ? *tables : NamingTables::Builtin(); }
 
-Tensor ReadState::Load(size_t index) const { return TensorFromFile(header, source.weights, index); }
+Tensor ReadState::Load(size_t index) const {
+  if (!source.header) return TensorFromFile(header, source.weights, index);
+  auto at = inline_offsets.find(index);
+  if (at == inline_offsets.end()) return TensorRefFromHeader(header, index);
+  Tensor t = TensorRefFromHeader(header, index);  // small: held, from the bytes that came with the header
+  const uint8_t* begin = source.inline_bytes.data() + at->second;
+  t.bytes.assign(begin, begin + t.ref->range.size());
+  t.ref.reset();
+  return t;
+}
 
 void ReadState::Reject(std::string name, std::string reason) {
   result.mappings.push_back({name, "", "rejected", reason});

@@ -1,6 +1,7 @@
-// Whole-tensor rearrangements the format translations need. Adapter tensors are small and held whole, so
-// these work on complete tensors; each is exact (a permutation of elements) except ScaleTensor, which rounds
-// once, the way torch does `(B.float() * float32(s)).to(dtype)`.
+// Whole-tensor rearrangements the format translations need. Each is exact (a permutation of elements) except
+// ScaleTensor, which rounds once, the way torch does `(B.float() * float32(s)).to(dtype)`. On a held tensor they
+// apply at once; on a reference (bytes still in the file) they are checked now and recorded as a step that
+// Materialize applies once the bytes are fetched, with the same result.
 #pragma once
 
 #include <span>
@@ -23,6 +24,10 @@ std::vector<uint64_t> InvertOrder(std::span<const uint64_t> order);
 // tensor by a Python float that way), then one round-to-nearest-even back to t's dtype; F64 stays in double.
 // UnsupportedDtype for non-float tensors.
 Result<Tensor> ScaleTensor(const Tensor& t, double s);
+
+// A referenced tensor made whole from `stored` (the bytes of its ref's range): the recorded steps applied in
+// order. A held tensor is returned as is. InvalidArgument if `stored` is not the range's size.
+Result<Tensor> Materialize(const Tensor& t, std::vector<uint8_t> stored);
 
 // A 0-dim F32 tensor holding `value` (kohya's per-module alpha).
 Tensor ScalarF32(float value);

@@ -8,12 +8,26 @@ Result<WritePlan> PlanSafetensors(const SafetensorsOutput& output) {
   return PlanWrite(output.tensors, output.metadata, output.order);
 }
 
+void SafetensorsOutput::Add(Tensor t) {
+  if (t.held()) {
+    data.push_back(std::move(t.bytes));
+    if (!refs.empty()) refs.emplace_back();
+    return;
+  }
+  refs.resize(data.size());
+  data.emplace_back();
+  refs.push_back(std::move(t));
+}
+
 Status EmitSafetensors(const SafetensorsOutput& output, ByteSink& sink) {
   auto plan = PlanSafetensors(output);
   if (!plan.ok()) return plan.error();
   StreamingWriter writer(std::move(plan.value()), sink);
   if (Status s = writer.Begin(); !s.ok()) return s;
   for (const auto& planned : writer.plan().tensors) {
+    if (output.IsReference(planned.input_index))
+      return MakeError(ErrorCode::InvalidArgument, "internal: `" + output.tensors[planned.input_index].name +
+                                                       "` is a reference; write it with SafetensorsEmitter");
     const auto& bytes = output.data[planned.input_index];
     if (Status s = writer.Write(bytes); !s.ok()) return s;
   }
@@ -79,7 +93,7 @@ Result<AdapterOutput> WritePeft(const Adapter& adapter, const WriteOptions& opti
   const std::string prefix = table.prefixes.front();
   auto add = [&](std::string canonical, const Tensor& t) {
     out.weights.tensors.push_back({prefix + canonical, t.dtype, t.shape});
-    out.weights.data.push_back(t.bytes);
+    out.weights.Add(t);
     out.mappings.push_back({canonical, prefix + canonical, "copy", ""});
   };
   for (const auto& m : adapter.modules) {

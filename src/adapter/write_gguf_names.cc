@@ -82,7 +82,7 @@ Result<AdapterOutput> WriteGgufNames(const Adapter& adapter, const WriteOptions&
     const std::string base = *match->gguf;
     auto add = [&](const std::string& canonical, std::string name, Tensor t, const std::string& action) {
       out.weights.tensors.push_back({name, t.dtype, t.shape});
-      out.weights.data.push_back(std::move(t.bytes));
+      out.weights.Add(std::move(t));
       out.mappings.push_back({canonical, std::move(name), action, ""});
     };
     add(a_key, base + table.Find(FormatRole::kLoraA)->suffix, std::move(a), a_action);

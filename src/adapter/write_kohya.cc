@@ -20,7 +20,7 @@ Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& opt
   };
   auto add = [&](std::string canonical, std::string name, Tensor t, std::string action) {
     out.weights.tensors.push_back({name, t.dtype, t.shape});
-    out.weights.data.push_back(std::move(t.bytes));
+    out.weights.Add(std::move(t));
     out.mappings.push_back({std::move(canonical), std::move(name), std::move(action), ""});
   };
   for (const auto& e : adapter.extras)
@@ -57,7 +57,7 @@ Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& opt
     add(PeftKeyFor(m.path, PeftRole::kLoraB), base + table.Find(FormatRole::kLoraB)->suffix, m.b, "copy");
     const double alpha = m.settings.scaling * static_cast<double>(m.rank());
     out.weights.tensors.push_back({base + table.Find(FormatRole::kAlpha)->suffix, Dtype::F32, {}});
-    out.weights.data.push_back(ScalarF32(static_cast<float>(alpha)).bytes);
+    out.weights.Add(ScalarF32(static_cast<float>(alpha)));
     if (m.magnitude) {
       Tensor d = *m.magnitude;
       d.shape = {m.out_features(), 1};

@@ -75,7 +75,7 @@ Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& optio
     if (!b_t.ok()) return b_t.error();
     auto add = [&](std::string canonical, std::string name, Tensor t, std::string action) {
       out.weights.tensors.push_back({name, t.dtype, t.shape});
-      out.weights.data.push_back(std::move(t.bytes));
+      out.weights.Add(std::move(t));
       out.mappings.push_back({std::move(canonical), std::move(name), std::move(action), ""});
     };
     add(PeftKeyFor(m->path, emb ? PeftRole::kEmbeddingA : PeftRole::kLoraA), m->path + table.Find(FormatRole::kLoraA)->suffix,

@@ -3,6 +3,8 @@
 #include <cstdio>
 
 #include "adapter/adapter_report.h"
+#include "adapter/delta_norm.h"
+#include "adapter/safetensors_emitter.h"
 #include "cli/commands.h"
 #include "cli/adapter_dir.h"
 #include "cli/file_io.h"
@@ -47,6 +49,9 @@ int RunAdapterInfo(const app::CommandLine& line) {
   adapter::ReadOptions options{o.from, o.arch, o.strict, nullptr};
   auto read = adapter::ReadAdapter(SourceOf(dir.value()), options);
   if (!read.ok()) return fail(read.error());
+  adapter::DeltaNormPass norms(read->adapter);  // module by module, each one's factors read with pread
+  if (Status s = SupplyAdapterBytes(norms, dir.value()); !s.ok()) return fail(s.error());
+  read->delta_norms = norms.norms();
   std::string out = o.json ? adapter::RenderAdapterInfoJson(read.value()) : adapter::RenderAdapterInfoText(read.value());
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
@@ -93,7 +98,10 @@ int RunTranslate(const app::CommandLine& line) {
     // Any return below before Commit succeeds removes the temporary files (and OUT_DIR if it was created).
     auto weights = transaction.value()->Add(output.weights_name);
     if (!weights.ok()) return fail(weights.error());
-    if (Status s = adapter::EmitSafetensors(output.weights, *weights.value()); !s.ok()) return fail(s.error());
+    adapter::SafetensorsEmitter emitter(output.weights, *weights.value());  // tensor by tensor, read with pread
+    if (Status s = emitter.Begin(); !s.ok()) return fail(s.error());
+    if (Status s = SupplyAdapterBytes(emitter, dir.value()); !s.ok()) return fail(s.error());
+    if (Status s = emitter.Finish(); !s.ok()) return fail(s.error());
     if (output.config_name) {
       auto config = transaction.value()->Add(*output.config_name);
       if (!config.ok()) return fail(config.error());

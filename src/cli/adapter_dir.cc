@@ -23,6 +23,11 @@ std::vector<std::string> ListFiles(const std::string& dir, const std::string& su
   return names;
 }
 
+std::string WeightsName(const AdapterDir& dir) {
+  const size_t slash = dir.weights_path.rfind('/');
+  return dir.weights_path.substr(slash == std::string::npos ? 0 : slash + 1);
+}
+
 }  // namespace
 
 std::string Join(const std::string& dir, const std::string& name) {
@@ -64,9 +69,9 @@ Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<s
     size_t slash = path.rfind('/');
     folder = slash == std::string::npos ? "." : path.substr(0, slash);
   }
-  auto weights = ReadWholeFile(dir.weights_path);
+  auto weights = InputFile::Open(dir.weights_path);
   if (!weights.ok()) return weights.error();
-  dir.weights = std::move(weights.value());
+  dir.weights.emplace(std::move(weights.value()));
   if (std::string config = Join(folder, "adapter_config.json"); IsRegularFile(config)) {
     auto text = ReadText(config);
     if (!text.ok()) return text.error();
@@ -77,12 +82,44 @@ Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<s
     if (!text.ok()) return text.error();
     dir.base_config = std::move(text.value());
   }
+  // The header last, as the core reported it when it was given the whole file after the configs.
+  auto header = dir.weights->ReadHeader();
+  if (!header.ok()) {
+    Error e = header.error();
+    e.message = WeightsName(dir) + ": " + e.message;
+    return e;
+  }
+  dir.header = std::move(header.value());
+  for (const adapter::ByteRange& r : adapter::InlineTensorRanges(dir.header)) {
+    const size_t at = dir.inline_bytes.size();
+    dir.inline_bytes.resize(at + r.size());
+    if (Status s = dir.weights->ReadAt(r.begin, std::span<uint8_t>(dir.inline_bytes.data() + at, r.size())); !s.ok())
+      return s.error();
+  }
   return dir;
 }
 
 adapter::AdapterSource SourceOf(const AdapterDir& dir) {
-  return {dir.weights_path.substr(dir.weights_path.rfind('/') == std::string::npos ? 0 : dir.weights_path.rfind('/') + 1),
-          dir.weights, dir.config, dir.base_config};
+  return {WeightsName(dir), {}, dir.config, dir.base_config, &dir.header, dir.inline_bytes};
+}
+
+Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const AdapterDir& dir) {
+  constexpr uint64_t kPiece = 4 << 20;
+  std::vector<uint8_t> buffer;
+  for (;;) {
+    // Copied: the list changes once its last byte is supplied.
+    const std::vector<adapter::ByteRange> needs(consumer.adapter_needs().begin(), consumer.adapter_needs().end());
+    if (needs.empty()) return Status::Ok();
+    for (const adapter::ByteRange& r : needs) {
+      for (uint64_t pos = r.begin; pos < r.end;) {
+        const size_t n = static_cast<size_t>(std::min(kPiece, r.end - pos));
+        buffer.resize(n);
+        if (Status s = dir.weights->ReadAt(pos, buffer); !s.ok()) return s;
+        if (Status s = consumer.SupplyAdapter(buffer); !s.ok()) return s;
+        pos += n;
+      }
+    }
+  }
 }
 
 }  // namespace pb::cli

@@ -125,10 +125,12 @@ class Progress {
   int last_ = -1;
 };
 
-Status MergeShard(const InputFile& in, const Header& header, const merge::ShardPlan& plan,
+// The adapter's factors are read with pread as the merger asks for them (before each merged tensor).
+Status MergeShard(const InputFile& in, const Header& header, const merge::ShardPlan& plan, const AdapterDir& adapter,
                   const merge::MergeOptions& options, ByteSink& sink, Progress& progress, uint64_t& done) {
   merge::ShardMerger merger(plan, options, sink);
   if (Status s = merger.Begin(); !s.ok()) return s;
+  if (Status s = SupplyAdapterBytes(merger, adapter); !s.ok()) return s;
   std::vector<uint8_t> buffer(kReadChunk);
   for (const auto& t : plan.tensors) {
     if (!t.source) continue;
@@ -138,11 +140,13 @@ Status MergeShard(const InputFile& in, const Header& header, const merge::ShardP
       size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, end - pos));
       if (Status s = in.ReadAt(pos, std::span<uint8_t>(buffer.data(), n)); !s.ok()) return s;
       if (Status s = merger.Push(std::span<const uint8_t>(buffer.data(), n)); !s.ok()) return s;
+      if (Status s = SupplyAdapterBytes(merger, adapter); !s.ok()) return s;
       pos += n;
       done += n;
       progress.Update(done);
     }
   }
+  if (Status s = SupplyAdapterBytes(merger, adapter); !s.ok()) return s;
   return merger.Finish();
 }
 
@@ -196,7 +200,6 @@ int RunMerge(const app::CommandLine& line) {
   source.base_config = base->config;
   auto read = adapter::ReadAdapter(source, {std::nullopt, arch, false, nullptr});
   if (!read.ok()) return fail(read.error());
-  std::vector<uint8_t>().swap(adapter_dir->weights);  // the Adapter holds its tensors; the file copy can go
   std::vector<merge::BaseShardHeader> shard_headers;
   for (size_t i = 0; i < base->headers.size(); ++i) shard_headers.push_back({base->shard_names[i], &base->headers[i]});
   auto plan = merge::PlanMerge(shard_headers, read->adapter, base->config, options);
@@ -231,7 +234,7 @@ int RunMerge(const app::CommandLine& line) {
     for (size_t s = 0; s < plan->shards.size() && status.ok(); ++s) {
       auto out = transaction.value()->Add(plan->shards[s].name);
       if (!out.ok()) { status = out.error(); break; }
-      status = MergeShard(base->files[s], base->headers[s], plan->shards[s], options, *out.value(), progress, done);
+      status = MergeShard(base->files[s], base->headers[s], plan->shards[s], adapter_dir.value(), options, *out.value(), progress, done);
       if (status.ok()) status = out.value()->Prepare();
     }
     auto write_text = [&](const std::string& name, const std::string& text) {

@@ -34,17 +34,37 @@ Error NonFinite(const PlannedTensor& p) {
                    "--safe: merging " + module + " produced NaN or Inf in `" + p.name + "`", p.name);
 }
 
+// The adapter tensors a planned tensor uses, in the order they are requested (a module's A, B and magnitude
+// are usually adjacent in the file, so they come in one read).
+enum AdapterSlot { kSlotA, kSlotB, kSlotMagnitude, kSlotBias, kSlotReplacement, kSlotCount };
+
+std::vector<const adapter::Tensor*> AdapterTensorsOf(const PlannedTensor& p) {
+  std::vector<const adapter::Tensor*> t(kSlotCount, nullptr);
+  if (p.module && p.op != TensorOp::kAddBias) {
+    t[kSlotA] = &p.module->a;
+    t[kSlotB] = &p.module->b;
+    if (p.op == TensorOp::kDoraRows || p.op == TensorOp::kDoraColumns) t[kSlotMagnitude] = &*p.module->magnitude;
+  }
+  if (p.op == TensorOp::kAddBias) t[kSlotBias] = &*p.module->b_bias;
+  if (p.replacement) t[kSlotReplacement] = &p.replacement->tensor;
+  return t;
+}
+
 }  // namespace
 
 // Everything about the tensor being processed: its factors, a partial row carried between pushes, and the
 // output staging buffer.
 class ShardMerger::TensorState {
  public:
-  TensorState(const PlannedTensor& p, const MergeOptions& o, StreamingWriter& w) : p_(p), options_(o), writer_(w) {
+  TensorState(const PlannedTensor& p, adapter::TensorFetch& adapter, const MergeOptions& o, StreamingWriter& w)
+      : p_(p), adapter_(adapter), options_(o), writer_(w) {
     in_width_ = Width(p.in_dtype);
     out_width_ = Width(p.out_dtype);
     if (p.module && p.op != TensorOp::kAddBias) PrepareFactors();
-    if (p.op == TensorOp::kDoraRows || p.op == TensorOp::kDoraColumns) magnitude_ = ToF32(*p.module->magnitude);
+    if (p.op == TensorOp::kDoraRows || p.op == TensorOp::kDoraColumns) {
+      magnitude_ = ToF32(*adapter_.get(kSlotMagnitude));
+      adapter_.ReleaseOne(kSlotMagnitude);
+    }
     if (p.op == TensorOp::kDoraColumns) whole_.resize(p.rows * p.cols);
   }
 
@@ -63,7 +83,7 @@ class ShardMerger::TensorState {
       return MakeError(ErrorCode::InvalidArgument, "tensor `" + p_.name + "` ended inside an element", p_.name);
     if (p_.replacement && p_.module) {
       // PEFT loads the saved weight into the base layer (rounding to its dtype), then merges into it.
-      const adapter::Tensor& saved = p_.replacement->tensor;
+      const adapter::Tensor& saved = *adapter_.get(kSlotReplacement);
       std::vector<uint8_t> as_base(saved.element_count() * in_width_);
       if (!kernels::ConvertElements(saved.dtype, p_.in_dtype, saved.bytes.data(), as_base.data(), saved.element_count()))
         return MakeError(ErrorCode::UnsupportedDtype, "cannot convert `" + p_.replacement->key + "`", p_.name);
@@ -71,7 +91,7 @@ class ShardMerger::TensorState {
     }
     switch (p_.op) {
       case TensorOp::kReplace:
-      case TensorOp::kAdd: return WriteConverted(p_.replacement->tensor);
+      case TensorOp::kAdd: return WriteConverted(*adapter_.get(kSlotReplacement));
       case TensorOp::kAddBias: return AddBias();
       case TensorOp::kDoraColumns: return FinishDoraColumns();
       default: return Status::Ok();
@@ -84,7 +104,11 @@ class ShardMerger::TensorState {
     factors_.rank = m.rank();
     factors_.scale = static_cast<float>(m.settings.scaling);
     factors_.sign = options_.unmerge ? -1.0f : 1.0f;
-    std::vector<float> a = ToF32(m.a), b = ToF32(m.b);
+    // Each factor's fetched bytes go as soon as it is widened, so the fp32 copies do not add to them.
+    std::vector<float> a = ToF32(*adapter_.get(kSlotA));
+    adapter_.ReleaseOne(kSlotA);
+    std::vector<float> b = ToF32(*adapter_.get(kSlotB));
+    adapter_.ReleaseOne(kSlotB);
     const size_t r = m.rank();
     if (p_.orientation == Orientation::kOutIn) {
       left_ = std::move(b);   // B [out, r] (conv: [out, r, 1...])
@@ -196,7 +220,7 @@ class ShardMerger::TensorState {
 
   Status AddBias() {
     const adapter::LoraModule& m = *p_.module;
-    std::vector<float> b(p_.cols), lb = ToF32(*m.b_bias);
+    std::vector<float> b(p_.cols), lb = ToF32(*adapter_.get(kSlotBias));
     kernels::ConvertElements(p_.in_dtype, Dtype::F32, held_.data(), b.data(), b.size());
     const float s = static_cast<float>(m.settings.scaling);
     const float sign = options_.unmerge ? -1.0f : 1.0f;
@@ -216,6 +240,7 @@ class ShardMerger::TensorState {
   }
 
   const PlannedTensor& p_;
+  adapter::TensorFetch& adapter_;
   const MergeOptions& options_;
   StreamingWriter& writer_;
   size_t in_width_ = 0, out_width_ = 0;
@@ -249,11 +274,18 @@ Status ShardMerger::Begin() {
   return StartNext();
 }
 
-// Opens plan_.tensors[current_], completing in passing every tensor that takes no source bytes.
+// Opens plan_.tensors[current_], completing in passing every tensor that takes no source bytes. Stops (state_
+// empty) while the tensor's adapter bytes are awaited.
 Status ShardMerger::StartNext() {
   while (current_ < plan_.tensors.size()) {
-    state_ = std::make_unique<TensorState>(plan_.tensors[current_], options_, writer_);
-    if (SourceBytes(plan_.tensors[current_]) > 0) return Status::Ok();
+    const PlannedTensor& p = plan_.tensors[current_];
+    if (!fetch_requested_) {
+      fetch_.Request(AdapterTensorsOf(p));
+      fetch_requested_ = true;
+    }
+    if (!fetch_.ready()) return Status::Ok();
+    state_ = std::make_unique<TensorState>(p, fetch_, options_, writer_);
+    if (SourceBytes(p) > 0) return Status::Ok();
     if (Status s = FinishCurrent(); !s.ok()) return s;
   }
   state_.reset();
@@ -263,13 +295,33 @@ Status ShardMerger::StartNext() {
 Status ShardMerger::FinishCurrent() {
   Status s = state_->Finish();
   state_.reset();
+  fetch_.Release();
+  fetch_requested_ = false;
   ++current_;
   return s;
 }
 
+Status ShardMerger::SupplyAdapter(std::span<const uint8_t> bytes) {
+  if (!waiting()) return MakeError(ErrorCode::InvalidArgument, "adapter bytes that were not asked for");
+  if (Status s = fetch_.Supply(bytes); !s.ok()) return s;
+  if (!fetch_.ready()) return Status::Ok();
+  if (Status s = StartNext(); !s.ok()) return s;
+  std::vector<uint8_t> pending = std::move(pending_);
+  pending_.clear();
+  return Push(pending);
+}
+
 Status ShardMerger::Push(std::span<const uint8_t> bytes) {
   if (!started_) return MakeError(ErrorCode::InvalidArgument, "Push before Begin");
+  return PushNow(bytes);
+}
+
+Status ShardMerger::PushNow(std::span<const uint8_t> bytes) {
   while (!bytes.empty()) {
+    if (waiting()) {  // kept until the adapter bytes are in
+      pending_.insert(pending_.end(), bytes.begin(), bytes.end());
+      return Status::Ok();
+    }
     if (current_ >= plan_.tensors.size())
       return MakeError(ErrorCode::InvalidArgument, "more source bytes than the plan expects");
     const uint64_t need = SourceBytes(plan_.tensors[current_]);
@@ -289,6 +341,9 @@ Status ShardMerger::Push(std::span<const uint8_t> bytes) {
 }
 
 Status ShardMerger::Finish() {
+  if (waiting() && !fetch_.ready())
+    return MakeError(ErrorCode::InvalidArgument, "the adapter bytes for `" + plan_.tensors[current_].name +
+                                                     "` were not supplied", plan_.tensors[current_].name);
   if (current_ < plan_.tensors.size())
     return MakeError(ErrorCode::InvalidArgument, "the source ended before tensor `" + plan_.tensors[current_].name + "`",
                      plan_.tensors[current_].name);
@@ -312,6 +367,15 @@ Status StreamingMerger::OnHeader(const Header& header) {
 
 Status StreamingMerger::OnTensorData(size_t, uint64_t, std::span<const uint8_t> bytes) {
   return merger_->Push(bytes);
+}
+
+std::span<const adapter::ByteRange> StreamingMerger::adapter_needs() const {
+  return merger_ ? merger_->adapter_needs() : std::span<const adapter::ByteRange>();
+}
+
+Status StreamingMerger::SupplyAdapter(std::span<const uint8_t> bytes) {
+  if (!merger_) return MakeError(ErrorCode::InvalidArgument, "adapter bytes before the header");
+  return merger_->SupplyAdapter(bytes);
 }
 
 Status StreamingMerger::Finish() {

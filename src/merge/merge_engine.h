@@ -2,32 +2,46 @@
 // its source bytes arrive, merged row block by row block. Memory: one row block in and out (about a MiB), the
 // current module's factors in fp32, and - only for DoRA on a Conv1D or embedding weight, whose norms run
 // across rows - that one weight in fp32.
+//
+// Adapter tensors that are references (read from the adapter's header only) are fetched per planned tensor:
+// before a merged tensor's base bytes are used, the merger asks for its module's factors (adapter_needs(): A,
+// B, magnitude, coalesced where adjacent in the file) and the edge supplies them (SupplyAdapter). Base bytes
+// pushed while the merger waits are kept (at most what one Push brought) and used once the factors are in. So
+// the adapter bytes held at once are bounded by the largest module's factors (peak_adapter_bytes()).
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "adapter/tensor_fetch.h"
 #include "core/reader.h"
 #include "merge/merge_plan.h"
 
 namespace pb::merge {
 
-class ShardMerger {
+class ShardMerger final : public adapter::AdapterBytesConsumer {
  public:
   ShardMerger(const ShardPlan& plan, const MergeOptions& options, ByteSink& sink);
-  ~ShardMerger();
+  ~ShardMerger() override;
   Status Begin();
-  // The source bytes of the plan's tensors, concatenated in plan order, in chunks of any size.
+  // The source bytes of the plan's tensors, concatenated in plan order, in chunks of any size. After Begin and
+  // after every Push, supply what adapter_needs() lists.
   Status Push(std::span<const uint8_t> bytes);
-  // Emits the tensors that need no source bytes (additions) and checks everything was written.
+  std::span<const adapter::ByteRange> adapter_needs() const override { return fetch_.needs(); }
+  Status SupplyAdapter(std::span<const uint8_t> bytes) override;
+  // Checks everything was written (the tensors that need no source bytes, additions, come after the last
+  // source byte, once their adapter bytes are supplied).
   Status Finish();
   uint64_t source_bytes() const;  // total source bytes the plan expects
   uint64_t source_consumed() const { return consumed_total_; }
+  uint64_t peak_adapter_bytes() const { return fetch_.peak_bytes(); }  // adapter bytes held at once, at most
 
  private:
   class TensorState;
   Status StartNext();
   Status FinishCurrent();
+  Status PushNow(std::span<const uint8_t> bytes);
+  bool waiting() const { return started_ && current_ < plan_.tensors.size() && !state_; }
   const ShardPlan& plan_;
   const MergeOptions& options_;
   ByteSink& sink_;
@@ -37,11 +51,14 @@ class ShardMerger {
   uint64_t consumed_total_ = 0;
   uint64_t consumed_in_tensor_ = 0;
   std::unique_ptr<TensorState> state_;
+  adapter::TensorFetch fetch_;          // the current tensor's adapter tensors
+  bool fetch_requested_ = false;
+  std::vector<uint8_t> pending_;        // source bytes pushed while waiting for adapter bytes
 };
 
 // A whole single-file merge from a byte stream in file order: parse the header, plan, then merge as the
 // data arrives. For JS TransformStreams and stdin-like sources; the CLI uses ShardMerger with reads.
-class StreamingMerger : private ReaderEvents {
+class StreamingMerger final : private ReaderEvents, public adapter::AdapterBytesConsumer {
  public:
   StreamingMerger(const adapter::Adapter& adapter, std::optional<std::string> base_config, MergeOptions options,
                   ByteSink& sink, ReaderOptions reader_options = {});
@@ -49,6 +66,10 @@ class StreamingMerger : private ReaderEvents {
   Status Feed(std::span<const uint8_t> chunk) { return reader_.Feed(chunk, *this); }
   Status Finish();
   const MergePlan* plan() const { return plan_ ? plan_.get() : nullptr; }
+  // As ShardMerger's: after every Feed, supply what is listed.
+  std::span<const adapter::ByteRange> adapter_needs() const override;
+  Status SupplyAdapter(std::span<const uint8_t> bytes) override;
+  uint64_t peak_adapter_bytes() const { return merger_ ? merger_->peak_adapter_bytes() : 0; }
 
  private:
   Status OnHeader(const Header& header) override;

@@ -3,6 +3,7 @@
 #ifdef PB_CLI_PATH
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <fstream>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -177,6 +178,57 @@ TEST_F(MergeCli, DryRunWritesNothingAndUnmergeRestoresAnF32Base) {
     std::memcpy(&orig, &wide, 4);
     EXPECT_NEAR(f, orig, 1e-6f + std::fabs(orig) * 1e-6f) << i;
   }
+}
+
+// `adapter` (a safetensors file) rewritten with an unused tensor of `huge` bytes first, backed by a sparse file
+// (ftruncate): every LoRA tensor then lies beyond `huge` bytes into the data, and the file is `huge` bytes
+// larger, without using the disk space.
+void WriteSparseAdapter(const fs::path& path, const Bytes& adapter, uint64_t huge) {
+  auto header = ParseWholeFile(adapter);
+  ASSERT_TRUE(header.ok());
+  nlohmann::ordered_json j;
+  j["__metadata__"] = {{"format", "pt"}};
+  // An F32 tensor of huge / 4 elements, split over two dimensions so no single one needs to be that large.
+  j["base_model.model.aaa_unused_block.weight"] = {
+      {"dtype", "F32"}, {"shape", {huge / 4 / 1024, 1024}}, {"data_offsets", {0, huge}}};
+  for (size_t i = 0; i < header->tensor_count(); ++i) {
+    TensorInfo t = header->tensor(i);
+    j[std::string(t.name)] = {{"dtype", std::string(DtypeName(t.dtype))},
+                              {"shape", std::vector<uint64_t>(t.shape.begin(), t.shape.end())},
+                              {"data_offsets", {huge + t.begin, huge + t.end}}};
+  }
+  std::string text = j.dump();
+  Bytes head(8);
+  for (int b = 0; b < 8; ++b) head[b] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * b));
+  head.insert(head.end(), text.begin(), text.end());
+  WriteFile(path, head);
+  const uint64_t data_start = head.size();
+  fs::resize_file(path, data_start + huge + header->data_size());
+  std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+  f.seekp(static_cast<std::streamoff>(data_start + huge));
+  f.write(reinterpret_cast<const char*>(adapter.data() + header->data_start()), static_cast<std::streamsize>(header->data_size()));
+}
+
+TEST_F(MergeCli, AnAdapterOver2GiBIsReadByRangeNotWhole) {
+  MakeShardedBase();
+  ASSERT_EQ(Cli("merge " + Args("small") + " --json").status, 0);
+  const Bytes compact = ReadAll(dir_ / "adapter" / "adapter_model.safetensors");
+  constexpr uint64_t kHuge = uint64_t{3} << 30;  // 3 GiB: every LoRA tensor's offset is past 2^31 and 2^32 - 1
+  WriteSparseAdapter(dir_ / "adapter" / "adapter_model.safetensors", compact, kHuge);
+  ASSERT_GT(fs::file_size(dir_ / "adapter" / "adapter_model.safetensors"), kHuge);
+  CliResult merged = Cli("merge " + Args("big") + " --json");
+  ASSERT_EQ(merged.status, 0) << merged.out;
+  for (const char* shard : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"})
+    EXPECT_TRUE(ReadAll(dir_ / "small" / shard) == ReadAll(dir_ / "big" / shard)) << shard;
+  // The merge read the factors only: far less than the file (peak RSS well under the 3 GiB tensor).
+  EXPECT_LT(nlohmann::json::parse(merged.out)["peak_memory"].get<double>(), 512.0 * (1 << 20));
+  CliResult info = Cli("adapter-info " + (dir_ / "adapter").string() + " --json");
+  ASSERT_EQ(info.status, 0) << info.out;
+  auto j = nlohmann::json::parse(info.out);
+  ASSERT_EQ(j["rejected"].size(), 1u);
+  EXPECT_EQ(j["rejected"][0]["tensor"], "base_model.model.aaa_unused_block.weight");
+  EXPECT_EQ(j["modules"].size(), 4u);
+  EXPECT_GT(j["modules"][0]["delta_norm"].get<double>(), 0.0);
 }
 
 }  // namespace

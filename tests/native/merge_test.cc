@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adapter_fixtures.h"
+#include "lazy_adapter.h"
 #include "merge/merge_engine.h"
 #include "merge_reference.h"
 
@@ -206,8 +207,15 @@ struct MergeRun {
 
 // PlanMerge on the base's header, then ShardMerger pushed the source bytes in plan order, `chunk` bytes at a
 // time (0: each tensor's bytes whole, in one push each).
+// An adapter whose tensors are references into a blob, and how the test edge supplies their bytes.
+struct AdapterFeed {
+  const testing::ExternalAdapter* external = nullptr;
+  testing::Chunking chunking;
+  uint64_t peak = 0;  // the merger's peak_adapter_bytes(), out
+};
+
 MergeRun MergeShard(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
-                    const MergeOptions& options, size_t chunk) {
+                    const MergeOptions& options, size_t chunk, AdapterFeed* feed = nullptr) {
   MergeRun run;
   auto header = ParseWholeFile(base);
   if (!header.ok()) {
@@ -228,7 +236,12 @@ MergeRun MergeShard(const Bytes& base, const adapter::Adapter& a, const std::opt
     run.error = s.error();
     return run;
   };
+  auto supply = [&]() {
+    return feed ? testing::SupplyFrom(merger, feed->external->blob, feed->external->base_offset, feed->chunking)
+                : Status::Ok();
+  };
   if (Status s = merger.Begin(); !s.ok()) return fail(s);
+  if (Status s = supply(); !s.ok()) return fail(s);
   uint64_t expected_source = 0;
   for (const auto& p : shard.tensors) {
     if (!p.source) continue;
@@ -238,9 +251,11 @@ MergeRun MergeShard(const Bytes& base, const adapter::Adapter& a, const std::opt
     while (!bytes.empty()) {
       size_t n = chunk == 0 ? bytes.size() : std::min(chunk, bytes.size());
       if (Status s = merger.Push(bytes.first(n)); !s.ok()) return fail(s);
+      if (Status s = supply(); !s.ok()) return fail(s);
       bytes = bytes.subspan(n);
     }
   }
+  if (feed) feed->peak = merger.peak_adapter_bytes();
   EXPECT_EQ(merger.source_bytes(), expected_source);
   EXPECT_EQ(merger.source_consumed(), expected_source);
   if (Status s = merger.Finish(); !s.ok()) return fail(s);
@@ -251,7 +266,7 @@ MergeRun MergeShard(const Bytes& base, const adapter::Adapter& a, const std::opt
 
 // StreamingMerger fed the whole base file in pseudo-random chunk sizes (mostly small, some large).
 MergeRun MergeStreaming(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
-                        const MergeOptions& options, uint64_t seed) {
+                        const MergeOptions& options, uint64_t seed, AdapterFeed* feed = nullptr) {
   MergeRun run;
   VectorSink sink;
   StreamingMerger merger(a, config, options, sink);
@@ -261,7 +276,10 @@ MergeRun MergeStreaming(const Bytes& base, const adapter::Adapter& a, const std:
     const double u = 0.5 * (v.Next() + 1.0);
     size_t n = u < 0.2 ? 1 : u < 0.8 ? 1 + static_cast<size_t>(u * 997) : 1 + static_cast<size_t>(u * 70001);
     n = std::min(n, base.size() - at);
-    if (Status s = merger.Feed(std::span<const uint8_t>(base).subspan(at, n)); !s.ok()) {
+    Status s = merger.Feed(std::span<const uint8_t>(base).subspan(at, n));
+    if (s.ok() && feed)
+      s = testing::SupplyFrom(merger, feed->external->blob, feed->external->base_offset, feed->chunking);
+    if (!s.ok()) {
       run.error = s.error();
       return run;
     }
@@ -291,6 +309,24 @@ MergeRun MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::
     if (s.ok() && whole.ok())
       EXPECT_TRUE(s.output == whole.output) << "StreamingMerger output differs from ShardMerger's";
     if (!s.ok() && !whole.ok()) EXPECT_EQ(s.error->message, whole.error->message);
+  }
+  // The same adapter with every tensor a reference, its bytes supplied on request in 1-byte, whole-range and
+  // random pieces: the same bytes, holding at most the largest module's factors at once.
+  const testing::ExternalAdapter external = testing::Externalized(a);
+  const uint64_t bound = testing::LargestModuleBytes(a);
+  for (uint64_t mode : {0, 1, 5}) {
+    for (size_t chunk : {size_t{0}, size_t{7}}) {
+      AdapterFeed feed{&external, {mode}, 0};
+      MergeRun r = MergeShard(base, external.adapter, config, options, chunk, &feed);
+      EXPECT_EQ(r.ok(), whole.ok()) << "referenced adapter, chunking " << mode << ": " << r.message() << whole.message();
+      EXPECT_TRUE(r.output == whole.output) << "referenced adapter: output differs (chunking " << mode << ")";
+      if (!r.ok() && !whole.ok()) EXPECT_EQ(r.error->message, whole.error->message);
+      if (r.ok()) EXPECT_LE(feed.peak, bound) << "adapter bytes held at once";
+    }
+    AdapterFeed feed{&external, {mode}, 0};
+    MergeRun st = MergeStreaming(base, external.adapter, config, options, mode + 3, &feed);
+    EXPECT_EQ(st.ok(), whole.ok()) << "referenced adapter, streaming: " << st.message() << whole.message();
+    EXPECT_TRUE(st.output == whole.output) << "referenced adapter, streaming: output differs";
   }
   return whole;
 }

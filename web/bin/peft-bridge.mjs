@@ -292,11 +292,19 @@ async function loadAdapterDir(path, baseConfigPath) {
     const slash = path.lastIndexOf('/');
     folder = slash === -1 ? '.' : path.slice(0, slash);
   }
-  const weights = await readWholeFile(weightsPath);
-  const configPath = joinPath(folder, 'adapter_config.json');
-  const config = (await isRegularFile(configPath)) ? await readWholeFile(configPath) : null;
-  const baseConfig = baseConfigPath !== null ? await readWholeFile(baseConfigPath) : null;
-  return { weights, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), weightsPath, config, baseConfig };
+  // The weights stay a file handle read by range (the core asks for its header, then for tensors as it needs
+  // them), as the native CLI's pread: an adapter of any size, never read whole. close() releases it.
+  const input = await openInput(weightsPath);
+  try {
+    const configPath = joinPath(folder, 'adapter_config.json');
+    const config = (await isRegularFile(configPath)) ? await readWholeFile(configPath) : null;
+    const baseConfig = baseConfigPath !== null ? await readWholeFile(baseConfigPath) : null;
+    const close = () => input.handle.close().catch(() => {});
+    return { weights: input.source, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), weightsPath, config, baseConfig, close };
+  } catch (error) {
+    await input.handle.close().catch(() => {});
+    throw error;
+  }
 }
 
 /** The options adapter-info and translate share. */
@@ -313,7 +321,12 @@ async function runAdapterInfo(line) {
   const o = commonOptions(line);
   try {
     const files = await loadAdapterDir(o.positional[0], o.baseConfig);
-    const r = await callAdapter('adapterInfo', files, o);
+    let r;
+    try {
+      r = await callAdapter('adapterInfo', files, o);
+    } finally {
+      await files.close();
+    }
     await out(o.json ? r.json : r.text);
     return 0;
   } catch (error) {
@@ -617,6 +630,8 @@ async function runTranslate(line) {
     } catch (error) {
       if (writeErrorFile(error) === undefined) throw error;
       writeError = error;
+    } finally {
+      await files.close();
     }
     // The policy: no link out of IN_DIR, no silent loss, no output over an input or into a non-empty directory.
     const inputs = await adapterFacts('IN_DIR', o.positional[0], files.weightsPath);
@@ -727,14 +742,15 @@ async function runMerge(line) {
   const session = await MergeSession.create('Merger', o);
   const inputs = []; // the shards, open for reading
   let output = null;
+  let adapterFiles = null; // the adapter's weights, open for reading by range
   try {
     const base = await openMergeBase(session, o.base, o.baseConfig, inputs);
-    const files = await loadAdapterDir(o.adapter, null);
-    session.loadAdapter({ ...files, baseConfig: base.config });
+    adapterFiles = await loadAdapterDir(o.adapter, null);
+    await session.loadAdapter({ ...adapterFiles, baseConfig: base.config });
     const plan = session.plan();
     // The policy: no link out of an input directory, no silent loss, no output over an input or into a
     // non-empty directory.
-    const facts = [...(await baseFacts(o.base, base, o.baseConfig)), ...(await adapterFacts('--adapter', o.adapter, files.weightsPath))];
+    const facts = [...(await baseFacts(o.base, base, o.baseConfig)), ...(await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath))];
     planOutput(command, facts, null, o);
     const dropped = JSON.parse(session.summary(0, true, true)).unmatched_keys;
     const warnings = checkDropped(command, dropped, o.allowPartial);
@@ -771,6 +787,7 @@ async function runMerge(line) {
   } finally {
     await output?.close();
     for (const input of inputs) await input.handle.close();
+    await adapterFiles?.close();
     session.close();
   }
 }

@@ -1,8 +1,11 @@
-// LoRA adapters: adapterInfo() and translateAdapter(). Adapters are small (megabytes), so the weights are
-// collected whole and handed to the core in one call; the core reads, translates and renders, this file only
-// gathers the inputs and unpacks the result.
-import { errorFromHandle, throwIfAborted } from './errors.js';
-import { concat } from './handles.js';
+// LoRA adapters: adapterInfo() and translateAdapter(). The core reads the weights file by range (issue 10):
+// its header and tiny tensors first, then, for adapterInfo, each module's factors for ‖ΔW‖, and for
+// translateAdapter, each tensor as the output file is written; the core reads, translates and renders, this
+// file only moves the bytes it asks for and unpacks the result.
+import { SafetensorsError, errorFromHandle, throwIfAborted } from './errors.js';
+import { NativeHandle, concat } from './handles.js';
+import { openAdapterSource, readRange } from './adapter_source.js';
+import { DEFAULT_READ_SIZE } from './sources.js';
 import { getModule } from './init.js';
 import { openSource } from './sources.js';
 
@@ -64,19 +67,96 @@ export function optionsJson(options) {
   });
 }
 
+/** Copies `bytes` into a handle's window and calls `method(n, ...args)`. */
+function withBytes(handle, method, bytes, ...args) {
+  const ptr = handle.handle.window(bytes.length);
+  if (!ptr) throw new SafetensorsError('IoError', `out of memory: cannot reserve ${bytes.length} bytes`);
+  handle.module.HEAPU8.set(bytes, ptr);
+  return handle.handle[method](bytes.length, ...args);
+}
+
 /**
- * Calls one of the core's adapter functions with already gathered inputs; returns its result object
- * ({text, json, files?}) or throws the core's error (keeping its renderings for the CLI). Internal.
+ * Reads the adapter's header and tiny tensors from `src` into a handle with the header steps (the merge
+ * handles' adapterHeaderLength / setAdapterHeader / adapterInlineRanges, or AdapterJob's); returns the inline
+ * tensors' bytes for the reading step. Internal.
+ */
+export async function readAdapterHeader(handle, src, name, methods, signal) {
+  const check = (ok) => {
+    if (!ok) throw errorFromHandle(handle.handle);
+  };
+  const prefix = await readRange(src, 0, Math.min(8, src.size), signal);
+  const length = withBytes(handle, methods.length, prefix, name, src.size);
+  if (length < 0) check(false);
+  check(withBytes(handle, methods.header, await readRange(src, 0, 8 + length, signal), name, src.size));
+  const parts = [];
+  for (const [begin, end] of JSON.parse(handle.handle[methods.ranges]())) parts.push(await readRange(src, begin, end - begin, signal));
+  return concat(parts) ?? new Uint8Array(0);
+}
+
+/** Supplies the ranges a handle asks for (`needs()` JSON) until it asks for none; `onBytes` gets its output. Internal. */
+export async function serveRanges(handle, src, methods, signal, onBytes = () => {}) {
+  for (;;) {
+    const needs = JSON.parse(handle.handle[methods.needs]());
+    if (needs.length === 0) return;
+    for (const [begin, end] of needs) {
+      for (let pos = begin; pos < end; ) {
+        throwIfAborted(signal);
+        const n = Math.min(DEFAULT_READ_SIZE, end - pos);
+        handle.inputToBytes(methods.supply, await readRange(src, pos, n, signal), onBytes);
+        pos += n;
+      }
+    }
+  }
+}
+
+const JOB = { length: 'headerLength', header: 'setHeader', ranges: 'inlineRanges', needs: 'needs', supply: 'supply' };
+
+/**
+ * Runs one of the core's adapter operations with already gathered inputs; returns its result object
+ * ({text, json, files?}) or throws the core's error (keeping its renderings for the CLI). `files.weights` is any
+ * source; it is read by range. Internal.
  * @param {'adapterInfo' | 'translateAdapter'} fn
- * @param {{weights: Uint8Array, weightsName: string, config: string | Uint8Array | null, baseConfig: string | Uint8Array | null}} files
+ * @param {{weights: any, weightsName: string, config: string | Uint8Array | null, baseConfig: string | Uint8Array | null}} files
  */
 export async function callAdapter(fn, files, options) {
   const module = await getModule();
-  const r = module[fn](files.weights, files.weightsName, files.config, files.baseConfig, optionsJson(options));
-  if (r.ok) return r;
-  const error = errorFromHandle({ errorJson: () => r.errorJson, errorText: () => r.errorText });
-  if (r.stage === 'write') writeErrors.set(error, { name: r.weightsName, json: r.json });
-  throw error;
+  const { signal } = options;
+  const job = new NativeHandle(module, new module.AdapterJob(optionsJson(options)));
+  const check = (ok) => {
+    if (!ok) throw errorFromHandle(job.handle);
+  };
+  try {
+    check(job.handle.ok());
+    const src = await openAdapterSource(files.weights, signal);
+    const inline = await readAdapterHeader(job, src, files.weightsName, JOB, signal);
+    if (fn === 'adapterInfo') {
+      check(withBytes(job, 'info', inline, files.weightsName, files.config, files.baseConfig));
+      await serveRanges(job, src, JOB, signal);
+      const r = job.handle.result();
+      return { ok: true, text: r.text, json: r.json };
+    }
+    check(withBytes(job, 'translate', inline, files.weightsName, files.config, files.baseConfig));
+    const r = job.handle.result();
+    const out = { ok: true, text: r.text, json: r.json, files: [] };
+    if (!options.dryRun) {
+      const parts = [];
+      try {
+        const head = job.call('beginWrite');
+        if (head) parts.push(head);
+        await serveRanges(job, src, JOB, signal, (bytes) => parts.push(bytes));
+        const tail = job.call('finishWrite');
+        if (tail) parts.push(tail);
+      } catch (error) {
+        writeErrors.set(error, { name: r.weightsName, json: r.json });
+        throw error;
+      }
+      out.files.push({ name: r.weightsName, bytes: concat(parts) ?? new Uint8Array(0) });
+      if (r.config) out.files.push({ name: r.config.name, bytes: r.config.bytes });
+    }
+    return out;
+  } finally {
+    job.close();
+  }
 }
 
 async function gather(input, options) {
@@ -86,8 +166,9 @@ async function gather(input, options) {
   const { weights } = input;
   // A File knows its name; the core uses it in messages only.
   const fileName = typeof Blob !== 'undefined' && weights instanceof Blob && typeof weights.name === 'string' && weights.name ? weights.name : null;
+  throwIfAborted(options.signal);
   return {
-    weights: await collectBytes(weights, options.signal),
+    weights,
     weightsName: String(input.weightsName ?? fileName ?? DEFAULT_WEIGHTS_NAME),
     config: configText(input.config, 'config'),
     baseConfig: configText(options.baseConfig ?? input.baseConfig, 'baseConfig'),

@@ -351,11 +351,15 @@ export type AdapterReadFormat = AdapterFormat | 'diffusers-attnproc';
  * (serialised with `JSON.stringify`). */
 export type ConfigInput = string | Uint8Array | Record<string, unknown>;
 
-/** An adapter's files, as {@link adapterInfo} and {@link translateAdapter} take them. Adapters are small, so
- * `weights` is read whole whatever its kind. */
+/** An adapter's files, as {@link adapterInfo}, {@link translateAdapter} and the merge functions take them.
+ * `weights` is read by range (its header, then each tensor when it is needed), so an adapter of any size is
+ * handled in memory bounded by its largest module: bytes, a Blob / File (sliced) or a {@link RandomAccessSource}
+ * (its `size` may also be a BigInt; sizes beyond 2^53 - 1 bytes are refused with InvalidArgument). A
+ * ReadableStream or iterable cannot be read by range: it is read into memory first, up to 1 GiB
+ * (InvalidArgument beyond: pass a Blob or a RandomAccessSource). */
 export interface AdapterInput {
   /** The adapter's safetensors file. */
-  weights: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | Iterable<Uint8Array> | RandomAccessSource;
+  weights: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | Iterable<Uint8Array> | RandomAccessSource | { size: bigint; read(offset: number, length: number): Promise<Uint8Array> | Uint8Array };
   /** Its `adapter_config.json` (PEFT's or mlx-lm's); kohya and GGUF-named adapters have none. */
   config?: ConfigInput | null;
   /** The base model's `config.json`: architecture, head counts (GGUF row order), layer count (mlx). */
@@ -485,7 +489,7 @@ export function translateAdapter(input: AdapterInput, options: TranslateOptions)
 
 /** Options shared by {@link createMergeStream} and {@link mergeShards}, as the CLI's `merge` options. */
 export interface MergeOptions {
-  /** The adapter's files (`weights` is read whole: adapters are small). Its `baseConfig` is ignored here. */
+  /** The adapter's files (`weights` read by range, see {@link AdapterInput}). Its `baseConfig` is ignored here. */
   adapter: AdapterInput;
   /** Output dtype of every floating-point tensor (`--dtype`). Default: each tensor keeps its own. */
   dtype?: 'bf16' | 'f16' | 'f32';

@@ -2,16 +2,26 @@
 // possibly sharded model as a sequence of output files). The core plans and merges (wasm/merge_bindings.cc);
 // this file reads headers and ranges, moves bytes through the handle and owns the handles' lifetime.
 //
-// Memory stays flat whatever the model's size: base bytes go through the handle's window a piece at a time
-// and leave as output chunks right away, pulled by the consumer (streams apply backpressure); only the adapter
-// is held whole.
+// Memory stays flat whatever the model's or the adapter's size: base bytes go through the handle's window a
+// piece at a time and leave as output chunks right away, pulled by the consumer (streams apply backpressure);
+// the adapter is read by range (adapter_source.js): its header first, then each module's factors when the
+// merge reaches the tensor they change.
 import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from './errors.js';
-import { collectBytes, configText } from './adapter.js';
+import { configText, readAdapterHeader, serveRanges } from './adapter.js';
+import { openAdapterSource } from './adapter_source.js';
 import { NativeHandle, concat } from './handles.js';
 import { getModule } from './init.js';
 import { DEFAULT_READ_SIZE, chunkBytes, isRandomAccess, openSource, raceAbort } from './sources.js';
 
 const DTYPES = new Set(['bf16', 'f16', 'f32']);
+// The merge handles' methods for reading the adapter by range.
+const MERGE_ADAPTER = {
+  length: 'adapterHeaderLength',
+  header: 'setAdapterHeader',
+  ranges: 'adapterInlineRanges',
+  needs: 'adapterNeeds',
+  supply: 'supplyAdapter',
+};
 const INDEX_NAME = 'model.safetensors.index.json';
 
 // Open merge handles, so tests can check that completion, errors and aborts free them. Internal.
@@ -88,9 +98,26 @@ export class MergeSession {
     this.check(this.handle.handle.baseComplete());
   }
 
-  /** @param {{weights: Uint8Array, weightsName: string, config: any, baseConfig: any}} files */
-  loadAdapter(files) {
-    this.check(callWithBytes(this.handle, 'loadAdapter', files.weights, files.weightsName, files.config ?? null, files.baseConfig ?? null));
+  /**
+   * Reads the adapter from its header (and the few tiny tensors readers inspect); its other tensors are read
+   * while merging, as the core asks for them.
+   * @param {{weights: any, weightsName: string, config: any, baseConfig: any}} files  weights: any source
+   */
+  async loadAdapter(files, signal) {
+    const src = await openAdapterSource(files.weights, signal);
+    this.adapterSource = src;
+    const inline = await readAdapterHeader(this.handle, src, files.weightsName, MERGE_ADAPTER, signal);
+    this.check(callWithBytes(this.handle, 'loadAdapterRanges', inline, files.weightsName, files.config ?? null, files.baseConfig ?? null));
+  }
+
+  /**
+   * Supplies the adapter ranges the core asks for (a module's factors, before the tensor they change) until it
+   * asks for nothing; yields the output this lets the merge produce.
+   */
+  async *serveAdapter(signal) {
+    const out = [];
+    await serveRanges(this.handle, this.adapterSource, MERGE_ADAPTER, signal, (bytes) => out.push(bytes));
+    yield* out;
   }
 
   /** Plans the merge: {sourceBytes, shards: [{name, outputSize, sourceBytes, ranges}]}. */
@@ -115,13 +142,16 @@ export class MergeSession {
   async *mergeShard(i, shard, src, signal, counts = { bytesIn: 0 }) {
     const head = this.handle.call('begin', i);
     if (head) yield head;
+    yield* this.serveAdapter(signal);
     const next = rangePieces(src, shard.ranges, signal);
     for (let piece; (piece = await next()) !== null; ) {
       const out = [];
       this.handle.inputToBytes('push', piece, (bytes) => out.push(bytes));
       counts.bytesIn += piece.length;
       yield* out;
+      yield* this.serveAdapter(signal);
     }
+    yield* this.serveAdapter(signal);
     const tail = this.handle.call('finish');
     if (tail) yield tail;
   }
@@ -176,13 +206,14 @@ function checkAdapter(adapter) {
   }
 }
 
-/** The adapter's files as the core takes them (weights collected whole: adapters are small). */
+/** The adapter's files as the core takes them (weights as given: MergeSession.loadAdapter reads them by range). */
 async function adapterFiles(adapter, baseConfig, signal) {
   checkAdapter(adapter);
+  throwIfAborted(signal);
   const { weights } = adapter;
   const fileName = typeof Blob !== 'undefined' && weights instanceof Blob && typeof weights.name === 'string' && weights.name ? weights.name : null;
   return {
-    weights: await collectBytes(weights, signal),
+    weights,
     weightsName: String(adapter.weightsName ?? fileName ?? 'adapter_model.safetensors'),
     config: configText(adapter.config, 'adapter.config'),
     baseConfig: configText(baseConfig, 'baseConfig'),
@@ -243,17 +274,19 @@ export function createMergeStream(options) {
         throw abortReason(signal);
       }
       session = created;
-      session.loadAdapter(files);
+      await session.loadAdapter(files, signal);
     }),
-    transform: guard((chunk, controller) => {
+    transform: guard(async (chunk, controller) => {
       throwIfAborted(signal);
       const bytes = chunkBytes(chunk);
       bytesIn += bytes.length;
       session.handle.inputToBytes('feed', bytes, emit(controller));
+      for await (const out of session.serveAdapter(signal)) emit(controller)(out);
       onProgress?.({ bytesIn, bytesOut });
     }),
-    flush: guard((controller) => {
+    flush: guard(async (controller) => {
       throwIfAborted(signal);
+      for await (const out of session.serveAdapter(signal)) emit(controller)(out);
       const out = session.handle.call('finish');
       if (out) emit(controller)(out);
       onProgress?.({ bytesIn, bytesOut });
@@ -352,7 +385,7 @@ async function planShards(options, signal) {
       if (isRandomAccess(source)) random.set(name, source);
     }
     session.baseComplete();
-    session.loadAdapter(await adapterFiles(options.adapter, base.config, signal));
+    await session.loadAdapter(await adapterFiles(options.adapter, base.config, signal), signal);
     return { session, plan: session.plan(), random, index };
   } catch (error) {
     session.close();

@@ -10,7 +10,7 @@
 //  - planRemote: the plan only.
 // saveStreams writes output files into a directory picked in the browser (File System Access API).
 import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
-import { collectBytes, configText } from './adapter.js';
+import { configText } from './adapter.js';
 import { openRemote, readRemoteWhole } from './hub.js';
 import { LIMIT_OPTIONS } from './range-client.js';
 import { MergeSession, mergeShards, planMerge } from './merge.js';
@@ -61,18 +61,35 @@ async function resolveBase(base, ro, baseConfig) {
   return { revision: pinned, index: index?.bytes ?? null, config: baseConfig ?? config?.bytes ?? null, shard: (name) => at(name, pinned) };
 }
 
-/** The adapter as mergeShards takes it ({weights, config, weightsName}), fetched when remote; and its revision. */
-async function resolveAdapter(adapter, ro) {
+// The key under which the adapter's weights file is kept open among the shards' (not a valid shard name).
+const ADAPTER_FILE = '\u0000adapter';
+
+/**
+ * The adapter's weights, remote: read by Range as the merge asks for its header and each module's factors
+ * (kept open in `files`, closed with the shards); whole only when the server does not tell the size.
+ */
+async function rangedWeights(source, ro, files) {
+  const file = await openRemote(source, ro);
+  if (file.size === null) {
+    await file.close();
+    return (await readWhole(source, ro)).bytes;
+  }
+  files.set(ADAPTER_FILE, file);
+  return { size: file.size, read: (offset, length) => file.read(offset, length) };
+}
+
+/** The adapter as mergeShards takes it ({weights, config, weightsName}), opened for Range reads when remote; and its revision. */
+async function resolveAdapter(adapter, ro, files) {
   if (!adapter || typeof adapter !== 'object') throw new TypeError('peft-bridge: adapter must be a Hub repo {repo}, {weights, config} URLs or bytes');
   if (typeof adapter.repo === 'string') {
     const at = inRepo(adapter, ro);
     const config = await readWhole(at('adapter_config.json', adapter.revision ?? 'main'), ro);
     const revision = config.commit ?? adapter.revision ?? 'main';
-    const weights = await readWhole(at('adapter_model.safetensors', revision), ro);
-    return { files: { weights: weights.bytes, config: config.bytes, weightsName: 'adapter_model.safetensors' }, revision };
+    const weights = await rangedWeights(at('adapter_model.safetensors', revision), ro, files);
+    return { files: { weights, config: config.bytes, weightsName: 'adapter_model.safetensors' }, revision };
   }
   const fetched = async (v) => (isUrl(v) ? (await readWhole(v, ro)).bytes : v);
-  const [weights, config] = await Promise.all([fetched(adapter.weights), fetched(adapter.config)]);
+  const [weights, config] = await Promise.all([isUrl(adapter.weights) ? rangedWeights(adapter.weights, ro, files) : adapter.weights, fetched(adapter.config)]);
   const weightsName = adapter.weightsName ?? (isUrl(adapter.weights) ? new URL(String(adapter.weights)).pathname.split('/').pop() : undefined);
   return { files: { ...adapter, weights, config, weightsName }, revision: null };
 }
@@ -140,7 +157,7 @@ async function openModel(options) {
     await Promise.all([...files.values()].map((f) => f.close()));
   };
   try {
-    const [base, adapter] = await Promise.all([resolveBase(options.base, ro, options.baseConfig), resolveAdapter(options.adapter, ro)]);
+    const [base, adapter] = await Promise.all([resolveBase(options.base, ro, options.baseConfig), resolveAdapter(options.adapter, ro, files)]);
     let names = ['model.safetensors'];
     if (base.index) {
       // The core checks the index (plain .safetensors names, no traversal) before any shard is requested.
@@ -175,12 +192,15 @@ async function planSession(opened, options) {
     for (const name of opened.names) await session.addShard(name, openSource(opened.sources.get(name)), opened.signal);
     session.baseComplete();
     const { files } = opened.adapter;
-    session.loadAdapter({
-      weights: await collectBytes(files.weights, opened.signal),
-      weightsName: String(files.weightsName ?? 'adapter_model.safetensors'),
-      config: configText(files.config, 'adapter.config'),
-      baseConfig: configText(opened.base.config, 'baseConfig'),
-    });
+    await session.loadAdapter(
+      {
+        weights: files.weights,
+        weightsName: String(files.weightsName ?? 'adapter_model.safetensors'),
+        config: configText(files.config, 'adapter.config'),
+        baseConfig: configText(opened.base.config, 'baseConfig'),
+      },
+      opened.signal,
+    );
     return { session, plan: session.plan() };
   } catch (error) {
     session.close();
