@@ -148,7 +148,7 @@ def naming_seeds():
                                         "magnitude": {"suffix": ".lora_magnitude_vector"}}, "scale": "config"})
     yield "base_config", b'{"model_type":"toy","architectures":["ToyForCausalLM"],"num_attention_heads":4,"num_key_value_heads":2}'
     yield "huge_many_modules", b'{"model_types":["m"],"body_prefixes":[""],"modules":[' + \
-        rep(20000, '{"hf":"l\x01#.{N}.q","canonical":"c\x01#/{N}/q","gguf":"g\x01#.{N}.q"},') + \
+        rep(3000, '{"hf":"l\x01#.{N}.q","canonical":"c\x01#/{N}/q","gguf":"g\x01#.{N}.q"},') + \
         b'{"hf":"z","canonical":"z"}]}'
     yield "huge_long_prefix", b'{"model_types":["m"],"body_prefixes":["' + rep(100000, "p.") + \
         b'"],"modules":[{"hf":"layers.{N}.q","canonical":"layers/{N}/q"}]}'
