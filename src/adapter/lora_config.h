@@ -5,6 +5,7 @@
 // in dict order) so a re-export writes back exactly the fields and values that were read.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,8 @@
 #include "core/result.h"
 
 namespace pb::adapter {
+
+struct ConfigPatterns;  // module_select.h
 
 // target_modules / exclude_modules: absent (null), a list of names (exact or dotted-suffix match), or one
 // Python regex that must match the whole module name.
@@ -53,6 +56,8 @@ struct LoraConfig {
   std::string init_lora_weights = "true";                          // "true", "false" or the mode string
   std::optional<nlohmann::ordered_json> trainable_token_indices;   // kept as written
   std::optional<nlohmann::ordered_json> layer_replication;
+  // The regexes above, compiled once by ParseLoraConfig (CompileConfigPatterns in module_select.h).
+  std::shared_ptr<const ConfigPatterns> patterns;
 
   // Keys no PEFT release defines (kept in `document`, reported by adapter-info, never fatal).
   std::vector<std::string> unknown_keys;

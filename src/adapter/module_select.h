@@ -1,47 +1,43 @@
 // Which modules a LoraConfig targets, and each module's rank, alpha and scaling, matched exactly the way
 // PEFT matches them (../shared/reference/peft-semantics.md §2.4, §2.5, §3.1).
 //
-// Patterns are Python `re` syntax. They are translated to ECMAScript std::regex; constructs that differ
-// between the two (named groups (?P<..>), lookbehind, \A \Z, possessive quantifiers, inline flags other than
-// a leading (?i)...) are rejected when the config is parsed, so std::regex never sees a pattern it would
-// throw on (the WASM build has no exceptions).
+// Patterns are Python `re` syntax, compiled by python_regex.h into linear-time matchers once per parsed
+// config (LoraConfig::patterns), never per module.
 #pragma once
 
+#include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "adapter/lora_config.h"
+#include "adapter/python_regex.h"
 #include "core/result.h"
 
 namespace pb::adapter {
 
-// A Python regular expression, translated. Construct with CompilePythonRegex.
-class PythonRegex {
- public:
-  bool FullMatch(std::string_view text) const;  // re.fullmatch
-  bool Match(std::string_view text) const;      // re.match (anchored at the start only)
-  const std::string& source() const { return source_; }
-
- private:
-  friend Result<PythonRegex> CompilePythonRegex(std::string_view pattern);
-  std::string source_;
-  std::regex regex_;
+// Every regex a config holds, wrapped as PEFT wraps it, compiled.
+struct ConfigPatterns {
+  std::optional<PythonRegex> target_modules;    // a regex string other than "all-linear" (re.fullmatch)
+  std::optional<PythonRegex> exclude_modules;   // a non-empty regex string (re.fullmatch)
+  std::vector<PythonRegex> modules_to_save;     // re.match("(^|.*\.)" + m + "($|\..*)") per entry
+  std::vector<PythonRegex> layers;              // with layers_to_transform: the layer-index patterns
+  std::vector<PythonRegex> rank_keys;           // re.match("(.*\.)?(" + key + ")$") per key, file order
+  std::vector<PythonRegex> alpha_keys;
 };
 
-// InvalidConfig naming the construct when the pattern uses syntax with no ECMAScript equivalent or is
-// malformed (unbalanced parentheses, a dangling escape...).
-Result<PythonRegex> CompilePythonRegex(std::string_view pattern);
-
-// Checks every regex a config holds (target_modules / exclude_modules strings, rank_pattern and
-// alpha_pattern keys wrapped as PEFT wraps them). ParseLoraConfig calls this.
-Status ValidateConfigPatterns(const LoraConfig& config);
+// Compiles every regex a config holds (target_modules / exclude_modules strings, rank_pattern and
+// alpha_pattern keys, modules_to_save entries and layers_pattern, wrapped as PEFT wraps them) into
+// config.patterns. ParseLoraConfig calls this; code that edits those fields afterwards must call it again.
+// InvalidConfig naming the field, the entry (at most 200 bytes of it) and the construct.
+Status CompileConfigPatterns(LoraConfig& config);
 
 // check_target_module_exists for a module name of the user's model (no "base_model.model." prefix):
 // exclude_modules, then modules_to_save, then target_modules (list: exact or "." + suffix; regex:
 // fullmatch), then layers_to_transform / layers_pattern (list form only, PEFT >= 0.20's lazy index rule).
-// A null target_modules or "all-linear" cannot be decided from names alone: returns std::nullopt.
+// A null target_modules or "all-linear" cannot be decided from names alone: returns std::nullopt (so does
+// a config built by hand whose patterns do not compile).
 std::optional<bool> IsTargeted(const LoraConfig& config, std::string_view module_name);
 
 struct ModuleSettings {
