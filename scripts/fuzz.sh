@@ -41,7 +41,7 @@ export PB_FUZZ_KNOWN_BUGS=${PB_FUZZ_KNOWN_BUGS:-$((1 - campaign))}
 
 mkdir -p "$build"
 launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+command -v ccache >/dev/null && { export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1; launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); }
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DPB_FUZZ=ON -DPB_BUILD_TESTS=OFF -DPB_BUILD_BENCH=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j"${PB_FUZZ_JOBS:-2}" --target "${targets[@]}"

@@ -5,6 +5,7 @@
 set -euo pipefail
 PACKAGES=(
   build-essential cmake g++ clang libclang-rt-14-dev   # native build, libFuzzer + sanitizers
+  ccache                                                # rebuilds in a fresh clone reuse earlier objects
   libhwy-dev nlohmann-json3-dev                         # core dependencies
   libcurl4-openssl-dev                                  # the native CLI's http(s) / hf:// input (never the core)
   googletest libgtest-dev libbenchmark-dev              # tests (gtest sources also feed the WASM test build)
