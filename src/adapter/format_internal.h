@@ -50,7 +50,7 @@ Result<const ArchTable*> ChooseArch(const NamingTables& tables, const std::optio
 // target_modules (+ layers_to_transform), use_dora, and rank_pattern / alpha_pattern for modules that
 // differ from the most common rank / alpha. `modules` hold their final rank and scaling in settings.
 Json SynthesizeConfig(const std::vector<std::pair<std::string, std::pair<int64_t, double>>>& rank_alpha,
-                                        bool use_dora, const std::optional<std::string>& base_model);
+                      bool use_dora, const std::optional<std::string>& base_model);
 // Parses a document we synthesized or carried (never fails for ours; errors pass through for others).
 Result<LoraConfig> ConfigFromDocument(const Json& document);
 // A JSON number for alpha: an integer when it is one (PEFT's lora_alpha is an int), else a float.

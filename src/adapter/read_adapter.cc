@@ -189,7 +189,7 @@ std::string TargetName(std::string_view path) {
 }  // namespace
 
 Json SynthesizeConfig(const std::vector<std::pair<std::string, std::pair<int64_t, double>>>& rank_alpha,
-                                        bool use_dora, const std::optional<std::string>& base_model) {
+                      bool use_dora, const std::optional<std::string>& base_model) {
   Json doc = DefaultLoraConfigDocument();
   // The most common rank and alpha become r and lora_alpha; the others become per-module patterns, keyed
   // by the escaped full module path (matched by PEFT >= 0.15's "(.*\.)?(p)$" rule).
