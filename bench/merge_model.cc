@@ -18,10 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "adapter/adapter_io.h"
 #include "merge/merge_engine.h"
+#include "merge/model_index.h"
 
 namespace {
 
@@ -63,11 +62,9 @@ int main(int argc, char** argv) {
   if (argc < 2) return std::fprintf(stderr, "usage: pb_merge_model MODEL_DIR [--threads N]\n"), 2;
   const std::string dir = argv[1];
   int threads = argc >= 4 && std::string(argv[2]) == "--threads" ? std::atoi(argv[3]) : 1;
-  auto index = nlohmann::json::parse(Slurp(dir + "/model.safetensors.index.json"));
-  std::vector<std::string> names;
-  for (auto& [k, v] : index["weight_map"].items())
-    if (std::find(names.begin(), names.end(), v.get<std::string>()) == names.end()) names.push_back(v);
-  std::sort(names.begin(), names.end());
+  auto index = merge::ParseModelIndex(Slurp(dir + "/model.safetensors.index.json"));
+  if (!index.ok()) return std::fprintf(stderr, "%s\n", index.error().message.c_str()), 1;
+  const std::vector<std::string>& names = index->shard_names;
   std::vector<Mapped> files;
   std::vector<Header> headers;
   for (const auto& n : names) {

@@ -32,6 +32,7 @@
 #include "core/writer.h"
 #include "kernels/convert.h"
 #include "kernels/convert_scalar.h"
+#include "merge/model_index.h"
 
 namespace pb::bench {  // synth.cc
 uint8_t* AllocPages(size_t bytes);
@@ -367,6 +368,27 @@ void BM_PlanWrite(benchmark::State& state) {
   }
 }
 
+// model.safetensors.index.json of a large MoE checkpoint: 1,000,000 weight_map entries over 97 shards (~88 MB),
+// read as a merge reads it (ParseJson's limits, then the weight_map checks). ordered_json took O(n^2).
+std::string IndexJson(size_t entries) {
+  std::string index = R"({"metadata": {"total_size": 1}, "weight_map": {)";
+  for (size_t i = 0; i < entries; ++i)
+    index += (i ? ",\n  \"" : "\n  \"") + std::string("model.layers.") + std::to_string(i / 1000) + ".mlp.experts." +
+             std::to_string(i % 1000) + ".down_proj.weight\": \"model-" + std::to_string(i % 97) + ".safetensors\"";
+  return index + "\n}}";
+}
+
+void BM_ParseIndex(benchmark::State& state) {
+  const std::string index = IndexJson(static_cast<size_t>(state.range(0)));
+  for (auto _ : state) {
+    auto parsed = merge::ParseModelIndex(index);
+    if (!parsed.ok() || parsed->shard_names.size() != 97) state.SkipWithError("index did not parse");
+  }
+  state.counters["json_MB"] = static_cast<double>(index.size()) / 1e6;
+  state.counters["json_MB/s"] =
+      benchmark::Counter(static_cast<double>(index.size()) / 1e6, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -402,6 +424,7 @@ int main(int argc, char** argv) {
   timed(RegisterBenchmark("convert/F32->BF16/to_memory_lent", BM_Converter, Dtype::F32, Dtype::BF16, SinkKind::kMemoryLent));
   RegisterBenchmark("header/200k_tensors/stream_1MiB", BM_HeaderStream)->Unit(benchmark::kMillisecond);
   RegisterBenchmark("header/200k_tensors/PlanWrite", BM_PlanWrite)->Unit(benchmark::kMillisecond);
+  RegisterBenchmark("json/index/ParseModelIndex", BM_ParseIndex)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
   timed(RegisterBenchmark("memcpy/128MiB/again", BM_Memcpy, false));
 
   benchmark::RunSpecifiedBenchmarks();

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/json.h"
 #include "adapter/adapter_io.h"
 #include "adapter/adapter_report.h"
 #include "adapter/translate.h"
@@ -278,8 +279,9 @@ class Writer : public Handle {
   static Error Bad(std::string message) { return MakeError(ErrorCode::InvalidArgument, std::move(message)); }
 
   static Result<Spec> ParseSpec(const std::string& text) {
-    using nlohmann::ordered_json;
-    ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    auto parsed = ParseJson(text, "writer spec");
+    if (!parsed.ok()) return Bad(parsed.error().message);
+    const Json& j = parsed.value();
     if (!j.is_object()) return Bad("writer spec is not a JSON object");
     Spec spec;
     if (j.contains("order")) {
@@ -427,7 +429,8 @@ class RangeConverter : public Handle, private ReaderEvents {
 // Renders an error raised outside the core (a file that cannot be opened…) exactly as the core renders its
 // own. `error_json` is {"code","message","tensor","offset"}; an unknown code renders as IoError.
 std::string RenderError(const std::string& error_json, bool as_json) {
-  auto j = nlohmann::json::parse(error_json, nullptr, /*allow_exceptions=*/false);
+  auto parsed = ParseJson(error_json, "error");
+  Json j = parsed.ok() ? std::move(parsed.value()) : Json();
   Error e{ErrorCode::IoError, "", std::nullopt, std::nullopt};
   if (j.is_object()) {
     if (j.contains("code") && j["code"].is_string())
@@ -581,7 +584,7 @@ struct AdapterOptions {
   bool dry_run = false;
 };
 
-Result<std::optional<adapter::AdapterFormat>> FormatOption(const nlohmann::json& j, const char* key) {
+Result<std::optional<adapter::AdapterFormat>> FormatOption(const Json& j, const char* key) {
   if (!j.contains(key) || j[key].is_null()) return std::optional<adapter::AdapterFormat>();
   std::string name = j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
   auto format = adapter::ParseFormatName(name);
@@ -592,7 +595,9 @@ Result<std::optional<adapter::AdapterFormat>> FormatOption(const nlohmann::json&
 }
 
 Result<AdapterOptions> ParseAdapterOptions(const std::string& text) {
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto parsed = ParseJson(text, "adapter options");
+  if (!parsed.ok()) return MakeError(ErrorCode::InvalidArgument, parsed.error().message);
+  const Json& j = parsed.value();
   if (!j.is_object()) return MakeError(ErrorCode::InvalidArgument, "adapter options are not a JSON object");
   AdapterOptions o;
   auto from = FormatOption(j, "from");

@@ -22,9 +22,12 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "core/json.h"
 #include "adapter/adapter_io.h"
 #include "adapter/adapter_report.h"
 #include "adapter/delta_norm.h"
@@ -185,7 +188,8 @@ class MergeHandle : public MergeIo {
  public:
   virtual ~MergeHandle() = default;
   explicit MergeHandle(const std::string& options_json) {
-    auto j = nlohmann::json::parse(options_json, nullptr, /*allow_exceptions=*/false);
+    auto parsed = ParseJson(options_json, "merge options");
+    Json j = parsed.ok() ? std::move(parsed.value()) : Json();
     if (!j.is_object()) {
       Fail(MakeError(ErrorCode::InvalidArgument, "merge options are not a JSON object"));
       return;
@@ -300,16 +304,13 @@ class Merger : public MergeHandle {
 
   // model.safetensors.index.json: checks its weight_map and keeps its shard names (sorted, unique, as the CLI).
   bool set_index(const std::string& text) {
-    auto names = merge::ShardNamesFromIndex(text);
-    if (!names.ok()) return Fail(names.error());
-    auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-    index_ = std::move(j);
-    index_text_ = text;
-    index_names_ = std::move(names.value());
+    auto index = merge::ParseModelIndex(text);
+    if (!index.ok()) return Fail(index.error());
+    index_ = std::move(index.value());
     return true;
   }
   // The shard names the index lists, as a JSON array.
-  std::string index_shards() const { return nlohmann::json(index_names_).dump(); }
+  std::string index_shards() const { return index_ ? nlohmann::json(index_->shard_names).dump() : "[]"; }
 
   // A shard's header length from the first n (<= 8) window bytes, or -1 (error set, prefixed with the shard's
   // name as the CLI does). `file_size` < 0 when unknown.
@@ -340,25 +341,12 @@ class Merger : public MergeHandle {
   // After the last shard: with an index, every weight_map entry must be in the shard it names (as the CLI).
   bool base_complete() {
     if (!index_) return true;
-    std::string missing;
-    size_t count = 0;
-    for (const auto& [tensor, file] : (*index_)["weight_map"].items()) {
-      auto it = std::find(names_.begin(), names_.end(), file.get<std::string>());
-      if (it == names_.end()) return Fail(MakeError(ErrorCode::InvalidArgument, "shard `" + file.get<std::string>() + "` was not given"));
-      if (!headers_[it - names_.begin()]->Find(tensor) && ++count <= 20)
-        missing += "\n  " + tensor + " (in " + file.get<std::string>() + ")";
-    }
-    if (count)
-      return Fail(MakeError(ErrorCode::InvalidConfig, std::to_string(count) +
-                                                          " tensor(s) of model.safetensors.index.json are not in the shard it names:" + missing));
-    return true;
+    return Check(merge::CheckIndexAgainstShards(*index_, Shards()));
   }
 
   bool plan() {
     if (!read_) return Fail(MakeError(ErrorCode::InvalidArgument, "plan before the adapter was loaded"));
-    std::vector<merge::BaseShardHeader> shards;
-    for (size_t i = 0; i < headers_.size(); ++i) shards.push_back({names_[i], headers_[i].get()});
-    auto plan = merge::PlanMerge(shards, read_->adapter, base_config_, options_);
+    auto plan = merge::PlanMerge(Shards(), read_->adapter, base_config_, options_);
     if (!plan.ok()) return Fail(plan.error());
     plan_ = std::make_unique<merge::MergePlan>(std::move(plan.value()));
     return true;
@@ -413,7 +401,7 @@ class Merger : public MergeHandle {
   // shard holding them; "" without an index.
   std::string output_index() const {
     if (!plan_ || !index_) return "";
-    return merge::OutputIndexJson(index_text_, *plan_);
+    return merge::OutputIndexJson(*index_, *plan_);
   }
   // The output config.json text, or null when no base config was given.
   val config_json() const { return plan_ && plan_->config_json ? val(*plan_->config_json) : val::null(); }
@@ -441,6 +429,11 @@ class Merger : public MergeHandle {
   }
 
  private:
+  std::vector<merge::BaseShardHeader> Shards() const {
+    std::vector<merge::BaseShardHeader> shards;
+    for (size_t i = 0; i < headers_.size(); ++i) shards.push_back({names_[i], headers_[i].get()});
+    return shards;
+  }
   uint64_t SourceTotal() const {
     uint64_t total = 0;
     for (const auto& h : headers_) total += h->data_size();
@@ -453,9 +446,7 @@ class Merger : public MergeHandle {
 
   adapter::AdapterBytesConsumer* Consumer() const override { return merger_.get(); }
 
-  std::optional<nlohmann::ordered_json> index_;
-  std::string index_text_;  // as read, for OutputIndexJson
-  std::vector<std::string> index_names_;
+  std::optional<merge::ModelIndex> index_;
   std::vector<std::string> names_;
   std::vector<std::unique_ptr<Header>> headers_;  // stable addresses: the plan points into them
   std::unique_ptr<merge::MergePlan> plan_;
@@ -648,6 +639,47 @@ class AdapterJob : public MergeIo {
   std::unique_ptr<adapter::SafetensorsEmitter> emitter_;
   adapter::AdapterBytesConsumer* consumer_ = nullptr;
 };
+// ---- the index rules for callers that read headers themselves (inspectRepo) ----
+
+val IndexFailure(const Error& e) {
+  val r = val::object();
+  r.set("ok", false);
+  r.set("errorJson", RenderErrorJson(e));
+  r.set("errorText", RenderErrorText(e));
+  return r;
+}
+
+// {ok: true, shards: "[names…]"} for a valid index (ParseModelIndex), else {ok: false, errorJson, errorText}.
+val ModelIndexShards(const std::string& text) {
+  auto index = merge::ParseModelIndex(text);
+  if (!index.ok()) return IndexFailure(index.error());
+  val r = val::object();
+  r.set("ok", true);
+  r.set("shards", nlohmann::json(index->shard_names).dump());
+  return r;
+}
+
+// CheckIndexEntries against each shard's tensor names, `held_json` = {"shard": ["tensor", …], …}.
+val CheckIndexShards(const std::string& index_text, const std::string& held_json) {
+  auto index = merge::ParseModelIndex(index_text);
+  if (!index.ok()) return IndexFailure(index.error());
+  auto held = ParseJson(held_json, "shard tensor names");
+  if (!held.ok() || !held->is_object())
+    return IndexFailure(MakeError(ErrorCode::InvalidArgument, "shard tensor names are not a JSON object"));
+  std::unordered_map<std::string, std::unordered_set<std::string>> names;
+  for (const auto& [shard, tensors] : held->items())
+    for (const auto& t : tensors)
+      if (t.is_string()) names[shard].insert(t.get<std::string>());
+  Status s = merge::CheckIndexEntries(index.value(), [&](const std::string& shard, const std::string& tensor) -> std::optional<bool> {
+    auto it = names.find(shard);
+    if (it == names.end()) return std::nullopt;
+    return it->second.contains(tensor);
+  });
+  if (!s.ok()) return IndexFailure(s.error());
+  val r = val::object();
+  r.set("ok", true);
+  return r;
+}
 
 }  // namespace
 }  // namespace pb::wasm
@@ -708,4 +740,6 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("supply", &AdapterJob::supply)
       .function("result", &AdapterJob::result);
   function("heapSize", &HeapSize);
+  function("modelIndexShards", &ModelIndexShards);
+  function("checkIndexShards", &CheckIndexShards);
 }

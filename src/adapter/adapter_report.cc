@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <map>
 
-#include <nlohmann/json.hpp>
+#include "core/json.h"
 
 #include "adapter/delta_norm.h"
 #include "adapter/python_json.h"
@@ -12,7 +12,6 @@ namespace pb::adapter {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"; }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "adapter/adapter_io.h"
+#include "core/json.h"
 
 namespace pb::adapter::internal {
 
@@ -50,12 +51,12 @@ Result<const ArchTable*> ChooseArch(const NamingTables& tables, const std::optio
 // A config document for an adapter that came from another tool: PEFT HEAD's defaults, then r, lora_alpha,
 // target_modules (+ layers_to_transform), use_dora, and rank_pattern / alpha_pattern for modules that
 // differ from the most common rank / alpha. `modules` hold their final rank and scaling in settings.
-nlohmann::ordered_json SynthesizeConfig(const std::vector<std::pair<std::string, std::pair<int64_t, double>>>& rank_alpha,
-                                        bool use_dora, const std::optional<std::string>& base_model);
+Json SynthesizeConfig(const std::vector<std::pair<std::string, std::pair<int64_t, double>>>& rank_alpha,
+                      bool use_dora, const std::optional<std::string>& base_model);
 // Parses a document we synthesized or carried (never fails for ours; errors pass through for others).
-Result<LoraConfig> ConfigFromDocument(const nlohmann::ordered_json& document);
+Result<LoraConfig> ConfigFromDocument(const Json& document);
 // A JSON number for alpha: an integer when it is one (PEFT's lora_alpha is an int), else a float.
-nlohmann::ordered_json AlphaJson(double alpha);
+Json AlphaJson(double alpha);
 // Layer index of a module path by PEFT >= 0.20's rule (first ".<digits>." after at least one component).
 std::optional<uint64_t> LayerIndex(std::string_view module_path);
 // An integer-valued config.json field, if present.

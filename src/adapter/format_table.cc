@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <nlohmann/json.hpp>
+#include "core/json.h"
 
 #include "adapter/naming_tables.h"
 
@@ -28,7 +28,7 @@ Error Bad(std::string_view path, const std::string& what) {
   return MakeError(ErrorCode::InvalidConfig, "format table " + std::string(path) + ": " + what);
 }
 
-std::optional<std::string> StringField(const nlohmann::ordered_json& j, const char* key) {
+std::optional<std::string> StringField(const Json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_string()) return std::nullopt;
   return it->get<std::string>();
@@ -61,7 +61,9 @@ const RoleSpelling* FormatTable::Find(FormatRole role) const {
 }
 
 Result<FormatTable> ParseFormatTable(std::string_view path, std::string_view json_text) {
-  auto j = nlohmann::ordered_json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  auto parsed = ParseJson(json_text, "format table " + std::string(path));
+  if (!parsed.ok()) return parsed.error();
+  const Json& j = parsed.value();
   if (!j.is_object()) return Bad(path, "not a JSON object");
   FormatTable t;
   auto name = StringField(j, "format");

@@ -9,8 +9,6 @@
 
 namespace pb::adapter {
 
-using Json = nlohmann::ordered_json;
-
 bool ModuleSelector::is_all_linear() const {
   if (form != Form::kRegex || regex.size() != 10) return false;
   std::string lower = regex;
@@ -363,9 +361,9 @@ std::optional<Error> CheckSupported(const FieldReader& in, const LoraConfig& c) 
 
 Result<LoraConfig> ParseLoraConfig(std::string_view json_text) {
   LoraConfig c;
-  c.document = Json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
-  if (c.document.is_discarded()) return Invalid("not valid JSON");
-  if (!WithinDepth(c.document)) return Invalid("nests containers deeper than " + std::to_string(kMaxConfigDepth) + " levels");
+  auto parsed = ParseJson(json_text, "adapter_config.json");  // refuses deep nesting before building anything
+  if (!parsed.ok()) return parsed.error();
+  c.document = std::move(parsed.value());
   if (!c.document.is_object()) return Invalid("must be a JSON object, " + Found(c.document));
   FieldReader in(c.document);
 

@@ -12,8 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "core/json.h"
 #include "core/result.h"
 
 namespace pb::adapter {
@@ -31,7 +30,7 @@ struct ModuleSelector {
 };
 
 struct LoraConfig {
-  nlohmann::ordered_json document;  // the file as read (an object), untouched
+  Json document;  // the file as read (an object), untouched
 
   std::string peft_type = "LORA";
   std::optional<std::string> task_type;
@@ -54,8 +53,8 @@ struct LoraConfig {
   std::vector<std::pair<std::string, int64_t>> rank_pattern;       // in file order
   std::vector<std::pair<std::string, double>> alpha_pattern;       // in file order
   std::string init_lora_weights = "true";                          // "true", "false" or the mode string
-  std::optional<nlohmann::ordered_json> trainable_token_indices;   // kept as written
-  std::optional<nlohmann::ordered_json> layer_replication;
+  std::optional<Json> trainable_token_indices;   // kept as written
+  std::optional<Json> layer_replication;
   // The regexes above, compiled once by ParseLoraConfig (CompileConfigPatterns in module_select.h).
   std::shared_ptr<const ConfigPatterns> patterns;
 
@@ -85,7 +84,7 @@ Result<LoraConfig> ParseLoraConfig(std::string_view json_text);
 
 // The LoraConfig fields of PEFT HEAD with their default values, in sorted key order, as PEFT HEAD writes a
 // fresh config. Used to write configs for adapters that came from another format.
-nlohmann::ordered_json DefaultLoraConfigDocument();
+Json DefaultLoraConfigDocument();
 
 // Field names PEFT releases before 0.14 accept (LoraConfig.__init__ rejects any other key there).
 bool IsPre014LoraField(std::string_view key);

@@ -4,12 +4,11 @@
 #include <initializer_list>
 #include <iterator>
 
-#include <nlohmann/json.hpp>
+#include "core/json.h"
 
 namespace pb::adapter {
 namespace {
 
-using nlohmann::ordered_json;
 
 constexpr std::string_view kLayer = "{N}";
 
@@ -97,8 +96,9 @@ class TableParser {
   Result<ArchTable> Parse(std::string_view text) {
     ArchTable t;
     t.name = Stem(path_);
-    auto doc = ordered_json::parse(text, nullptr, false);
-    if (doc.is_discarded()) return Fail("", "not valid JSON");
+    auto parsed = ParseJson(text, path_);
+    if (!parsed.ok()) return *(error_ = parsed.error());  // "<file>: not valid JSON at byte …"
+    const Json& doc = parsed.value();
     if (!doc.is_object()) return Fail("", "a table must be a JSON object");
     if (!KnownKeys(
             doc, "",
@@ -151,7 +151,7 @@ class TableParser {
   }
 
   // Unknown keys are rejected so that a misspelt optional field ("gguf_permutation") is not silently ignored.
-  bool KnownKeys(const ordered_json& obj, const std::string& where, std::initializer_list<std::string_view> keys) {
+  bool KnownKeys(const Json& obj, const std::string& where, std::initializer_list<std::string_view> keys) {
     for (const auto& [key, value] : obj.items()) {
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
         Fail(where + (where.empty() ? "" : ".") + key, "unknown field");
@@ -161,14 +161,14 @@ class TableParser {
     return true;
   }
 
-  bool Note(const ordered_json& obj, const std::string& where) {
+  bool Note(const Json& obj, const std::string& where) {
     auto it = obj.find("note");
     if (it == obj.end() || it->is_string()) return true;
     Fail(where + (where.empty() ? "" : ".") + "note", "must be a string");
     return false;
   }
 
-  bool Strings(const ordered_json& obj, const char* key, std::vector<std::string>& out) {
+  bool Strings(const Json& obj, const char* key, std::vector<std::string>& out) {
     auto it = obj.find(key);
     if (it == obj.end() || !it->is_array()) {
       Fail(key, "must be an array of strings");
@@ -185,7 +185,7 @@ class TableParser {
   }
 
   // A template string: non-empty, at most one {N}, no '{' or '}' otherwise.
-  std::optional<std::string> Template(const ordered_json& obj, const std::string& where, const char* key,
+  std::optional<std::string> Template(const Json& obj, const std::string& where, const char* key,
                                       bool required) {
     auto it = obj.find(key);
     std::string field = where + "." + key;
@@ -207,7 +207,7 @@ class TableParser {
     return s;
   }
 
-  std::optional<ModuleTemplate> Module(const ordered_json& m, const std::string& where) {
+  std::optional<ModuleTemplate> Module(const Json& m, const std::string& where) {
     if (!m.is_object()) {
       Fail(where, "must be an object");
       return std::nullopt;
@@ -322,7 +322,7 @@ class TableParser {
 };
 
 // Non-negative integer member of a JSON object, or nullopt.
-std::optional<uint64_t> UintField(const ordered_json& obj, std::initializer_list<const char*> keys) {
+std::optional<uint64_t> UintField(const Json& obj, std::initializer_list<const char*> keys) {
   for (const char* key : keys) {
     auto it = obj.find(key);
     if (it != obj.end() && it->is_number_unsigned()) return it->get<uint64_t>();
@@ -390,8 +390,9 @@ const ArchTable* NamingTables::Find(std::string_view name) const {
 }
 
 const ArchTable* NamingTables::FromModelConfig(std::string_view config_json) const {
-  auto doc = ordered_json::parse(config_json, nullptr, false);
-  if (!doc.is_object()) return nullptr;
+  auto parsed = ParseJson(config_json, "config.json");  // callers that need its errors parse it first
+  if (!parsed.ok() || !parsed->is_object()) return nullptr;
+  const Json& doc = parsed.value();
   // `architectures` names the exact class (Qwen2ForCausalLM); model_type is the fallback for configs
   // written without it.
   if (auto it = doc.find("architectures"); it != doc.end() && it->is_array()) {
@@ -489,8 +490,9 @@ std::optional<ModuleMatch> NamingTables::FromUnderscored(const ArchTable& arch, 
 }
 
 std::optional<HeadCounts> HeadCountsFromConfig(std::string_view config_json) {
-  auto doc = ordered_json::parse(config_json, nullptr, false);
-  if (!doc.is_object()) return std::nullopt;
+  auto parsed = ParseJson(config_json, "config.json");
+  if (!parsed.ok() || !parsed->is_object()) return std::nullopt;
+  const Json& doc = parsed.value();
   auto heads = UintField(doc, {"num_attention_heads", "n_head", "n_heads"});
   if (!heads) return std::nullopt;
   return HeadCounts{*heads,

@@ -11,8 +11,6 @@
 namespace pb::adapter {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
 // The double nearest to m * 10^q. The text has no radix character, so strtod's locale cannot matter.
 double ReadDecimal(uint64_t m, int q) {
   char buf[48];
@@ -206,24 +204,10 @@ std::string PythonFloatRepr(double value) {
   return out + digits.substr(0, exp10 + 1) + "." + digits.substr(exp10 + 1);
 }
 
-std::string DumpPythonJson(const nlohmann::ordered_json& value, const PythonJsonOptions& options) {
+std::string DumpPythonJson(const Json& value, const PythonJsonOptions& options) {
   std::string out;
   Writer(options, out).Value(value, 0);
   return out;
-}
-
-bool WithinDepth(const nlohmann::ordered_json& value, size_t max_depth) {
-  // Iterative walk: (container, depth) pairs on an explicit stack.
-  std::vector<std::pair<const nlohmann::ordered_json*, size_t>> stack{{&value, 1}};
-  while (!stack.empty()) {
-    auto [node, depth] = stack.back();
-    stack.pop_back();
-    if (!node->is_structured()) continue;
-    if (depth > max_depth) return false;
-    for (const auto& child : *node)
-      if (child.is_structured()) stack.emplace_back(&child, depth + 1);
-  }
-  return true;
 }
 
 }  // namespace pb::adapter

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "core/json.h"
 
 namespace pb::adapter {
 
@@ -22,15 +22,13 @@ struct PythonJsonOptions {
 // after the point (16.0, 0.0001). nan/inf become NaN/Infinity/-Infinity, as json.dumps writes them.
 std::string PythonFloatRepr(double value);
 
-// True when no container nests deeper than `max_depth` (checked without recursion). DumpPythonJson recurses
-// once per level, so documents from the internet are checked with this first: a config nested 100,000 levels
-// deep must be an error, not a stack overflow (found by fuzzing).
-inline constexpr size_t kMaxConfigDepth = 128;  // serde_json's default recursion limit, as for headers
-bool WithinDepth(const nlohmann::ordered_json& value, size_t max_depth = kMaxConfigDepth);
+// DumpPythonJson recurses once per level: documents come from ParseJson, which refuses more than
+// kMaxJsonDepth levels, or are built in C++ and checked with WithinDepth (core/json.h).
+inline constexpr size_t kMaxConfigDepth = kMaxJsonDepth;
 
 // json.dumps(value, indent=options.indent, sort_keys=options.sort_keys, ensure_ascii=True).
 // Strings are written with Python's escapes: \" \\ \n \r \t \b \f, other control characters and every
 // non-ASCII code point as \uXXXX (surrogate pairs above U+FFFF). No trailing newline.
-std::string DumpPythonJson(const nlohmann::ordered_json& value, const PythonJsonOptions& options = {});
+std::string DumpPythonJson(const Json& value, const PythonJsonOptions& options = {});
 
 }  // namespace pb::adapter

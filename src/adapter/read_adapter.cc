@@ -20,8 +20,9 @@ Error PickleAdapterError(const std::string& file_name) {
 
 Result<AdapterFormat> DetectFormat(const Header& header, const std::optional<std::string>& config) {
   if (config) {
-    auto j = nlohmann::ordered_json::parse(*config, nullptr, false);
-    if (j.is_object()) {
+    auto parsed = ParseJson(*config, "adapter_config.json");
+    if (parsed.ok() && parsed->is_object()) {
+      const Json& j = parsed.value();
       if (j.contains("peft_type")) return AdapterFormat::kPeft;
       if (j.contains("lora_parameters") || j.contains("fine_tune_type")) return AdapterFormat::kMlx;
     }
@@ -47,6 +48,12 @@ Result<AdapterFormat> DetectFormat(const Header& header, const std::optional<std
 }
 
 Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& options) {
+  // The JSON files come first: a malformed or hostile one (100,000 levels deep…) fails before any work, and
+  // the readers below, which parse them again, may then take them as valid.
+  if (source.config)
+    if (auto j = ParseJson(*source.config, "adapter_config.json"); !j.ok()) return j.error();
+  if (source.base_config)
+    if (auto j = ParseJson(*source.base_config, "config.json"); !j.ok()) return j.error();
   Result<Header> header = source.header ? Result<Header>(*source.header) : ParseWholeFile(source.weights);
   if (source.header) {
     uint64_t inline_total = 0;
@@ -145,7 +152,7 @@ Result<const ArchTable*> ChooseArch(const NamingTables& tables, const std::optio
   return static_cast<const ArchTable*>(nullptr);
 }
 
-nlohmann::ordered_json AlphaJson(double alpha) {
+Json AlphaJson(double alpha) {
   if (std::isfinite(alpha) && alpha == std::floor(alpha) && std::fabs(alpha) < 9.0e15)
     return static_cast<int64_t>(alpha);
   return alpha;
@@ -170,8 +177,9 @@ std::optional<uint64_t> LayerIndex(std::string_view path) {
 
 std::optional<uint64_t> ConfigInt(const std::optional<std::string>& config_json, const char* key) {
   if (!config_json) return std::nullopt;
-  auto j = nlohmann::json::parse(*config_json, nullptr, false);
-  if (!j.is_object()) return std::nullopt;
+  auto parsed = ParseJson(*config_json, "config.json");
+  if (!parsed.ok() || !parsed->is_object()) return std::nullopt;
+  Json& j = parsed.value();
   // Multimodal configs nest the language model's settings.
   for (const auto* scope : {&j, j.contains("text_config") ? &j["text_config"] : nullptr}) {
     if (scope && scope->is_object() && scope->contains(key) && (*scope)[key].is_number_unsigned())
@@ -205,9 +213,9 @@ std::string TargetName(std::string_view path) {
 
 }  // namespace
 
-nlohmann::ordered_json SynthesizeConfig(const std::vector<std::pair<std::string, std::pair<int64_t, double>>>& rank_alpha,
-                                        bool use_dora, const std::optional<std::string>& base_model) {
-  nlohmann::ordered_json doc = DefaultLoraConfigDocument();
+Json SynthesizeConfig(const std::vector<std::pair<std::string, std::pair<int64_t, double>>>& rank_alpha,
+                      bool use_dora, const std::optional<std::string>& base_model) {
+  Json doc = DefaultLoraConfigDocument();
   // The most common rank and alpha become r and lora_alpha; the others become per-module patterns, keyed
   // by the escaped full module path (matched by PEFT >= 0.15's "(.*\.)?(p)$" rule).
   std::map<int64_t, size_t> rank_votes;
@@ -223,8 +231,8 @@ nlohmann::ordered_json SynthesizeConfig(const std::vector<std::pair<std::string,
   double alpha = alpha_votes.empty() ? 8 : most(alpha_votes);
   doc["r"] = r;
   doc["lora_alpha"] = AlphaJson(alpha);
-  nlohmann::ordered_json rank_pattern = nlohmann::ordered_json::object();
-  nlohmann::ordered_json alpha_pattern = nlohmann::ordered_json::object();
+  Json rank_pattern = Json::object();
+  Json alpha_pattern = Json::object();
   std::vector<std::string> targets;
   std::vector<uint64_t> layers;
   bool every_module_has_layer = !rank_alpha.empty();
@@ -252,7 +260,7 @@ nlohmann::ordered_json SynthesizeConfig(const std::vector<std::pair<std::string,
   return doc;
 }
 
-Result<LoraConfig> ConfigFromDocument(const nlohmann::ordered_json& document) {
+Result<LoraConfig> ConfigFromDocument(const Json& document) {
   if (!WithinDepth(document))  // checked before DumpPythonJson, which recurses per level
     return MakeError(ErrorCode::InvalidConfig, "the carried PEFT config nests containers deeper than " +
                                                    std::to_string(kMaxConfigDepth) + " levels");

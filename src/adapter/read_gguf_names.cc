@@ -44,9 +44,10 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
   // Prefer the dotted paths peft-bridge recorded; else the table's first body prefix (a *ForCausalLM model).
   std::map<std::string, std::string> recorded;  // gguf base name -> dotted path
   if (auto paths = MetadataValue(state.header, kModulePathsKey)) {
-    auto list = nlohmann::json::parse(*paths, nullptr, false);
-    if (list.is_array())
-      for (const auto& p : list)
+    auto list = ParseJson(*paths, std::string("safetensors metadata ") + kModulePathsKey);
+    if (!list.ok()) return list.error();
+    if (list->is_array())
+      for (const auto& p : list.value())
         if (p.is_string())
           if (auto m = state.tables.MatchHf(*table_arch, p.get<std::string>()); m && m->gguf)
             recorded[*m->gguf] = m->hf;
@@ -105,10 +106,12 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
 
   double alpha = 0;
   if (auto a = MetadataValue(state.header, "adapter.lora.alpha")) alpha = std::strtod(a->c_str(), nullptr);
-  nlohmann::ordered_json doc;
+  Json doc;
   bool have_doc = false;
   if (auto carried = MetadataValue(state.header, kPeftConfigKey)) {
-    doc = nlohmann::ordered_json::parse(*carried, nullptr, false);
+    auto parsed = ParseJson(*carried, std::string("safetensors metadata ") + kPeftConfigKey);
+    if (!parsed.ok()) return parsed.error();
+    doc = std::move(parsed.value());
     // The carried config holds only when the scaling was not folded into B (alpha kept).
     have_doc = doc.is_object() && alpha != 0;
   }

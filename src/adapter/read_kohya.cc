@@ -31,9 +31,10 @@ Result<ReadResult> ReadKohya(ReadState& state) {
   // Dotted paths written by peft-bridge: exact, whatever the architecture.
   std::map<std::string, std::string> dotted;
   if (auto paths = MetadataValue(state.header, kModulePathsKey)) {
-    auto list = nlohmann::json::parse(*paths, nullptr, false);
-    if (list.is_array())
-      for (const auto& p : list)
+    auto list = ParseJson(*paths, std::string("safetensors metadata ") + kModulePathsKey);
+    if (!list.ok()) return list.error();
+    if (list->is_array())
+      for (const auto& p : list.value())
         if (p.is_string()) dotted[Underscored(p.get<std::string>())] = p.get<std::string>();
   }
   auto resolve = [&](const std::string& underscored) -> std::optional<std::string> {
@@ -107,10 +108,12 @@ Result<ReadResult> ReadKohya(ReadState& state) {
     }
   }
 
-  nlohmann::ordered_json doc;
+  Json doc;
   bool have_doc = false;
   if (auto carried = MetadataValue(state.header, kPeftConfigKey)) {
-    doc = nlohmann::ordered_json::parse(*carried, nullptr, false);
+    auto parsed = ParseJson(*carried, std::string("safetensors metadata ") + kPeftConfigKey);
+    if (!parsed.ok()) return parsed.error();
+    doc = std::move(parsed.value());
     have_doc = doc.is_object();
   }
   if (!have_doc) {

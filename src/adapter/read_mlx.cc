@@ -21,7 +21,9 @@ Result<ReadResult> ReadMlx(ReadState& state) {
   if (!state.source.config)
     return MakeError(ErrorCode::InvalidConfig,
                      "adapter_config.json is missing: mlx-lm keeps the LoRA rank and scale there");
-  auto cfg = nlohmann::ordered_json::parse(*state.source.config, nullptr, false);
+  auto parsed = ParseJson(*state.source.config, "adapter_config.json");
+  if (!parsed.ok()) return parsed.error();
+  Json& cfg = parsed.value();
   if (!cfg.is_object()) return MakeError(ErrorCode::InvalidConfig, "adapter_config.json is not a JSON object");
   std::string fine_tune_type = "lora";
   if (cfg.contains("fine_tune_type")) {
@@ -78,7 +80,7 @@ Result<ReadResult> ReadMlx(ReadState& state) {
   }
 
   // PEFT meaning: per module r from the tensors, alpha = scale * r (mlx's scale is the final multiplier).
-  nlohmann::ordered_json doc;
+  Json doc;
   if (cfg.contains(kPeftConfigKey) && cfg[kPeftConfigKey].is_object()) {
     doc = cfg[kPeftConfigKey];  // written by peft-bridge: the original PEFT config, exactly
   } else {

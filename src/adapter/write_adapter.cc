@@ -62,9 +62,9 @@ namespace {
 
 // Keys PEFT < 0.14 does not know are dropped when they hold their default; a non-default value would be
 // rejected (TypeError) or, worse, change the numbers, so it is an error that names the field.
-Result<nlohmann::ordered_json> CompatDocument(const nlohmann::ordered_json& doc, std::vector<std::string>& notes) {
-  const nlohmann::ordered_json defaults = DefaultLoraConfigDocument();
-  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+Result<Json> CompatDocument(const Json& doc, std::vector<std::string>& notes) {
+  const Json defaults = DefaultLoraConfigDocument();
+  Json out = Json::object();
   for (const auto& [key, value] : doc.items()) {
     if (IsPre014LoraField(key)) {
       out[key] = value;
@@ -105,7 +105,7 @@ Result<AdapterOutput> WritePeft(const Adapter& adapter, const WriteOptions& opti
   }
   for (const auto& e : adapter.extras) add(e.key, e.tensor);
   out.weights.metadata = table.metadata;
-  nlohmann::ordered_json doc = adapter.config.document;
+  Json doc = adapter.config.document;
   if (options.compat_pre_014) {
     auto compat = CompatDocument(doc, out.notes);
     if (!compat.ok()) return compat.error();

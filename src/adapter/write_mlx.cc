@@ -92,9 +92,9 @@ Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& optio
   std::sort(layers.begin(), layers.end());
   uint64_t total = ConfigInt(options.base_config, "num_hidden_layers").value_or(layers.empty() ? 0 : layers.back() + 1);
   int64_t num_layers = layers.empty() ? 0 : static_cast<int64_t>(total - layers.front());
-  nlohmann::ordered_json cfg = nlohmann::ordered_json::object();
+  Json cfg = Json::object();
   cfg["fine_tune_type"] = any_dora ? "dora" : "lora";
-  nlohmann::ordered_json params = nlohmann::ordered_json::object();
+  Json params = Json::object();
   params["dropout"] = adapter.config.lora_dropout;
   params["keys"] = keys;
   params["rank"] = first ? first->rank() : static_cast<uint64_t>(adapter.config.r);

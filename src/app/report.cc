@@ -4,12 +4,10 @@
 
 #include <cassert>
 #include <map>
-#include <nlohmann/json.hpp>
+#include "core/json.h"
 
 namespace pb {
 namespace {
-
-using nlohmann::ordered_json;
 
 // Elements per dtype, in the dtype enum order. Every tensor counts, scalars as one element.
 std::map<Dtype, uint64_t> ParametersByDtype(const Header& h) {
@@ -181,12 +179,12 @@ std::string RenderInspectJson(const Header& h) {
 }
 
 std::string RenderErrorJson(const Error& e) {
-  ordered_json err;
+  Json err;
   err["code"] = std::string(ErrorCodeName(e.code));
   err["message"] = e.message;
-  err["tensor"] = e.tensor ? ordered_json(*e.tensor) : ordered_json(nullptr);
-  err["offset"] = e.offset ? ordered_json(*e.offset) : ordered_json(nullptr);
-  ordered_json j;
+  err["tensor"] = e.tensor ? Json(*e.tensor) : Json(nullptr);
+  err["offset"] = e.offset ? Json(*e.offset) : Json(nullptr);
+  Json j;
   j["ok"] = false;
   j["error"] = std::move(err);
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -203,7 +201,7 @@ std::string RenderConvertText(const ConversionPlan& plan, const Header& source) 
 }
 
 std::string RenderConvertJson(const ConversionPlan& plan, const Header& source) {
-  ordered_json j;
+  Json j;
   j["ok"] = true;
   j["tensors"] = plan.write.tensors.size();
   j["converted"] = plan.converted_count;

@@ -7,8 +7,6 @@
 #include <chrono>
 #include <cstdio>
 
-#include <nlohmann/json.hpp>
-
 #include "adapter/python_json.h"
 #include "cli/adapter_dir.h"
 #include "cli/commands.h"
@@ -32,7 +30,7 @@ struct BaseModel {
   std::vector<InputFile> files;
   std::vector<Header> headers;
   std::optional<std::string> config;  // config.json beside the weights
-  std::optional<std::string> index;   // model.safetensors.index.json text
+  std::optional<merge::ModelIndex> index;  // model.safetensors.index.json
 };
 
 Result<BaseModel> OpenBase(const std::string& path, const std::optional<std::string>& config_path) {
@@ -43,10 +41,10 @@ Result<BaseModel> OpenBase(const std::string& path, const std::optional<std::str
     if (IsRegularFile(Join(path, "model.safetensors.index.json"))) {
       auto text = ReadText(Join(path, "model.safetensors.index.json"));
       if (!text.ok()) return text.error();
-      auto shard_names = merge::ShardNamesFromIndex(text.value());
-      if (!shard_names.ok()) return shard_names.error();
-      names = std::move(shard_names.value());
-      base.index = std::move(text.value());
+      auto index = merge::ParseModelIndex(text.value());
+      if (!index.ok()) return index.error();
+      names = index->shard_names;
+      base.index = std::move(index.value());
     } else if (IsRegularFile(Join(path, "model.safetensors"))) {
       names.push_back("model.safetensors");
     } else {
@@ -86,18 +84,9 @@ Result<BaseModel> OpenBase(const std::string& path, const std::optional<std::str
   }
   base.shard_names = std::move(names);
   if (base.index) {  // every weight_map entry must be in the shard it names
-    auto j = nlohmann::ordered_json::parse(*base.index, nullptr, false);
-    std::string missing;
-    size_t count = 0;
-    for (const auto& [tensor, file] : j["weight_map"].items()) {
-      size_t s = std::find(base.shard_names.begin(), base.shard_names.end(), file.get<std::string>()) - base.shard_names.begin();
-      if (!base.headers[s].Find(tensor)) {
-        if (++count <= 20) missing += "\n  " + tensor + " (in " + file.get<std::string>() + ")";
-      }
-    }
-    if (count)
-      return MakeError(ErrorCode::InvalidConfig, std::to_string(count) +
-                                                     " tensor(s) of model.safetensors.index.json are not in the shard it names:" + missing);
+    std::vector<merge::BaseShardHeader> shards;
+    for (size_t i = 0; i < base.headers.size(); ++i) shards.push_back({base.shard_names[i], &base.headers[i]});
+    if (Status s = merge::CheckIndexAgainstShards(*base.index, shards); !s.ok()) return s.error();
   }
   return base;
 }

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include <nlohmann/json.hpp>
+#include "core/json.h"
 
 #include "adapter/python_json.h"
 
@@ -65,8 +65,9 @@ class BaseIndex {
 
 bool TiedEmbeddings(const std::optional<std::string>& config) {
   if (!config) return false;
-  auto j = nlohmann::json::parse(*config, nullptr, false);
-  if (!j.is_object()) return false;
+  auto parsed = ParseJson(*config, "config.json");
+  if (!parsed.ok() || !parsed->is_object()) return false;
+  Json& j = parsed.value();
   // transformers' PretrainedConfig default is True.
   return !j.contains("tie_word_embeddings") || !j["tie_word_embeddings"].is_boolean() ||
          j["tie_word_embeddings"].get<bool>();
@@ -95,6 +96,14 @@ std::string_view TensorOpName(TensorOp op) {
 
 Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const adapter::Adapter& adapter,
                             const std::optional<std::string>& base_config, const MergeOptions& options) {
+  // config.json is checked before anything is planned: a malformed or hostile one (nested 100,000 levels
+  // deep…) must fail here, before any output exists, not when the edited copy is written.
+  std::optional<Json> config_doc;
+  if (base_config) {
+    auto parsed = ParseJson(*base_config, "config.json");
+    if (!parsed.ok()) return parsed.error();
+    config_doc = std::move(parsed.value());
+  }
   const adapter::NamingTables& tables = options.tables ? *options.tables : adapter::NamingTables::Builtin();
   MergePlan plan;
   const adapter::ArchTable* arch = nullptr;
@@ -344,7 +353,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
 
   // config.json: untie the embeddings when only one side of a tied pair changed; record the dtype.
   if (base_config) {
-    auto j = nlohmann::ordered_json::parse(*base_config, nullptr, false);
+    Json& j = *config_doc;
     bool edited = false;
     if (j.is_object()) {
       bool lm_changed = false, emb_changed = false;

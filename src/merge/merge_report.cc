@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include <nlohmann/json.hpp>
+#include "core/json.h"
 
 namespace pb::merge {
 
@@ -17,17 +17,17 @@ std::string Fixed(double v, int digits) {
 }  // namespace
 
 std::string RenderMergeJson(const MergeSummary& s) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  Json j = Json::object();
   j["ok"] = true;
   j["dry_run"] = s.dry_run;
   j["unmerge"] = s.unmerge;
-  j["arch"] = s.plan->arch ? nlohmann::ordered_json(*s.plan->arch) : nlohmann::ordered_json(nullptr);
+  j["arch"] = s.plan->arch ? Json(*s.plan->arch) : Json(nullptr);
   j["modules_matched"] = s.plan->modules_matched;
   j["tensors_merged"] = s.plan->tensors_merged;
-  nlohmann::ordered_json unmatched = nlohmann::ordered_json::array();
+  Json unmatched = Json::array();
   for (const auto& r : s.adapter->adapter.rejected) unmatched.push_back({{"tensor", r.name}, {"reason", r.reason}});
   j["unmatched_keys"] = unmatched;
-  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  Json files = Json::array();
   for (const auto& shard : s.plan->shards) files.push_back({{"name", shard.name}, {"bytes", shard.write.total_size()}});
   j["files"] = files;
   j["total_size"] = s.plan->total_tensor_bytes;
@@ -36,10 +36,10 @@ std::string RenderMergeJson(const MergeSummary& s) {
   j["seconds"] = s.seconds;
   j["gb_per_s"] = s.seconds > 0 ? static_cast<double>(s.source_bytes) / s.seconds / 1e9 : 0.0;
   j["peak_memory"] = s.peak_memory;
-  nlohmann::ordered_json notes = nlohmann::ordered_json::array();
+  Json notes = Json::array();
   for (const auto& n : s.plan->notes) notes.push_back(n);
   j["notes"] = notes;
-  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 std::string RenderMergeText(const MergeSummary& s) {

@@ -299,7 +299,16 @@ test('inspectRepo inspects every shard of a sharded repo, at the index commit', 
     // A tensor the index puts in a shard that does not hold it.
     hub.setFile('me/sharded', names[1], shards[1]);
     hub.setFile('me/sharded', 'model.safetensors.index.json', JSON.stringify({ weight_map: { ...weightMap, ghost: names[0] } }));
-    await rejectsWith(inspectRepo({ repo: 'me/sharded', endpoint: hub.endpoint }), 'InvalidConfig', /names tensor `ghost` in `model-00001-of-00003\.safetensors`/);
+    // The core's check and message, as both merges give them (src/merge/model_index.cc).
+    await rejectsWith(inspectRepo({ repo: 'me/sharded', endpoint: hub.endpoint }), 'InvalidConfig',
+      /^1 tensor\(s\) of model\.safetensors\.index\.json are not in the shard it names:\n  ghost \(in model-00001-of-00003\.safetensors\)$/);
+    // An empty weight_map and a 100,000-deep index are refused before any shard is read.
+    for (const [text, message] of [['{"weight_map": {}}', /weight_map is empty/], [`{"weight_map": ${'['.repeat(100000)}}`, /nesting deeper than 128 levels at byte 142/]]) {
+      hub.setFile('me/evil', 'model.safetensors.index.json', text);
+      hub.clearLog();
+      await rejectsWith(inspectRepo({ repo: 'me/evil', endpoint: hub.endpoint }), 'InvalidConfig', message);
+      assert.ok(resolves(hub).length > 0 && resolves(hub).every((r) => r.path === 'model.safetensors.index.json'), 'no shard was read');
+    }
   });
 });
 

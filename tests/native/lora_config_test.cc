@@ -121,7 +121,7 @@ TEST(LoraConfig, ValueFormsPeftAccepts) {
   EXPECT_EQ(c.layers_pattern, Names({"layers"}));
   EXPECT_EQ(c.init_lora_weights, "gaussian");
   ASSERT_TRUE(c.trainable_token_indices.has_value());
-  EXPECT_EQ(*c.trainable_token_indices, nlohmann::ordered_json::parse("[1, 2]"));
+  EXPECT_EQ(*c.trainable_token_indices, Json::parse("[1, 2]"));
   ASSERT_EQ(c.rank_pattern.size(), 2u);  // file order, not sorted
   EXPECT_EQ(c.rank_pattern[0], std::make_pair(std::string("z"), int64_t{4}));
   EXPECT_EQ(c.rank_pattern[1], std::make_pair(std::string("a"), int64_t{2}));
@@ -244,7 +244,7 @@ TEST(LoraConfig, AdaptersPeftBridgeCannotMergeAreUnsupported) {
 }
 
 TEST(LoraConfig, DefaultDocumentIsPeftHeadsFreshConfig) {
-  nlohmann::ordered_json d = adapter::DefaultLoraConfigDocument();
+  Json d = adapter::DefaultLoraConfigDocument();
   ASSERT_EQ(d.size(), 41u);
   std::vector<std::string> keys;
   for (auto it = d.begin(); it != d.end(); ++it) keys.push_back(it.key());
@@ -257,7 +257,7 @@ TEST(LoraConfig, DefaultDocumentIsPeftHeadsFreshConfig) {
   EXPECT_EQ(d["bias"], "none");
   EXPECT_EQ(d["inference_mode"], true);
   EXPECT_EQ(d["init_lora_weights"], true);
-  EXPECT_EQ(d["loftq_config"], nlohmann::ordered_json::object());
+  EXPECT_EQ(d["loftq_config"], Json::object());
   EXPECT_EQ(d["megatron_core"], "megatron.core");
   EXPECT_EQ(d["qalora_group_size"], 16);
   EXPECT_EQ(d["peft_type"], "LORA");
@@ -297,7 +297,7 @@ TEST(LoraConfig, DeeplyNestedDocumentsAreRefusedNotOverflowed) {
   EXPECT_NE(r.error().message.find("deeper than 128"), std::string::npos) << r.error().message;
   std::string ok = R"({"peft_type": "LORA", "loftq_config": {}, "x": )" + std::string(100, '[') + std::string(100, ']') + "}";
   EXPECT_TRUE(ParseLoraConfig(ok).ok());
-  EXPECT_FALSE(WithinDepth(nlohmann::ordered_json::parse(std::string(200, '[') + std::string(200, ']'))));
+  EXPECT_FALSE(WithinDepth(Json::parse(std::string(200, '[') + std::string(200, ']'))));
 }
 
 }  // namespace

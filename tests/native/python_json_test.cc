@@ -18,7 +18,6 @@
 namespace pb::adapter {
 namespace {
 
-using Json = nlohmann::ordered_json;
 
 Json Parse(const std::string& text) {
   Json j = Json::parse(text, nullptr, false);

@@ -1,9 +1,7 @@
 // Remote files: http(s) URLs and Hugging Face Hub addresses, read with Range requests so that a header costs one
-// request (two when it is longer than the first range) however large the file. How reads retry, resume, pin the
-// ETag, follow redirects, scope the token and time out is the HTTP policy's (src/app/http_policy.h), run by the
-// `fetch` transport in range-client.js: the same code runs in Node, browsers and edge workers, and the native
-// CLI runs the same policy behind libcurl.
-import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
+    const whole = await readRemoteWhole(address(INDEX, revision), options);
+    ({ text: indexText, index, names } = await parseIndex(whole.bytes));
+    commit = whole.commit;
 import { getModule } from './init.js';
 import { inspectRendered } from './inspect.js';
 import { RangeClient, RemoteFile } from './range-client.js';
@@ -173,29 +171,22 @@ export async function readRemoteWhole(source, options = {}, cap = undefined) {
   }
 }
 
-// The native merge command's rule and message (src/cli/merge_command.cc): shard names come from a downloaded
-// index and must name files beside it.
-function checkShardName(name) {
-  const bad = name === '' || name.includes('/') || name.includes('\\') || name.includes('\0') || name.startsWith('.') ||
-    !name.endsWith('.safetensors');
-  if (bad)
-    throw new SafetensorsError('InvalidConfig', `${INDEX}: shard name \`${name}\` is not a plain .safetensors file name (no paths, no traversal)`);
-}
+// The index rules live in the core (src/merge/model_index.cc), shared with both merges: the JSON limits, a
+// non-empty weight_map of plain .safetensors names, and, once the headers are read, every entry in its shard.
+const checked = (r) => {
+  if (!r.ok) throw errorFromHandle({ errorJson: () => r.errorJson, errorText: () => r.errorText });
+  return r;
+};
 
-function parseIndex(bytes) {
-  let index;
+async function parseIndex(bytes) {
+  let text;
   try {
-    index = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
-    throw new SafetensorsError('InvalidConfig', `${INDEX} is not valid JSON`);
+    throw new SafetensorsError('InvalidConfig', `${INDEX} is not valid UTF-8`);
   }
-  const map = index?.weight_map;
-  if (!map || typeof map !== 'object' || Array.isArray(map)) throw new SafetensorsError('InvalidConfig', `${INDEX} has no weight_map object`);
-  for (const [tensor, shard] of Object.entries(map)) {
-    if (typeof shard !== 'string') throw new SafetensorsError('InvalidConfig', `${INDEX}: weight_map["${tensor}"] is not a string`);
-    checkShardName(shard);
-  }
-  return index;
+  const { shards } = checked((await getModule()).modelIndexShards(text));
+  return { text, index: JSON.parse(text), names: JSON.parse(shards) };
 }
 
 /**
@@ -209,6 +200,7 @@ export async function inspectRepo(options) {
   const { repo, revision = 'main', endpoint, token, concurrency = 4, signal } = options;
   const address = (path, rev) => ({ repo, revision: rev, path, endpoint, token });
   let index = null;
+  let indexText = null;
   let names;
   let pinned = revision;
   let commit = null;
@@ -254,11 +246,8 @@ export async function inspectRepo(options) {
   if (failure) throw failure;
 
   if (index) {
-    const held = new Map(shards.map((s) => [s.path, new Set(s.header.tensors.map((t) => t.name))]));
-    for (const [tensor, shard] of Object.entries(index.weight_map)) {
-      if (!held.get(shard).has(tensor))
-        throw new SafetensorsError('InvalidConfig', `${INDEX} names tensor \`${tensor}\` in \`${shard}\`, which does not hold it`, { tensor });
-    }
+    const held = Object.fromEntries(shards.map((s) => [s.path, s.header.tensors.map((t) => t.name)]));
+    checked((await getModule()).checkIndexShards(indexText, JSON.stringify(held)));
   }
   return { repo, revision: pinned, commit, index, shards };
 }
