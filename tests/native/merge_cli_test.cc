@@ -216,7 +216,8 @@ TEST_F(MergeCli, AnAdapterOver2GiBIsReadByRangeNotWhole) {
   constexpr uint64_t kHuge = uint64_t{3} << 30;  // 3 GiB: every LoRA tensor's offset is past 2^31 and 2^32 - 1
   WriteSparseAdapter(dir_ / "adapter" / "adapter_model.safetensors", compact, kHuge);
   ASSERT_GT(fs::file_size(dir_ / "adapter" / "adapter_model.safetensors"), kHuge);
-  CliResult merged = Cli("merge " + Args("big") + " --json");
+  // The 3 GiB block is no LoRA factor (PEFT would not load it): the merge drops it only when told to.
+  CliResult merged = Cli("merge " + Args("big") + " --json --allow-partial");
   ASSERT_EQ(merged.status, 0) << merged.out;
   for (const char* shard : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"})
     EXPECT_TRUE(ReadAll(dir_ / "small" / shard) == ReadAll(dir_ / "big" / shard)) << shard;
