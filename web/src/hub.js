@@ -1,7 +1,9 @@
 // Remote files: http(s) URLs and Hugging Face Hub addresses, read with Range requests so that a header costs one
-    const whole = await readRemoteWhole(address(INDEX, revision), options);
-    ({ text: indexText, index, names } = await parseIndex(whole.bytes));
-    commit = whole.commit;
+// request (two when it is longer than the first range) however large the file. How reads retry, resume, pin the
+// ETag, follow redirects, scope the token and time out is the HTTP policy's (src/app/http_policy.h), run by the
+// `fetch` transport in range-client.js: the same code runs in Node, browsers and edge workers, and the native
+// CLI runs the same policy behind libcurl.
+import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from './errors.js';
 import { getModule } from './init.js';
 import { inspectRendered } from './inspect.js';
 import { RangeClient, RemoteFile } from './range-client.js';
@@ -206,9 +208,8 @@ export async function inspectRepo(options) {
   let commit = null;
   try {
     const whole = await readRemoteWhole(address(INDEX, revision), options);
-    index = parseIndex(whole.bytes);
+    ({ text: indexText, index, names } = await parseIndex(whole.bytes));
     commit = whole.commit;
-    names = [...new Set(Object.values(index.weight_map))].sort();
     pinned = commit ?? revision; // every shard from the index's commit, even if the branch moves meanwhile
   } catch (error) {
     if (error?.status !== 404) throw error;
