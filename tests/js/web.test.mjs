@@ -340,8 +340,10 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
     assert.ok(errors.length >= 1 && errors.every((e) => /status of 403/.test(e)), errors.join('\n'));
     errors.length = 0; // the refused request, logged by the browser
 
-    // Merge into the "chosen folder", then compare every file with the native merge.
+    // Merge into the "chosen folder", then compare every file with the native merge. (The section still shows the
+    // failed run's state until the new one starts: wait for that first.)
     await page.click('#merge-btn');
+    await page.waitForFunction(() => document.querySelector('#merge').dataset.state !== 'error');
     await page.waitForSelector('#merge[data-state="done"], #merge[data-state="error"]');
     assert.equal(await page.getAttribute('#merge', 'data-state'), 'done', (await shownErrors(page)).join(' | '));
     assert.equal(await page.getAttribute('#merge-progress', 'value'), await page.getAttribute('#merge-progress', 'max'));

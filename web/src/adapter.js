@@ -4,7 +4,7 @@
 // file only moves the bytes it asks for and unpacks the result.
 import { SafetensorsError, errorFromHandle, throwIfAborted } from './errors.js';
 import { NativeHandle, concat } from './handles.js';
-import { openAdapterSource, readRange } from './adapter_source.js';
+import { openAdapterSource, readRange } from './adapter-source.js';
 import { DEFAULT_READ_SIZE } from './sources.js';
 import { getModule } from './init.js';
 import { openSource } from './sources.js';

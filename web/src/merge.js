@@ -4,11 +4,11 @@
 //
 // Memory stays flat whatever the model's or the adapter's size: base bytes go through the handle's window a
 // piece at a time and leave as output chunks right away, pulled by the consumer (streams apply backpressure);
-// the adapter is read by range (adapter_source.js): its header first, then each module's factors when the
+// the adapter is read by range (adapter-source.js): its header first, then each module's factors when the
 // merge reaches the tensor they change.
 import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from './errors.js';
 import { configText, readAdapterHeader, serveRanges } from './adapter.js';
-import { openAdapterSource } from './adapter_source.js';
+import { openAdapterSource } from './adapter-source.js';
 import { NativeHandle, concat } from './handles.js';
 import { getModule } from './init.js';
 import { DEFAULT_READ_SIZE, chunkBytes, isRandomAccess, openSource, raceAbort } from './sources.js';
