@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "fuzz_input.h"
@@ -107,13 +108,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (parts.size() > 2) std::memcpy(&plan.total_tensor_bytes, parts[2].data(), std::min<size_t>(8, parts[2].size()));
-  // OutputIndexJson maps shard by shard: for a name added twice, the later shard in plan order wins.
+  // OutputIndexJson maps shard by shard: for a name added twice, the later shard in plan order wins. (A map,
+  // not a scan of the plan per entry: an index of 50,000 shards would make the harness itself quadratic.)
+  std::unordered_map<std::string, std::string> mapped;
+  for (const auto& shard : plan.shards)
+    for (const auto& t : shard.tensors) mapped[t.name] = shard.name;
   auto want_shard = [&](const std::string& tensor) -> std::optional<std::string> {
-    std::optional<std::string> want;
-    for (const auto& shard : plan.shards)
-      for (const auto& t : shard.tensors)
-        if (t.name == tensor) want = shard.name;
-    return want;
+    auto it = mapped.find(tensor);
+    if (it == mapped.end()) return std::nullopt;
+    return it->second;
   };
 
   const std::string out = pb::merge::OutputIndexJson(model_index, plan);

@@ -43,8 +43,12 @@ bool IsWordOnly(std::string_view s) {
   return true;
 }
 
-bool IsContinuation(std::string_view s, size_t at) {
-  return at < s.size() && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80;
+// The byte offsets where the engine's code points start, plus the end (an invalid byte is one code point).
+std::vector<bool> Boundaries(std::string_view s) {
+  pb::adapter::RegexSubject subject(s);
+  std::vector<bool> at(s.size() + 1, false);
+  for (size_t i = 0; i <= subject.size(); ++i) at[subject.byte_offset(i)] = true;
+  return at;
 }
 
 bool EqualsIcase(std::string_view a, std::string_view b) {
@@ -95,11 +99,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (spans) {
       if (spans->size() != static_cast<size_t>(groups) + 1) Fail("MatchGroups has the wrong number of groups", pattern, s);
       if (!(*spans)[0] || (*spans)[0]->first != 0) Fail("group 0 is unset or does not start at 0", pattern, s);
+      const std::vector<bool> boundary = Boundaries(s);
       for (const auto& g : *spans) {
         if (!g) continue;
         if (g->first > g->second || g->second > s.size()) Fail("a group's range is not within the subject", pattern, s);
-        if (IsContinuation(s, g->first) || IsContinuation(s, g->second))
-          Fail("a group's range cuts a UTF-8 sequence", pattern, s);
+        if (!boundary[g->first] || !boundary[g->second]) Fail("a group's range cuts a code point", pattern, s);
       }
       if ((*spans)[0]->second == s.size() && !full) Fail("re.match covers the subject but FullMatch fails", pattern, s);
     }
