@@ -28,13 +28,5 @@ std::string Expand(std::string_view input);
 std::vector<std::string_view> SplitParts(std::string_view input, size_t max_parts);
 std::string JoinParts(const std::vector<std::string>& parts);
 
-// The dimensions of a JSON text that the known bugs depend on, from one non-recursive scan (no parse).
-struct JsonShape {
-  size_t max_string = 0;  // longest string literal (key or value), in bytes between the quotes
-  size_t max_depth = 0;   // deepest container nesting
-  size_t max_members = 0; // most members of one object
-  size_t max_elements = 0;  // most elements of one array
-};
-JsonShape ScanJsonShape(std::string_view text);
 
 }  // namespace pb::fuzz

@@ -21,20 +21,19 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "core/json.h"
 
 #include "adapter/adapter_io.h"
 #include "adapter/naming_tables.h"
 #include "core/header.h"
 #include "fuzz_input.h"
 #include "json_mutator.h"
-#include "known_bugs.h"
 #include "merge/merge_plan.h"
 #include "merge/merge_report.h"
 
 namespace {
 
-using json = nlohmann::ordered_json;
+using json = pb::Json;
 using pb::Dtype;
 using namespace pb::adapter;
 
@@ -224,11 +223,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  {"use_rslora", fdp.ConsumeBool()}, {"fan_in_fan_out", fdp.ConsumeBool()}, {"bias", "none"}};
   if (fdp.ConsumeIntegralInRange<int>(0, 7) == 0) config["modules_to_save"] = {"score"};
   if (parts.size() > 1) {
-    for (size_t i = 1; i < parts.size(); ++i)
-      if (pb::fuzz::SkipKnownJsonBugs(parts[i])) return 0;
-    auto overlay = json::parse(parts[1], nullptr, /*allow_exceptions=*/false);
-    if (overlay.is_object())
-      for (auto& [k, v] : overlay.items()) config[k] = v;
+    // ParseJson: the overlay may be 200k levels deep or hold 100k keys (nlohmann's own parse would overflow
+    // the stack freeing the one and take quadratic time over the other).
+    auto overlay = pb::ParseJson(parts[1], "overlay");
+    if (overlay.ok() && overlay->is_object())
+      for (auto& [k, v] : overlay->items()) config[k] = v;
   }
   std::string base_config;
   if (parts.size() > 2) {
@@ -290,7 +289,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckPlan(plan.value(), headers, adapter->adapter);
   pb::merge::MergeSummary summary{&plan.value(), &adapter.value(), 0, 0.0, 0, true, options.unmerge};
   (void)pb::merge::RenderMergeText(summary);
-  auto report = json::parse(pb::merge::RenderMergeJson(summary), nullptr, /*allow_exceptions=*/false);
-  if (report.is_discarded()) Fail("RenderMergeJson is not JSON");
+  auto report = pb::ParseJson(pb::merge::RenderMergeJson(summary), "merge report");
+  if (!report.ok()) Fail("RenderMergeJson is not JSON");
   return 0;
 }

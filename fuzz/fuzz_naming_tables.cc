@@ -22,7 +22,6 @@
 #include "adapter/naming_tables.h"
 #include "fuzz_input.h"
 #include "json_mutator.h"
-#include "known_bugs.h"
 
 namespace {
 
@@ -110,10 +109,6 @@ PB_FUZZ_DEFINE_MUTATOR((pb::fuzz::MutatorVocabulary{
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input = pb::fuzz::Expand(std::string_view(reinterpret_cast<const char*>(data), size));
   auto parts = pb::fuzz::SplitParts(input, 8);
-  using pb::fuzz::KnownBug;
-  for (auto p : parts)
-    if (pb::fuzz::SkipKnownJsonBugs(p)) return 0;
-
   std::vector<std::string> paths, texts;
   for (size_t i = 0; i < parts.size(); ++i) {
     paths.push_back("arch/user" + std::to_string(i) + ".json");

@@ -1,27 +1,33 @@
-// libFuzzer target for the Python-regex translator and matcher (module_select.h).
+// libFuzzer target for the linear-time Python-regex engine (python_regex.h).
 //
 // Input: part 0 = the pattern, parts 1..8 = subjects (none: the pattern itself and a few module names are the
 // subjects). Compact encoding expanded first, so patterns and names can be long. No crash, no exception, and
-// bounded time (libFuzzer's -timeout) for every pattern the translator accepts.
+// bounded time (libFuzzer's -timeout) for every pattern the engine accepts, "(a+)+$" included.
 //
 // Oracles (abort() on failure):
+//   - the limits: a pattern over kMaxPatternBytes is refused; a refusal is InvalidConfig with a message that
+//     echoes at most a clipped pattern (no 100 KB messages);
 //   - FullMatch(s) implies Match(s) (re.fullmatch implies re.match);
+//   - MatchGroups(s) exists exactly when Match(s), has group_count() + 1 groups, group 0 starts at 0, every
+//     set group is a range within s on code-point boundaries, and a group 0 covering all of s implies
+//     FullMatch(s);
+//   - FullMatch(s) == Match(s) of the pattern wrapped as "(?:p)$" (a leading (?i) kept in front), for every
+//     s not ending in "\n" (where Python's $ matches only at the end), whenever the wrapped pattern compiles;
 //   - a pattern of only letters, digits and '_' matches literally: FullMatch(s) == (s == p), Match(s) ==
-//     s.starts_with(p); with a leading (?i), the same ASCII-case-insensitively;
-//   - a rejected pattern is InvalidConfig with a message.
-//
-// The engine is reached only through CompilePythonRegex / PythonRegex (a linear-time engine is replacing
-// std::regex behind that interface): switching engines needs no change here beyond the known-bug filter.
+//     s.starts_with(p) with group 0 = [0, p.size()); with a leading (?i), the same ASCII-case-insensitively
+//     for ASCII subjects.
+// The engine has no search (PEFT only calls re.match and re.fullmatch).
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "adapter/module_select.h"
+#include "adapter/python_regex.h"
+#include "adapter/python_regex_internal.h"
 #include "fuzz_input.h"
 #include "json_mutator.h"
-#include "known_bugs.h"
 
 namespace {
 
@@ -35,6 +41,14 @@ bool IsWordOnly(std::string_view s) {
   for (unsigned char c : s)
     if (!std::isalnum(c) && c != '_') return false;
   return true;
+}
+
+// The byte offsets where the engine's code points start, plus the end (an invalid byte is one code point).
+std::vector<bool> Boundaries(std::string_view s) {
+  pb::adapter::RegexSubject subject(s);
+  std::vector<bool> at(s.size() + 1, false);
+  for (size_t i = 0; i <= subject.size(); ++i) at[subject.byte_offset(i)] = true;
+  return at;
 }
 
 bool EqualsIcase(std::string_view a, std::string_view b) {
@@ -59,30 +73,52 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> subjects(parts.begin() + 1, parts.end());
   if (subjects.empty()) subjects = {pattern, "model.layers.0.self_attn.q_proj", "q_proj", ""};
 
-  using pb::fuzz::KnownBug;
-  auto compiled = pb::adapter::CompilePythonRegex(pattern);
+  using pb::adapter::CompilePythonRegex;
+  auto compiled = CompilePythonRegex(pattern);
   if (!compiled.ok()) {
     if (compiled.error().code != pb::ErrorCode::InvalidConfig || compiled.error().message.empty())
       Fail("rejection is not InvalidConfig with a message", pattern, compiled.error().message);
+    if (compiled.error().message.size() > 1024) Fail("the rejection's message is not clipped", pattern, "");
     return 0;
   }
-  if (pb::fuzz::SkipKnownBug(KnownBug::kRegexNestedQuantifier, pb::fuzz::HasNestedQuantifier(pattern))) return 0;
+  if (pattern.size() > pb::adapter::regex_internal::kMaxPatternBytes) Fail("a pattern over the size limit compiled", pattern, "");
 
   std::string_view literal = pattern;
   bool icase = literal.substr(0, 4) == "(?i)";
   if (icase) literal.remove_prefix(4);
   const bool word_only = IsWordOnly(literal);
+  auto anchored = CompilePythonRegex((icase ? "(?i)" : "") + ("(?:" + std::string(literal) + ")$"));
+  const int groups = compiled->group_count();
+  if (anchored.ok() && anchored->group_count() != groups) Fail("(?:...) changed the group count", pattern, "");
   for (const auto& s : subjects) {
-    if (pb::fuzz::SkipKnownBug(KnownBug::kRegexLongSubject, s.size() > pb::fuzz::kKnownLongSubject)) continue;
     bool full = compiled->FullMatch(s);
     bool prefix = compiled->Match(s);
     if (full && !prefix) Fail("FullMatch without Match", pattern, s);
-    if (word_only) {
+    auto spans = compiled->MatchGroups(s);
+    if (spans.has_value() != prefix) Fail("MatchGroups disagrees with Match", pattern, s);
+    if (spans) {
+      if (spans->size() != static_cast<size_t>(groups) + 1) Fail("MatchGroups has the wrong number of groups", pattern, s);
+      if (!(*spans)[0] || (*spans)[0]->first != 0) Fail("group 0 is unset or does not start at 0", pattern, s);
+      const std::vector<bool> boundary = Boundaries(s);
+      for (const auto& g : *spans) {
+        if (!g) continue;
+        if (g->first > g->second || g->second > s.size()) Fail("a group's range is not within the subject", pattern, s);
+        if (!boundary[g->first] || !boundary[g->second]) Fail("a group's range cuts a code point", pattern, s);
+      }
+      if ((*spans)[0]->second == s.size() && !full) Fail("re.match covers the subject but FullMatch fails", pattern, s);
+    }
+    if (anchored.ok() && (s.empty() || s.back() != '\n') && anchored->Match(s) != full)
+      Fail("FullMatch disagrees with Match of (?:p)$", pattern, s);
+    // (?i) also folds U+0130, U+0131, U+017F and U+212A onto ASCII letters: the byte comparison below is the
+    // oracle for ASCII subjects only.
+    const bool ascii = std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+    if (word_only && (!icase || ascii)) {
       bool want_full = icase ? EqualsIcase(s, literal) : s == literal;
       bool want_prefix = s.size() >= literal.size() &&
                          (icase ? EqualsIcase(std::string_view(s).substr(0, literal.size()), literal) : s.starts_with(literal));
       if (full != want_full) Fail("literal pattern: FullMatch disagrees with ==", pattern, s);
       if (prefix != want_prefix) Fail("literal pattern: Match disagrees with starts_with", pattern, s);
+      if (spans && (*spans)[0]->second != literal.size()) Fail("literal pattern: group 0 is not the literal", pattern, s);
     }
   }
   return 0;

@@ -9,8 +9,6 @@
 #
 # Environment:
 #   PB_FUZZ_TARGETS="fuzz_regex fuzz_reader"  run only these (default: all)
-#   PB_FUZZ_KNOWN_BUGS=1|0   TEMPORARY (remove with the fixes, see fuzz/known_bugs.h): skip inputs that reach
-#                            the bugs other branches are fixing. Default 1 for the brief run, 0 for a campaign.
 #   PB_FIXTURES=dir          fixtures to derive extra seeds from (default ../shared/fixtures)
 #
 # Seeds: fuzz/corpus_seeds/<target>/ (committed), plus seeds derived at run time from the fixtures and the
@@ -36,8 +34,6 @@ fixtures=${PB_FIXTURES:-$root/../shared/fixtures}
 all_targets=(fuzz_reader fuzz_adapter_config fuzz_regex fuzz_naming_tables fuzz_model_index fuzz_merge_plan
              fuzz_adapter_readers)
 read -r -a targets <<<"${PB_FUZZ_TARGETS:-${all_targets[*]}}"
-# TEMPORARY known-bug filter (see fuzz/known_bugs.h): on for the brief run until the fixes are merged.
-export PB_FUZZ_KNOWN_BUGS=${PB_FUZZ_KNOWN_BUGS:-$((1 - campaign))}
 
 mkdir -p "$build"
 launcher=()
@@ -65,7 +61,7 @@ else
 fi
 
 if [[ $campaign == 1 ]]; then per=$seconds; else per=$(( seconds / ${#targets[@]} )); (( per >= 1 )) || per=1; fi
-echo "fuzz.sh: ${#targets[@]} targets, ${per}s each$([[ $campaign == 1 ]] && echo ' (campaign)'), PB_FUZZ_KNOWN_BUGS=$PB_FUZZ_KNOWN_BUGS"
+echo "fuzz.sh: ${#targets[@]} targets, ${per}s each$([[ $campaign == 1 ]] && echo ' (campaign)')"
 
 failed=0
 for t in "${targets[@]}"; do
@@ -94,7 +90,6 @@ for t in "${targets[@]}"; do
   if [[ $status != ok ]]; then
     grep -h -E "ERROR: |SUMMARY: |^fuzz_|Test unit written|==[0-9]+== ?ERROR" "${logs[@]}" | head -8 | sed 's/^/    /'
   fi
-  grep -h "PB_FUZZ_KNOWN_BUGS: inputs skipped" "${logs[@]}" | tail -1 | sed 's/^/    /' || true
 done
 if [[ $failed == 0 ]]; then echo "fuzz.sh: all targets ok"; else echo "fuzz.sh: FINDINGS (see build/fuzz/artifacts, build/fuzz/logs)"; fi
 exit $failed
