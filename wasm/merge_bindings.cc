@@ -143,6 +143,15 @@ class Chunks : public ByteSink {
 };
 
 // Named apart from bindings.cc's Handle: Embind registers each class once, by type.
+// An adapter's header from its file's first bytes (the 8-byte length and the JSON), checked as the native CLI
+// checks it; `file_size` bounds the data the header may declare.
+Result<Header> AdapterHeaderFrom(std::span<const uint8_t> bytes, double file_size) {
+  auto len = ReadHeaderLength(bytes, uint64_t(file_size));
+  if (!len.ok()) return len.error();
+  if (bytes.size() - 8 < len.value()) return InvalidHeaderLengthError(len.value(), bytes.size());
+  return ParseHeader(std::string(reinterpret_cast<const char*>(bytes.data()) + 8, len.value()), uint64_t(file_size));
+}
+
 class MergeIo {
  public:
   uintptr_t window(size_t n) { return reinterpret_cast<uintptr_t>(window_.Reserve(n)); }
@@ -236,10 +245,7 @@ class MergeHandle : public MergeIo {
   bool set_adapter_header(size_t n, const std::string& weights_name, double file_size) {
     auto bytes = Begin(n);
     if (!bytes) return false;
-    auto len = ReadHeaderLength(*bytes, uint64_t(file_size));
-    if (!len.ok()) return FailNamed(weights_name, len.error());
-    if (n - 8 < len.value()) return FailNamed(weights_name, InvalidHeaderLengthError(len.value(), n));
-    auto header = ParseHeader(std::string(reinterpret_cast<const char*>(bytes->data()) + 8, len.value()), uint64_t(file_size));
+    auto header = AdapterHeaderFrom(*bytes, file_size);
     if (!header.ok()) return FailNamed(weights_name, header.error());
     adapter_header_ = std::make_unique<Header>(std::move(header.value()));
     return true;
@@ -524,10 +530,7 @@ class AdapterJob : public MergeIo {
   bool set_header(size_t n, const std::string& weights_name, double file_size) {
     auto bytes = Begin(n);
     if (!bytes) return false;
-    auto len = ReadHeaderLength(*bytes, uint64_t(file_size));
-    if (!len.ok()) return Named(weights_name, len.error());
-    if (n - 8 < len.value()) return Named(weights_name, InvalidHeaderLengthError(len.value(), n));
-    auto header = ParseHeader(std::string(reinterpret_cast<const char*>(bytes->data()) + 8, len.value()), uint64_t(file_size));
+    auto header = AdapterHeaderFrom(*bytes, file_size);
     if (!header.ok()) return Named(weights_name, header.error());
     header_ = std::make_unique<Header>(std::move(header.value()));
     return true;

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, countingIterable, countingStream, fixturePath, hasNativeCli, makeFile, nativeCli, pb, randomCuts, rng, skipWithoutFixtures, split } from './helpers/common.mjs';
+import { cliPath, countingIterable, countingStream, fixturePath, hasNativeCli, nativeCli, pb, peftAdapterBytes, randomCuts, rng, skipWithoutFixtures, split } from './helpers/common.mjs';
 
 const { adapterInfo, translateAdapter, SafetensorsError } = pb;
 
@@ -54,17 +54,7 @@ const V = 'model.layers.1.self_attn.v_proj';
 /** A small PEFT adapter directory: modules with rank-2 A/B factors (4x4 layers) and the given config. */
 function writePeftAdapter(dir, modules, config = LLAMA_CONFIG) {
   mkdirSync(dir, { recursive: true });
-  const header = {};
-  let offset = 0;
-  for (const m of modules) {
-    for (const [role, shape] of [['lora_A', [2, 4]], ['lora_B', [4, 2]]]) {
-      header[`base_model.model.${m}.${role}.weight`] = { dtype: 'F32', shape, data_offsets: [offset, offset + 32] };
-      offset += 32;
-    }
-  }
-  const data = new Uint8Array(offset);
-  new Float32Array(data.buffer).fill(0.25);
-  writeFileSync(join(dir, 'adapter_model.safetensors'), makeFile(JSON.stringify(header), data));
+  writeFileSync(join(dir, 'adapter_model.safetensors'), peftAdapterBytes(modules));
   if (config !== null) writeFileSync(join(dir, 'adapter_config.json'), typeof config === 'string' ? config : JSON.stringify(config));
   return dir;
 }

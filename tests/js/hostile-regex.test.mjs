@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, hasNativeCli, makeFile, nativeCli, pb } from './helpers/common.mjs';
+import { cliPath, hasNativeCli, nativeCli, pb, peftAdapterBytes } from './helpers/common.mjs';
 
 const { adapterInfo, inspect, SafetensorsError } = pb;
 
@@ -21,20 +21,7 @@ const run = (command, args) => {
 const runJs = (args) => run(process.execPath, [cliPath, ...args]);
 const runNative = (args) => run(nativeCli, args);
 
-/** A PEFT adapter's safetensors bytes: rank-2 A/B factors (4x4 layers) for each module. */
-function adapterBytes(modules) {
-  const header = {};
-  let offset = 0;
-  for (const m of modules) {
-    for (const [role, shape] of [['lora_A', [2, 4]], ['lora_B', [4, 2]]]) {
-      header[`base_model.model.${m}.${role}.weight`] = { dtype: 'F32', shape, data_offsets: [offset, offset + 32] };
-      offset += 32;
-    }
-  }
-  const data = new Uint8Array(offset);
-  new Float32Array(data.buffer).fill(0.25);
-  return makeFile(JSON.stringify(header), data);
-}
+const adapterBytes = peftAdapterBytes;
 
 function writeAdapter(t, modules, config) {
   const dir = mkdtempSync(join(tmpdir(), 'pb-hostile-regex-'));

@@ -155,3 +155,18 @@ export function makeFile(json, data = new Uint8Array(0), { pad = true } = {}) {
   out.set(data, 8 + body.length);
   return out;
 }
+
+/** A PEFT adapter's safetensors bytes: rank-2 lora_A/lora_B factors (for 4x4 layers), all 0.25, per module path. */
+export function peftAdapterBytes(modules) {
+  const header = {};
+  let offset = 0;
+  for (const m of modules) {
+    for (const [role, shape] of [['lora_A', [2, 4]], ['lora_B', [4, 2]]]) {
+      header[`base_model.model.${m}.${role}.weight`] = { dtype: 'F32', shape, data_offsets: [offset, offset + 32] };
+      offset += 32;
+    }
+  }
+  const data = new Uint8Array(offset);
+  new Float32Array(data.buffer).fill(0.25);
+  return makeFile(JSON.stringify(header), data);
+}
