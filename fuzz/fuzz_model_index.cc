@@ -26,6 +26,7 @@
 
 #include "fuzz_input.h"
 #include "json_mutator.h"
+#include "core/utf8.h"
 #include "merge/model_index.h"
 
 namespace {
@@ -99,6 +100,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       size_t nl = lines.find('\n');
       std::string name(lines.substr(0, nl));
       lines = nl == std::string_view::npos ? std::string_view() : lines.substr(nl + 1);
+      // A plan's tensor names come from validated safetensors headers: always UTF-8 (the writer escapes, and a
+      // name that is not UTF-8 could not come back as the same bytes).
+      if (!pb::IsValidUtf8(name)) continue;
       auto& shard = plan.shards[k % plan.shards.size()];
       pb::merge::PlannedTensor t;
       t.name = name;
