@@ -85,27 +85,28 @@ const OptionSpec* FindOption(const CommandSpec& spec, std::string_view name, cha
   return nullptr;
 }
 
-bool InChoices(std::string_view choices, std::string_view value) {
-  size_t start = 0;
-  while (start <= choices.size()) {
-    size_t bar = choices.find('|', start);
-    if (bar == std::string_view::npos) bar = choices.size();
-    if (choices.substr(start, bar - start) == value) return true;
-    start = bar + 1;
-  }
-  return false;
-}
-
-std::string ChoicesText(std::string_view choices) {
-  std::string out;
-  size_t start = 0;
+// "a|b|c" as its items.
+std::vector<std::string_view> SplitChoices(std::string_view choices) {
   std::vector<std::string_view> items;
+  size_t start = 0;
   while (start <= choices.size()) {
     size_t bar = choices.find('|', start);
     if (bar == std::string_view::npos) bar = choices.size();
     items.push_back(choices.substr(start, bar - start));
     start = bar + 1;
   }
+  return items;
+}
+
+bool InChoices(std::string_view choices, std::string_view value) {
+  auto items = SplitChoices(choices);
+  return std::find(items.begin(), items.end(), value) != items.end();
+}
+
+// "a, b or c", as the messages name them.
+std::string ChoicesText(std::string_view choices) {
+  auto items = SplitChoices(choices);
+  std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += i + 1 == items.size() ? " or " : ", ";
     out += items[i];
