@@ -89,7 +89,7 @@ def run_case(cli, work, name, base, adapter, config, expected, base_config=None,
     if base_config is not None:
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(base_config, f)
-    out = os.path.join(d, "out")
+    out = os.path.join(work, name + "-merged")  # merge refuses --out inside its --base directory
     subprocess.run([cli, "merge", "--base", d, "--adapter", os.path.join(d, "adapter"), "--out", out, "--json"],
                    check=True, stdout=subprocess.DEVNULL)
     merged = load(os.path.join(out, "model.safetensors"))
