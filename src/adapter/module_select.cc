@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/utf8.h"
+
 namespace pb::adapter {
 
 namespace {
@@ -25,7 +27,7 @@ bool EndsWithDotted(std::string_view name, std::string_view suffix) {
 // A config string in double quotes, JSON-escaped, at most 200 bytes of it.
 std::string Quote(std::string_view s) {
   std::string out = "\"";
-  for (char c : EchoForMessage(s)) {
+  for (char c : ClipForMessage(s)) {
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;

@@ -88,8 +88,4 @@ class PythonRegex {
 // the subset above, or exceeds a limit. The pattern is echoed at most 200 bytes long.
 Result<PythonRegex> CompilePythonRegex(std::string_view pattern);
 
-// `text` for an error message: as is up to 200 bytes, else its first 200 bytes (cut on a UTF-8 boundary)
-// followed by "… (N bytes)", so a 10 MB pattern does not make a 10 MB message.
-std::string EchoForMessage(std::string_view text);
-
 }  // namespace pb::adapter

@@ -5,6 +5,7 @@
 
 #include "adapter/python_regex.h"
 #include "adapter/python_regex_internal.h"
+#include "core/utf8.h"
 
 namespace pb::adapter::regex_internal {
 
@@ -143,7 +144,7 @@ Result<Program> CompileTree(const Tree& tree, std::string_view pattern) {
   if (!ok)
     return MakeError(ErrorCode::InvalidConfig, "pattern too large: more than " + std::to_string(kMaxInstructions) +
                                                    " NFA instructions once its {m,n} repeats are expanded, in \"" +
-                                                   EchoForMessage(pattern) + "\"");
+                                                   ClipForMessage(pattern) + "\"");
   return p;
 }
 

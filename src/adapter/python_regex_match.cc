@@ -445,12 +445,4 @@ Result<PythonRegex> CompilePythonRegex(std::string_view pattern) {
   return re;
 }
 
-std::string EchoForMessage(std::string_view text) {
-  constexpr size_t kEcho = 200;
-  if (text.size() <= kEcho) return std::string(text);
-  size_t cut = kEcho;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
-  return std::string(text.substr(0, cut)) + "\u2026 (" + std::to_string(text.size()) + " bytes)";
-}
-
 }  // namespace pb::adapter

@@ -6,6 +6,7 @@
 
 #include "adapter/python_regex.h"
 #include "adapter/python_regex_internal.h"
+#include "core/utf8.h"
 
 namespace pb::adapter::regex_internal {
 
@@ -66,7 +67,7 @@ class Parser {
  private:
   Error Fail(const std::string& what, size_t at) const {
     return MakeError(ErrorCode::InvalidConfig,
-                     what + " at position " + std::to_string(at) + " of \"" + EchoForMessage(p_) + "\"");
+                     what + " at position " + std::to_string(at) + " of \"" + ClipForMessage(p_) + "\"");
   }
 
   uint32_t Add(Node n) {

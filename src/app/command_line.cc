@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.h"
+
 namespace pb::app {
 namespace {
 
@@ -114,13 +116,6 @@ std::string ChoicesText(std::string_view choices) {
   return out;
 }
 
-// Arguments are echoed in messages; a pasted megabyte must not come back as a megabyte of error.
-std::string Echo(std::string_view text) {
-  constexpr size_t kMax = 200;
-  if (text.size() <= kMax) return std::string(text);
-  return std::string(text.substr(0, kMax)) + "… (" + std::to_string(text.size()) + " bytes)";
-}
-
 std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std::span<const std::string> args) {
   CommandLine line;
   line.command = std::string(spec.name);
@@ -149,7 +144,7 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
       option = FindOption(spec, {}, a[1]);
       shown = a;
     }
-    if (!option) return usage("unknown option `" + Echo(a) + "`");
+    if (!option) return usage("unknown option `" + ClipForMessage(a) + "`");
     if (option->name == "help") {
       line.help = true;
       continue;
@@ -164,10 +159,10 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
       value = args[++i];
     }
     if (!option->choices.empty() && !InChoices(option->choices, value))
-      return usage("unknown " + std::string(option->name) + " `" + Echo(value) + "` (expected " + ChoicesText(option->choices) + ")");
+      return usage("unknown " + std::string(option->name) + " `" + ClipForMessage(value) + "` (expected " + ChoicesText(option->choices) + ")");
     if (option->name == "dtype") {  // any spelling users know; the commands see one
       auto dtype = ParseFloatDtypeName(value);
-      if (!dtype) return usage("unknown dtype `" + Echo(value) + "` (expected bf16, f16 or f32)");
+      if (!dtype) return usage("unknown dtype `" + ClipForMessage(value) + "` (expected bf16, f16 or f32)");
       value = *dtype == Dtype::BF16 ? "bf16" : *dtype == Dtype::F16 ? "f16" : "f32";
     }
     auto& values = line.options[std::string(option->name)];
@@ -176,7 +171,7 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
   }
   if (line.help) return line;  // `merge --help` needs nothing else
   if (line.positional.size() < spec.min_positional || line.positional.size() > spec.max_positional) {
-    if (spec.max_positional == 0) return usage("unexpected argument `" + Echo(line.positional.front()) + "`");
+    if (spec.max_positional == 0) return usage("unexpected argument `" + ClipForMessage(line.positional.front()) + "`");
     return usage("expected " + std::string(spec.positional_usage));
   }
   for (auto name : spec.required)
@@ -208,7 +203,7 @@ std::variant<CommandLine, UsageError> ParseCommandLine(std::span<const std::stri
     if (first == "help" && args.size() > 1) line.command = args[1];  // `help merge`
     if (!line.command.empty() &&
         std::none_of(Commands().begin(), Commands().end(), [&](const CommandSpec& c) { return c.name == line.command; }))
-      return UsageError{"", "unknown command `" + Echo(line.command) + "`"};
+      return UsageError{"", "unknown command `" + ClipForMessage(line.command) + "`"};
     return line;
   }
   if (first == "--version" || first == "-V") {
@@ -218,8 +213,8 @@ std::variant<CommandLine, UsageError> ParseCommandLine(std::span<const std::stri
   }
   for (const auto& spec : Commands())
     if (spec.name == first) return ParseCommand(spec, args.subspan(1));
-  if (first.starts_with("-")) return UsageError{"", "unknown option `" + Echo(first) + "`"};
-  return UsageError{"", "unknown command `" + Echo(first) + "`"};
+  if (first.starts_with("-")) return UsageError{"", "unknown option `" + ClipForMessage(first) + "`"};
+  return UsageError{"", "unknown command `" + ClipForMessage(first) + "`"};
 }
 
 std::string RenderUsageError(const UsageError& error) {
@@ -241,7 +236,7 @@ std::string CommandLineJson(std::span<const std::string> args) {
   nlohmann::json j;
   if (auto* error = std::get_if<UsageError>(&parsed)) {
     j["usageError"] = RenderUsageError(*error);
-    return j.dump();
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   const auto& line = std::get<CommandLine>(parsed);
   j["command"] = line.command;
@@ -250,7 +245,8 @@ std::string CommandLineJson(std::span<const std::string> args) {
   j["positional"] = line.positional;
   j["options"] = nlohmann::json::object();
   for (const auto& [name, values] : line.options) j["options"][name] = values;
-  return j.dump();
+  // Arguments are clipped on character boundaries; replace guards against invalid UTF-8 from a caller.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace pb::app

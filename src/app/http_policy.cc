@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "app/http_url.h"
+#include "core/utf8.h"
 
 namespace pb::net {
 namespace {
@@ -70,6 +71,7 @@ Status SetHttpLimit(HttpLimits& limits, std::string_view name, std::string_view 
 }
 
 Result<HttpFilePolicy> HttpFilePolicy::Open(HttpTarget target, HttpLimits limits) {
+  target.label = ClipForMessage(target.label, 1000);  // every message names it: a pasted megabyte stays out
   if (!IsHttp(target.url))
     return MakeError(ErrorCode::InvalidArgument, "`" + target.label + "` is not an http(s) URL");
   if (UrlHasUserInfo(target.url))
@@ -174,7 +176,7 @@ void HttpFilePolicy::Failure(int64_t now_ms, Error error, bool retryable, std::o
 bool HttpFilePolicy::CheckRedirectTarget(const std::string& url, std::string_view how) {
   if (!IsHttp(url)) {
     std::string scheme = UrlScheme(url);
-    Fail(Io("cannot open `" + t_.label + "`: " + std::string(how) + " `" + (scheme.empty() ? url : scheme + ":") +
+    Fail(Io("cannot open `" + t_.label + "`: " + std::string(how) + " `" + ClipForMessage(scheme.empty() ? url : scheme + ":") +
             "`, which is not an http(s) URL"));
     return false;
   }
@@ -188,7 +190,7 @@ bool HttpFilePolicy::CheckRedirectTarget(const std::string& url, std::string_vie
 void HttpFilePolicy::HttpError(int64_t now_ms, const HttpHead& head) {
   int status = head.status;
   std::string message = "cannot " + Verb() + " `" + t_.label + "`: HTTP " + std::to_string(status);
-  if (head.error_message && !head.error_message->empty()) message += ": " + *head.error_message;
+  if (head.error_message && !head.error_message->empty()) message += ": " + ClipForMessage(*head.error_message);  // server text, clipped
   if ((status == 401 || status == 403) && !sent_token_) message += " (no token was sent)";
   bool retryable = status >= 500 || status == 429 || status == 408;
   std::optional<uint64_t> after;
@@ -204,7 +206,7 @@ bool HttpFilePolicy::Pin(const HttpHead& head, std::optional<uint64_t> size) {
     answered_ = true;
     etag_ = etag;
   } else if (etag && etag_ && *etag != *etag_) {
-    Fail(Io("`" + t_.label + "` changed while being read (ETag " + *etag_ + " became " + *etag + ")"));
+    Fail(Io("`" + t_.label + "` changed while being read (ETag " + ClipForMessage(*etag_) + " became " + ClipForMessage(*etag) + ")"));
     return false;
   }
   if (!size) return true;
@@ -233,7 +235,7 @@ void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
     if (!head.location) return Fail(Io("cannot open `" + t_.label + "`: HTTP " + std::to_string(status) + " without a Location"));
     std::optional<std::string> next = ResolveUrl(request_url_, Trim(*head.location));
     if (!next || !CheckRedirectTarget(*next, "redirected to")) {
-      if (!error_) Fail(Io("cannot open `" + t_.label + "`: unusable redirect Location `" + *head.location + "`"));
+      if (!error_) Fail(Io("cannot open `" + t_.label + "`: unusable redirect Location `" + ClipForMessage(*head.location) + "`"));
       return;
     }
     if (++redirects_ > limits_.max_redirects)

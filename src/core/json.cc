@@ -113,11 +113,4 @@ bool WithinDepth(const Json& value, size_t max_depth) {
   return true;
 }
 
-std::string ClipForMessage(std::string_view input, size_t max_bytes) {
-  if (input.size() <= max_bytes) return std::string(input);
-  size_t cut = max_bytes;
-  while (cut > 0 && (static_cast<unsigned char>(input[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
-  return std::string(input.substr(0, cut)) + "... (" + std::to_string(input.size()) + " bytes)";
-}
-
 }  // namespace pb

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/result.h"
+#include "core/utf8.h"  // ClipForMessage, for the messages about JSON input
 
 namespace pb {
 
@@ -210,9 +211,5 @@ Result<Json> ParseJson(std::string_view text, std::string_view what, const JsonL
 // True when no container in `value` nests deeper than `max_depth` (checked without recursion): for documents
 // built in C++ rather than parsed.
 bool WithinDepth(const Json& value, size_t max_depth = kMaxJsonDepth);
-
-// `input` as it may appear in a message: whole when short, else its first `max_bytes` (cut at a UTF-8
-// boundary) and how long it was, so that a 10 MB key does not make a 20 MB message.
-std::string ClipForMessage(std::string_view input, size_t max_bytes = 200);
 
 }  // namespace pb

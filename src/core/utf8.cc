@@ -55,4 +55,11 @@ void AppendUtf8(std::string& out, uint32_t cp) {
   }
 }
 
+std::string ClipForMessage(std::string_view input, size_t max_bytes) {
+  if (input.size() <= max_bytes) return std::string(input);
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(input[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  return std::string(input.substr(0, cut)) + "\u2026 (" + std::to_string(input.size()) + " bytes)";
+}
+
 }  // namespace pb

@@ -12,4 +12,9 @@ size_t FirstInvalidUtf8(std::string_view text);
 inline bool IsValidUtf8(std::string_view text) { return FirstInvalidUtf8(text) == text.size(); }
 void AppendUtf8(std::string& out, uint32_t code_point);
 
+// `input` as it may appear in a message: whole up to `max_bytes`, else its first `max_bytes` (cut at a UTF-8
+// boundary, so the message stays valid UTF-8 and JSON-encodable) followed by "… (N bytes)", so that a 10 MB key
+// or argument does not make a 10 MB message. Every message that echoes input clips it here.
+std::string ClipForMessage(std::string_view input, size_t max_bytes = 200);
+
 }  // namespace pb

@@ -54,6 +54,17 @@ test('usage errors are one line and a hint, identical in both CLIs', (t) => {
   }
 });
 
+test('a long argument is echoed clipped on a character boundary, in both CLIs (the npm CLI aborted on a split é)', (t) => {
+  const arg = 'a' + 'é'.repeat(150); // 301 bytes: a 200-byte cut falls inside an é
+  const r = same(t, [arg]);
+  assert.equal(r.status, 2);
+  const stderr = Buffer.from(r.stderr, 'latin1').toString('utf8');
+  assert.equal(stderr, `error: unknown command \`a${'é'.repeat(99)}… (301 bytes)\`\nrun \`peft-bridge --help\` for usage\n`);
+  const huge = same(t, ['merge', '--base', 'b', '--adapter', 'a', '-o', 'o', `--${'x'.repeat(100000)}=1`]);
+  assert.equal(huge.status, 2);
+  assert.ok(huge.stderr.length < 400, `${huge.stderr.length} bytes of usage error for a 100 kB option (one argument may hold 128 KiB on Linux)`);
+});
+
 test('-V, -h, help COMMAND', (t) => {
   assert.match(same(t, ['-V']).stdout, /^peft-bridge \d+\.\d+\.\d+\n$/);
   assert.match(same(t, ['help', 'merge']).stdout, /^usage: peft-bridge merge /);

@@ -127,8 +127,8 @@ TEST(ParseJson, RefusesDocumentsOverTheSizeLimit) {
 
 TEST(ParseJson, ClipForMessageCutsAtCharacterBoundaries) {
   EXPECT_EQ(ClipForMessage("short"), "short");
-  EXPECT_EQ(ClipForMessage(std::string(300, 'a'), 10), "aaaaaaaaaa... (300 bytes)");
-  EXPECT_EQ(ClipForMessage("abc\xc3\xa9xyz", 4), "abc... (8 bytes)");  // é is not split
+  EXPECT_EQ(ClipForMessage(std::string(300, 'a'), 10), "aaaaaaaaaa\u2026 (300 bytes)");
+  EXPECT_EQ(ClipForMessage("abc\xc3\xa9xyz", 4), "abc\u2026 (8 bytes)");  // é is not split
 }
 
 // An adapter_config.json with 100,000 keys (ordered_json: 15.6 s) and an index of 1,000,000 entries. The

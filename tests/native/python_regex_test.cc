@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "adapter/python_regex.h"
+#include "core/utf8.h"
 
 namespace pb::testing {
 namespace {
@@ -233,10 +234,10 @@ TEST(PythonRegex, MessagesEchoAtMost200BytesOfThePattern) {
   EXPECT_LT(unterminated.error().message.size(), 400u);
   EXPECT_NE(unterminated.error().message.find("missing ), unterminated subpattern"), std::string::npos);
   EXPECT_NE(re.error().message.find("\u2026 (10000001 bytes)"), std::string::npos) << re.error().message;
-  EXPECT_EQ(adapter::EchoForMessage("short"), "short");
+  EXPECT_EQ(ClipForMessage("short"), "short");
   std::string accents;
   for (int i = 0; i < 150; ++i) accents += "\xC3\xA9";  // 300 bytes of 2-byte characters
-  std::string echoed = adapter::EchoForMessage(accents);
+  std::string echoed = ClipForMessage(accents);
   EXPECT_EQ(echoed.substr(0, 200), accents.substr(0, 200));  // cut between characters
   EXPECT_EQ(echoed.substr(200), "\u2026 (300 bytes)");
 }
