@@ -87,8 +87,6 @@ constexpr std::pair<ModuleKind, std::string_view> kKinds[] = {{ModuleKind::kLine
                                                               {ModuleKind::kEmbedding, "embedding"},
                                                               {ModuleKind::kConv2d, "conv2d"},
                                                               {ModuleKind::kOther, "other"}};
-constexpr std::string_view kPermutationKinds[] = {"llama_rope", "falcon_qkv", "gptneox_qkv"};
-constexpr std::string_view kHeadFields[] = {"num_attention_heads", "num_key_value_heads"};
 
 // Collects the first problem found, as "<file>: <field>: <what>".
 class TableParser {
@@ -269,24 +267,21 @@ class TableParser {
         Fail(field, "needs a gguf name: it describes how llama.cpp writes that tensor");
         return std::nullopt;
       }
-      RowPermutation p;
       auto pk = it->find("kind");
-      if (pk == it->end() || !pk->is_string() ||
-          std::find(std::begin(kPermutationKinds), std::end(kPermutationKinds), pk->get_ref<const std::string&>()) ==
-              std::end(kPermutationKinds)) {
+      auto kind = pk != it->end() && pk->is_string() ? ParseRowPermutationKind(pk->get_ref<const std::string&>())
+                                                      : std::nullopt;
+      if (!kind) {
         Fail(field + ".kind", "must be one of llama_rope, falcon_qkv, gptneox_qkv");
         return std::nullopt;
       }
-      p.kind = pk->get_ref<const std::string&>();
       auto ph = it->find("heads");
-      if (ph == it->end() || !ph->is_string() ||
-          std::find(std::begin(kHeadFields), std::end(kHeadFields), ph->get_ref<const std::string&>()) ==
-              std::end(kHeadFields)) {
+      auto heads = ph != it->end() && ph->is_string() ? ParseHeadCountField(ph->get_ref<const std::string&>())
+                                                      : std::nullopt;
+      if (!heads) {
         Fail(field + ".heads", "must be num_attention_heads or num_key_value_heads");
         return std::nullopt;
       }
-      p.heads = ph->get_ref<const std::string&>();
-      t.gguf_permute = std::move(p);
+      t.gguf_permute = RowPermutation{*kind, *heads};
     }
     return t;
   }
@@ -341,15 +336,6 @@ class TableParser {
   std::string_view path_;
   std::optional<Error> error_;
 };
-
-// Non-negative integer member of a JSON object, or nullopt.
-std::optional<uint64_t> UintField(const Json& obj, std::initializer_list<const char*> keys) {
-  for (const char* key : keys) {
-    auto it = obj.find(key);
-    if (it != obj.end() && it->is_number_unsigned()) return it->get<uint64_t>();
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 
@@ -508,63 +494,6 @@ std::optional<ModuleMatch> NamingTables::FromUnderscored(const ArchTable& arch, 
     }
   }
   return found;
-}
-
-std::optional<HeadCounts> HeadCountsFromConfig(std::string_view config_json) {
-  auto parsed = ParseJson(config_json, "config.json");
-  if (!parsed.ok() || !parsed->is_object()) return std::nullopt;
-  const Json& doc = parsed.value();
-  auto heads = UintField(doc, {"num_attention_heads", "n_head", "n_heads"});
-  if (!heads) return std::nullopt;
-  return HeadCounts{*heads,
-                    UintField(doc, {"num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads"}).value_or(0)};
-}
-
-Result<std::vector<uint64_t>> GgufRowOrder(const RowPermutation& permutation, uint64_t rows, uint64_t heads,
-                                           uint64_t kv_heads) {
-  auto bad = [&](const std::string& why) {
-    return MakeError(ErrorCode::InvalidArgument,
-                     "cannot reorder " + std::to_string(rows) + " rows as " + permutation.kind + ": " + why);
-  };
-  std::vector<uint64_t> order;
-  if (permutation.kind == "llama_rope") {
-    // LlamaModel.permute: w.reshape(n, 2, rows/n/2, ...).swapaxes(1, 2).reshape(rows, ...), with n the KV
-    // head count for k when the config has one. Within each head, the first and second halves of the rows
-    // are interleaved: row h*d + 2j + t comes from h*d + t*d/2 + j.
-    uint64_t n = permutation.heads == "num_key_value_heads" && kv_heads ? kv_heads : heads;
-    if (n == 0 || rows % (2 * n)) return bad(std::to_string(n) + " heads of an even size do not divide them");
-    uint64_t d = rows / n, half = d / 2;
-    order.resize(rows);
-    for (uint64_t h = 0; h < n; ++h)
-      for (uint64_t j = 0; j < half; ++j)
-        for (uint64_t t = 0; t < 2; ++t) order[h * d + 2 * j + t] = h * d + t * half + j;
-  } else if (permutation.kind == "falcon_qkv") {
-    // FalconModel: rows grouped per KV head as [q x heads/kv, k, v] become all q, all k, all v. llama.cpp takes
-    // one KV head when the config names none.
-    uint64_t n = heads, kv = kv_heads ? kv_heads : 1;
-    if (n == 0 || n % kv)
-      return bad(std::to_string(n) + " heads are not a multiple of " + std::to_string(kv) + " KV heads");
-    if (rows % (n + 2 * kv)) return bad("not (heads + 2 * kv_heads) rows of a common head size");
-    uint64_t d = rows / (n + 2 * kv), g = n / kv;
-    order.reserve(rows);
-    for (uint64_t j = 0; j < kv; ++j)  // q heads of group j
-      for (uint64_t i = 0; i < g * d; ++i) order.push_back(j * (g + 2) * d + i);
-    for (uint64_t slot : {g, g + 1})  // then every group's k, then every group's v
-      for (uint64_t j = 0; j < kv; ++j)
-        for (uint64_t i = 0; i < d; ++i) order.push_back((j * (g + 2) + slot) * d + i);
-  } else if (permutation.kind == "gptneox_qkv") {
-    // GPTNeoXModel: rows [heads, 3, d] (q, k, v per head) become [3, heads, d].
-    uint64_t n = heads;
-    if (n == 0 || rows % (3 * n)) return bad("not 3 * " + std::to_string(n) + " heads of a common size");
-    uint64_t d = rows / (3 * n);
-    order.reserve(rows);
-    for (uint64_t t = 0; t < 3; ++t)
-      for (uint64_t h = 0; h < n; ++h)
-        for (uint64_t i = 0; i < d; ++i) order.push_back((h * 3 + t) * d + i);
-  } else {
-    return MakeError(ErrorCode::InvalidArgument, "unknown row permutation \"" + permutation.kind + "\"");
-  }
-  return order;
 }
 
 }  // namespace pb::adapter

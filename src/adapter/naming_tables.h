@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "adapter/gguf_row_order.h"
 #include "core/result.h"
 
 namespace pb::adapter {
@@ -32,16 +33,6 @@ enum class ModuleKind {
   kOther,      // norms, biases and anything LoRA does not target
 };
 std::string_view ModuleKindName(ModuleKind kind);
-
-// Rows of a LoRA B factor (the output dimension) that llama.cpp's converter reorders for this module.
-struct RowPermutation {
-  // "llama_rope" (LlamaModel.permute on q/k), "falcon_qkv" (FalconModel's query_key_value regrouping) or
-  // "gptneox_qkv" (GPTNeoXModel's query_key_value regrouping).
-  std::string kind;
-  // The head count that splits the rows: "num_attention_heads", or "num_key_value_heads" (llama_rope on k:
-  // the KV head count when the config has one, else the attention head count, as llama.cpp does).
-  std::string heads;
-};
 
 struct ModuleTemplate {
   std::string hf;         // relative to one of the table's body prefixes, {N} = layer index: "layers.{N}.self_attn.q_proj"
@@ -103,20 +94,5 @@ class NamingTables {
  private:
   std::vector<ArchTable> arches_;
 };
-
-// A base model's head counts, under the config.json names llama.cpp's converters read: heads from
-// num_attention_heads / n_head / n_heads, kv_heads from num_key_value_heads / num_kv_heads / n_head_kv /
-// n_kv_heads (0 when the config has none). nullopt when the text is not a JSON object with a head count.
-struct HeadCounts {
-  uint64_t heads = 0;
-  uint64_t kv_heads = 0;
-};
-std::optional<HeadCounts> HeadCountsFromConfig(std::string_view config_json);
-
-// The row order llama.cpp's converter gives a weight with `rows` output rows: result[i] is the source row
-// that lands at row i. `heads` / `kv_heads` as HeadCountsFromConfig gives them (kv_heads 0: none).
-// InvalidArgument for an unknown kind or if `rows` is not divisible as the permutation needs.
-Result<std::vector<uint64_t>> GgufRowOrder(const RowPermutation& permutation, uint64_t rows, uint64_t heads,
-                                           uint64_t kv_heads);
 
 }  // namespace pb::adapter

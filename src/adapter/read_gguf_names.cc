@@ -97,7 +97,7 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
       auto un = PermuteRows(t, InvertOrder(order.value()));
       if (!un.ok()) return un.error();
       t = std::move(un.value());
-      action = "unpermute rows (" + p.kind + ")";
+      action = "unpermute rows (" + std::string(RowPermutationKindName(p.kind)) + ")";
     }
     PeftRole role = embedding ? (is_a ? PeftRole::kEmbeddingA : PeftRole::kEmbeddingB)
                               : (is_a ? PeftRole::kLoraA : PeftRole::kLoraB);

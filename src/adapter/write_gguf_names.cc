@@ -70,7 +70,7 @@ Result<AdapterOutput> WriteGgufNames(const Adapter& adapter, const WriteOptions&
       auto permuted = PermuteRows(b, order.value());
       if (!permuted.ok()) return permuted.error();
       b = std::move(permuted.value());
-      const std::string permute = "permute rows (" + match->tmpl->gguf_permute->kind + ")";
+      const std::string permute = "permute rows (" + std::string(RowPermutationKindName(match->tmpl->gguf_permute->kind)) + ")";
       b_action = b_action == "copy" ? permute : b_action + ", " + permute;
     }
     if (emb) {

@@ -443,7 +443,7 @@ TEST(AdapterGguf, QueryAndKeyRowsArePermutedLikeLlamaCppAndRestoredOnRead) {
   const LoraModule* v_mod = r.adapter.FindModule("model.layers.0.self_attn.v_proj");
   // v is not permuted; q's rows follow llama.cpp's order (4 heads of 8 rows: halves interleaved).
   ExpectSameTensor(TensorFromFile(header.value(), w.weights, *v), v_mod->b, "v");
-  auto order = GgufRowOrder({"llama_rope", "num_attention_heads"}, 32, 4, 2);
+  auto order = GgufRowOrder({RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads}, 32, 4, 2);
   ASSERT_TRUE(order.ok());
   auto permuted = PermuteRows(q_mod->b, order.value());
   ASSERT_TRUE(permuted.ok());

@@ -151,8 +151,8 @@ TEST(NamingTables, MatchHfDetails) {
   EXPECT_EQ(m->canonical, "layers/12/attention/key");
   EXPECT_EQ(m->gguf, "blk.12.attn_k");
   ASSERT_TRUE(m->tmpl->gguf_permute);
-  EXPECT_EQ(m->tmpl->gguf_permute->kind, "llama_rope");
-  EXPECT_EQ(m->tmpl->gguf_permute->heads, "num_key_value_heads");
+  EXPECT_EQ(m->tmpl->gguf_permute->kind, adapter::RowPermutationKind::kLlamaRope);
+  EXPECT_EQ(m->tmpl->gguf_permute->heads, adapter::HeadCountField::kKeyValueHeads);
   EXPECT_EQ(tables.MatchHf(Arch("llama"), "layers.0.mlp.up_proj")->prefix, "");
   EXPECT_EQ(tables.MatchHf(Arch("llama"), "lm_head")->gguf, "output");
   EXPECT_FALSE(tables.MatchHf(Arch("gemma"), "lm_head")->gguf);  // llama.cpp drops Gemma's tied head
@@ -349,16 +349,27 @@ bool IsPermutation(std::vector<uint64_t> v) {
   return true;
 }
 
+TEST(NamingGgufRowOrder, KindAndHeadNamesRoundTrip) {
+  for (auto kind : {RowPermutationKind::kLlamaRope, RowPermutationKind::kFalconQkv, RowPermutationKind::kGptNeoxQkv})
+    EXPECT_EQ(ParseRowPermutationKind(RowPermutationKindName(kind)), kind);
+  for (auto field : {HeadCountField::kAttentionHeads, HeadCountField::kKeyValueHeads})
+    EXPECT_EQ(ParseHeadCountField(HeadCountFieldName(field)), field);
+  EXPECT_EQ(RowPermutationKindName(RowPermutationKind::kFalconQkv), "falcon_qkv");
+  EXPECT_EQ(HeadCountFieldName(HeadCountField::kKeyValueHeads), "num_key_value_heads");
+  EXPECT_FALSE(ParseRowPermutationKind("rope"));
+  EXPECT_FALSE(ParseHeadCountField("n_head"));
+}
+
 TEST(NamingGgufRowOrder, LlamaRopeHandComputed) {
   // w.reshape(2, 2, 2).swapaxes(1, 2): per head of 4 rows [a0 a1 b0 b1] -> [a0 b0 a1 b1].
-  RowPermutation q{"llama_rope", "num_attention_heads"};
+  RowPermutation q{RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads};
   auto o = GgufRowOrder(q, 8, 2, 0);
   ASSERT_TRUE(o.ok()) << o.error().message;
   EXPECT_EQ(o.value(), (std::vector<uint64_t>{0, 2, 1, 3, 4, 6, 5, 7}));
   // One head of 8 rows: [0 1 2 3 | 4 5 6 7] -> 0 4 1 5 2 6 3 7.
   EXPECT_EQ(GgufRowOrder(q, 8, 1, 0).value(), (std::vector<uint64_t>{0, 4, 1, 5, 2, 6, 3, 7}));
   // k: llama.cpp splits by the KV head count when the config has one (permute(w, n_head, n_head_kv)).
-  RowPermutation k{"llama_rope", "num_key_value_heads"};
+  RowPermutation k{RowPermutationKind::kLlamaRope, HeadCountField::kKeyValueHeads};
   EXPECT_EQ(GgufRowOrder(k, 8, 8, 2).value(), (std::vector<uint64_t>{0, 2, 1, 3, 4, 6, 5, 7}));
   EXPECT_EQ(GgufRowOrder(k, 8, 2, 0).value(), (std::vector<uint64_t>{0, 2, 1, 3, 4, 6, 5, 7}));
   EXPECT_EQ(GgufRowOrder(k, 8, 4, 0).value(), (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7}));  // 4 heads of 2
@@ -367,7 +378,7 @@ TEST(NamingGgufRowOrder, LlamaRopeHandComputed) {
 }
 
 TEST(NamingGgufRowOrder, LlamaRopeMatchesTheReshapeAtScale) {
-  RowPermutation q{"llama_rope", "num_attention_heads"};
+  RowPermutation q{RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads};
   for (uint64_t heads : {1u, 2u, 4u, 32u}) {
     for (uint64_t head_dim : {2u, 8u, 128u}) {
       uint64_t rows = heads * head_dim;
@@ -385,7 +396,7 @@ TEST(NamingGgufRowOrder, LlamaRopeMatchesTheReshapeAtScale) {
 
 TEST(NamingGgufRowOrder, FalconAndNeoxHandComputed) {
   // Falcon, 4 heads in 2 KV groups, head size 1: rows [q0 q1 k0 v0 | q2 q3 k1 v1] -> q0 q1 q2 q3 k0 k1 v0 v1.
-  RowPermutation falcon{"falcon_qkv", "num_attention_heads"};
+  RowPermutation falcon{RowPermutationKind::kFalconQkv, HeadCountField::kAttentionHeads};
   EXPECT_EQ(GgufRowOrder(falcon, 8, 4, 2).value(), (std::vector<uint64_t>{0, 1, 4, 5, 2, 6, 3, 7}));
   // Head size 2: each entry above becomes two consecutive rows.
   EXPECT_EQ(GgufRowOrder(falcon, 16, 4, 2).value(),
@@ -393,7 +404,7 @@ TEST(NamingGgufRowOrder, FalconAndNeoxHandComputed) {
   // Multi-query Falcon (one KV head, llama.cpp's default): already q, k, v.
   EXPECT_EQ(GgufRowOrder(falcon, 6, 4, 0).value(), (std::vector<uint64_t>{0, 1, 2, 3, 4, 5}));
   // GPT-NeoX, 2 heads of size 1: [q0 k0 v0 q1 k1 v1] -> q0 q1 k0 k1 v0 v1.
-  RowPermutation neox{"gptneox_qkv", "num_attention_heads"};
+  RowPermutation neox{RowPermutationKind::kGptNeoxQkv, HeadCountField::kAttentionHeads};
   EXPECT_EQ(GgufRowOrder(neox, 6, 2, 0).value(), (std::vector<uint64_t>{0, 3, 1, 4, 2, 5}));
   for (uint64_t heads : {1u, 3u, 8u}) {
     EXPECT_TRUE(IsPermutation(GgufRowOrder(neox, heads * 3 * 16, heads, 0).value()));
@@ -405,14 +416,13 @@ TEST(NamingGgufRowOrder, RejectsShapesItCannotSplit) {
   auto code = [](const Result<std::vector<uint64_t>>& r) {
     return r.ok() ? std::string("ok") : std::string(ErrorCodeName(r.error().code));
   };
-  EXPECT_EQ(code(GgufRowOrder({"llama_rope", "num_attention_heads"}, 6, 4, 0)), "InvalidArgument");
-  EXPECT_EQ(code(GgufRowOrder({"llama_rope", "num_attention_heads"}, 6, 2, 0)), "InvalidArgument");  // odd head size
-  EXPECT_EQ(code(GgufRowOrder({"llama_rope", "num_attention_heads"}, 8, 0, 0)), "InvalidArgument");
-  EXPECT_EQ(code(GgufRowOrder({"falcon_qkv", "num_attention_heads"}, 8, 3, 2)), "InvalidArgument");
-  EXPECT_EQ(code(GgufRowOrder({"falcon_qkv", "num_attention_heads"}, 9, 4, 2)), "InvalidArgument");
-  EXPECT_EQ(code(GgufRowOrder({"gptneox_qkv", "num_attention_heads"}, 8, 2, 0)), "InvalidArgument");
-  EXPECT_EQ(code(GgufRowOrder({"bloom_qkv", "num_attention_heads"}, 6, 2, 0)), "InvalidArgument");
-  EXPECT_EQ(code(GgufRowOrder({"llama_rope", "num_attention_heads"}, 0, 2, 0)), "ok");
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads}, 6, 4, 0)), "InvalidArgument");
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads}, 6, 2, 0)), "InvalidArgument");  // odd head size
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads}, 8, 0, 0)), "InvalidArgument");
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kFalconQkv, HeadCountField::kAttentionHeads}, 8, 3, 2)), "InvalidArgument");
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kFalconQkv, HeadCountField::kAttentionHeads}, 9, 4, 2)), "InvalidArgument");
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kGptNeoxQkv, HeadCountField::kAttentionHeads}, 8, 2, 0)), "InvalidArgument");
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads}, 0, 2, 0)), "ok");
 }
 
 TEST(NamingGgufRowOrder, HeadCountsFromConfig) {
