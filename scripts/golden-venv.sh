@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Creates (once) the pinned Python environment of the golden corpus and prints its python.
+# The venv lives under ~/.cache/peft-bridge/venv-<hash of requirements-golden.txt>, so a changed pin
+# makes a new one and an unchanged pin reuses the cached one; a half-finished install is never
+# reused (the ready marker is written last). Override the cache root with PB_GOLDEN_CACHE.
+# Progress goes to stderr; stdout is only the python path, for "$(bash scripts/golden-venv.sh)".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+req=requirements-golden.txt
+hash=$(sha256sum "$req" | cut -c1-16)
+root=${PB_GOLDEN_CACHE:-$HOME/.cache/peft-bridge}
+venv=$root/venv-$hash
+if [[ ! -f $venv/.ready ]]; then
+  echo "golden-venv: creating $venv from $req" >&2
+  rm -rf "$venv"
+  mkdir -p "$root"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
+  "$venv/bin/python" -m pip install --quiet --no-input -r "$req" >&2
+  "$venv/bin/python" -m pip freeze > "$venv/freeze.txt"
+  touch "$venv/.ready"
+fi
+echo "$venv/bin/python"

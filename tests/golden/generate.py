@@ -1,0 +1,354 @@
+"""Writes the golden corpus: tiny models and LoRA adapters made by transformers and PEFT themselves, with
+PEFT's own merge_and_unload() result and the logits of a fixed input, so that the C++ and JS suites can
+check peft-bridge against the real tools without Python (tests/golden/README.md).
+
+    python="$(bash scripts/golden-venv.sh)" && "$python" tests/golden/generate.py
+
+Run only from the pinned venv (requirements-golden.txt): the bytes depend on the versions. Everything is
+seeded and runs on the CPU in one thread, so a rerun writes the same bytes. No downloads: models come from
+AutoConfig.for_model(...) with small sizes.
+"""
+import hashlib
+import json
+import os
+import shutil
+import sys
+import warnings
+from importlib.metadata import version
+from pathlib import Path
+
+# PEFT saves target_modules from a Python set: its order follows str hashing, so fix the hash seed (re-exec
+# once with it) for adapter_config.json to be the same bytes on every run.
+if os.environ.get("PYTHONHASHSEED") != "0":
+    os.environ["PYTHONHASHSEED"] = "0"
+    os.execv(sys.executable, [sys.executable, *sys.argv])
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+warnings.filterwarnings("ignore")
+
+import torch  # noqa: E402
+from peft import LoraConfig, PeftModel, get_peft_model  # noqa: E402
+from safetensors import safe_open  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForImageClassification,
+    AutoModelForSequenceClassification,
+)
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+hf_logging.set_verbosity_error()
+hf_logging.disable_progress_bar()
+torch.set_num_threads(1)
+torch.use_deterministic_algorithms(True)
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus"
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+INPUT_IDS = torch.tensor([[1, 7, 42, 3, 99, 15, 64, 2]])
+
+TINY_DECODER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
+ARCH = {
+    "llama": dict(TINY_DECODER, tie_word_embeddings=False),
+    "qwen2": dict(TINY_DECODER, tie_word_embeddings=False),
+    "gpt2": dict(n_embd=32, n_layer=2, n_head=4, n_positions=64, vocab_size=128, tie_word_embeddings=True),
+    "resnet": dict(num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+                   layer_type="basic", num_labels=3),
+}
+
+
+def model_class(task):
+    return {"causal": AutoModelForCausalLM, "seq_cls": AutoModelForSequenceClassification,
+            "image_cls": AutoModelForImageClassification}[task]
+
+
+def model_input(task, dtype=torch.float32):
+    if task == "image_cls":
+        g = torch.Generator().manual_seed(7)
+        return {"pixel_values": torch.randn(1, 3, 16, 16, generator=g).to(dtype)}
+    return {"input_ids": INPUT_IDS}
+
+
+# Every case: architecture, task head, base dtype, LoRA settings, and what it exercises. `shard` saves
+# the base (and PEFT's merged model) in several files; `adapter_dtype` stores the adapter in half
+# precision (PEFT widens it to fp32 when loading, autocast_adapter_dtype=True).
+CASES = [
+    dict(name="llama_lora_bf16", arch="llama", dtype="bf16", shard="40KB",
+         what="plain LoRA on q_proj/v_proj, sharded base",
+         lora=dict(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])),
+    dict(name="llama_lora_f32", arch="llama", dtype="f32",
+         what="plain LoRA on every attention projection, F32 base",
+         lora=dict(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])),
+    dict(name="llama_lora_f16", arch="llama", dtype="f16",
+         what="plain LoRA on the MLP, F16 base",
+         lora=dict(r=4, lora_alpha=4, target_modules=["gate_proj", "up_proj", "down_proj"])),
+    dict(name="llama_lora_r1_f32", arch="llama", dtype="f32",
+         what="r=1 LoRA: B·A is one product per element, so PEFT's CPU path is one rounding per step",
+         lora=dict(r=1, lora_alpha=2, target_modules=["q_proj", "down_proj"])),
+    dict(name="llama_lora_bf16_adapter", arch="llama", dtype="bf16", adapter_dtype="bf16",
+         what="adapter stored in BF16 (PEFT widens it to fp32 on load)",
+         lora=dict(r=4, lora_alpha=8, target_modules=["q_proj", "o_proj"])),
+    dict(name="llama_rslora", arch="llama", dtype="bf16",
+         what="rsLoRA (alpha/sqrt(r))",
+         lora=dict(r=16, lora_alpha=8, use_rslora=True, target_modules=["q_proj", "v_proj", "up_proj"])),
+    dict(name="llama_patterns", arch="llama", dtype="bf16",
+         what="rank_pattern / alpha_pattern per module",
+         lora=dict(r=4, lora_alpha=8, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                   rank_pattern={"k_proj": 2, r"layers\.1\.self_attn\.v_proj": 6},
+                   alpha_pattern={"o_proj": 3, "q_proj": 32})),
+    dict(name="llama_all_linear", arch="llama", dtype="bf16", shard="30KB",
+         what='target_modules="all-linear", sharded base',
+         lora=dict(r=4, lora_alpha=8, target_modules="all-linear")),
+    dict(name="llama_layers_to_transform", arch="llama", dtype="bf16",
+         what="layers_to_transform=[1] with layers_pattern",
+         lora=dict(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
+                   layers_to_transform=[1], layers_pattern="layers")),
+    dict(name="llama_exclude_modules", arch="llama", dtype="bf16",
+         what="exclude_modules drops layer 0's k_proj and every o_proj",
+         lora=dict(r=4, lora_alpha=8, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                   exclude_modules=[r"model.layers.0.self_attn.k_proj", "o_proj"])),
+    dict(name="llama_regex_targets", arch="llama", dtype="bf16",
+         what="target_modules as a regex string (re.fullmatch)",
+         lora=dict(r=4, lora_alpha=8, target_modules=r".*\.layers\.1\.mlp\.(gate|up)_proj|.*\.0\.self_attn\.q_proj")),
+    dict(name="llama_embedding_lora", arch="llama", dtype="bf16",
+         what="LoRA on the input embedding (lora_embedding_A/B) and lm_head",
+         lora=dict(r=4, lora_alpha=8, target_modules=["embed_tokens", "lm_head", "q_proj"])),
+    dict(name="llama_dora", arch="llama", dtype="bf16",
+         what="DoRA on Linear",
+         lora=dict(r=4, lora_alpha=8, use_dora=True, target_modules=["q_proj", "v_proj", "down_proj"])),
+    dict(name="llama_dora_f32", arch="llama", dtype="f32",
+         what="DoRA on Linear, F32 base",
+         lora=dict(r=4, lora_alpha=8, use_dora=True, target_modules=["q_proj", "o_proj"])),
+    dict(name="llama_dora_embedding", arch="llama", dtype="bf16",
+         what="DoRA on the Embedding",
+         lora=dict(r=4, lora_alpha=8, use_dora=True, target_modules=["embed_tokens", "v_proj"])),
+    dict(name="qwen2_lora_bias", arch="qwen2", dtype="bf16",
+         what="lora_bias=True on q/k/v (which have a bias in Qwen2)",
+         lora=dict(r=4, lora_alpha=8, lora_bias=True, target_modules=["q_proj", "k_proj", "v_proj"])),
+    dict(name="llama_modules_to_save", arch="llama", dtype="bf16",
+         what="modules_to_save: lm_head and layer 1's post_attention_layernorm replaced by the adapter's copies",
+         lora=dict(r=4, lora_alpha=8, target_modules=["q_proj"],
+                   modules_to_save=["lm_head", "model.layers.1.post_attention_layernorm"])),
+    dict(name="llama_seq_cls", arch="llama", dtype="bf16", task="seq_cls",
+         what="task_type SEQ_CLS: the score head is saved whole (implied modules_to_save)",
+         lora=dict(r=4, lora_alpha=8, task_type="SEQ_CLS", target_modules=["q_proj", "v_proj"])),
+    dict(name="llama_trainable_tokens", arch="llama", dtype="bf16",
+         what="trainable_token_indices on embed_tokens (rows replaced) with LoRA on q_proj",
+         lora=dict(r=4, lora_alpha=8, target_modules=["q_proj"], trainable_token_indices=[3, 7, 42])),
+    dict(name="gpt2_conv1d", arch="gpt2", dtype="bf16",
+         what="transformers Conv1D (GPT-2 c_attn, c_proj, c_fc; fan_in_fan_out)",
+         lora=dict(r=4, lora_alpha=8, target_modules=["c_attn", "c_proj", "c_fc"], fan_in_fan_out=True)),
+    dict(name="gpt2_conv1d_f32", arch="gpt2", dtype="f32",
+         what="transformers Conv1D, F32 base",
+         lora=dict(r=4, lora_alpha=8, target_modules=["c_attn", "mlp.c_proj"], fan_in_fan_out=True)),
+    dict(name="gpt2_dora_conv1d", arch="gpt2", dtype="bf16",
+         what="DoRA on transformers Conv1D",
+         lora=dict(r=4, lora_alpha=8, use_dora=True, target_modules=["c_attn", "c_fc"], fan_in_fan_out=True)),
+    dict(name="gpt2_tied_embedding", arch="gpt2", dtype="bf16",
+         what="LoRA on the tied embedding wte (lm_head shares it)",
+         lora=dict(r=4, lora_alpha=8, target_modules=["wte", "c_attn"], fan_in_fan_out=True)),
+    dict(name="resnet_conv2d", arch="resnet", dtype="f32", task="image_cls",
+         what="Conv2d LoRA (3x3 and 1x1 kernels) on a tiny ResNet",
+         lora=dict(r=4, lora_alpha=8, target_modules=r".*convolution")),
+    dict(name="resnet_conv2d_bf16", arch="resnet", dtype="bf16", task="image_cls",
+         what="Conv2d LoRA on a tiny ResNet, BF16 base",
+         lora=dict(r=2, lora_alpha=4, target_modules=r".*layer\.0\.convolution")),
+    dict(name="resnet_dora_conv2d", arch="resnet", dtype="bf16", task="image_cls",
+         what="DoRA on Conv2d",
+         lora=dict(r=2, lora_alpha=4, use_dora=True, target_modules=r".*encoder.*convolution")),
+]
+
+
+def seed_for(name):
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
+
+
+def build_base(case, out):
+    torch.manual_seed(seed_for(case["name"]))
+    task = case.get("task", "causal")
+    kwargs = dict(ARCH[case["arch"]])
+    if task == "seq_cls":
+        kwargs.update(num_labels=3, pad_token_id=0)
+    config = AutoConfig.for_model(case["arch"], **kwargs)
+    model = model_class(task).from_config(config)
+    # Weights bigger than the default init (std 0.02) so that merged deltas are visible next to them.
+    g = torch.Generator().manual_seed(seed_for(case["name"] + "/base"))
+    with torch.no_grad():
+        for _, p in sorted(model.named_parameters()):
+            p.add_(torch.randn(p.shape, generator=g) * 0.05)
+    model = model.to(DTYPES[case["dtype"]]).eval()
+    save(model, out, case.get("shard"))
+
+
+def save(model, out, shard=None):
+    kwargs = dict(safe_serialization=True)
+    if shard:
+        kwargs["max_shard_size"] = shard
+    model.save_pretrained(out, **kwargs)
+    for extra in ("README.md", "generation_config.json"):
+        (out / extra).unlink(missing_ok=True)
+
+
+def load_base(case, path):
+    return model_class(case.get("task", "causal")).from_pretrained(path, dtype=DTYPES[case["dtype"]]).eval()
+
+
+def build_adapter(case, base_dir, out):
+    base = load_base(case, base_dir)
+    config = LoraConfig(**case["lora"])
+    model = get_peft_model(base, config)
+    # Seeded random values for every trainable tensor (lora_B starts at zero; copies of modules_to_save
+    # and trainable tokens start equal to the base), so that the merge changes the weights.
+    g = torch.Generator().manual_seed(seed_for(case["name"] + "/adapter"))
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            if not p.requires_grad:
+                continue
+            noise = torch.randn(p.shape, generator=g)
+            if "magnitude" in name:
+                p.mul_(1 + 0.1 * noise.to(p.dtype))
+            else:
+                p.add_((0.1 * noise).to(p.dtype))
+    if case.get("adapter_dtype"):
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                p.data = p.data.to(DTYPES[case["adapter_dtype"]])
+    model.save_pretrained(out, safe_serialization=True)
+    (out / "README.md").unlink(missing_ok=True)
+
+
+def logits_of(model, task):
+    with torch.no_grad():
+        out = model(**model_input(task, model.dtype))
+    return out.logits.detach().clone().contiguous()
+
+
+def read_folder(folder):
+    """Every tensor of a saved model or adapter folder (all shards), by name."""
+    out = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        with safe_open(f, framework="pt") as st:
+            for k in st.keys():
+                out[k] = st.get_tensor(k)
+    return out
+
+
+HALF_EPS = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+
+
+def expectations(case, root, merged_model):
+    """How closely peft-bridge must reproduce each tensor PEFT's merge changed (tests/golden/README.md).
+
+    Unchanged tensors, modules_to_save copies, trainable-token rows and lora_B.bias sums (one rounding)
+    must be bit-identical, as must r=1 LoRA (one product per element). Other LoRA deltas come from
+    torch's BLAS, which orders and fuses the k-sum differently from peft-bridge's in-order sum: BF16/F16
+    within 1 ulp, F32 within 4 ulp (DoRA: 1 / 8, its norm is a second sum). Where W + delta cancels,
+    ulps of the result mean nothing, so an element also passes within max_ulp times the delta's rounding
+    unit at the tensor's largest |delta| (fp32's, or the weight dtype's for embeddings, whose delta PEFT
+    rounds to the weight dtype first)."""
+    base = read_folder(root / "base")
+    merged = read_folder(root / "peft_merged")
+    adapter_keys = list(read_folder(root / "adapter"))
+    plain_r1 = case["lora"].get("r") == 1 and not case["lora"].get("rank_pattern")
+    out = {}
+    for name, t in sorted(merged.items()):
+        b = base.get(name)
+        if b is not None and b.dtype == t.dtype and b.shape == t.shape and torch.equal(b.view(-1), t.view(-1)):
+            continue
+        module = name.rsplit(".", 1)[0]
+        owned = [k for k in adapter_keys if k.startswith(f"base_model.model.{module}.")]
+        half = t.dtype in HALF_EPS
+        if any(".lora_magnitude_vector" in k for k in owned):
+            kind, max_ulp = "dora", 1 if half else 8
+        elif name.endswith(".bias") and any(".lora_B." in k and k.endswith(".bias") for k in owned):
+            kind, max_ulp = "lora_bias", 0
+        elif any(".lora_" in k for k in owned):
+            kind, max_ulp = "lora", 0 if plain_r1 else (1 if half else 4)
+        else:
+            kind, max_ulp = "copy", 0
+        try:
+            is_embedding = isinstance(merged_model.get_submodule(module), torch.nn.Embedding)
+        except AttributeError:
+            is_embedding = False
+        eps = HALF_EPS[t.dtype] if is_embedding and half else 2.0 ** -24
+        delta = (t.float() - b.float()).abs().max().item() if b is not None and b.shape == t.shape else 0.0
+        out[name] = {"kind": kind, "max_ulp": max_ulp, "abs_tol": max_ulp * eps * delta}
+    return out
+
+
+def build_case(case):
+    root = CORPUS / case["name"]
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    task = case.get("task", "causal")
+    build_base(case, root / "base")
+    build_adapter(case, root / "base", root / "adapter")
+
+    base = load_base(case, root / "base")
+    logits = {"base": logits_of(base, task)}
+    model = PeftModel.from_pretrained(load_base(case, root / "base"), root / "adapter").eval()
+    logits["adapter"] = logits_of(model, task)
+    merged = model.merge_and_unload()
+    logits["merged"] = logits_of(merged, task)
+    save(merged, root / "peft_merged", case.get("shard"))
+    reloaded = load_base(case, root / "peft_merged")
+    logits["merged_reloaded"] = logits_of(reloaded, task)
+    inputs = {f"input.{k}": v for k, v in model_input(task).items()}
+    save_file({**{f"logits.{k}": v for k, v in logits.items()}, **inputs}, root / "logits.safetensors",
+              metadata={"format": "pt"})
+    return {
+        "name": case["name"],
+        "what": case["what"],
+        "arch": case["arch"],
+        "task": task,
+        "dtype": case["dtype"],
+        "adapter_dtype": case.get("adapter_dtype", "f32"),
+        "sharded": bool(case.get("shard")),
+        "lora": case["lora"],
+        "changed_tensors": expectations(case, root, merged),
+        "logits_max_abs_diff": {
+            "adapter_vs_merged": float((logits["adapter"].float() - logits["merged"].float()).abs().max()),
+            "base_vs_merged": float((logits["base"].float() - logits["merged"].float()).abs().max()),
+        },
+    }
+
+
+def main():
+    only = set(sys.argv[1:])
+    CORPUS.mkdir(exist_ok=True)
+    manifest_path = HERE / "MANIFEST.json"
+    old = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    old_cases = {c["name"]: c for c in old.get("cases", [])}
+    cases = []
+    for case in CASES:
+        if only and case["name"] not in only:
+            if case["name"] in old_cases:
+                cases.append(old_cases[case["name"]])
+            continue
+        print(f"generate.py: {case['name']}", file=sys.stderr)
+        entry = build_case(case)
+        # Hand-kept fields (known failures and their reasons) survive a rerun.
+        for key in ("known_failure",):
+            if key in old_cases.get(case["name"], {}):
+                entry[key] = old_cases[case["name"]][key]
+        cases.append(entry)
+    manifest = {
+        "about": "Golden corpus written by transformers and PEFT (tests/golden/README.md). Per case: base/ "
+                 "(save_pretrained), adapter/ (PEFT save_pretrained), peft_merged/ (PEFT merge_and_unload() "
+                 "then save_pretrained), logits.safetensors (fixed input; base, adapter unmerged, merged, "
+                 "merged reloaded from disk).",
+        "command": 'python="$(bash scripts/golden-venv.sh)" && "$python" tests/golden/generate.py',
+        "versions": {p: version(p) for p in
+                     ("torch", "transformers", "peft", "safetensors", "huggingface_hub", "gguf", "numpy")},
+        "python": sys.version.split()[0],
+        "cases": cases,
+    }
+    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+
+
+if __name__ == "__main__":
+    main()

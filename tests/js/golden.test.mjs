@@ -1,0 +1,151 @@
+// The npm CLI's `merge` and the JS API's mergeShards against PEFT's own merge_and_unload() on the golden corpus
+// (tests/golden): every tensor of PEFT's merged model, per case, bit for bit or within the manifest's tolerance
+// for that tensor (tests/golden/README.md). The API must also give the npm CLI's bytes. No Python needed.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cliPath, collect, pb, repoRoot } from './helpers/common.mjs';
+
+const goldenDir = join(repoRoot, 'tests', 'golden');
+const manifest = JSON.parse(readFileSync(join(goldenDir, 'MANIFEST.json'), 'utf8'));
+
+/** Every tensor of every .safetensors file in `dir`: name -> { dtype, shape, bytes }. */
+function readFolder(dir) {
+  const out = new Map();
+  for (const name of readdirSync(dir).filter((n) => n.endsWith('.safetensors')).sort()) {
+    const data = new Uint8Array(readFileSync(join(dir, name)));
+    out.set(`file:${name}`, data);
+    const n = Number(new DataView(data.buffer, data.byteOffset).getBigUint64(0, true));
+    const header = JSON.parse(new TextDecoder().decode(data.subarray(8, 8 + n)));
+    for (const [key, info] of Object.entries(header)) {
+      if (key === '__metadata__') continue;
+      const [b, e] = info.data_offsets;
+      out.set(key, { dtype: info.dtype, shape: info.shape, bytes: data.subarray(8 + n + b, 8 + n + e) });
+    }
+  }
+  return out;
+}
+
+const WIDTH = { F32: 4, BF16: 2, F16: 2 };
+
+/** Element i as an integer ordered like the float (differences count ulps) and as a number. */
+function element(t, i) {
+  const view = new DataView(t.bytes.buffer, t.bytes.byteOffset, t.bytes.byteLength);
+  if (t.dtype === 'F32') {
+    const bits = view.getInt32(4 * i, true);
+    return { ordered: bits < 0 ? -(bits & 0x7fffffff) : bits, value: view.getFloat32(4 * i, true) };
+  }
+  const h = view.getUint16(2 * i, true);
+  const ordered = h & 0x8000 ? -(h & 0x7fff) : h;
+  let value;
+  if (t.dtype === 'BF16') {
+    value = new Float32Array(new Uint32Array([h << 16]).buffer)[0];
+  } else {
+    const exp = (h >> 10) & 0x1f;
+    const man = h & 0x3ff;
+    value = exp === 0 ? man * 2 ** -24 : exp === 31 ? Infinity : (man + 1024) * 2 ** (exp - 25);
+    if (h & 0x8000) value = -value;
+  }
+  return { ordered, value };
+}
+
+/** Compares our merged folder's tensors to PEFT's; returns { problems, identical, total, worst }. */
+function compare(item, gotDir) {
+  const want = readFolder(join(goldenDir, 'corpus', item.name, 'peft_merged'));
+  const got = readFolder(gotDir);
+  const problems = [];
+  let identical = 0;
+  let total = 0;
+  let worst = 0;
+  const names = (m) => [...m.keys()].filter((k) => !k.startsWith('file:'));
+  for (const name of names(got)) if (!want.has(name)) problems.push(`extra tensor ${name}`);
+  for (const name of names(want)) {
+    const w = want.get(name);
+    const g = got.get(name);
+    if (!g) { problems.push(`missing tensor ${name}`); continue; }
+    if (g.dtype !== w.dtype || JSON.stringify(g.shape) !== JSON.stringify(w.shape)) {
+      problems.push(`${name}: ${g.dtype}${JSON.stringify(g.shape)} vs PEFT's ${w.dtype}${JSON.stringify(w.shape)}`);
+      continue;
+    }
+    const { max_ulp: maxUlp = 0, abs_tol: absTol = 0 } = item.changed_tensors[name] ?? {};
+    const width = WIDTH[w.dtype];
+    const count = width ? w.bytes.length / width : w.bytes.length;
+    let bad = 0;
+    let tensorWorst = 0;
+    for (let i = 0; i < count; ++i) {
+      ++total;
+      if (!width) { if (g.bytes[i] === w.bytes[i]) ++identical; else ++bad; continue; }
+      const a = element(g, i);
+      const b = element(w, i);
+      const ulp = Math.abs(a.ordered - b.ordered);
+      if (ulp === 0) { ++identical; continue; }
+      tensorWorst = Math.max(tensorWorst, ulp);
+      if (ulp > maxUlp && Math.abs(a.value - b.value) > absTol) ++bad;
+    }
+    worst = Math.max(worst, tensorWorst);
+    if (bad) problems.push(`${name}: ${bad} of ${count} elements beyond ${maxUlp} ulp (worst ${tensorWorst})`);
+  }
+  return { problems, identical, total, worst };
+}
+
+function tempDir(t) {
+  const dir = mkdtempSync(join(tmpdir(), 'pb-golden-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** The JS API's mergeShards over a corpus folder, written as name -> bytes. */
+async function apiMerge(baseDir, adapterDir) {
+  const indexPath = join(baseDir, 'model.safetensors.index.json');
+  const base = {
+    index: existsSync(indexPath) ? readFileSync(indexPath, 'utf8') : null,
+    config: new Uint8Array(readFileSync(join(baseDir, 'config.json'))),
+    open: (name) => new Uint8Array(readFileSync(join(baseDir, name))),
+  };
+  const adapter = {
+    weights: new Uint8Array(readFileSync(join(adapterDir, 'adapter_model.safetensors'))),
+    config: new Uint8Array(readFileSync(join(adapterDir, 'adapter_config.json'))),
+  };
+  const files = {};
+  for await (const { path, stream } of pb.mergeShards({ base, adapter })) files[path] = await collect(stream);
+  return files;
+}
+
+test('the golden corpus has cases and every case folder', () => {
+  assert.ok(manifest.cases.length >= 20, `${manifest.cases.length} cases`);
+  for (const item of manifest.cases)
+    for (const part of ['base', 'adapter', 'peft_merged', 'logits.safetensors'])
+      assert.ok(existsSync(join(goldenDir, 'corpus', item.name, part)), `${item.name}/${part}`);
+});
+
+for (const item of manifest.cases) {
+  test(`golden ${item.name} (${item.dtype}): npm CLI merge and mergeShards equal PEFT's merge_and_unload`, async (t) => {
+    const dir = tempDir(t);
+    const caseDir = join(goldenDir, 'corpus', item.name);
+    const out = join(dir, 'merged');
+    const r = spawnSync(process.execPath, [cliPath, 'merge', '--base', join(caseDir, 'base'), '--adapter',
+      join(caseDir, 'adapter'), '--out', out], { encoding: 'utf8', timeout: 120000 });
+    let verdict;
+    let stats = { identical: 0, total: 0, worst: 0 };
+    if (r.status !== 0) {
+      verdict = `merge refused (exit ${r.status}): ${r.stderr.trim()}`;
+    } else {
+      stats = compare(item, out);
+      verdict = stats.problems.join('; ');
+      // The API streams the same files the npm CLI writes, byte for byte.
+      const files = await apiMerge(join(caseDir, 'base'), join(caseDir, 'adapter'));
+      for (const [name, bytes] of Object.entries(files))
+        assert.deepEqual(bytes, new Uint8Array(readFileSync(join(out, name))), `mergeShards ${name}`);
+      assert.deepEqual(Object.keys(files).sort(), readdirSync(out).sort());
+    }
+    t.diagnostic(`${item.name}: ${verdict ? `${verdict} - ` : ''}${stats.identical}/${stats.total} identical to PEFT, worst ${stats.worst} ulp`);
+    if (item.known_failure) {
+      assert.ok(verdict, `listed as a known failure but now agrees with PEFT: ${JSON.stringify(item.known_failure)}`);
+    } else {
+      assert.equal(verdict, '', verdict);
+    }
+  });
+}

@@ -1,0 +1,182 @@
+// The native CLI's `merge` against PEFT's own merge_and_unload() on the golden corpus (tests/golden): every
+// tensor of PEFT's merged model, per case, bit for bit or within the manifest's tolerance for that tensor
+// (tests/golden/README.md says why each tolerance is what it is). No Python: the corpus is committed.
+#ifdef PB_CLI_PATH
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+namespace pb::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kGolden = fs::path(PB_SOURCE_DIR) / "tests" / "golden";
+
+json Manifest() {
+  std::ifstream in(kGolden / "MANIFEST.json");
+  return json::parse(in);
+}
+
+struct StoredTensor {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+// Every tensor of every .safetensors file in `dir` (a plain reading of the format, independent of the library).
+std::map<std::string, StoredTensor> ReadFolder(const fs::path& dir) {
+  std::map<std::string, StoredTensor> out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".safetensors") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    uint64_t n = 0;
+    std::memcpy(&n, data.data(), 8);
+    json header = json::parse(data.substr(8, n));
+    for (const auto& [name, info] : header.items()) {
+      if (name == "__metadata__") continue;
+      uint64_t b = info["data_offsets"][0], e = info["data_offsets"][1];
+      out[name] = {info["dtype"], info["shape"].get<std::vector<int64_t>>(), data.substr(8 + n + b, e - b)};
+    }
+  }
+  return out;
+}
+
+// Bits of element i as an integer whose order is the float order (so a difference counts ulps), and its value.
+int64_t Ordered(const StoredTensor& t, size_t i) {
+  if (t.dtype == "F32") {
+    int32_t v;
+    std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+    return v < 0 ? -static_cast<int64_t>(v & 0x7FFFFFFF) : v;
+  }
+  int16_t v;
+  std::memcpy(&v, t.bytes.data() + 2 * i, 2);
+  return v < 0 ? -static_cast<int64_t>(v & 0x7FFF) : v;
+}
+
+double Value(const StoredTensor& t, size_t i) {
+  uint32_t bits = 0;
+  if (t.dtype == "F32") {
+    std::memcpy(&bits, t.bytes.data() + 4 * i, 4);
+  } else {
+    uint16_t h;
+    std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+    if (t.dtype == "BF16") {
+      bits = static_cast<uint32_t>(h) << 16;
+    } else {  // F16
+      int exp = (h >> 10) & 0x1F, man = h & 0x3FF;
+      double v = exp == 0 ? std::ldexp(man, -24) : exp == 31 ? INFINITY : std::ldexp(man + 1024, exp - 25);
+      return (h & 0x8000) ? -v : v;
+    }
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+size_t ElementSize(const std::string& dtype) { return dtype == "F32" ? 4 : dtype == "BF16" || dtype == "F16" ? 2 : 1; }
+
+int RunMerge(const fs::path& base, const fs::path& adapter, const fs::path& out) {
+  std::string cmd = std::string(PB_CLI_PATH) + " merge --base '" + base.string() + "' --adapter '" + adapter.string() +
+                    "' --out '" + out.string() + "' >/dev/null 2>&1";
+  int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+class GoldenMerge : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenMerge, EqualsPeftMergeAndUnload) {
+  json manifest = Manifest();
+  json item;
+  for (const auto& c : manifest["cases"])
+    if (c["name"] == GetParam()) item = c;
+  ASSERT_FALSE(item.is_null());
+  const fs::path dir = kGolden / "corpus" / GetParam();
+  const fs::path out = fs::temp_directory_path() / ("pb_golden_" + GetParam() + "_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  int status = RunMerge(dir / "base", dir / "adapter", out);
+  const bool known = item.contains("known_failure");
+
+  std::string mismatch;
+  uint64_t total = 0, identical = 0;
+  int64_t worst = 0;
+  if (status == 0) {
+    auto want = ReadFolder(dir / "peft_merged");
+    auto got = ReadFolder(out);
+    for (const auto& [name, _] : got)
+      if (!want.count(name)) mismatch += "extra tensor " + name + "; ";
+    for (const auto& [name, w] : want) {
+      auto it = got.find(name);
+      if (it == got.end()) { mismatch += "missing tensor " + name + "; "; continue; }
+      const StoredTensor& g = it->second;
+      if (g.dtype != w.dtype || g.shape != w.shape || g.bytes.size() != w.bytes.size()) {
+        mismatch += name + ": dtype/shape " + g.dtype + " vs PEFT's " + w.dtype + "; ";
+        continue;
+      }
+      int64_t max_ulp = 0;
+      double abs_tol = 0;
+      if (item["changed_tensors"].contains(name)) {
+        max_ulp = item["changed_tensors"][name]["max_ulp"];
+        abs_tol = item["changed_tensors"][name]["abs_tol"];
+      }
+      const size_t count = w.bytes.size() / ElementSize(w.dtype);
+      uint64_t bad = 0;
+      int64_t tensor_worst = 0;
+      for (size_t i = 0; i < count; ++i) {
+        ++total;
+        if (g.dtype == "F32" || g.dtype == "BF16" || g.dtype == "F16") {
+          int64_t ulp = std::llabs(Ordered(g, i) - Ordered(w, i));
+          if (ulp == 0) { ++identical; continue; }
+          tensor_worst = std::max(tensor_worst, ulp);
+          if (ulp > max_ulp && std::fabs(Value(g, i) - Value(w, i)) > abs_tol) ++bad;
+        } else if (std::memcmp(g.bytes.data() + i * ElementSize(g.dtype), w.bytes.data() + i * ElementSize(w.dtype),
+                               ElementSize(g.dtype)) == 0) {
+          ++identical;
+        } else {
+          ++bad;
+        }
+      }
+      worst = std::max(worst, tensor_worst);
+      if (bad)
+        mismatch += name + ": " + std::to_string(bad) + " of " + std::to_string(count) + " elements beyond " +
+                    std::to_string(max_ulp) + " ulp (worst " + std::to_string(tensor_worst) + "); ";
+    }
+  }
+  fs::remove_all(out);
+  std::string verdict = status != 0 ? "merge refused (exit " + std::to_string(status) + ")" : mismatch;
+  std::printf("golden %s [%s]: %s%llu/%llu elements identical to PEFT, worst %lld ulp\n", GetParam().c_str(),
+              item["dtype"].get<std::string>().c_str(), verdict.empty() ? "" : (verdict + " - ").c_str(),
+              static_cast<unsigned long long>(identical), static_cast<unsigned long long>(total),
+              static_cast<long long>(worst));
+  if (known) {
+    // A listed failure must still fail: once it is fixed, its entry in the manifest goes.
+    EXPECT_FALSE(verdict.empty()) << "listed as a known failure but now agrees with PEFT: "
+                                  << item["known_failure"].dump();
+  } else {
+    EXPECT_TRUE(verdict.empty()) << verdict;
+  }
+}
+
+std::vector<std::string> CaseNames() {
+  std::vector<std::string> names;
+  const json manifest = Manifest();  // held: a range-for over Manifest()["cases"] would dangle
+  for (const auto& c : manifest["cases"]) names.push_back(c["name"]);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, GoldenMerge, ::testing::ValuesIn(CaseNames()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace pb::testing
+#endif
