@@ -526,144 +526,19 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Adapters (src/adapter): an adapter is small, so each call takes its files whole and returns a plain JS object
-// in one go, with no handle: {ok: true, text, json, files?} or {ok: false, errorJson, errorText, stage}.
-// Bytes cross as copies: Embind copies a Uint8Array argument into a std::string, and output files come back
-// as fresh Uint8Arrays (`new Uint8Array(view)` copies), so no view of the heap reaches the caller.
+// Adapters: adapter-info and translate run as AdapterJob handles (wasm/merge_bindings.cc), reading the weights by
+// range. Here only the refusal of a pickled adapter file, which needs no handle.
 namespace pb::wasm {
 namespace {
 
 using emscripten::val;
 
-// The whole output file in memory (EmitSafetensors writes the header, then the data).
-class VectorSink : public ByteSink {
- public:
-  Status Write(std::span<const uint8_t> bytes) override {
-    bytes_.insert(bytes_.end(), bytes.begin(), bytes.end());
-    return Status::Ok();
-  }
-  const std::vector<uint8_t>& bytes() const { return bytes_; }
-
- private:
-  std::vector<uint8_t> bytes_;
-};
-
-// `stage` tells the npm CLI where the native CLI would have met the error: "read" before OUT_DIR is touched,
-// "write" while producing the output files (then `weightsName` names the file being produced).
-val Failure(const Error& e, const char* stage = "read") {
+val Failure(const Error& e) {
   val r = val::object();
   r.set("ok", false);
   r.set("errorJson", RenderErrorJson(e));
   r.set("errorText", RenderErrorText(e));
-  r.set("stage", std::string(stage));
-  return r;
-}
-
-// null/undefined, or the text (a JS string is UTF-8 encoded; a Uint8Array passes its bytes unchanged).
-std::optional<std::string> OptionalText(const val& v) {
-  if (v.isNull() || v.isUndefined()) return std::nullopt;
-  return v.as<std::string>();
-}
-
-val CopyOut(const uint8_t* data, size_t size) {
-  return val::global("Uint8Array").new_(emscripten::typed_memory_view(size, data));
-}
-
-val File(const std::string& name, const uint8_t* data, size_t size) {
-  val f = val::object();
-  f.set("name", name);
-  f.set("bytes", CopyOut(data, size));
-  return f;
-}
-
-// The options both calls share, as JSON: {"from","arch","to": string|null, "strict","oldPeft","dryRun": bool}.
-struct AdapterOptions {
-  adapter::ReadOptions read;
-  std::optional<adapter::AdapterFormat> to;
-  bool old_peft = false;
-  bool dry_run = false;
-};
-
-Result<std::optional<adapter::AdapterFormat>> FormatOption(const Json& j, const char* key) {
-  if (!j.contains(key) || j[key].is_null()) return std::optional<adapter::AdapterFormat>();
-  std::string name = j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
-  auto format = adapter::ParseFormatName(name);
-  if (!format)
-    return MakeError(ErrorCode::InvalidArgument,
-                     std::string(key) + ": unknown format `" + name + "` (expected peft, mlx, kohya or gguf-names)");
-  return std::optional<adapter::AdapterFormat>(format);
-}
-
-Result<AdapterOptions> ParseAdapterOptions(const std::string& text) {
-  auto parsed = ParseJson(text, "adapter options");
-  if (!parsed.ok()) return MakeError(ErrorCode::InvalidArgument, parsed.error().message);
-  const Json& j = parsed.value();
-  if (!j.is_object()) return MakeError(ErrorCode::InvalidArgument, "adapter options are not a JSON object");
-  AdapterOptions o;
-  auto from = FormatOption(j, "from");
-  if (!from.ok()) return from.error();
-  o.read.format = from.value();
-  auto to = FormatOption(j, "to");
-  if (!to.ok()) return to.error();
-  o.to = to.value();
-  if (j.contains("arch") && j["arch"].is_string()) o.read.arch = j["arch"].get<std::string>();
-  auto flag = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
-  o.read.strict = flag("strict");
-  o.old_peft = flag("oldPeft");
-  o.dry_run = flag("dryRun");
-  return o;
-}
-
-// adapter-info: ReadAdapter and both renderings.
-val AdapterInfo(const std::string& weights, const std::string& weights_name, const val& config,
-                const val& base_config, const std::string& options_json) {
-  auto options = ParseAdapterOptions(options_json);
-  if (!options.ok()) return Failure(options.error());
-  adapter::AdapterSource source{weights_name, {reinterpret_cast<const uint8_t*>(weights.data()), weights.size()},
-                                OptionalText(config), OptionalText(base_config)};
-  auto read = adapter::ReadAdapter(source, options->read);
-  if (!read.ok()) return Failure(read.error());
-  val r = val::object();
-  r.set("ok", true);
-  r.set("text", adapter::RenderAdapterInfoText(read.value()));
-  r.set("json", adapter::RenderAdapterInfoJson(read.value()));
-  return r;
-}
-
-// translate: Translate, both renderings, and (unless dryRun) the output files' bytes, weights first.
-val TranslateAdapter(const std::string& weights, const std::string& weights_name, const val& config,
-                     const val& base_config, const std::string& options_json) {
-  auto options = ParseAdapterOptions(options_json);
-  if (!options.ok()) return Failure(options.error());
-  if (!options->to) return Failure(MakeError(ErrorCode::InvalidArgument, "to: a target format is required"));
-  adapter::AdapterSource source{weights_name, {reinterpret_cast<const uint8_t*>(weights.data()), weights.size()},
-                                OptionalText(config), OptionalText(base_config)};
-  adapter::WriteOptions write_options;  // as the native CLI: base config and arch come from the read side
-  write_options.strict = options->read.strict;
-  write_options.compat_pre_014 = options->old_peft;
-  auto result = adapter::Translate(source, *options->to, options->read, write_options);
-  if (!result.ok()) return Failure(result.error());
-  val files = val::array();
-  if (!options->dry_run) {
-    const auto& output = result->output;
-    VectorSink sink;
-    if (Status s = adapter::EmitSafetensors(output.weights, sink); !s.ok()) {
-      val failure = Failure(s.error(), "write");
-      failure.set("weightsName", output.weights_name);
-      // The plan as JSON too: the npm CLI applies the dropped-tensor rule before it meets this error, as natively.
-      failure.set("json", adapter::RenderTranslateJson(result.value(), *options->to, options->dry_run));
-      return failure;
-    }
-    files.call<void>("push", File(output.weights_name, sink.bytes().data(), sink.bytes().size()));
-    if (output.config_name)
-      files.call<void>("push", File(*output.config_name, reinterpret_cast<const uint8_t*>(output.config_text.data()),
-                                    output.config_text.size()));
-  }
-  val r = val::object();
-  r.set("ok", true);
-  r.set("text", adapter::RenderTranslateText(result.value(), *options->to, options->dry_run));
-  r.set("json", adapter::RenderTranslateJson(result.value(), *options->to, options->dry_run));
-  r.set("files", files);
+  r.set("stage", std::string("read"));
   return r;
 }
 
@@ -672,8 +547,6 @@ val TranslateAdapter(const std::string& weights, const std::string& weights_name
 
 EMSCRIPTEN_BINDINGS(peft_bridge_adapter) {
   using namespace emscripten;
-  function("adapterInfo", &pb::wasm::AdapterInfo);
-  function("translateAdapter", &pb::wasm::TranslateAdapter);
   // The refusal the CLI prints for a pickled adapter file, rendered by the core.
   function("pickleAdapterError", +[](const std::string& file_name) {
     return pb::wasm::Failure(pb::adapter::PickleAdapterError(file_name));

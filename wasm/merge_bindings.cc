@@ -36,6 +36,7 @@
 #include "adapter/python_json.h"
 #include "adapter/tensor_fetch.h"
 #include "core/header.h"
+#include "app/command_line.h"
 #include "app/report.h"
 #include "core/writer.h"
 #include "merge/merge_engine.h"
@@ -142,19 +143,46 @@ class Chunks : public ByteSink {
   size_t capacity_ = 0;
 };
 
-// Named apart from bindings.cc's Handle: Embind registers each class once, by type.
-// An adapter's header from its file's first bytes (the 8-byte length and the JSON), checked as the native CLI
-// checks it; `file_size` bounds the data the header may declare.
-Result<Header> AdapterHeaderFrom(std::span<const uint8_t> bytes, double file_size) {
-  auto len = ReadHeaderLength(bytes, uint64_t(file_size));
-  if (!len.ok()) return len.error();
-  if (bytes.size() - 8 < len.value()) return InvalidHeaderLengthError(len.value(), bytes.size());
-  return ParseHeader(std::string(reinterpret_cast<const char*>(bytes.data()) + 8, len.value()), uint64_t(file_size));
+// A file's size as JS passes it: a double below 2^53, or < 0 when unknown.
+std::optional<uint64_t> KnownSize(double file_size) {
+  return file_size >= 0 ? std::optional<uint64_t>(uint64_t(file_size)) : std::nullopt;
 }
 
+// A safetensors header (a base shard's or an adapter's) from its file's first bytes (the 8-byte length and the
+// JSON), checked as the native CLI checks it; a known file size bounds the data the header may declare.
+Result<Header> HeaderFrom(std::span<const uint8_t> bytes, std::optional<uint64_t> file_size) {
+  auto len = file_size ? ReadHeaderLength(bytes, *file_size) : ReadHeaderLength(bytes);
+  if (!len.ok()) return len.error();
+  if (bytes.size() - 8 < len.value()) return InvalidHeaderLengthError(len.value(), bytes.size());
+  return ParseHeader(std::string(reinterpret_cast<const char*>(bytes.data()) + 8, len.value()), file_size);
+}
+
+// What every handle shares: the byte window, output chunks, the error, and reading a header by range (JS reads a
+// file's first 8 bytes (header_length), then the 8-byte prefix and the header (set_adapter_header), then the tiny
+// tensors adapter_inline_ranges() lists). Named apart from bindings.cc's Handle: Embind registers each class once.
 class MergeIo {
  public:
   uintptr_t window(size_t n) { return reinterpret_cast<uintptr_t>(window_.Reserve(n)); }
+  // A header's length from the first n (<= 8) window bytes, or -1 (error set, prefixed with the file's name as
+  // the CLI does). `file_size` < 0 when unknown.
+  double header_length(size_t n, const std::string& name, double file_size) {
+    auto bytes = Begin(n);
+    if (!bytes) return -1;
+    auto len = KnownSize(file_size) ? ReadHeaderLength(*bytes, uint64_t(file_size)) : ReadHeaderLength(*bytes);
+    if (!len.ok()) return FailNamed(name, len.error()), -1;
+    return double(len.value());
+  }
+  bool set_adapter_header(size_t n, const std::string& weights_name, double file_size) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    auto header = HeaderFrom(*bytes, KnownSize(file_size));
+    if (!header.ok()) return FailNamed(weights_name, header.error());
+    adapter_header_ = std::make_unique<Header>(std::move(header.value()));
+    return true;
+  }
+  std::string adapter_inline_ranges() const {
+    return adapter_header_ ? RangesJson(adapter::InlineTensorRanges(*adapter_header_)) : "[]";
+  }
   uintptr_t chunk_table() const { return chunks_.table(); }
   size_t chunk_count() const { return chunks_.count(); }
   uintptr_t owned_bytes() const { return chunks_.owned(); }
@@ -170,16 +198,26 @@ class MergeIo {
     error_ = std::move(e);
     return false;
   }
+  bool FailNamed(const std::string& name, Error e) {
+    e.message = name + ": " + e.message;
+    return Fail(std::move(e));
+  }
   std::optional<std::span<const uint8_t>> Begin(size_t n) {
     chunks_.Clear();
     auto bytes = window_.Filled(n);
     if (!bytes) error_ = MakeError(ErrorCode::InvalidArgument, "more bytes than the window holds");
     return bytes;
   }
+  static std::string RangesJson(std::span<const adapter::ByteRange> ranges) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : ranges) j.push_back({r.begin, r.end});
+    return j.dump();
+  }
 
   Window window_;
   Chunks chunks_;
   std::optional<Error> error_;
+  std::unique_ptr<Header> adapter_header_;  // the adapter's header, until the adapter is read from it
 };
 
 // ---- what both merge handles share: options and the adapter ----
@@ -203,12 +241,11 @@ class MergeHandle : public MergeIo {
       Fail(MakeError(ErrorCode::InvalidArgument, "merge options are not a JSON object"));
       return;
     }
-    if (j.contains("dtype") && !j["dtype"].is_null()) {
+    if (j.contains("dtype") && !j["dtype"].is_null()) {  // the CLI's dtype vocabulary (src/app/command_line.h)
       std::string d = j["dtype"].is_string() ? j["dtype"].get<std::string>() : j["dtype"].dump();
-      if (d == "bf16") options_.dtype = Dtype::BF16;
-      else if (d == "f16") options_.dtype = Dtype::F16;
-      else if (d == "f32") options_.dtype = Dtype::F32;
-      else Fail(MakeError(ErrorCode::InvalidArgument, "unknown dtype `" + d + "` (expected bf16, f16 or f32)"));
+      options_.dtype = app::ParseFloatDtypeName(d);
+      if (!options_.dtype)
+        Fail(MakeError(ErrorCode::InvalidArgument, "unknown dtype `" + ClipForMessage(d) + "` (expected bf16, f16 or f32)"));
     }
     auto flag = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
     options_.safe = flag("safe");
@@ -217,42 +254,10 @@ class MergeHandle : public MergeIo {
   }
   bool ok() const { return !error_.has_value(); }
 
-  // The adapter's weights file (n window bytes), its adapter_config.json and the base's config.json (null, a
-  // string, or raw bytes). As the native CLI: the base config serves both the adapter reader and the planner.
-  bool load_adapter(size_t n, const std::string& weights_name, const val& config, const val& base_config) {
-    auto bytes = Begin(n);
-    if (!bytes) return false;
-    base_config_ = OptionalText(base_config);
-    adapter::AdapterSource source{weights_name, *bytes, OptionalText(config), base_config_};
-    auto read = adapter::ReadAdapter(source, {std::nullopt, options_.arch, false, nullptr});
-    if (!read.ok()) return Fail(read.error());
-    read_ = std::make_unique<adapter::ReadResult>(std::move(read.value()));
-    return true;
-  }
-
-  // The adapter by range (issue 10): JS reads the weights file's first 8 bytes (adapter_header_length), then
-  // the 8-byte prefix and header (set_adapter_header), then the tiny tensors adapter_inline_ranges() lists
-  // (load_adapter_ranges, the reader's step); every other tensor is fetched while merging, as adapter_needs()
-  // asks. 64-bit sizes come as doubles (JS keeps them below 2^53). Header errors are prefixed with the file's
-  // name, as the native CLI's.
-  double adapter_header_length(size_t n, const std::string& weights_name, double file_size) {
-    auto bytes = Begin(n);
-    if (!bytes) return -1;
-    auto len = ReadHeaderLength(*bytes, uint64_t(file_size));
-    if (!len.ok()) return FailNamed(weights_name, len.error()), -1;
-    return double(len.value());
-  }
-  bool set_adapter_header(size_t n, const std::string& weights_name, double file_size) {
-    auto bytes = Begin(n);
-    if (!bytes) return false;
-    auto header = AdapterHeaderFrom(*bytes, file_size);
-    if (!header.ok()) return FailNamed(weights_name, header.error());
-    adapter_header_ = std::make_unique<Header>(std::move(header.value()));
-    return true;
-  }
-  std::string adapter_inline_ranges() const {
-    return adapter_header_ ? RangesJson(adapter::InlineTensorRanges(*adapter_header_)) : "[]";
-  }
+  // The adapter by range (issue 10): after MergeIo's header steps, load_adapter_ranges reads the adapter from its
+  // header and the inline tensors (n window bytes), with its adapter_config.json and the base's config.json
+  // (null, a string, or raw bytes; as the native CLI, the base config serves both the reader and the planner);
+  // every other tensor is fetched while merging, as adapter_needs() asks.
   bool load_adapter_ranges(size_t n, const std::string& weights_name, const val& config, const val& base_config) {
     auto bytes = Begin(n);
     if (!bytes) return false;
@@ -281,16 +286,6 @@ class MergeHandle : public MergeIo {
 
  protected:
   virtual adapter::AdapterBytesConsumer* Consumer() const = 0;
-  static std::string RangesJson(std::span<const adapter::ByteRange> ranges) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& r : ranges) j.push_back({r.begin, r.end});
-    return j.dump();
-  }
-  bool FailNamed(const std::string& name, Error e) {
-    e.message = name + ": " + e.message;
-    return Fail(std::move(e));
-  }
-  std::unique_ptr<Header> adapter_header_;  // the adapter's header, until load_adapter_ranges reads it
 
   std::string Summary(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run, bool json) const {
     merge::MergeSummary s{&plan, read_.get(), uint64_t(source_bytes), seconds, uint64_t(HeapSize()), dry_run, options_.unmerge};
@@ -318,28 +313,12 @@ class Merger : public MergeHandle {
   // The shard names the index lists, as a JSON array.
   std::string index_shards() const { return index_ ? nlohmann::json(index_->shard_names).dump() : "[]"; }
 
-  // A shard's header length from the first n (<= 8) window bytes, or -1 (error set, prefixed with the shard's
-  // name as the CLI does). `file_size` < 0 when unknown.
-  double header_length(size_t n, const std::string& name, double file_size) {
-    auto bytes = Begin(n);
-    if (!bytes) return -1;
-    auto len = file_size >= 0 ? ReadHeaderLength(*bytes, uint64_t(file_size)) : ReadHeaderLength(*bytes);
-    if (!len.ok()) {
-      Named(name, len.error());
-      return -1;
-    }
-    return double(len.value());
-  }
   // A shard's header: n window bytes holding the 8-byte prefix and the header JSON (fewer when the source ended).
   bool add_shard(size_t n, const std::string& name, double file_size) {
     auto bytes = Begin(n);
     if (!bytes) return false;
-    std::optional<uint64_t> size = file_size >= 0 ? std::optional<uint64_t>(uint64_t(file_size)) : std::nullopt;
-    auto len = size ? ReadHeaderLength(*bytes, *size) : ReadHeaderLength(*bytes);
-    if (!len.ok()) return Named(name, len.error());
-    if (n - 8 < len.value()) return Named(name, InvalidHeaderLengthError(len.value(), n));
-    auto header = ParseHeader(std::string(reinterpret_cast<const char*>(bytes->data()) + 8, len.value()), size);
-    if (!header.ok()) return Named(name, header.error());
+    auto header = HeaderFrom(*bytes, KnownSize(file_size));
+    if (!header.ok()) return FailNamed(name, header.error());
     names_.push_back(name);
     headers_.push_back(std::make_unique<Header>(std::move(header.value())));
     return true;
@@ -445,11 +424,6 @@ class Merger : public MergeHandle {
     for (const auto& h : headers_) total += h->data_size();
     return total;
   }
-  bool Named(const std::string& name, Error e) {
-    e.message = name + ": " + e.message;
-    return Fail(std::move(e));
-  }
-
   adapter::AdapterBytesConsumer* Consumer() const override { return merger_.get(); }
 
   std::optional<merge::ModelIndex> index_;
@@ -492,15 +466,16 @@ class StreamMerger : public MergeHandle {
 
 // The same steps as the merge handles' adapter loading (header, inline tensors, read), then either the ‖ΔW‖
 // pass (info) or translate's output written tensor by tensor (the weights file as output chunks), each
-// referenced tensor's bytes supplied as adapter_needs() asks. Options: wasm/bindings.cc's adapter options JSON.
+// referenced tensor's bytes supplied as adapter_needs() asks. Options, as JSON: {"from","arch","to": string|null, "strict","oldPeft","dryRun": bool}.
 class AdapterJob : public MergeIo {
  public:
   explicit AdapterJob(const std::string& options_json) {
-    auto j = nlohmann::json::parse(options_json, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) {
+    auto parsed = ParseJson(options_json, "adapter options");
+    if (!parsed.ok() || !parsed->is_object()) {
       Fail(MakeError(ErrorCode::InvalidArgument, "adapter options are not a JSON object"));
       return;
     }
+    const Json& j = parsed.value();
     for (const char* key : {"from", "to"}) {
       if (!j.contains(key) || j[key].is_null()) continue;
       std::string name = j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
@@ -520,22 +495,6 @@ class AdapterJob : public MergeIo {
   }
   bool ok() const { return !error_.has_value(); }
 
-  double header_length(size_t n, const std::string& weights_name, double file_size) {
-    auto bytes = Begin(n);
-    if (!bytes) return -1;
-    auto len = ReadHeaderLength(*bytes, uint64_t(file_size));
-    if (!len.ok()) return Named(weights_name, len.error()), -1;
-    return double(len.value());
-  }
-  bool set_header(size_t n, const std::string& weights_name, double file_size) {
-    auto bytes = Begin(n);
-    if (!bytes) return false;
-    auto header = AdapterHeaderFrom(*bytes, file_size);
-    if (!header.ok()) return Named(weights_name, header.error());
-    header_ = std::make_unique<Header>(std::move(header.value()));
-    return true;
-  }
-  std::string inline_ranges() const { return header_ ? RangesJson(adapter::InlineTensorRanges(*header_)) : "[]"; }
 
   // adapter-info: reads (window: the inline tensor bytes), then asks for each module's factors.
   bool info(size_t n, const std::string& weights_name, const val& config, const val& base_config) {
@@ -607,33 +566,23 @@ class AdapterJob : public MergeIo {
   }
 
  private:
-  static std::string RangesJson(std::span<const adapter::ByteRange> ranges) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& r : ranges) j.push_back({r.begin, r.end});
-    return j.dump();
-  }
-  bool Named(const std::string& name, Error e) {
-    e.message = name + ": " + e.message;
-    return Fail(std::move(e));
-  }
   std::optional<adapter::AdapterSource> Source(size_t n, const std::string& weights_name, const val& config,
                                                const val& base_config) {
     auto bytes = Begin(n);
     if (!bytes) return std::nullopt;
-    if (!header_) {
+    if (!adapter_header_) {
       Fail(MakeError(ErrorCode::InvalidArgument, "the adapter's header was not given"));
       return std::nullopt;
     }
     config_ = OptionalText(config);
     base_config_ = OptionalText(base_config);
     inline_.assign(bytes->begin(), bytes->end());
-    return adapter::AdapterSource{weights_name, {}, config_, base_config_, header_.get(), inline_};
+    return adapter::AdapterSource{weights_name, {}, config_, base_config_, adapter_header_.get(), inline_};
   }
 
   adapter::ReadOptions read_options_;
   std::optional<adapter::AdapterFormat> to_;
   bool old_peft_ = false, dry_run_ = false;
-  std::unique_ptr<Header> header_;
   std::optional<std::string> config_, base_config_;
   std::vector<uint8_t> inline_;
   std::unique_ptr<adapter::ReadResult> read_;
@@ -697,13 +646,12 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("chunkCount", &MergeIo::chunk_count)
       .function("ownedBytes", &MergeIo::owned_bytes)
       .function("errorJson", &MergeIo::error_json)
-      .function("errorText", &MergeIo::error_text);
+      .function("errorText", &MergeIo::error_text)
+      .function("headerLength", &MergeIo::header_length)
+      .function("setAdapterHeader", &MergeIo::set_adapter_header)
+      .function("adapterInlineRanges", &MergeIo::adapter_inline_ranges);
   class_<MergeHandle, base<MergeIo>>("MergeHandle")
       .function("ok", &MergeHandle::ok)
-      .function("loadAdapter", &MergeHandle::load_adapter)
-      .function("adapterHeaderLength", &MergeHandle::adapter_header_length)
-      .function("setAdapterHeader", &MergeHandle::set_adapter_header)
-      .function("adapterInlineRanges", &MergeHandle::adapter_inline_ranges)
       .function("loadAdapterRanges", &MergeHandle::load_adapter_ranges)
       .function("adapterNeeds", &MergeHandle::adapter_needs)
       .function("supplyAdapter", &MergeHandle::supply_adapter);
@@ -711,7 +659,6 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .constructor<std::string>()
       .function("setIndex", &Merger::set_index)
       .function("indexShards", &Merger::index_shards)
-      .function("headerLength", &Merger::header_length)
       .function("addShard", &Merger::add_shard)
       .function("baseComplete", &Merger::base_complete)
       .function("plan", &Merger::plan)
@@ -732,9 +679,6 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
   class_<AdapterJob, base<MergeIo>>("AdapterJob")
       .constructor<std::string>()
       .function("ok", &AdapterJob::ok)
-      .function("headerLength", &AdapterJob::header_length)
-      .function("setHeader", &AdapterJob::set_header)
-      .function("inlineRanges", &AdapterJob::inline_ranges)
       .function("info", &AdapterJob::info)
       .function("translate", &AdapterJob::translate)
       .function("beginWrite", &AdapterJob::begin_write)

@@ -76,8 +76,8 @@ function withBytes(handle, method, bytes, ...args) {
 }
 
 /**
- * Reads the adapter's header and tiny tensors from `src` into a handle with the header steps (the merge
- * handles' adapterHeaderLength / setAdapterHeader / adapterInlineRanges, or AdapterJob's); returns the inline
+ * Reads the adapter's header and tiny tensors from `src` into a handle with the header steps every handle has
+ * (headerLength / setAdapterHeader / adapterInlineRanges, wasm/merge_bindings.cc's MergeIo); returns the inline
  * tensors' bytes for the reading step. Internal.
  */
 export async function readAdapterHeader(handle, src, name, methods, signal) {
@@ -109,7 +109,7 @@ export async function serveRanges(handle, src, methods, signal, onBytes = () => 
   }
 }
 
-const JOB = { length: 'headerLength', header: 'setHeader', ranges: 'inlineRanges', needs: 'needs', supply: 'supply' };
+const JOB = { length: 'headerLength', header: 'setAdapterHeader', ranges: 'adapterInlineRanges', needs: 'needs', supply: 'supply' };
 
 /**
  * Runs one of the core's adapter operations with already gathered inputs; returns its result object

@@ -16,7 +16,7 @@ import { DEFAULT_READ_SIZE, chunkBytes, isRandomAccess, openSource, raceAbort } 
 const DTYPES = new Set(['bf16', 'f16', 'f32']);
 // The merge handles' methods for reading the adapter by range.
 const MERGE_ADAPTER = {
-  length: 'adapterHeaderLength',
+  length: 'headerLength',
   header: 'setAdapterHeader',
   ranges: 'adapterInlineRanges',
   needs: 'adapterNeeds',
