@@ -288,11 +288,12 @@ class MergeHandle : public MergeIo {
   virtual adapter::AdapterBytesConsumer* Consumer() const = 0;
 
   std::string Summary(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run, bool json) const {
-    merge::MergeSummary s{&plan, read_.get(), uint64_t(source_bytes), seconds, uint64_t(HeapSize()), dry_run, options_.unmerge};
+    merge::MergeSummary s{&plan, read_.get(), uint64_t(source_bytes), seconds, uint64_t(HeapSize()), dry_run, options_.unmerge, copied_};
     return json ? merge::RenderMergeJson(s) : merge::RenderMergeText(s);
   }
 
   merge::MergeOptions options_;
+  std::vector<std::string> copied_;  // the base's other files the CLI copies (set_copied_files)
   std::optional<std::string> base_config_;
   std::unique_ptr<adapter::ReadResult> read_;
 };
@@ -390,6 +391,15 @@ class Merger : public MergeHandle {
   }
   // The output config.json text, or null when no base config was given.
   val config_json() const { return plan_ && plan_->config_json ? val(*plan_->config_json) : val::null(); }
+  // The base's other files the CLI copies into the output (app/base_extras.h), a JSON array of names: the summary
+  // lists them.
+  void set_copied_files(const std::string& names_json) {
+    copied_.clear();
+    auto j = nlohmann::json::parse(names_json, nullptr, /*allow_exceptions=*/false);
+    if (j.is_array())
+      for (const auto& n : j)
+        if (n.is_string()) copied_.push_back(n.get<std::string>());
+  }
   std::string summary(double seconds, bool dry_run, bool json) const {
     return plan_ ? Summary(*plan_, double(SourceTotal()), seconds, dry_run, json) : "";
   }
@@ -669,6 +679,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("outputIndex", &Merger::output_index)
       .function("configJson", &Merger::config_json)
       .function("summary", &Merger::summary)
+      .function("setCopiedFiles", &Merger::set_copied_files)
       .function("planTensors", &Merger::plan_tensors);
   class_<StreamMerger, base<MergeHandle>>("StreamMerger")
       .constructor<std::string>()

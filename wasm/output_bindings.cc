@@ -28,6 +28,9 @@ EMSCRIPTEN_BINDINGS(peft_bridge_output_policy) {
   emscripten::function("planOutput", +[](const std::string& request) {
     return Outcome(pb::app::PlanOutputJson(request), "planJson");
   });
+  emscripten::function("planExtraFiles", +[](const std::string& request) {
+    return Outcome(pb::app::PlanExtraFilesJson(request), "planJson");
+  });
   emscripten::function("checkDropped", +[](const std::string& request) {
     return Outcome(pb::app::CheckDroppedJson(request), "warnings");
   });

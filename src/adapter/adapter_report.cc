@@ -6,6 +6,7 @@
 #include "core/json.h"
 
 #include "adapter/delta_norm.h"
+#include "adapter/natural_order.h"
 #include "adapter/python_json.h"
 
 namespace pb::adapter {
@@ -50,6 +51,13 @@ std::map<std::string, uint64_t> DtypeCounts(const Adapter& a) {
   }
   for (const auto& e : a.extras) ++counts[std::string(DtypeName(e.tensor.dtype))];
   return counts;
+}
+
+// The modules' positions in natural layer order (layers.2 before layers.10), as people read a list.
+std::vector<size_t> ListedOrder(const Adapter& a) {
+  std::vector<std::string_view> paths;
+  for (const auto& m : a.modules) paths.push_back(m.path);
+  return NaturalOrder(paths);
 }
 
 double NormOf(const ReadResult& read, size_t i) {
@@ -110,7 +118,7 @@ std::string RenderAdapterInfoJson(const ReadResult& read) {
   j["use_rslora"] = c.use_rslora;
   j["use_dora"] = c.use_dora;
   j["modules"] = Json::array();
-  for (size_t i = 0; i < a.modules.size(); ++i) j["modules"].push_back(ModuleJson(a.modules[i], NormOf(read, i)));
+  for (size_t i : ListedOrder(a)) j["modules"].push_back(ModuleJson(a.modules[i], NormOf(read, i)));
   j["extras"] = Json::array();
   for (const auto& e : a.extras) {
     Json x = Json::object();
@@ -146,7 +154,7 @@ std::string RenderAdapterInfoText(const ReadResult& read) {
   out += "r: " + std::to_string(c.r) + ", lora_alpha: " + AlphaText(c.lora_alpha) +
          ", rsLoRA: " + (c.use_rslora ? "yes" : "no") + ", DoRA: " + (c.use_dora ? "yes" : "no") + "\n";
   out += "modules: " + std::to_string(a.modules.size()) + "\n";
-  for (size_t i = 0; i < a.modules.size(); ++i) {
+  for (size_t i : ListedOrder(a)) {
     const LoraModule& m = a.modules[i];
     out += "  " + m.path + "  " + std::string(LoraShapeName(m.shape)) + " " + std::to_string(m.in_features()) + "->" +
            std::to_string(m.out_features()) + "  r=" + std::to_string(m.rank()) + " alpha=" +

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "adapter/format_internal.h"
+#include "adapter/kohya_names.h"
 #include "adapter/tensor_ops.h"
 
 namespace pb::adapter::internal {
@@ -28,16 +29,28 @@ std::optional<std::string> MetadataValue(const Header& header, std::string_view 
 Result<ReadResult> ReadKohya(ReadState& state) {
   auto arch = ChooseArch(state.tables, state.options.arch, state.source.base_config);
   if (!arch.ok()) return arch.error();
-  // Dotted paths written by peft-bridge: exact, whatever the architecture.
-  std::map<std::string, std::string> dotted;
+  const FormatTable& table = BuiltinFormatTable(AdapterFormat::kKohya);
+  // Dotted paths written by peft-bridge: exact, whatever the architecture. By the full kohya name (the prefix
+  // chosen by component, adapter/kohya_names.h), and by the path after any prefix, as files written before the
+  // component prefixes have it.
+  std::map<std::string, std::string> by_name, dotted;
   if (auto paths = MetadataValue(state.header, kModulePathsKey)) {
     auto list = ParseJson(*paths, std::string("safetensors metadata ") + kModulePathsKey);
     if (!list.ok()) return list.error();
+    std::vector<std::string> listed;
     if (list->is_array())
       for (const auto& p : list.value())
-        if (p.is_string()) dotted[Underscored(p.get<std::string>())] = p.get<std::string>();
+        if (p.is_string()) listed.push_back(p.get<std::string>());
+    const bool second_text_encoder = HasSecondTextEncoder(listed);
+    const std::string prefix = table.write_prefix.value_or(table.prefixes.front());
+    for (const auto& p : listed) {
+      by_name[KohyaBaseName(p, second_text_encoder, prefix)] = p;
+      dotted[Underscored(p)] = p;
+    }
   }
-  auto resolve = [&](const std::string& underscored) -> std::optional<std::string> {
+  auto resolve = [&](const FormatKey& key) -> std::optional<std::string> {
+    if (auto it = by_name.find(key.prefix + key.spelled_path); it != by_name.end()) return it->second;
+    const std::string& underscored = key.spelled_path;
     if (auto it = dotted.find(underscored); it != dotted.end()) return it->second;
     if (arch.value()) {
       if (auto m = state.tables.FromUnderscored(*arch.value(), underscored)) return m->hf;
@@ -53,7 +66,6 @@ Result<ReadResult> ReadKohya(ReadState& state) {
     return found;
   };
 
-  const FormatTable& table = BuiltinFormatTable(AdapterFormat::kKohya);
   std::map<std::string, double> alphas;        // module -> alpha tensor value
   std::map<std::string, std::string> alpha_keys;
   std::map<std::string, Tensor> magnitudes;    // module -> dora_scale, checked once B is known
@@ -66,7 +78,7 @@ Result<ReadResult> ReadKohya(ReadState& state) {
                          ".alpha or .dora_scale)");
       continue;
     }
-    auto module = resolve(key->spelled_path);
+    auto module = resolve(*key);
     if (!module) {
       state.Reject(name, "cannot put the dots back into `" + key->spelled_path +
                              "`: no naming table matches it exactly once (pass --arch or --base-config)");

@@ -1,9 +1,10 @@
-// kohya-ss convention: <prefix><path with "_">.lora_down.weight = A, .lora_up.weight = B, .alpha = scaling * r
+// kohya-ss convention: <prefix><path with "_">.lora_down.weight (the prefix by component: adapter/kohya_names.h) = A, .lora_up.weight = B, .alpha = scaling * r
 // (kohya's scale is alpha / rank), .dora_scale = [out, 1]. The PEFT config and the dotted module paths go into
 // the metadata so that reading the file back restores the adapter exactly.
 #include <map>
 
 #include "adapter/format_internal.h"
+#include "adapter/kohya_names.h"
 #include "adapter/python_json.h"
 #include "adapter/tensor_ops.h"
 
@@ -15,6 +16,9 @@ Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& opt
   const FormatTable& table = BuiltinFormatTable(AdapterFormat::kKohya);
   out.weights_name = table.weights_file;
   const std::string prefix = table.write_prefix.value_or(table.prefixes.front());
+  std::vector<std::string> module_paths;
+  for (const auto& m : adapter.modules) module_paths.push_back(m.path);
+  const bool second_text_encoder = HasSecondTextEncoder(module_paths);
   auto reject = [&](const std::string& canonical, const std::string& reason) {
     out.mappings.push_back({canonical, "", "rejected", reason});
   };
@@ -43,9 +47,7 @@ Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& opt
       if (m.magnitude) reject(PeftKeyFor(m.path, PeftRole::kMagnitude), reason);
       continue;
     }
-    std::string base = prefix + m.path;
-    for (size_t i = prefix.size(); i < base.size(); ++i)
-      if (base[i] == '.') base[i] = '_';
+    const std::string base = KohyaBaseName(m.path, second_text_encoder, prefix);
     if (auto [it, inserted] = spelled.emplace(base, m.path); !inserted) {
       const std::string reason = "its kohya name `" + base + "` is also the name of `" + it->second + "` (dots become underscores)";
       reject(PeftKeyFor(m.path, PeftRole::kLoraA), reason);

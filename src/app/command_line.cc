@@ -71,7 +71,8 @@ const std::vector<CommandSpec>& Commands() {
                       0,
                       "no positional arguments (use --base, --adapter and -o/--out)",
                       {{"base", 0, Kind::kValue}, {"adapter", 0, Kind::kValue}, {"out", 'o', Kind::kValue}, dtype,
-                       {"safe", 0, Kind::kFlag}, dry_run, json, base_config, arch, force, allow_partial, follow_links},
+                       {"safe", 0, Kind::kFlag}, dry_run, json, base_config, arch, force, allow_partial, follow_links,
+                       {"no-copy-extra", 0, Kind::kFlag}},
                       {"base", "adapter"}});
     return list;
   }();

@@ -84,4 +84,22 @@ Result<std::string> CheckDroppedJson(const std::string& request) {
   return CheckDropped(Str(j, "command"), dropped, Flag(j, "allowPartial"));
 }
 
+Result<std::string> PlanExtraFilesJson(const std::string& request) {
+  auto parsed = Parse(request);
+  if (!parsed.ok()) return parsed.error();
+  const json& j = parsed.value();
+  ExtraFilesRequest r;
+  r.base_path = Str(j, "basePath");
+  r.base_is_directory = Flag(j, "baseIsDirectory");
+  r.writes_config = Flag(j, "writesConfig");
+  r.copy_extra = Flag(j, "copyExtra");
+  if (j.contains("listing") && j["listing"].is_array())
+    for (const auto& e : j["listing"]) r.listing.push_back({Str(e, "name"), KindOf(Str(e, "kind"))});
+  if (j.contains("written") && j["written"].is_array())
+    for (const auto& w : j["written"])
+      if (w.is_string()) r.written.push_back(w.get<std::string>());
+  ExtraFiles extra = PlanExtraFiles(r);
+  return json{{"copy", Names(extra.copy)}, {"warnings", extra.warnings}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 }  // namespace pb::app

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "app/base_extras.h"
 #include "app/output_policy.h"
 
 namespace pb::app {
@@ -17,5 +18,9 @@ Result<std::string> PlanOutputJson(const std::string& request);
 
 // {"command", "allowPartial", "dropped": [{"tensor","reason"}]}: CheckDropped's warnings text, or its refusal.
 Result<std::string> CheckDroppedJson(const std::string& request);
+
+// {"basePath", "baseIsDirectory", "listing": [{"name","kind"}], "written": [names], "writesConfig", "copyExtra"}:
+// PlanExtraFiles as {"copy": [names], "warnings": text}.
+Result<std::string> PlanExtraFilesJson(const std::string& request);
 
 }  // namespace pb::app

@@ -1,7 +1,9 @@
 // `merge` and `unmerge`: plan against every base shard's header, then stream each shard through the core
 // merger with pread, writing every output (shards, index, config.json) to temporary files that are renamed
 // into place only when all of them are complete.
+#include <dirent.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +15,7 @@
 #include "cli/file_io.h"
 #include "cli/input_facts.h"
 #include "cli/output_transaction.h"
+#include "app/base_extras.h"
 #include "app/cli_text.h"
 #include "app/output_policy.h"
 #include "merge/merge_engine.h"
@@ -161,6 +164,38 @@ std::vector<app::InputFact> BaseFacts(const std::string& path, const BaseModel& 
   return facts;
 }
 
+// The base directory's entries, kinds as links lead (a dangling link is kOther): for app::PlanExtraFiles.
+std::vector<app::BaseEntry> ListBaseDirectory(const std::string& dir) {
+  std::vector<app::BaseEntry> entries;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      struct stat st;
+      app::EntryKind kind = app::EntryKind::kOther;
+      if (::stat(Join(dir, name).c_str(), &st) == 0)
+        kind = S_ISREG(st.st_mode) ? app::EntryKind::kFile : S_ISDIR(st.st_mode) ? app::EntryKind::kDirectory : app::EntryKind::kOther;
+      entries.push_back({name, kind});
+    }
+    ::closedir(d);
+  }
+  return entries;
+}
+
+// One of the base's other files, copied into the transaction's temporary file for it.
+Status CopyInto(const std::string& path, ByteSink& sink) {
+  auto in = InputFile::Open(path);
+  if (!in.ok()) return in.error();
+  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(kReadChunk, in->size())));
+  for (uint64_t pos = 0; pos < in->size();) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), in->size() - pos));
+    if (Status s = in->ReadAt(pos, std::span<uint8_t>(buffer.data(), n)); !s.ok()) return s;
+    if (Status s = sink.Write(std::span<const uint8_t>(buffer.data(), n)); !s.ok()) return s;
+    pos += n;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int RunMerge(const app::CommandLine& line) {
@@ -201,17 +236,25 @@ int RunMerge(const app::CommandLine& line) {
   // non-empty directory.
   std::vector<app::InputFact> inputs = BaseFacts(*base_path, base.value(), base_config);
   AddAdapterFacts("--adapter", *adapter_path, adapter_dir->weights_path, inputs);
+  std::vector<std::string> names;  // what the merge writes itself
+  for (const auto& shard : plan->shards) names.push_back(shard.name);
+  if (base->index) names.push_back("model.safetensors.index.json");
+  if (plan->config_json) names.push_back("config.json");
+  // The base's other files (tokenizer, generation config...) are inputs too, and outputs.
+  app::ExtraFilesRequest extra_request{*base_path, IsDirectory(*base_path), {}, names, plan->config_json.has_value(),
+                                       !line.Has("no-copy-extra")};
+  if (extra_request.base_is_directory && extra_request.copy_extra) extra_request.listing = ListBaseDirectory(base->dir);
+  const app::ExtraFiles extra = app::PlanExtraFiles(extra_request);
+  for (const auto& name : extra.copy) inputs.push_back(FileFact("--base", Join(base->dir, name), base->dir));
   if (Status s = app::CheckInputLinks(command, inputs, flags); !s.ok()) return fail(s.error());
   std::vector<app::DroppedTensor> dropped;
   for (const auto& r : read->adapter.rejected) dropped.push_back({r.name, r.reason});
   auto warnings = app::CheckDropped(command, dropped, allow_partial);
   if (!warnings.ok()) return fail(warnings.error());
   std::fwrite(warnings->data(), 1, warnings->size(), stderr);
+  std::fwrite(extra.warnings.data(), 1, extra.warnings.size(), stderr);
   if (!dry_run) {
-    std::vector<std::string> names;
-    for (const auto& shard : plan->shards) names.push_back(shard.name);
-    if (base->index) names.push_back("model.safetensors.index.json");
-    if (plan->config_json) names.push_back("config.json");
+    names.insert(names.end(), extra.copy.begin(), extra.copy.end());
     auto output = app::PlanOutput(command, inputs, DescribeOutputDirectory("--out", *out_dir, names), flags);
     if (!output.ok()) return fail(output.error());
     auto transaction = OutputTransaction::Begin(*out_dir, std::move(output.value()));
@@ -220,6 +263,11 @@ int RunMerge(const app::CommandLine& line) {
     Progress progress(source_total, !json && !line.Has("quiet") && !line.Has("no-progress") && ::isatty(2));
     uint64_t done = 0;
     Status status = Status::Ok();
+    for (size_t i = 0; i < extra.copy.size() && status.ok(); ++i) {
+      auto out = transaction.value()->Add(extra.copy[i]);
+      if (!out.ok()) { status = out.error(); break; }
+      status = CopyInto(Join(base->dir, extra.copy[i]), *out.value());
+    }
     for (size_t s = 0; s < plan->shards.size() && status.ok(); ++s) {
       auto out = transaction.value()->Add(plan->shards[s].name);
       if (!out.ok()) { status = out.error(); break; }
@@ -238,7 +286,7 @@ int RunMerge(const app::CommandLine& line) {
     if (!status.ok()) return fail(status.error());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  merge::MergeSummary summary{&plan.value(), &read.value(), source_total, seconds, PeakRssBytes(), dry_run, unmerge};
+  merge::MergeSummary summary{&plan.value(), &read.value(), source_total, seconds, PeakRssBytes(), dry_run, unmerge, extra.copy};
   std::string out = json ? merge::RenderMergeJson(summary) : merge::RenderMergeText(summary);
   if (json || !line.Has("quiet")) std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;

@@ -30,6 +30,9 @@ std::string RenderMergeJson(const MergeSummary& s) {
   Json files = Json::array();
   for (const auto& shard : s.plan->shards) files.push_back({{"name", shard.name}, {"bytes", shard.write.total_size()}});
   j["files"] = files;
+  Json copied = Json::array();
+  for (const auto& name : s.copied) copied.push_back(name);
+  j["copied_files"] = copied;
   j["total_size"] = s.plan->total_tensor_bytes;
   j["bytes_in"] = s.source_bytes;
   j["bytes_out"] = s.plan->total_file_bytes;
@@ -50,6 +53,12 @@ std::string RenderMergeText(const MergeSummary& s) {
   for (const auto& shard : s.plan->shards)
     out += "  " + shard.name + ": " + std::to_string(shard.tensors.size()) + " tensors, " +
            std::to_string(shard.write.total_size()) + " bytes\n";
+  if (!s.copied.empty()) {
+    out += std::string("  ") + (s.dry_run ? "would copy " : "copied ") + std::to_string(s.copied.size()) +
+           " other file(s) from the base:";
+    for (const auto& name : s.copied) out += " " + name;
+    out += "\n";
+  }
   for (const auto& r : s.adapter->adapter.rejected) out += "  not applied " + r.name + ": " + r.reason + "\n";
   for (const auto& n : s.plan->notes) out += "note: " + n + "\n";
   if (!s.dry_run)

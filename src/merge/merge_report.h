@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "adapter/adapter_io.h"
 #include "merge/merge_plan.h"
@@ -16,11 +17,12 @@ struct MergeSummary {
   uint64_t peak_memory;    // native: peak RSS; WASM: peak heap size (0 if unknown)
   bool dry_run;
   bool unmerge;
+  std::vector<std::string> copied = {};  // base files copied into the output (app/base_extras.h), in order
 };
 
 std::string RenderMergeText(const MergeSummary& s);
 // {"ok":true,"dry_run","unmerge","arch","modules_matched","tensors_merged","unmatched_keys":[...],
-//  "files":[{"name","bytes"}],"total_size","bytes_in","bytes_out","seconds","gb_per_s","peak_memory","notes":[...]}
+//  "files":[{"name","bytes"}],"copied_files":[names],"total_size","bytes_in","bytes_out","seconds","gb_per_s","peak_memory","notes":[...]}
 std::string RenderMergeJson(const MergeSummary& s);
 
 }  // namespace pb::merge

@@ -38,6 +38,16 @@ TEST(CommandLine, ValuesBothWaysAndShortAliases) {
   EXPECT_EQ(c.positional, (std::vector<std::string>{"-odd-name.safetensors"}));
 }
 
+TEST(CommandLine, NoCopyExtraIsAMergeFlag) {
+  EXPECT_TRUE(Ok({"merge", "--base", "b", "--adapter", "a", "-o", "out", "--no-copy-extra"}).Has("no-copy-extra"));
+  EXPECT_TRUE(Ok({"unmerge", "--base", "b", "--adapter", "a", "-o", "out", "--no-copy-extra"}).Has("no-copy-extra"));
+  EXPECT_FALSE(Ok({"merge", "--base", "b", "--adapter", "a", "-o", "out"}).Has("no-copy-extra"));
+  EXPECT_EQ(Usage({"merge", "--base", "b", "--adapter", "a", "-o", "out", "--no-copy-extra=yes"}),
+            "error: --no-copy-extra takes no value\nrun `peft-bridge merge --help` for usage\n");
+  EXPECT_EQ(Usage({"translate", "a", "b", "--to", "peft", "--no-copy-extra"}),
+            "error: unknown option `--no-copy-extra`\nrun `peft-bridge translate --help` for usage\n");
+}
+
 TEST(CommandLine, HelpAndVersion) {
   EXPECT_TRUE(Ok({"--help"}).help);
   EXPECT_TRUE(Ok({"-h"}).help);

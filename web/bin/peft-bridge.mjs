@@ -735,6 +735,7 @@ async function runMerge(line) {
     force: flag(line, 'force'),
     allowPartial: flag(line, 'allow-partial'),
     followLinks: flag(line, 'follow-links'),
+    copyExtra: !flag(line, 'no-copy-extra'),
   };
   const quiet = flag(line, 'quiet');
   const t0 = performance.now();
@@ -751,20 +752,28 @@ async function runMerge(line) {
     // The policy: no link out of an input directory, no silent loss, no output over an input or into a
     // non-empty directory.
     const facts = [...(await baseFacts(o.base, base, o.baseConfig)), ...(await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath))];
+    const texts = [];
+    if (base.index) texts.push(['model.safetensors.index.json', session.outputIndex()]);
+    const config = session.configJson();
+    if (config !== null) texts.push(['config.json', config]);
+    const names = [...plan.shards.map((s) => s.name), ...texts.map(([name]) => name)]; // what the merge writes itself
+    // The base's other files (tokenizer, generation config...) are inputs too, and outputs.
+    const baseIsDirectory = await isDirectory(o.base);
+    const listing = baseIsDirectory && o.copyExtra ? await listBaseDirectory(base.dir) : [];
+    const extra = planExtraFiles({ basePath: o.base, baseIsDirectory, listing, written: names, writesConfig: config !== null, copyExtra: o.copyExtra });
+    for (const name of extra.copy) facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
+    session.setCopiedFiles(extra.copy);
     planOutput(command, facts, null, o);
     const dropped = JSON.parse(session.summary(0, true, true)).unmatched_keys;
     const warnings = checkDropped(command, dropped, o.allowPartial);
     if (warnings) await err(warnings);
+    if (extra.warnings) await err(extra.warnings);
     if (!o.dryRun) {
-      const texts = [];
-      if (base.index) texts.push(['model.safetensors.index.json', session.outputIndex()]);
-      const config = session.configJson();
-      if (config !== null) texts.push(['config.json', config]);
-      const names = [...plan.shards.map((s) => s.name), ...texts.map(([name]) => name)];
-      output = await OutputTransaction.begin(o.out, planOutput(command, facts, await describeOutputDirectory('--out', o.out, names), o));
+      output = await OutputTransaction.begin(o.out, planOutput(command, facts, await describeOutputDirectory('--out', o.out, [...names, ...extra.copy]), o));
       // Every output is written under a temporary name; any failure before commit() succeeds removes them all.
       const progress = mergeProgress(plan.sourceBytes, !o.json && !quiet && !flag(line, 'no-progress') && process.stderr.isTTY);
       try {
+        for (const name of extra.copy) await copyInto(output, await output.add(name), joinPath(base.dir, name));
         const counts = { bytesIn: 0 };
         for (let s = 0; s < plan.shards.length; ++s) {
           const file = await output.add(plan.shards[s].name);
@@ -789,6 +798,35 @@ async function runMerge(line) {
     for (const input of inputs) await input.handle.close();
     await adapterFiles?.close();
     session.close();
+  }
+}
+
+/** The base directory's entries, kinds as links lead (a dangling link: 'other'), for the core's PlanExtraFiles. */
+async function listBaseDirectory(dir) {
+  const entries = [];
+  for (const name of await readdir(dir).catch(() => [])) {
+    const st = await stat(joinPath(dir, name)).catch(() => null);
+    entries.push({ name, kind: st?.isFile() ? 'file' : st?.isDirectory() ? 'directory' : 'other' });
+  }
+  return entries;
+}
+
+/** The core's choice of the base's other files to copy: {copy: [names], warnings: text}. */
+function planExtraFiles(request) {
+  const r = module.planExtraFiles(JSON.stringify(request));
+  if (!r.ok) throw coreError(r);
+  return JSON.parse(r.planJson);
+}
+
+/** One of the base's other files, copied into the transaction's temporary file `file`, a chunk at a time. */
+async function copyInto(output, file, path) {
+  const input = await openInput(path);
+  try {
+    const chunk = 4 << 20;
+    for (let pos = 0; pos < input.source.size; pos += chunk)
+      await output.write(file, await input.source.read(pos, Math.min(chunk, input.source.size - pos)));
+  } finally {
+    await input.handle.close();
   }
 }
 

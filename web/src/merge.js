@@ -156,6 +156,11 @@ export class MergeSession {
     if (tail) yield tail;
   }
 
+  /** The base's other files the caller copies into the output (names, in order): the summary lists them. */
+  setCopiedFiles(names) {
+    this.handle.handle.setCopiedFiles(JSON.stringify(names));
+  }
+
   /** The core's summary (the CLI's output); peak memory is the WASM heap's size. */
   summary(...args) {
     return this.handle.handle.summary(...args);

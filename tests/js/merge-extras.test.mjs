@@ -1,0 +1,247 @@
+// A merged folder is a usable model: merge copies the base directory's other files (tokenizer, generation
+// config, chat templates...; app/base_extras.h decides which) inside its all-or-nothing output, lists them in its
+// summary, and warns when the base has no config.json. Every case runs the native and the npm CLI in two
+// identical trees (relative paths) and compares stdout, stderr, exit status and the resulting tree.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { lstatSync, mkdirSync, realpathSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cliPath, hasNativeCli, makeFile, nativeCli } from './helpers/common.mjs';
+
+const run = (command, args, cwd) => {
+  const r = spawnSync(command, args, { cwd, encoding: 'buffer', timeout: 60000 });
+  if (r.error) throw r.error;
+  return { status: r.status, stdout: r.stdout.toString('latin1'), stderr: r.stderr.toString('latin1') };
+};
+
+/** The tree under `dir`: path -> file bytes (base64), 'link -> target' or 'dir'. */
+function tree(dir) {
+  const out = {};
+  const walk = (d, rel) => {
+    for (const name of readdirSync(d).sort()) {
+      const p = join(d, name);
+      const r = rel ? `${rel}/${name}` : name;
+      const st = lstatSync(p);
+      if (st.isSymbolicLink()) out[r] = `link -> ${readlinkSync(p)}`;
+      else if (st.isDirectory()) {
+        out[r] = 'dir';
+        walk(p, r);
+      } else out[r] = readFileSync(p).toString('base64');
+    }
+  };
+  walk(dir, '');
+  return out;
+}
+
+// The summary's measured fields: the text's last line, the JSON's timing and memory.
+const unmeasured = (s) =>
+  s
+    .replace(/[\d.]+ GB in [\d.]+ s \([\d.]+ GB\/s\), peak memory [\d.]+ MiB\n$/, '<measured>\n')
+    .replace(/"(seconds|gb_per_s|peak_memory)":[\d.e+-]+/g, '"$1":0');
+
+/** Runs `args` with both CLIs in two trees built by `setup`; asserts they agree; returns the native result. */
+function both(t, setup, args) {
+  const roots = ['native', 'js'].map((n) => {
+    const root = mkdtempSync(join(tmpdir(), `pb-extras-${n}-`));
+    t.after(() => rmSync(root, { recursive: true, force: true }));
+    setup(root);
+    return root;
+  });
+  const before = tree(roots[0]);
+  // Absolute paths in messages (where a link leads) name each tree's own root.
+  const rooted = (r, root) => ({ ...r, stdout: r.stdout.replaceAll(root, '<root>'), stderr: r.stderr.replaceAll(root, '<root>') });
+  const native = rooted(run(nativeCli, args, roots[0]), realpathSync(roots[0]));
+  const js = rooted(run(process.execPath, [cliPath, ...args], roots[1]), realpathSync(roots[1]));
+  const label = args.join(' ');
+  assert.equal(js.status, native.status, `${label}: ${js.stderr} / ${native.stderr}`);
+  assert.equal(js.stderr, native.stderr, label);
+  assert.equal(unmeasured(js.stdout), unmeasured(native.stdout), label);
+  const after = tree(roots[0]);
+  assert.deepEqual(tree(roots[1]), after, `${label}: the trees differ`);
+  for (const name of Object.keys(after)) assert.doesNotMatch(name, /\.(tmp|old)-/, `${label}: ${name} left behind`);
+  return { ...native, before, after };
+}
+
+function skipUnlessBoth(t) {
+  if (hasNativeCli) return false;
+  t.skip('build/native/peft-bridge not built');
+  return true;
+}
+
+const Q = 'model.layers.0.self_attn.q_proj';
+const V = 'model.layers.0.self_attn.v_proj';
+
+function f32(n, value) {
+  const data = new Uint8Array(4 * n);
+  new Float32Array(data.buffer).fill(value);
+  return data;
+}
+
+function writeAdapter(dir) {
+  mkdirSync(dir, { recursive: true });
+  const header = {};
+  let offset = 0;
+  for (const m of [Q, V])
+    for (const [role, shape] of [['lora_A', [2, 4]], ['lora_B', [4, 2]]]) {
+      header[`base_model.model.${m}.${role}.weight`] = { dtype: 'F32', shape, data_offsets: [offset, offset + 32] };
+      offset += 32;
+    }
+  writeFileSync(join(dir, 'adapter_model.safetensors'), makeFile(JSON.stringify(header), f32(offset / 4, 0.25)));
+  writeFileSync(join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['q_proj', 'v_proj'] }));
+}
+
+const BASE_CONFIG = JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 4, num_attention_heads: 1 });
+const TOKENIZER = JSON.stringify({ version: '1.0', model: { type: 'BPE', vocab: { a: 0, b: 1 } } });
+const GENERATION = JSON.stringify({ bos_token_id: 1, eos_token_id: 2 });
+const TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}";
+
+/**
+ * A 4x4 llama base directory with the files a Hub model has beside its weights, a subdirectory, hidden files,
+ * weights of other formats, and config.json unless `config` is false. `weight`: the base weights' value.
+ */
+function writeBase(dir, { config = true, weight = 1 } = {}) {
+  mkdirSync(join(dir, 'sub'), { recursive: true });
+  const tensor = { dtype: 'F32', shape: [4, 4], data_offsets: [0, 64] };
+  const header = { [`${Q}.weight`]: tensor, [`${V}.weight`]: { ...tensor, data_offsets: [64, 128] } };
+  writeFileSync(join(dir, 'model.safetensors'), makeFile(JSON.stringify(header), f32(32, weight)));
+  if (config) writeFileSync(join(dir, 'config.json'), BASE_CONFIG);
+  writeFileSync(join(dir, 'tokenizer.json'), TOKENIZER);
+  writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({ model_max_length: 2048 }));
+  writeFileSync(join(dir, 'generation_config.json'), GENERATION);
+  writeFileSync(join(dir, 'chat_template.jinja'), TEMPLATE);
+  writeFileSync(join(dir, 'sub', 'preprocessor_config.json'), '{}'); // a subdirectory: not copied
+  writeFileSync(join(dir, '.gitattributes'), '*.safetensors filter=lfs\n'); // hidden: not copied
+  writeFileSync(join(dir, 'pytorch_model.bin'), 'not read'); // weights of another format: not copied
+  writeFileSync(join(dir, 'tf_model.h5'), 'not read');
+}
+
+const COPIED = ['chat_template.jinja', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json'];
+const outNames = (after) => Object.keys(after).filter((n) => n.startsWith('out/')).map((n) => n.slice(4));
+
+test('merge copies the base directory\'s other files, byte for byte, and lists them (text and --json)', (t) => {
+  if (skipUnlessBoth(t)) return;
+  const setup = (root) => {
+    writeAdapter(join(root, 'rob'));
+    writeBase(join(root, 'base'));
+  };
+  const text = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out']);
+  assert.equal(text.status, 0, text.stderr);
+  assert.equal(text.stderr, '');
+  assert.deepEqual(outNames(text.after), [...COPIED, 'config.json', 'model.safetensors'].sort());
+  for (const name of COPIED) assert.equal(text.after[`out/${name}`], text.after[`base/${name}`], name);
+  assert.match(text.stdout, new RegExp(`\n  copied 4 other file\\(s\\) from the base: ${COPIED.join(' ')}\n`));
+
+  const json = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--json']);
+  assert.equal(json.status, 0, json.stderr);
+  const summary = JSON.parse(json.stdout);
+  assert.deepEqual(summary.copied_files, COPIED);
+  assert.deepEqual(summary.files.map((f) => f.name), ['model.safetensors']);
+
+  const dry = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--dry-run']);
+  assert.equal(dry.status, 0, dry.stderr);
+  assert.match(dry.stdout, /\n  would copy 4 other file\(s\) from the base: /);
+  assert.deepEqual(dry.after, dry.before);
+});
+
+test('merge --no-copy-extra copies nothing else; unmerge copies too', (t) => {
+  if (skipUnlessBoth(t)) return;
+  const setup = (root) => {
+    writeAdapter(join(root, 'rob'));
+    writeBase(join(root, 'base'));
+  };
+  const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--no-copy-extra', '--json']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(outNames(r.after), ['config.json', 'model.safetensors']);
+  assert.deepEqual(JSON.parse(r.stdout).copied_files, []);
+  const un = both(t, setup, ['unmerge', '--base', 'base', '--adapter', 'rob', '--out', 'out']);
+  assert.equal(un.status, 0, un.stderr);
+  assert.deepEqual(outNames(un.after), [...COPIED, 'config.json', 'model.safetensors'].sort());
+});
+
+test('a base without config.json: a warning, the other files still copied', (t) => {
+  if (skipUnlessBoth(t)) return;
+  const setup = (root) => {
+    writeAdapter(join(root, 'rob'));
+    writeBase(join(root, 'base'), { config: false });
+  };
+  const warning =
+    'warning: the base `base` has no config.json beside its weights, so the merged folder has none and will not load as a model; pass --base-config FILE\n';
+  const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr, warning);
+  assert.deepEqual(outNames(r.after), [...COPIED, 'model.safetensors'].sort());
+  const quiet = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--no-copy-extra', '-q']);
+  assert.equal(quiet.stderr, warning, 'the warning stays with --no-copy-extra and -q');
+  assert.equal(quiet.stdout, '');
+});
+
+test('copied names are outputs: refused over an input, counted for --force, links out need --follow-links', (t) => {
+  if (skipUnlessBoth(t)) return;
+  // --out holding a tokenizer.json: not empty, refused without --force; with it, replaced.
+  const existing = (root) => {
+    writeAdapter(join(root, 'rob'));
+    writeBase(join(root, 'base'));
+    mkdirSync(join(root, 'out'));
+    writeFileSync(join(root, 'out', 'tokenizer.json'), 'old');
+  };
+  const refused = both(t, existing, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out']);
+  assert.equal(refused.status, 1);
+  assert.match(refused.stderr, /--out `out` is not empty \(tokenizer\.json\); pass --force/);
+  assert.deepEqual(refused.after, refused.before);
+  const forced = both(t, existing, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--force']);
+  assert.equal(forced.status, 0, forced.stderr);
+  assert.equal(forced.after['out/tokenizer.json'], forced.after['base/tokenizer.json']);
+
+  // --base-config in --out under a name the merge would copy over: refused, nothing touched.
+  const aliased = (root) => {
+    writeAdapter(join(root, 'rob'));
+    writeBase(join(root, 'base'));
+    mkdirSync(join(root, 'out'));
+    writeFileSync(join(root, 'out', 'generation_config.json'), BASE_CONFIG);
+  };
+  const over = both(t, aliased, ['merge', '--base', 'base', '--adapter', 'rob', '--base-config', 'out/generation_config.json', '--out', 'out', '--force']);
+  assert.equal(over.status, 1);
+  assert.equal(over.stderr, 'error: InvalidArgument: `out/generation_config.json` is --base-config `out/generation_config.json`; merge never writes over its inputs\n');
+  assert.deepEqual(over.after, over.before);
+
+  // A base file that is a link leading outside the base directory: an input like the shards.
+  const linked = (root) => {
+    writeAdapter(join(root, 'rob'));
+    writeBase(join(root, 'base'));
+    writeFileSync(join(root, 'shared-tokenizer.json'), TOKENIZER);
+    rmSync(join(root, 'base', 'tokenizer.json'));
+    symlinkSync('../shared-tokenizer.json', join(root, 'base', 'tokenizer.json'));
+  };
+  const out = both(t, linked, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out']);
+  assert.equal(out.status, 1);
+  assert.match(out.stderr, /1 input file\(s\) are links leading outside their directory; pass --follow-links[^\n]*:\n  base\/tokenizer\.json -> /);
+  const followed = both(t, linked, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--follow-links']);
+  assert.equal(followed.status, 0, followed.stderr);
+  assert.equal(followed.after['out/tokenizer.json'], Buffer.from(TOKENIZER).toString('base64'), 'the link\'s target, as a file');
+});
+
+test('a failure mid-merge (--safe meets NaN) leaves nothing: no copied file, no new --out', (t) => {
+  if (skipUnlessBoth(t)) return;
+  const setup = (root) => {
+    writeAdapter(join(root, 'rob'));
+    writeBase(join(root, 'base'), { weight: NaN });
+  };
+  const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--safe']);
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /NaN/);
+  assert.deepEqual(r.after, r.before, 'nothing written');
+});
+
+test('--base naming a .safetensors file copies nothing from its directory', (t) => {
+  if (skipUnlessBoth(t)) return;
+  const setup = (root) => {
+    writeAdapter(join(root, 'rob'));
+    writeBase(join(root, 'base'));
+  };
+  const r = both(t, setup, ['merge', '--base', 'base/model.safetensors', '--adapter', 'rob', '--out', 'out', '--json']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(outNames(r.after), ['config.json', 'model.safetensors']);
+  assert.deepEqual(JSON.parse(r.stdout).copied_files, []);
+});
