@@ -31,6 +31,7 @@
 #include "adapter/translate.h"
 #include "app/cli_text.h"
 #include "app/command_line.h"
+#include "app/input_hint.h"
 #include "convert/convert_stream.h"
 #include "core/reader.h"
 #include "app/report.h"
@@ -38,6 +39,8 @@
 
 namespace pb::wasm {
 namespace {
+
+using emscripten::val;
 
 std::optional<uint64_t> OptionalSize(double size) {
   if (!(size >= 0)) return std::nullopt;
@@ -428,7 +431,7 @@ class RangeConverter : public Handle, private ReaderEvents {
 
 // Renders an error raised outside the core (a file that cannot be opened…) exactly as the core renders its
 // own. `error_json` is {"code","message","tensor","offset"}; an unknown code renders as IoError.
-std::string RenderError(const std::string& error_json, bool as_json) {
+Error ErrorFromJson(const std::string& error_json) {
   auto parsed = ParseJson(error_json, "error");
   Json j = parsed.ok() ? std::move(parsed.value()) : Json();
   Error e{ErrorCode::IoError, "", std::nullopt, std::nullopt};
@@ -439,7 +442,31 @@ std::string RenderError(const std::string& error_json, bool as_json) {
     if (j.contains("tensor") && j["tensor"].is_string()) e.tensor = j["tensor"].get<std::string>();
     if (j.contains("offset") && j["offset"].is_number_unsigned()) e.offset = j["offset"].get<uint64_t>();
   }
+  return e;
+}
+
+std::string RenderError(const std::string& error_json, bool as_json) {
+  Error e = ErrorFromJson(error_json);
   return as_json ? RenderErrorJson(e) : RenderErrorText(e);
+}
+
+// app::ExplainInputError for the npm CLI, which gathers the same facts with Node's fs. `error_json` as for
+// renderError; `role` "tensor", "adapter" or "base". {changed: false} when the error stays as it was, else
+// {changed: true, errorJson, errorText}.
+val ExplainInputError(const std::string& error_json, const std::string& path, bool directory, const std::string& role) {
+  const Error before = ErrorFromJson(error_json);
+  const app::InputRole r = role == "adapter" ? app::InputRole::kAdapter
+                           : role == "base"  ? app::InputRole::kBase
+                                             : app::InputRole::kTensorFile;
+  const Error after = app::ExplainInputError(before, {path, directory}, r);
+  val out = val::object();
+  const bool changed = after.code != before.code || after.message != before.message;
+  out.set("changed", changed);
+  if (changed) {
+    out.set("errorJson", RenderErrorJson(after));
+    out.set("errorText", RenderErrorText(after));
+  }
+  return out;
 }
 
 }  // namespace
@@ -504,6 +531,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .function("summaryJson", &RangeConverter::summary_json)
       .function("outputSize", &RangeConverter::output_size);
   function("renderError", &RenderError);
+  function("explainInputError", &ExplainInputError);
   function("cliHelp", +[](const std::string& command) { return std::string(pb::CliHelp(command)); });
   function("version", +[] { return std::string(pb::kVersion); });
   // Bytes of the heap currently allocated by malloc (not its high-water mark): tests use it to prove that

@@ -184,6 +184,17 @@ std::string RenderErrorJson(const Error& e) {
   err["message"] = e.message;
   err["tensor"] = e.tensor ? Json(*e.tensor) : Json(nullptr);
   err["offset"] = e.offset ? Json(*e.offset) : Json(nullptr);
+  if (!e.problems.empty()) {  // present only when the error reports several problems (a merge plan's)
+    Json problems = Json::array();
+    for (const Problem& p : e.problems) {
+      Json one;
+      one["code"] = std::string(ErrorCodeName(p.code));
+      one["module"] = p.module ? Json(*p.module) : Json(nullptr);
+      one["message"] = p.message;
+      problems.push_back(std::move(one));
+    }
+    err["problems"] = std::move(problems);
+  }
   Json j;
   j["ok"] = false;
   j["error"] = std::move(err);

@@ -13,7 +13,8 @@ namespace pb {
 std::string RenderInspectText(const Header& header);
 // `peft-bridge inspect --json`: {"ok":true, headerSize, dataSize, fileSize, metadata, tensors, parameters…}
 std::string RenderInspectJson(const Header& header);
-// {"ok":false,"error":{"code","message","tensor","offset"}}
+// {"ok":false,"error":{"code","message","tensor","offset"}}, and "problems":[{"code","module","message"}...] when
+// the error reports several problems (every one of them, where the message caps its list).
 std::string RenderErrorJson(const Error& error);
 // One line for stderr: "error: <code>: <message>"
 std::string RenderErrorText(const Error& error);

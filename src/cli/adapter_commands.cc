@@ -45,7 +45,7 @@ int RunAdapterInfo(const app::CommandLine& line) {
   const CommonOptions o = CommonOptionsOf(line);
   auto fail = [&](const Error& e) { return ReportFailure(e, o.json); };
   auto dir = LoadAdapterDir(o.positional[0], o.base_config);
-  if (!dir.ok()) return fail(dir.error());
+  if (!dir.ok()) return fail(ExplainInput(dir.error(), o.positional[0], app::InputRole::kAdapter));
   adapter::ReadOptions options{o.from, o.arch, o.strict, nullptr};
   auto read = adapter::ReadAdapter(SourceOf(dir.value()), options);
   if (!read.ok()) return fail(read.error());
@@ -66,7 +66,7 @@ int RunTranslate(const app::CommandLine& line) {
   flags.follow_links = line.Has("follow-links");
   auto fail = [&](const Error& e) { return ReportFailure(e, o.json); };
   auto dir = LoadAdapterDir(o.positional[0], o.base_config);
-  if (!dir.ok()) return fail(dir.error());
+  if (!dir.ok()) return fail(ExplainInput(dir.error(), o.positional[0], app::InputRole::kAdapter));
   adapter::ReadOptions read_options{o.from, o.arch, o.strict, nullptr};
   adapter::WriteOptions write_options;
   write_options.strict = o.strict;

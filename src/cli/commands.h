@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/command_line.h"
+#include "app/input_hint.h"
 #include "core/error.h"
 
 namespace pb::cli {
@@ -17,6 +18,9 @@ int RunConvert(const app::CommandLine& line);
 int RunAdapterInfo(const app::CommandLine& line);
 int RunTranslate(const app::CommandLine& line);
 int RunMerge(const app::CommandLine& line);
+
+// app::ExplainInputError with the facts of `path` (an input as the user named it).
+Error ExplainInput(Error error, const std::string& path, app::InputRole role);
 
 // Reports invalid input or an I/O failure (JSON on stdout, or text on stderr); returns 1.
 int ReportFailure(const Error& error, bool json);

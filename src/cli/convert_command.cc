@@ -43,13 +43,13 @@ int RunConvert(const app::CommandLine& line) {
 
   auto fail = [&](const Error& e) { return ReportFailure(e, json); };
   auto in = InputFile::Open(positional[0]);
-  if (!in.ok()) return fail(in.error());
+  if (!in.ok()) return fail(ExplainInput(in.error(), positional[0], app::InputRole::kTensorFile));
   // OUT may replace a file, never IN (whatever the path: a hard link, a path through a link to IN's directory).
   auto output = app::PlanOutput("convert", {FileFact("IN", positional[0], std::nullopt)},
                                 DescribeOutputFile(positional[1]), app::OutputFlags{});
   if (!output.ok()) return fail(output.error());
   auto header = in->ReadHeader();
-  if (!header.ok()) return fail(header.error());
+  if (!header.ok()) return fail(ExplainInput(header.error(), positional[0], app::InputRole::kTensorFile));
   auto plan = PlanConversion(header.value(), *dtype, order);
   if (!plan.ok()) return fail(plan.error());
   std::string summary = json ? RenderConvertJson(plan.value(), header.value())

@@ -4,6 +4,7 @@
 #include "cli/file_io.h"
 #include "cli/http_source.h"
 #include "app/cli_text.h"
+#include "app/input_hint.h"
 #include "app/report.h"
 
 namespace pb::cli {
@@ -20,7 +21,8 @@ int RunInspect(const app::CommandLine& line) {
     return file->ReadHeader();
   };
   auto header = read_header(positional[0]);
-  if (!header.ok()) return fail(header.error());
+  if (!header.ok() && IsRemoteAddress(positional[0])) return fail(header.error());
+  if (!header.ok()) return fail(ExplainInput(header.error(), positional[0], app::InputRole::kTensorFile));
   std::string out = json ? RenderInspectJson(header.value()) : RenderInspectText(header.value());
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/file_io.h"
 #include "app/cli_text.h"
 #include "app/command_line.h"
 #include "app/report.h"
@@ -17,6 +18,10 @@ int UsageError(const std::string& command, const std::string& message) {
   std::string text = app::RenderUsageError({command, message});
   std::fwrite(text.data(), 1, text.size(), stderr);
   return 2;
+}
+
+Error ExplainInput(Error error, const std::string& path, app::InputRole role) {
+  return app::ExplainInputError(std::move(error), {path, IsDirectory(path)}, role);
 }
 
 int ReportFailure(const Error& error, bool json) {

@@ -217,9 +217,9 @@ int RunMerge(const app::CommandLine& line) {
   const auto t0 = std::chrono::steady_clock::now();
 
   auto base = OpenBase(*base_path, base_config);
-  if (!base.ok()) return fail(base.error());
+  if (!base.ok()) return fail(ExplainInput(base.error(), *base_path, app::InputRole::kBase));
   auto adapter_dir = LoadAdapterDir(*adapter_path, std::nullopt);
-  if (!adapter_dir.ok()) return fail(adapter_dir.error());
+  if (!adapter_dir.ok()) return fail(ExplainInput(adapter_dir.error(), *adapter_path, app::InputRole::kAdapter));
   adapter::AdapterSource source = SourceOf(adapter_dir.value());
   source.base_config = base->config;
   auto read = adapter::ReadAdapter(source, {std::nullopt, arch, false, nullptr});

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace pb {
 
@@ -35,7 +36,9 @@ namespace pb {
   X(InvalidConfig, "adapter_config.json (or another JSON input) is malformed or inconsistent")                  \
   X(UnsupportedAdapter, "a valid adapter whose meaning peft-bridge cannot reproduce (type, init mode, variant)") \
   X(UnresolvedTensor, "a tensor that maps to nothing (an error under --strict, a report line otherwise)")       \
-  X(ShapeMismatch, "tensors whose shapes contradict each other or the config")
+  X(ShapeMismatch, "tensors whose shapes contradict each other or the config")                                 \
+  /* Merging (src/merge). */                                                                                     \
+  X(ModulesNotFound, "adapter modules the base model does not have (most often: the adapter of another model)")
 
 enum class ErrorCode : uint8_t {
 #define PB_ERROR_CODE_ENUM(name, what) name,
@@ -49,11 +52,20 @@ std::span<const std::string_view> ErrorCodeNames();
 // The code of that name, if there is one.
 std::optional<ErrorCode> ErrorCodeFromName(std::string_view name);
 
+// One of several problems an error reports together (a merge plan lists every base/adapter mismatch): its own
+// code, the adapter module (or tensor key) concerned, and one line saying what is wrong.
+struct Problem {
+  ErrorCode code;
+  std::optional<std::string> module;
+  std::string message;
+};
+
 struct Error {
   ErrorCode code;
   std::string message;
   std::optional<std::string> tensor;  // the tensor concerned, if any
   std::optional<uint64_t> offset;     // absolute byte offset in the file, if any
+  std::vector<Problem> problems = {};  // every problem, when the message summarises several (then uncapped)
 };
 
 // A success-or-Error value. Functions return Status instead of throwing so the core behaves the same

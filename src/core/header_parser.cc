@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "core/header.h"
+#include "core/content_kind.h"
 #include "core/utf8.h"
 
 namespace pb {
@@ -546,15 +547,20 @@ Status HeaderBuilder::Validate(std::optional<uint64_t> total_file_size) {
 }
 
 Result<uint64_t> ReadHeaderLength(std::span<const uint8_t> prefix) {
+  // A prefix that fails says what the file looks like first (JSON, a zip...), then what the check found.
+  auto explained = [&](std::string detail) {
+    std::string headline = ContentHeadline(ClassifyContent(prefix));
+    return headline.empty() ? detail : headline + ": " + detail;
+  };
   if (prefix.size() < 8)
     return MakeError(ErrorCode::HeaderTooSmall,
-                     "file is " + std::to_string(prefix.size()) + " bytes, fewer than the 8-byte length prefix");
+                     explained("file is " + std::to_string(prefix.size()) + " bytes, fewer than the 8-byte length prefix"));
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | prefix[i];
   if (n > kMaxHeaderSize)
     return MakeError(ErrorCode::HeaderTooLarge,
-                     "header length " + std::to_string(n) + " exceeds the limit of " +
-                         std::to_string(kMaxHeaderSize) + " bytes",
+                     explained("header length " + std::to_string(n) + " exceeds the limit of " +
+                               std::to_string(kMaxHeaderSize) + " bytes"),
                      std::nullopt, 0);
   return n;
 }

@@ -7,6 +7,7 @@
 #include "core/json.h"
 
 #include "adapter/python_json.h"
+#include "merge/plan_problems.h"
 
 namespace pb::merge {
 
@@ -21,6 +22,25 @@ std::string ShapeText(std::span<const uint64_t> shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
+}
+
+// What the error headline can say about the two models (merge/plan_problems.h).
+ModelFacts DescribeModels(const adapter::Adapter& adapter, const std::optional<Json>& config,
+                          const adapter::NamingTables& tables) {
+  ModelFacts facts;
+  facts.adapter_modules = adapter.modules.size();
+  facts.adapter_base = adapter.config.base_model_name_or_path;
+  std::vector<std::string> paths;
+  for (const auto& m : adapter.modules) paths.push_back(m.path);
+  if (const adapter::ArchTable* own = tables.Detect(paths); own && !own->architectures.empty())
+    facts.adapter_arch = own->architectures.front();
+  if (config && config->is_object()) {
+    if (auto a = config->find("architectures"); a != config->end() && a->is_array() && !a->empty() && a->front().is_string())
+      facts.base_arch = a->front().get<std::string>();
+    else if (auto t = config->find("model_type"); t != config->end() && t->is_string())
+      facts.base_arch = t->get<std::string>();
+  }
+  return facts;
 }
 
 struct Location {
@@ -125,11 +145,14 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
 
   // Per base tensor (shard, index): what happens to it.
   std::map<std::pair<size_t, size_t>, PlannedTensor> ops;
-  std::vector<std::string> problems;
-  size_t unsupported = 0;  // problems that are refusals (what PEFT itself refuses), not mismatches
-  auto refuse = [&](std::string message) {
-    problems.push_back(std::move(message));
-    ++unsupported;
+  std::vector<Problem> problems;
+  // A mismatch between the two (shapes, dtypes, a tensor merged twice), about an adapter module or tensor key.
+  auto disagree = [&](const std::string& module, std::string message) {
+    problems.push_back({ErrorCode::ShapeMismatch, module, std::move(message)});
+  };
+  // A refusal: what PEFT itself refuses, or what a streaming merge cannot do.
+  auto refuse = [&](const std::string& module, std::string message) {
+    problems.push_back({ErrorCode::UnsupportedAdapter, module, std::move(message)});
   };
   std::set<std::string> modified_names;
 
@@ -144,7 +167,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       if (found) note = "lm_head is tied to `" + found->second + "`: its delta is merged there, as PEFT's in-place merge does";
     }
     if (!found) {
-      problems.push_back("adapter module `" + m.path + "`: the base has no tensor `" + m.path + ".weight`");
+      problems.push_back({ErrorCode::ModulesNotFound, m.path,
+                          "adapter module `" + m.path + "`: the base has no tensor `" + m.path + ".weight`"});
       continue;
     }
     const Location loc = found->first;
@@ -157,8 +181,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     p.shape.assign(info.shape.begin(), info.shape.end());
     p.module = &m;
     if (!IsConvertibleFloat(info.dtype)) {
-      problems.push_back("`" + name + "` is " + std::string(DtypeName(info.dtype)) +
-                         ": only floating-point weights can be merged (quantized bases are not supported)");
+      disagree(m.path, "`" + name + "` is " + std::string(DtypeName(info.dtype)) +
+                           ": only floating-point weights can be merged (quantized bases are not supported)");
       continue;
     }
     const uint64_t in = m.in_features(), out = m.out_features();
@@ -166,8 +190,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     if (arch)
       if (auto match = tables.MatchHf(*arch, m.path)) kind = match->tmpl->kind;
     auto mismatch = [&](const std::string& expected) {
-      problems.push_back("`" + name + "` is " + ShapeText(p.shape) + " but the adapter's module `" + m.path +
-                         "` needs " + expected);
+      disagree(m.path, "`" + name + "` is " + ShapeText(p.shape) + " but the adapter's module `" + m.path +
+                           "` needs " + expected);
     };
     if (m.shape == LoraShape::kEmbedding) {
       if (p.shape != std::vector<uint64_t>{in, out}) { mismatch(ShapeText(std::vector<uint64_t>{in, out})); continue; }
@@ -180,7 +204,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       expected[0] = out;
       if (p.shape.size() == expected.size() && p.shape[0] == out && p.shape[1] != in && p.shape[1] != 0 && in % p.shape[1] == 0 &&
           std::equal(p.shape.begin() + 2, p.shape.end(), expected.begin() + 2)) {
-        refuse("`" + name + "`: a grouped convolution (" + ShapeText(p.shape) +
+        refuse(m.path, "`" + name + "`: a grouped convolution (" + ShapeText(p.shape) +
                "); PEFT refuses to merge LoRA into conv layers with groups > 1");
         continue;
       }
@@ -205,13 +229,13 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       else p.op = TensorOp::kLowRank;
     }
     if (m.magnitude && options.unmerge) {
-      refuse("module `" + m.path + "`: DoRA cannot be unmerged from a merged file (the weight norms "
+      refuse(m.path, "module `" + m.path + "`: DoRA cannot be unmerged from a merged file (the weight norms "
              "it needs are those of the original weights)");
       continue;
     }
     if (!note.empty()) plan.notes.push_back(note);
     if (ops.count({loc.shard, loc.tensor})) {
-      problems.push_back("`" + name + "` would be merged twice (modules `" + ops[{loc.shard, loc.tensor}].module->path +
+      disagree(m.path, "`" + name + "` would be merged twice (modules `" + ops[{loc.shard, loc.tensor}].module->path +
                          "` and `" + m.path + "`)");
       continue;
     }
@@ -221,12 +245,12 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     if (m.b_bias) {
       auto bias = index.Resolve(m.path + ".bias", prefixes);
       if (!bias) {
-        problems.push_back("module `" + m.path + "` has a lora_B.bias but the base has no `" + m.path + ".bias`");
+        disagree(m.path, "module `" + m.path + "` has a lora_B.bias but the base has no `" + m.path + ".bias`");
         continue;
       }
       TensorInfo bi = shards[bias->first.shard].header->tensor(bias->first.tensor);
       if (bi.element_count() != out || !IsConvertibleFloat(bi.dtype)) {
-        problems.push_back("`" + bias->second + "` " + ShapeText(bi.shape) + " does not fit lora_B.bias [" +
+        disagree(m.path, "`" + bias->second + "` " + ShapeText(bi.shape) + " does not fit lora_B.bias [" +
                            std::to_string(out) + "]");
         continue;
       }
@@ -248,7 +272,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
   std::vector<PlannedTensor> additions;
   for (const ExtraTensor& e : adapter.extras) {
     if (e.kind == ExtraKind::kTrainableTokens) {
-      refuse("`" + e.key + "`: trainable-token rows are not merged yet");
+      refuse(e.key, "`" + e.key + "`: trainable-token rows are not merged yet");
       continue;
     }
     std::string key = e.key;
@@ -256,7 +280,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     if (auto at = key.find(".base_layer."); at != std::string::npos) key.erase(at, std::string(".base_layer").size());
     auto found = index.Resolve(key, prefixes);
     if (options.unmerge) {
-      refuse("`" + e.key + "`: a " + std::string(adapter::ExtraKindName(e.kind)) +
+      refuse(e.key, "`" + e.key + "`: a " + std::string(adapter::ExtraKindName(e.kind)) +
              " tensor replaced the base weights, which the adapter does not keep; it cannot be unmerged");
       continue;
     }
@@ -267,7 +291,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     if (found) {
       TensorInfo info = shards[found->first.shard].header->tensor(found->first.tensor);
       if (std::vector<uint64_t>(info.shape.begin(), info.shape.end()) != e.tensor.shape) {
-        problems.push_back("`" + found->second + "` is " + ShapeText(info.shape) + " but the adapter's `" + e.key +
+        disagree(e.key, "`" + found->second + "` is " + ShapeText(info.shape) + " but the adapter's `" + e.key +
                            "` is " + ShapeText(e.tensor.shape));
         continue;
       }
@@ -275,7 +299,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
         // save_embedding_layers: PEFT loads the saved full weight into the base layer, then merges the LoRA
         // delta on top of it. The merge runs on the adapter's copy instead of the base's bytes.
         if (e.kind != ExtraKind::kSavedEmbedding || merged->second.op == TensorOp::kAddBias) {
-          problems.push_back("`" + found->second + "` is both merged and replaced by `" + e.key + "`");
+          disagree(e.key, "`" + found->second + "` is both merged and replaced by `" + e.key + "`");
           continue;
         }
         merged->second.replacement = &e;
@@ -290,7 +314,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       ops[{found->first.shard, found->first.tensor}] = std::move(p);
     } else {
       if (tied && (EndsWithComponent(key, "lm_head.weight"))) {
-        refuse("`" + e.key + "` replaces a tied lm_head, which the base stores only as the embedding; "
+        refuse(e.key, "`" + e.key + "` replaces a tied lm_head, which the base stores only as the embedding; "
                "writing both would need the embedding twice (not supported in a streaming merge)");
         continue;
       }
@@ -301,12 +325,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     }
   }
 
-  if (!problems.empty()) {
-    std::string message = std::to_string(problems.size()) + " problem(s) between the base model and the adapter:";
-    for (const auto& p : problems) message += "\n  " + p;
-    // UnsupportedAdapter when every problem is a refusal; any mismatch makes it ShapeMismatch.
-    return MakeError(unsupported == problems.size() ? ErrorCode::UnsupportedAdapter : ErrorCode::ShapeMismatch, message);
-  }
+  if (!problems.empty()) return PlanProblemsError(std::move(problems), DescribeModels(adapter, config_doc, tables));
 
   // Output dtypes and the per-shard plans, in input data order.
   auto out_dtype = [&](Dtype in) { return options.dtype && IsConvertibleFloat(in) ? *options.dtype : in; };

@@ -80,9 +80,10 @@ struct BaseShardHeader {
   const Header* header;
 };
 
-// Errors: every problem is listed in one message. ShapeMismatch when any is a mismatch (a module the base
-// lacks, shapes that disagree); UnsupportedAdapter when all are refusals (conv groups > 1, DoRA unmerge, a
-// tied head that would have to be written twice...).
+// Errors: every problem in one Error (merge/plan_problems.h), each also in Error::problems with its own code.
+// ModulesNotFound when the base lacks any adapter module (the headline names both models and counts the modules
+// found); else ShapeMismatch when any is a mismatch (shapes that disagree); UnsupportedAdapter when all are
+// refusals (conv groups > 1, DoRA unmerge, a tied head that would have to be written twice...).
 Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const adapter::Adapter& adapter,
                             const std::optional<std::string>& base_config, const MergeOptions& options);
 

@@ -163,7 +163,7 @@ function sparseF32(path, count) {
   truncateSync(path, 8 + header.length + 4 * count);
 }
 
-test('a FIFO or a directory as input fails at once: `PATH` is not a regular file', (t) => {
+test('a FIFO or a directory as input fails at once: `PATH` is not a regular file, or is a directory', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'pb-cli-'));
   try {
     const fifo = join(dir, 'fifo');
@@ -172,20 +172,22 @@ test('a FIFO or a directory as input fails at once: `PATH` is not a regular file
     if (made.status === 0) paths.push(fifo);
     else t.diagnostic('mkfifo unavailable: only the directory case runs');
     for (const path of paths) {
+      // A directory is told as one, with what to pass instead (src/app/input_hint.cc).
+      const what = path === dir ? 'is a directory, not a safetensors file; pass a .safetensors file inside it' : 'is not a regular file';
       const text = run(['inspect', path]);
       assert.equal(text.status, 1, path);
       assert.equal(text.stdout, '');
-      assert.equal(text.stderr, `error: IoError: \`${path}\` is not a regular file\n`);
+      assert.equal(text.stderr, `error: IoError: \`${path}\` ${what}\n`);
       const json = run(['inspect', '--json', path]);
       assert.equal(json.status, 1);
       assert.equal(json.stderr, '');
       assert.deepEqual(JSON.parse(json.stdout), {
         ok: false,
-        error: { code: 'IoError', message: `\`${path}\` is not a regular file`, tensor: null, offset: null },
+        error: { code: 'IoError', message: `\`${path}\` ${what}`, tensor: null, offset: null },
       });
       const conv = run(['convert', path, join(dir, 'out.safetensors'), '--dtype', 'bf16']);
       assert.equal(conv.status, 1);
-      assert.equal(conv.stderr, `error: IoError: \`${path}\` is not a regular file\n`);
+      assert.equal(conv.stderr, `error: IoError: \`${path}\` ${what}\n`);
     }
     assert.deepEqual(readdirSync(dir).sort(), made.status === 0 ? ['fifo'] : []);
   } finally {

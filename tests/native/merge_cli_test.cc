@@ -131,10 +131,16 @@ TEST_F(MergeCli, MismatchesAreAllReportedAndNothingIsWritten) {
   CliResult r = Cli("merge " + Args() + " --json");
   EXPECT_EQ(r.status, 1);
   auto e = nlohmann::json::parse(r.out);
-  EXPECT_EQ(e["error"]["code"], "ShapeMismatch");
+  // A module the base lacks makes it ModulesNotFound (its own code); each problem keeps its code in "problems".
+  EXPECT_EQ(e["error"]["code"], "ModulesNotFound");
   std::string message = e["error"]["message"];
   EXPECT_NE(message.find("q_proj"), std::string::npos) << message;
   EXPECT_NE(message.find("o_proj"), std::string::npos) << message;
+  ASSERT_EQ(e["error"]["problems"].size(), 2u) << r.out;
+  EXPECT_EQ(e["error"]["problems"][0]["code"], "ModulesNotFound");
+  EXPECT_EQ(e["error"]["problems"][0]["module"], "model.layers.0.self_attn.o_proj");
+  EXPECT_EQ(e["error"]["problems"][1]["code"], "ShapeMismatch");
+  EXPECT_EQ(e["error"]["problems"][1]["module"], "model.layers.0.self_attn.q_proj");
   EXPECT_FALSE(fs::exists(dir_ / "out"));
 }
 

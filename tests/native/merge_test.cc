@@ -1215,7 +1215,11 @@ TEST(MergePlanErrors, MissingModuleAndShapeMismatchAreReportedTogether) {
   const Bytes base = BuildFile(LlamaBase(Dtype::BF16, 19));
   MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
   ASSERT_FALSE(run.ok());
-  EXPECT_EQ(run.error->code, ErrorCode::ShapeMismatch);
+  // The missing module gives the code and the headline (2 of 3 found); the mismatch is listed with it.
+  EXPECT_EQ(run.error->code, ErrorCode::ModulesNotFound);
+  EXPECT_EQ(run.error->message.substr(0, run.error->message.find('\n')), "adapter trained on tiny-llama (LlamaForCausalLM): 2 of 3 modules found in the base:");
+  ASSERT_EQ(run.error->problems.size(), 2u);
+  EXPECT_EQ(run.error->problems[1].code, ErrorCode::ShapeMismatch);
   EXPECT_NE(run.error->message.find(kQ), std::string::npos) << run.error->message;
   EXPECT_NE(run.error->message.find("model.layers.0.self_attn.x_proj"), std::string::npos) << run.error->message;
   EXPECT_EQ(run.error->message.find(kV + "`"), std::string::npos) << run.error->message;

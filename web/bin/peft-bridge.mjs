@@ -170,9 +170,9 @@ function remoteOptions() {
 async function runInspect(line) {
   const json = flag(line, 'json');
   const { positional } = line;
+  const arg = positional[0];
   let input;
   try {
-    const arg = positional[0];
     const render = json ? 'json' : 'text';
     const report = isRemote(arg)
       ? await inspectRendered(arg, { render, ...remoteOptions() })
@@ -180,7 +180,7 @@ async function runInspect(line) {
     await out(json ? report.json : report.text);
     return 0;
   } catch (error) {
-    return fail(error, json);
+    return fail(isRemote(arg) ? error : await explainInput(error, arg, 'tensor'), json);
   } finally {
     await input?.handle.close();
   }
@@ -219,7 +219,7 @@ async function runConvert(line) {
     if (json || !flag(line, 'quiet')) await out(json ? report.json : report.text);
     return 0;
   } catch (error) {
-    return fail(error, json);
+    return fail(await explainInput(error, inPath, 'tensor'), json);
   } finally {
     await output?.close();
     await input?.handle.close();
@@ -243,6 +243,26 @@ const coreError = (r) => errorFromHandle({ errorJson: () => r.errorJson, errorTe
 const joinPath = (dir, name) => (dir === '' || dir.endsWith('/') ? dir + name : `${dir}/${name}`);
 const isDirectory = async (path) => (await stat(path).catch(() => null))?.isDirectory() ?? false;
 const isRegularFile = async (path) => (await stat(path).catch(() => null))?.isFile() ?? false;
+
+/** The error's {code, message, tensor, offset}, as `fail` renders it. */
+function errorFields(error) {
+  const rendered = renderedError(error, true);
+  if (rendered !== null) return JSON.parse(rendered).error;
+  return {
+    code: typeof error?.code === 'string' ? error.code : 'IoError',
+    message: String(error?.message ?? error),
+    tensor: error?.tensor ?? null,
+    offset: error?.offset ?? null,
+  };
+}
+
+/** ExplainInputError (src/app/input_hint.h), as the native ExplainInput: `error`, met reading the input the user
+ * named `path`, told as what happened (a directory, a config file passed for the weights); else `error` itself.
+ * `role`: 'tensor' (inspect, convert), 'adapter', 'base'. */
+async function explainInput(error, path, role) {
+  const r = module.explainInputError(JSON.stringify(errorFields(error)), path, await isDirectory(path), role);
+  return r.changed ? coreError(r) : error;
+}
 
 async function readWholeFile(path) {
   const input = await openInput(path);
@@ -330,7 +350,7 @@ async function runAdapterInfo(line) {
     await out(o.json ? r.json : r.text);
     return 0;
   } catch (error) {
-    return fail(error, o.json);
+    return fail(await explainInput(error, o.positional[0], 'adapter'), o.json);
   }
 }
 
@@ -656,7 +676,7 @@ async function runTranslate(line) {
     if (o.json || !flag(line, 'quiet')) await out(o.json ? result.json : result.text);
     return 0;
   } catch (error) {
-    return fail(error, o.json);
+    return fail(await explainInput(error, o.positional[0], 'adapter'), o.json);
   } finally {
     await output?.close();
   }
@@ -745,9 +765,16 @@ async function runMerge(line) {
   let output = null;
   let adapterFiles = null; // the adapter's weights, open for reading by range
   try {
-    const base = await openMergeBase(session, o.base, o.baseConfig, inputs);
-    adapterFiles = await loadAdapterDir(o.adapter, null);
-    await session.loadAdapter({ ...adapterFiles, baseConfig: base.config });
+    // Errors opening either input are told as the native ExplainInput tells them.
+    const base = await openMergeBase(session, o.base, o.baseConfig, inputs).catch(async (e) => {
+      throw await explainInput(e, o.base, 'base');
+    });
+    try {
+      adapterFiles = await loadAdapterDir(o.adapter, null);
+      await session.loadAdapter({ ...adapterFiles, baseConfig: base.config });
+    } catch (error) {
+      throw await explainInput(error, o.adapter, 'adapter');
+    }
     const plan = session.plan();
     // The policy: no link out of an input directory, no silent loss, no output over an input or into a
     // non-empty directory.

@@ -7,13 +7,14 @@ const RENDERED = Symbol('rendered');
  * core's error names, the same strings the CLI prints: HeaderTooSmall, HeaderTooLarge, InvalidHeaderLength,
  * InvalidHeader, InvalidHeaderDeserialization, InvalidOffset, ValidationOverflow, MisalignedSlice,
  * TensorInvalidInfo, MetadataIncompleteBuffer, InvalidArgument, UnsupportedDtype, IoError, and for adapters
- * InvalidConfig, UnsupportedAdapter, UnresolvedTensor, ShapeMismatch.
+ * InvalidConfig, UnsupportedAdapter, UnresolvedTensor, ShapeMismatch, and for merges ModulesNotFound.
+ * A file that is not safetensors at all says what it looks like (JSON, text, a zip…) in its message.
  */
 export class SafetensorsError extends Error {
   /**
    * @param {string} code
    * @param {string} message
-   * @param {{tensor?: string | null, offset?: number | null, cause?: unknown}} [details]
+   * @param {{tensor?: string | null, offset?: number | null, problems?: Array<{code: string, module: string | null, message: string}>, cause?: unknown}} [details]
    */
   constructor(code, message, details = {}) {
     super(message, details.cause !== undefined ? { cause: details.cause } : undefined);
@@ -24,6 +25,8 @@ export class SafetensorsError extends Error {
     this.tensor = details.tensor ?? null;
     /** Absolute byte offset in the file, if any. @type {number | null} */
     this.offset = details.offset ?? null;
+    /** Every problem, when the error reports several (a merge plan's); else empty. */
+    this.problems = details.problems ?? [];
   }
 }
 
@@ -35,7 +38,7 @@ export function errorFromHandle(handle) {
   const json = handle.errorJson();
   const text = handle.errorText();
   const { error } = JSON.parse(json);
-  const e = new SafetensorsError(error.code, error.message, { tensor: error.tensor, offset: error.offset });
+  const e = new SafetensorsError(error.code, error.message, { tensor: error.tensor, offset: error.offset, problems: error.problems });
   Object.defineProperty(e, RENDERED, { value: { json, text } });
   return e;
 }

@@ -36,7 +36,18 @@ export type SafetensorsErrorCode =
   | 'InvalidConfig'
   | 'UnsupportedAdapter'
   | 'UnresolvedTensor'
-  | 'ShapeMismatch';
+  | 'ShapeMismatch'
+  | 'ModulesNotFound';
+
+/** One of several problems an error reports together (a merge plan's base/adapter mismatches). */
+export interface SafetensorsProblem {
+  /** ModulesNotFound (the base lacks the module), ShapeMismatch, UnsupportedAdapter (a refusal). */
+  readonly code: SafetensorsErrorCode;
+  /** The adapter module (or tensor key) concerned, if any. */
+  readonly module: string | null;
+  /** One line saying what is wrong (the message lists at most 20 of them; this array has all). */
+  readonly message: string;
+}
 
 /** Invalid input (or an unusable request) as reported by the core. */
 export class SafetensorsError extends Error {
@@ -49,6 +60,11 @@ export class SafetensorsError extends Error {
   readonly offset: number | null;
   /** The HTTP status, when a remote read failed with an HTTP error (IoError). */
   readonly status?: number;
+  /** Every problem, when the error reports several: a merge plan's (ModulesNotFound when the adapter's modules
+   * are not all in the base, typically an adapter of another model; the message leads with a headline naming
+   * both models, e.g. "adapter trained on gpt2 (GPT2LMHeadModel); base is LlamaForCausalLM: 0 of 36 modules
+   * found"). Empty otherwise. Also the CLIs' `--json` error's `problems`. */
+  readonly problems: readonly SafetensorsProblem[];
 }
 
 /** A source of known size read by ranges (e.g. a file read with positional reads). */
@@ -513,8 +529,8 @@ export interface MergeStreamOptions extends MergeOptions {
 
 /** Merges a LoRA adapter into one base safetensors file, as PEFT's `merge_and_unload` and the CLI's `merge`
  * (byte for byte): write the base file's bytes in file order (chunks of any size), read the merged file.
- * The merge is planned from the input header, so a base/adapter mismatch (ShapeMismatch, UnresolvedTensor,
- * UnsupportedAdapter…) errors the stream before any output byte. Memory stays flat whatever the file's size.
+ * The merge is planned from the input header, so a base/adapter mismatch (ModulesNotFound, ShapeMismatch,
+ * UnresolvedTensor, UnsupportedAdapter…: every one in the error's `problems`) errors the stream before any output byte. Memory stays flat whatever the file's size.
  * Errors are {@link SafetensorsError}s. */
 export function createMergeStream(options: MergeStreamOptions): TransformStream<Uint8Array, Uint8Array>;
 
