@@ -71,14 +71,14 @@ Json ModuleJson(const LoraModule& m, double delta_norm) {
   j["rank"] = m.rank();
   j["alpha"] = m.settings.alpha;
   j["scaling"] = m.settings.scaling;
-  j["in_features"] = m.in_features();
-  j["out_features"] = m.out_features();
+  j["inFeatures"] = m.in_features();
+  j["outFeatures"] = m.out_features();
   j["dtype"] = DtypeName(m.a.dtype);
   j["dora"] = m.magnitude.has_value();
-  j["lora_bias"] = m.b_bias.has_value();
-  j["delta_norm"] = delta_norm;
-  j["rank_pattern"] = m.settings.rank_pattern_key ? Json(*m.settings.rank_pattern_key) : Json(nullptr);
-  j["alpha_pattern"] = m.settings.alpha_pattern_key ? Json(*m.settings.alpha_pattern_key) : Json(nullptr);
+  j["loraBias"] = m.b_bias.has_value();
+  j["deltaNorm"] = delta_norm;
+  j["rankPattern"] = m.settings.rank_pattern_key ? Json(*m.settings.rank_pattern_key) : Json(nullptr);
+  j["alphaPattern"] = m.settings.alpha_pattern_key ? Json(*m.settings.alpha_pattern_key) : Json(nullptr);
   return j;
 }
 
@@ -110,13 +110,13 @@ std::string RenderAdapterInfoJson(const ReadResult& read) {
   j["ok"] = true;
   j["format"] = a.source_format;
   j["arch"] = a.arch ? Json(*a.arch) : Json(nullptr);
-  j["peft_type"] = c.peft_type;
-  j["task_type"] = c.task_type ? Json(*c.task_type) : Json(nullptr);
-  j["base_model"] = c.base_model_name_or_path ? Json(*c.base_model_name_or_path) : Json(nullptr);
+  j["peftType"] = c.peft_type;
+  j["taskType"] = c.task_type ? Json(*c.task_type) : Json(nullptr);
+  j["baseModel"] = c.base_model_name_or_path ? Json(*c.base_model_name_or_path) : Json(nullptr);
   j["r"] = c.r;
-  j["lora_alpha"] = c.lora_alpha;
-  j["use_rslora"] = c.use_rslora;
-  j["use_dora"] = c.use_dora;
+  j["loraAlpha"] = c.lora_alpha;
+  j["useRslora"] = c.use_rslora;
+  j["useDora"] = c.use_dora;
   j["modules"] = Json::array();
   for (size_t i : ListedOrder(a)) j["modules"].push_back(ModuleJson(a.modules[i], NormOf(read, i)));
   j["extras"] = Json::array();
@@ -132,7 +132,7 @@ std::string RenderAdapterInfoJson(const ReadResult& read) {
   for (const auto& [d, n] : DtypeCounts(a)) dtypes[d] = n;
   j["dtypes"] = dtypes;
   j["parameters"] = a.parameter_count();
-  j["unknown_config_keys"] = StringList(c.unknown_keys);
+  j["unknownConfigKeys"] = StringList(c.unknown_keys);
   j["rejected"] = Json::array();
   for (const auto& r : a.rejected) {
     Json x = Json::object();
@@ -187,7 +187,7 @@ std::string RenderTranslateJson(const TranslateResult& result, AdapterFormat to,
   j["ok"] = true;
   j["from"] = result.read.adapter.source_format;
   j["to"] = FormatName(to);
-  j["dry_run"] = dry_run;
+  j["dryRun"] = dry_run;
   Json files = Json::array();
   files.push_back(result.output.weights_name);
   if (result.output.config_name) files.push_back(*result.output.config_name);

@@ -278,16 +278,16 @@ test('adapterInfo: the gpt2 adapter has 36 modules and one extra tensor (score.w
   });
   assert.equal(info.ok, undefined);
   assert.equal(info.format, 'peft');
-  assert.equal(info.peft_type, 'LORA');
-  assert.equal(info.task_type, 'SEQ_CLS');
+  assert.equal(info.peftType, 'LORA');
+  assert.equal(info.taskType, 'SEQ_CLS');
   assert.equal(info.modules.length, 36);
   assert.deepEqual(info.extras.map((e) => e.key), ['score.weight']);
-  const { delta_norm: norm, ...first } = info.modules[0];
+  const { deltaNorm: norm, ...first } = info.modules[0];
   assert.deepEqual(first, {
-    path: 'transformer.h.0.attn.c_attn', shape: 'linear', rank: 8, alpha: 32, scaling: 4, in_features: 768, out_features: 2304,
-    dtype: 'F32', dora: false, lora_bias: false, rank_pattern: null, alpha_pattern: null,
+    path: 'transformer.h.0.attn.c_attn', shape: 'linear', rank: 8, alpha: 32, scaling: 4, inFeatures: 768, outFeatures: 2304,
+    dtype: 'F32', dora: false, loraBias: false, rankPattern: null, alphaPattern: null,
   });
-  assert.ok(norm > 0 && Number.isFinite(norm), `delta_norm ${norm}`);
+  assert.ok(norm > 0 && Number.isFinite(norm), `deltaNorm ${norm}`);
   assert.deepEqual(info.rejected, []);
   // The same as the CLI's --json rendering (without `ok`).
   const cli = JSON.parse(runJs(['adapter-info', dir, '--json']).stdout);

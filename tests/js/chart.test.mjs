@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { describeChart, groupNorms, niceStep, seriesKey, seriesLabels, yAxis } from '../../web/app/chart.js';
 
-const norms = (entries) => entries.map(([path, delta_norm]) => ({ path, delta_norm }));
+const norms = (entries) => entries.map(([path, deltaNorm]) => ({ path, deltaNorm }));
 const labels = (chart) => chart.series.map((s) => s.label);
 
 test('seriesKey: the layer index segment is removed, with what comes before it', () => {
@@ -51,7 +51,7 @@ test('layerless paths are their own series in an "other" group, after the layers
 test('the y axis covers the combined values the bars show, not the raw modules', () => {
   // Eight experts of 3 in one layer: the bar is √(8·9) ≈ 8.49, above any single module.
   const modules = norms(Array.from({ length: 8 }, (_, e) => [`model.layers.0.mlp.experts.${e}.w1`, 3]));
-  modules.push({ path: 'model.layers.1.mlp.experts.0.w1', delta_norm: 1 });
+  modules.push({ path: 'model.layers.1.mlp.experts.0.w1', deltaNorm: 1 });
   const chart = groupNorms(modules);
   assert.deepEqual(labels(chart), ['mlp.experts.*.w1']);
   assert.ok(Math.abs(chart.value(0, 0) - Math.sqrt(72)) < 1e-12);

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, hasNativeCli, makeFile, nativeCli } from './helpers/common.mjs';
+import { cliPath, hasNativeCli, makeFile, nativeCli, repoRoot } from './helpers/common.mjs';
 
 const exec = (command, args, options = {}) => {
   const r = spawnSync(command, args, { encoding: 'buffer', timeout: 60000, ...options });
@@ -109,5 +109,38 @@ test('a closed stdout pipe ends quietly with status 0', (t) => {
     const r = exec('/bin/bash', ['-c', 'set -o pipefail; "$@" | head -c 100 >/dev/null', 'bash', command, ...pre, 'inspect', file]);
     assert.equal(r.status, 0, `${command}: ${r.stderr}`);
     assert.equal(r.stderr, '', command);
+  }
+});
+
+/** Every key of a --json document (recursively), except under `metadata` (the file's own, user-chosen keys). */
+function keysOf(value, path = '', out = []) {
+  if (Array.isArray(value)) value.forEach((v, i) => keysOf(v, `${path}[${i}]`, out));
+  else if (value && typeof value === 'object')
+    for (const [k, v] of Object.entries(value)) {
+      out.push(`${path}.${k}`);
+      if (k !== 'metadata') keysOf(v, `${path}.${k}`, out);
+    }
+  return out;
+}
+
+test('one key style: every --json output uses camelCase keys, the same in both CLIs', (t) => {
+  const golden = join(repoRoot, 'tests', 'golden', 'corpus', 'gpt2_dora_conv1d');
+  const out = join(tempDir(t), 'merged');
+  const runs = [
+    ['inspect', join(golden, 'base', 'model.safetensors'), '--json'],
+    ['adapter-info', join(golden, 'adapter'), '--json'],
+    ['translate', join(golden, 'adapter'), out, '--to', 'kohya', '--dry-run', '--json'],
+    ['merge', '--base', join(golden, 'base'), '--adapter', join(golden, 'adapter'), '--dry-run', '--json'],
+    ['merge', '--base', join(golden, 'base'), '--adapter', join(golden, 'base'), '--dry-run', '--json'],  // an error
+  ];
+  for (const args of runs) {
+    const js = npm(args);
+    const doc = JSON.parse(js.stdout);
+    const snake = keysOf(doc).filter((k) => /_/.test(k.slice(k.lastIndexOf('.') + 1)));
+    assert.deepEqual(snake, [], `${args[0]}: snake_case keys`);
+    if (hasNativeCli) {
+      const n = native(args);
+      assert.deepEqual(keysOf(JSON.parse(n.stdout)), keysOf(doc), `${args[0]}: the same keys in both CLIs`);
+    }
   }
 });

@@ -155,7 +155,7 @@ test('workerd: every shard by a concurrent request, the index and config.json = 
 
   const plan = await (await fetch(`${worker.url}/plan?${query(common)}`)).json();
   assert.equal(plan.revision, hub.commit('me/base'));
-  assert.equal(plan.modules_matched, 12);
+  assert.equal(plan.modulesMatched, 12);
   assert.deepEqual(plan.outputs.map((o) => o.path), [...shards, 'model.safetensors.index.json', 'config.json']);
   t.diagnostic(`(a) ${names.length + shards.length + 1} concurrent requests and /plan: ${Date.now() - started} ms`);
 

@@ -39,7 +39,7 @@ function tree(dir) {
 const unmeasured = (s) =>
   s
     .replace(/[\d.]+ GB in [\d.]+ s \([\d.]+ GB\/s\), peak memory [\d.]+ MiB\n$/, '<measured>\n')
-    .replace(/"(seconds|gb_per_s|peak_memory)":[\d.e+-]+/g, '"$1":0');
+    .replace(/"(seconds|gbPerS|peakMemory)":[\d.e+-]+/g, '"$1":0');
 
 /** Runs `args` with both CLIs in two trees built by `setup`; asserts they agree; returns the native result. */
 function both(t, setup, args) {
@@ -136,7 +136,7 @@ test('merge copies the base directory\'s other files, byte for byte, and lists t
   const json = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--json']);
   assert.equal(json.status, 0, json.stderr);
   const summary = JSON.parse(json.stdout);
-  assert.deepEqual(summary.copied_files, COPIED);
+  assert.deepEqual(summary.copiedFiles, COPIED);
   assert.deepEqual(summary.files.map((f) => f.name), ['model.safetensors']);
 
   const dry = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--dry-run']);
@@ -154,7 +154,7 @@ test('merge --no-copy-extra copies nothing else; unmerge copies too', (t) => {
   const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--no-copy-extra', '--json']);
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(outNames(r.after), ['config.json', 'model.safetensors']);
-  assert.deepEqual(JSON.parse(r.stdout).copied_files, []);
+  assert.deepEqual(JSON.parse(r.stdout).copiedFiles, []);
   const un = both(t, setup, ['unmerge', '--base', 'base', '--adapter', 'rob', '--out', 'out']);
   assert.equal(un.status, 0, un.stderr);
   assert.deepEqual(outNames(un.after), [...COPIED, 'config.json', 'model.safetensors'].sort());
@@ -243,5 +243,5 @@ test('--base naming a .safetensors file copies nothing from its directory', (t) 
   const r = both(t, setup, ['merge', '--base', 'base/model.safetensors', '--adapter', 'rob', '--out', 'out', '--json']);
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(outNames(r.after), ['config.json', 'model.safetensors']);
-  assert.deepEqual(JSON.parse(r.stdout).copied_files, []);
+  assert.deepEqual(JSON.parse(r.stdout).copiedFiles, []);
 });

@@ -373,7 +373,7 @@ test('aborting mid-stream rejects with the reason and frees the handle', async (
 
 // ---- (e) the npm CLI's summary and failures ----
 
-const MEASURED = ['seconds', 'gb_per_s', 'peak_memory'];
+const MEASURED = ['seconds', 'gbPerS', 'peakMemory'];
 const unmeasured = (json) => Object.fromEntries(Object.entries(JSON.parse(json)).filter(([k]) => !MEASURED.includes(k)));
 
 test('npm CLI merge --json / text: the native summary except the measured fields', async (t) => {
@@ -392,7 +392,7 @@ test('npm CLI merge --json / text: the native summary except the measured fields
       assert.deepEqual(unmeasured(js.stdout), unmeasured(native.stdout));
       const j = JSON.parse(js.stdout);
       for (const k of MEASURED) assert.equal(typeof j[k], 'number', k);
-      if (!extra.includes('--dry-run')) assert.ok(j.peak_memory > 0, 'the WASM heap size');
+      if (!extra.includes('--dry-run')) assert.ok(j.peakMemory > 0, 'the WASM heap size');
     } else {
       // Only the last line (GB, seconds, GB/s, MiB) is measured.
       const lines = (s) => (extra.includes('--dry-run') ? s : s.split('\n').slice(0, -2).join('\n'));
@@ -449,7 +449,7 @@ test('the real peft-gpt2-seqcls-cattn-cproj adapter merged into a GPT-2-shaped b
   const js = runJs(args('js'));
   assert.equal(js.status, 0, js.stderr);
   assert.deepEqual(unmeasured(js.stdout), unmeasured(native.stdout));
-  assert.ok(JSON.parse(native.stdout).tensors_merged >= 36);
+  assert.ok(JSON.parse(native.stdout).tensorsMerged >= 36);
   assert.deepEqual(readTree(join(dir, 'js')), readTree(join(dir, 'native')));
 });
 

@@ -40,7 +40,7 @@ function tree(dir) {
 const unmeasured = (s) =>
   s
     .replace(/[\d.]+ GB in [\d.]+ s \([\d.]+ GB\/s\), peak memory [\d.]+ MiB\n$/, '<measured>\n')
-    .replace(/"(seconds|gb_per_s|peak_memory)":[\d.e+-]+/g, '"$1":0');
+    .replace(/"(seconds|gbPerS|peakMemory)":[\d.e+-]+/g, '"$1":0');
 
 /**
  * Builds the same tree twice with `setup(root)`, runs `args` in each with either CLI, and checks both agree:
@@ -301,7 +301,7 @@ test('merge with an adapter tensor it cannot apply fails listing it; --allow-par
   const r = both(t, setup, [...args, '--allow-partial', '--json']);
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stderr, /^warning: dropped base_model\.model\.model\.layers\.0\.self_attn\.q_proj\.lora_C\.weight: .+\n$/);
-  assert.equal(JSON.parse(r.stdout).unmatched_keys.length, 1);
+  assert.equal(JSON.parse(r.stdout).unmatchedKeys.length, 1);
   assert.ok(r.after['out/model.safetensors']);
 });
 

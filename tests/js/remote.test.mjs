@@ -92,8 +92,8 @@ test('planRemote: modules, files and the commit every worker should read', async
     const plan = await planRemote(options);
     assert.equal(plan.revision, hub.commit('me/base'));
     assert.equal(plan.adapterRevision, hub.commit('me/lora'));
-    assert.equal(plan.modules_matched, 12);
-    assert.deepEqual(plan.unmatched_keys, []);
+    assert.equal(plan.modulesMatched, 12);
+    assert.deepEqual(plan.unmatchedKeys, []);
     assert.deepEqual(plan.outputs.map((o) => o.path), [...shards, 'model.safetensors.index.json', 'config.json']);
     if (expected) for (const o of plan.outputs) assert.equal(o.size, expected[o.path].length, o.path);
     assert.equal(hub.log('cdn').filter((r) => r.path.startsWith('model-')).length, 3, 'one request per shard: headers only');

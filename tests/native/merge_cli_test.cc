@@ -84,8 +84,8 @@ TEST_F(MergeCli, ShardedBaseKeepsItsShardingAndIndex) {
   CliResult r = Cli("merge " + Args() + " --json");
   ASSERT_EQ(r.status, 0) << r.out;
   auto summary = nlohmann::json::parse(r.out);
-  EXPECT_EQ(summary["modules_matched"], 4);
-  EXPECT_EQ(summary["tensors_merged"], 4);
+  EXPECT_EQ(summary["modulesMatched"], 4);
+  EXPECT_EQ(summary["tensorsMerged"], 4);
   EXPECT_EQ(summary["arch"], "llama");
   for (const char* f : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
                         "model.safetensors.index.json", "config.json"})
@@ -161,7 +161,7 @@ TEST_F(MergeCli, DryRunWritesNothingAndUnmergeRestoresAnF32Base) {
   MakeShardedBase();
   CliResult dry = Cli("merge " + Args() + " --dry-run --json");
   ASSERT_EQ(dry.status, 0);
-  EXPECT_TRUE(nlohmann::json::parse(dry.out)["dry_run"]);
+  EXPECT_TRUE(nlohmann::json::parse(dry.out)["dryRun"]);
   EXPECT_FALSE(fs::exists(dir_ / "out"));
   // F32 round trip: merge then unmerge gives back the base within a few ulp.
   ASSERT_EQ(Cli("merge " + Args("merged") + " --dtype f32").status, 0);
@@ -228,14 +228,14 @@ TEST_F(MergeCli, AnAdapterOver2GiBIsReadByRangeNotWhole) {
   for (const char* shard : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"})
     EXPECT_TRUE(ReadAll(dir_ / "small" / shard) == ReadAll(dir_ / "big" / shard)) << shard;
   // The merge read the factors only: far less than the file (peak RSS well under the 3 GiB tensor).
-  EXPECT_LT(nlohmann::json::parse(merged.out)["peak_memory"].get<double>(), 512.0 * (1 << 20));
+  EXPECT_LT(nlohmann::json::parse(merged.out)["peakMemory"].get<double>(), 512.0 * (1 << 20));
   CliResult info = Cli("adapter-info " + (dir_ / "adapter").string() + " --json");
   ASSERT_EQ(info.status, 0) << info.out;
   auto j = nlohmann::json::parse(info.out);
   ASSERT_EQ(j["rejected"].size(), 1u);
   EXPECT_EQ(j["rejected"][0]["tensor"], "base_model.model.aaa_unused_block.weight");
   EXPECT_EQ(j["modules"].size(), 4u);
-  EXPECT_GT(j["modules"][0]["delta_norm"].get<double>(), 0.0);
+  EXPECT_GT(j["modules"][0]["deltaNorm"].get<double>(), 0.0);
 }
 
 }  // namespace

@@ -187,16 +187,16 @@ export async function adapters(weights: Blob, stream: ReadableStream<Uint8Array>
   for (const m of info.modules) {
     const module: AdapterModule = m;
     const kind: 'linear' | 'embedding' | 'conv' = module.shape;
-    const norm: number = module.delta_norm;
-    const pattern: string = module.rank_pattern ?? module.alpha_pattern ?? '';
-    if (module.dora || module.lora_bias) ranks.push(norm, module.in_features, module.out_features, module.alpha, pattern.length, kind.length);
+    const norm: number = module.deltaNorm;
+    const pattern: string = module.rankPattern ?? module.alphaPattern ?? '';
+    if (module.dora || module.loraBias) ranks.push(norm, module.inFeatures, module.outFeatures, module.alpha, pattern.length, kind.length);
   }
   const dtype: Dtype = info.modules[0].dtype;
-  const summary = [info.arch, info.peft_type, info.task_type, info.base_model, info.r, info.lora_alpha, info.use_rslora, info.use_dora, info.parameters];
+  const summary = [info.arch, info.peftType, info.taskType, info.baseModel, info.r, info.loraAlpha, info.useRslora, info.useDora, info.parameters];
   for (const r of info.rejected) ranks.push(r.tensor.length, r.reason.length);
   for (const e of info.extras) ranks.push(e.key.length, e.kind.length, ...e.shape);
   const counts: number = Object.values(info.dtypes).reduce((a, b) => a + (b ?? 0), 0);
-  const unknown: string[] = info.unknown_config_keys;
+  const unknown: string[] = info.unknownConfigKeys;
 
   const input: AdapterInput = {
     weights: stream,
@@ -291,7 +291,7 @@ export async function merge(base: Blob, adapterWeights: Blob, adapterConfig: str
   const shared: MergeOptions = { adapter, dtype: 'f16', arch: 'llama', signal: controller.signal };
   const planOptions: PlanMergeOptions = { ...shared, base: opened };
   const plan: MergePlanSummary = await planMerge(planOptions);
-  const counts: number[] = [plan.modules_matched, plan.tensors_merged, plan.total_size, plan.bytes_out, plan.sourceBytes];
+  const counts: number[] = [plan.modulesMatched, plan.tensorsMerged, plan.totalSize, plan.bytesOut, plan.sourceBytes];
   const arch: string | null = plan.arch;
   const direction: boolean = plan.unmerge;
   for (const t of plan.tensors) {
@@ -300,7 +300,7 @@ export async function merge(base: Blob, adapterWeights: Blob, adapterConfig: str
     const change: Dtype[] = [entry.dtype, entry.outDtype];
     counts.push(entry.shard.length, entry.tensor.length, entry.op.length, module.length, change.length, ...entry.shape);
   }
-  for (const { tensor, reason } of plan.unmatched_keys) counts.push(tensor.length + reason.length);
+  for (const { tensor, reason } of plan.unmatchedKeys) counts.push(tensor.length + reason.length);
   for (const f of plan.files) counts.push(f.name.length, f.bytes);
   for (const o of plan.outputs) counts.push(o.path.length, o.size);
 

@@ -350,9 +350,9 @@ function showInspect() {
   fillSummary($('#adapter-summary'), [
     ['source', adapter.label],
     ['format', `${info.format}${info.arch ? ` · naming table ${info.arch}` : ''}`],
-    ['type', `${info.peft_type}${info.task_type ? ` · ${info.task_type}` : ''}`],
-    ['trained on', info.base_model ?? '—'],
-    ['rank · alpha', `r = ${info.r} · lora_alpha = ${info.lora_alpha}${info.use_rslora ? ' · rsLoRA' : ''}${info.use_dora ? ' · DoRA' : ''}`],
+    ['type', `${info.peftType}${info.taskType ? ` · ${info.taskType}` : ''}`],
+    ['trained on', info.baseModel ?? '—'],
+    ['rank · alpha', `r = ${info.r} · lora_alpha = ${info.loraAlpha}${info.useRslora ? ' · rsLoRA' : ''}${info.useDora ? ' · DoRA' : ''}`],
     ['LoRA modules', exact(info.modules.length)],
     ['parameters', count(info.parameters)],
     ['rejected tensors', exact(info.rejected.length)],
@@ -391,7 +391,7 @@ function showChart() {
   $('#chart-summary').textContent = describeChart(state.chart, modules);
   drawNormChart($('#chart'), state.chart);
   $('#norm-table').tBodies[0].replaceChildren(
-    ...modules.map((m) => row([td(m.path, 'name'), td(m.rank, 'num'), td(+m.scaling.toPrecision(6), 'num'), td(m.delta_norm.toPrecision(6), 'num')])),
+    ...modules.map((m) => row([td(m.path, 'name'), td(m.rank, 'num'), td(+m.scaling.toPrecision(6), 'num'), td(m.deltaNorm.toPrecision(6), 'num')])),
   );
 }
 
@@ -449,18 +449,18 @@ async function onPlan() {
     state.plan = plan;
     fillSummary($('#plan-summary'), [
       ['naming table', plan.arch ?? '—'],
-      ['modules matched', `${exact(plan.modules_matched)} of ${exact(adapter.info.modules.length)}`],
-      ['base tensors changed', exact(plan.tensors_merged)],
+      ['modules matched', `${exact(plan.modulesMatched)} of ${exact(adapter.info.modules.length)}`],
+      ['base tensors changed', exact(plan.tensorsMerged)],
       ['output', plan.outputs.map((o) => `${o.path} (${bytes(o.size)})`).join(', ')],
       ['base bytes to read', bytes(plan.sourceBytes)],
     ]);
-    $('#plan-matched').textContent = `(${exact(plan.modules_matched)})`;
+    $('#plan-matched').textContent = `(${exact(plan.modulesMatched)})`;
     $('#plan-table').tBodies[0].replaceChildren(
       ...plan.tensors.map((t) =>
         row([td(t.module ?? '(saved copy)', 'name'), td(t.tensor, 'name'), t.op, td(shape(t.shape), 'shape'), t.dtype === t.outDtype ? t.dtype : `${t.dtype} → ${t.outDtype}`]),
       ),
     );
-    const rejected = plan.unmatched_keys;
+    const rejected = plan.unmatchedKeys;
     $('#plan-rejected-count').textContent = `(${exact(rejected.length)})`;
     $('#rejected-list').replaceChildren(
       ...(rejected.length
@@ -473,7 +473,7 @@ async function onPlan() {
     );
     $('#plan-notes').replaceChildren(...plan.notes.map((n) => el('li', `note: ${n}`)));
     $('#plan-result').hidden = false;
-    return `Plan: ${plan.modules_matched} module(s) matched, ${rejected.length} key(s) rejected.`;
+    return `Plan: ${plan.modulesMatched} module(s) matched, ${rejected.length} key(s) rejected.`;
   });
   if (!ok) dropPlan('The plan failed (see its error under “Plan the merge”): fix the inputs and plan again to merge.');
 }

@@ -52,7 +52,7 @@ export function seriesLabels(series) {
 }
 
 /**
- * Groups modules ({path, delta_norm}) for the chart: {layers: [index...] ascending, then null for "other" if any,
+ * Groups modules ({path, deltaNorm}) for the chart: {layers: [index...] ascending, then null for "other" if any,
  * series: [{label, layered}] in order of first appearance, value(layer, seriesIndex) -> number | null,
  * slots(layer) -> the series indices drawn in that layer's group, max: the largest value drawn, modules: count}.
  * Two modules of one series in one layer (MoE experts, or two stacks sharing a label) are combined as √(a² + b²),
@@ -72,7 +72,7 @@ export function groupNorms(modules) {
     const k = keys.get(id);
     if (!cells.has(layer)) cells.set(layer, new Map());
     const cell = cells.get(layer);
-    cell.set(k, Math.hypot(cell.get(k) ?? 0, Number.isFinite(m.delta_norm) ? m.delta_norm : 0));
+    cell.set(k, Math.hypot(cell.get(k) ?? 0, Number.isFinite(m.deltaNorm) ? m.deltaNorm : 0));
   }
   const labels = seriesLabels(series);
   // Series with one label are drawn as one bar: combine their cells.
@@ -130,12 +130,12 @@ export function describeChart(chart, modules) {
   if (!modules.length) return 'The adapter has no LoRA modules.';
   if (!(chart.max > 0)) return 'Every module’s delta is zero.';
   let peak = modules[0];
-  for (const m of modules) if ((m.delta_norm ?? 0) > (peak.delta_norm ?? 0)) peak = m;
+  for (const m of modules) if ((m.deltaNorm ?? 0) > (peak.deltaNorm ?? 0)) peak = m;
   const numbered = chart.layers.filter((l) => l !== null).length;
   const other = chart.layers.includes(null) ? ' and an “other” group for modules without a layer index' : '';
   const names = chart.series.map((s) => s.label).join(', ');
   return `Bar chart of ‖s·B·A‖F for ${modules.length} modules in ${chart.series.length} series (${names}) over ` +
-    `${numbered} layer(s)${other}; the largest is ${peak.path} at ${peak.delta_norm.toPrecision(4)}.`;
+    `${numbered} layer(s)${other}; the largest is ${peak.path} at ${peak.deltaNorm.toPrecision(4)}.`;
 }
 
 /** Fills `list` (a <ul>) with one item per series: a colour swatch and the label. */

@@ -791,7 +791,7 @@ async function runMerge(line) {
     for (const name of extra.copy) facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
     session.setCopiedFiles(extra.copy);
     planOutput(command, facts, null, o);
-    const dropped = JSON.parse(session.summary(0, true, true)).unmatched_keys;
+    const dropped = JSON.parse(session.summary(0, true, true)).unmatchedKeys;
     const warnings = checkDropped(command, dropped, o.allowPartial);
     if (warnings) await err(warnings);
     if (extra.warnings) await err(extra.warnings);

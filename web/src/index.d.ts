@@ -409,19 +409,19 @@ export interface AdapterModule {
   alpha: number;
   /** What the product B·A is multiplied by: alpha / rank, or alpha / sqrt(rank) with rsLoRA. */
   scaling: number;
-  in_features: number;
-  out_features: number;
+  inFeatures: number;
+  outFeatures: number;
   dtype: Dtype;
   /** Has a DoRA magnitude vector. */
   dora: boolean;
   /** Has a bias on B (PEFT's `lora_bias`). */
-  lora_bias: boolean;
+  loraBias: boolean;
   /** The `rank_pattern` key that set this module's rank, if one did. */
-  rank_pattern: string | null;
+  rankPattern: string | null;
   /** The `alpha_pattern` key that set this module's alpha, if one did. */
-  alpha_pattern: string | null;
+  alphaPattern: string | null;
   /** ‖ΔW‖_F = |scaling|·‖B·A‖_F, computed from the r×r Gram matrices (ΔW is never formed). */
-  delta_norm: number;
+  deltaNorm: number;
 }
 
 /** What {@link adapterInfo} reports: the fields of `peft-bridge adapter-info --json` (without `ok`). */
@@ -430,14 +430,14 @@ export interface AdapterInfo {
   format: AdapterReadFormat;
   /** The naming table used, if one was needed or given. */
   arch: string | null;
-  peft_type: string;
-  task_type: string | null;
+  peftType: string;
+  taskType: string | null;
   /** `base_model_name_or_path`, when the config names it. */
-  base_model: string | null;
+  baseModel: string | null;
   r: number;
-  lora_alpha: number;
-  use_rslora: boolean;
-  use_dora: boolean;
+  loraAlpha: number;
+  useRslora: boolean;
+  useDora: boolean;
   modules: AdapterModule[];
   /** Tensors that are not LoRA factors but are kept (e.g. `modules_to_save` such as a classifier head). */
   extras: { key: string; kind: 'modules_to_save' | 'saved_embedding' | 'bias' | 'trainable_tokens'; dtype: Dtype; shape: number[] }[];
@@ -445,7 +445,7 @@ export interface AdapterInfo {
   dtypes: Partial<Record<Dtype, number>>;
   parameters: number;
   /** Config keys peft-bridge does not know (kept when writing PEFT). */
-  unknown_config_keys: string[];
+  unknownConfigKeys: string[];
   /** Every tensor that is not understood, with the reason (an error instead with `strict`). */
   rejected: { tensor: string; reason: string }[];
   notes: string[];
@@ -599,23 +599,23 @@ export interface PlannedMergeTensor {
   shape: number[];
 }
 
-/** What {@link planMerge} reports: the fields of `peft-bridge merge --dry-run --json` (without `ok`, `dry_run`
+/** What {@link planMerge} reports: the fields of `peft-bridge merge --dry-run --json` (without `ok`, `dryRun`
  * and the timing fields) plus the planned tensors and output files. */
 export interface MergePlanSummary {
   unmerge: boolean;
   /** The naming table used. */
   arch: string | null;
-  modules_matched: number;
+  modulesMatched: number;
   /** Base tensors whose values change. */
-  tensors_merged: number;
+  tensorsMerged: number;
   /** The adapter's tensors that will not be applied, with the reason. */
-  unmatched_keys: { tensor: string; reason: string }[];
+  unmatchedKeys: { tensor: string; reason: string }[];
   /** The output shards. */
   files: { name: string; bytes: number }[];
   /** Sum of every output tensor's bytes (the index's total_size). */
-  total_size: number;
+  totalSize: number;
   /** Sum of the output shards' sizes. */
-  bytes_out: number;
+  bytesOut: number;
   notes: string[];
   tensors: PlannedMergeTensor[];
   /** Every file {@link mergeShards} would yield, in order, with its size. */

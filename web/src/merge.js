@@ -524,8 +524,8 @@ function shardStream(session, i, shard, open, { signal, onProgress, progress, on
  * (nothing else) and the adapter, matches every module to its base tensor and checks every shape, then frees
  * everything. Rejects as {@link mergeShards} would before its first file (ShapeMismatch, UnsupportedAdapter…).
  *
- * Resolves to the dry-run summary's fields - `arch`, `modules_matched`, `tensors_merged`, `unmatched_keys`
- * (the adapter's rejected tensors, with reasons), `files` (output shards), `total_size`, `bytes_out`, `notes` -
+ * Resolves to the dry-run summary's fields - `arch`, `modulesMatched`, `tensorsMerged`, `unmatchedKeys`
+ * (the adapter's rejected tensors, with reasons), `files` (output shards), `totalSize`, `bytesOut`, `notes` -
  * plus `tensors` (every base tensor the adapter changes: shard, tensor, op, module, dtypes, shape), `outputs`
  * (every file mergeShards would yield, with its size) and `sourceBytes` (base bytes a merge reads).
  *
@@ -538,7 +538,7 @@ export async function planMerge(options) {
   throwIfAborted(signal);
   const { session, plan, index } = await planShards(options, signal);
   try {
-    const { ok, seconds, gb_per_s, peak_memory, bytes_in, dry_run, ...summary } = JSON.parse(session.summary(0, true, true));
+    const { ok, seconds, gbPerS, peakMemory, bytesIn, dryRun, ...summary } = JSON.parse(session.summary(0, true, true));
     const outputs = plan.shards.map((s) => ({ path: s.name, size: s.outputSize }));
     const size = (text) => new TextEncoder().encode(text).length;
     if (index !== null) outputs.push({ path: INDEX_NAME, size: size(session.outputIndex()) });
