@@ -32,6 +32,7 @@ namespace pb {
   X(InvalidArgument, "a caller passed something unusable (bad option, wrong byte count...)")                    \
   X(UnsupportedDtype, "a conversion between dtypes that has no defined meaning")                                \
   X(IoError, "file, stream or network failure at an edge (never raised by the sans-I/O core)")                  \
+  X(OutOfMemory, "a working buffer could not be allocated (the kernels report it instead of aborting)")         \
   /* Adapters (src/adapter). */                                                                                  \
   X(InvalidConfig, "adapter_config.json (or another JSON input) is malformed or inconsistent")                  \
   X(UnsupportedAdapter, "a valid adapter whose meaning peft-bridge cannot reproduce (type, init mode, variant)") \

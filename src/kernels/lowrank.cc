@@ -68,14 +68,18 @@ constexpr size_t kPackFloats = 96 * 1024;
 constexpr size_t kPackMinRows = 8;
 
 // Thread-local, 64-byte-aligned scratch that only grows (bounded by kPackFloats for the pack buffer; the
-// staging buffers hold a few rows). One per purpose, so that nested use cannot overlap.
+// staging buffers hold a few rows). One per purpose, so that nested use cannot overlap. nullptr when the memory
+// is not there: the pack buffer then reads `right` in place, the staged paths report false (OutOfMemory).
 class Scratch {
  public:
   float* Get(size_t floats) {
     if (floats > capacity_) {
+      data_.reset();
+      capacity_ = 0;
+      if (floats > (SIZE_MAX - 63) / sizeof(float)) return nullptr;
       const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
       data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-      if (!data_) std::abort();
+      if (!data_) return nullptr;
       capacity_ = bytes / sizeof(float);
     }
     return data_.get();
@@ -406,6 +410,7 @@ HWY_NOINLINE const float* PackTile(const float* right, size_t cols, size_t rank,
   const size_t N = hn::Lanes(DF());
   const size_t NB = kNV * N;
   float* buf = PackScratch((j1 - j0) * rank);
+  if (!buf) return nullptr;  // no memory for the pack: the caller reads `right` in place
   float* p = buf;
   size_t j = j0;
   for (; j + NB <= j1; j += NB) {
@@ -703,11 +708,12 @@ float* StageScratch(size_t floats, int which) {
 // Merge where `in` or `out_dtype` is not fused (F64, F8): per panel of rows, widen W to fp32 if needed, run
 // the fused kernel with fp32 on that side, round to `out_dtype` if needed. Every conversion is the
 // reference's, so the result equals the definition (widen exactly, one fp32 add, round once).
-void MergeStaged(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
+bool MergeStaged(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
                  const LowRankFactors& f, float st) {
   const int src = FusedOf(in), dst = FusedOf(out_dtype);
   const size_t panel = StageRows(cols);
   float* stage = StageScratch(panel * cols, 0);
+  if (!stage) return false;
   const auto* wb = static_cast<const uint8_t*>(w);
   auto* ob = static_cast<uint8_t*>(out);
   for (size_t i = 0; i < rows; i += panel) {
@@ -720,6 +726,7 @@ void MergeStaged(Dtype in, const void* w, Dtype out_dtype, void* out, size_t row
                           st);
     if (dst < 0) ConvertElements(Dtype::F32, out_dtype, stage, oi, n * cols);
   }
+  return true;
 }
 
 }  // namespace
@@ -733,10 +740,7 @@ bool MergeRows(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows,
   if (rows == 0 || cols == 0) return true;
   const float st = f.scale * f.sign;  // exact: sign is +-1
   const int src = FusedOf(in), dst = FusedOf(out_dtype);
-  if (src < 0 || dst < 0) {
-    MergeStaged(in, w, out_dtype, out, rows, cols, f, st);
-    return true;
-  }
+  if (src < 0 || dst < 0) return MergeStaged(in, w, out_dtype, out, rows, cols, f, st);
   PB_LR_CALL(MergeImpl)(src, dst, kModeAdd, w, out, rows, cols, f.left, f.right, f.rank, st);
   return true;
 }
@@ -762,6 +766,7 @@ bool MergeRowsRoundDeltaFirst(Dtype in, const void* w, Dtype out_dtype, void* ou
   const size_t panel = StageRows(cols);
   float* delta = StageScratch(panel * cols, 0);
   float* wide = StageScratch(panel * cols, 1);
+  if (!delta || !wide) return false;
   // The delta rounded to `in`: reuses `wide` (before W is widened into it) when `in` is no wider than fp32.
   std::vector<double> narrow_f64;
   const auto* wb = static_cast<const uint8_t*>(w);
@@ -791,23 +796,25 @@ void RowSquaredNorms(const float* v, size_t rows, size_t cols, double* out) {
   PB_LR_CALL(RowSquaredNormsImpl)(v, rows, cols, out);
 }
 
-void ScaleRowsTo(const float* v, size_t rows, size_t cols, const float* factor, bool per_column, Dtype out_dtype,
+bool ScaleRowsTo(const float* v, size_t rows, size_t cols, const float* factor, bool per_column, Dtype out_dtype,
                  void* out) {
-  if (rows == 0 || cols == 0) return;
+  if (rows == 0 || cols == 0) return true;
   const int dst = FusedOf(out_dtype);
   if (dst >= 0) {
     PB_LR_CALL(ScaleImpl)(dst, v, rows, cols, factor, per_column, out);
-    return;
+    return true;
   }
   // F64 / F8 output: scale into fp32 panels, then round with the reference conversion.
   const size_t panel = StageRows(cols);
   float* stage = StageScratch(panel * cols, 0);
+  if (!stage) return false;
   auto* ob = static_cast<uint8_t*>(out);
   for (size_t i = 0; i < rows; i += panel) {
     const size_t n = std::min(panel, rows - i);
     PB_LR_CALL(ScaleImpl)(kFusedF32, v + i * cols, n, cols, per_column ? factor : factor + i, per_column, stage);
     ConvertElements(Dtype::F32, out_dtype, stage, ob + i * cols * Width(out_dtype), n * cols);
   }
+  return true;
 }
 
 bool AllFinite(const float* v, size_t n) { return PB_LR_CALL(AllFiniteImpl)(v, n); }

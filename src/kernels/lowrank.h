@@ -32,7 +32,8 @@ struct LowRankFactors {
 // row-major with `cols` elements per row; `in` and `out_dtype` are any of F32, F16, BF16, F64, F8_E4M3,
 // F8_E5M2 (16-bit and 8-bit inputs are widened exactly; an F64 weight is first rounded to fp32; the result is
 // rounded once). `out` may alias `w` only when both dtypes have the same width.
-// Returns false for an unsupported dtype.
+// Returns false for an unsupported dtype, or when a staging buffer (F64 / F8 sides) cannot be allocated: the
+// kernels never abort; the caller tells the two apart (IsConvertibleFloat) and reports the error.
 bool MergeRows(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
                const LowRankFactors& f);
 
@@ -47,8 +48,9 @@ bool MergeRowsF32(Dtype in, const void* w, float* v, size_t rows, size_t cols, c
 // Sum of squares of each row of v [rows, cols], accumulated in double (for DoRA's norms).
 void RowSquaredNorms(const float* v, size_t rows, size_t cols, double* out);
 
-// out[i, j] = round_out(v[i, j] * factor[i]) (per row) or * factor[j] (per column).
-void ScaleRowsTo(const float* v, size_t rows, size_t cols, const float* factor, bool per_column, Dtype out_dtype,
+// out[i, j] = round_out(v[i, j] * factor[i]) (per row) or * factor[j] (per column). False when a staging
+// buffer (F64 / F8 output) cannot be allocated.
+bool ScaleRowsTo(const float* v, size_t rows, size_t cols, const float* factor, bool per_column, Dtype out_dtype,
                  void* out);
 
 // True when every element of v is finite (for --safe).

@@ -171,29 +171,39 @@ class ShardMerger::TensorState {
         bool ok = !round_delta_first
                       ? kernels::MergeRows(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f)
                       : kernels::MergeRowsRoundDeltaFirst(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f);
-        if (!ok) return MakeError(ErrorCode::UnsupportedDtype, "cannot merge `" + p_.name + "`", p_.name);
+        if (!ok) return KernelFailed();
         if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
         return writer_.Write(out_);
       }
       case TensorOp::kDoraRows: {
         v_.resize(n * cols);
-        kernels::MergeRowsF32(p_.in_dtype, in.data(), v_.data(), n, cols, FactorsFrom(row0));
+        if (!kernels::MergeRowsF32(p_.in_dtype, in.data(), v_.data(), n, cols, FactorsFrom(row0))) return KernelFailed();
         std::vector<double> norms(n);
         kernels::RowSquaredNorms(v_.data(), n, cols, norms.data());
         std::vector<float> factor(n);
         for (size_t i = 0; i < n; ++i)
           factor[i] = magnitude_[row0 + i] / static_cast<float>(std::sqrt(norms[i]));
         out_.resize(n * cols * out_width_);
-        kernels::ScaleRowsTo(v_.data(), n, cols, factor.data(), /*per_column=*/false, p_.out_dtype, out_.data());
+        if (!kernels::ScaleRowsTo(v_.data(), n, cols, factor.data(), /*per_column=*/false, p_.out_dtype, out_.data()))
+          return KernelFailed();
         if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
         return writer_.Write(out_);
       }
       case TensorOp::kDoraColumns:
-        kernels::MergeRowsF32(p_.in_dtype, in.data(), whole_.data() + row0 * cols, n, cols, FactorsFrom(row0));
+        if (!kernels::MergeRowsF32(p_.in_dtype, in.data(), whole_.data() + row0 * cols, n, cols, FactorsFrom(row0)))
+          return KernelFailed();
         return Status::Ok();
       default:
         return MakeError(ErrorCode::InvalidArgument, "internal: unexpected row operation");
     }
+  }
+
+  // A kernel that returned false: a dtype it cannot merge (the planner refuses those first), else no memory for
+  // its staging buffer.
+  Error KernelFailed() const {
+    if (!IsConvertibleFloat(p_.in_dtype) || !IsConvertibleFloat(p_.out_dtype))
+      return MakeError(ErrorCode::UnsupportedDtype, "cannot merge `" + p_.name + "`", p_.name);
+    return MakeError(ErrorCode::OutOfMemory, "cannot merge `" + p_.name + "`: no memory for a working buffer", p_.name);
   }
 
   // DoRA whose norms run down the columns (Conv1D's output features, an embedding's dimensions).
@@ -205,7 +215,8 @@ class ShardMerger::TensorState {
     std::vector<float> factor(cols);
     for (size_t j = 0; j < cols; ++j) factor[j] = magnitude_[j] / static_cast<float>(std::sqrt(sums[j]));
     out_.resize(rows * cols * out_width_);
-    kernels::ScaleRowsTo(whole_.data(), rows, cols, factor.data(), /*per_column=*/true, p_.out_dtype, out_.data());
+    if (!kernels::ScaleRowsTo(whole_.data(), rows, cols, factor.data(), /*per_column=*/true, p_.out_dtype, out_.data()))
+      return KernelFailed();
     if (options_.safe && !OutputFinite(rows * cols)) return NonFinite(p_);
     return writer_.Write(out_);
   }

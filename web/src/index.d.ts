@@ -33,6 +33,7 @@ export type SafetensorsErrorCode =
   | 'InvalidArgument'
   | 'UnsupportedDtype'
   | 'IoError'
+  | 'OutOfMemory'
   | 'InvalidConfig'
   | 'UnsupportedAdapter'
   | 'UnresolvedTensor'
