@@ -454,7 +454,8 @@ export async function* mergeShards(options) {
       throwIfAborted(signal);
       if (failure) throw failure;
       if (current.skipped) await current.settled; // a cancelled file: its pull done, on to the next
-      if (!current.done) throw new Error(`peft-bridge: the stream of ${shard.name} was not read to its end`);
+      if (!current.done)
+        throw new SafetensorsError('InvalidArgument', `the stream of ${shard.name} was not read to its end (nor cancelled) before the next file was asked for`);
     }
     const texts = [];
     if (index !== null) texts.push([INDEX_NAME, session.outputIndex()]);
