@@ -29,6 +29,7 @@
 #include "adapter/adapter_io.h"
 #include "adapter/adapter_report.h"
 #include "adapter/translate.h"
+#include "app/adapter_files.h"
 #include "app/cli_text.h"
 #include "app/command_line.h"
 #include "app/input_hint.h"
@@ -578,5 +579,31 @@ EMSCRIPTEN_BINDINGS(peft_bridge_adapter) {
   // The refusal the CLI prints for a pickled adapter file, rendered by the core.
   function("pickleAdapterError", +[](const std::string& file_name) {
     return pb::wasm::Failure(pb::adapter::PickleAdapterError(file_name));
+  });
+  // Which files of an adapter directory are read (app/adapter_files.h): `files_json` lists the names of the
+  // directory's regular files; {ok, weights, config (null when absent)} or the failure.
+  function("chooseAdapterFiles", +[](const std::string& dir, const std::string& files_json) {
+    const nlohmann::json files = nlohmann::json::parse(files_json, nullptr, /*allow_exceptions=*/false);
+    std::vector<std::string> names;
+    if (files.is_array())
+      for (const auto& f : files)
+        if (f.is_string()) names.push_back(f.get<std::string>());
+    auto chosen = pb::app::ChooseAdapterFiles(dir, names);
+    if (!chosen.ok()) return pb::wasm::Failure(chosen.error());
+    val r = val::object();
+    r.set("ok", true);
+    r.set("weights", chosen->weights);
+    r.set("config", chosen->config ? val(*chosen->config) : val::null());
+    return r;
+  });
+  // The config read beside a weights file named directly.
+  function("adapterConfigName", +[]() { return std::string(pb::app::kAdapterConfigName); });
+  // A weights file named directly: {ok} or the refusal of a pickled one.
+  function("checkAdapterWeightsPath", +[](const std::string& path) {
+    pb::Status s = pb::app::CheckAdapterWeightsPath(path);
+    if (!s.ok()) return pb::wasm::Failure(s.error());
+    val r = val::object();
+    r.set("ok", true);
+    return r;
   });
 }

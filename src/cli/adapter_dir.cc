@@ -4,18 +4,20 @@
 
 #include <algorithm>
 
+#include "app/adapter_files.h"
 #include "cli/file_io.h"
 
 namespace pb::cli {
 
 namespace {
 
-std::vector<std::string> ListFiles(const std::string& dir, const std::string& suffix) {
+// The names of the regular files in `dir` (links followed), sorted.
+std::vector<std::string> RegularFiles(const std::string& dir) {
   std::vector<std::string> names;
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* e = ::readdir(d)) {
       std::string name = e->d_name;
-      if (name.size() > suffix.size() && name.ends_with(suffix) && IsRegularFile(Join(dir, name))) names.push_back(name);
+      if (IsRegularFile(Join(dir, name))) names.push_back(name);
     }
     ::closedir(d);
   }
@@ -45,26 +47,12 @@ Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<s
   AdapterDir dir;
   std::string folder = path;
   if (IsDirectory(path)) {
-    for (const char* name : {"adapter_model.safetensors", "adapters.safetensors", "pytorch_lora_weights.safetensors"}) {
-      if (IsRegularFile(Join(path, name))) {
-        dir.weights_path = Join(path, name);
-        break;
-      }
-    }
-    if (dir.weights_path.empty()) {
-      auto files = ListFiles(path, ".safetensors");
-      if (files.size() == 1) dir.weights_path = Join(path, files[0]);
-      else if (files.size() > 1)
-        return MakeError(ErrorCode::InvalidArgument, "`" + path + "` holds several .safetensors files and none has an "
-                                                     "adapter's usual name; pass the file itself");
-    }
-    if (dir.weights_path.empty()) {
-      if (IsRegularFile(Join(path, "adapter_model.bin"))) return adapter::PickleAdapterError("adapter_model.bin");
-      return MakeError(ErrorCode::IoError, "`" + path + "` holds no adapter_model.safetensors (or other .safetensors file)");
-    }
+    // Which file is which is the core's rule (app/adapter_files.h), shared with the npm CLI and the JS API.
+    auto chosen = app::ChooseAdapterFiles(path, RegularFiles(path));
+    if (!chosen.ok()) return chosen.error();
+    dir.weights_path = Join(path, chosen->weights);
   } else {
-    if (path.ends_with(".bin") || path.ends_with(".pt") || path.ends_with(".pth"))
-      return adapter::PickleAdapterError(path);
+    if (Status s = app::CheckAdapterWeightsPath(path); !s.ok()) return s.error();
     dir.weights_path = path;
     size_t slash = path.rfind('/');
     folder = slash == std::string::npos ? "." : path.substr(0, slash);
@@ -72,7 +60,7 @@ Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<s
   auto weights = InputFile::Open(dir.weights_path);
   if (!weights.ok()) return weights.error();
   dir.weights.emplace(std::move(weights.value()));
-  if (std::string config = Join(folder, "adapter_config.json"); IsRegularFile(config)) {
+  if (std::string config = Join(folder, std::string(app::kAdapterConfigName)); IsRegularFile(config)) {
     auto text = ReadText(config);
     if (!text.ok()) return text.error();
     dir.config = std::move(text.value());

@@ -6,6 +6,7 @@
 //     - large files (not .json/.txt/.md: the Hub keeps those in LFS) answer 302 to a content-addressed "CDN" URL
 //       on the same server, with X-Linked-Etag, X-Linked-Size and X-Repo-Commit, as the Hub does;
 //     - small files are served right there (200/206) with X-Repo-Commit.
+//   GET /api/models/{owner}/{repo}/tree/{revision}[/{folder}]: the folder's entries (files and directories).
 //   GET/HEAD /cdn/{sha256}: the bytes, with Range (206 + Content-Range, 416 when unsatisfiable), Accept-Ranges
 //     and a strong ETag (the content hash, so a changed file has a new ETag).
 //   OPTIONS: CORS preflight. Every answer carries Access-Control-Allow-Origin: * and exposes the headers a
@@ -32,7 +33,7 @@
 //
 //   const hub = await startHub({ files: { 'me/model': { 'model.safetensors': bytes } }, tokens: { 'me/private': 'hf_x' } });
 //   hub.endpoint  // http://127.0.0.1:PORT
-//   hub.requests  // [{method, url, kind: 'resolve'|'cdn'|'preflight'|'other', repo, path, revision, range, status,
+//   hub.requests  // [{method, url, kind: 'resolve'|'cdn'|'tree'|'preflight'|'other', repo, path, revision, range, status,
 //                 //   auth, completed (false if the client left before the whole answer was sent)}]
 //   await hub.close();
 //
@@ -272,6 +273,40 @@ export async function startHub(options = {}) {
       entry.repo = blob.repo;
       entry.path = blob.path;
       return sendFile(req, res, { bytes: blob.bytes, hash: segments[1] }, faultsFor(blob.repo, blob.path), {});
+    }
+
+    // api/models/{owner}/{repo}/tree/{revision}[/{folder...}]: the folder's direct entries, as the Hub lists them
+    // ([{type: 'file', path, size, oid}, {type: 'directory', path, oid}], paths from the repo's root).
+    if (segments[0] === 'api' && segments[1] === 'models' && segments[4] === 'tree' && segments.length >= 6) {
+      entry.kind = 'tree';
+      let repo, revision, folder;
+      try {
+        repo = `${decodeURIComponent(segments[2])}/${decodeURIComponent(segments[3])}`;
+        revision = decodeURIComponent(segments[5]);
+        folder = segments.slice(6).filter((x) => x !== '').map(decodeURIComponent).join('/');
+      } catch {
+        return error(res, 400, 'BadRequest', 'Malformed URL');
+      }
+      Object.assign(entry, { repo, path: folder, revision });
+      const r = repos.get(repo);
+      if (!r) return error(res, 404, 'RepoNotFound', 'Repository not found');
+      const refused = denied(req, res, repo);
+      if (refused) return refused;
+      if (revision !== 'main' && revision !== r.commit) return error(res, 404, 'RevisionNotFound', `Invalid rev id: ${revision}`);
+      const prefix = folder ? `${folder}/` : '';
+      const entries = new Map();
+      for (const [path, file] of r.files) {
+        if (!path.startsWith(prefix)) continue;
+        const rest = path.slice(prefix.length);
+        const slash = rest.indexOf('/');
+        if (slash === -1) entries.set(path, { type: 'file', oid: file.hash, size: file.bytes.length, path });
+        else entries.set(prefix + rest.slice(0, slash), { type: 'directory', oid: r.commit, path: prefix + rest.slice(0, slash) });
+      }
+      if (folder && entries.size === 0) return error(res, 404, 'EntryNotFound', `${folder} does not exist on "${revision}"`);
+      const body = JSON.stringify([...entries.values()]);
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) });
+      res.end(req.method === 'HEAD' ? undefined : body);
+      return 200;
     }
 
     // {owner}/{repo}/resolve/{revision}/{path...} (or a legacy {repo}/resolve/... without owner)

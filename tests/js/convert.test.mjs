@@ -31,7 +31,7 @@ test('convert output equals the native CLI output byte for byte (every fixture, 
           const got = await collect(convert(bytes, { dtype, order }));
           assert.ok(Buffer.from(got).equals(expected), `${name} ${dtype} ${order}`);
           if (order === 'input') {
-            const viaStream = await collect(convert(countingStream(split(bytes, [5, 100, 1001])).stream, { dtype }));
+            const viaStream = await collect(convert(countingStream(split(bytes, [5, 100, 1001])).stream, { dtype, order: 'input' }));
             assert.ok(Buffer.from(viaStream).equals(expected), `${name} ${dtype} stream`);
           }
         }
@@ -50,7 +50,7 @@ test('converted values: F32 to BF16 and F16 round to nearest even; other dtypes 
   assert.deepEqual(h.tensors.map((t) => [t.name, t.dtype, ...t.dataOffsets]), [['i', 'I32', 0, 4], ['a', 'BF16', 4, 10]]);
   const data = out.subarray(8 + h.headerSize);
   assert.deepEqual([...data], [7, 0, 0, 0, 0x10, 0x40, 0x80, 0x3f, 0x80, 0x3f]);
-  const f16 = await collect(convert(bytes, { dtype: 'F16' }));
+  const f16 = await collect(convert(bytes, { dtype: 'F16', order: 'input' }));
   const h16 = await inspect(f16);
   assert.deepEqual([...f16.subarray(8 + h16.headerSize, 8 + h16.headerSize + 6)], [0x80, 0x40, 0x00, 0x3c, 0x04, 0x3c]);
 });
@@ -59,13 +59,13 @@ test('stream sources convert in input order at any chunking', async (t) => {
   if (skipWithoutFixtures(t)) return;
   const random = rng(7);
   const bytes = readFixture('safetensors-jl-dtypes/model.safetensors');
-  const expected = await collect(convert(bytes, { dtype: 'f16' }));
+  const expected = await collect(convert(bytes, { dtype: 'f16', order: 'input' }));
   for (let round = 0; round < 20; ++round) {
     const cuts = randomCuts(random, bytes.length, 1 + Math.floor(random() * 200));
-    const got = await collect(convert(countingStream(split(bytes, cuts)).stream, { dtype: 'f16' }));
+    const got = await collect(convert(countingStream(split(bytes, cuts)).stream, { dtype: 'f16', order: 'input' }));
     assert.ok(Buffer.from(got).equals(Buffer.from(expected)), `cuts ${cuts.slice(0, 5)}`);
   }
-  const tiny = await collect(convert(bytes, { dtype: 'f16', windowSize: 3, readSize: 5 }));
+  const tiny = await collect(convert(bytes, { dtype: 'f16', order: 'input', windowSize: 3, readSize: 5 }));
   assert.ok(Buffer.from(tiny).equals(Buffer.from(expected)));
 });
 
@@ -80,10 +80,10 @@ test('reference order needs a random-access source', async () => {
 
 test('invalid input and unsupported targets error the stream with SafetensorsError', async (t) => {
   await assert.rejects(collect(convert(new Uint8Array(3), { dtype: 'bf16' })), (e) => e.code === 'HeaderTooSmall');
-  await assert.rejects(collect(convert(countingStream([new Uint8Array(3)]).stream, { dtype: 'bf16' })), (e) => e.code === 'HeaderTooSmall');
+  await assert.rejects(collect(convert(countingStream([new Uint8Array(3)]).stream, { dtype: 'bf16', order: 'input' })), (e) => e.code === 'HeaderTooSmall');
   await assert.rejects(collect(convert(file('{}', new Uint8Array(0)), { dtype: 'i32' })), (e) => e.code === 'UnsupportedDtype');
   const truncated = file('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', f32(1, 2)).subarray(0, 70);
-  await assert.rejects(collect(convert(countingStream([truncated]).stream, { dtype: 'bf16' })), (e) => e.code === 'MetadataIncompleteBuffer');
+  await assert.rejects(collect(convert(countingStream([truncated]).stream, { dtype: 'bf16', order: 'input' })), (e) => e.code === 'MetadataIncompleteBuffer');
   await assert.rejects(collect(convert(truncated, { dtype: 'bf16' })), (e) => e.code === 'MetadataIncompleteBuffer');
   if (skipWithoutFixtures(t)) return;
   const abuse = readFixture('syoyo-safetensors-cpp/safetensors_abuse_attempt_1.safetensors');
@@ -103,7 +103,7 @@ test('progress and abort', async (t) => {
 
   const controller = new AbortController();
   const { stream, stats } = countingStream(split(bytes, randomCuts(rng(3), bytes.length, 50)));
-  const reader = convert(stream, { dtype: 'bf16', signal: controller.signal }).getReader();
+  const reader = convert(stream, { dtype: 'bf16', order: 'input', signal: controller.signal }).getReader();
   await reader.read();
   controller.abort();
   await assert.rejects(
@@ -120,7 +120,7 @@ test('cancelling the output cancels the source', async (t) => {
   if (skipWithoutFixtures(t)) return;
   const bytes = readFixture('peft-gpt2-seqcls-cattn-cproj/adapter_model.safetensors');
   const { stream, stats } = countingStream(split(bytes, randomCuts(rng(4), bytes.length, 20)));
-  const reader = convert(stream, { dtype: 'f32' }).getReader();
+  const reader = convert(stream, { dtype: 'f32', order: 'input' }).getReader();
   await reader.read();
   await reader.cancel();
   assert.equal(stats.cancelled, true);

@@ -21,7 +21,7 @@ import {
   type TranslateResult,
   type MergeOptions, type MergeStreamOptions, type ShardSource, type MergeBase, type MergeShardsOptions,
   type MergedFile, type PlanMergeOptions, type PlannedMergeTensor, type MergePlanSummary,
-  type HubRepo, type RemoteMergeOptions, type DirectoryHandle,
+  type HubRepo, type RemoteMergeOptions, type DirectoryHandle, type LocalPath, type AdapterDirectory,
 } from '../../web/src/index.js';
 
 // ---- Files ----
@@ -374,4 +374,38 @@ export async function remoteMerge(token: string, dir: DirectoryHandle, adapterBy
   // @ts-expect-error: a misspelled option (`concurrency`)
   await planRemote({ ...options, concurency: 2 });
   return [done, files, index, single, fromBytes.tensors.length] as const;
+}
+
+// ---- Node paths, directories, huggingface.js option names (issue 9) ----
+
+export async function inputs(bytes: Uint8Array) {
+  // A path or file: URL is a Source (Node); a RandomAccessSource may have close().
+  const paths: LocalPath[] = ['model.safetensors', new URL('file:///models/model.safetensors')];
+  for (const p of paths) await inspect(p);
+  const closable: RandomAccessSource = { size: bytes.length, read: (o, n) => bytes.subarray(o, o + n), close: async () => {} };
+  const viaPath: Uint8Array = await readTensor('model.safetensors', 'w');
+  const converted: ReadableStream<Uint8Array> = convert('model.safetensors', { dtype: 'bf16' });
+  for await (const ev of readSafetensors(new URL('file:///m.safetensors'))) ev.type;
+
+  // Adapters as directories: a path, a file: URL, a Hub repo; weights as a path.
+  const dirs: AdapterDirectory[] = ['my-lora/', new URL('file:///loras/mine/'), { repo: 'owner/lora', revision: 'v1', subfolder: 'mlx' }];
+  for (const d of dirs) (await adapterInfo(d)).modules.length;
+  await adapterInfo({ repo: 'owner/lora' }, { hubUrl: 'http://localhost:8080', accessToken: 'hf_x', retries: 2 });
+  await adapterInfo({ weights: 'adapter_model.safetensors', config: { r: 8 } });
+  const mlx: TranslateResult = await translateAdapter('my-lora/adapter_model.safetensors', { to: 'mlx', dryRun: true });
+
+  // inspectRepo('owner/repo'), and huggingface.js's option names everywhere the Hub is read.
+  const repo: RepoInfo = await inspectRepo('owner/model', { revision: 'main', hubUrl: 'http://localhost:8080', accessToken: 'hf_x' });
+  await inspect('hf://owner/model/model.safetensors', { accessToken: 'hf_x', hubUrl: 'http://localhost:8080' });
+  await inspect({ repo: 'owner/model', path: 'model.safetensors', accessToken: 'hf_x' });
+  await planRemote({ base: { repo: 'o/m', accessToken: 'hf_x' }, adapter: { repo: 'o/l', hubUrl: 'http://h' }, hubUrl: 'http://h' });
+
+  // Merge shards given as paths or closable sources; a file's stream may be cancelled to skip it.
+  for await (const f of mergeShards({ base: { open: (name) => (name.endsWith('1') ? name : closable) }, adapter: { weights: 'a.safetensors' } })) await f.stream.cancel();
+
+  // @ts-expect-error: inspectRepo's second argument has no repo of its own
+  await inspectRepo('owner/model', { repo: 'other/model' });
+  // @ts-expect-error: a path is no adapter option
+  await adapterInfo('my-lora/', 'adapter_config.json');
+  return [viaPath, converted, mlx, repo] as const;
 }

@@ -282,32 +282,19 @@ async function listFiles(dir, suffix) {
   return names.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
 }
 
-const ADAPTER_FILES = ['adapter_model.safetensors', 'adapters.safetensors', 'pytorch_lora_weights.safetensors'];
-
 /** The adapter's files, picked and read by LoadAdapterDir's rules. Configs stay raw bytes: the core gets them as
  * the native CLI reads them. */
 async function loadAdapterDir(path, baseConfigPath) {
   let weightsPath = null;
   let folder = path;
   if (await isDirectory(path)) {
-    for (const name of ADAPTER_FILES) {
-      if (await isRegularFile(joinPath(path, name))) {
-        weightsPath = joinPath(path, name);
-        break;
-      }
-    }
-    if (weightsPath === null) {
-      const files = await listFiles(path, '.safetensors');
-      if (files.length === 1) weightsPath = joinPath(path, files[0]);
-      else if (files.length > 1)
-        throw new CliFailure('InvalidArgument', `\`${path}\` holds several .safetensors files and none has an adapter's usual name; pass the file itself`);
-    }
-    if (weightsPath === null) {
-      if (await isRegularFile(joinPath(path, 'adapter_model.bin'))) throw coreError(module.pickleAdapterError('adapter_model.bin'));
-      throw new CliFailure('IoError', `\`${path}\` holds no adapter_model.safetensors (or other .safetensors file)`);
-    }
+    // Which file is which is the core's rule (src/app/adapter_files.h), shared with the native CLI and the JS API.
+    const chosen = module.chooseAdapterFiles(path, JSON.stringify(await listFiles(path, '')));
+    if (!chosen.ok) throw coreError(chosen);
+    weightsPath = joinPath(path, chosen.weights);
   } else {
-    if (path.endsWith('.bin') || path.endsWith('.pt') || path.endsWith('.pth')) throw coreError(module.pickleAdapterError(path));
+    const checked = module.checkAdapterWeightsPath(path);
+    if (!checked.ok) throw coreError(checked);
     weightsPath = path;
     const slash = path.lastIndexOf('/');
     folder = slash === -1 ? '.' : path.slice(0, slash);
@@ -728,7 +715,7 @@ async function openMergeBase(session, path, configPath, inputs) {
     const input = await openInput(joinPath(base.dir, name));
     base.inputs.push(input);
     try {
-      await session.addShard(name, openSource(input.source));
+      await session.addShard(name, await openSource(input.source));
     } catch (error) {
       // The core names the shard in its own errors; reading errors get the same prefix, as natively.
       if (renderedError(error, false) !== null) throw error;
@@ -804,7 +791,7 @@ async function runMerge(line) {
         const counts = { bytesIn: 0 };
         for (let s = 0; s < plan.shards.length; ++s) {
           const file = await output.add(plan.shards[s].name);
-          for await (const bytes of session.mergeShard(s, plan.shards[s], openSource(base.inputs[s].source), undefined, counts)) {
+          for await (const bytes of session.mergeShard(s, plan.shards[s], await openSource(base.inputs[s].source), undefined, counts)) {
             await output.write(file, bytes);
             if (counts.bytesIn) progress.update(counts.bytesIn); // as natively: from the first bytes read
           }

@@ -37,10 +37,10 @@ export async function openAdapterSource(weights, signal) {
   const size = sizeOf(weights);
   if (size !== undefined && typeof weights.size !== 'number') {
     // A BigInt size within range: the same reader with a Number size.
-    return openSource({ size, read: (offset, length) => weights.read(offset, length) }, { signal });
+    return await openSource({ size, read: (offset, length) => weights.read(offset, length) }, { signal });
   }
-  if (isRandomAccess(weights)) return openSource(weights, { signal });
-  const src = openSource(weights, { signal });
+  if (isRandomAccess(weights)) return await openSource(weights, { signal });
+  const src = await openSource(weights, { signal });
   try {
     const parts = [];
     let total = 0;
@@ -54,7 +54,7 @@ export async function openAdapterSource(weights, signal) {
       }
       parts.push(chunk);
     }
-    return openSource(concat(parts) ?? new Uint8Array(0), { signal });
+    return await openSource(concat(parts) ?? new Uint8Array(0), { signal });
   } finally {
     await src.close();
   }

@@ -8,6 +8,7 @@ import { openAdapterSource, readRange } from './adapter-source.js';
 import { DEFAULT_READ_SIZE } from './sources.js';
 import { getModule } from './init.js';
 import { openSource } from './sources.js';
+import { isAdapterDirectory, openAdapterDirectory } from './adapter-dir.js';
 
 const DEFAULT_WEIGHTS_NAME = 'adapter_model.safetensors';
 
@@ -29,7 +30,7 @@ export function writeErrorSummary(error) {
 /** A source's bytes, whole (one copy when it came in pieces). Internal. */
 export async function collectBytes(source, signal) {
   throwIfAborted(signal);
-  const src = openSource(source, { signal });
+  const src = await openSource(source, { signal });
   try {
     const parts = [];
     for (let chunk; (chunk = await src.next()) !== null; ) {
@@ -122,12 +123,13 @@ export async function callAdapter(fn, files, options) {
   const module = await getModule();
   const { signal } = options;
   const job = new NativeHandle(module, new module.AdapterJob(optionsJson(options)));
+  let src = null;
   const check = (ok) => {
     if (!ok) throw errorFromHandle(job.handle);
   };
   try {
     check(job.handle.ok());
-    const src = await openAdapterSource(files.weights, signal);
+    src = await openAdapterSource(files.weights, signal);
     const inline = await readAdapterHeader(job, src, files.weightsName, JOB, signal);
     if (fn === 'adapterInfo') {
       check(withBytes(job, 'info', inline, files.weightsName, files.config, files.baseConfig));
@@ -156,12 +158,27 @@ export async function callAdapter(fn, files, options) {
     return out;
   } finally {
     job.close();
+    await src?.close(); // a local path's file handle (a source the caller passed stays the caller's)
   }
 }
 
+/**
+ * The adapter's inputs, and close() to release what was opened for them. A directory (a local path or file: URL
+ * in Node, or a Hub repo {repo, revision?, subfolder?}) is opened by adapter-dir.js, the core choosing its files.
+ */
 async function gather(input, options) {
+  if (isAdapterDirectory(input)) {
+    const dir = await openAdapterDirectory(input, options);
+    return {
+      weights: dir.weights,
+      weightsName: dir.weightsName,
+      config: dir.config,
+      baseConfig: configText(options.baseConfig, 'baseConfig'),
+      close: dir.close,
+    };
+  }
   if (!input || typeof input !== 'object' || input.weights === undefined) {
-    throw new TypeError('peft-bridge: input must be an object with `weights`');
+    throw new TypeError('peft-bridge: input must be an object with `weights`, a Hub repo {repo}, or in Node a path');
   }
   const { weights } = input;
   // A File knows its name; the core uses it in messages only.
@@ -172,7 +189,18 @@ async function gather(input, options) {
     weightsName: String(input.weightsName ?? fileName ?? DEFAULT_WEIGHTS_NAME),
     config: configText(input.config, 'config'),
     baseConfig: configText(options.baseConfig ?? input.baseConfig, 'baseConfig'),
+    close: async () => {},
   };
+}
+
+/** Runs `fn` on the gathered inputs, releasing them afterwards. */
+async function withInputs(input, options, fn) {
+  const files = await gather(input, options);
+  try {
+    return await fn(files);
+  } finally {
+    await files.close();
+  }
 }
 
 /**
@@ -180,7 +208,7 @@ async function gather(input, options) {
  * `peft-bridge adapter-info --json`, without `ok`.
  */
 export async function adapterInfo(input, options = {}) {
-  const r = await callAdapter('adapterInfo', await gather(input, options), { ...options, to: null, dryRun: false });
+  const r = await withInputs(input, options, (files) => callAdapter('adapterInfo', files, { ...options, to: null, dryRun: false }));
   const { ok, ...info } = JSON.parse(r.json);
   return info;
 }
@@ -193,7 +221,7 @@ export async function translateAdapter(input, options = {}) {
   if (!options || typeof options !== 'object' || options.to === undefined) {
     throw new TypeError('peft-bridge: translateAdapter needs options.to (peft, mlx, kohya or gguf-names)');
   }
-  const r = await callAdapter('translateAdapter', await gather(input, options), options);
+  const r = await withInputs(input, options, (files) => callAdapter('translateAdapter', files, options));
   const j = JSON.parse(r.json);
   return { from: j.from, to: j.to, plan: j.tensors, mapped: j.mapped, rejected: j.rejected, notes: j.notes, files: r.files };
 }

@@ -15,7 +15,8 @@ export function createConversion(source, options = {}) {
   const { signal, onProgress } = options;
   if (typeof options.dtype !== 'string') throw new TypeError("peft-bridge: convert needs {dtype: 'bf16' | 'f16' | 'f32'}");
   const target = options.dtype.toUpperCase();
-  const order = options.order ?? 'input';
+  // The CLI's default, so that convert(file) writes the bytes `peft-bridge convert` writes.
+  const order = options.order ?? 'reference';
   if (order !== 'input' && order !== 'reference') throw new TypeError("peft-bridge: order must be 'reference' or 'input'");
 
   let resolveSummary, rejectSummary;
@@ -78,11 +79,11 @@ export function createConversion(source, options = {}) {
       try {
         throwIfAborted(signal);
         module = await getModule();
-        src = openSource(source, { readSize: options.readSize, signal });
+        src = await openSource(source, { readSize: options.readSize, signal });
         if (order === 'reference' && !src.random)
           throw new SafetensorsError(
             'InvalidArgument',
-            'reference order needs a random-access source (Uint8Array, ArrayBuffer, Blob or {size, read}); use order: "input" for streams',
+            `reference order${options.order === undefined ? " (the default, the CLI's)" : ''} needs a random-access source (Uint8Array, ArrayBuffer, Blob, {size, read} or in Node a file path); pass order: "input" for a stream`,
           );
         onAbort = () => {
           const reason = abortReason(signal);
@@ -161,13 +162,14 @@ export function createConversion(source, options = {}) {
  * Converts every F16, BF16, F32, F64, F8_E4M3 and F8_E5M2 tensor to `dtype` (round to nearest even), copies the
  * other tensors unchanged and keeps the metadata, as a ReadableStream of the new file.
  *
- * `order: 'input'` (the default) keeps the source's tensor order and works on any source, streams included;
- * `order: 'reference'` writes Python safetensors' order (dtype descending, then name), the native CLI's default,
- * and needs a random-access source (Uint8Array, ArrayBuffer, Blob, {size, read}). Invalid input errors the
- * stream with SafetensorsError.
+ * `order: 'reference'` (the default, as the CLI's, so the bytes are `peft-bridge convert`'s) writes Python
+ * safetensors' order (dtype descending, then name) and needs a random-access source (Uint8Array, ArrayBuffer,
+ * Blob, {size, read}, in Node a file path); `order: 'input'` keeps the source's tensor order and works on any
+ * source, streams included (a stream without an explicit order is refused with InvalidArgument, never converted
+ * in another order than asked). Invalid input errors the stream with SafetensorsError.
  *
  * @param {any} source
- * @param {{dtype: 'bf16' | 'f16' | 'f32', order?: 'input' | 'reference', signal?: AbortSignal, onProgress?: (p: {bytesRead: number, bytesWritten: number, inputSize: number | null, outputSize: number | null}) => void}} options
+ * @param {{dtype: 'bf16' | 'f16' | 'f32', order?: 'reference' | 'input', signal?: AbortSignal, onProgress?: (p: {bytesRead: number, bytesWritten: number, inputSize: number | null, outputSize: number | null}) => void}} options
  * @returns {ReadableStream<Uint8Array>}
  */
 export function convert(source, options) {

@@ -7,7 +7,7 @@ import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from '
 import { getModule } from './init.js';
 import { inspectRendered } from './inspect.js';
 import { RangeClient, RemoteFile } from './range-client.js';
-import { openSource, raceAbort } from './sources.js';
+import { isLocalPath, openSource, raceAbort } from './sources.js';
 
 export { RemoteFile };
 
@@ -38,12 +38,25 @@ const encodeSegments = (p) => p.split('/').map(encodeURIComponent).join('/');
  * percent-encoded one by one; the revision as a whole (so `refs/pr/1` stays one segment, as the Hub expects).
  * @param {{repo: string, revision?: string, path: string, endpoint?: string}} address
  */
-export function hubUrl({ repo, revision = 'main', path, endpoint }) {
+export function hubUrl(address) {
+  const { repo, revision = 'main', path, endpoint } = hubAliases(address);
   checkSegments('repo', repo);
   checkSegments('path', path);
   if (typeof revision !== 'string' || revision === '') throw invalid('revision must be a non-empty string');
   const base = String(endpoint ?? defaultEndpoint()).replace(/\/+$/, '');
   return `${base}/${encodeSegments(repo)}/resolve/${encodeURIComponent(revision)}/${encodeSegments(path)}`;
+}
+
+/**
+ * The Hub API's listing of a repo folder (its direct entries): `{endpoint}/api/models/{repo}/tree/{revision}[/{folder}]`,
+ * encoded as {@link hubUrl} encodes. Internal.
+ */
+export function hubTreeUrl({ repo, revision = 'main', folder, endpoint }) {
+  checkSegments('repo', repo);
+  if (folder !== undefined && folder !== null) checkSegments('subfolder', folder);
+  if (typeof revision !== 'string' || revision === '') throw invalid('revision must be a non-empty string');
+  const base = String(endpoint ?? defaultEndpoint()).replace(/\/+$/, '');
+  return `${base}/api/models/${encodeSegments(repo)}/tree/${encodeURIComponent(revision)}${folder ? `/${encodeSegments(folder)}` : ''}`;
 }
 
 /**
@@ -78,8 +91,19 @@ export function isRemote(source) {
   );
 }
 
+/**
+ * huggingface.js's option names, accepted as aliases: `accessToken` for `token`, `hubUrl` for `endpoint` (our own
+ * names win when both are given). For options and Hub addresses alike. Internal.
+ */
+export function hubAliases(o) {
+  if (!o || typeof o !== 'object' || (o.accessToken === undefined && o.hubUrl === undefined)) return o;
+  return { ...o, token: o.token ?? o.accessToken, endpoint: o.endpoint ?? o.hubUrl };
+}
+
 /** {url, label, token, tokenOrigin}: what to fetch, how errors name it, the token and the origin it may go to. */
-function target(module, source, options) {
+function target(module, source, givenOptions) {
+  const options = hubAliases(givenOptions);
+  if (isRemote(source) && typeof source === 'object' && !(source instanceof URL)) source = hubAliases(source);
   const originOf = (url) => module.urlOrigin(String(url));
   if (typeof source === 'string' && /^hf:\/\//i.test(source)) {
     const endpoint = options.endpoint ?? defaultEndpoint();
@@ -154,9 +178,15 @@ export async function readTensor(source, name, options = {}) {
     return bytes;
   };
   if (isRemote(source)) return withRemoteHeader(source, options, (file) => run(file.headerSource(), (o, n) => file.read(o, n)));
-  const src = openSource(source);
-  if (!src.random) throw new TypeError('peft-bridge: readTensor needs random access: bytes, a Blob, {size, read}, a URL or a Hub address');
-  return run(source, async (o, n) => (await src.read(o, n)).slice());
+  const src = await openSource(source, { signal: options.signal });
+  try {
+    if (!src.random) throw new TypeError('peft-bridge: readTensor needs random access: bytes, a Blob, {size, read}, a URL, a Hub address or in Node a file path');
+    // A local path is opened once, for the header and the tensor.
+    const opened = isLocalPath(source) ? { size: src.size, read: src.read } : source;
+    return await run(opened, async (o, n) => (await src.read(o, n)).slice());
+  } finally {
+    await src.close();
+  }
 }
 
 /**
@@ -192,13 +222,17 @@ async function parseIndex(bytes) {
 }
 
 /**
- * Inspects every shard of a model repo: reads model.safetensors.index.json (or, without one, takes the single
+ * Inspects every shard of a model repo, given as `'owner/name'` (then the options second) or in the options'
+ * `repo`: reads model.safetensors.index.json (or, without one, takes the single
  * model.safetensors), checks the shard names, and inspects each shard's header, `concurrency` at a time, at the
  * commit the index came from when the server says which. Errors name the shard; the first one stops the rest.
  * @param {{repo: string, revision?: string, endpoint?: string, token?: string, concurrency?: number,
  *   signal?: AbortSignal, retries?: number, retryDelay?: number, fetch?: typeof fetch}} options
  */
-export async function inspectRepo(options) {
+export async function inspectRepo(repoOrOptions, moreOptions = {}) {
+  if (typeof repoOrOptions !== 'string' && (!repoOrOptions || typeof repoOrOptions !== 'object'))
+    throw new TypeError("peft-bridge: inspectRepo takes a repo id ('owner/name') or {repo, ...options}");
+  const options = hubAliases(typeof repoOrOptions === 'string' ? { ...moreOptions, repo: repoOrOptions } : repoOrOptions);
   const { repo, revision = 'main', endpoint, token, concurrency = 4, signal } = options;
   const address = (path, rev) => ({ repo, revision: rev, path, endpoint, token });
   let index = null;

@@ -1,6 +1,12 @@
 // Public API of peft-bridge. Sizes, offsets and shape entries are JS numbers (exact up to 2^53 - 1; a shape
 // entry above that, possible only in zero-size tensors, loses precision). Nothing here exposes the
 // WebAssembly module, its heap or pointers.
+//
+// Errors: every failure of input (a malformed file, a config the core rejects, a missing file, an HTTP failure,
+// a path outside Node) rejects with SafetensorsError and its `code`. A TypeError is thrown (or rejects) only for
+// a programming error, a wrong argument type: a source that is none of the Source forms, stream chunks that are
+// not bytes, a missing `options.dtype` (convert) or `options.to` (translateAdapter), an unknown `order` or merge
+// `dtype` name, options or inputs that are not objects. An abort rejects with the signal's reason.
 
 /** Options for {@link init}. Give at most one of the three; with none, the entry the package's export conditions
  * chose loads the packaged .wasm: `node` reads it with `fs`, `browser` fetches it from beside the package,
@@ -73,7 +79,17 @@ export interface RandomAccessSource {
   readonly size: number;
   /** `length` bytes at `offset` (fewer only at the end of the source). */
   read(offset: number, length: number): Promise<Uint8Array> | Uint8Array;
+  /** Releases the source (a file handle, an open response). Called once when the library is done with a source
+   * it asked for ({@link MergeBase.open}'s results); a source you pass to a function directly stays yours (it may
+   * be read again: `inspect(file)` then `readTensor(file, name)`), close it yourself. */
+  close?(): void | Promise<void>;
 }
+
+/** Node only: a local file's path, or its `file:` URL (string or URL), read with positional reads (never whole).
+ * Elsewhere (browsers, workers) a path rejects with InvalidArgument. A string starting `http(s)://` or `hf://` is
+ * a {@link RemoteSource} instead. Failures to open or read are IoError (`cannot open `…`: No such file or
+ * directory`). */
+export type LocalPath = string | URL;
 
 /** Everything the reading functions accept. Uint8Array, ArrayBuffer, Blob and RandomAccessSource have a known
  * size (full validation, including coverage, random access); streams and iterables are read in order. */
@@ -85,7 +101,8 @@ export type Source =
   | ReadableStream<Uint8Array>
   | AsyncIterable<Uint8Array>
   | Iterable<Uint8Array>
-  | RandomAccessSource;
+  | RandomAccessSource
+  | LocalPath;
 
 export type Dtype =
   | 'BOOL' | 'F4' | 'F6_E2M3' | 'F6_E3M2' | 'U8' | 'I8' | 'F8_E5M2' | 'F8_E4M3' | 'F8_E8M0' | 'F8_E4M3FNUZ'
@@ -134,6 +151,10 @@ export interface HubAddress {
   endpoint?: string;
   /** Sent as `Authorization: Bearer …` (private and gated repos). */
   token?: string;
+  /** huggingface.js's name for {@link HubAddress.token} (`token` wins when both are given). */
+  accessToken?: string;
+  /** huggingface.js's name for {@link HubAddress.endpoint} (`endpoint` wins when both are given). */
+  hubUrl?: string;
 }
 
 /** What the remote readers take: an `http(s)://` URL, an `hf://owner/repo/path[@revision]` address, or a
@@ -148,6 +169,10 @@ export interface RemoteOptions {
   token?: string;
   /** The endpoint `hf://` addresses resolve against (default as {@link HubAddress.endpoint}). */
   endpoint?: string;
+  /** huggingface.js's name for `token` (`token` wins when both are given). */
+  accessToken?: string;
+  /** huggingface.js's name for `endpoint` (`endpoint` wins when both are given). */
+  hubUrl?: string;
   /** Retries in a row after a network error, a truncated body, an idle or too slow answer, or a 5xx / 408 / 429
    * answer (default 5; progress resets the count). Each retry resumes at the byte reached; `Retry-After` is
    * honoured up to 10 s (a longer one fails at once). Other 4xx, redirect loops, non-HTTP(S) redirects, ETag
@@ -210,7 +235,7 @@ export function inspect(source: Source | RemoteSource, options?: ReadOptions & R
 /** One tensor's bytes, reading nothing else after the header: for a remote file, the header's request(s) plus one
  * Range request (none if the first request already covered it). Rejects with InvalidArgument for an unknown
  * name. */
-export function readTensor(source: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | RandomAccessSource | RemoteSource, name: string, options?: RemoteOptions): Promise<Uint8Array>;
+export function readTensor(source: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | RandomAccessSource | LocalPath | RemoteSource, name: string, options?: RemoteOptions): Promise<Uint8Array>;
 
 export interface InspectRepoOptions extends RemoteOptions {
   repo: string;
@@ -235,8 +260,10 @@ export interface RepoInfo {
 /** Inspects every shard of a model repo from `model.safetensors.index.json` (or the single `model.safetensors`
  * when there is no index). Shard names must be plain `.safetensors` file names (InvalidConfig otherwise, before
  * any shard is read); every tensor the index maps must be in its shard. Errors name the shard
- * (`model-00002-of-00003.safetensors: …`); the first stops the others. */
+ * (`model-00002-of-00003.safetensors: …`); the first stops the others. The repo is `options.repo`, or the first
+ * argument: `inspectRepo("owner/name", {revision, hubUrl, accessToken})`. */
 export function inspectRepo(options: InspectRepoOptions): Promise<RepoInfo>;
+export function inspectRepo(repo: string, options?: Omit<InspectRepoOptions, 'repo'>): Promise<RepoInfo>;
 
 export type ReadEvent =
   | { type: 'header'; header: Header }
@@ -325,7 +352,7 @@ export function createWriter(spec: WriteSpec): Promise<SafetensorsWriter>;
 
 export interface TensorWithData extends TensorSpec {
   /** Exactly the tensor's byte length; may be omitted for zero-size tensors. */
-  data?: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
+  data?: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | LocalPath;
 }
 
 /** Writes a whole file as a stream, pulling each tensor's data in write order as the stream is consumed.
@@ -345,8 +372,10 @@ export interface ConvertProgress {
 export interface ConvertOptions {
   /** Target dtype for F16, BF16, F32, F64, F8_E4M3 and F8_E5M2 tensors; others are copied. Case-insensitive. */
   dtype: 'bf16' | 'f16' | 'f32' | 'BF16' | 'F16' | 'F32';
-  /** 'input' (default) keeps the source's order and works with streams; 'reference' (the CLI's default) needs
-   * a random-access source (Uint8Array, ArrayBuffer, Blob, RandomAccessSource). */
+  /** 'reference' (the default, as the CLI's: `convert(path, {dtype})` writes the bytes `peft-bridge convert`
+   * writes) needs a random-access source (Uint8Array, ArrayBuffer, Blob, RandomAccessSource, a path in Node); a
+   * stream without an explicit order errors with InvalidArgument. 'input' keeps the source's order and works with
+   * streams. */
   order?: TensorOrder;
   signal?: AbortSignal;
   onProgress?: (progress: ConvertProgress) => void;
@@ -375,8 +404,8 @@ export type ConfigInput = string | Uint8Array | Record<string, unknown>;
  * ReadableStream or iterable cannot be read by range: it is read into memory first, up to 1 GiB
  * (InvalidArgument beyond: pass a Blob or a RandomAccessSource). */
 export interface AdapterInput {
-  /** The adapter's safetensors file. */
-  weights: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | Iterable<Uint8Array> | RandomAccessSource | { size: bigint; read(offset: number, length: number): Promise<Uint8Array> | Uint8Array };
+  /** The adapter's safetensors file (in Node also its path). */
+  weights: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | Iterable<Uint8Array> | RandomAccessSource | LocalPath | { size: bigint; read(offset: number, length: number): Promise<Uint8Array> | Uint8Array };
   /** Its `adapter_config.json` (PEFT's or mlx-lm's); kohya and GGUF-named adapters have none. */
   config?: ConfigInput | null;
   /** The base model's `config.json`: architecture, head counts (GGUF row order), layer count (mlx). */
@@ -386,8 +415,18 @@ export interface AdapterInput {
   weightsName?: string;
 }
 
+/** An adapter as a directory, its files chosen by the rule both CLIs use (the core's): the weights are
+ * `adapter_model.safetensors`, `adapters.safetensors` or `pytorch_lora_weights.safetensors` (the first present),
+ * else the only `.safetensors` file (several: InvalidArgument; none: IoError, or the pickle refusal beside an
+ * `adapter_model.bin`), with `adapter_config.json` when present.
+ * - In Node, a {@link LocalPath} of the directory, or of the weights file itself (its directory's
+ *   `adapter_config.json` is read).
+ * - A {@link HubRepo}: the folder is listed with the Hub's tree API (`/api/models/{repo}/tree/{revision}`); the
+ *   weights are read by range at the commit the config came from. */
+export type AdapterDirectory = LocalPath | HubRepo;
+
 /** Options of {@link adapterInfo}, as the CLI's `adapter-info` options. */
-export interface AdapterReadOptions {
+export interface AdapterReadOptions extends Omit<RemoteOptions, 'signal'> {
   /** The input's convention instead of detecting it from the config and the keys (`--from`). */
   from?: AdapterReadFormat;
   /** The naming table to use: a name (llama, gpt2, …), a `model_type` or an `architectures` value (`--arch`).
@@ -456,7 +495,7 @@ export interface AdapterInfo {
  * with {@link SafetensorsError}: the reader's codes for a bad safetensors file, InvalidConfig for a malformed or
  * inconsistent config, UnsupportedAdapter for adapters peft-bridge cannot reproduce (LoHa, …),
  * UnresolvedTensor under `strict`, ShapeMismatch for contradictory shapes. */
-export function adapterInfo(input: AdapterInput, options?: AdapterReadOptions): Promise<AdapterInfo>;
+export function adapterInfo(input: AdapterInput | AdapterDirectory, options?: AdapterReadOptions): Promise<AdapterInfo>;
 
 /** Options of {@link translateAdapter}, as the CLI's `translate` options. */
 export interface TranslateOptions extends AdapterReadOptions {
@@ -500,7 +539,7 @@ export interface TranslateResult {
 
 /** Rewrites a LoRA adapter in another convention, accounting for every tensor. Rejects with
  * {@link SafetensorsError} as {@link adapterInfo} does, and with InvalidArgument for an unknown format name. */
-export function translateAdapter(input: AdapterInput, options: TranslateOptions): Promise<TranslateResult>;
+export function translateAdapter(input: AdapterInput | AdapterDirectory, options: TranslateOptions): Promise<TranslateResult>;
 
 // ---- LoRA merge ----
 
@@ -543,13 +582,15 @@ export type ShardSource =
   | ArrayBufferView
   | Blob
   | RandomAccessSource
+  | LocalPath
   | ReadableStream<Uint8Array>
   | AsyncIterable<Uint8Array>;
 
 export interface MergeBase {
   /** A shard's bytes by file name (`model.safetensors`, or the names the index lists). Called once per shard for
    * random-access sources; for a stream or iterable it is called twice, and must return a fresh stream each
-   * time: once for the header (cancelled after it), then once for the data. */
+   * time: once for the header (cancelled after it), then once for the data. A RandomAccessSource's `close()` is
+   * called once the merge is done with it (finished, failed or stopped). */
   open(name: string): ShardSource | Promise<ShardSource>;
   /** `model.safetensors.index.json` for a sharded model. Without it the base is one file, `model.safetensors`. */
   index?: ConfigInput | null;
@@ -570,7 +611,8 @@ export interface MergedFile {
   path: string;
   /** Its size in bytes (known from the plan before any byte is produced). */
   size: number;
-  /** Its bytes, merged as they are read: read it to the end before asking for the next file. */
+  /** Its bytes, merged as they are read: read it to the end, or cancel it to skip this file (the merge goes on
+   * with the next one, whose bytes are unchanged), before asking for the next file. */
   stream: ReadableStream<Uint8Array>;
 }
 
@@ -641,6 +683,10 @@ export interface HubRepo {
   endpoint?: string;
   /** Wins over the options' token. */
   token?: string;
+  /** huggingface.js's name for `token`. */
+  accessToken?: string;
+  /** huggingface.js's name for `endpoint`. */
+  hubUrl?: string;
   /** A folder inside the repo holding the files. */
   subfolder?: string;
 }

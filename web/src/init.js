@@ -1,6 +1,7 @@
 // Loading the WebAssembly module: once, memoized, from bytes, a precompiled module or the .wasm file
 // next to this package. The module object stays private to the package.
 import createPeftBridge from '../dist/peft_bridge_wasm.mjs';
+import { SafetensorsError } from './errors.js';
 
 const isNode = typeof process === 'object' && process !== null && typeof process.versions?.node === 'string';
 
@@ -114,7 +115,7 @@ async function instantiator(options) {
       }
     }
     const res = await fetch(url);
-    if (!res.ok) throw new Error(`peft-bridge: cannot fetch ${url}: ${res.status} ${res.statusText}`);
+    if (!res.ok) throw new SafetensorsError('IoError', `cannot fetch \`${url}\`: HTTP ${res.status} ${res.statusText}`.trimEnd());
     return WebAssembly.instantiate(await res.arrayBuffer(), imports);
   };
 }

@@ -54,7 +54,7 @@ export async function inspectRendered(source, options = {}) {
   // A URL or Hub address: the header's bytes come from one or two Range requests, then the same path as bytes.
   if (isRemote(source)) return withRemoteHeader(source, options, (file) => inspectRendered(file.headerSource(), options));
   const module = await getModule();
-  const src = openSource(source, { readSize: options.readSize, signal });
+  const src = await openSource(source, { readSize: options.readSize, signal });
   const handle = new NativeHandle(module, new module.Reader(src.size ?? -1));
   try {
     const native = handle.handle;

@@ -11,7 +11,7 @@ import { configText, readAdapterHeader, serveRanges } from './adapter.js';
 import { openAdapterSource } from './adapter-source.js';
 import { NativeHandle, concat } from './handles.js';
 import { getModule } from './init.js';
-import { DEFAULT_READ_SIZE, chunkBytes, isRandomAccess, openSource, raceAbort } from './sources.js';
+import { DEFAULT_READ_SIZE, chunkBytes, closeRandomAccess, isRandomAccess, openSource, raceAbort } from './sources.js';
 
 const DTYPES = new Set(['bf16', 'f16', 'f32']);
 // The merge handles' methods for reading the adapter by range.
@@ -169,6 +169,9 @@ export class MergeSession {
   close() {
     live.delete(this.handle);
     this.handle.close();
+    // A local path's file handle (a source the caller passed stays the caller's: its close is a no-op here).
+    this.adapterSource?.close().catch(() => {});
+    this.adapterSource = null;
   }
 }
 
@@ -306,7 +309,7 @@ export function createMergeStream(options) {
 /** A shard source: `open(name)`'s result, opened with openSource. */
 async function openShard(base, name, signal) {
   const source = await raceAbort(Promise.resolve(base.open(name)), signal);
-  return { source, src: openSource(source, { signal }) };
+  return { source, src: await openSource(source, { signal }) };
 }
 
 /** A ReadableStream of one Uint8Array. */
@@ -375,10 +378,10 @@ async function planShards(options, signal) {
   }
   checkAdapter(options.adapter);
   const session = await MergeSession.create('Merger', options);
+  const random = new Map(); // shard name -> random-access source, kept for the data pass (closed by the caller)
   try {
     const index = configText(base.index, 'base.index');
     const names = index !== null ? session.setIndex(index) : ['model.safetensors'];
-    const random = new Map(); // shard name -> random-access source, kept for the data pass
     for (const name of names) {
       throwIfAborted(signal);
       const { source, src } = await openShard(base, name, signal);
@@ -394,8 +397,14 @@ async function planShards(options, signal) {
     return { session, plan: session.plan(), random, index };
   } catch (error) {
     session.close();
+    await closeShards(random);
     throw error;
   }
+}
+
+/** Closes the random-access shard sources `base.open(name)` gave, once the merge is done with them. */
+async function closeShards(random) {
+  await Promise.all([...random.values()].map((source) => closeRandomAccess(source)));
 }
 
 /**
@@ -404,8 +413,10 @@ async function planShards(options, signal) {
  * `config.json` when the base config was given. Every shard's header is read and the merge planned before the
  * first file is yielded, so a base/adapter mismatch rejects up front.
  *
- * Read each file's stream to its end before asking for the next file (the merge runs one shard at a time; the
- * next step rejects otherwise). Breaking out of the loop, an error or an abort frees everything.
+ * Read each file's stream to its end, or cancel it to skip that file, before asking for the next file (the merge
+ * runs one shard at a time; the next step rejects otherwise). Breaking out of the loop, an error or an abort
+ * frees everything. A random-access source `base.open` gave is closed (its `close()`, if any) when the merge is
+ * done with it.
  *
  * `base.open(name)` (may be async) returns the shard's bytes: a Blob, Uint8Array, ArrayBuffer or
  * {size, read(offset, length)} is read by ranges (the header first, then the tensors); a ReadableStream or
@@ -432,7 +443,7 @@ export async function* mergeShards(options) {
       const shard = plan.shards[i];
       // Random-access sources are reused; streams are asked for again, now for the data.
       const open = async () =>
-        random.has(shard.name) ? openSource(random.get(shard.name), { signal }) : (await openShard(options.base, shard.name, signal)).src;
+        random.has(shard.name) ? await openSource(random.get(shard.name), { signal }) : (await openShard(options.base, shard.name, signal)).src;
       current = shardStream(session, i, shard, open, {
         signal,
         onProgress: onProgress && (() => onProgress({ ...progress })),
@@ -442,7 +453,9 @@ export async function* mergeShards(options) {
       yield { path: shard.name, size: shard.outputSize, stream: current.stream };
       throwIfAborted(signal);
       if (failure) throw failure;
-      if (!current.done) throw new Error(`peft-bridge: the stream of ${shard.name} was not read to its end`);
+      if (current.skipped) await current.settled; // a cancelled file: its pull done, on to the next
+      if (!current.done)
+        throw new SafetensorsError('InvalidArgument', `the stream of ${shard.name} was not read to its end (nor cancelled) before the next file was asked for`);
     }
     const texts = [];
     if (index !== null) texts.push([INDEX_NAME, session.outputIndex()]);
@@ -458,18 +471,22 @@ export async function* mergeShards(options) {
     signal?.removeEventListener('abort', onAbort);
     current?.fail(failure ?? new Error('peft-bridge: merge stopped'));
     session.close();
+    await closeShards(random);
   }
 }
 
 /**
  * The merged bytes of shard `i` as a pull stream (see MergeSession.mergeShard). `fail(reason)` errors it from
- * outside (abort, or the iterator leaving early) and frees the handle.
+ * outside (abort, or the iterator leaving early) and frees the handle; cancelling the stream skips the shard.
  */
 function shardStream(session, i, shard, open, { signal, onProgress, progress, onError }) {
-  const state = { done: false, stream: null, fail: null };
+  // skipped: the consumer cancelled this stream; the merge goes on with the next file once `settled` (a pull
+  // still running when the stream was cancelled) has resolved, so that nothing of this shard reaches the next.
+  const state = { done: false, skipped: false, settled: Promise.resolve(), stream: null, fail: null };
   let controller = null;
   let src = null;
   let chunks = null;
+  let pulling = Promise.resolve();
   const fail = (error) => {
     if (state.done) return;
     state.done = true;
@@ -488,34 +505,50 @@ function shardStream(session, i, shard, open, { signal, onProgress, progress, on
       start(c) {
         controller = c;
       },
-      async pull() {
-        try {
-          if (!chunks) {
-            src = await open();
-            chunks = session.mergeShard(i, shard, src, signal, progress);
-          }
-          const { done, value } = await chunks.next();
-          if (state.done) return; // failed from outside meanwhile
-          if (done) {
-            state.done = true;
-            controller.close();
-            await src.close();
-          } else {
-            progress.bytesOut += value.length;
-            controller.enqueue(value);
-          }
-          onProgress?.();
-        } catch (error) {
-          fail(error);
-          throw error;
-        }
+      pull() {
+        pulling = pullOnce();
+        return pulling;
       },
       cancel(reason) {
-        fail(reason ?? new Error(`peft-bridge: the stream of ${shard.name} was cancelled`));
+        if (state.done) return;
+        // Skips this file: the rest of its merge is dropped, its source closed; the other files still come.
+        state.done = true;
+        state.skipped = true;
+        state.settled = pulling
+          .catch(() => {})
+          .then(async () => {
+            await chunks?.return?.().catch(() => {});
+            await src?.close(reason);
+          });
+        return state.settled;
       },
     },
     { highWaterMark: 0 }, // pull only when the consumer reads: nothing is merged ahead of it
   );
+  async function pullOnce() {
+    try {
+      if (!chunks) {
+        src = await open();
+        if (state.done) return; // cancelled while the source opened: cancel() closes it once this pull ends
+        chunks = session.mergeShard(i, shard, src, signal, progress);
+      }
+      const { done, value } = await chunks.next();
+      if (state.done) return; // failed from outside, or cancelled, meanwhile
+      if (done) {
+        state.done = true;
+        controller.close();
+        await src.close();
+      } else {
+        progress.bytesOut += value.length;
+        controller.enqueue(value);
+      }
+      onProgress?.();
+    } catch (error) {
+      if (state.skipped) return; // the stream was cancelled meanwhile: its failure is nobody's
+      fail(error);
+      throw error;
+    }
+  }
   return state;
 }
 
@@ -536,7 +569,7 @@ export async function planMerge(options) {
   if (!options || typeof options !== 'object') throw new TypeError('peft-bridge: planMerge needs {base, adapter}');
   const { signal } = options;
   throwIfAborted(signal);
-  const { session, plan, index } = await planShards(options, signal);
+  const { session, plan, index, random } = await planShards(options, signal);
   try {
     const { ok, seconds, gbPerS, peakMemory, bytesIn, dryRun, ...summary } = JSON.parse(session.summary(0, true, true));
     const outputs = plan.shards.map((s) => ({ path: s.name, size: s.outputSize }));
@@ -547,5 +580,6 @@ export async function planMerge(options) {
     return { ...summary, tensors: JSON.parse(session.handle.handle.planTensors()), outputs, sourceBytes: plan.sourceBytes };
   } finally {
     session.close();
+    await closeShards(random);
   }
 }

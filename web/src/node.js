@@ -1,7 +1,11 @@
-// The package's "node" entry: the .wasm is read from the package with fs (Node 20's fetch cannot read file: URLs).
+// The package's "node" entry: the .wasm is read from the package with fs (Node 20's fetch cannot read file: URLs),
+// and a path or file: URL is a source everywhere one is taken (node-files.js).
 import { readFile } from 'node:fs/promises';
 import { setDefaultWasm } from './init.js';
+import { nodeFiles } from './node-files.js';
+import { setLocalFiles } from './sources.js';
 
 setDefaultWasm(async () => ({ wasmBinary: await readFile(new URL('../dist/peft_bridge_wasm.wasm', import.meta.url)) }));
+setLocalFiles(nodeFiles);
 
 export * from './index.js';

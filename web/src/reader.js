@@ -20,7 +20,7 @@ export async function* readSafetensors(source, options = {}) {
   const { signal, onProgress } = options;
   throwIfAborted(signal);
   const module = await getModule();
-  const src = openSource(source, { readSize: options.readSize, signal });
+  const src = await openSource(source, { readSize: options.readSize, signal });
   const handle = new NativeHandle(module, new module.Reader(src.size ?? -1), options.windowSize);
   let header = null;
   let bytesRead = 0;

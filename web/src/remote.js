@@ -11,7 +11,8 @@
 // saveStreams writes output files into a directory picked in the browser (File System Access API).
 import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
 import { configText } from './adapter.js';
-import { openRemote, readRemoteWhole } from './hub.js';
+import { openAdapterDirectory } from './adapter-dir.js';
+import { hubAliases, openRemote, readRemoteWhole } from './hub.js';
 import { LIMIT_OPTIONS } from './range-client.js';
 import { MergeSession, mergeShards, planMerge } from './merge.js';
 import { openSource } from './sources.js';
@@ -37,13 +38,16 @@ async function readWhole(source, ro, optional = false) {
 }
 
 /** The address of `path` in a Hub repo given as {repo, revision?, endpoint?, token?, subfolder?}. */
-const inRepo = (repo, ro) => (path, revision) => ({
-  repo: repo.repo,
-  revision,
-  path: repo.subfolder ? `${repo.subfolder}/${path}` : path,
-  endpoint: repo.endpoint ?? ro.endpoint,
-  token: repo.token ?? ro.token,
-});
+const inRepo = (givenRepo, ro) => {
+  const repo = hubAliases(givenRepo); // huggingface.js's accessToken / hubUrl too
+  return (path, revision) => ({
+    repo: repo.repo,
+    revision,
+    path: repo.subfolder ? `${repo.subfolder}/${path}` : path,
+    endpoint: repo.endpoint ?? ro.endpoint,
+    token: repo.token ?? ro.token,
+  });
+};
 
 /**
  * The base: {revision, index, config, shard(name) -> address}. A repo is read at the commit its first answer names
@@ -82,11 +86,11 @@ async function rangedWeights(source, ro, files) {
 async function resolveAdapter(adapter, ro, files) {
   if (!adapter || typeof adapter !== 'object') throw new TypeError('peft-bridge: adapter must be a Hub repo {repo}, {weights, config} URLs or bytes');
   if (typeof adapter.repo === 'string') {
-    const at = inRepo(adapter, ro);
-    const config = await readWhole(at('adapter_config.json', adapter.revision ?? 'main'), ro);
-    const revision = config.commit ?? adapter.revision ?? 'main';
-    const weights = await rangedWeights(at('adapter_model.safetensors', revision), ro, files);
-    return { files: { weights, config: config.bytes, weightsName: 'adapter_model.safetensors' }, revision };
+    // The repo's files as the CLIs choose them in a directory (the core's rule, adapter-dir.js), at one commit.
+    const dir = await openAdapterDirectory(adapter, ro);
+    files.set(ADAPTER_FILE, dir.weights);
+    const weights = { size: dir.weights.size, read: (offset, length) => dir.weights.read(offset, length) };
+    return { files: { weights, config: dir.config, weightsName: dir.weightsName }, revision: dir.revision };
   }
   const fetched = async (v) => (isUrl(v) ? (await readWhole(v, ro)).bytes : v);
   const [weights, config] = await Promise.all([isUrl(adapter.weights) ? rangedWeights(adapter.weights, ro, files) : adapter.weights, fetched(adapter.config)]);
@@ -148,7 +152,7 @@ async function openModel(options) {
   const controller = new AbortController(); // the user's signal, or our own abort when the output is given up
   const onAbort = () => controller.abort(abortReason(signal));
   signal?.addEventListener('abort', onAbort, { once: true });
-  const ro = { signal: controller.signal, token: options.token, endpoint: options.endpoint, fetch: options.fetch, http: options.http };
+  const ro = { signal: controller.signal, token: options.token ?? options.accessToken, endpoint: options.endpoint ?? options.hubUrl, fetch: options.fetch, http: options.http };
   for (const name of Object.keys(LIMIT_OPTIONS)) ro[name] = options[name]; // the HTTP policy's limits
   const files = new Map();
   const close = async (reason) => {
@@ -189,7 +193,7 @@ async function planSession(opened, options) {
   const session = await MergeSession.create('Merger', options);
   try {
     if (opened.base.index) session.setIndex(decode(opened.base.index));
-    for (const name of opened.names) await session.addShard(name, openSource(opened.sources.get(name)), opened.signal);
+    for (const name of opened.names) await session.addShard(name, await openSource(opened.sources.get(name)), opened.signal);
     session.baseComplete();
     const { files } = opened.adapter;
     await session.loadAdapter(
@@ -293,7 +297,7 @@ function shardStream(session, i, shard, opened, onProgress) {
       },
       async pull() {
         try {
-          chunks ??= session.mergeShard(i, shard, openSource(opened.sources.get(shard.name), { signal }), signal, counts);
+          chunks ??= session.mergeShard(i, shard, await openSource(opened.sources.get(shard.name), { signal }), signal, counts);
           const { done, value } = await chunks.next();
           if (ended) return; // aborted meanwhile
           if (done) {

@@ -1,7 +1,9 @@
 // Byte sources: one shape for everything the API accepts. Random-access sources (bytes in memory, a Blob,
 // a {size, read} object) know their size and can read any range; sequential ones (ReadableStream,
-// AsyncIterable) can only give the next chunk and can be cancelled. Internal.
-import { abortReason } from './errors.js';
+// AsyncIterable) can only give the next chunk and can be cancelled. In Node, a path or a file: URL is a local
+// file read with positional reads; the Node entry (node.js) installs how (node-files.js), so the browser and
+// workerd builds never import node:fs. Internal.
+import { SafetensorsError, abortReason } from './errors.js';
 
 /** Default size of the pieces read from a random-access source. */
 export const DEFAULT_READ_SIZE = 4 << 20;
@@ -17,12 +19,47 @@ export const DEFAULT_READ_SIZE = 4 << 20;
  */
 
 /**
+ * Local files, installed by the Node entry: {open(path) -> {size, read(offset, length), close()},
+ * isDirectory(path), list(dir) -> names of its regular files, isFile(path), readWhole(path), toPath(string | URL)}.
+ */
+let localFiles = null;
+
+/** Installs local file access (node.js does, at import). Internal. */
+export function setLocalFiles(impl) {
+  localFiles = impl;
+}
+
+/** True for a local file's name: a string that is no http(s) / hf:// URL, or a file: URL (string or URL). */
+export function isLocalPath(source) {
+  if (typeof source === 'string') return !/^(https?|hf):\/\//i.test(source);
+  return typeof URL !== 'undefined' && source instanceof URL && source.protocol === 'file:';
+}
+
+/** The local file access, or InvalidArgument outside Node (a browser or a worker has no file paths). Internal. */
+export function requireLocalFiles(source) {
+  if (localFiles) return localFiles;
+  const shown = String(source).length > 200 ? `${String(source).slice(0, 200)}…` : String(source);
+  throw new SafetensorsError(
+    'InvalidArgument',
+    `\`${shown}\` is a file path, and file paths are read only in Node; pass the file's bytes, a Blob / File, a stream or an http(s) / hf:// URL`,
+  );
+}
+
+/**
  * @param {unknown} source
  * @param {{readSize?: number, signal?: AbortSignal}} [options]
- * @returns {Source}
+ * @returns {Promise<Source>}
  */
-export function openSource(source, options = {}) {
+export async function openSource(source, options = {}) {
   const readSize = Math.max(1, Math.floor(options.readSize ?? DEFAULT_READ_SIZE));
+  if (isLocalPath(source)) {
+    const file = await requireLocalFiles(source).open(source);
+    if (options.signal?.aborted) {
+      await file.close();
+      throw abortReason(options.signal);
+    }
+    return randomSource(file.size, (offset, length) => file.read(offset, length), readSize, () => file.close());
+  }
   const bytes = asBytes(source);
   if (bytes) {
     return randomSource(bytes.length, async (offset, length) => bytes.subarray(offset, offset + length), readSize);
@@ -44,8 +81,21 @@ export function openSource(source, options = {}) {
     return iteratorSource(source, options.signal);
   }
   throw new TypeError(
-    'peft-bridge: source must be a Uint8Array, ArrayBuffer, Blob, ReadableStream, AsyncIterable of Uint8Array, or {size, read(offset, length)}',
+    'peft-bridge: source must be a Uint8Array, ArrayBuffer, Blob, ReadableStream, AsyncIterable of Uint8Array, {size, read(offset, length)}, or in Node a file path or file: URL',
   );
+}
+
+/**
+ * Closes a random-access source the library asked for and is done with (`base.open(name)`'s results): calls its
+ * close() if it has one. Never throws. Internal.
+ */
+export async function closeRandomAccess(source) {
+  if (!source || typeof source !== 'object' || typeof source.close !== 'function' || !isRandomAccess(source)) return;
+  try {
+    await source.close();
+  } catch {
+    // the source's own failure to release: nothing the merge can do about it
+  }
 }
 
 /**
@@ -71,6 +121,7 @@ export async function cancelSource(source, reason) {
 /** True for the sources openSource serves with random access. */
 export function isRandomAccess(source) {
   return (
+    (localFiles !== null && isLocalPath(source)) ||
     asBytes(source) !== null ||
     (typeof Blob !== 'undefined' && source instanceof Blob) ||
     (!!source && typeof source === 'object' && typeof source.getReader !== 'function' && typeof source.read === 'function' && Number.isSafeInteger(source.size))
@@ -92,7 +143,7 @@ export function chunkBytes(chunk) {
   return bytes;
 }
 
-function randomSource(size, read, readSize) {
+function randomSource(size, read, readSize, release = async () => {}) {
   let pos = 0;
   return {
     random: true,
@@ -106,7 +157,11 @@ function randomSource(size, read, readSize) {
       pos += chunk.length;
       return chunk;
     },
-    async close() {},
+    async close() {
+      const r = release;
+      release = async () => {};
+      await r();
+    },
   };
 }
 

@@ -250,7 +250,7 @@ export function writeSafetensors(spec) {
               if (t.byteLength !== 0) throw lengthError(t, 0);
               continue;
             }
-            src = openSource(data, { signal });
+            src = await openSource(data, { signal });
             got = 0;
           }
           const t = layout.tensors[current];

@@ -1,0 +1,109 @@
+// An adapter given as a directory: a local folder or .safetensors file (Node), or a Hub repo. Which file of the
+// directory holds the weights, and whether a config is beside it, is the core's rule (src/app/adapter_files.h,
+// shared with both CLIs); this file only lists the directory and opens what the core chose. Internal.
+import { SafetensorsError, errorFromHandle, throwIfAborted } from './errors.js';
+import { getModule } from './init.js';
+import { hubAliases, hubTreeUrl, openRemote, readRemoteWhole } from './hub.js';
+import { isLocalPath, requireLocalFiles } from './sources.js';
+
+const checked = (r) => {
+  if (!r.ok) throw errorFromHandle({ errorJson: () => r.errorJson, errorText: () => r.errorText });
+  return r;
+};
+
+// The native Join: no normalisation, so messages name paths exactly as given.
+const joinPath = (dir, name) => (dir === '' || dir.endsWith('/') ? dir + name : `${dir}/${name}`);
+
+/** A Hub repo naming an adapter directory: {repo, revision?, subfolder?, endpoint?, token?}, no file path. */
+export function isHubRepo(input) {
+  return (
+    !!input && typeof input === 'object' && !(input instanceof URL) && typeof input.repo === 'string' && input.path === undefined &&
+    input.weights === undefined && typeof input.read !== 'function' && typeof input.getReader !== 'function'
+  );
+}
+
+/** True for what {@link openAdapterDirectory} takes: a local path or file: URL, or a Hub repo. */
+export const isAdapterDirectory = (input) => isLocalPath(input) || isHubRepo(input);
+
+/**
+ * The adapter's files: {weights ({size, read, close}), weightsName, config (bytes or null), revision (the Hub
+ * commit read, null for a local folder), close()}. The weights stay open for range reads until close().
+ */
+export async function openAdapterDirectory(input, options = {}) {
+  throwIfAborted(options.signal);
+  return isHubRepo(input) ? openHubAdapter(input, options) : openLocalAdapter(input);
+}
+
+async function openLocalAdapter(input) {
+  const fs = requireLocalFiles(input);
+  const module = await getModule();
+  const path = fs.toPath(input);
+  let weightsPath;
+  let configPath = null;
+  if (await fs.isDirectory(path)) {
+    const chosen = checked(module.chooseAdapterFiles(path, JSON.stringify(await fs.list(path))));
+    weightsPath = joinPath(path, chosen.weights);
+    if (chosen.config !== null) configPath = joinPath(path, chosen.config);
+  } else {
+    checked(module.checkAdapterWeightsPath(path));
+    weightsPath = path;
+    const slash = path.lastIndexOf('/');
+    const beside = joinPath(slash === -1 ? '.' : path.slice(0, slash), module.adapterConfigName());
+    if (await fs.isFile(beside)) configPath = beside;
+  }
+  const weights = await fs.open(weightsPath);
+  try {
+    const config = configPath === null ? null : await fs.readWhole(configPath);
+    return { weights, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), config, revision: null, close: () => weights.close() };
+  } catch (error) {
+    await weights.close();
+    throw error;
+  }
+}
+
+/** The names of the files directly in a Hub repo's folder, from the Hub's tree API. */
+async function listHubFolder(repo, options) {
+  const endpoint = repo.endpoint ?? options.endpoint;
+  const url = hubTreeUrl({ repo: repo.repo, revision: repo.revision, folder: repo.subfolder, endpoint });
+  // A plain URL: the token goes to the endpoint's origin only, as for the files.
+  const { bytes } = await readRemoteWhole(url, { ...options, endpoint, token: repo.token ?? options.token });
+  let entries;
+  try {
+    entries = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    entries = null;
+  }
+  if (!Array.isArray(entries)) throw new SafetensorsError('IoError', `the file list of \`${repo.repo}\` (${url}) is not a JSON array`);
+  return entries.filter((e) => e && e.type === 'file' && typeof e.path === 'string').map((e) => e.path.slice(e.path.lastIndexOf('/') + 1));
+}
+
+async function openHubAdapter(givenRepo, givenOptions) {
+  const repo = hubAliases(givenRepo);
+  const options = hubAliases(givenOptions);
+  const module = await getModule();
+  const label = `hf://${repo.repo}${repo.subfolder ? `/${repo.subfolder}` : ''}`;
+  const chosen = checked(module.chooseAdapterFiles(label, JSON.stringify(await listHubFolder(repo, options))));
+  const at = (name, revision) => ({
+    repo: repo.repo,
+    revision,
+    path: repo.subfolder ? `${repo.subfolder}/${name}` : name,
+    endpoint: repo.endpoint ?? options.endpoint,
+    token: repo.token ?? options.token,
+  });
+  let revision = repo.revision ?? 'main';
+  let config = null;
+  if (chosen.config !== null) {
+    // The config's commit pins the weights: a branch that moves meanwhile cannot mix two versions.
+    const whole = await readRemoteWhole(at(chosen.config, revision), options);
+    config = whole.bytes;
+    revision = whole.commit ?? revision;
+  }
+  const file = await openRemote(at(chosen.weights, revision), options);
+  revision = file.commit ?? revision;
+  if (file.size !== null) return { weights: file, weightsName: chosen.weights, config, revision, close: () => file.close() };
+  // A server that does not tell the size: the weights whole (not held to the JSON cap).
+  await file.close();
+  const { bytes } = await readRemoteWhole(at(chosen.weights, revision), options, Number.MAX_SAFE_INTEGER);
+  const whole = { size: bytes.length, read: async (offset, length) => bytes.subarray(offset, offset + length), close: async () => {} };
+  return { weights: whole, weightsName: chosen.weights, config, revision, close: whole.close };
+}
