@@ -424,6 +424,20 @@ def group_offsets(rng):
         if any(x[3] < 0 or x[4] < 0 for x in e):
             continue
         add("offsets", f"{kind}: {len(e)} tensors", layout.file(rng, data_size=data_size))
+    # Tensors with equal (begin, end): the crate validates them in its HashMap's random order.
+    ties = [
+        ("F32 [2] and F32 [1] at [0,4]", [tensor("F32", "[2]", "[0,4]"), tensor("F32", "[1]", "[0,4]")], 4),
+        ("F4 [3] and U8 [2] at [0,2]", [tensor("F4", "[3]", "[0,2]"), tensor("U8", "[2]", "[0,2]")], 2),
+        ("overflowing and valid at [0,1]", [tensor("U8", "[18446744073709551615,2]", "[0,1]"), tensor()], 1),
+        ("three at [0,1]: bad size, misaligned, valid", [tensor("U8", "[2]", "[0,1]"), tensor("F4", "[1]", "[0,1]"), tensor()], 1),
+        ("two valid at [0,1]", [tensor(), tensor("I8")], 1),
+        ("zero-size F32 [0] and U8 [1] at [0,0]", [tensor("F32", "[0]", "[0,0]"), tensor("U8", "[1]", "[0,0]")], 0),
+    ]
+    for what, values, size in ties:
+        body = ",".join(f'"t{i}":{v}' for i, v in enumerate(values))
+        add("offsets", f"tie: {what}", file("{" + body + "}", bytes(size)))
+        body = ",".join(f'"t{i}":{v}' for i, v in reversed(list(enumerate(values))))
+        add("offsets", f"tie, reversed document order: {what}", file("{" + body + "}", bytes(size)))
 
 
 def group_nesting(rng):
