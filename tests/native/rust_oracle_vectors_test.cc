@@ -83,6 +83,10 @@ Bytes Decode(const std::string& encoding) {
         piece.push_back(static_cast<uint8_t>(text[i]));
       }
     }
+    if (piece.size() == 1) {  // the 100 MB runs of spaces
+      out.insert(out.end(), count, piece[0]);
+      continue;
+    }
     out.reserve(out.size() + piece.size() * count);
     for (uint64_t k = 0; k < count; ++k) out.insert(out.end(), piece.begin(), piece.end());
   }
