@@ -3,6 +3,9 @@
 // until the header event (parsed and validated, coverage check included). The data region does not exist.
 //
 //   pb_header_peak [tensors=200000] [repeats=7]
+//   pb_header_peak --file FILE [repeats=7]   an existing file instead: read into memory, then parsed whole
+//                                            (ParseWholeFile) and streamed, for comparing with another
+//                                            parser on the same bytes (docs/benchmarks.md, the Rust crate)
 //
 // Peak memory = VmHWM after the first parse - VmRSS before it. Linux keeps VmHWM as a process-lifetime
 // high-water mark, so the input generation's own peak is first cleared by writing "5" to
@@ -17,9 +20,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "core/header.h"
 #include "core/reader.h"
 #include "core/writer.h"
 
@@ -76,9 +81,51 @@ double StreamHeader(const std::string& head, uint64_t file_size, size_t expect_t
   return ev.tensors == expect_tensors ? secs : -1;
 }
 
+// Parses an existing file already in memory, whole and streamed; prints the same lines as the synthetic mode.
+int CompareOnFile(const char* path, int repeats) {
+  std::string bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return std::fprintf(stderr, "cannot read %s\n", path), 1;
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  const bool reset = ResetHighWaterMark();
+  const long rss_before = StatusKiB("VmRSS");
+  std::vector<double> whole;
+  long hwm_after = 0;
+  size_t tensors = 0;
+  for (int i = 0; i < repeats; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto h = pb::ParseWholeFile(std::span<const uint8_t>(p, bytes.size()));
+    if (!h.ok()) return std::fprintf(stderr, "parse failed: %s\n", h.error().message.c_str()), 1;
+    tensors = h.value().tensor_count();
+    whole.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (i == 0) hwm_after = StatusKiB("VmHWM");
+  }
+  std::vector<double> streamed;
+  for (int i = 0; i < repeats; ++i) {
+    double t = StreamHeader(bytes, bytes.size(), tensors);
+    if (t < 0) return 1;
+    streamed.push_back(t);
+  }
+  std::sort(whole.begin(), whole.end());
+  std::sort(streamed.begin(), streamed.end());
+  std::printf("parser             peft-bridge ParseWholeFile (whole file in memory)\n");
+  std::printf("file               %s (%.1f MB, %zu tensors)\n", path, bytes.size() / 1e6, tensors);
+  std::printf("time min/median/max  %.3f / %.3f / %.3f s  (%d runs)\n", whole.front(), whole[whole.size() / 2],
+              whole.back(), repeats);
+  std::printf("RSS before         %.1f MiB (the file's bytes included)\n", rss_before / 1024.0);
+  std::printf("peak RSS delta     %.1f MiB  (VmHWM %.1f MiB after first parse; HWM reset %s)\n",
+              (hwm_after - rss_before) / 1024.0, hwm_after / 1024.0, reset ? "ok" : "FAILED");
+  std::printf("streamed, 1 MiB chunks, min/median  %.3f / %.3f s\n", streamed.front(), streamed[streamed.size() / 2]);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 2 && std::string(argv[1]) == "--file") return CompareOnFile(argv[2], argc > 3 ? std::atoi(argv[3]) : 7);
   const size_t tensors = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 200'000;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 7;
 

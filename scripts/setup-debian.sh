@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 toolchain peft-bridge builds with. Idempotent; needs root (or sudo).
 #   scripts/setup-debian.sh          build toolchain
-#   scripts/setup-debian.sh --test   plus what only the tests use: torch, to cross-check conversions
+#   scripts/setup-debian.sh --test   plus what only the tests use: torch, to cross-check conversions, and
+#                                    a Rust toolchain for the safetensors-crate oracle (tests/rust_oracle)
 set -euo pipefail
 PACKAGES=(
   build-essential cmake g++ clang libclang-rt-14-dev   # native build, libFuzzer + sanitizers
@@ -26,4 +27,16 @@ if ((${#missing[@]})); then
   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The Rust oracle (tests/rust_oracle) needs cargo >= 1.80 for the safetensors crate; Debian 12 ships 1.63, so
+# rustup installs the toolchain tests/rust_oracle/rust-toolchain.toml pins (a test tool, never linked).
+if [[ "${1:-}" == "--test" ]]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+  toolchain=$(sed -n 's/^channel = "\(.*\)"/\1/p' "$(dirname "$0")/../tests/rust_oracle/rust-toolchain.toml")
+  if ! command -v rustup >/dev/null; then
+    command -v curl >/dev/null || { SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo; $SUDO apt-get install -y -qq curl ca-certificates; }
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --default-toolchain "$toolchain"
+  fi
+  rustup toolchain list | grep -q "^$toolchain" || rustup toolchain install --profile minimal "$toolchain"
 fi

@@ -69,6 +69,14 @@ case $torch_status in
   *) status=1; failed=$((failed + 1)) ;;
 esac
 
+echo "== Rust safetensors crate: the committed reader vectors are its verdicts (cargo; tests/rust_oracle/README.md)"
+bash scripts/rust-oracle.sh 2>&1 | tee "$LOGS/rust-oracle.log" | tail -12
+case ${PIPESTATUS[0]} in
+  0) passed=$((passed + 1)) ;;
+  77) skipped=$((skipped + 1)) ;;
+  *) status=1; failed=$((failed + 1)) ;;
+esac
+
 echo "== TypeScript: the published types compile against an application-style usage file"
 if npx --no-install tsc -p tests/types; then
   echo "types: ok"; passed=$((passed + 1))
