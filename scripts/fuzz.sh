@@ -32,7 +32,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$root/build/fuzz
 fixtures=${PB_FIXTURES:-$root/../shared/fixtures}
 all_targets=(fuzz_reader fuzz_adapter_config fuzz_regex fuzz_naming_tables fuzz_model_index fuzz_merge_plan
-             fuzz_adapter_readers)
+             fuzz_adapter_readers fuzz_command_line fuzz_http_policy)
 read -r -a targets <<<"${PB_FUZZ_TARGETS:-${all_targets[*]}}"
 
 mkdir -p "$build"
@@ -67,7 +67,7 @@ failed=0
 for t in "${targets[@]}"; do
   dict=$build/logs/$t.dict
   case $t in
-    fuzz_regex) cp "$root/fuzz/fuzz_regex.dict" "$dict" ;;
+    fuzz_regex | fuzz_command_line | fuzz_http_policy) cp "$root/fuzz/$t.dict" "$dict" ;;  # not JSON
     *) cat "$root/fuzz/json.dict" > "$dict"; [[ -f $root/fuzz/$t.dict ]] && cat "$root/fuzz/$t.dict" >>"$dict" ;;
   esac
   corpus=$build/corpus/$t
