@@ -26,6 +26,16 @@ count_ctest() {  # "100% tests passed, 0 tests failed out of 57"
   passed=$((passed + total - f - s)); failed=$((failed + f)); skipped=$((skipped + s))
 }
 
+count_script() {  # one counted check from a script's exit status: 0 passed, 77 skipped, else failed
+  case $1 in
+    0) passed=$((passed + 1)) ;;
+    77) if [[ ${PB_REQUIRE_FIXTURES:-0} == 1 ]]; then  # .ci/run: nothing may be skipped
+          echo "FAIL: skipped under PB_REQUIRE_FIXTURES=1"; status=1; failed=$((failed + 1))
+        else skipped=$((skipped + 1)); fi ;;
+    *) status=1; failed=$((failed + 1)) ;;
+  esac
+}
+
 echo "== native C++ tests (ctest)"
 ctest --test-dir build/native --output-on-failure -j2 2>&1 | tee "$LOGS/native.log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
@@ -50,11 +60,7 @@ if [[ -x /usr/bin/python3 ]]; then
 else
   echo "SKIP: no /usr/bin/python3"; torch_status=77
 fi
-case $torch_status in
-  0) passed=$((passed + 1)) ;;
-  77) skipped=$((skipped + 1)) ;;
-  *) status=1; failed=$((failed + 1)) ;;
-esac
+count_script "$torch_status"
 
 echo "== torch cross-check: merges equal PEFT's CPU maths in Debian's python3-torch (skipped when it is not installed)"
 if [[ -x /usr/bin/python3 ]]; then
@@ -63,11 +69,29 @@ if [[ -x /usr/bin/python3 ]]; then
 else
   echo "SKIP: no /usr/bin/python3"; torch_status=77
 fi
-case $torch_status in
-  0) passed=$((passed + 1)) ;;
-  77) skipped=$((skipped + 1)) ;;
-  *) status=1; failed=$((failed + 1)) ;;
-esac
+count_script "$torch_status"
+
+# The live cross-checks run the real libraries (transformers, PEFT, safetensors) from the pinned venv that
+# scripts/run-tests.sh creates (scripts/golden-venv.sh): one counted check per script. Without the venv they
+# are skipped, except under PB_REQUIRE_FIXTURES=1 (.ci/run), where a missing venv is a failure.
+golden_python=$(bash scripts/golden-venv.sh --if-ready 2>/dev/null) || golden_python=""
+live_check() {  # live_check SCRIPT LOG "what it checks"
+  echo "== live cross-check: $3 ($1, pinned venv)"
+  local rc
+  if [[ -n $golden_python ]]; then
+    "$golden_python" "tests/golden/$1" build/native/peft-bridge 2>&1 | tee "$LOGS/$2" | tail -3
+    rc=${PIPESTATUS[0]}
+  elif [[ ${PB_REQUIRE_FIXTURES:-0} == 1 ]]; then
+    echo "FAIL: the pinned venv is missing (bash scripts/golden-venv.sh) and PB_REQUIRE_FIXTURES=1"; rc=1
+  else
+    echo "SKIP: the pinned venv is missing (bash scripts/golden-venv.sh)"; rc=77
+  fi
+  count_script "$rc"
+}
+live_check check_live.py live.log "transformers loads every merged folder we write, logits = PEFT's merged model"
+live_check check_adapters.py live-adapters.log "PEFT loads every adapter we translate, logits = the original's"
+live_check check_safetensors.py live-safetensors.log "Python safetensors reads every file we write, tensors = our inspect"
+live_check check_configs.py live-configs.log "our adapter_config.json = PEFT's own, key for key"
 
 echo "== TypeScript: the published types compile against an application-style usage file"
 if npx --no-install tsc -p tests/types; then
