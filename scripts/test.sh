@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: native C++ (ctest), the same C++ suites compiled to WASM under Node, the JS API
-# and CLI suites (node --test) against the WASM build, and a short fuzzing run. Ends with one
+# and CLI suites (node --test) against the WASM build, a short fuzzing run, the torch cross-checks and the
+# live cross-checks in the pinned venv (tests/golden/README.md). Ends with one
 # "N passed, N failed" line summing all of them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
