@@ -2,7 +2,7 @@
 """Writes the fuzz targets' seed corpora (stdlib only; see docs/fuzzing.md).
 
   make_seeds.py repo                       hand-made seeds -> fuzz/corpus_seeds/<target>/ (committed)
-  make_seeds.py fixtures FIXTURES OUT      seeds derived from ../shared/fixtures -> OUT/<target>/ (run time,
+  make_seeds.py fixtures FIXTURES OUT      seeds derived from tests/fixtures -> OUT/<target>/ (run time,
                                            never committed: adapters shrunk to 4x4 factors, zero-cost to run)
 
 Inputs use the layout of fuzz/fuzz_input.h: parts joined by "\\n--\\n", and the compact encoding

@@ -9,7 +9,7 @@
 #
 # Environment:
 #   PB_FUZZ_TARGETS="fuzz_regex fuzz_reader"  run only these (default: all)
-#   PB_FIXTURES=dir          fixtures to derive extra seeds from (default ../shared/fixtures)
+#   PB_FIXTURES=dir          fixtures to derive extra seeds from (default tests/fixtures, else ../shared/fixtures)
 #
 # Seeds: fuzz/corpus_seeds/<target>/ (committed), plus seeds derived at run time from the fixtures and the
 # naming tables into build/fuzz/seeds/<target>/. Each target's growing corpus is build/fuzz/corpus/<target>/
@@ -30,7 +30,8 @@ else
 fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$root/build/fuzz
-fixtures=${PB_FIXTURES:-$root/../shared/fixtures}
+fixtures=${PB_FIXTURES:-$root/tests/fixtures}
+[[ -n ${PB_FIXTURES:-} || -d $fixtures ]] || fixtures=$root/../shared/fixtures
 all_targets=(fuzz_reader fuzz_adapter_config fuzz_regex fuzz_naming_tables fuzz_model_index fuzz_merge_plan
              fuzz_adapter_readers fuzz_command_line fuzz_http_policy)
 read -r -a targets <<<"${PB_FUZZ_TARGETS:-${all_targets[*]}}"

@@ -14,6 +14,7 @@ PACKAGES=(
 )
 if [[ "${1:-}" == "--test" ]]; then
   PACKAGES+=(python3 python3-numpy python3-torch)  # a reference to compare against, never a library dependency
+  PACKAGES+=(python3-venv)                          # the pinned venv of the golden corpus (scripts/golden-venv.sh)
   PACKAGES+=(chromium)                              # the web page's end-to-end test (driven by npm playwright-core)
 fi
 # Node and npm may come from elsewhere (e.g. NodeSource); only fall back to Debian's when absent.

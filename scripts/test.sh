@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: native C++ (ctest), the same C++ suites compiled to WASM under Node, the JS API
-# and CLI suites (node --test) against the WASM build, and a short fuzzing run. Ends with one
+# and CLI suites (node --test) against the WASM build, a short fuzzing run, the torch cross-checks and the
+# live cross-checks in the pinned venv (tests/golden/README.md). Ends with one
 # "N passed, N failed" line summing all of them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,16 @@ count_ctest() {  # "100% tests passed, 0 tests failed out of 57"
   local s  # GTEST_SKIP'd tests: ctest lists them "(Skipped)" and counts them among the passed
   s=$(grep -cE "^[[:space:]]*[0-9]+ - .*\(Skipped\)" "$1")
   passed=$((passed + total - f - s)); failed=$((failed + f)); skipped=$((skipped + s))
+}
+
+count_script() {  # one counted check from a script's exit status: 0 passed, 77 skipped, else failed
+  case $1 in
+    0) passed=$((passed + 1)) ;;
+    77) if [[ ${PB_REQUIRE_FIXTURES:-0} == 1 ]]; then  # .ci/run: nothing may be skipped
+          echo "FAIL: skipped under PB_REQUIRE_FIXTURES=1"; status=1; failed=$((failed + 1))
+        else skipped=$((skipped + 1)); fi ;;
+    *) status=1; failed=$((failed + 1)) ;;
+  esac
 }
 
 echo "== native C++ tests (ctest)"
@@ -50,11 +61,7 @@ if [[ -x /usr/bin/python3 ]]; then
 else
   echo "SKIP: no /usr/bin/python3"; torch_status=77
 fi
-case $torch_status in
-  0) passed=$((passed + 1)) ;;
-  77) skipped=$((skipped + 1)) ;;
-  *) status=1; failed=$((failed + 1)) ;;
-esac
+count_script "$torch_status"
 
 echo "== torch cross-check: merges equal PEFT's CPU maths in Debian's python3-torch (skipped when it is not installed)"
 if [[ -x /usr/bin/python3 ]]; then
@@ -63,11 +70,29 @@ if [[ -x /usr/bin/python3 ]]; then
 else
   echo "SKIP: no /usr/bin/python3"; torch_status=77
 fi
-case $torch_status in
-  0) passed=$((passed + 1)) ;;
-  77) skipped=$((skipped + 1)) ;;
-  *) status=1; failed=$((failed + 1)) ;;
-esac
+count_script "$torch_status"
+
+# The live cross-checks run the real libraries (transformers, PEFT, safetensors) from the pinned venv that
+# scripts/run-tests.sh creates (scripts/golden-venv.sh): one counted check per script. Without the venv they
+# are skipped, except under PB_REQUIRE_FIXTURES=1 (.ci/run), where a missing venv is a failure.
+golden_python=$(bash scripts/golden-venv.sh --if-ready 2>/dev/null) || golden_python=""
+live_check() {  # live_check SCRIPT LOG "what it checks"
+  echo "== live cross-check: $3 ($1, pinned venv)"
+  local rc
+  if [[ -n $golden_python ]]; then
+    "$golden_python" "tests/golden/$1" build/native/peft-bridge 2>&1 | tee "$LOGS/$2" | tail -3
+    rc=${PIPESTATUS[0]}
+  elif [[ ${PB_REQUIRE_FIXTURES:-0} == 1 ]]; then
+    echo "FAIL: the pinned venv is missing (bash scripts/golden-venv.sh) and PB_REQUIRE_FIXTURES=1"; rc=1
+  else
+    echo "SKIP: the pinned venv is missing (bash scripts/golden-venv.sh)"; rc=77
+  fi
+  count_script "$rc"
+}
+live_check check_live.py live.log "transformers loads every merged folder we write, logits = PEFT's merged model"
+live_check check_adapters.py live-adapters.log "PEFT loads every adapter we translate, logits = the original's"
+live_check check_safetensors.py live-safetensors.log "Python safetensors reads every file we write, tensors = our inspect"
+live_check check_configs.py live-configs.log "our adapter_config.json = PEFT's own, key for key"
 
 echo "== Rust safetensors crate: the committed reader vectors are its verdicts (cargo; tests/rust_oracle/README.md)"
 bash scripts/rust-oracle.sh 2>&1 | tee "$LOGS/rust-oracle.log" | tail -12

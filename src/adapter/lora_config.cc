@@ -388,7 +388,7 @@ Result<LoraConfig> ParseLoraConfig(std::string_view json_text) {
 }
 
 Json DefaultLoraConfigDocument() {
-  // PEFT HEAD's LoraConfig as save_pretrained writes a fresh one: json.dumps(..., sort_keys=True).
+  // PEFT kPeftSchemaVersion's LoraConfig as save_pretrained writes a fresh one: json.dumps(..., sort_keys=True).
   Json d = Json::object();
   Json null;
   d["alora_invocation_tokens"] = null;
@@ -418,7 +418,7 @@ Json DefaultLoraConfigDocument() {
   d["modules_to_save"] = null;
   d["monteclora_config"] = null;
   d["peft_type"] = "LORA";
-  d["peft_version"] = null;  // the writer fills it
+  d["peft_version"] = std::string(kPeftSchemaVersion);  // PEFT's __post_init__ fills an unset one with its own
   d["qalora_group_size"] = 16;
   d["r"] = 8;
   d["rank_pattern"] = Json::object();

@@ -82,8 +82,13 @@ struct LoraConfig {
 //                      path_initial_model_for_weight_conversion first").
 Result<LoraConfig> ParseLoraConfig(std::string_view json_text);
 
-// The LoraConfig fields of PEFT HEAD with their default values, in sorted key order, as PEFT HEAD writes a
-// fresh config. Used to write configs for adapters that came from another format.
+// The PEFT release whose LoraConfig DefaultLoraConfigDocument reproduces (the golden corpus's pin,
+// requirements-golden.txt; tests/golden/check_configs.py compares with that release's save_pretrained).
+inline constexpr std::string_view kPeftSchemaVersion = "0.21.2";
+
+// The LoraConfig fields of PEFT kPeftSchemaVersion with their default values, in sorted key order, as that
+// release writes a fresh config: peft_version included, which PEFT fills with its own version whenever it is
+// unset. Used to write configs for adapters that came from another format.
 Json DefaultLoraConfigDocument();
 
 // Field names PEFT releases before 0.14 accept (LoraConfig.__init__ rejects any other key there).

@@ -1,5 +1,5 @@
 // Reading adapters in every convention, writing them back, and the exactness of round trips: on the real
-// adapters in ../shared/fixtures and on generated ones covering every LoRA variant.
+// adapters in tests/fixtures and on generated ones covering every LoRA variant.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -180,7 +180,7 @@ TEST(AdapterRead, RealPeftAdaptersAccountForEveryTensorAndReExportByteForByte) {
   };
   for (const Case& c : {Case{"peft-gpt2-seqcls-cattn-cproj", 36, 1, 4.0}, Case{"peft-roberta-seqcls-query-value", 24, 4, 2.0}}) {
     auto dir = Fixture(c.dir);
-    if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+    if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
     RealAdapter real = LoadReal(*dir, "adapter_model.safetensors");
     ReadResult r = MustRead(real.source("adapter_model.safetensors"));
     EXPECT_EQ(r.adapter.source_format, "peft");
@@ -200,7 +200,7 @@ TEST(AdapterRead, RealPeftAdaptersAccountForEveryTensorAndReExportByteForByte) {
 
 TEST(AdapterRead, Gpt2CAttnAndBothCProjAreSuffixMatchedWithTheirOwnShapes) {
   auto dir = Fixture("peft-gpt2-seqcls-cattn-cproj");
-  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   RealAdapter real = LoadReal(*dir, "adapter_model.safetensors");
   ReadResult r = MustRead(real.source("adapter_model.safetensors"));
   const LoraModule* attn = r.adapter.FindModule("transformer.h.0.attn.c_attn");
@@ -217,7 +217,7 @@ TEST(AdapterRead, Gpt2CAttnAndBothCProjAreSuffixMatchedWithTheirOwnShapes) {
 TEST(AdapterRead, RealMlxAdaptersReadWithTransposedFactorsAndScale) {
   for (const char* name : {"mlx-lm-qwen2.5-0.5b", "mlx-examples-pr685-minicpm"}) {
     auto dir = Fixture(name);
-    if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+    if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
     RealAdapter real = LoadReal(*dir, "adapters.safetensors");
     ReadResult r = MustRead(real.source("adapters.safetensors"));
     EXPECT_EQ(r.adapter.source_format, "mlx") << name;
@@ -240,6 +240,9 @@ TEST(AdapterRead, RealMlxAdaptersReadWithTransposedFactorsAndScale) {
     EXPECT_FALSE(r.adapter.config.layers_to_transform.empty()) << "only the last blocks carry LoRA";
     // mlx -> PEFT -> mlx gives back the same tensors.
     Written peft = MustWrite(r.adapter, AdapterFormat::kPeft);
+    // The derived config is what PEFT's save_pretrained writes, peft_version filled as PEFT fills it.
+    EXPECT_NE(peft.config->find("\"peft_version\": \"" + std::string(adapter::kPeftSchemaVersion) + "\""), std::string::npos)
+        << *peft.config;
     ReadResult again = MustRead({"adapter_model.safetensors", peft.weights, peft.config, std::nullopt});
     Written mlx = MustWrite(again.adapter, AdapterFormat::kMlx);
     auto out_header = ParseWholeFile(mlx.weights);
@@ -257,7 +260,7 @@ TEST(AdapterRead, RealMlxAdaptersReadWithTransposedFactorsAndScale) {
 TEST(AdapterRoundTrip, RealPeftAdaptersSurviveEveryFormat) {
   for (const char* name : {"peft-gpt2-seqcls-cattn-cproj", "peft-roberta-seqcls-query-value"}) {
     auto dir = Fixture(name);
-    if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+    if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
     RealAdapter real = LoadReal(*dir, "adapter_model.safetensors");
     ReadResult r = MustRead(real.source("adapter_model.safetensors"));
     for (AdapterFormat f : {AdapterFormat::kMlx, AdapterFormat::kKohya, AdapterFormat::kGgufNames}) {
@@ -534,7 +537,7 @@ namespace {
 
 TEST(AdapterRead, DiffusersAttentionProcessorFilesAreReadWithTheirModulePaths) {
   auto dir = Fixture("diffusers-sd15-attnproc-lora");
-  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   Bytes w = testing::ReadAll(*dir / "pytorch_lora_weights.safetensors");
   ReadResult r = MustRead({"pytorch_lora_weights.safetensors", w, std::nullopt, std::nullopt});
   EXPECT_EQ(r.adapter.source_format, "diffusers-attnproc");

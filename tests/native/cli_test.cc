@@ -174,7 +174,7 @@ TEST_F(CliTest, InterruptedConvertLeavesNothingBehind) {
 
 TEST_F(CliTest, ConvertOrders) {
   auto dirf = FixturesDir();
-  if (!dirf) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!dirf) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   fs::path in = *dirf / "safetensors-jl-dtypes/model.safetensors";
   fs::path a = dir_ / "a.safetensors", b = dir_ / "b.safetensors";
   ASSERT_EQ(Cli("convert " + in.string() + " " + a.string() + " --dtype f16").status, 0);

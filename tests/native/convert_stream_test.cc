@@ -173,7 +173,7 @@ TEST(ConvertStream, ValuesMatchTheKernelsAndOthersAreCopied) {
 
 TEST(ConvertStream, ReferenceOrderToTheSameDtypeReproducesPythonFiles) {
   auto dir = FixturesDir();
-  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   for (const char* rel : {"peft-gpt2-seqcls-cattn-cproj/adapter_model.safetensors",
                           "peft-roberta-seqcls-query-value/adapter_model.safetensors"}) {
     Bytes file = ReadAll(*dir / rel);

@@ -31,7 +31,7 @@ std::vector<std::string> Names(std::initializer_list<const char*> names) { retur
 
 TEST(LoraConfig, Gpt2FixtureParsesWithPeftValues) {
   auto text = FixtureConfig("peft-gpt2-seqcls-cattn-cproj");
-  if (!text) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!text) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   LoraConfig c = MustParse(*text);
   EXPECT_EQ(c.peft_type, "LORA");
   EXPECT_EQ(c.task_type, "SEQ_CLS");
@@ -60,7 +60,7 @@ TEST(LoraConfig, Gpt2FixtureParsesWithPeftValues) {
 
 TEST(LoraConfig, RobertaFixtureParsesWithPeftValues) {
   auto text = FixtureConfig("peft-roberta-seqcls-query-value");
-  if (!text) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!text) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   LoraConfig c = MustParse(*text);
   EXPECT_EQ(c.r, 8);
   EXPECT_EQ(c.lora_alpha, 16.0);
@@ -243,7 +243,7 @@ TEST(LoraConfig, AdaptersPeftBridgeCannotMergeAreUnsupported) {
   });
 }
 
-TEST(LoraConfig, DefaultDocumentIsPeftHeadsFreshConfig) {
+TEST(LoraConfig, DefaultDocumentIsThePinnedPeftsFreshConfig) {
   Json d = adapter::DefaultLoraConfigDocument();
   ASSERT_EQ(d.size(), 41u);
   std::vector<std::string> keys;
@@ -261,7 +261,8 @@ TEST(LoraConfig, DefaultDocumentIsPeftHeadsFreshConfig) {
   EXPECT_EQ(d["megatron_core"], "megatron.core");
   EXPECT_EQ(d["qalora_group_size"], 16);
   EXPECT_EQ(d["peft_type"], "LORA");
-  EXPECT_TRUE(d["peft_version"].is_null());
+  // PEFT never writes a null peft_version (its __post_init__ fills it), so neither do we.
+  EXPECT_EQ(d["peft_version"], std::string(adapter::kPeftSchemaVersion));
   EXPECT_TRUE(d["target_modules"].is_null());
   // It reads back as a plain LoRA with nothing unknown.
   LoraConfig c = MustParse(d.dump());

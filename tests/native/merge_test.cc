@@ -4,7 +4,7 @@
 // StreamingMerger fed random chunks (byte-identical output), the output parsed and compared element by
 // element: BF16/F16 results equal PEFT's value rounded to nearest even or are one ulp away (and nearly all
 // are exact); F32 results lie within a few fp32 ulps of the operands. Then the real adapters of
-// ../shared/fixtures on generated bases of their models' shapes (sampled elements, to stay fast under WASM).
+// tests/fixtures on generated bases of their models' shapes (sampled elements, to stay fast under WASM).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -1255,7 +1255,7 @@ TEST(MergePlanErrors, DoraUnmergeIsRefused) {
   EXPECT_NE(run.error->message.find(kQ), std::string::npos) << run.error->message;
 }
 
-// --- The real adapters of ../shared/fixtures ------------------------------------------------------------
+// --- The real adapters of tests/fixtures ------------------------------------------------------------
 
 std::optional<std::filesystem::path> Fixture(const std::string& dir) {
   auto root = testing::FixturesDir();
@@ -1284,7 +1284,7 @@ size_t Changed(const View& base, const View& merged, const std::string& name, si
 
 TEST(MergeFixtures, PeftGpt2SeqClsIntoAGpt2ShapedBase) {
   auto dir = Fixture("peft-gpt2-seqcls-cattn-cproj");
-  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   Lora lora = ReadLora(Text(*dir / "adapter_config.json"), testing::ReadAll(*dir / "adapter_model.safetensors"));
   ASSERT_TRUE(lora.adapter) << lora.error;
   ASSERT_EQ(lora.adapter->modules.size(), 36u);
@@ -1333,7 +1333,7 @@ TEST(MergeFixtures, PeftGpt2SeqClsIntoAGpt2ShapedBase) {
 
 TEST(MergeFixtures, PeftRobertaSeqClsIntoARobertaShapedBase) {
   auto dir = Fixture("peft-roberta-seqcls-query-value");
-  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   Lora lora = ReadLora(Text(*dir / "adapter_config.json"), testing::ReadAll(*dir / "adapter_model.safetensors"));
   ASSERT_TRUE(lora.adapter) << lora.error;
   ASSERT_EQ(lora.adapter->modules.size(), 24u);
@@ -1381,7 +1381,7 @@ TEST(MergeFixtures, PeftRobertaSeqClsIntoARobertaShapedBase) {
 
 TEST(MergeFixtures, MlxQwenAdapterIntoQwen2Layers20To23) {
   auto dir = Fixture("mlx-lm-qwen2.5-0.5b");
-  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   const std::string config_text = Text(*dir / "adapter_config.json");
   Lora lora = ReadLora(config_text, testing::ReadAll(*dir / "adapters.safetensors"), adapter::AdapterFormat::kMlx,
                        "adapters.safetensors");

@@ -1,5 +1,5 @@
 // The naming tables: every shipped table parses and round-trips each of its names; detection on adapters
-// other tools wrote (../shared/fixtures); llama.cpp's row permutations against hand-computed orders; and the
+// other tools wrote (tests/fixtures); llama.cpp's row permutations against hand-computed orders; and the
 // errors a malformed table gets.
 #include "adapter/naming_tables.h"
 
@@ -272,7 +272,7 @@ std::vector<std::string> ModulePaths(const std::filesystem::path& file) {
 
 TEST(NamingTables, DetectsPeftGpt2) {
   auto dir = testing::FixturesDir();
-  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   auto paths = ModulePaths(*dir / "peft-gpt2-seqcls-cattn-cproj" / "adapter_model.safetensors");
   ASSERT_EQ(paths.size(), 37u);  // 12 layers x (c_attn, attn.c_proj, mlp.c_proj) + score
   const ArchTable* t = B().Detect(paths);
@@ -288,7 +288,7 @@ TEST(NamingTables, DetectsPeftGpt2) {
 
 TEST(NamingTables, DetectsPeftRoberta) {
   auto dir = testing::FixturesDir();
-  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   auto paths = ModulePaths(*dir / "peft-roberta-seqcls-query-value" / "adapter_model.safetensors");
   ASSERT_EQ(paths.size(), 26u);  // 12 layers x (query, value) + classifier.dense + classifier.out_proj
   const ArchTable* t = B().Detect(paths);
@@ -303,7 +303,7 @@ TEST(NamingTables, DetectsPeftRoberta) {
 // highest detect_priority (llama); the config picks qwen2, whose templates match the same modules.
 TEST(NamingTables, DetectsMlxQwen2AsTheLlamaFamily) {
   auto dir = testing::FixturesDir();
-  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   auto paths = ModulePaths(*dir / "mlx-lm-qwen2.5-0.5b" / "adapters.safetensors");
   ASSERT_EQ(paths.size(), 8u);  // layers 20-23 x (q_proj, v_proj)
   const ArchTable* t = B().Detect(paths);

@@ -27,7 +27,7 @@ bool IsKnownMalformed(const std::filesystem::path& p) {
 
 TEST(ReaderFixtures, EveryFixtureInspectsOrFailsAsDocumented) {
   auto files = FixtureFiles();
-  if (files.empty()) GTEST_SKIP() << "../shared/fixtures not present";
+  if (files.empty()) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   for (const auto& path : files) {
     SCOPED_TRACE(path.string());
     Bytes file = ReadAll(path);
@@ -50,7 +50,7 @@ TEST(ReaderFixtures, EveryFixtureInspectsOrFailsAsDocumented) {
 
 TEST(ReaderFixtures, KnownHeadersFromProvenance) {
   auto dir = FixturesDir();
-  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   auto gpt2 = ParseWholeFile(ReadAll(*dir / "peft-gpt2-seqcls-cattn-cproj/adapter_model.safetensors"));
   ASSERT_TRUE(gpt2.ok());
   EXPECT_EQ(gpt2->tensor_count(), 73u);
@@ -82,7 +82,7 @@ TEST(ReaderFixtures, KnownHeadersFromProvenance) {
 
 TEST(ReaderProperty, SmallFixturesSplitAtEveryBytePosition) {
   auto files = FixtureFiles();
-  if (files.empty()) GTEST_SKIP() << "../shared/fixtures not present";
+  if (files.empty()) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   int checked = 0;
   for (const auto& path : files) {
     Bytes file = ReadAll(path);
@@ -100,7 +100,7 @@ TEST(ReaderProperty, SmallFixturesSplitAtEveryBytePosition) {
 
 TEST(ReaderProperty, LargerFixturesSplitAtSeededRandomCuts) {
   auto files = FixtureFiles();
-  if (files.empty()) GTEST_SKIP() << "../shared/fixtures not present";
+  if (files.empty()) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   std::mt19937_64 rng(20261130);
   for (const auto& path : files) {
     Bytes file = ReadAll(path);

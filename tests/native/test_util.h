@@ -2,15 +2,25 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/reader.h"
 #include "core/writer.h"
+
+// Instead of GTEST_SKIP() where a fixture is missing: skips, or fails under PB_REQUIRE_FIXTURES=1. Takes a
+// message with <<, as GTEST_SKIP() does.
+#define PB_SKIP_WITHOUT_FIXTURE()                                                                         \
+  return GTEST_MESSAGE_(::pb::testing::FixturesRequired() ? "fixture missing under PB_REQUIRE_FIXTURES=1" \
+                                                          : "fixture missing",                            \
+                        ::pb::testing::FixturesRequired() ? ::testing::TestPartResult::kFatalFailure      \
+                                                          : ::testing::TestPartResult::kSkip)
 
 namespace pb::testing {
 
@@ -26,11 +36,21 @@ inline Bytes MakeFile(const std::string& json, const Bytes& data = {}, std::opti
   return out;
 }
 
-// ../shared/fixtures beside the repository, if present.
+// The third-party fixtures: vendored in tests/fixtures (PROVENANCE.md there), else tests/fixtures beside
+// the repository, if present; PB_FIXTURES=dir names another (as for scripts/fuzz.sh).
 inline std::optional<std::filesystem::path> FixturesDir() {
-  std::filesystem::path p = std::filesystem::path(PB_SOURCE_DIR).parent_path() / "shared" / "fixtures";
-  if (std::filesystem::is_directory(p)) return p;
+  const std::filesystem::path source(PB_SOURCE_DIR);
+  std::vector<std::filesystem::path> candidates{source / "tests" / "fixtures", source.parent_path() / "shared" / "fixtures"};
+  if (const char* named = std::getenv("PB_FIXTURES")) candidates = {named};
+  for (const auto& p : candidates)
+    if (std::filesystem::is_directory(p)) return p;
   return std::nullopt;
+}
+
+// PB_REQUIRE_FIXTURES=1 (set by .ci/run): a test that would skip for want of a fixture fails instead.
+inline bool FixturesRequired() {
+  const char* v = std::getenv("PB_REQUIRE_FIXTURES");
+  return v != nullptr && std::string_view(v) == "1";
 }
 
 inline Bytes ReadAll(const std::filesystem::path& p) {

@@ -162,7 +162,7 @@ TEST(Writer, ReportsTheCurrentTensor) {
 // Files written by Python safetensors (metadata with at most one key) re-serialize to the same bytes.
 TEST(Writer, ReserializingReferenceFilesGivesIdenticalBytes) {
   auto dir = FixturesDir();
-  if (!dir) GTEST_SKIP() << "../shared/fixtures not present";
+  if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
   const char* files[] = {
       "peft-gpt2-seqcls-cattn-cproj/adapter_model.safetensors",
       "peft-roberta-seqcls-query-value/adapter_model.safetensors",

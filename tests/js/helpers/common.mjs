@@ -7,8 +7,14 @@ export const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 export const webDir = join(repoRoot, 'web');
 export const cliPath = join(webDir, 'bin', 'peft-bridge.mjs');
 export const wasmPath = join(webDir, 'dist', 'peft_bridge_wasm.wasm');
-// ../shared/fixtures next to the repository (tests skip when it is absent).
-export const fixturesDir = fileURLToPath(new URL('../../../../shared/fixtures', import.meta.url));
+// The third-party fixtures: vendored in tests/fixtures (PROVENANCE.md there), else ../shared/fixtures next to
+// the repository (PB_FIXTURES=dir names another). Tests skip when there is none, except under
+// PB_REQUIRE_FIXTURES=1 (.ci/run): then they fail.
+const fixtureCandidates = process.env.PB_FIXTURES
+  ? [process.env.PB_FIXTURES]
+  : [join(repoRoot, 'tests', 'fixtures'), fileURLToPath(new URL('../../../../shared/fixtures', import.meta.url))];
+export const fixturesDir = fixtureCandidates.find((d) => existsSync(d)) ?? fixtureCandidates[0];
+export const requireFixtures = process.env.PB_REQUIRE_FIXTURES === '1';
 export const nativeCli = process.env.PB_NATIVE_CLI ?? join(repoRoot, 'build', 'native', 'peft-bridge');
 
 if (!existsSync(wasmPath)) {
@@ -47,9 +53,10 @@ export function readFixture(name) {
   return new Uint8Array(readFileSync(fixturePath(name)));
 }
 
-/** Skips the test when the fixtures are absent; returns true if it did. */
+/** Skips the test when the fixtures are absent (returns true if it did); fails it under PB_REQUIRE_FIXTURES=1. */
 export function skipWithoutFixtures(t) {
   if (hasFixtures) return false;
+  if (requireFixtures) throw new Error(`fixtures not found (${fixtureCandidates.join(', ')}) and PB_REQUIRE_FIXTURES=1`);
   t.skip(`fixtures not found at ${fixturesDir}`);
   return true;
 }
