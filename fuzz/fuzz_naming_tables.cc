@@ -48,7 +48,7 @@ void CheckRowOrder(const RowPermutation& p) {
         std::vector<uint64_t> sorted = order.value();
         std::sort(sorted.begin(), sorted.end());
         for (uint64_t i = 0; i < sorted.size(); ++i)
-          if (sorted[i] != i) Fail("GgufRowOrder is not a permutation", p.kind + " rows=" + std::to_string(rows));
+          if (sorted[i] != i) Fail("GgufRowOrder is not a permutation", std::string(pb::adapter::RowPermutationKindName(p.kind)) + " rows=" + std::to_string(rows));
       }
 }
 
