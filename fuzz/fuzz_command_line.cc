@@ -56,6 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (pb::app::CommandLineJson(args) != json) Fail("CommandLineJson is not deterministic");
   auto doc = pb::ParseJson(json, "CommandLineJson");
   if (!doc.ok()) Fail("CommandLineJson is not JSON: " + doc.error().message, json);
+  const pb::Json& d = doc.value();
 
   if (auto* usage = std::get_if<pb::app::UsageError>(&parsed)) {
     const std::string text = pb::app::RenderUsageError(*usage);
@@ -63,15 +64,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t first_line = text.find('\n');
     if (first_line > 1500) Fail("a usage error line is not clipped", text.substr(0, 300));
     if (all_utf8 && !pb::IsValidUtf8(text)) Fail("a usage error is not valid UTF-8 for valid UTF-8 arguments", text);
-    if (!doc->contains("usageError") || !(*doc)["usageError"].is_string()) Fail("no usageError in the JSON", json);
-    if (all_utf8 && (*doc)["usageError"].get<std::string>() != text) Fail("usageError differs from the rendered text");
+    if (!d.contains("usageError") || !d["usageError"].is_string()) Fail("no usageError in the JSON", json);
+    if (all_utf8 && d["usageError"].get<std::string>() != text) Fail("usageError differs from the rendered text");
     return 0;
   }
   const auto& line = std::get<pb::app::CommandLine>(parsed);
-  if (doc->contains("usageError")) Fail("usageError for a command line that parsed", json);
+  if (d.contains("usageError")) Fail("usageError for a command line that parsed", json);
   if (all_utf8) {
-    if ((*doc)["command"].get<std::string>() != line.command) Fail("command differs", json);
-    if ((*doc)["positional"].size() != line.positional.size()) Fail("positionals differ", json);
+    if (d["command"].get<std::string>() != line.command) Fail("command differs", json);
+    if (d["positional"].size() != line.positional.size()) Fail("positionals differ", json);
   }
   if (auto dtype = line.Value("dtype"); dtype && *dtype != "bf16" && *dtype != "f16" && *dtype != "f32")
     Fail("an unnormalised dtype", *dtype);
