@@ -14,6 +14,7 @@ import { inspectRendered } from '../src/inspect.js';
 import { LIMIT_OPTIONS } from '../src/range-client.js';
 import { getModule } from '../src/init.js';
 import { MergeSession } from '../src/merge.js';
+import { strerror } from '../src/node-files.js';
 import { openSource } from '../src/sources.js';
 
 const module = await getModule();
@@ -39,39 +40,6 @@ const err = (text) => write(process.stderr, text);
 const parseCommandLine = (args) => JSON.parse(module.parseCommandLine(JSON.stringify(args)));
 const option = (line, name) => line.options[name]?.at(-1) ?? null;
 const flag = (line, name) => Object.hasOwn(line.options, name);
-
-// glibc's strerror texts, so I/O errors read as the native CLI prints them.
-const STRERROR = {
-  ENOENT: 'No such file or directory',
-  EACCES: 'Permission denied',
-  EPERM: 'Operation not permitted',
-  EISDIR: 'Is a directory',
-  ENOTDIR: 'Not a directory',
-  EEXIST: 'File exists',
-  ENOSPC: 'No space left on device',
-  EROFS: 'Read-only file system',
-  EMFILE: 'Too many open files',
-  ENFILE: 'Too many open files in system',
-  EIO: 'Input/output error',
-  ELOOP: 'Too many levels of symbolic links',
-  ENAMETOOLONG: 'File name too long',
-  EBUSY: 'Device or resource busy',
-  EXDEV: 'Invalid cross-device link',
-  EDQUOT: 'Disk quota exceeded',
-  EFBIG: 'File too large',
-  EINVAL: 'Invalid argument',
-  ETXTBSY: 'Text file busy',
-  EAGAIN: 'Resource temporarily unavailable',
-  EPIPE: 'Broken pipe',
-  ECONNRESET: 'Connection reset by peer',
-};
-
-function strerror(error) {
-  if (error?.code && STRERROR[error.code]) return STRERROR[error.code];
-  const m = /^[A-Z0-9]+: ([^,]+)/.exec(String(error?.message ?? error));
-  const text = m ? m[1] : String(error?.message ?? error);
-  return text.charAt(0).toUpperCase() + text.slice(1);
-}
 
 class IoFailure extends Error {
   constructor(message) {

@@ -6,21 +6,42 @@ import { open, readdir, stat } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { SafetensorsError } from './errors.js';
 
+// glibc's strerror texts, so I/O errors read as the native CLI prints them (the npm CLI uses them too).
 const STRERROR = {
   ENOENT: 'No such file or directory',
   EACCES: 'Permission denied',
   EPERM: 'Operation not permitted',
   EISDIR: 'Is a directory',
   ENOTDIR: 'Not a directory',
+  EEXIST: 'File exists',
+  ENOSPC: 'No space left on device',
+  EROFS: 'Read-only file system',
   EMFILE: 'Too many open files',
   ENFILE: 'Too many open files in system',
   EIO: 'Input/output error',
   ELOOP: 'Too many levels of symbolic links',
   ENAMETOOLONG: 'File name too long',
+  EBUSY: 'Device or resource busy',
+  EXDEV: 'Invalid cross-device link',
+  EDQUOT: 'Disk quota exceeded',
+  EFBIG: 'File too large',
+  EINVAL: 'Invalid argument',
+  ETXTBSY: 'Text file busy',
+  EAGAIN: 'Resource temporarily unavailable',
+  EPIPE: 'Broken pipe',
+  ECONNRESET: 'Connection reset by peer',
 };
 
+export function strerror(error) {
+  if (error?.code && STRERROR[error.code]) return STRERROR[error.code];
+  const m = /^[A-Z0-9]+: ([^,]+)/.exec(String(error?.message ?? error));
+  const text = m ? m[1] : String(error?.message ?? error);
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+
 const ioError = (what, path, error) =>
-  new SafetensorsError('IoError', `${what} \`${path}\`: ${STRERROR[error?.code] ?? error?.message ?? String(error)}`, { cause: error });
+  new SafetensorsError('IoError', `${what} \`${path}\`: ${strerror(error)}`, { cause: error });
 
 /** The file system path of a path string or a file: URL (string or URL). */
 export function toPath(source) {
