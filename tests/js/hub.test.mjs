@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { cliPath, hasNativeCli, makeFile, nativeCli, pb } from './helpers/common.mjs';
+import { cliPath, hasNativeCli, makeFile, nativeCli, pb, rejectsWith } from './helpers/common.mjs';
 import { startHub } from '../hub/server.mjs';
 
 const { inspect, inspectRepo, readTensor, hubUrl, openRemote, readSafetensors, SafetensorsError } = pb;
@@ -45,14 +45,6 @@ async function withHub(fn, options = {}) {
 /** The requests a read made (each goes through /resolve once; the CDN hop is the same request). */
 const resolves = (hub) => hub.log('resolve');
 
-async function rejectsWith(promise, code, pattern) {
-  await assert.rejects(promise, (e) => {
-    assert.ok(e instanceof SafetensorsError, `expected SafetensorsError, got ${e?.stack ?? e}`);
-    assert.equal(e.code, code, e.message);
-    if (pattern) assert.match(e.message, pattern);
-    return true;
-  });
-}
 
 test('hubUrl builds {endpoint}/{repo}/resolve/{revision}/{path} with encoded segments', () => {
   assert.equal(hubUrl({ repo: 'o/r', path: 'model.safetensors', endpoint: 'http://h' }), 'http://h/o/r/resolve/main/model.safetensors');

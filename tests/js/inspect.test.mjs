@@ -4,21 +4,13 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import {
   BAD_FIXTURES, countingIterable, countingStream, fixtureNames, fixturePath, hasNativeCli, nativeCli, pb, readFixture,
-  skipWithoutFixtures, split, makeFile,
+  rejectsWith, skipWithoutFixtures, split, makeFile,
 } from './helpers/common.mjs';
 
 const { inspect, SafetensorsError } = pb;
 
 const file = makeFile;
 
-async function rejectsWith(promise, code) {
-  await assert.rejects(promise, (e) => {
-    assert.ok(e instanceof SafetensorsError, `expected SafetensorsError, got ${e}`);
-    assert.equal(e.name, 'SafetensorsError');
-    assert.equal(e.code, code, e.message);
-    return true;
-  });
-}
 
 test('every fixture inspects cleanly from Uint8Array, ArrayBuffer, Blob, stream and async iterable', async (t) => {
   if (skipWithoutFixtures(t)) return;

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { cliPath, collect, fixturePath, hasNativeCli, makeFile, nativeCli, peftAdapterBytes, readFixture, skipWithoutFixtures, webDir } from './helpers/common.mjs';
+import { cliPath, collect, fixturePath, hasNativeCli, makeFile, nativeCli, peftAdapterBytes, readFixture, skipWithoutFixtures, rejectsWith, webDir } from './helpers/common.mjs';
 import { startHub } from '../hub/server.mjs';
 
 const pb = await import(join(webDir, 'src', 'node.js'));
@@ -27,14 +27,6 @@ function tempDir(t) {
   return dir;
 }
 
-async function rejectsWith(promise, code, pattern) {
-  await assert.rejects(promise, (e) => {
-    assert.ok(e instanceof SafetensorsError, `expected SafetensorsError, got ${e?.stack ?? e}`);
-    assert.equal(e.code, code, e.message);
-    if (pattern) assert.match(e.message, pattern);
-    return true;
-  });
-}
 
 /** A safetensors file of F32 tensors: {name: values}. */
 function f32File(tensors) {

@@ -1,4 +1,5 @@
 // Shared test helpers: the package under test, fixtures, the native CLI, stream builders.
+import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
@@ -22,6 +23,17 @@ if (!existsSync(wasmPath)) {
 }
 
 export const pb = await import(join(webDir, 'src', 'index.js'));
+
+/** Awaits `promise`'s rejection with a SafetensorsError of `code` (and a message matching `pattern`, if given). */
+export async function rejectsWith(promise, code, pattern) {
+  await assert.rejects(promise, (e) => {
+    assert.ok(e instanceof pb.SafetensorsError, `expected SafetensorsError, got ${e?.stack ?? e}`);
+    assert.equal(e.name, 'SafetensorsError');
+    assert.equal(e.code, code, e.message);
+    if (pattern) assert.match(e.message, pattern);
+    return true;
+  });
+}
 const { concat } = await import(join(webDir, 'src', 'handles.js'));
 
 export const hasFixtures = existsSync(fixturesDir);
