@@ -7,7 +7,7 @@ import {
   rejectsWith, skipWithoutFixtures, split, makeFile,
 } from './helpers/common.mjs';
 
-const { inspect, SafetensorsError } = pb;
+const { inspect } = pb;
 
 const file = makeFile;
 
