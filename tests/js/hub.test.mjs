@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { cliPath, hasNativeCli, makeFile, nativeCli, pb, rejectsWith } from './helpers/common.mjs';
 import { startHub } from '../hub/server.mjs';
 
-const { inspect, inspectRepo, readTensor, hubUrl, openRemote, readSafetensors, SafetensorsError } = pb;
+const { inspect, inspectRepo, readTensor, hubUrl, openRemote, readSafetensors } = pb;
 
 /** A safetensors file with `count` F32 tensors of `elements` each, names padded to `nameLength`. */
 function model(count, elements, { nameLength = 8, prefix = 't' } = {}) {
