@@ -1,8 +1,11 @@
 #include "adapter/module_select.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -19,6 +22,37 @@ std::string LayersPattern(std::string_view p) { return R"(.*?\.)" + std::string(
 // PEFT >= 0.20: lazy, so the first numbered segment wins ("layers.1" in "layers.1.experts.0.w1");
 // <= 0.19 used a greedy ".*\." and took the last one.
 constexpr std::string_view kDefaultLayersPattern = R"(.*?\.[^.]*\.(\d+)\.)";
+
+// Letters, digits, `_` and `-`: characters that are literal in a Python regex and are neither `.` nor a
+// newline, so the entry's wrapped pattern matches exactly when the entry is one whole segment of the name.
+bool IsPlainSegment(std::string_view m) {
+  if (m.empty()) return false;
+  for (char c : m)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+      return false;
+  return true;
+}
+
+// re.match("(^|.*\.)" + m + "($|\..*)", name) for every plain-segment entry m at once, in one pass: m may
+// start at 0 or after a dot that `.*` reaches (no newline before it: `.` does not match one) and must end
+// at a dot, at the end or before a final newline (where `$` also holds).
+bool HasSavedSegment(const std::vector<std::string>& sorted_names, std::string_view name) {
+  auto listed = [&](std::string_view segment) {
+    return std::binary_search(sorted_names.begin(), sorted_names.end(), segment, std::less<>());
+  };
+  size_t start = 0;
+  while (true) {
+    size_t dot = name.find('.', start);
+    size_t end = dot == std::string_view::npos ? name.size() : dot;
+    if (listed(name.substr(start, end - start))) return true;
+    if (dot == std::string_view::npos) {
+      if (end > start && name[end - 1] == '\n' && listed(name.substr(start, end - 1 - start))) return true;
+      return false;
+    }
+    if (name.substr(start, dot - start).find('\n') != std::string_view::npos) return false;  // `.*` stops here
+    start = dot + 1;
+  }
+}
 
 bool EndsWithDotted(std::string_view name, std::string_view suffix) {
   return name.size() > suffix.size() && name.ends_with(suffix) && name[name.size() - suffix.size() - 1] == '.';
@@ -77,9 +111,19 @@ Result<std::shared_ptr<const ConfigPatterns>> Compile(const LoraConfig& config) 
     if (Status s = Add("`alpha_pattern` key " + Quote(key), RankKeyPattern(key), out->alpha_keys); !s.ok())
       return s.error();
   // PEFT splices these into regexes too (check_target_module_exists).
-  for (const auto& m : config.modules_to_save)
-    if (Status s = Add("`modules_to_save` entry " + Quote(m), SavedModulePattern(m), out->modules_to_save); !s.ok())
-      return s.error();
+  std::set<std::string_view> regex_entries;
+  for (const auto& m : config.modules_to_save) {
+    if (IsPlainSegment(m)) {
+      out->saved_module_names.push_back(m);
+    } else if (regex_entries.insert(m).second) {
+      if (Status s = Add("`modules_to_save` entry " + Quote(m), SavedModulePattern(m), out->modules_to_save);
+          !s.ok())
+        return s.error();
+    }
+  }
+  std::sort(out->saved_module_names.begin(), out->saved_module_names.end());
+  out->saved_module_names.erase(std::unique(out->saved_module_names.begin(), out->saved_module_names.end()),
+                                out->saved_module_names.end());
   if (!config.layers_to_transform.empty()) {
     if (config.layers_pattern.empty()) {
       if (Status s = Add("the default layer pattern", std::string(kDefaultLayersPattern), out->layers); !s.ok())
@@ -140,6 +184,7 @@ std::optional<bool> IsTargeted(const LoraConfig& config, std::string_view name) 
       if (name == e || EndsWithDotted(name, e)) return false;
   }
   // 2. A module cannot be both LoRA-wrapped and fully saved.
+  if (HasSavedSegment(patterns->saved_module_names, name)) return false;
   if (!patterns->modules_to_save.empty()) {
     RegexSubject subject(name);
     for (const auto& re : patterns->modules_to_save)

@@ -84,6 +84,30 @@ class PythonRegex {
   bool ends_with_dollar_ = false;  // Program::ends_with_dollar, inline for the same reason
 };
 
+// Bounds the matching work done on this thread while it is alive, so that a hostile config against hostile
+// module names (16,000 modules_to_save entries x a 200,000-character name) ends in a precise error instead
+// of minutes of matching; PEFT's `re` would need at least as long. One step is one NFA thread moved over
+// one character. The branch-free start of a program and the tail test are not counted: they cost at most
+// the program's size per call, so a read stays within (sum of program sizes) x names + the limit. Past the
+// limit every match in scope returns false and exceeded() tells the caller, which reports it instead of
+// the answers. Scopes nest (the innermost one counts).
+class RegexWorkLimit {
+ public:
+  explicit RegexWorkLimit(uint64_t steps);
+  ~RegexWorkLimit();
+  RegexWorkLimit(const RegexWorkLimit&) = delete;
+  RegexWorkLimit& operator=(const RegexWorkLimit&) = delete;
+  bool exceeded() const { return over_; }
+  uint64_t steps() const { return steps_; }
+  // Takes n steps; false (and exceeded() from then on) once the limit is passed.
+  bool Spend(uint64_t n);
+
+ private:
+  uint64_t steps_, left_;
+  bool over_ = false;
+  RegexWorkLimit* outer_;
+};
+
 // InvalidConfig naming the construct and its position when the pattern is malformed, uses syntax outside
 // the subset above, or exceeds a limit. The pattern is echoed at most 200 bytes long.
 Result<PythonRegex> CompilePythonRegex(std::string_view pattern);

@@ -114,9 +114,35 @@ RegexSubject::RegexSubject(std::string_view text) : text_(text) {
   offsets_.push_back(text.size());
 }
 
+// ---- Work limit ---------------------------------------------------------------------------------------------
+
+namespace {
+#if defined(__EMSCRIPTEN__)
+RegexWorkLimit* active_limit = nullptr;  // single-threaded, as ThreadScratch below
+#else
+thread_local RegexWorkLimit* active_limit = nullptr;
+#endif
+}  // namespace
+
+RegexWorkLimit::RegexWorkLimit(uint64_t steps) : steps_(steps), left_(steps), outer_(active_limit) {
+  active_limit = this;
+}
+RegexWorkLimit::~RegexWorkLimit() { active_limit = outer_; }
+
+bool RegexWorkLimit::Spend(uint64_t n) {
+  if (over_ || n > left_) {
+    over_ = true;
+    left_ = 0;
+    return false;
+  }
+  left_ -= n;
+  return true;
+}
+
 // ---- Simulation -------------------------------------------------------------------------------------------
 
 namespace {
+
 
 // A set of instruction indices with O(1) insert, membership and clear, iterated in insertion order (which
 // is the priority order when threads are added depth-first).
@@ -159,7 +185,8 @@ Scratch& ThreadScratch() {
 
 class Matcher {
  public:
-  Matcher(const Program& p, const RegexSubject& text) : p_(p), t_(text), n_(text.size()) {
+  Matcher(const Program& p, const RegexSubject& text)
+      : p_(p), t_(text), n_(text.size()), scratch_(ThreadScratch()), limit_(active_limit) {
     looks_.resize(p.looks.size());
     for (size_t k = 0; k < p.looks.size(); ++k) ComputeLookahead(k);  // inner lookaheads first
   }
@@ -173,7 +200,7 @@ class Matcher {
       if (in.op == Op::kAssert ? !Holds(in, pos) : (pos == 0 || !Consumes(in, t_.at(pos - 1)))) return false;
       if (in.op != Op::kAssert) --pos;
     }
-    Scratch& s = ThreadScratch();
+    Scratch& s = scratch_;
     s.a.Reset(code.insts.size());
     s.b.Reset(code.insts.size());
     StateSet* cur = &s.a;
@@ -181,7 +208,7 @@ class Matcher {
     bool at_match = false;
     Close(code, code.straight, pos, *cur, &at_match);
     for (; pos > 0; --pos) {
-      if (cur->size() == 0) return false;
+      if (cur->size() == 0 || !Spend(cur->size())) return false;
       at_match = false;
       Step(code, *cur, t_.at(pos - 1), pos - 1, *next, &at_match);
       std::swap(cur, next);
@@ -192,7 +219,7 @@ class Matcher {
   // Does some prefix of the text match (re.match)? Runs forward, stops at the first match.
   bool MatchesPrefix() {
     const Code& code = p_.forward;
-    Scratch& s = ThreadScratch();
+    Scratch& s = scratch_;
     s.a.Reset(code.insts.size());
     s.b.Reset(code.insts.size());
     StateSet* cur = &s.a;
@@ -200,7 +227,7 @@ class Matcher {
     bool at_match = false;
     Close(code, 0, 0, *cur, &at_match);
     for (size_t pos = 0; !at_match && pos < n_; ++pos) {
-      if (cur->size() == 0) return false;
+      if (cur->size() == 0 || !Spend(cur->size())) return false;
       Step(code, *cur, t_.at(pos), pos + 1, *next, &at_match);
       std::swap(cur, next);
     }
@@ -225,6 +252,7 @@ class Matcher {
       StateSet& nl = lists[1 - cur];
       nl.Clear();
       if (cl.size() == 0) break;
+      if (!Spend(cl.size())) return std::nullopt;
       for (uint32_t k = 0; k < cl.size(); ++k) {
         uint32_t pc = cl[k];
         const Inst& in = code.insts[pc];
@@ -277,7 +305,7 @@ class Matcher {
 
   // Adds `pc` and everything reachable from it without consuming a character, at text position `pos`.
   void Close(const Code& code, uint32_t pc, size_t pos, StateSet& set, bool* at_match) {
-    auto& stack = ThreadScratch().stack;
+    auto& stack = scratch_.stack;
     stack.clear();
     stack.push_back(pc);
     while (!stack.empty()) {
@@ -326,7 +354,7 @@ class Matcher {
     for (size_t pos = n_;; --pos) {
       Close(code, 0, pos, *cur, &at_match);
       table[pos] = at_match;
-      if (pos == 0) break;
+      if (pos == 0 || !Spend(cur->size())) break;  // past the limit the caller discards the answer
       at_match = false;
       Step(code, *cur, t_.at(pos - 1), pos - 1, *next, &at_match);
       std::swap(cur, next);
@@ -373,9 +401,14 @@ class Matcher {
     size_t slot, value;
   };
 
+  // Thread-local lookups cost a call each in some builds: done once per match, not per step.
+  bool Spend(uint64_t n) { return !limit_ || limit_->Spend(n); }
+
   const Program& p_;
   const RegexSubject& t_;
   size_t n_;
+  Scratch& scratch_;
+  RegexWorkLimit* limit_;
   std::vector<std::vector<uint8_t>> looks_;
   std::vector<Entry> cap_stack_;
 };
@@ -392,12 +425,12 @@ bool PythonRegex::TailFits(const RegexSubject& text, size_t end) const {
 }
 
 bool PythonRegex::FullMatch(const RegexSubject& text) const {
-  if (!program_ || !TailFits(text, text.size())) return false;
+  if (!program_ || (active_limit && active_limit->exceeded()) || !TailFits(text, text.size())) return false;
   return Matcher(*program_, text).MatchesRange(text.size());
 }
 
 bool PythonRegex::Match(const RegexSubject& text) const {
-  if (!program_) return false;
+  if (!program_ || (active_limit && active_limit->exceeded())) return false;
   if (!ends_with_dollar_) return Matcher(*program_, text).MatchesPrefix();
   // Every match ends where `$` holds: at the end, or before a final newline.
   size_t n = text.size();
@@ -409,7 +442,7 @@ bool PythonRegex::Match(const RegexSubject& text) const {
 }
 
 std::optional<std::vector<std::optional<PythonRegex::Span>>> PythonRegex::MatchGroups(std::string_view text) const {
-  if (!program_) return std::nullopt;
+  if (!program_ || (active_limit && active_limit->exceeded())) return std::nullopt;
   RegexSubject subject(text);
   auto slots = Matcher(*program_, subject).MatchSlots();
   if (!slots) return std::nullopt;

@@ -5,6 +5,7 @@
 
 #include "adapter/format_internal.h"
 #include "adapter/python_json.h"
+#include "adapter/python_regex.h"
 #include "adapter/tensor_fetch.h"
 
 namespace pb::adapter {
@@ -47,6 +48,26 @@ Result<AdapterFormat> DetectFormat(const Header& header, const std::optional<std
   return static_cast<AdapterFormat>(best);
 }
 
+namespace {
+
+// The NFA simulation one read may take (RegexWorkLimit): far above real configs (a few hundred steps per
+// module and regex pattern; 50,000 literal rank_pattern keys over 200 modules need none), 0.1 s natively
+// and 2 s in the instrumented fuzz build, so a hostile config cannot hold a tab or a worker for minutes.
+constexpr uint64_t kRegexStepsPerRead = uint64_t{1} << 22;
+
+Result<ReadResult> ReadAs(AdapterFormat format, ReadState& state) {
+  switch (format) {
+    case AdapterFormat::kPeft: return internal::ReadPeft(state);
+    case AdapterFormat::kMlx: return internal::ReadMlx(state);
+    case AdapterFormat::kKohya: return internal::ReadKohya(state);
+    case AdapterFormat::kGgufNames: return internal::ReadGgufNames(state);
+    case AdapterFormat::kDiffusersAttnProc: return internal::ReadDiffusersAttnProc(state);
+  }
+  return MakeError(ErrorCode::InvalidArgument, "unknown format");
+}
+
+}  // namespace
+
 Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& options) {
   // The JSON files come first: a malformed or hostile one (100,000 levels deep…) fails before any work, and
   // the readers below, which parse them again, may then take them as valid.
@@ -85,14 +106,17 @@ Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& o
     }
   }
   state.result.adapter.source_format = std::string(FormatName(format));
-  switch (format) {
-    case AdapterFormat::kPeft: return internal::ReadPeft(state);
-    case AdapterFormat::kMlx: return internal::ReadMlx(state);
-    case AdapterFormat::kKohya: return internal::ReadKohya(state);
-    case AdapterFormat::kGgufNames: return internal::ReadGgufNames(state);
-    case AdapterFormat::kDiffusersAttnProc: return internal::ReadDiffusersAttnProc(state);
-  }
-  return MakeError(ErrorCode::InvalidArgument, "unknown format");
+  RegexWorkLimit limit(kRegexStepsPerRead);
+  Result<ReadResult> read = ReadAs(format, state);
+  if (limit.exceeded())
+    return MakeError(ErrorCode::InvalidConfig,
+                     "adapter_config.json: matching its module patterns (target_modules, exclude_modules, "
+                     "modules_to_save, rank_pattern, alpha_pattern, layers_pattern) against the " +
+                         std::to_string(state.header.tensor_count()) + " tensor names of " + source.weights_name +
+                         " takes more than " + std::to_string(limit.steps()) +
+                         " regex steps (PEFT's `re` would need at least as many); fewer or simpler patterns, or "
+                         "shorter names, would fit");
+  return read;
 }
 
 namespace internal {

@@ -7,6 +7,9 @@
 #include <cstdio>
 
 #include "adapter/module_select.h"
+#include "adapter/python_regex.h"
+#include "adapter/adapter_io.h"
+#include "adapter_fixtures.h"
 #include "test_util.h"
 
 namespace pb::testing {
@@ -177,7 +180,6 @@ TEST(ModuleSettings, RsLoraDividesBySqrtRank) {
   EXPECT_EQ(ResolveModuleSettings(c, "layers.0.q_proj").scaling, 8.0);
   EXPECT_EQ(ResolveModuleSettings(c, "layers.0.v_proj").scaling, 32.0 / std::sqrt(8.0));
 }
-
 }  // namespace
 }  // namespace pb::testing
 
@@ -234,6 +236,93 @@ TEST(ModuleSelectHostile, PatternsAreCompiledOncePerConfig) {
   double match = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("50000 rank_pattern keys: parse+compile %.2f s, 200 modules resolved in %.2f s\n", parse, match);
   EXPECT_GT(total, 0);
+}
+
+// Plain entries (letters, digits, _ and -) are looked up by segment instead of run as regexes: the same
+// answers as the regex PEFT builds, on names with dots, empty segments, newlines and entries as substrings.
+TEST(ModulesToSave, PlainEntriesBySegmentAgreeWithPeftsRegex) {
+  const std::vector<std::string> entries = {"ab", "b", "a_b", "b-a", "ba"};
+  std::string list;
+  for (const auto& e : entries) list += (list.empty() ? "\"" : ", \"") + e + "\"";
+  // target_modules "(.|\n)*" matches every name, so IsTargeted is false exactly for the saved ones.
+  LoraConfig c = Config(R"("target_modules": "(.|\\n)*", "modules_to_save": [)" + list + "]");
+  ASSERT_NE(c.patterns, nullptr);
+  EXPECT_EQ(c.patterns->saved_module_names.size(), entries.size());
+  EXPECT_TRUE(c.patterns->modules_to_save.empty());
+  std::vector<adapter::PythonRegex> peft;
+  for (const auto& e : entries) peft.push_back(adapter::CompilePythonRegex("(^|.*\\.)" + e + "($|\\..*)").value());
+  const char alphabet[] = {'a', 'b', '.', '\n', '_', '-'};
+  uint64_t state = 12345;
+  int saved = 0;
+  for (int k = 0; k < 20000; ++k) {
+    std::string name;
+    size_t len = 1 + (k % 9);
+    for (size_t i = 0; i < len; ++i) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      name += alphabet[(state >> 33) % sizeof alphabet];
+    }
+    bool expect_saved = false;
+    for (const auto& re : peft) expect_saved = expect_saved || re.Match(name);
+    saved += expect_saved;
+    EXPECT_EQ(IsTargeted(c, name), !expect_saved) << "name \"" << name << "\"";
+  }
+  EXPECT_GT(saved, 100);  // the generator reaches both answers
+  // The edges by hand: a final newline ends a segment; an earlier one stops `.*`.
+  EXPECT_EQ(IsTargeted(c, "x.ab\n"), false);
+  EXPECT_EQ(IsTargeted(Config(R"("target_modules": ["ab"], "modules_to_save": ["ab"])"), "x\ny.ab"), true);
+  EXPECT_EQ(IsTargeted(c, "x.abc.y"), true);
+}
+
+// The fuzz finding (fuzz/corpus_seeds/adapter_readers-modules_to_save-x-long-name): 16,437 entries against
+// a 200,000-character module name. Repeated entries are matched once; distinct regex entries past the
+// work limit end in a precise error, in bounded time.
+TEST(ModulesToSave, ManyEntriesAgainstALongNameAreBounded) {
+  auto read = [](const std::string& entries, const std::string& module) {
+    std::vector<GenTensor> t;
+    AddLinear(t, module, 1, 1, 1);
+    GeneratedAdapter g{PeftConfig(R"("r": 1, "lora_alpha": 1, "target_modules": ["a"], "modules_to_save": [)" +
+                                  entries + "]"),
+                       BuildSafetensors(t, 1), std::nullopt};
+    auto start = std::chrono::steady_clock::now();
+    auto r = adapter::ReadAdapter(g.source(), {});
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 20.0);
+    return r;
+  };
+  const std::string long_name = "x." + std::string(200000, 'a') + ".a";
+  std::string repeated, distinct;
+  for (int k = 0; k < 16437; ++k) {
+    repeated += std::string(k ? ", " : "") + R"(".lora_A.weight#")";
+    distinct += std::string(k ? ", " : "") + "\"z." + std::to_string(k) + "\"";
+  }
+  auto once = read(repeated, long_name);
+  ASSERT_TRUE(once.ok()) << once.error().message;
+  EXPECT_EQ(once->adapter.modules.size(), 1u);
+  auto bounded = read(distinct, long_name);
+  ASSERT_FALSE(bounded.ok());
+  EXPECT_EQ(bounded.error().code, ErrorCode::InvalidConfig);
+  EXPECT_NE(bounded.error().message.find("modules_to_save"), std::string::npos) << bounded.error().message;
+  EXPECT_NE(bounded.error().message.find("4194304 regex steps"), std::string::npos) << bounded.error().message;
+  // The same entries against ordinary names fit easily.
+  auto fits = read(distinct, "model.layers.0.a");
+  ASSERT_TRUE(fits.ok()) << fits.error().message;
+}
+
+TEST(RegexWorkLimit, CountsStepsNestsAndStopsMatching) {
+  auto re = adapter::CompilePythonRegex("(a|b)*c").value();
+  const std::string text = std::string(1000, 'a') + "c";
+  {
+    adapter::RegexWorkLimit outer(1u << 20);
+    {
+      adapter::RegexWorkLimit inner(10);
+      EXPECT_FALSE(re.FullMatch(text));  // true without a limit: the limit answers false
+      EXPECT_TRUE(inner.exceeded());
+    }
+    EXPECT_FALSE(outer.exceeded());
+    EXPECT_TRUE(re.FullMatch(text));
+    EXPECT_FALSE(outer.exceeded());
+  }
+  EXPECT_TRUE(re.FullMatch(text));
 }
 
 }  // namespace
