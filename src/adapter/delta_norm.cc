@@ -62,7 +62,7 @@ void DeltaNormPass::Advance() {
 
 Status DeltaNormPass::SupplyAdapter(std::span<const uint8_t> bytes) {
   if (done()) return MakeError(ErrorCode::InvalidArgument, "adapter bytes that were not asked for");
-  if (Status s = fetch_.Supply(bytes); !s.ok()) return s;
+  PB_RETURN_IF_ERROR(fetch_.Supply(bytes));
   Advance();
   return Status::Ok();
 }

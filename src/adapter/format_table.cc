@@ -61,9 +61,8 @@ const RoleSpelling* FormatTable::Find(FormatRole role) const {
 }
 
 Result<FormatTable> ParseFormatTable(std::string_view path, std::string_view json_text) {
-  auto parsed = ParseJson(json_text, "format table " + std::string(path));
-  if (!parsed.ok()) return parsed.error();
-  const Json& j = parsed.value();
+  PB_ASSIGN_OR_RETURN(auto parsed, ParseJson(json_text, "format table " + std::string(path)));
+  const Json& j = parsed;
   if (!j.is_object()) return Bad(path, "not a JSON object");
   FormatTable t;
   auto name = StringField(j, "format");

@@ -383,7 +383,7 @@ Result<LoraConfig> ParseLoraConfig(std::string_view json_text) {
   if (auto e = CheckSupported(in, c)) return *e;
   for (auto it = c.document.begin(); it != c.document.end(); ++it)
     if (!Contains(kKnownKeys, it.key())) c.unknown_keys.push_back(it.key());
-  if (Status s = CompileConfigPatterns(c); !s.ok()) return s.error();
+  PB_RETURN_IF_ERROR(CompileConfigPatterns(c));
   return c;
 }
 

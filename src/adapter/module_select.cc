@@ -93,23 +93,21 @@ Result<std::shared_ptr<const ConfigPatterns>> Compile(const LoraConfig& config) 
   std::vector<PythonRegex> one;
   const ModuleSelector& tm = config.target_modules;
   if (tm.form == Form::kRegex && !tm.is_all_linear()) {
-    if (Status s = Add("`target_modules` regex " + Quote(tm.regex), tm.regex, one); !s.ok()) return s.error();
+    PB_RETURN_IF_ERROR(Add("`target_modules` regex " + Quote(tm.regex), tm.regex, one));
     out->target_modules = std::move(one.back());
   }
   const ModuleSelector& ex = config.exclude_modules;
   if (ex.form == Form::kRegex) {
     one.clear();
-    if (Status s = Add("`exclude_modules` regex " + Quote(ex.regex), ex.regex, one); !s.ok()) return s.error();
+    PB_RETURN_IF_ERROR(Add("`exclude_modules` regex " + Quote(ex.regex), ex.regex, one));
     if (!ex.regex.empty()) out->exclude_modules = std::move(one.back());  // PEFT tests "" for truthiness
   }
   out->rank_keys.reserve(config.rank_pattern.size());
   for (const auto& [key, r] : config.rank_pattern)
-    if (Status s = Add("`rank_pattern` key " + Quote(key), RankKeyPattern(key), out->rank_keys); !s.ok())
-      return s.error();
+    PB_RETURN_IF_ERROR(Add("`rank_pattern` key " + Quote(key), RankKeyPattern(key), out->rank_keys));
   out->alpha_keys.reserve(config.alpha_pattern.size());
   for (const auto& [key, alpha] : config.alpha_pattern)
-    if (Status s = Add("`alpha_pattern` key " + Quote(key), RankKeyPattern(key), out->alpha_keys); !s.ok())
-      return s.error();
+    PB_RETURN_IF_ERROR(Add("`alpha_pattern` key " + Quote(key), RankKeyPattern(key), out->alpha_keys));
   // PEFT splices these into regexes too (check_target_module_exists).
   std::set<std::string_view> regex_entries;
   for (const auto& m : config.modules_to_save) {
@@ -126,8 +124,7 @@ Result<std::shared_ptr<const ConfigPatterns>> Compile(const LoraConfig& config) 
                                 out->saved_module_names.end());
   if (!config.layers_to_transform.empty()) {
     if (config.layers_pattern.empty()) {
-      if (Status s = Add("the default layer pattern", std::string(kDefaultLayersPattern), out->layers); !s.ok())
-        return s.error();
+      PB_RETURN_IF_ERROR(Add("the default layer pattern", std::string(kDefaultLayersPattern), out->layers));
     }
     for (const auto& p : config.layers_pattern)
       if (Status s = Add("`layers_pattern` entry " + Quote(p), LayersPattern(p), out->layers, /*allowed_groups=*/1);
@@ -165,9 +162,8 @@ std::optional<std::pair<std::string, V>> FirstPatternMatch(const std::vector<std
 
 Status CompileConfigPatterns(LoraConfig& config) {
   config.patterns.reset();
-  auto compiled = Compile(config);
-  if (!compiled.ok()) return compiled.error();
-  config.patterns = std::move(compiled.value());
+  PB_ASSIGN_OR_RETURN(auto compiled, Compile(config));
+  config.patterns = std::move(compiled);
   return Status::Ok();
 }
 

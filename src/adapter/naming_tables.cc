@@ -361,21 +361,19 @@ const NamingTables& NamingTables::Builtin() {
 Result<NamingTables> NamingTables::Parse(std::span<const EmbeddedFile> files) {
   NamingTables out;
   for (const auto& f : files) {
-    auto t = TableParser(f.path).Parse(f.text);
-    if (!t.ok()) return t.error();
+    PB_ASSIGN_OR_RETURN(auto t, TableParser(f.path).Parse(f.text));
     for (const auto& existing : out.arches_)
-      if (existing.name == t->name)
+      if (existing.name == t.name)
         return MakeError(ErrorCode::InvalidConfig,
-                         std::string(f.path) + ": a table named \"" + t->name + "\" is already listed");
-    out.arches_.push_back(std::move(t.value()));
+                         std::string(f.path) + ": a table named \"" + t.name + "\" is already listed");
+    out.arches_.push_back(std::move(t));
   }
   return out;
 }
 
 Status NamingTables::Add(std::span<const EmbeddedFile> files) {
-  auto parsed = Parse(files);
-  if (!parsed.ok()) return parsed.error();
-  for (auto& t : parsed->arches_) {
+  PB_ASSIGN_OR_RETURN(auto parsed, Parse(files));
+  for (auto& t : parsed.arches_) {
     auto same = std::find_if(arches_.begin(), arches_.end(), [&](const ArchTable& a) { return a.name == t.name; });
     if (same != arches_.end())
       *same = std::move(t);

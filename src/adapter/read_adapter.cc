@@ -72,9 +72,9 @@ Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& o
   // The JSON files come first: a malformed or hostile one (100,000 levels deep…) fails before any work, and
   // the readers below, which parse them again, may then take them as valid.
   if (source.config)
-    if (auto j = ParseJson(*source.config, "adapter_config.json"); !j.ok()) return j.error();
+    PB_RETURN_IF_ERROR(ParseJson(*source.config, "adapter_config.json"));
   if (source.base_config)
-    if (auto j = ParseJson(*source.base_config, "config.json"); !j.ok()) return j.error();
+    PB_RETURN_IF_ERROR(ParseJson(*source.base_config, "config.json"));
   Result<Header> header = source.header ? Result<Header>(*source.header) : ParseWholeFile(source.weights);
   if (source.header) {
     uint64_t inline_total = 0;
@@ -93,9 +93,8 @@ Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& o
   if (options.format) {
     format = *options.format;
   } else {
-    auto detected = DetectFormat(header.value(), source.config);
-    if (!detected.ok()) return detected.error();
-    format = detected.value();
+    PB_ASSIGN_OR_RETURN(auto detected, DetectFormat(header.value(), source.config));
+    format = detected;
   }
   ReadState state{source, options, internal::TablesOf(options.tables), std::move(header.value()), {}, {}, {}, {}, {}};
   if (source.header) {

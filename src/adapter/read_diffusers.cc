@@ -25,9 +25,8 @@ Result<ReadResult> ReadDiffusersAttnProc(ReadState& state) {
       const auto r = static_cast<int64_t>(rt.tensor.shape[0]);
       rank_alpha.push_back({rt.module, {r, static_cast<double>(r)}});
     }
-  auto config = ConfigFromDocument(SynthesizeConfig(rank_alpha, false, std::nullopt));
-  if (!config.ok()) return config.error();
-  return state.Finish(std::move(config.value()));
+  PB_ASSIGN_OR_RETURN(auto config, ConfigFromDocument(SynthesizeConfig(rank_alpha, false, std::nullopt)));
+  return state.Finish(std::move(config));
 }
 
 }  // namespace pb::adapter::internal

@@ -44,10 +44,9 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
   // Prefer the dotted paths peft-bridge recorded; else the table's first body prefix (a *ForCausalLM model).
   std::map<std::string, std::string> recorded;  // gguf base name -> dotted path
   if (auto paths = MetadataValue(state.header, kModulePathsKey)) {
-    auto list = ParseJson(*paths, std::string("safetensors metadata ") + kModulePathsKey);
-    if (!list.ok()) return list.error();
-    if (list->is_array())
-      for (const auto& p : list.value())
+    PB_ASSIGN_OR_RETURN(auto list, ParseJson(*paths, std::string("safetensors metadata ") + kModulePathsKey));
+    if (list.is_array())
+      for (const auto& p : list)
         if (p.is_string())
           if (auto m = state.tables.MatchHf(*table_arch, p.get<std::string>()); m && m->gguf)
             recorded[*m->gguf] = m->hf;
@@ -80,9 +79,8 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
     Tensor t = state.Load(i);
     std::string action = "copy";
     if (embedding && is_a) {
-      auto tr = Transpose2D(t);
-      if (!tr.ok()) return tr.error();
-      t = std::move(tr.value());
+      PB_ASSIGN_OR_RETURN(auto tr, Transpose2D(t));
+      t = std::move(tr);
       action = "transpose";
     }
     if (!is_a && match->tmpl->gguf_permute) {
@@ -92,11 +90,9 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
                                table_arch->gguf_arch + ".attention.head_count metadata, no --base-config)");
         continue;
       }
-      auto order = GgufRowOrder(p, t.shape.empty() ? 0 : t.shape[0], n_head, n_kv);
-      if (!order.ok()) return order.error();
-      auto un = PermuteRows(t, InvertOrder(order.value()));
-      if (!un.ok()) return un.error();
-      t = std::move(un.value());
+      PB_ASSIGN_OR_RETURN(auto order, GgufRowOrder(p, t.shape.empty() ? 0 : t.shape[0], n_head, n_kv));
+      PB_ASSIGN_OR_RETURN(auto un, PermuteRows(t, InvertOrder(order)));
+      t = std::move(un);
       action = "unpermute rows (" + std::string(RowPermutationKindName(p.kind)) + ")";
     }
     PeftRole role = embedding ? (is_a ? PeftRole::kEmbeddingA : PeftRole::kEmbeddingB)
@@ -109,9 +105,8 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
   Json doc;
   bool have_doc = false;
   if (auto carried = MetadataValue(state.header, kPeftConfigKey)) {
-    auto parsed = ParseJson(*carried, std::string("safetensors metadata ") + kPeftConfigKey);
-    if (!parsed.ok()) return parsed.error();
-    doc = std::move(parsed.value());
+    PB_ASSIGN_OR_RETURN(auto parsed, ParseJson(*carried, std::string("safetensors metadata ") + kPeftConfigKey));
+    doc = std::move(parsed);
     // The carried config holds only when the scaling was not folded into B (alpha kept).
     have_doc = doc.is_object() && alpha != 0;
   }
@@ -125,9 +120,8 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
     }
     doc = SynthesizeConfig(rank_alpha, false, std::nullopt);
   }
-  auto config = ConfigFromDocument(doc);
-  if (!config.ok()) return config.error();
-  return state.Finish(std::move(config.value()));
+  PB_ASSIGN_OR_RETURN(auto config, ConfigFromDocument(doc));
+  return state.Finish(std::move(config));
 }
 
 }  // namespace pb::adapter::internal

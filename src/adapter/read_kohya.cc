@@ -35,11 +35,10 @@ Result<ReadResult> ReadKohya(ReadState& state) {
   // component prefixes have it.
   std::map<std::string, std::string> by_name, dotted;
   if (auto paths = MetadataValue(state.header, kModulePathsKey)) {
-    auto list = ParseJson(*paths, std::string("safetensors metadata ") + kModulePathsKey);
-    if (!list.ok()) return list.error();
+    PB_ASSIGN_OR_RETURN(auto list, ParseJson(*paths, std::string("safetensors metadata ") + kModulePathsKey));
     std::vector<std::string> listed;
-    if (list->is_array())
-      for (const auto& p : list.value())
+    if (list.is_array())
+      for (const auto& p : list)
         if (p.is_string()) listed.push_back(p.get<std::string>());
     const bool second_text_encoder = HasSecondTextEncoder(listed);
     const std::string prefix = table.write_prefix.value_or(table.prefixes.front());
@@ -123,9 +122,8 @@ Result<ReadResult> ReadKohya(ReadState& state) {
   Json doc;
   bool have_doc = false;
   if (auto carried = MetadataValue(state.header, kPeftConfigKey)) {
-    auto parsed = ParseJson(*carried, std::string("safetensors metadata ") + kPeftConfigKey);
-    if (!parsed.ok()) return parsed.error();
-    doc = std::move(parsed.value());
+    PB_ASSIGN_OR_RETURN(auto parsed, ParseJson(*carried, std::string("safetensors metadata ") + kPeftConfigKey));
+    doc = std::move(parsed);
     have_doc = doc.is_object();
   }
   if (!have_doc) {
@@ -141,9 +139,8 @@ Result<ReadResult> ReadKohya(ReadState& state) {
   // The alpha tensors are consumed into the config.
   for (const auto& [module, key] : alpha_keys) state.result.mappings.push_back({key, "adapter_config.json", "alpha", ""});
   if (arch.value()) state.result.adapter.arch = arch.value()->name;
-  auto config = ConfigFromDocument(doc);
-  if (!config.ok()) return config.error();
-  return state.Finish(std::move(config.value()));
+  PB_ASSIGN_OR_RETURN(auto config, ConfigFromDocument(doc));
+  return state.Finish(std::move(config));
 }
 
 }  // namespace pb::adapter::internal

@@ -21,9 +21,8 @@ Result<ReadResult> ReadMlx(ReadState& state) {
   if (!state.source.config)
     return MakeError(ErrorCode::InvalidConfig,
                      "adapter_config.json is missing: mlx-lm keeps the LoRA rank and scale there");
-  auto parsed = ParseJson(*state.source.config, "adapter_config.json");
-  if (!parsed.ok()) return parsed.error();
-  Json& cfg = parsed.value();
+  PB_ASSIGN_OR_RETURN(auto parsed, ParseJson(*state.source.config, "adapter_config.json"));
+  Json& cfg = parsed;
   if (!cfg.is_object()) return MakeError(ErrorCode::InvalidConfig, "adapter_config.json is not a JSON object");
   std::string fine_tune_type = "lora";
   if (cfg.contains("fine_tune_type")) {
@@ -71,12 +70,11 @@ Result<ReadResult> ReadMlx(ReadState& state) {
       state.Reject(name, "mlx-lm LoRA factors are 2-D; switch (MoE) layers [experts, ...] are not supported");
       continue;
     }
-    auto transposed = Transpose2D(t);
-    if (!transposed.ok()) return transposed.error();
+    PB_ASSIGN_OR_RETURN(auto transposed, Transpose2D(t));
     PeftRole peft_role = role == FormatRole::kLoraA || role == FormatRole::kEmbeddingA
                              ? (embedding ? PeftRole::kEmbeddingA : PeftRole::kLoraA)
                              : (embedding ? PeftRole::kEmbeddingB : PeftRole::kLoraB);
-    state.AddRole(name, module, peft_role, std::move(transposed.value()), "transpose");
+    state.AddRole(name, module, peft_role, std::move(transposed), "transpose");
   }
 
   // PEFT meaning: per module r from the tensors, alpha = scale * r (mlx's scale is the final multiplier).
@@ -99,9 +97,8 @@ Result<ReadResult> ReadMlx(ReadState& state) {
       doc["lora_dropout"] = cfg["lora_parameters"]["dropout"];
   }
   if (arch.value()) state.result.adapter.arch = arch.value()->name;
-  auto config = ConfigFromDocument(doc);
-  if (!config.ok()) return config.error();
-  return state.Finish(std::move(config.value()));
+  PB_ASSIGN_OR_RETURN(auto config, ConfigFromDocument(doc));
+  return state.Finish(std::move(config));
 }
 
 }  // namespace pb::adapter::internal

@@ -54,9 +54,8 @@ Result<ReadResult> ReadPeft(ReadState& state) {
   if (!state.source.config)
     return MakeError(ErrorCode::InvalidConfig, "adapter_config.json is missing: a PEFT adapter needs it for r, "
                                                "lora_alpha and the target modules");
-  auto config = ParseLoraConfig(*state.source.config);
-  if (!config.ok()) return config.error();
-  const LoraConfig& cfg = config.value();
+  PB_ASSIGN_OR_RETURN(auto config, ParseLoraConfig(*state.source.config));
+  const LoraConfig& cfg = config;
   const auto modules_to_save = ImpliedModulesToSave(cfg);
   auto& adapter = state.result.adapter;
 
@@ -103,7 +102,7 @@ Result<ReadResult> ReadPeft(ReadState& state) {
       state.Reject(name, ForeignTensorReason(key));
     }
   }
-  return state.Finish(std::move(config.value()));
+  return state.Finish(std::move(config));
 }
 
 }  // namespace pb::adapter::internal

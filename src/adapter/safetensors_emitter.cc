@@ -3,10 +3,9 @@
 namespace pb::adapter {
 
 Status SafetensorsEmitter::Begin() {
-  auto plan = PlanSafetensors(output_);
-  if (!plan.ok()) return plan.error();
-  writer_ = std::make_unique<StreamingWriter>(std::move(plan.value()), sink_);
-  if (Status s = writer_->Begin(); !s.ok()) return s;
+  PB_ASSIGN_OR_RETURN(auto plan, PlanSafetensors(output_));
+  writer_ = std::make_unique<StreamingWriter>(std::move(plan), sink_);
+  PB_RETURN_IF_ERROR(writer_->Begin());
   return Advance();
 }
 
@@ -15,7 +14,7 @@ Status SafetensorsEmitter::Advance() {
   while (next_ < planned.size()) {
     const size_t i = planned[next_].input_index;
     if (!output_.IsReference(i)) {
-      if (Status s = writer_->Write(output_.data[i]); !s.ok()) return s;
+      PB_RETURN_IF_ERROR(writer_->Write(output_.data[i]));
       ++next_;
       continue;
     }
@@ -24,7 +23,7 @@ Status SafetensorsEmitter::Advance() {
       requested_ = true;
     }
     if (!fetch_.ready()) return Status::Ok();  // waiting for its bytes
-    if (Status s = writer_->Write(fetch_.get(0)->bytes); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(writer_->Write(fetch_.get(0)->bytes));
     fetch_.Release();
     requested_ = false;
     ++next_;
@@ -34,7 +33,7 @@ Status SafetensorsEmitter::Advance() {
 
 Status SafetensorsEmitter::SupplyAdapter(std::span<const uint8_t> bytes) {
   if (!writer_ || !requested_) return MakeError(ErrorCode::InvalidArgument, "adapter bytes that were not asked for");
-  if (Status s = fetch_.Supply(bytes); !s.ok()) return s;
+  PB_RETURN_IF_ERROR(fetch_.Supply(bytes));
   return Advance();
 }
 

@@ -45,7 +45,7 @@ const TensorRef& TensorFetch::RefOf(size_t k) const { return *requested_[lazy_[k
 // Completes the lazy tensors from filling_ on that need no bytes (empty tensors).
 Status TensorFetch::CompleteEmpty() {
   while (filling_ < lazy_.size() && RefOf(filling_).range.size() == 0)
-    if (Status s = Complete(filling_++); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(Complete(filling_++));
   if (filling_ == lazy_.size()) needs_.clear();
   return Status::Ok();
 }
@@ -75,8 +75,8 @@ Status TensorFetch::Supply(std::span<const uint8_t> bytes) {
     dst.insert(dst.end(), bytes.begin(), bytes.begin() + take);
     bytes = bytes.subspan(take);
     if (dst.size() < want) break;
-    if (Status s = Complete(filling_++); !s.ok()) return s;
-    if (Status s = CompleteEmpty(); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(Complete(filling_++));
+    PB_RETURN_IF_ERROR(CompleteEmpty());
   }
   return Status::Ok();
 }

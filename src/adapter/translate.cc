@@ -16,14 +16,12 @@ std::string ComposeActions(const std::string& read, const std::string& write) {
 
 Result<TranslateResult> Translate(const AdapterSource& source, AdapterFormat to, const ReadOptions& read_options,
                                   const WriteOptions& write_options) {
-  auto read = ReadAdapter(source, read_options);
-  if (!read.ok()) return read.error();
+  PB_ASSIGN_OR_RETURN(auto read, ReadAdapter(source, read_options));
   WriteOptions options = write_options;
   if (!options.base_config) options.base_config = source.base_config;
   if (!options.arch) options.arch = read_options.arch;
-  auto written = WriteAdapter(read->adapter, to, options);
-  if (!written.ok()) return written.error();
-  TranslateResult result{std::move(read.value()), std::move(written.value()), {}};
+  PB_ASSIGN_OR_RETURN(auto written, WriteAdapter(read.adapter, to, options));
+  TranslateResult result{std::move(read), std::move(written), {}};
   std::map<std::string, const TensorMapping*> by_canonical;
   for (const auto& m : result.output.mappings) by_canonical[m.from] = &m;
   for (const auto& in : result.read.mappings) {

@@ -20,16 +20,15 @@ void SafetensorsOutput::Add(Tensor t) {
 }
 
 Status EmitSafetensors(const SafetensorsOutput& output, ByteSink& sink) {
-  auto plan = PlanSafetensors(output);
-  if (!plan.ok()) return plan.error();
-  StreamingWriter writer(std::move(plan.value()), sink);
-  if (Status s = writer.Begin(); !s.ok()) return s;
+  PB_ASSIGN_OR_RETURN(auto plan, PlanSafetensors(output));
+  StreamingWriter writer(std::move(plan), sink);
+  PB_RETURN_IF_ERROR(writer.Begin());
   for (const auto& planned : writer.plan().tensors) {
     if (output.IsReference(planned.input_index))
       return MakeError(ErrorCode::InvalidArgument, "internal: `" + output.tensors[planned.input_index].name +
                                                        "` is a reference; write it with SafetensorsEmitter");
     const auto& bytes = output.data[planned.input_index];
-    if (Status s = writer.Write(bytes); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(writer.Write(bytes));
   }
   return writer.Finish();
 }
@@ -107,9 +106,8 @@ Result<AdapterOutput> WritePeft(const Adapter& adapter, const WriteOptions& opti
   out.weights.metadata = table.metadata;
   Json doc = adapter.config.document;
   if (options.compat_pre_014) {
-    auto compat = CompatDocument(doc, out.notes);
-    if (!compat.ok()) return compat.error();
-    doc = std::move(compat.value());
+    PB_ASSIGN_OR_RETURN(auto compat, CompatDocument(doc, out.notes));
+    doc = std::move(compat);
   }
   out.config_text = DumpPythonJson(doc);
   return out;

@@ -12,9 +12,8 @@ namespace pb::adapter::internal {
 
 Result<AdapterOutput> WriteGgufNames(const Adapter& adapter, const WriteOptions& options) {
   const NamingTables& tables = TablesOf(options.tables);
-  auto chosen = ChooseArch(tables, options.arch ? options.arch : adapter.arch, options.base_config);
-  if (!chosen.ok()) return chosen.error();
-  const ArchTable* arch = chosen.value();
+  PB_ASSIGN_OR_RETURN(auto chosen, ChooseArch(tables, options.arch ? options.arch : adapter.arch, options.base_config));
+  const ArchTable* arch = chosen;
   if (!arch) {
     std::vector<std::string> paths;
     for (const auto& m : adapter.modules) paths.push_back(m.path);
@@ -58,25 +57,21 @@ Result<AdapterOutput> WriteGgufNames(const Adapter& adapter, const WriteOptions&
     Tensor a = m.a, b = m.b;
     std::string a_action = "copy", b_action = "copy";
     if (fold) {
-      auto scaled = ScaleTensor(b, m.settings.scaling);
-      if (!scaled.ok()) return scaled.error();
-      b = std::move(scaled.value());
+      PB_ASSIGN_OR_RETURN(auto scaled, ScaleTensor(b, m.settings.scaling));
+      b = std::move(scaled);
       b_action = "fold scale";
     }
     if (match->tmpl->gguf_permute && !emb) {
       if (heads == 0) { reject_module("llama.cpp reorders this weight's rows by attention head; pass --base-config so the head count is known"); continue; }
-      auto order = GgufRowOrder(*match->tmpl->gguf_permute, b.shape[0], heads, kv_heads);
-      if (!order.ok()) return order.error();
-      auto permuted = PermuteRows(b, order.value());
-      if (!permuted.ok()) return permuted.error();
-      b = std::move(permuted.value());
+      PB_ASSIGN_OR_RETURN(auto order, GgufRowOrder(*match->tmpl->gguf_permute, b.shape[0], heads, kv_heads));
+      PB_ASSIGN_OR_RETURN(auto permuted, PermuteRows(b, order));
+      b = std::move(permuted);
       const std::string permute = "permute rows (" + std::string(RowPermutationKindName(match->tmpl->gguf_permute->kind)) + ")";
       b_action = b_action == "copy" ? permute : b_action + ", " + permute;
     }
     if (emb) {
-      auto t = Transpose2D(a);
-      if (!t.ok()) return t.error();
-      a = std::move(t.value());
+      PB_ASSIGN_OR_RETURN(auto t, Transpose2D(a));
+      a = std::move(t);
       a_action = "transpose";
     }
     const std::string base = *match->gguf;

@@ -62,9 +62,8 @@ Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& optio
     Tensor b = m->b;
     std::string b_action = "transpose";
     if (m->settings.scaling != scale) {
-      auto folded = ScaleTensor(b, m->settings.scaling / scale);
-      if (!folded.ok()) return folded.error();
-      b = std::move(folded.value());
+      PB_ASSIGN_OR_RETURN(auto folded, ScaleTensor(b, m->settings.scaling / scale));
+      b = std::move(folded);
       b_action = "fold scale, transpose";
       out.notes.push_back("`" + m->path + "`: scaling " + PythonFloatRepr(m->settings.scaling) +
                           " differs from the adapter's " + PythonFloatRepr(scale) + "; the ratio is folded into lora_b");

@@ -69,7 +69,7 @@ Status TensorBytesConverter::Push(std::span<const uint8_t> bytes) {
     bytes = bytes.subspan(take);
     consumed_ += take;
     if (from == to) {
-      if (Status s = writer_.Write(part); !s.ok()) return s;
+      PB_RETURN_IF_ERROR(writer_.Write(part));
       continue;
     }
     const size_t in_size = DtypeBits(from) / 8, out_size = DtypeBits(to) / 8;
@@ -83,7 +83,7 @@ Status TensorBytesConverter::Push(std::span<const uint8_t> bytes) {
       if (carry_len_ < in_size) continue;
       kernels::ConvertElements(from, to, carry_, block_.data(), 1);
       carry_len_ = 0;
-      if (Status s = writer_.Write(std::span<const uint8_t>(block_.data(), out_size)); !s.ok()) return s;
+      PB_RETURN_IF_ERROR(writer_.Write(std::span<const uint8_t>(block_.data(), out_size)));
     }
     const size_t per_block = kBlockBytes / std::max(in_size, out_size) / 2 * 2;
     while (part.size() >= in_size) {
@@ -92,13 +92,13 @@ Status TensorBytesConverter::Push(std::span<const uint8_t> bytes) {
       if (lent.size() >= out_size) {
         size_t n = lent.size() / out_size;
         kernels::ConvertElements(from, to, part.data(), lent.data(), n);
-        if (Status s = writer_.Commit(n * out_size); !s.ok()) return s;
+        PB_RETURN_IF_ERROR(writer_.Commit(n * out_size));
         part = part.subspan(n * in_size);
         continue;
       }
       size_t n = std::min(part.size() / in_size, per_block);
       kernels::ConvertElements(from, to, part.data(), block_.data(), n);
-      if (Status s = writer_.Write(std::span<const uint8_t>(block_.data(), n * out_size)); !s.ok()) return s;
+      PB_RETURN_IF_ERROR(writer_.Write(std::span<const uint8_t>(block_.data(), n * out_size)));
       part = part.subspan(n * in_size);
     }
     std::memcpy(carry_, part.data(), part.size());
@@ -115,9 +115,8 @@ Status TensorBytesConverter::Finish() {
 }
 
 Status StreamingConverter::OnHeader(const Header& header) {
-  auto plan = PlanConversion(header, target_, TensorOrder::kInput);
-  if (!plan.ok()) return plan.error();
-  converter_ = std::make_unique<TensorBytesConverter>(std::move(plan.value()), sink_);
+  PB_ASSIGN_OR_RETURN(auto plan, PlanConversion(header, target_, TensorOrder::kInput));
+  converter_ = std::make_unique<TensorBytesConverter>(std::move(plan), sink_);
   return converter_->Begin();
 }
 
@@ -126,7 +125,7 @@ Status StreamingConverter::OnTensorData(size_t, uint64_t, std::span<const uint8_
 }
 
 Status StreamingConverter::Finish() {
-  if (Status s = reader_.Finish(*this); !s.ok()) return s;
+  PB_RETURN_IF_ERROR(reader_.Finish(*this));
   return converter_->Finish();
 }
 

@@ -225,11 +225,11 @@ Status HeaderBuilder::SkipValue(int depth) {
         SkipWhitespace();
         if (pos_ >= text_.size() || text_[pos_] != '"') return Fail(pos_, "key must be a string");
         size_t key_pos = pos_;
-        if (Status s = ParseString(b, n, tmp, esc); !s.ok()) return s;
+        PB_RETURN_IF_ERROR(ParseString(b, n, tmp, esc));
         std::string key = esc ? tmp : std::string(text_.substr(b, n));
         if (!keys.insert(key).second) return Fail(key_pos, "duplicate key `" + key + "`");
         if (!Consume(':')) return Fail(pos_, "expected ':'");
-        if (Status s = SkipValue(depth + 1); !s.ok()) return s;
+        PB_RETURN_IF_ERROR(SkipValue(depth + 1));
         if (Consume(',')) continue;
         if (Consume('}')) return Status::Ok();
         return Fail(pos_, "expected ',' or '}'");
@@ -239,7 +239,7 @@ Status HeaderBuilder::SkipValue(int depth) {
       ++pos_;
       if (Consume(']')) return Status::Ok();
       while (true) {
-        if (Status s = SkipValue(depth + 1); !s.ok()) return s;
+        PB_RETURN_IF_ERROR(SkipValue(depth + 1));
         if (Consume(',')) continue;
         if (Consume(']')) return Status::Ok();
         return Fail(pos_, "expected ',' or ']'");
@@ -269,7 +269,7 @@ Status HeaderBuilder::ParseU64(uint64_t& out, std::string_view field, std::strin
     // Validate the full number first, then insist it is a plain unsigned integer that fits in u64
     // (serde_json reads anything else as a negative integer or a float: both rejected for usize).
     bool plain_integer;
-    if (Status s = SkipNumber(&plain_integer); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(SkipNumber(&plain_integer));
     std::string_view num = text_.substr(start, pos_ - start);
     if (num[0] == '-')
       return FailTensor(start, tensor, "invalid value: integer `" + std::string(num) + "` in `" +
@@ -298,7 +298,7 @@ Status HeaderBuilder::ParseU64Array(std::vector<uint64_t>& out, std::string_view
   if (Consume(']')) return Status::Ok();
   while (true) {
     uint64_t v;
-    if (Status s = ParseU64(v, field, tensor); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(ParseU64(v, field, tensor));
     out.push_back(v);
     if (Consume(',')) continue;
     if (Consume(']')) return Status::Ok();
@@ -336,7 +336,7 @@ Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std
       size_t kb, kn;
       bool kesc;
       std::string kdec;
-      if (Status s = ParseString(kb, kn, kdec, kesc); !s.ok()) return s;
+      PB_RETURN_IF_ERROR(ParseString(kb, kn, kdec, kesc));
       std::string_view key = kesc ? std::string_view(kdec) : text_.substr(kb, kn);
       if (!Consume(':')) return Fail(pos_, "expected ':'");
       auto duplicate = [&] { return FailTensor(key_pos, name, "duplicate field `" + std::string(key) + "`"); };
@@ -349,7 +349,7 @@ Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std
         size_t vb, vn;
         bool vesc;
         std::string vdec;
-        if (Status s = ParseString(vb, vn, vdec, vesc); !s.ok()) return s;
+        PB_RETURN_IF_ERROR(ParseString(vb, vn, vdec, vesc));
         std::string_view v = vesc ? std::string_view(vdec) : text_.substr(vb, vn);
         auto dt = ParseDtype(v);
         if (!dt) return FailTensor(vpos, name, "unknown dtype `" + std::string(v) + "`");
@@ -357,7 +357,7 @@ Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std
       } else if (key == "shape") {
         if (have_shape) return duplicate();
         have_shape = true;
-        if (Status s = ParseU64Array(scratch_dims_, "shape", name); !s.ok()) return s;
+        PB_RETURN_IF_ERROR(ParseU64Array(scratch_dims_, "shape", name));
         rec.shape_offset = static_cast<uint32_t>(h_.dims_.size());
         rec.rank = static_cast<uint32_t>(scratch_dims_.size());
         h_.dims_.insert(h_.dims_.end(), scratch_dims_.begin(), scratch_dims_.end());
@@ -365,7 +365,7 @@ Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std
         if (have_offsets) return duplicate();
         have_offsets = true;
         size_t apos = pos_;
-        if (Status s = ParseU64Array(scratch_dims_, "data_offsets", name); !s.ok()) return s;
+        PB_RETURN_IF_ERROR(ParseU64Array(scratch_dims_, "data_offsets", name));
         if (scratch_dims_.size() != 2)
           return FailTensor(apos, name, "invalid length " + std::to_string(scratch_dims_.size()) +
                                             " for `data_offsets`, expected 2");
@@ -374,7 +374,7 @@ Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std
       } else {
         // Unknown fields are ignored, as serde does, but must be well-formed and not repeated.
         if (!other_fields.insert(std::string(key)).second) return duplicate();
-        if (Status s = SkipValue(kTensorFieldDepth); !s.ok()) return s;
+        PB_RETURN_IF_ERROR(SkipValue(kTensorFieldDepth));
       }
       if (Consume(',')) continue;
       if (Consume('}')) break;
@@ -404,13 +404,13 @@ Status HeaderBuilder::ParseMetadata() {
     size_t b, n;
     bool esc;
     std::string dec;
-    if (Status s = ParseString(b, n, dec, esc); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(ParseString(b, n, dec, esc));
     std::string key = esc ? dec : std::string(text_.substr(b, n));
     if (!Consume(':')) return Fail(pos_, "expected ':'");
     SkipWhitespace();
     if (pos_ >= text_.size() || text_[pos_] != '"')
       return Fail(pos_, "invalid type in `__metadata__` value for `" + key + "`, expected a string");
-    if (Status s = ParseString(b, n, dec, esc); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(ParseString(b, n, dec, esc));
     if (!metadata_keys_.insert(key).second) return Fail(key_pos, "duplicate key `" + key + "` in `__metadata__`");
     h_.metadata_.emplace_back(std::move(key), esc ? dec : std::string(text_.substr(b, n)));
     if (Consume(',')) continue;
@@ -439,15 +439,15 @@ Status HeaderBuilder::Parse() {
       size_t b, n;
       bool esc;
       std::string dec;
-      if (Status s = ParseString(b, n, dec, esc); !s.ok()) return s;
+      PB_RETURN_IF_ERROR(ParseString(b, n, dec, esc));
       if (!Consume(':')) return Fail(pos_, "expected ':'");
       std::string_view key = esc ? std::string_view(dec) : text_.substr(b, n);
       if (key == "__metadata__") {
         if (seen_metadata_) return Fail(key_pos, "duplicate field `__metadata__`");
         seen_metadata_ = true;
-        if (Status s = ParseMetadata(); !s.ok()) return s;
+        PB_RETURN_IF_ERROR(ParseMetadata());
       } else {
-        if (Status s = ParseTensor(b, n, dec, esc); !s.ok()) return s;
+        PB_RETURN_IF_ERROR(ParseTensor(b, n, dec, esc));
       }
       if (Consume(',')) continue;
       if (Consume('}')) break;
@@ -581,15 +581,14 @@ Error InvalidHeaderLengthError(uint64_t header_length, uint64_t file_size) {
 Result<Header> ParseHeader(std::string json, std::optional<uint64_t> total_file_size) {
   Header h;
   HeaderBuilder builder(h, std::move(json));
-  if (Status s = builder.Parse(); !s.ok()) return s.error();
-  if (Status s = builder.Validate(total_file_size); !s.ok()) return s.error();
+  PB_RETURN_IF_ERROR(builder.Parse());
+  PB_RETURN_IF_ERROR(builder.Validate(total_file_size));
   return h;
 }
 
 Result<Header> ParseWholeFile(std::span<const uint8_t> file) {
-  auto n = ReadHeaderLength(file, file.size());
-  if (!n.ok()) return n.error();
-  std::string json(reinterpret_cast<const char*>(file.data()) + 8, n.value());
+  PB_ASSIGN_OR_RETURN(auto n, ReadHeaderLength(file, file.size()));
+  std::string json(reinterpret_cast<const char*>(file.data()) + 8, n);
   return ParseHeader(std::move(json), file.size());
 }
 

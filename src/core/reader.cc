@@ -65,7 +65,7 @@ Status StreamingReader::Feed(std::span<const uint8_t> chunk, ReaderEvents& event
     json_.append(reinterpret_cast<const char*>(chunk.data()) + i, take);
     i += take;
     if (json_.size() < header_len_) return Status::Ok();
-    if (Status s = CompleteHeader(events); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(CompleteHeader(events));
   }
   // Data region: split the rest of the chunk at tensor boundaries.
   const Header& h = *header_;

@@ -87,7 +87,7 @@ class ShardMerger::TensorState {
       std::vector<uint8_t> as_base(saved.element_count() * in_width_);
       if (!kernels::ConvertElements(saved.dtype, p_.in_dtype, saved.bytes.data(), as_base.data(), saved.element_count()))
         return MakeError(ErrorCode::UnsupportedDtype, "cannot convert `" + p_.replacement->key + "`", p_.name);
-      if (Status s = PushRows(as_base); !s.ok()) return s;
+      PB_RETURN_IF_ERROR(PushRows(as_base));
     }
     switch (p_.op) {
       case TensorOp::kReplace:
@@ -138,12 +138,12 @@ class ShardMerger::TensorState {
       if (carry_.size() < unit) return Status::Ok();
       std::vector<uint8_t> one = std::move(carry_);
       carry_.clear();
-      if (Status s = ProcessUnits(one, 1); !s.ok()) return s;
+      PB_RETURN_IF_ERROR(ProcessUnits(one, 1));
     }
     const size_t per_block = std::max<size_t>(1, kBlockBytes / unit);
     while (bytes.size() >= unit) {
       size_t n = std::min(bytes.size() / unit, per_block);
-      if (Status s = ProcessUnits(bytes.first(n * unit), n); !s.ok()) return s;
+      PB_RETURN_IF_ERROR(ProcessUnits(bytes.first(n * unit), n));
       bytes = bytes.subspan(n * unit);
     }
     carry_.assign(bytes.begin(), bytes.end());
@@ -281,7 +281,7 @@ uint64_t ShardMerger::source_bytes() const {
 
 Status ShardMerger::Begin() {
   started_ = true;
-  if (Status s = writer_.Begin(); !s.ok()) return s;
+  PB_RETURN_IF_ERROR(writer_.Begin());
   return StartNext();
 }
 
@@ -297,7 +297,7 @@ Status ShardMerger::StartNext() {
     if (!fetch_.ready()) return Status::Ok();
     state_ = std::make_unique<TensorState>(p, fetch_, options_, writer_);
     if (SourceBytes(p) > 0) return Status::Ok();
-    if (Status s = FinishCurrent(); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(FinishCurrent());
   }
   state_.reset();
   return Status::Ok();
@@ -314,9 +314,9 @@ Status ShardMerger::FinishCurrent() {
 
 Status ShardMerger::SupplyAdapter(std::span<const uint8_t> bytes) {
   if (!waiting()) return MakeError(ErrorCode::InvalidArgument, "adapter bytes that were not asked for");
-  if (Status s = fetch_.Supply(bytes); !s.ok()) return s;
+  PB_RETURN_IF_ERROR(fetch_.Supply(bytes));
   if (!fetch_.ready()) return Status::Ok();
-  if (Status s = StartNext(); !s.ok()) return s;
+  PB_RETURN_IF_ERROR(StartNext());
   std::vector<uint8_t> pending = std::move(pending_);
   pending_.clear();
   return Push(pending);
@@ -338,14 +338,14 @@ Status ShardMerger::PushNow(std::span<const uint8_t> bytes) {
     const uint64_t need = SourceBytes(plan_.tensors[current_]);
     const uint64_t done = consumed_in_tensor_;
     size_t take = static_cast<size_t>(std::min<uint64_t>(bytes.size(), need - done));
-    if (Status s = state_->Push(bytes.first(take)); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(state_->Push(bytes.first(take)));
     consumed_in_tensor_ += take;
     consumed_total_ += take;
     bytes = bytes.subspan(take);
     if (consumed_in_tensor_ == need) {
       consumed_in_tensor_ = 0;
-      if (Status s = FinishCurrent(); !s.ok()) return s;
-      if (Status s = StartNext(); !s.ok()) return s;
+      PB_RETURN_IF_ERROR(FinishCurrent());
+      PB_RETURN_IF_ERROR(StartNext());
     }
   }
   return Status::Ok();
@@ -369,9 +369,8 @@ StreamingMerger::StreamingMerger(const adapter::Adapter& adapter, std::optional<
 StreamingMerger::~StreamingMerger() = default;
 
 Status StreamingMerger::OnHeader(const Header& header) {
-  auto plan = PlanMerge({{"model.safetensors", &header}}, adapter_, base_config_, options_);
-  if (!plan.ok()) return plan.error();
-  plan_ = std::make_unique<MergePlan>(std::move(plan.value()));
+  PB_ASSIGN_OR_RETURN(auto plan, PlanMerge({{"model.safetensors", &header}}, adapter_, base_config_, options_));
+  plan_ = std::make_unique<MergePlan>(std::move(plan));
   merger_ = std::make_unique<ShardMerger>(plan_->shards[0], options_, sink_);
   return merger_->Begin();
 }
@@ -390,7 +389,7 @@ Status StreamingMerger::SupplyAdapter(std::span<const uint8_t> bytes) {
 }
 
 Status StreamingMerger::Finish() {
-  if (Status s = reader_.Finish(*this); !s.ok()) return s;
+  PB_RETURN_IF_ERROR(reader_.Finish(*this));
   if (!merger_) return MakeError(ErrorCode::HeaderTooSmall, "the stream ended before the header");
   return merger_->Finish();
 }

@@ -120,9 +120,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
   // deep…) must fail here, before any output exists, not when the edited copy is written.
   std::optional<Json> config_doc;
   if (base_config) {
-    auto parsed = ParseJson(*base_config, "config.json");
-    if (!parsed.ok()) return parsed.error();
-    config_doc = std::move(parsed.value());
+    PB_ASSIGN_OR_RETURN(auto parsed, ParseJson(*base_config, "config.json"));
+    config_doc = std::move(parsed);
   }
   const adapter::NamingTables& tables = options.tables ? *options.tables : adapter::NamingTables::Builtin();
   MergePlan plan;

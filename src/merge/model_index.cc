@@ -26,9 +26,8 @@ Status ValidateShardName(const std::string& name) {
 }
 
 Result<ModelIndex> ParseModelIndex(std::string_view index_json) {
-  auto parsed = ParseJson(index_json, kIndexFileName);
-  if (!parsed.ok()) return parsed.error();
-  ModelIndex index{std::move(parsed.value()), {}};
+  PB_ASSIGN_OR_RETURN(auto parsed, ParseJson(index_json, kIndexFileName));
+  ModelIndex index{std::move(parsed), {}};
   const Json& j = index.document;
   auto map = j.is_object() ? j.find("weight_map") : j.end();
   if (!j.is_object() || map == j.end() || !map->is_object()) return Invalid("has no weight_map object");
@@ -39,7 +38,7 @@ Result<ModelIndex> ParseModelIndex(std::string_view index_json) {
     if (!file.is_string()) return Invalid("weight_map[\"" + ClipForMessage(tensor) + "\"] is not a string");
     const auto& f = file.get_ref<const std::string&>();
     if (names.contains(f)) continue;
-    if (Status s = ValidateShardName(f); !s.ok()) return s.error();
+    PB_RETURN_IF_ERROR(ValidateShardName(f));
     names.insert(f);
   }
   index.shard_names.assign(names.begin(), names.end());
