@@ -8,8 +8,7 @@
 //
 // Conventions are wasm/bindings.cc's: input through a handle-owned heap window (window(n), then a call taking
 // n), output as a chunk table copied out by JS right after each call, failures as false + error_json(), and
-// 64-bit sizes as double. The Window/Chunks/Handle helpers below are copies of that file's (they live in its
-// anonymous namespace, so they cannot be shared without editing it).
+// 64-bit sizes as double; the helpers for them are wasm/handle.h's.
 #include <emscripten/bind.h>
 #include <emscripten/heap.h>
 
@@ -41,112 +40,14 @@
 #include "core/writer.h"
 #include "merge/merge_engine.h"
 #include "merge/merge_plan.h"
-#include "merge/model_index.h"
 #include "merge/merge_report.h"
 #include "merge/model_index.h"
+#include "handle.h"
 
 namespace pb::wasm {
 namespace {
 
 using emscripten::val;
-
-// ---- copies of wasm/bindings.cc's Window, Chunks and Handle (see the conventions there) ----
-
-class Window {
- public:
-  Window() = default;
-  Window(const Window&) = delete;
-  Window& operator=(const Window&) = delete;
-  ~Window() { std::free(data_); }
-  uint8_t* Reserve(size_t n) {
-    if (n > capacity_ || data_ == nullptr) {
-      constexpr size_t kPage = 4096;
-      if (n > SIZE_MAX - kPage) return nullptr;
-      size_t cap = std::max<size_t>({n, capacity_ + capacity_ / 2, size_t{64} << 10});
-      if (cap > SIZE_MAX - kPage) cap = n;
-      cap = (cap + kPage - 1) & ~(kPage - 1);
-      auto* grown = static_cast<uint8_t*>(std::aligned_alloc(kPage, cap));
-      if (!grown && cap > n) {
-        cap = (n + kPage - 1) & ~(kPage - 1);
-        grown = static_cast<uint8_t*>(std::aligned_alloc(kPage, cap));
-      }
-      if (!grown) return nullptr;
-      std::free(data_);
-      data_ = grown;
-      capacity_ = cap;
-    }
-    return data_;
-  }
-  std::optional<std::span<const uint8_t>> Filled(size_t n) const {
-    if (n > capacity_) return std::nullopt;
-    return std::span<const uint8_t>(data_, n);
-  }
-  const uint8_t* data() const { return data_; }
-  size_t capacity() const { return capacity_; }
-
- private:
-  uint8_t* data_ = nullptr;
-  size_t capacity_ = 0;
-};
-
-// The merge writes only through its sink (never window spans), so only the owned-buffer half of bindings.cc's
-// Chunks is needed: Lend/Commit straight into one growing buffer, adjacent writes merged into one table row.
-class Chunks : public ByteSink {
- public:
-  void Clear() {
-    table_.clear();
-    used_ = 0;
-  }
-  Status Write(std::span<const uint8_t> bytes) override {
-    if (bytes.empty()) return Status::Ok();
-    std::span<uint8_t> dst = Lend(bytes.size());
-    if (dst.size() < bytes.size())
-      return MakeError(ErrorCode::IoError, "out of memory: cannot reserve " + std::to_string(used_ + bytes.size()) + " bytes");
-    std::memcpy(dst.data(), bytes.data(), bytes.size());
-    return Commit(bytes.size());
-  }
-  std::span<uint8_t> Lend(size_t max) override {
-    if (max > SIZE_MAX - 4096 - used_) return {};
-    if (used_ + max > capacity_) {
-      size_t cap = std::max(used_ + max, capacity_ + capacity_ / 2);
-      if (cap > SIZE_MAX - 4096) cap = used_ + max;
-      cap = (cap + 4095) & ~size_t{4095};
-      auto* grown = static_cast<uint8_t*>(std::aligned_alloc(4096, cap));
-      if (!grown) return {};
-      if (used_) std::memcpy(grown, owned_.get(), used_);
-      owned_.reset(grown);
-      capacity_ = cap;
-    }
-    return std::span<uint8_t>(owned_.get() + used_, max);
-  }
-  Status Commit(size_t filled) override {
-    if (filled > capacity_ - used_) return MakeError(ErrorCode::InvalidArgument, "committed more bytes than lent");
-    if (filled) {
-      size_t n = table_.size();
-      if (n >= 5 && table_[n - 2] + table_[n - 1] == double(used_)) table_[n - 1] += double(filled);
-      else table_.insert(table_.end(), {-1.0, 0.0, 0.0, double(used_), double(filled)});
-    }
-    used_ += filled;
-    return Status::Ok();
-  }
-  uintptr_t table() const { return reinterpret_cast<uintptr_t>(table_.data()); }
-  size_t count() const { return table_.size() / 5; }
-  uintptr_t owned() const { return reinterpret_cast<uintptr_t>(owned_.get()); }
-
- private:
-  struct FreeDeleter {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  std::vector<double> table_;
-  std::unique_ptr<uint8_t, FreeDeleter> owned_;
-  size_t used_ = 0;
-  size_t capacity_ = 0;
-};
-
-// A file's size as JS passes it: a double below 2^53, or < 0 when unknown.
-std::optional<uint64_t> KnownSize(double file_size) {
-  return file_size >= 0 ? std::optional<uint64_t>(uint64_t(file_size)) : std::nullopt;
-}
 
 // A safetensors header (a base shard's or an adapter's) from its file's first bytes (the 8-byte length and the
 // JSON), checked as the native CLI checks it; a known file size bounds the data the header may declare.
@@ -160,9 +61,8 @@ Result<Header> HeaderFrom(std::span<const uint8_t> bytes, std::optional<uint64_t
 // What every handle shares: the byte window, output chunks, the error, and reading a header by range (JS reads a
 // file's first 8 bytes (header_length), then the 8-byte prefix and the header (set_adapter_header), then the tiny
 // tensors adapter_inline_ranges() lists). Named apart from bindings.cc's Handle: Embind registers each class once.
-class MergeIo {
+class MergeIo : public Handle {
  public:
-  uintptr_t window(size_t n) { return reinterpret_cast<uintptr_t>(window_.Reserve(n)); }
   // A header's length from the first n (<= 8) window bytes, or -1 (error set, prefixed with the file's name as
   // the CLI does). `file_size` < 0 when unknown.
   double header_length(size_t n, const std::string& name, double file_size) {
@@ -183,40 +83,14 @@ class MergeIo {
   std::string adapter_inline_ranges() const {
     return adapter_header_ ? RangesJson(adapter::InlineTensorRanges(*adapter_header_)) : "[]";
   }
-  uintptr_t chunk_table() const { return chunks_.table(); }
-  size_t chunk_count() const { return chunks_.count(); }
-  uintptr_t owned_bytes() const { return chunks_.owned(); }
-  std::string error_json() const { return error_ ? RenderErrorJson(*error_) : std::string(); }
-  std::string error_text() const { return error_ ? RenderErrorText(*error_) : std::string(); }
 
  protected:
-  bool Check(const Status& s) {
-    if (!s.ok()) error_ = s.error();
-    return s.ok();
-  }
-  bool Fail(Error e) {
-    error_ = std::move(e);
-    return false;
-  }
-  bool FailNamed(const std::string& name, Error e) {
-    e.message = name + ": " + e.message;
-    return Fail(std::move(e));
-  }
-  std::optional<std::span<const uint8_t>> Begin(size_t n) {
-    chunks_.Clear();
-    auto bytes = window_.Filled(n);
-    if (!bytes) error_ = MakeError(ErrorCode::InvalidArgument, "more bytes than the window holds");
-    return bytes;
-  }
   static std::string RangesJson(std::span<const adapter::ByteRange> ranges) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& r : ranges) j.push_back({r.begin, r.end});
     return j.dump();
   }
 
-  Window window_;
-  Chunks chunks_;
-  std::optional<Error> error_;
   std::unique_ptr<Header> adapter_header_;  // the adapter's header, until the adapter is read from it
 };
 
@@ -650,13 +524,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
   using namespace emscripten;
   using namespace pb::wasm;
   // Methods are registered on the class that declares them (Embind deduces the class from the member pointer).
-  class_<MergeIo>("MergeIo")
-      .function("window", &MergeIo::window)
-      .function("chunkTable", &MergeIo::chunk_table)
-      .function("chunkCount", &MergeIo::chunk_count)
-      .function("ownedBytes", &MergeIo::owned_bytes)
-      .function("errorJson", &MergeIo::error_json)
-      .function("errorText", &MergeIo::error_text)
+  class_<MergeIo, base<Handle>>("MergeIo")
       .function("headerLength", &MergeIo::header_length)
       .function("setAdapterHeader", &MergeIo::set_adapter_header)
       .function("adapterInlineRanges", &MergeIo::adapter_inline_ranges);
