@@ -51,6 +51,7 @@ class HttpFile {
   void begin_read_whole(double now, double cap) {
     policy_->BeginReadWhole(Now(now), cap < 0 ? std::nullopt : std::optional<uint64_t>(Offset(cap)));
   }
+  void begin_read_whole_adapter(double now) { policy_->BeginReadWholeAdapter(Now(now)); }
   void set_end(double end) { policy_->SetEnd(Offset(end)); }
 
   // {action: 'send'|'read'|'wait'|'done'|'fail', deadline, url, range, authorization, status}; on 'fail' the
@@ -142,6 +143,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_http) {
       .function("errorText", &HttpFile::error_text)
       .function("beginRead", &HttpFile::begin_read)
       .function("beginReadWhole", &HttpFile::begin_read_whole)
+      .function("beginReadWholeAdapter", &HttpFile::begin_read_whole_adapter)
       .function("setEnd", &HttpFile::set_end)
       .function("next", &HttpFile::next)
       .function("onHead", &HttpFile::on_head)

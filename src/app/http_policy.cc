@@ -39,7 +39,8 @@ bool IsHttp(std::string_view url) {
 const std::vector<std::string_view>& HttpLimitNames() {
   static const std::vector<std::string_view> names = {
       "PB_HTTP_RETRIES",  "PB_HTTP_BACKOFF_MS",     "PB_HTTP_IDLE_MS",       "PB_HTTP_TOTAL_MS",
-      "PB_HTTP_MIN_RATE", "PB_HTTP_RATE_WINDOW_MS", "PB_HTTP_MAX_REDIRECTS", "PB_HTTP_MAX_JSON_BYTES"};
+      "PB_HTTP_MIN_RATE", "PB_HTTP_RATE_WINDOW_MS", "PB_HTTP_MAX_REDIRECTS", "PB_HTTP_MAX_JSON_BYTES",
+      "PB_HTTP_MAX_ADAPTER_BYTES"};
   return names;
 }
 
@@ -67,6 +68,11 @@ Status SetHttpLimit(HttpLimits& limits, std::string_view name, std::string_view 
     limits.max_json_bytes = *v;
     return Status::Ok();
   }
+  if (name == "PB_HTTP_MAX_ADAPTER_BYTES") {
+    if (!v || *v == 0) return bad("a whole number from 1");
+    limits.max_adapter_bytes = *v;
+    return Status::Ok();
+  }
   return MakeError(ErrorCode::InvalidArgument, "unknown HTTP limit `" + std::string(name) + "`");
 }
 
@@ -84,6 +90,7 @@ void HttpFilePolicy::BeginRead(uint64_t start, uint64_t end, int64_t now_ms) {
   pos_ = start;
   end_ = end;
   cap_.reset();
+  adapter_cap_ = false;
   failures_ = 0;
   attempt_progress_ = false;
   read_deadline_ = now_ms + limits_.total_ms;
@@ -99,6 +106,16 @@ void HttpFilePolicy::BeginReadWhole(int64_t now_ms, std::optional<uint64_t> cap)
   uint64_t c = cap.value_or(limits_.max_json_bytes);
   BeginRead(0, c == kUnbounded ? kUnbounded : c + 1, now_ms);  // one byte past the cap tells that it is exceeded
   cap_ = c;
+}
+
+void HttpFilePolicy::BeginReadWholeAdapter(int64_t now_ms) {
+  BeginReadWhole(now_ms, limits_.max_adapter_bytes);
+  adapter_cap_ = true;
+}
+
+std::string HttpFilePolicy::CapText() const {
+  return adapter_cap_ ? "for adapter weights read whole (PB_HTTP_MAX_ADAPTER_BYTES)"
+                      : "for a JSON file read whole (PB_HTTP_MAX_JSON_BYTES)";
 }
 
 void HttpFilePolicy::SetEnd(uint64_t end) { end_ = end; }
@@ -123,7 +140,7 @@ HttpStep HttpFilePolicy::Next(int64_t now_ms) {
   if (pos_ >= Stop()) {
     if (cap_ && pos_ > *cap_) {
       Fail(Io("`" + t_.label + "` is larger than " + std::to_string(*cap_) +
-              " bytes, the cap for a JSON file read whole (PB_HTTP_MAX_JSON_BYTES)"));
+              " bytes, the cap " + CapText()));
       return {.action = HttpAction::kFail, .error = error_};
     }
     return {.action = HttpAction::kDone};
@@ -218,7 +235,7 @@ bool HttpFilePolicy::Pin(const HttpHead& head, std::optional<uint64_t> size) {
   size_ = size;
   if (cap_ && *size > *cap_) {
     Fail(Io("`" + t_.label + "` is " + std::to_string(*size) + " bytes, more than the cap of " +
-            std::to_string(*cap_) + " for a JSON file read whole (PB_HTTP_MAX_JSON_BYTES)"));
+            std::to_string(*cap_) + " " + CapText()));
     return false;
   }
   return true;

@@ -53,6 +53,8 @@ struct HttpLimits {
   uint32_t rate_window_ms = 30'000;          // PB_HTTP_RATE_WINDOW_MS
   uint32_t max_redirects = 10;               // PB_HTTP_MAX_REDIRECTS
   uint64_t max_json_bytes = 64ull << 20;     // PB_HTTP_MAX_JSON_BYTES: a JSON file (index, config) read whole
+  uint64_t max_adapter_bytes = 2ull << 30;   // PB_HTTP_MAX_ADAPTER_BYTES: an adapter's weights, which the CLIs
+                                             // read whole (a base model is never read whole)
 };
 
 // The environment variables (and WASM option names) that set HttpLimits, in the order documented.
@@ -116,6 +118,8 @@ class HttpFilePolicy {
   void BeginRead(uint64_t start, uint64_t end, int64_t now_ms);
   // Starts a read of the whole file, which may hold at most `cap` bytes (the JSON cap unless given).
   void BeginReadWhole(int64_t now_ms, std::optional<uint64_t> cap = std::nullopt);
+  // Starts a read of an adapter's whole weights file, held to max_adapter_bytes.
+  void BeginReadWholeAdapter(int64_t now_ms);
   // Moves the current read's end (the header's end is known only from its first 8 bytes).
   void SetEnd(uint64_t end);
 
@@ -158,6 +162,7 @@ class HttpFilePolicy {
                int status = 0, bool progress_resets = true);
   void HttpError(int64_t now_ms, const HttpHead& head);
   bool Pin(const HttpHead& head, std::optional<uint64_t> size);
+  std::string CapText() const;  // which cap a whole read is held to, for its message
   bool CheckRedirectTarget(const std::string& url, std::string_view how);
 
   HttpTarget t_;
@@ -170,6 +175,7 @@ class HttpFilePolicy {
   // The read.
   uint64_t pos_ = 0, end_ = 0;
   std::optional<uint64_t> cap_;  // a whole-file read's size cap
+  bool adapter_cap_ = false;     // ...which is max_adapter_bytes (else a JSON file's)
   uint32_t failures_ = 0;
   bool attempt_progress_ = false;  // the attempt in flight delivered bytes
   int64_t read_deadline_ = 0;

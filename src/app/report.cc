@@ -95,6 +95,30 @@ std::string RenderInspectText(const Header& h) {
   return out;
 }
 
+std::string RenderInspectFilesText(std::span<const RenderedReport> files) {
+  std::string out;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (i) out += '\n';
+    out += "==> " + Printable(files[i].name) + " <==\n" + files[i].report;
+  }
+  return out;
+}
+
+std::string RenderInspectFilesJson(std::span<const RenderedReport> files) {
+  std::string out = "{\"ok\":true,\"files\":[";
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (i) out += ',';
+    out += "{\"path\":";
+    AppendJsonString(out, files[i].name);
+    std::string_view report = files[i].report;
+    while (!report.empty() && report.back() == '\n') report.remove_suffix(1);
+    out += ",\"report\":";
+    out += report;
+    out += '}';
+  }
+  return out + "]}\n";
+}
+
 std::string RenderInspectJson(const Header& h) {
   // Written directly rather than through a JSON DOM: a 200,000-tensor header would otherwise build
   // 200,000 objects (hundreds of MB in the WASM heap) just to print them.

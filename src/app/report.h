@@ -2,6 +2,7 @@
 // npm package's CLI (WASM under Node) print byte-identical output.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "convert/convert_stream.h"
@@ -13,6 +14,15 @@ namespace pb {
 std::string RenderInspectText(const Header& header);
 // `peft-bridge inspect --json`: {"ok":true, headerSize, dataSize, fileSize, metadata, tensors, parameters…}
 std::string RenderInspectJson(const Header& header);
+// `inspect` of a sharded model or a Hub repo: every file's report, as RenderInspectText (or Json) made it, under
+// the file's name ("==> name <==" lines between the text reports, as `head` shows several files; in JSON
+// {"ok":true,"files":[{"path":name,"report":{...}}...]}). The edges render each file and join them here.
+struct RenderedReport {
+  std::string name;
+  std::string report;
+};
+std::string RenderInspectFilesText(std::span<const RenderedReport> files);
+std::string RenderInspectFilesJson(std::span<const RenderedReport> files);
 // {"ok":false,"error":{"code","message","tensor","offset"}}, and "problems":[{"code","module","message"}...] when
 // the error reports several problems (every one of them, where the message caps its list).
 std::string RenderErrorJson(const Error& error);

@@ -6,6 +6,7 @@
 
 #include "app/adapter_files.h"
 #include "cli/file_io.h"
+#include "cli/http_source.h"
 
 namespace pb::cli {
 
@@ -26,6 +27,7 @@ std::vector<std::string> RegularFiles(const std::string& dir) {
 }
 
 std::string WeightsName(const AdapterDir& dir) {
+  if (!dir.weights_name.empty()) return dir.weights_name;
   const size_t slash = dir.weights_path.rfind('/');
   return dir.weights_path.substr(slash == std::string::npos ? 0 : slash + 1);
 }
@@ -44,6 +46,7 @@ Result<std::string> ReadText(const std::string& path) {
 
 // An adapter directory (or a .safetensors file with its directory's adapter_config.json).
 Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<std::string>& base_config_path) {
+  if (IsRemoteAddress(path)) return LoadRemoteAdapter(path, base_config_path);
   AdapterDir dir;
   std::string folder = path;
   if (IsDirectory(path)) {
@@ -70,8 +73,28 @@ Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<s
     if (!text.ok()) return text.error();
     dir.base_config = std::move(text.value());
   }
+  if (Status s = ReadAdapterHeader(dir); !s.ok()) return s.error();
+  return dir;
+}
+
+Status ReadWeightsAt(const AdapterDir& dir, uint64_t offset, std::span<uint8_t> out) {
+  if (dir.weights) return dir.weights->ReadAt(offset, out);
+  if (offset > dir.weights_bytes.size() || out.size() > dir.weights_bytes.size() - offset)
+    return MakeError(ErrorCode::IoError, "`" + dir.weights_path + "` ended before byte " + std::to_string(offset + out.size()));
+  std::copy_n(dir.weights_bytes.begin() + static_cast<std::ptrdiff_t>(offset), out.size(), out.begin());
+  return Status::Ok();
+}
+
+Status ReadAdapterHeader(AdapterDir& dir) {
   // The header last, as the core reported it when it was given the whole file after the configs.
-  auto header = dir.weights->ReadHeader();
+  auto header = [&]() -> Result<Header> {
+    if (dir.weights) return dir.weights->ReadHeader();
+    const std::vector<uint8_t>& bytes = dir.weights_bytes;
+    auto n = ReadHeaderLength(std::span<const uint8_t>(bytes.data(), std::min<size_t>(bytes.size(), 8)), bytes.size());
+    if (!n.ok()) return n.error();
+    return ParseHeader(std::string(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n.value())),
+                       bytes.size());
+  }();
   if (!header.ok()) {
     Error e = header.error();
     e.message = WeightsName(dir) + ": " + e.message;
@@ -81,10 +104,10 @@ Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<s
   for (const adapter::ByteRange& r : adapter::InlineTensorRanges(dir.header)) {
     const size_t at = dir.inline_bytes.size();
     dir.inline_bytes.resize(at + r.size());
-    if (Status s = dir.weights->ReadAt(r.begin, std::span<uint8_t>(dir.inline_bytes.data() + at, r.size())); !s.ok())
-      return s.error();
+    if (Status s = ReadWeightsAt(dir, r.begin, std::span<uint8_t>(dir.inline_bytes.data() + at, r.size())); !s.ok())
+      return s;
   }
-  return dir;
+  return Status::Ok();
 }
 
 adapter::AdapterSource SourceOf(const AdapterDir& dir) {
@@ -102,7 +125,7 @@ Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const Adapter
       for (uint64_t pos = r.begin; pos < r.end;) {
         const size_t n = static_cast<size_t>(std::min(kPiece, r.end - pos));
         buffer.resize(n);
-        if (Status s = dir.weights->ReadAt(pos, buffer); !s.ok()) return s;
+        if (Status s = ReadWeightsAt(dir, pos, buffer); !s.ok()) return s;
         if (Status s = consumer.SupplyAdapter(buffer); !s.ok()) return s;
         pos += n;
       }

@@ -16,7 +16,9 @@ namespace pb::cli {
 // handled in memory bounded by its largest module.
 struct AdapterDir {
   std::string weights_path;
-  std::optional<InputFile> weights;
+  std::string weights_name;  // the weights file's name ("" for weights_path's last segment)
+  std::optional<InputFile> weights;  // a local adapter's weights, read with pread...
+  std::vector<uint8_t> weights_bytes;  // ...or a remote one's, fetched whole (bounded by PB_HTTP_MAX_ADAPTER_BYTES)
   Header header;
   std::vector<uint8_t> inline_bytes;  // the bytes of adapter::InlineTensorRanges(header), concatenated
   std::optional<std::string> config;
@@ -28,7 +30,16 @@ Result<std::string> ReadText(const std::string& path);
 // An adapter directory (or a .safetensors file with its directory's adapter_config.json): the weights file
 // is adapter_model.safetensors, adapters.safetensors, pytorch_lora_weights.safetensors or the only
 // .safetensors file; a lone adapter_model.bin is refused (pickle).
+// A remote `path` (http(s)://, hf://) is read by LoadRemoteAdapter.
 Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<std::string>& base_config_path);
+// A Hub repo or folder (its listing chosen from as a local directory is), or the URL of the weights file with
+// adapter_config.json beside it (if there is one): the configs and the weights are fetched whole
+// (cli/remote_adapter.cc).
+Result<AdapterDir> LoadRemoteAdapter(const std::string& address, const std::optional<std::string>& base_config_path);
+// Bytes of the weights file, wherever they are.
+Status ReadWeightsAt(const AdapterDir& dir, uint64_t offset, std::span<uint8_t> out);
+// The header and the inline tensors' bytes of dir.weights (or dir.weights_bytes), after the configs.
+Status ReadAdapterHeader(AdapterDir& dir);
 adapter::AdapterSource SourceOf(const AdapterDir& dir);
 // Reads what `consumer` asks for from the adapter's weights file until it asks for nothing more.
 Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const AdapterDir& dir);

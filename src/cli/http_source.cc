@@ -18,6 +18,7 @@
 
 #include "app/http_policy.h"
 #include "app/http_url.h"
+#include "app/remote_address.h"
 #include "core/reader.h"
 
 #ifndef PB_VERSION
@@ -28,10 +29,8 @@ namespace pb::cli {
 namespace {
 
 // The constants, messages and checks below mirror web/src/hub.js: both CLIs must agree byte for byte.
-constexpr std::string_view kDefaultEndpoint = "https://huggingface.co";
 constexpr uint64_t kFirstRange = 64 * 1024;  // nearly every header fits: one request is the usual cost
 
-Error Invalid(std::string message) { return MakeError(ErrorCode::InvalidArgument, std::move(message)); }
 Error Io(std::string message) { return MakeError(ErrorCode::IoError, std::move(message)); }
 
 std::string Lower(std::string_view s) {
@@ -39,81 +38,6 @@ std::string Lower(std::string_view s) {
   for (char& c : out)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return out;
-}
-
-bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && Lower(s.substr(0, prefix.size())) == prefix;
-}
-
-// JavaScript's encodeURIComponent, so both CLIs request the same URL.
-std::string EncodeComponent(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                (c != 0 && std::strchr("-_.!~*'()", c) != nullptr);
-    if (keep) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> Split(std::string_view s, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || s[i] == sep) {
-      parts.emplace_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  return parts;
-}
-
-// '.' and '..' segments would be resolved away by URL parsing and address another file.
-Status CheckSegments(std::string_view what, const std::string& value) {
-  if (value.empty()) return Invalid(std::string(what) + " must be a non-empty string");
-  for (const std::string& s : Split(value, '/'))
-    if (s.empty() || s == "." || s == "..")
-      return Invalid(std::string(what) + " `" + value + "` has an empty, '.' or '..' segment");
-  return Status::Ok();
-}
-
-std::string EncodeSegments(const std::string& path) {
-  std::string out;
-  for (const std::string& s : Split(path, '/')) out += (out.empty() ? "" : "/") + EncodeComponent(s);
-  return out;
-}
-
-std::string Endpoint() {
-  const char* env = std::getenv("HF_ENDPOINT");
-  std::string e = env && *env ? env : std::string(kDefaultEndpoint);
-  while (!e.empty() && e.back() == '/') e.pop_back();
-  return e;
-}
-
-// hf://owner/repo/path[@revision] → {endpoint}/{repo}/resolve/{revision}/{path}. The revision follows the last
-// '@' of the path and is encoded as one segment (refs/pr/1 → refs%2Fpr%2F1), as the Hub expects.
-Result<std::string> HubUrlFor(const std::string& text) {
-  std::vector<std::string> parts = Split(std::string_view(text).substr(5), '/');
-  if (parts.size() < 3) return Invalid("`" + text + "` must look like hf://owner/repo/path[@revision]");
-  std::string repo = parts[0] + "/" + parts[1];
-  std::string path;
-  for (size_t i = 2; i < parts.size(); ++i) path += (i > 2 ? "/" : "") + parts[i];
-  std::string revision = "main";
-  if (size_t at = path.rfind('@'); at != std::string::npos) {
-    revision = path.substr(at + 1);
-    path.resize(at);
-    if (revision.empty()) return Invalid("`" + text + "` has an empty revision");
-  }
-  if (Status s = CheckSegments("repo", repo); !s.ok()) return s.error();
-  if (Status s = CheckSegments("path", path); !s.ok()) return s.error();
-  return Endpoint() + "/" + EncodeSegments(repo) + "/resolve/" + EncodeComponent(revision) + "/" + EncodeSegments(path);
 }
 
 int64_t NowMs() {
@@ -330,22 +254,57 @@ class IgnoreEvents final : public ReaderEvents {
 
 }  // namespace
 
-bool IsRemoteAddress(const std::string& arg) {
-  return StartsWithNoCase(arg, "http://") || StartsWithNoCase(arg, "https://") || StartsWithNoCase(arg, "hf://");
+bool IsRemoteAddress(const std::string& arg) { return app::IsRemoteArgument(arg); }
+
+std::string HubEndpoint() {
+  std::string e = GetEnv("HF_ENDPOINT");
+  if (e.empty()) e = std::string(app::kDefaultHubEndpoint);
+  while (!e.empty() && e.back() == '/') e.pop_back();
+  return e;
+}
+
+Result<app::RemoteAddress> ParseRemote(const std::string& arg) { return app::ParseRemoteAddress(arg, HubEndpoint()); }
+
+namespace {
+
+// The policy for one file: the PB_HTTP_* limits, and the token for the Hub endpoint's origin only (the policy
+// checks every hop), never for another server.
+Result<net::HttpFilePolicy> OpenPolicy(const app::RemoteFile& file) {
+  auto limits = LimitsFromEnv();
+  if (!limits.ok()) return limits.error();
+  return net::HttpFilePolicy::Open(
+      {.url = file.url, .label = file.label, .token = HubToken(), .token_origin = net::UrlOrigin(HubEndpoint())},
+      limits.value());
+}
+
+}  // namespace
+
+Result<RemoteBytes> ReadRemoteWhole(const app::RemoteFile& file, WholeCap cap, int* failed_status) {
+  auto opened = OpenPolicy(file);
+  if (!opened.ok()) return opened.error();
+  net::HttpFilePolicy& policy = opened.value();
+  RemoteBytes out;
+  auto deliver = [&](std::span<const uint8_t> bytes) { out.bytes.insert(out.bytes.end(), bytes.begin(), bytes.end()); };
+  if (cap == WholeCap::kAdapter) policy.BeginReadWholeAdapter(NowMs());
+  else policy.BeginReadWhole(NowMs());
+  CurlTransport transport;
+  if (Status s = transport.Run(policy, deliver, file.label); !s.ok()) {
+    if (failed_status) *failed_status = policy.failed_status();
+    return s.error();
+  }
+  out.commit = policy.commit();
+  return out;
 }
 
 Result<Header> ReadRemoteHeader(const std::string& arg) {
-  std::string url = arg;
-  if (StartsWithNoCase(arg, "hf://")) {
-    auto resolved = HubUrlFor(arg);
-    if (!resolved.ok()) return resolved.error();
-    url = resolved.value();
-  }
-  auto limits = LimitsFromEnv();
-  if (!limits.ok()) return limits.error();
-  // The token goes to the Hub endpoint's origin only (the policy checks every hop), never to another server.
-  auto opened = net::HttpFilePolicy::Open(
-      {.url = url, .label = arg, .token = HubToken(), .token_origin = net::UrlOrigin(Endpoint())}, limits.value());
+  auto address = ParseRemote(arg);
+  if (!address.ok()) return address.error();
+  return ReadRemoteHeader(app::RemoteSelf(address.value()));
+}
+
+Result<Header> ReadRemoteHeader(const app::RemoteFile& file) {
+  const std::string& arg = file.label;
+  auto opened = OpenPolicy(file);
   if (!opened.ok()) return opened.error();
   net::HttpFilePolicy& policy = opened.value();
 

@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/file_io.h"
 #include "cli/http_source.h"
+#include "cli/remote_model.h"
 #include "app/cli_text.h"
 #include "app/input_hint.h"
 #include "app/report.h"
@@ -14,6 +15,16 @@ int RunInspect(const app::CommandLine& line) {
   const std::vector<std::string>& positional = line.positional;
 
   auto fail = [&](const Error& e) { return ReportFailure(e, json); };
+  if (IsRemoteAddress(positional[0])) {  // a repo, a folder or an index: every shard's header
+    auto address = ParseRemote(positional[0]);
+    if (!address.ok()) return fail(address.error());
+    if (app::NamesRemoteModel(address.value())) {
+      auto out = InspectRemoteModel(address.value(), json);
+      if (!out.ok()) return fail(out.error());
+      std::fwrite(out->data(), 1, out->size(), stdout);
+      return 0;
+    }
+  }
   auto read_header = [](const std::string& arg) -> Result<Header> {
     if (IsRemoteAddress(arg)) return ReadRemoteHeader(arg);  // http(s):// or hf://: Range requests
     auto file = InputFile::Open(arg);

@@ -18,6 +18,7 @@
 #include "app/base_extras.h"
 #include "app/cli_text.h"
 #include "app/output_policy.h"
+#include "app/remote_address.h"
 #include "merge/merge_engine.h"
 #include "merge/merge_report.h"
 #include "merge/model_index.h"
@@ -37,6 +38,7 @@ struct BaseModel {
 };
 
 Result<BaseModel> OpenBase(const std::string& path, const std::optional<std::string>& config_path) {
+  if (Status s = app::CheckLocalBase(path); !s.ok()) return s.error();  // a remote base: not streamed yet
   BaseModel base;
   std::vector<std::string> names;
   if (IsDirectory(path)) {

@@ -391,7 +391,7 @@ test('npm and native CLIs print the same for hf:// and URLs as for the local fil
       ['inspect', 'hf://me/small/nope.safetensors', '--json'],
       ['inspect', 'hf://me/private/model.safetensors'],
       ['inspect', 'hf://me/small/../x.safetensors'],
-      ['inspect', 'hf://me/small'],
+      ['inspect', 'hf://me'], // hf://me/small is the repo: inspect lists its files (remote-cli.test.mjs)
       ['inspect', 'hf://me/small/model.safetensors@'],
       ['inspect', 'hf://me/big/model.safetensors'], // changes after its first request
     ];

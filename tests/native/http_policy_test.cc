@@ -562,7 +562,7 @@ TEST(HttpLimitsTest, SetFromTextWithPreciseErrors) {
   EXPECT_FALSE(SetHttpLimit(l, "PB_HTTP_TOTAL_MS", "0").ok());
   EXPECT_TRUE(SetHttpLimit(l, "PB_HTTP_RETRIES", "0").ok());
   EXPECT_FALSE(SetHttpLimit(l, "PB_HTTP_NOPE", "1").ok());
-  EXPECT_EQ(HttpLimitNames().size(), 8u);
+  EXPECT_EQ(HttpLimitNames().size(), 9u);
   for (std::string_view name : HttpLimitNames()) EXPECT_TRUE(SetHttpLimit(l, name, "7").ok()) << name;
 }
 

@@ -9,9 +9,9 @@ import { lstat, mkdir, open, readdir, realpath, rename, rmdir, stat, unlink } fr
 import { callAdapter, writeErrorFile, writeErrorSummary } from '../src/adapter.js';
 import { createConversion } from '../src/convert.js';
 import { errorFromHandle, renderedError } from '../src/errors.js';
-import { DEFAULT_ENDPOINT, isRemote } from '../src/hub.js';
+import { DEFAULT_ENDPOINT, isRemote, readRemoteWhole, withRemoteHeader } from '../src/hub.js';
 import { inspectRendered } from '../src/inspect.js';
-import { LIMIT_OPTIONS } from '../src/range-client.js';
+import { ADAPTER_CAP, LIMIT_OPTIONS } from '../src/range-client.js';
 import { getModule } from '../src/init.js';
 import { MergeSession } from '../src/merge.js';
 import { strerror } from '../src/node-files.js';
@@ -142,6 +142,11 @@ async function runInspect(line) {
   let input;
   try {
     const render = json ? 'json' : 'text';
+    // A repo, a folder or an index: every shard's header (the shared rules say which files).
+    if (isRemote(arg) && remoteAddress(arg, remoteOptions()).model) {
+      await out(await inspectRemoteModel(arg, remoteOptions(), json));
+      return 0;
+    }
     const report = isRemote(arg)
       ? await inspectRendered(arg, { render, ...remoteOptions() })
       : await inspectRendered((input = await openInput(arg)).source, { render });
@@ -253,6 +258,7 @@ async function listFiles(dir, suffix) {
 /** The adapter's files, picked and read by LoadAdapterDir's rules. Configs stay raw bytes: the core gets them as
  * the native CLI reads them. */
 async function loadAdapterDir(path, baseConfigPath) {
+  if (isRemote(path)) return loadRemoteAdapter(path, baseConfigPath);
   let weightsPath = null;
   let folder = path;
   if (await isDirectory(path)) {
@@ -369,6 +375,7 @@ async function fileFact(label, path, within) {
 
 /** An adapter given as DIR (or as its weights file): the directory, the weights, adapter_config.json beside. */
 async function adapterFacts(label, given, weightsPath) {
+  if (isRemote(given)) return []; // nothing local to alias or to leave by a link
   const facts = [];
   let folder;
   if (await isDirectory(given)) {
@@ -661,6 +668,7 @@ function mergeProgress(total, enabled) {
 
 /** OpenBase: the shard names (from the index, or the one file), config.json, and every shard's header. */
 async function openMergeBase(session, path, configPath, inputs) {
+  remoteChecked(module.checkLocalBase(path)); // a remote base: not streamed yet
   const base = { dir: path, names: [], inputs, config: null, index: false };
   if (await isDirectory(path)) {
     const indexPath = joinPath(path, 'model.safetensors.index.json');
@@ -825,6 +833,97 @@ async function baseFacts(path, base, configPath) {
       facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
   if (configPath !== null) facts.push(await fileFact('--base-config', configPath, null));
   return facts;
+}
+
+// ---- remote arguments: the shared rules say what to fetch (src/app/remote_address.h, base_layout.h); as
+// src/cli/remote_adapter.cc and remote_model.cc, this fetches the same files in the same order ----
+
+const remoteChecked = (r) => {
+  if (!r.ok) throw coreError(r);
+  return r;
+};
+const remoteAddress = (arg, ro) => remoteChecked(module.parseRemoteAddress(arg, ro.endpoint));
+/** {url, label} of `name` in the folder `arg` names, or beside the file it names; at `commit` when known. */
+const remoteEntry = (arg, ro, name, commit = null) => {
+  const r = remoteChecked(module.remoteEntry(arg, ro.endpoint, name, commit ?? ''));
+  return { url: r.url, label: r.label };
+};
+const decodeText = (bytes) => new TextDecoder().decode(bytes);
+
+/** The names of the files in the folder a Hub address names (the Hub's tree API). */
+async function remoteListing(address, ro) {
+  const { bytes } = await readRemoteWhole({ url: address.url, label: address.label }, ro);
+  return JSON.parse(remoteChecked(module.parseHubListing(decodeText(bytes), address.label)).names);
+}
+
+/** LoadRemoteAdapter: the configs and the weights fetched whole, the weights held to PB_HTTP_MAX_ADAPTER_BYTES. */
+async function loadRemoteAdapter(arg, baseConfigPath) {
+  const ro = remoteOptions();
+  const address = remoteAddress(arg, ro);
+  let chosenName = null;
+  let config = null;
+  let optional = false;
+  if (address.folder) {
+    const chosen = remoteChecked(module.chooseAdapterFiles(address.label, JSON.stringify(await remoteListing(address, ro))));
+    chosenName = chosen.weights;
+    if (chosen.config !== null) config = remoteEntry(arg, ro, chosen.config);
+  } else {
+    remoteChecked(module.checkAdapterWeightsPath(address.fileName));
+    config = remoteEntry(arg, ro, module.adapterConfigName());
+    optional = true;
+  }
+  let configBytes = null;
+  let commit = null;
+  if (config) {
+    try {
+      ({ bytes: configBytes, commit } = await readRemoteWhole(config, ro));
+    } catch (error) {
+      if (!optional || error?.status !== 404) throw error;
+    }
+  }
+  const weights = address.folder ? remoteEntry(arg, ro, chosenName, commit) : { url: address.url, label: address.label };
+  const { bytes } = await readRemoteWhole(weights, ro, ADAPTER_CAP);
+  const baseConfig = baseConfigPath !== null ? await readWholeFile(baseConfigPath) : null;
+  const source = { size: bytes.length, read: async (offset, length) => bytes.subarray(offset, offset + length) };
+  const weightsName = address.folder ? chosenName : address.fileName;
+  return { weights: source, weightsName, weightsPath: weights.label, config: configBytes, baseConfig, close: async () => {} };
+}
+
+/** InspectRemoteModel: the folder's index or single file, or the index named; every shard's header in order. */
+async function inspectRemoteModel(arg, ro, json) {
+  const address = remoteAddress(arg, ro);
+  let index = null;
+  let names = [];
+  if (address.folder) {
+    const first = remoteChecked(module.chooseBaseFile(address.label, JSON.stringify(await remoteListing(address, ro))));
+    if (first.index) index = remoteEntry(arg, ro, first.name);
+    else names = [first.name];
+  } else {
+    index = { url: address.url, label: address.label };
+  }
+  let indexText = null;
+  let commit = null;
+  if (index) {
+    const whole = await readRemoteWhole(index, ro);
+    indexText = decodeText(whole.bytes);
+    names = JSON.parse(remoteChecked(module.modelIndexShards(indexText)).shards);
+    commit = whole.commit; // every shard from the index's commit, even if the branch moves meanwhile
+  }
+  const reports = [];
+  const held = {};
+  for (const name of names) {
+    let r;
+    try {
+      r = await withRemoteHeader(remoteEntry(arg, ro, name, commit), ro, (f) => inspectRendered(f.headerSource(), { render: 'text+json' }));
+    } catch (error) {
+      const e = errorFields(error); // named as a local merge names the shard
+      throw Object.assign(new CliFailure(e.code, `${name}: ${e.message}`), { tensor: e.tensor, offset: e.offset });
+    }
+    reports.push({ name, report: json ? r.json : r.text });
+    held[name] = r.header.tensors.map((t) => t.name);
+  }
+  if (index) remoteChecked(module.checkIndexShards(indexText, JSON.stringify(held)));
+  return module.renderInspectFiles(JSON.stringify(reports), json);
 }
 
 async function main(args) {

@@ -1,7 +1,7 @@
 // An adapter given as a directory: a local folder or .safetensors file (Node), or a Hub repo. Which file of the
 // directory holds the weights, and whether a config is beside it, is the core's rule (src/app/adapter_files.h,
 // shared with both CLIs); this file only lists the directory and opens what the core chose. Internal.
-import { SafetensorsError, errorFromHandle, throwIfAborted } from './errors.js';
+import { errorFromHandle, throwIfAborted } from './errors.js';
 import { getModule } from './init.js';
 import { hubAliases, hubTreeUrl, openRemote, readRemoteWhole } from './hub.js';
 import { isLocalPath, requireLocalFiles } from './sources.js';
@@ -67,14 +67,9 @@ async function listHubFolder(repo, options) {
   const url = hubTreeUrl({ repo: repo.repo, revision: repo.revision, folder: repo.subfolder, endpoint });
   // A plain URL: the token goes to the endpoint's origin only, as for the files.
   const { bytes } = await readRemoteWhole(url, { ...options, endpoint, token: repo.token ?? options.token });
-  let entries;
-  try {
-    entries = JSON.parse(new TextDecoder().decode(bytes));
-  } catch {
-    entries = null;
-  }
-  if (!Array.isArray(entries)) throw new SafetensorsError('IoError', `the file list of \`${repo.repo}\` (${url}) is not a JSON array`);
-  return entries.filter((e) => e && e.type === 'file' && typeof e.path === 'string').map((e) => e.path.slice(e.path.lastIndexOf('/') + 1));
+  // Which entries are the folder's files is the core's rule (src/app/remote_address.h), as in both CLIs.
+  const label = `hf://${repo.repo}${repo.subfolder ? `/${repo.subfolder}` : ''}`;
+  return JSON.parse(checked((await getModule()).parseHubListing(new TextDecoder().decode(bytes), label)).names);
 }
 
 async function openHubAdapter(givenRepo, givenOptions) {

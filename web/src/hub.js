@@ -114,6 +114,10 @@ function target(module, source, givenOptions) {
     // A token given with a plain URL is for that URL's server (or the endpoint's, when one is named), never another.
     return { url: text, label: text, token: options.token, tokenOrigin: originOf(options.endpoint ?? text) };
   }
+  if (typeof source.url === 'string' && typeof source.label === 'string') {
+    // A file the CLI's shared rules named (src/app/remote_address.h): the token is the endpoint's, as for hf://.
+    return { url: source.url, label: source.label, token: options.token, tokenOrigin: originOf(options.endpoint ?? defaultEndpoint()) };
+  }
   const url = hubUrl(source);
   return { url, label: url, token: source.token ?? options.token, tokenOrigin: originOf(source.endpoint ?? defaultEndpoint()) };
 }

@@ -78,6 +78,8 @@ export async function inspectRendered(source, options = {}) {
     if (!native.headerDone()) handle.call('finish'); // throws the reader's end-of-input error
     if (options.render === 'text') return { text: native.headerText() };
     const json = native.headerJson();
+    // 'text+json': both (the CLI's inspect of a sharded model checks the index against the tensor names).
+    if (options.render === 'text+json') return { header: headerFromJson(json), json, text: native.headerText() };
     return { header: headerFromJson(json), json };
   } finally {
     handle.close();

@@ -30,7 +30,11 @@ export const LIMIT_OPTIONS = {
   rateWindow: 'PB_HTTP_RATE_WINDOW_MS',
   maxRedirects: 'PB_HTTP_MAX_REDIRECTS',
   maxJsonBytes: 'PB_HTTP_MAX_JSON_BYTES',
+  maxAdapterBytes: 'PB_HTTP_MAX_ADAPTER_BYTES',
 };
+
+/** readWhole's cap for an adapter's weights: the policy's PB_HTTP_MAX_ADAPTER_BYTES. */
+export const ADAPTER_CAP = 'adapter';
 
 /** "NAME=value" lines for the policy, from the options (`options.http` takes PB_HTTP_* names as they are). */
 function limitsText(options) {
@@ -122,9 +126,11 @@ export class RangeClient {
     return concat(parts) ?? new Uint8Array(0);
   }
 
-  /** The whole file, at most `cap` bytes (default: the policy's JSON cap, PB_HTTP_MAX_JSON_BYTES). */
+  /** The whole file, at most `cap` bytes (default: the policy's JSON cap, PB_HTTP_MAX_JSON_BYTES; ADAPTER_CAP:
+   * its adapter cap, PB_HTTP_MAX_ADAPTER_BYTES). */
   async readWhole(cap) {
-    this.policy.beginReadWhole(now(), cap ?? -1);
+    if (cap === ADAPTER_CAP) this.policy.beginReadWholeAdapter(now());
+    else this.policy.beginReadWhole(now(), cap ?? -1);
     const parts = [];
     await this.run(parts);
     return concat(parts) ?? new Uint8Array(0);

@@ -1,0 +1,59 @@
+#include "cli/remote_model.h"
+
+#include <vector>
+
+#include "app/base_layout.h"
+#include "app/report.h"
+#include "cli/http_source.h"
+#include "merge/model_index.h"
+
+namespace pb::cli {
+
+Result<std::string> InspectRemoteModel(const app::RemoteAddress& a, bool json) {
+  // Which file first: the folder's index or single file (as a local model directory), or the index named.
+  std::optional<app::RemoteFile> index_file;
+  std::vector<std::string> names;
+  if (a.folder) {
+    auto listing = ReadRemoteWhole(app::RemoteSelf(a), WholeCap::kJson);
+    if (!listing.ok()) return listing.error();
+    auto files = app::ParseHubListing(std::string(listing->bytes.begin(), listing->bytes.end()), a.label);
+    if (!files.ok()) return files.error();
+    auto first = app::ChooseBaseFile(a.label, files.value());
+    if (!first.ok()) return first.error();
+    if (app::IsModelIndexName(first.value())) index_file = app::RemoteEntry(a, first.value());
+    else names.push_back(first.value());
+  } else {
+    index_file = app::RemoteSelf(a);
+  }
+  std::optional<merge::ModelIndex> index;
+  std::optional<std::string> commit;
+  if (index_file) {
+    auto text = ReadRemoteWhole(*index_file, WholeCap::kJson);
+    if (!text.ok()) return text.error();
+    auto parsed = merge::ParseModelIndex(std::string(text->bytes.begin(), text->bytes.end()));
+    if (!parsed.ok()) return parsed.error();
+    names = parsed->shard_names;
+    index = std::move(parsed.value());
+    commit = text->commit;  // every shard from the index's commit, even if the branch moves meanwhile
+  }
+  std::vector<Header> headers;
+  std::vector<RenderedReport> reports;
+  for (const std::string& name : names) {
+    auto header = ReadRemoteHeader(app::RemoteEntry(a, name, commit));
+    if (!header.ok()) {
+      Error e = header.error();
+      e.message = name + ": " + e.message;  // as a local merge names the shard
+      return e;
+    }
+    reports.push_back({name, json ? RenderInspectJson(header.value()) : RenderInspectText(header.value())});
+    headers.push_back(std::move(header.value()));
+  }
+  if (index) {  // every weight_map entry must be in the shard it names
+    std::vector<merge::BaseShardHeader> shards;
+    for (size_t i = 0; i < headers.size(); ++i) shards.push_back({names[i], &headers[i]});
+    if (Status s = merge::CheckIndexAgainstShards(*index, shards); !s.ok()) return s.error();
+  }
+  return json ? RenderInspectFilesJson(reports) : RenderInspectFilesText(reports);
+}
+
+}  // namespace pb::cli

@@ -1,0 +1,152 @@
+// Remote arguments in both CLIs (src/app/remote_address.h; docs/remote.md): adapter-info, translate and merge of a
+// Hub adapter (a repo, or its weights file's URL), inspect of a whole repo and of an index URL, against the local
+// stand-in Hub (tests/hub/server.mjs). The native CLI and the npm CLI must print the same bytes and exit alike;
+// a remote read must give what the same files read locally give.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cliPath, hasNativeCli, nativeCli } from './helpers/common.mjs';
+import { writeAdapter, writeShardedBase, writeSingleBase } from './helpers/remote-model.mjs';
+import { startHub } from '../hub/server.mjs';
+
+const work = mkdtempSync(join(tmpdir(), 'pb-remote-cli-'));
+const home = join(work, 'hf-home'); // no token file
+const dirs = { adapter: join(work, 'adapter'), sharded: join(work, 'sharded'), single: join(work, 'single') };
+let hub;
+let foreign; // another origin, to which a redirect must not carry the token
+
+before(async () => {
+  await writeAdapter(dirs.adapter, { layers: 2, hidden: 64 });
+  await writeShardedBase(dirs.sharded, { shards: 2, layers: 2, hidden: 64, vocab: 100 });
+  await writeSingleBase(dirs.single, { layers: 2, hidden: 64 });
+  const adapterFiles = Object.fromEntries(readdirSync(dirs.adapter).map((n) => [n, new Uint8Array(readFileSync(join(dirs.adapter, n)))]));
+  const files = {
+    'me/adapter': dirs.adapter,
+    'me/private-adapter': dirs.adapter,
+    'me/nested': Object.fromEntries(Object.entries(adapterFiles).map(([n, b]) => [`lora/${n}`, b])),
+    'me/sharded': dirs.sharded,
+    'me/single': dirs.single,
+    'me/empty': { 'README.md': 'nothing here' },
+  };
+  hub = await startHub({ files, tokens: { 'me/private-adapter': 'hf_secret' } });
+  foreign = await startHub({ files });
+});
+after(async () => {
+  await hub?.close();
+  await foreign?.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+function run(command, args, env) {
+  return new Promise((resolve) => {
+    execFile(command, args, { env: { ...process.env, ...env }, encoding: 'latin1', timeout: 60000, maxBuffer: 1 << 26 }, (error, stdout, stderr) =>
+      resolve({ status: error ? error.code : 0, stdout, stderr }));
+  });
+}
+
+const clis = [['npm', (args, env) => run(process.execPath, [cliPath, ...args], env)]];
+if (hasNativeCli) clis.push(['native', (args, env) => run(nativeCli, args, env)]);
+const remoteEnv = (env = {}) => ({ HF_ENDPOINT: hub.endpoint, HF_TOKEN: '', HF_HOME: home, PB_HTTP_RETRIES: '0', ...env });
+
+/** Runs `args(name)` in both CLIs; asserts the same status, stdout and stderr; returns the first result. */
+async function both(args, env = {}) {
+  const results = [];
+  for (const [name, cli] of clis) results.push([name, await cli(typeof args === 'function' ? args(name) : args, remoteEnv(env))]);
+  for (const [name, r] of results.slice(1)) assert.deepEqual(r, results[0][1], `${name} differs from ${results[0][0]}`);
+  return results[0][1];
+}
+
+const local = (args) => run(nativeCli, args, {});
+const filesOf = (dir) => Object.fromEntries(readdirSync(dir).sort().map((n) => [n, readFileSync(join(dir, n)).toString('hex')]));
+
+test('adapter-info of a Hub repo, a folder of one and a weights URL: as the same adapter read locally', async () => {
+  const expected = (await both(['adapter-info', dirs.adapter])).stdout;
+  for (const address of ['hf://me/adapter', 'hf://me/adapter@main', 'hf://me/nested/lora', `${hub.endpoint}/me/adapter/resolve/main/adapter_model.safetensors`]) {
+    const r = await both(['adapter-info', address]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, expected, address);
+  }
+  const json = await both(['adapter-info', '--json', 'hf://me/adapter']);
+  assert.equal(json.stdout, (await both(['adapter-info', '--json', dirs.adapter])).stdout);
+});
+
+test('translate of a Hub adapter writes what the local translate writes, in both CLIs', async () => {
+  const want = join(work, 'kohya-local');
+  assert.equal((await both((n) => ['translate', dirs.adapter, `${want}-${n}`, '--to', 'kohya', '-q'])).status, 0);
+  const r = await both((n) => ['translate', 'hf://me/adapter', join(work, `kohya-${n}`), '--to', 'kohya', '-q']);
+  assert.equal(r.status, 0, r.stderr);
+  for (const [name] of clis) assert.deepEqual(filesOf(join(work, `kohya-${name}`)), filesOf(`${want}-${name}`), name);
+});
+
+test('inspect of a whole repo and of its index URL: every shard under its name; a one-file repo too', async () => {
+  const shards = readdirSync(dirs.sharded).filter((n) => n.endsWith('.safetensors')).sort();
+  const parts = [];
+  for (const s of shards) parts.push(`==> ${s} <==\n${(await local(['inspect', join(dirs.sharded, s)])).stdout}`);
+  const expected = parts.join('\n');
+  for (const address of ['hf://me/sharded', 'hf://me/sharded/model.safetensors.index.json', `${hub.endpoint}/me/sharded/resolve/main/model.safetensors.index.json`]) {
+    const r = await both(['inspect', address]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, expected, address);
+  }
+  const json = JSON.parse((await both(['inspect', '--json', 'hf://me/sharded'])).stdout);
+  assert.deepEqual(json.files.map((f) => f.path), shards);
+  assert.deepEqual(json.files[0].report, JSON.parse((await local(['inspect', '--json', join(dirs.sharded, shards[0])])).stdout));
+  const single = await both(['inspect', 'hf://me/single']);
+  assert.equal(single.stdout, `==> model.safetensors <==\n${(await local(['inspect', join(dirs.single, 'model.safetensors')])).stdout}`);
+  const none = await both(['inspect', 'hf://me/empty']);
+  assert.equal(none.status, 1);
+  assert.equal(none.stderr, 'error: IoError: `hf://me/empty` has neither model.safetensors nor model.safetensors.index.json\n');
+});
+
+test('merge with a Hub adapter writes what the local merge writes; a remote base is refused precisely', async () => {
+  const want = join(work, 'merged-local');
+  assert.equal((await local(['merge', '--base', dirs.sharded, '--adapter', dirs.adapter, '--out', want, '-q'])).status, 0);
+  const merged = await both((n) => ['merge', '--base', dirs.sharded, '--adapter', 'hf://me/adapter', '--out', join(work, `merged-${n}`), '-q']);
+  assert.equal(merged.status, 0, merged.stderr);
+  for (const [name] of clis) assert.deepEqual(filesOf(join(work, `merged-${name}`)), filesOf(want), name);
+  const r = await both(['merge', '--base', 'hf://me/sharded', '--adapter', 'hf://me/adapter', '--out', join(work, 'never')]);
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /^error: InvalidArgument: `hf:\/\/me\/sharded`: remote bases are not supported yet/);
+  assert.throws(() => readdirSync(join(work, 'never')));
+});
+
+test('faults: a missing file, a private repo, the token on a redirect, the adapter cap', async () => {
+  const missing = await both(['adapter-info', 'hf://me/nothing-here']);
+  assert.equal(missing.status, 1);
+  assert.match(missing.stderr, /^error: IoError: .*hf:\/\/me\/nothing-here.*404/);
+  const gone = await both(['inspect', 'hf://me/sharded/model-00009-of-00009.safetensors']);
+  assert.equal(gone.status, 1);
+  assert.match(gone.stderr, /404/);
+
+  const denied = await both(['adapter-info', 'hf://me/private-adapter']);
+  assert.equal(denied.status, 1);
+  assert.match(denied.stderr, /401/);
+  const allowed = await both(['adapter-info', 'hf://me/private-adapter'], { HF_TOKEN: 'hf_secret' });
+  assert.equal(allowed.status, 0, allowed.stderr);
+
+  // The weights answer a redirect to another origin: it is followed without the token.
+  const location = `${foreign.endpoint}/me/adapter/resolve/main/adapter_model.safetensors`;
+  for (const [name, cli] of clis) {
+    hub.faults.length = 0;
+    hub.faults.push({ type: 'redirect', location, path: /adapter_model\.safetensors$/ }); // the CDN's blob is shared by the repos
+    hub.clearLog();
+    foreign.clearLog();
+    const r = await cli(['adapter-info', 'hf://me/private-adapter'], remoteEnv({ HF_TOKEN: 'hf_secret' }));
+    assert.equal(r.status, 0, `${name}: ${r.stderr}`);
+    assert.equal(r.stdout, allowed.stdout, name);
+    assert.ok(hub.requests.length > 0 && hub.requests.every((q) => q.auth === 'Bearer hf_secret'), `${name}: the endpoint gets the token`);
+    assert.ok(foreign.requests.length > 0 && foreign.requests.every((q) => q.auth === null), `${name}: another origin never does: ${JSON.stringify(foreign.requests.map((q) => [q.url, q.auth]))}`);
+  }
+  hub.faults.length = 0;
+
+  const capped = await both(['adapter-info', 'hf://me/adapter'], { PB_HTTP_MAX_ADAPTER_BYTES: '1000' });
+  assert.equal(capped.status, 1);
+  const size = readFileSync(join(dirs.adapter, 'adapter_model.safetensors')).length;
+  assert.equal(
+    capped.stderr,
+    `error: IoError: \`hf://me/adapter/adapter_model.safetensors\` is ${size} bytes, more than the cap of 1000 for adapter weights read whole (PB_HTTP_MAX_ADAPTER_BYTES)\n`,
+  );
+});

@@ -1,0 +1,125 @@
+// What a remote argument names and which files of a remote model are read (app/remote_address.h,
+// app/base_layout.h, the multi-file inspect report): the rules both CLIs share.
+#include "app/remote_address.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "app/base_layout.h"
+#include "app/report.h"
+
+namespace pb::app {
+namespace {
+
+constexpr std::string_view kEndpoint = "http://hub.test:8080/";
+
+TEST(RemoteAddress, RepoAloneOrWithAFolderIsAFolderListedByTheTreeApi) {
+  auto repo = ParseRemoteAddress("hf://me/adapter", kEndpoint);
+  ASSERT_TRUE(repo.ok());
+  EXPECT_TRUE(repo->folder);
+  EXPECT_TRUE(repo->hub);
+  EXPECT_EQ(repo->url, "http://hub.test:8080/api/models/me/adapter/tree/main");
+  EXPECT_EQ(repo->label, "hf://me/adapter");
+  auto sub = ParseRemoteAddress("hf://me/adapter/sub dir/v1@refs/pr/1", kEndpoint);
+  ASSERT_TRUE(sub.ok());
+  EXPECT_TRUE(sub->folder);
+  EXPECT_EQ(sub->revision, "refs/pr/1");
+  EXPECT_EQ(sub->url, "http://hub.test:8080/api/models/me/adapter/tree/refs%2Fpr%2F1/sub%20dir/v1");
+  auto at_rev = ParseRemoteAddress("hf://me/adapter@v2", kEndpoint);
+  ASSERT_TRUE(at_rev.ok());
+  EXPECT_TRUE(at_rev->folder);
+  EXPECT_EQ(at_rev->repo, "me/adapter");
+  EXPECT_EQ(at_rev->url, "http://hub.test:8080/api/models/me/adapter/tree/v2");
+}
+
+TEST(RemoteAddress, AFileByItsSuffixResolvesLikeTheHub) {
+  for (std::string_view name : {"model.safetensors", "model.safetensors.index.json", "adapter_model.bin"}) {
+    auto file = ParseRemoteAddress("hf://me/m/" + std::string(name), kEndpoint);
+    ASSERT_TRUE(file.ok());
+    EXPECT_FALSE(file->folder) << name;
+    EXPECT_EQ(file->url, "http://hub.test:8080/me/m/resolve/main/" + std::string(name));
+    EXPECT_EQ(RemoteFileName(file.value()), name);
+  }
+}
+
+TEST(RemoteAddress, EntriesSitInTheFolderOrBesideTheFileAtThePinnedCommit) {
+  auto folder = ParseRemoteAddress("hf://me/m/sub", kEndpoint);
+  ASSERT_TRUE(folder.ok());
+  RemoteFile shard = RemoteEntry(folder.value(), "model-00001-of-00002.safetensors", std::string("abc123"));
+  EXPECT_EQ(shard.url, "http://hub.test:8080/me/m/resolve/abc123/sub/model-00001-of-00002.safetensors");
+  EXPECT_EQ(shard.label, "hf://me/m/sub/model-00001-of-00002.safetensors");
+  auto file = ParseRemoteAddress("hf://me/m/sub/model.safetensors.index.json@dev", kEndpoint);
+  ASSERT_TRUE(file.ok());
+  RemoteFile beside = RemoteEntry(file.value(), "a.safetensors");
+  EXPECT_EQ(beside.url, "http://hub.test:8080/me/m/resolve/dev/sub/a.safetensors");
+  EXPECT_EQ(beside.label, "hf://me/m/sub/a.safetensors@dev");
+  auto url = ParseRemoteAddress("https://cdn.test/x/y/adapter_model.safetensors?download=1", kEndpoint);
+  ASSERT_TRUE(url.ok());
+  EXPECT_FALSE(url->folder);
+  EXPECT_EQ(RemoteFileName(url.value()), "adapter_model.safetensors");
+  RemoteFile config = RemoteEntry(url.value(), "adapter_config.json");
+  EXPECT_EQ(config.url, "https://cdn.test/x/y/adapter_config.json");
+  EXPECT_EQ(config.label, config.url);
+}
+
+TEST(RemoteAddress, MalformedAddressesAreRefusedBeforeAnyRequest) {
+  for (std::string_view bad : {"hf://me", "hf://me/", "hf://me/m@", "hf://me/m/../x.safetensors", "hf://me/m//a.json"}) {
+    auto parsed = ParseRemoteAddress(bad, kEndpoint);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.error().code, ErrorCode::InvalidArgument) << bad;
+  }
+  EXPECT_TRUE(IsRemoteArgument("HF://me/m"));
+  EXPECT_TRUE(IsRemoteArgument("https://x/y"));
+  EXPECT_FALSE(IsRemoteArgument("hf:/me/m"));
+  EXPECT_TRUE(CheckLocalBase("./model").ok());
+  Status remote = CheckLocalBase("hf://me/m");
+  ASSERT_FALSE(remote.ok());
+  EXPECT_EQ(remote.error().code, ErrorCode::InvalidArgument);
+  EXPECT_NE(remote.error().message.find("remote bases are not supported yet"), std::string::npos);
+}
+
+TEST(RemoteAddress, HubListingGivesTheFolderFilesNamesOnly) {
+  auto names = ParseHubListing(
+      R"([{"type":"file","path":"sub/adapter_config.json"},{"type":"directory","path":"sub/x"},)"
+      R"({"type":"file","path":"sub/adapter_model.safetensors"}])",
+      "hf://me/a/sub");
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(names.value(), (std::vector<std::string>{"adapter_config.json", "adapter_model.safetensors"}));
+  auto bad = ParseHubListing(R"({"error":"nope"})", "hf://me/a");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::IoError);
+  EXPECT_EQ(bad.error().message, "the file list of `hf://me/a` is not a JSON array of entries");
+}
+
+TEST(BaseLayout, IndexFirstThenTheSingleFileElseAPreciseError) {
+  std::vector<std::string> sharded{"config.json", "model.safetensors", "model.safetensors.index.json"};
+  EXPECT_EQ(ChooseBaseFile("d", sharded).value(), "model.safetensors.index.json");
+  std::vector<std::string> single{"config.json", "model.safetensors"};
+  EXPECT_EQ(ChooseBaseFile("d", single).value(), "model.safetensors");
+  std::vector<std::string> none{"config.json", "pytorch_model.bin"};
+  auto missing = ChooseBaseFile("hf://me/m", none);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message, "`hf://me/m` has neither model.safetensors nor model.safetensors.index.json");
+  EXPECT_TRUE(IsModelIndexName("diffusion_pytorch_model.safetensors.index.json"));
+  EXPECT_FALSE(IsModelIndexName("config.json"));
+}
+
+}  // namespace
+}  // namespace pb::app
+
+namespace pb {
+namespace {
+
+TEST(InspectFiles, EachReportUnderItsName) {
+  std::vector<RenderedReport> files{{"a.safetensors", "A\n"}, {"b.safetensors", "B\n"}};
+  EXPECT_EQ(RenderInspectFilesText(files), "==> a.safetensors <==\nA\n\n==> b.safetensors <==\nB\n");
+  std::vector<RenderedReport> json{{"a.safetensors", "{\"ok\":true,\"x\":1}\n"}, {"b\"c", "{\"ok\":true}\n"}};
+  EXPECT_EQ(RenderInspectFilesJson(json),
+            "{\"ok\":true,\"files\":[{\"path\":\"a.safetensors\",\"report\":{\"ok\":true,\"x\":1}},"
+            "{\"path\":\"b\\\"c\",\"report\":{\"ok\":true}}]}\n");
+}
+
+}  // namespace
+}  // namespace pb

@@ -1,0 +1,118 @@
+// Embind layer over the rules of remote arguments (app/remote_address.h, app/base_layout.h) and the multi-file
+// inspect report, for web/bin/peft-bridge.mjs: the npm CLI asks here what to fetch, as the native CLI does.
+// Failures come back as {ok: false, errorJson, errorText}.
+#include <emscripten/bind.h>
+
+#include <string>
+#include <vector>
+
+#include "app/base_layout.h"
+#include "app/remote_address.h"
+#include "app/report.h"
+#include "core/json.h"
+
+namespace pb::wasm {
+namespace {
+
+using emscripten::val;
+
+val Failed(const Error& e) {
+  val r = val::object();
+  r.set("ok", false);
+  r.set("errorJson", RenderErrorJson(e));
+  r.set("errorText", RenderErrorText(e));
+  return r;
+}
+
+std::vector<std::string> Names(const std::string& json_text) {
+  std::vector<std::string> names;
+  auto parsed = ParseJson(json_text, "names");
+  if (parsed.ok() && parsed->is_array())
+    for (const auto& n : parsed.value())
+      if (n.is_string()) names.push_back(n.get<std::string>());
+  return names;
+}
+
+// {ok, folder, model (inspect reads every shard), label, url, fileName}
+val ParseRemote(const std::string& arg, const std::string& endpoint) {
+  auto a = app::ParseRemoteAddress(arg, endpoint);
+  if (!a.ok()) return Failed(a.error());
+  val r = val::object();
+  r.set("ok", true);
+  r.set("folder", a->folder);
+  r.set("model", app::NamesRemoteModel(a.value()));
+  r.set("label", a->label);
+  r.set("url", a->url);
+  r.set("fileName", app::RemoteFileName(a.value()));
+  return r;
+}
+
+// {url, label} of `name` in (or beside) the address `arg`; `commit` "" for none.
+val Entry(const std::string& arg, const std::string& endpoint, const std::string& name, const std::string& commit) {
+  auto a = app::ParseRemoteAddress(arg, endpoint);
+  val r = val::object();
+  if (!a.ok()) return Failed(a.error());
+  app::RemoteFile f = app::RemoteEntry(a.value(), name, commit.empty() ? std::nullopt : std::optional<std::string>(commit));
+  r.set("ok", true);
+  r.set("url", f.url);
+  r.set("label", f.label);
+  return r;
+}
+
+// {ok, names: [..]} (as JSON text) of a Hub tree listing.
+val Listing(const std::string& text, const std::string& label) {
+  auto names = app::ParseHubListing(text, label);
+  if (!names.ok()) return Failed(names.error());
+  Json list = Json::array();
+  for (const auto& n : names.value()) list.push_back(n);
+  val r = val::object();
+  r.set("ok", true);
+  r.set("names", list.dump());
+  return r;
+}
+
+val BaseFile(const std::string& dir, const std::string& names_json) {
+  std::vector<std::string> names = Names(names_json);
+  auto chosen = app::ChooseBaseFile(dir, names);
+  if (!chosen.ok()) return Failed(chosen.error());
+  val r = val::object();
+  r.set("ok", true);
+  r.set("name", chosen.value());
+  r.set("index", app::IsModelIndexName(chosen.value()));
+  return r;
+}
+
+// `files_json`: [{name, report}], each report as the core rendered it.
+std::string RenderFiles(const std::string& files_json, bool json) {
+  std::vector<RenderedReport> files;
+  auto parsed = ParseJson(files_json, "reports");
+  if (parsed.ok() && parsed->is_array())
+    for (const auto& f : parsed.value()) {
+      if (!f.is_object()) continue;
+      auto name = f.find("name"), report = f.find("report");
+      if (name != f.end() && report != f.end() && name->is_string() && report->is_string())
+        files.push_back({name->get<std::string>(), report->get<std::string>()});
+    }
+  return json ? RenderInspectFilesJson(files) : RenderInspectFilesText(files);
+}
+
+val LocalBase(const std::string& arg) {
+  Status s = app::CheckLocalBase(arg);
+  if (!s.ok()) return Failed(s.error());
+  val r = val::object();
+  r.set("ok", true);
+  return r;
+}
+
+}  // namespace
+}  // namespace pb::wasm
+
+EMSCRIPTEN_BINDINGS(peft_bridge_remote) {
+  using namespace emscripten;
+  function("parseRemoteAddress", &pb::wasm::ParseRemote);
+  function("remoteEntry", &pb::wasm::Entry);
+  function("parseHubListing", &pb::wasm::Listing);
+  function("chooseBaseFile", &pb::wasm::BaseFile);
+  function("renderInspectFiles", &pb::wasm::RenderFiles);
+  function("checkLocalBase", &pb::wasm::LocalBase);
+}
