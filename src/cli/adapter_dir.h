@@ -1,6 +1,7 @@
 // Finding an adapter's files in a directory (shared by adapter-info, translate, merge).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,7 +31,9 @@ Result<std::string> ReadText(const std::string& path);
 // .safetensors file; a lone adapter_model.bin is refused (pickle).
 Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<std::string>& base_config_path);
 adapter::AdapterSource SourceOf(const AdapterDir& dir);
-// Reads what `consumer` asks for from the adapter's weights file until it asks for nothing more.
-Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const AdapterDir& dir);
+// Reads what `consumer` asks for from the adapter's weights file until it asks for nothing more; `on_read`, when
+// given, learns the count of bytes supplied so far after each piece (the progress line).
+Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const AdapterDir& dir,
+                          const std::function<void(uint64_t)>& on_read = {});
 
 }  // namespace pb::cli
