@@ -29,7 +29,7 @@
 #include "fuzz_input.h"
 #include "json_mutator.h"
 #include "merge/merge_plan.h"
-#include "merge/merge_report.h"
+#include "app/merge_report.h"
 
 namespace {
 

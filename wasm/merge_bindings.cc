@@ -40,7 +40,7 @@
 #include "core/writer.h"
 #include "merge/merge_engine.h"
 #include "merge/merge_plan.h"
-#include "merge/merge_report.h"
+#include "app/merge_report.h"
 #include "merge/model_index.h"
 #include "handle.h"
 
@@ -161,8 +161,11 @@ class MergeHandle : public MergeIo {
  protected:
   virtual adapter::AdapterBytesConsumer* Consumer() const = 0;
 
+  merge::MergeSummary SummaryOf(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run) const {
+    return {&plan, read_.get(), uint64_t(source_bytes), seconds, uint64_t(HeapSize()), dry_run, options_.unmerge, copied_};
+  }
   std::string Summary(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run, bool json) const {
-    merge::MergeSummary s{&plan, read_.get(), uint64_t(source_bytes), seconds, uint64_t(HeapSize()), dry_run, options_.unmerge, copied_};
+    merge::MergeSummary s = SummaryOf(plan, source_bytes, seconds, dry_run);
     return json ? merge::RenderMergeJson(s) : merge::RenderMergeText(s);
   }
 
@@ -276,6 +279,13 @@ class Merger : public MergeHandle {
   }
   std::string summary(double seconds, bool dry_run, bool json) const {
     return plan_ ? Summary(*plan_, double(SourceTotal()), seconds, dry_run, json) : "";
+  }
+  // The text summary in its two parts, as the CLI prints them: the plan before the work, the outcome after.
+  std::string plan_text(bool dry_run) const {
+    return plan_ ? merge::RenderMergePlanText(SummaryOf(*plan_, double(SourceTotal()), 0, dry_run)) : "";
+  }
+  std::string outcome_text(double seconds) const {
+    return plan_ ? merge::RenderMergeOutcomeText(SummaryOf(*plan_, double(SourceTotal()), seconds, false)) : "";
   }
 
   // The planned tensors the adapter changes (every op but copy and convert), for a plan view such as the web
@@ -547,6 +557,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("outputIndex", &Merger::output_index)
       .function("configJson", &Merger::config_json)
       .function("summary", &Merger::summary)
+      .function("planText", &Merger::plan_text)
+      .function("outcomeText", &Merger::outcome_text)
       .function("setCopiedFiles", &Merger::set_copied_files)
       .function("planTensors", &Merger::plan_tensors);
   class_<StreamMerger, base<MergeHandle>>("StreamMerger")

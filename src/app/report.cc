@@ -1,5 +1,8 @@
 #include "app/report.h"
 
+#include "app/printable.h"
+#include "app/size_text.h"
+
 #include "core/writer.h"
 
 #include <cassert>
@@ -19,24 +22,7 @@ std::map<Dtype, uint64_t> ParametersByDtype(const Header& h) {
   return counts;
 }
 
-// Names and metadata come from untrusted files: control bytes are shown as \xNN so that a header
-// cannot send escape sequences to the user's terminal.
-std::string Printable(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char ch : text) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7F) {
-      static constexpr char kHex[] = "0123456789ABCDEF";
-      out += "\\x";
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    } else {
-      out.push_back(ch);
-    }
-  }
-  return out;
-}
+using app::Printable;
 
 std::string ShapeText(std::span<const uint64_t> shape) {
   std::string s = "[";
@@ -231,8 +217,8 @@ std::string RenderErrorText(const Error& e) {
 
 std::string RenderConvertText(const ConversionPlan& plan, const Header& source) {
   (void)source;
-  return "converted " + std::to_string(plan.converted_count) + " of " + std::to_string(plan.write.tensors.size()) +
-         " tensors; wrote " + WithThousands(plan.write.total_size()) + " bytes\n";
+  return "convert " + std::to_string(plan.converted_count) + " of " + std::to_string(plan.write.tensors.size()) +
+         " tensors; output " + app::SizeText(plan.write.total_size()) + "\n";
 }
 
 std::string RenderConvertJson(const ConversionPlan& plan, const Header& source) {

@@ -28,7 +28,8 @@ std::string RenderInspectFilesJson(std::span<const RenderedReport> files);
 std::string RenderErrorJson(const Error& error);
 // One line for stderr: "error: <code>: <message>"
 std::string RenderErrorText(const Error& error);
-// Summary of a finished conversion (text or JSON).
+// The plan of a conversion, printed before it starts: "convert 3 of 4 tensors; output 1.16 GB" (or JSON, with
+// exact sizes, printed once it is done).
 std::string RenderConvertText(const ConversionPlan& plan, const Header& source);
 std::string RenderConvertJson(const ConversionPlan& plan, const Header& source);
 

@@ -10,6 +10,7 @@
 #include "cli/file_io.h"
 #include "cli/input_facts.h"
 #include "cli/output_transaction.h"
+#include "cli/stderr_progress.h"
 #include "app/cli_text.h"
 #include "app/output_policy.h"
 
@@ -99,9 +100,18 @@ int RunTranslate(const app::CommandLine& line) {
     auto weights = transaction.value()->Add(output.weights_name);
     if (!weights.ok()) return fail(weights.error());
     adapter::SafetensorsEmitter emitter(output.weights, *weights.value());  // tensor by tensor, read with pread
-    if (Status s = emitter.Begin(); !s.ok()) return fail(s.error());
-    if (Status s = SupplyAdapterBytes(emitter, dir.value()); !s.ok()) return fail(s.error());
-    if (Status s = emitter.Finish(); !s.ok()) return fail(s.error());
+    // Progress counts the adapter's tensor bytes read for the output, of its weights file's size (the work
+    // completes short of it: the header was read before).
+    StderrProgress progress(line, dir->weights->size());
+    progress.StartFile(dir->weights_path.substr(dir->weights_path.rfind('/') + 1), 0);  // the file read, as convert
+    Status status = emitter.Begin();
+    if (status.ok()) status = SupplyAdapterBytes(emitter, dir.value(), [&](uint64_t done) { progress.Update(done); });
+    if (status.ok()) status = emitter.Finish();
+    if (!status.ok()) {
+      progress.Abandon();
+      return fail(status.error());
+    }
+    progress.Finish();
     if (output.config_name) {
       auto config = transaction.value()->Add(*output.config_name);
       if (!config.ok()) return fail(config.error());

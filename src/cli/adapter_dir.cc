@@ -114,9 +114,11 @@ adapter::AdapterSource SourceOf(const AdapterDir& dir) {
   return {WeightsName(dir), {}, dir.config, dir.base_config, &dir.header, dir.inline_bytes};
 }
 
-Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const AdapterDir& dir) {
+Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const AdapterDir& dir,
+                          const std::function<void(uint64_t)>& on_read) {
   constexpr uint64_t kPiece = 4 << 20;
   std::vector<uint8_t> buffer;
+  uint64_t supplied = 0;
   for (;;) {
     // Copied: the list changes once its last byte is supplied.
     const std::vector<adapter::ByteRange> needs(consumer.adapter_needs().begin(), consumer.adapter_needs().end());
@@ -128,6 +130,8 @@ Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const Adapter
         if (Status s = ReadWeightsAt(dir, pos, buffer); !s.ok()) return s;
         if (Status s = consumer.SupplyAdapter(buffer); !s.ok()) return s;
         pos += n;
+        supplied += n;
+        if (on_read) on_read(supplied);
       }
     }
   }

@@ -1,6 +1,7 @@
 // Finding an adapter's files in a directory (shared by adapter-info, translate, merge).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,7 +42,9 @@ Status ReadWeightsAt(const AdapterDir& dir, uint64_t offset, std::span<uint8_t> 
 // The header and the inline tensors' bytes of dir.weights (or dir.weights_bytes), after the configs.
 Status ReadAdapterHeader(AdapterDir& dir);
 adapter::AdapterSource SourceOf(const AdapterDir& dir);
-// Reads what `consumer` asks for from the adapter's weights file until it asks for nothing more.
-Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const AdapterDir& dir);
+// Reads what `consumer` asks for from the adapter's weights file until it asks for nothing more; `on_read`, when
+// given, learns the count of bytes supplied so far after each piece (the progress line).
+Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const AdapterDir& dir,
+                          const std::function<void(uint64_t)>& on_read = {});
 
 }  // namespace pb::cli

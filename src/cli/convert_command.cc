@@ -5,6 +5,7 @@
 #include "cli/file_io.h"
 #include "cli/input_facts.h"
 #include "cli/output_transaction.h"
+#include "cli/stderr_progress.h"
 #include "app/output_policy.h"
 #include "app/cli_text.h"
 #include "convert/convert_stream.h"
@@ -16,7 +17,9 @@ namespace {
 constexpr size_t kReadChunk = 4 << 20;
 
 // Streams every planned tensor's source bytes, in plan order, through the converter.
-Status ConvertFile(const InputFile& in, const Header& header, ConversionPlan plan, ByteSink& sink) {
+// Progress counts the bytes of IN read: the header, then each tensor's.
+Status ConvertFile(const InputFile& in, const Header& header, ConversionPlan plan, ByteSink& sink, StderrProgress& progress) {
+  uint64_t done = header.data_start();
   TensorBytesConverter converter(std::move(plan), sink);
   if (Status s = converter.Begin(); !s.ok()) return s;
   std::vector<uint8_t> buffer(kReadChunk);
@@ -28,6 +31,8 @@ Status ConvertFile(const InputFile& in, const Header& header, ConversionPlan pla
       if (Status s = in.ReadAt(pos, std::span<uint8_t>(buffer.data(), n)); !s.ok()) return s;
       if (Status s = converter.Push(std::span<const uint8_t>(buffer.data(), n)); !s.ok()) return s;
       pos += n;
+      done += n;
+      progress.Update(done);
     }
   }
   return converter.Finish();
@@ -52,15 +57,27 @@ int RunConvert(const app::CommandLine& line) {
   if (!header.ok()) return fail(ExplainInput(header.error(), positional[0], app::InputRole::kTensorFile));
   auto plan = PlanConversion(header.value(), *dtype, order);
   if (!plan.ok()) return fail(plan.error());
-  std::string summary = json ? RenderConvertJson(plan.value(), header.value())
-                             : RenderConvertText(plan.value(), header.value());
+  // The text is the plan, told before the work starts; the JSON, one document, comes once the output is in place.
+  const bool quiet = line.Has("quiet");
+  if (!json && !quiet) {
+    std::string text = RenderConvertText(plan.value(), header.value());
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+  std::string summary = json ? RenderConvertJson(plan.value(), header.value()) : "";
   auto transaction = OutputTransaction::ForFile(positional[1], std::move(output.value()));
   auto out = transaction->Add(DescribeOutputFile(positional[1]).writes[0]);
   if (!out.ok()) return fail(out.error());
-  if (Status s = ConvertFile(in.value(), header.value(), std::move(plan.value()), *out.value()); !s.ok())
-    return fail(s.error());  // the temporary file is removed when `transaction` goes away
-  if (Status s = transaction->Commit(); !s.ok()) return fail(s.error());
-  if (json || !line.Has("quiet")) std::fwrite(summary.data(), 1, summary.size(), stdout);
+  StderrProgress progress(line, header->file_size());
+  progress.StartFile(positional[0].substr(positional[0].rfind('/') + 1), 0);  // the file name, not its path
+  Status status = ConvertFile(in.value(), header.value(), std::move(plan.value()), *out.value(), progress);
+  if (status.ok()) status = transaction->Commit();
+  if (!status.ok()) {
+    progress.Abandon();
+    return fail(status.error());  // the temporary file is removed when `transaction` goes away
+  }
+  progress.Finish();
+  std::fwrite(summary.data(), 1, summary.size(), stdout);
   return 0;
 }
 

@@ -15,12 +15,13 @@
 #include "cli/file_io.h"
 #include "cli/input_facts.h"
 #include "cli/output_transaction.h"
+#include "cli/stderr_progress.h"
 #include "app/base_extras.h"
 #include "app/cli_text.h"
 #include "app/output_policy.h"
 #include "app/remote_address.h"
 #include "merge/merge_engine.h"
-#include "merge/merge_report.h"
+#include "app/merge_report.h"
 #include "merge/model_index.h"
 
 namespace pb::cli {
@@ -96,32 +97,9 @@ Result<BaseModel> OpenBase(const std::string& path, const std::optional<std::str
   return base;
 }
 
-class Progress {
- public:
-  Progress(uint64_t total, bool enabled) : total_(total), enabled_(enabled) {}
-  void Update(uint64_t done) {
-    if (!enabled_ || total_ == 0) return;
-    int pct = static_cast<int>(100 * done / total_);
-    if (pct == last_) return;
-    last_ = pct;
-    int filled = pct * 30 / 100;
-    std::fprintf(stderr, "\r[%.*s%*s] %3d%%  %.1f / %.1f GB", filled, "##############################", 30 - filled, "",
-                 pct, static_cast<double>(done) / 1e9, static_cast<double>(total_) / 1e9);
-    std::fflush(stderr);
-  }
-  void Done() {
-    if (enabled_ && last_ >= 0) std::fprintf(stderr, "\n");
-  }
-
- private:
-  uint64_t total_;
-  bool enabled_;
-  int last_ = -1;
-};
-
 // The adapter's factors are read with pread as the merger asks for them (before each merged tensor).
 Status MergeShard(const InputFile& in, const Header& header, const merge::ShardPlan& plan, const AdapterDir& adapter,
-                  const merge::MergeOptions& options, ByteSink& sink, Progress& progress, uint64_t& done) {
+                  const merge::MergeOptions& options, ByteSink& sink, StderrProgress& progress, uint64_t& done) {
   merge::ShardMerger merger(plan, options, sink);
   if (Status s = merger.Begin(); !s.ok()) return s;
   if (Status s = SupplyAdapterBytes(merger, adapter); !s.ok()) return s;
@@ -255,14 +233,23 @@ int RunMerge(const app::CommandLine& line) {
   if (!warnings.ok()) return fail(warnings.error());
   std::fwrite(warnings->data(), 1, warnings->size(), stderr);
   std::fwrite(extra.warnings.data(), 1, extra.warnings.size(), stderr);
+  auto summary_of = [&](double seconds, uint64_t peak_memory) {
+    return merge::MergeSummary{&plan.value(), &read.value(), source_total, seconds, peak_memory, dry_run, unmerge, extra.copy};
+  };
   if (!dry_run) {
     names.insert(names.end(), extra.copy.begin(), extra.copy.end());
     auto output = app::PlanOutput(command, inputs, DescribeOutputDirectory("--out", *out_dir, names), flags);
     if (!output.ok()) return fail(output.error());
     auto transaction = OutputTransaction::Begin(*out_dir, std::move(output.value()));
     if (!transaction.ok()) return fail(transaction.error());
+    // The plan is told before the work starts; the outcome line follows it.
+    if (!json && !line.Has("quiet")) {
+      std::string plan_text = merge::RenderMergePlanText(summary_of(0, 0));
+      std::fwrite(plan_text.data(), 1, plan_text.size(), stdout);
+      std::fflush(stdout);
+    }
     // Every output is written under a temporary name; any failure before Commit succeeds removes them all.
-    Progress progress(source_total, !json && !line.Has("quiet") && !line.Has("no-progress") && ::isatty(2));
+    StderrProgress progress(line, source_total);
     uint64_t done = 0;
     Status status = Status::Ok();
     for (size_t i = 0; i < extra.copy.size() && status.ok(); ++i) {
@@ -273,6 +260,7 @@ int RunMerge(const app::CommandLine& line) {
     for (size_t s = 0; s < plan->shards.size() && status.ok(); ++s) {
       auto out = transaction.value()->Add(plan->shards[s].name);
       if (!out.ok()) { status = out.error(); break; }
+      progress.StartFile(plan->shards[s].name, done);
       status = MergeShard(base->files[s], base->headers[s], plan->shards[s], adapter_dir.value(), options, *out.value(), progress, done);
       if (status.ok()) status = out.value()->Prepare();
     }
@@ -284,12 +272,17 @@ int RunMerge(const app::CommandLine& line) {
     if (status.ok() && base->index) status = write_text("model.safetensors.index.json", merge::OutputIndexJson(*base->index, plan.value()));
     if (status.ok() && plan->config_json) status = write_text("config.json", *plan->config_json);
     if (status.ok()) status = transaction.value()->Commit();
-    progress.Done();
-    if (!status.ok()) return fail(status.error());
+    if (!status.ok()) {
+      progress.Abandon();
+      return fail(status.error());
+    }
+    progress.Finish();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  merge::MergeSummary summary{&plan.value(), &read.value(), source_total, seconds, PeakRssBytes(), dry_run, unmerge, extra.copy};
-  std::string out = json ? merge::RenderMergeJson(summary) : merge::RenderMergeText(summary);
+  const merge::MergeSummary summary = summary_of(seconds, PeakRssBytes());
+  // A dry run's plan is all it prints; a merge's plan was printed before the work.
+  std::string out = json ? merge::RenderMergeJson(summary)
+                    : dry_run ? merge::RenderMergePlanText(summary) : merge::RenderMergeOutcomeText(summary);
   if (json || !line.Has("quiet")) std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }

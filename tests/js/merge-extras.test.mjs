@@ -77,7 +77,7 @@ test('merge copies the base directory\'s other files, byte for byte, and lists t
   assert.equal(text.stderr, '');
   assert.deepEqual(outNames(text.after), [...COPIED, 'config.json', 'model.safetensors'].sort());
   for (const name of COPIED) assert.equal(text.after[`out/${name}`], text.after[`base/${name}`], name);
-  assert.match(text.stdout, new RegExp(`\n  copied 4 other file\\(s\\) from the base: ${COPIED.join(' ')}\n`));
+  assert.match(text.stdout, new RegExp(`\n  copy 4 other file\\(s\\) from the base: ${COPIED.join(' ')}\n`));
 
   const json = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--json']);
   assert.equal(json.status, 0, json.stderr);

@@ -394,10 +394,10 @@ test('npm CLI merge --json / text: the native summary except the measured fields
       for (const k of MEASURED) assert.equal(typeof j[k], 'number', k);
       if (!extra.includes('--dry-run')) assert.ok(j.peakMemory > 0, 'the WASM heap size');
     } else {
-      // Only the last line (GB, seconds, GB/s, MiB) is measured.
+      // Only the last line (size, seconds, rate, peak memory) is measured.
       const lines = (s) => (extra.includes('--dry-run') ? s : s.split('\n').slice(0, -2).join('\n'));
       assert.equal(lines(js.stdout), lines(native.stdout));
-      if (!extra.includes('--dry-run')) assert.match(js.stdout, /GB in [\d.]+ s \([\d.]+ GB\/s\), peak memory [\d.]+ MiB\n$/);
+      if (!extra.includes('--dry-run')) assert.match(js.stdout, /\n[\d.]+ [kMGTPE]?B in [\d.]+ s \([\d.]+ [kMGTPE]?B\/s\), peak memory [\d.]+ [kMGTPE]?B\n$/);
     }
   }
 });

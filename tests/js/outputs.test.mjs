@@ -72,10 +72,11 @@ const standard = (root) => {
   writeBase(join(root, 'base'));
 };
 
-/** Asserts a refusal: exit 1, the message on stderr, and nothing touched. */
-function assertRefused(r, message) {
+/** Asserts a refusal: exit 1, the message on stderr, and nothing touched. `stdout`: what was printed before the
+ * failure (a merge's plan, when the failure came once the work had started). */
+function assertRefused(r, message, stdout = '') {
   assert.equal(r.status, 1, r.stderr);
-  assert.equal(r.stdout, '');
+  assert.equal(r.stdout, stdout);
   assert.equal(r.stderr, `error: ${message}\n`);
   assert.deepEqual(r.after, r.before, 'nothing touched');
 }
@@ -320,5 +321,7 @@ test('a commit failing half-way restores every file it had moved aside (an immut
     locked.push(stale);
   };
   const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--force']);
-  assertRefused(r, 'IoError: cannot move aside `out/model-00001-of-00002.safetensors`: Operation not permitted');
+  // The commit failed after the work: the plan, printed before it, is on stdout.
+  assertRefused(r, 'IoError: cannot move aside `out/model-00001-of-00002.safetensors`: Operation not permitted',
+    'merge 2 module(s) into 2 tensor(s) (architecture llama)\n  model.safetensors: 2 tensors, 328 B\n');
 });

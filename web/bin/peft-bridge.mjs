@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, unlinkSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, realpath, rename, rmdir, stat, unlink } from 'node:fs/promises';
-import { callAdapter, writeErrorFile, writeErrorSummary } from '../src/adapter.js';
+import { callAdapter } from '../src/adapter.js';
 import { createConversion } from '../src/convert.js';
 import { errorFromHandle, renderedError } from '../src/errors.js';
 import { DEFAULT_ENDPOINT, isRemote, readRemoteWhole, withRemoteHeader } from '../src/hub.js';
@@ -168,17 +168,24 @@ async function runConvert(line) {
 
   let input;
   let output = null;
+  let progress = null;
   try {
     input = await openInput(inPath);
     // OUT may replace a file, never IN (whatever the path: a hard link, a path through a link to IN's directory).
     const plan = planOutput('convert', [await fileFact('IN', inPath, null)], await describeOutputFile(outPath), {});
-    const { readable, summary } = createConversion(input.source, { dtype, order });
+    let planText = '';
+    progress = stderrProgress(line, input.source.size);
+    const onProgress = ({ bytesRead }) => progress.update(bytesRead); // the bytes of IN read, header included
+    const { readable, summary } = createConversion(input.source, { dtype, order, onPlan: (text) => (planText = text), onProgress });
     const reader = readable.getReader();
     try {
       // The first chunk is the output header: the input header is valid and the plan made before OUT is touched.
       let next = await reader.read();
+      // The text is the plan, told before the work starts; the JSON, one document, once the output is in place.
+      if (!json && !flag(line, 'quiet')) await out(planText);
       output = OutputTransaction.forFile(outPath, plan);
       const file = await output.add(baseName(outPath));
+      progress.startFile(baseName(inPath), 0);
       while (!next.done) {
         await output.write(file, next.value);
         next = await reader.read();
@@ -189,11 +196,14 @@ async function runConvert(line) {
     }
     const report = await summary;
     await output.commit();
-    if (json || !flag(line, 'quiet')) await out(json ? report.json : report.text);
+    progress.finish();
+    if (json) await out(report.json);
     return 0;
   } catch (error) {
+    progress?.abandon();
     return fail(await explainInput(error, inPath, 'tensor'), json);
   } finally {
+    progress?.close();
     await output?.close();
     await input?.handle.close();
   }
@@ -601,67 +611,91 @@ async function runTranslate(line) {
   };
 
   let output = null;
+  let files = null;
+  let result = null;
+  let progress = null;
   try {
-    const files = await loadAdapterDir(o.positional[0], o.baseConfig);
-    let result;
-    // An error producing the output bytes is reported where the native CLI meets it: once OUT_DIR is created and
-    // the weights' temporary file with it.
-    let writeError = null;
-    try {
-      result = await callAdapter('translateAdapter', files, o);
-    } catch (error) {
-      if (writeErrorFile(error) === undefined) throw error;
-      writeError = error;
-    } finally {
-      await files.close();
-    }
+    files = await loadAdapterDir(o.positional[0], o.baseConfig);
+    // The plan now, the weights' bytes once the output is accepted (where the native CLI makes them).
+    result = await callAdapter('translateAdapter', files, { ...o, deferWrite: true });
     // The policy: no link out of IN_DIR, no silent loss, no output over an input or into a non-empty directory.
     const inputs = await adapterFacts('IN_DIR', o.positional[0], files.weightsPath);
     if (o.baseConfig !== null) inputs.push(await fileFact('--base-config', o.baseConfig, null));
     planOutput('translate', inputs, null, o);
-    const summary = JSON.parse(writeError ? writeErrorSummary(writeError) : result.json);
+    const summary = JSON.parse(result.json);
     const dropped = summary.tensors.filter((t) => t.to === null).map((t) => ({ tensor: t.from, reason: t.reason }));
     const warnings = checkDropped('translate', dropped, o.allowPartial);
     if (warnings) await err(warnings);
     if (!o.dryRun) {
       const outDir = o.positional[1];
-      const names = writeError ? [writeErrorFile(writeError), ...summary.files.slice(1)] : result.files.map((f) => f.name);
-      const plan = planOutput('translate', inputs, await describeOutputDirectory('OUT_DIR', outDir, names), o);
-      output = await OutputTransaction.begin(outDir, plan);
-      for (const file of writeError ? [{ name: names[0] }] : result.files) {
-        const temp = await output.add(file.name);
-        if (writeError) throw writeError;
-        await output.write(temp, file.bytes);
-      }
+      const names = [result.weightsName, ...(result.config ? [result.config.name] : [])];
+      output = await OutputTransaction.begin(outDir, planOutput('translate', inputs, await describeOutputDirectory('OUT_DIR', outDir, names), o));
+      const weights = await output.add(result.weightsName);
+      // Progress counts the adapter's tensor bytes read for the output, of its weights file's size.
+      progress = stderrProgress(line, files.weights.size);
+      progress.startFile(files.weightsName, 0);
+      let pending = [];
+      const flush = async () => {
+        for (const bytes of pending) await output.write(weights, bytes);
+        pending = [];
+      };
+      await result.writeWeights(
+        (bytes) => pending.push(bytes),
+        async (done) => {
+          await flush();
+          progress.update(done);
+        },
+      );
+      await flush();
+      progress.finish();
+      if (result.config) await output.write(await output.add(result.config.name), result.config.bytes);
       await output.commit();
     }
     if (o.json || !flag(line, 'quiet')) await out(o.json ? result.json : result.text);
     return 0;
   } catch (error) {
+    progress?.abandon();
     return fail(await explainInput(error, o.positional[0], 'adapter'), o.json);
   } finally {
+    progress?.close();
     await output?.close();
+    await result?.close?.();
+    await files?.close();
   }
 }
 
 // ---- merge and unmerge (src/cli/merge_command.cc) ----
 
-/** The native CLI's progress bar on stderr: only on a terminal and without --json. */
-function mergeProgress(total, enabled) {
-  let last = -1;
+/** The progress line on stderr (src/app/progress_text.h, as src/cli/stderr_progress.cc): whether it shows, when
+ * it redraws and what it says are the core's; this reads the clock, the environment and the terminal, and writes.
+ * Updates before the first file starts are not drawn. close() frees the core's meter. */
+function stderrProgress(line, total) {
+  const environment = {
+    json: flag(line, 'json'),
+    quiet: flag(line, 'quiet'),
+    noProgress: flag(line, 'no-progress'),
+    stderrIsTerminal: process.stderr.isTTY === true,
+    progressVariable: process.env.PB_PROGRESS ?? null,
+    clockVariable: process.env.PB_PROGRESS_CLOCK_MS ?? null,
+  };
+  let meter = new module.ProgressMeter(total, JSON.stringify(environment));
+  const t0 = performance.now();
+  const seconds = () => (performance.now() - t0) / 1000;
+  let started = false;
+  const draw = (text) => text && process.stderr.write(text);
   return {
-    update(done) {
-      if (!enabled || total === 0) return;
-      const pct = Math.floor((100 * done) / total);
-      if (pct === last) return;
-      last = pct;
-      const filled = Math.floor((pct * 30) / 100);
-      process.stderr.write(
-        `\r[${'#'.repeat(filled)}${' '.repeat(30 - filled)}] ${String(pct).padStart(3)}%  ${(done / 1e9).toFixed(1)} / ${(total / 1e9).toFixed(1)} GB`,
-      );
+    startFile(name, done) {
+      started = true;
+      draw(meter?.startFile(name, done, seconds()));
     },
-    done() {
-      if (enabled && last >= 0) process.stderr.write('\n');
+    update(done) {
+      if (started) draw(meter?.update(done, seconds()));
+    },
+    finish: () => draw(meter?.finish(seconds())),
+    abandon: () => draw(meter?.abandon()),
+    close() {
+      meter?.delete();
+      meter = null;
     },
   };
 }
@@ -726,6 +760,7 @@ async function runMerge(line) {
   const session = await MergeSession.create('Merger', o);
   const inputs = []; // the shards, open for reading
   let output = null;
+  let progress = null;
   let adapterFiles = null; // the adapter's weights, open for reading by range
   try {
     // Errors opening either input are told as the native ExplainInput tells them.
@@ -760,30 +795,35 @@ async function runMerge(line) {
     if (extra.warnings) await err(extra.warnings);
     if (!o.dryRun) {
       output = await OutputTransaction.begin(o.out, planOutput(command, facts, await describeOutputDirectory('--out', o.out, [...names, ...extra.copy]), o));
+      // The plan is told before the work starts; the outcome line follows it.
+      if (!o.json && !quiet) await out(session.planText(false));
       // Every output is written under a temporary name; any failure before commit() succeeds removes them all.
-      const progress = mergeProgress(plan.sourceBytes, !o.json && !quiet && !flag(line, 'no-progress') && process.stderr.isTTY);
-      try {
-        for (const name of extra.copy) await copyInto(output, await output.add(name), joinPath(base.dir, name));
-        const counts = { bytesIn: 0 };
-        for (let s = 0; s < plan.shards.length; ++s) {
-          const file = await output.add(plan.shards[s].name);
-          for await (const bytes of session.mergeShard(s, plan.shards[s], await openSource(base.inputs[s].source), undefined, counts)) {
-            await output.write(file, bytes);
-            if (counts.bytesIn) progress.update(counts.bytesIn); // as natively: from the first bytes read
-          }
-          await output.prepare(file);
+      progress = stderrProgress(line, plan.sourceBytes);
+      for (const name of extra.copy) await copyInto(output, await output.add(name), joinPath(base.dir, name));
+      const counts = { bytesIn: 0 };
+      for (let s = 0; s < plan.shards.length; ++s) {
+        const file = await output.add(plan.shards[s].name);
+        progress.startFile(plan.shards[s].name, counts.bytesIn);
+        for await (const bytes of session.mergeShard(s, plan.shards[s], await openSource(base.inputs[s].source), undefined, counts)) {
+          await output.write(file, bytes);
+          progress.update(counts.bytesIn);
         }
-        for (const [name, text] of texts) await output.write(await output.add(name), new TextEncoder().encode(text));
-        await output.commit();
-      } finally {
-        progress.done();
+        await output.prepare(file);
       }
+      for (const [name, text] of texts) await output.write(await output.add(name), new TextEncoder().encode(text));
+      await output.commit();
+      progress.finish();
     }
-    if (o.json || !quiet) await out(session.summary((performance.now() - t0) / 1000, o.dryRun, o.json));
+    const seconds = (performance.now() - t0) / 1000;
+    // A dry run's plan is all it prints; a merge's plan was printed before the work.
+    if (o.json || (o.dryRun && !quiet)) await out(session.summary(seconds, o.dryRun, o.json));
+    else if (!quiet) await out(session.outcomeText(seconds));
     return 0;
   } catch (error) {
+    progress?.abandon();
     return fail(error, o.json);
   } finally {
+    progress?.close();
     await output?.close();
     for (const input of inputs) await input.handle.close();
     await adapterFiles?.close();

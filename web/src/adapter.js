@@ -12,21 +12,6 @@ import { isAdapterDirectory, openAdapterDirectory } from './adapter-dir.js';
 
 const DEFAULT_WEIGHTS_NAME = 'adapter_model.safetensors';
 
-// Errors the core met while producing the output files rather than reading the adapter (error -> the weights
-// file's name): the npm CLI reports them after creating OUT_DIR and the weights' temporary file, where the
-// native CLI meets them.
-const writeErrors = new WeakMap();
-
-/** The weights file's name if `error` came from producing translate's output files, else undefined. Internal. */
-export function writeErrorFile(error) {
-  return writeErrors.get(error)?.name;
-}
-
-/** The translate JSON summary (the plan) of such an error, for the CLI's dropped-tensor check. Internal. */
-export function writeErrorSummary(error) {
-  return writeErrors.get(error)?.json;
-}
-
 /** A source's bytes, whole (one copy when it came in pieces). Internal. */
 export async function collectBytes(source, signal) {
   throwIfAborted(signal);
@@ -94,8 +79,12 @@ export async function readAdapterHeader(handle, src, name, methods, signal) {
   return concat(parts) ?? new Uint8Array(0);
 }
 
-/** Supplies the ranges a handle asks for (`needs()` JSON) until it asks for none; `onBytes` gets its output. Internal. */
-export async function serveRanges(handle, src, methods, signal, onBytes = () => {}) {
+/**
+ * Supplies the ranges a handle asks for (`needs()` JSON) until it asks for none; `onBytes` gets its output, and
+ * `onRead`, awaited after each piece, the count of bytes supplied so far. Internal.
+ */
+export async function serveRanges(handle, src, methods, signal, onBytes = () => {}, onRead = null) {
+  let supplied = 0;
   for (;;) {
     const needs = JSON.parse(handle.handle[methods.needs]());
     if (needs.length === 0) return;
@@ -105,6 +94,8 @@ export async function serveRanges(handle, src, methods, signal, onBytes = () => 
         const n = Math.min(DEFAULT_READ_SIZE, end - pos);
         handle.inputToBytes(methods.supply, await readRange(src, pos, n, signal), onBytes);
         pos += n;
+        supplied += n;
+        if (onRead) await onRead(supplied);
       }
     }
   }
@@ -115,7 +106,8 @@ const JOB = { length: 'headerLength', header: 'setAdapterHeader', ranges: 'adapt
 /**
  * Runs one of the core's adapter operations with already gathered inputs; returns its result object
  * ({text, json, files?}) or throws the core's error (keeping its renderings for the CLI). `files.weights` is any
- * source; it is read by range. Internal.
+ * source; it is read by range. With `options.deferWrite` (translate, the CLI), the weights are not made yet: the
+ * result has {weightsName, config, writeWeights(onBytes, onRead), close()} instead of `files`. Internal.
  * @param {'adapterInfo' | 'translateAdapter'} fn
  * @param {{weights: any, weightsName: string, config: string | Uint8Array | null, baseConfig: string | Uint8Array | null}} files
  */
@@ -124,6 +116,7 @@ export async function callAdapter(fn, files, options) {
   const { signal } = options;
   const job = new NativeHandle(module, new module.AdapterJob(optionsJson(options)));
   let src = null;
+  let keep = false; // a deferred write keeps the job and the source open until its close()
   const check = (ok) => {
     if (!ok) throw errorFromHandle(job.handle);
   };
@@ -140,25 +133,36 @@ export async function callAdapter(fn, files, options) {
     check(withBytes(job, 'translate', inline, files.weightsName, files.config, files.baseConfig));
     const r = job.handle.result();
     const out = { ok: true, text: r.text, json: r.json, files: [] };
-    if (!options.dryRun) {
-      const parts = [];
-      try {
-        const head = job.call('beginWrite');
-        if (head) parts.push(head);
-        await serveRanges(job, src, JOB, signal, (bytes) => parts.push(bytes));
-        const tail = job.call('finishWrite');
-        if (tail) parts.push(tail);
-      } catch (error) {
-        writeErrors.set(error, { name: r.weightsName, json: r.json });
-        throw error;
-      }
-      out.files.push({ name: r.weightsName, bytes: concat(parts) ?? new Uint8Array(0) });
-      if (r.config) out.files.push({ name: r.config.name, bytes: r.config.bytes });
+    if (options.dryRun) return out;
+    // The weights file's bytes, made as the core asks for the adapter's tensors: `onBytes` gets them, `onRead`
+    // (awaited) the count of adapter bytes read so far.
+    const writeWeights = async (onBytes, onRead = null) => {
+      const head = job.call('beginWrite');
+      if (head) onBytes(head);
+      await serveRanges(job, src, JOB, signal, onBytes, onRead);
+      const tail = job.call('finishWrite');
+      if (tail) onBytes(tail);
+    };
+    const config = r.config ? { name: r.config.name, bytes: r.config.bytes } : null;
+    if (options.deferWrite) {
+      // The CLI writes the weights once its output is accepted, where the native CLI does, then calls close().
+      keep = true;
+      const close = async () => {
+        job.close();
+        await src?.close();
+      };
+      return { ...out, weightsName: r.weightsName, config, writeWeights, close };
     }
+    const parts = [];
+    await writeWeights((bytes) => parts.push(bytes));
+    out.files.push({ name: r.weightsName, bytes: concat(parts) ?? new Uint8Array(0) });
+    if (config) out.files.push(config);
     return out;
   } finally {
-    job.close();
-    await src?.close(); // a local path's file handle (a source the caller passed stays the caller's)
+    if (!keep) {
+      job.close();
+      await src?.close(); // a local path's file handle (a source the caller passed stays the caller's)
+    }
   }
 }
 

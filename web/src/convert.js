@@ -12,7 +12,9 @@ import { openSource, raceAbort } from './sources.js';
  * renderings, which the CLI prints). Internal; the public entry point is convert().
  */
 export function createConversion(source, options = {}) {
-  const { signal, onProgress } = options;
+  // onPlan(text): the core's text summary, once the header is planned and before any tensor is read (the CLI
+  // prints it before the work starts).
+  const { signal, onProgress, onPlan } = options;
   if (typeof options.dtype !== 'string') throw new TypeError("peft-bridge: convert needs {dtype: 'bf16' | 'f16' | 'f32'}");
   const target = options.dtype.toUpperCase();
   // The CLI's default, so that convert(file) writes the bytes `peft-bridge convert` writes.
@@ -99,13 +101,17 @@ export function createConversion(source, options = {}) {
         if (src.random) {
           handle = new NativeHandle(module, new module.RangeConverter(target, src.size, order), options.windowSize);
           if (!handle.handle.ok()) handle.call('ok');
-          const onChunks = (chunks) => chunks.forEach((c) => emit(controller, c.bytes));
+          // The output header is enqueued once onPlan has run: a reader of the first chunk has the plan too.
+          const head = [];
+          const onChunks = (chunks) => chunks.forEach((c) => head.push(c.bytes));
           bytesRead = await feedRandomHeader(handle, src, 'feedHeader', { signal, onChunks });
           const native = handle.handle;
           if (!native.planned()) handle.call('finishHeader'); // the source ended inside the header
           ranges = [];
           for (let i = 0, n = native.rangeCount(); i < n; ++i) ranges.push([native.rangeBegin(i), native.rangeEnd(i)]);
           outputSize = native.outputSize();
+          if (native.planned()) onPlan?.(native.summaryText());
+          for (const bytes of head) emit(controller, bytes);
         } else {
           handle = new NativeHandle(module, new module.StreamConverter(target, -1), options.windowSize);
           if (!handle.handle.ok()) handle.call('ok');
@@ -141,7 +147,10 @@ export function createConversion(source, options = {}) {
             if (chunk === null) return await done(controller);
             bytesRead += chunk.length;
             const wrote = handle.inputToBytes('feed', chunk, (out) => emit(controller, out));
-            if (outputSize === null && handle.handle.headerDone()) outputSize = handle.handle.outputSize();
+            if (outputSize === null && handle.handle.headerDone()) {
+              outputSize = handle.handle.outputSize();
+              onPlan?.(handle.handle.summaryText());
+            }
             progress();
             if (wrote) return;
           }

@@ -166,6 +166,15 @@ export class MergeSession {
     return this.handle.handle.summary(...args);
   }
 
+  /** The text summary's two parts, as the CLI prints them: the plan before the work, the outcome after it. */
+  planText(dryRun) {
+    return this.handle.handle.planText(dryRun);
+  }
+
+  outcomeText(seconds) {
+    return this.handle.handle.outcomeText(seconds);
+  }
+
   close() {
     live.delete(this.handle);
     this.handle.close();

@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cliPath, nativeCli } from './common.mjs';
 
-const run = (command, args, cwd) => {
-  const r = spawnSync(command, args, { cwd, encoding: 'buffer', timeout: 60000 });
+const run = (command, args, cwd, env) => {
+  const r = spawnSync(command, args, { cwd, env: env && { ...process.env, ...env }, encoding: 'buffer', timeout: 60000 });
   if (r.error) throw r.error;
   return { status: r.status, stdout: r.stdout.toString('latin1'), stderr: r.stderr.toString('latin1') };
 };
@@ -33,17 +33,18 @@ function tree(dir) {
   return out;
 }
 
-// The merge summary's measured fields: the text's last line (GB, seconds, GB/s, MiB), the JSON's timing and memory.
+// The merge summary's measured fields: the text's last line (size, seconds, rate, peak memory), the JSON's timing and memory.
 const unmeasured = (s) =>
   s
-    .replace(/[\d.]+ GB in [\d.]+ s \([\d.]+ GB\/s\), peak memory [\d.]+ MiB\n$/, '<measured>\n')
+    .replace(/[\d.]+ [kMGTPE]?B in [\d.]+ s \([\d.]+ [kMGTPE]?B\/s\), peak memory [\d.]+ [kMGTPE]?B\n$/, '<measured>\n')
     .replace(/"(seconds|gbPerS|peakMemory)":[\d.e+-]+/g, '"$1":0');
 
 /**
  * Builds the same tree twice with `setup(root)`, runs `args` in each with either CLI, and checks both agree:
- * stdout, stderr, exit status and the tree afterwards. Returns the native result and tree.
+ * stdout, stderr, exit status and the tree afterwards. Returns the native result and tree. `env`: variables added
+ * to both CLIs' environment.
  */
-export function both(t, setup, args) {
+export function both(t, setup, args, env = undefined) {
   const roots = ['native', 'js'].map((n) => {
     const root = mkdtempSync(join(tmpdir(), `pb-trees-${n}-`));
     t.after(() => rmSync(root, { recursive: true, force: true }));
@@ -53,8 +54,8 @@ export function both(t, setup, args) {
   const before = tree(roots[0]);
   // Absolute paths in messages (where a link leads) name each tree's own root.
   const rooted = (r, root) => ({ ...r, stdout: r.stdout.replaceAll(root, '<root>'), stderr: r.stderr.replaceAll(root, '<root>') });
-  const native = rooted(run(nativeCli, args, roots[0]), realpathSync(roots[0]));
-  const js = rooted(run(process.execPath, [cliPath, ...args], roots[1]), realpathSync(roots[1]));
+  const native = rooted(run(nativeCli, args, roots[0], env), realpathSync(roots[0]));
+  const js = rooted(run(process.execPath, [cliPath, ...args], roots[1], env), realpathSync(roots[1]));
   const label = args.join(' ');
   assert.equal(js.status, native.status, `${label}: ${js.stderr} / ${native.stderr}`);
   assert.equal(js.stderr, native.stderr, label);

@@ -1,7 +1,8 @@
-#include "merge/merge_report.h"
+#include "app/merge_report.h"
 
 #include <cstdio>
 
+#include "app/size_text.h"
 #include "core/json.h"
 
 namespace pb::merge {
@@ -45,27 +46,32 @@ std::string RenderMergeJson(const MergeSummary& s) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
-std::string RenderMergeText(const MergeSummary& s) {
+std::string RenderMergePlanText(const MergeSummary& s) {
   std::string out = std::string(s.dry_run ? "would " : "") + (s.unmerge ? "unmerge " : "merge ") +
                     std::to_string(s.plan->modules_matched) + " module(s) into " +
                     std::to_string(s.plan->tensors_merged) + " tensor(s)" +
                     (s.plan->arch ? " (architecture " + *s.plan->arch + ")" : std::string()) + "\n";
   for (const auto& shard : s.plan->shards)
     out += "  " + shard.name + ": " + std::to_string(shard.tensors.size()) + " tensors, " +
-           std::to_string(shard.write.total_size()) + " bytes\n";
+           app::SizeText(shard.write.total_size()) + "\n";
   if (!s.copied.empty()) {
-    out += std::string("  ") + (s.dry_run ? "would copy " : "copied ") + std::to_string(s.copied.size()) +
+    out += std::string("  ") + (s.dry_run ? "would copy " : "copy ") + std::to_string(s.copied.size()) +
            " other file(s) from the base:";
     for (const auto& name : s.copied) out += " " + name;
     out += "\n";
   }
   for (const auto& r : s.adapter->adapter.rejected) out += "  not applied " + r.name + ": " + r.reason + "\n";
   for (const auto& n : s.plan->notes) out += "note: " + n + "\n";
-  if (!s.dry_run)
-    out += Fixed(static_cast<double>(s.source_bytes) / 1e9, 3) + " GB in " + Fixed(s.seconds, 2) + " s (" +
-           Fixed(s.seconds > 0 ? static_cast<double>(s.source_bytes) / s.seconds / 1e9 : 0, 2) + " GB/s), peak memory " +
-           Fixed(static_cast<double>(s.peak_memory) / (1 << 20), 1) + " MiB\n";
   return out;
 }
+
+std::string RenderMergeOutcomeText(const MergeSummary& s) {
+  if (s.dry_run) return "";
+  const double rate = s.seconds > 0 ? static_cast<double>(s.source_bytes) / s.seconds : 0;
+  return app::SizeText(s.source_bytes) + " in " + Fixed(s.seconds, 2) + " s (" + app::RateText(rate) +
+         "), peak memory " + app::SizeText(s.peak_memory) + "\n";
+}
+
+std::string RenderMergeText(const MergeSummary& s) { return RenderMergePlanText(s) + RenderMergeOutcomeText(s); }
 
 }  // namespace pb::merge

@@ -1,4 +1,5 @@
-// Summaries of a merge for the CLIs (text, or JSON with --json). In the core so both CLIs print alike.
+// Summaries of a merge for the CLIs (text, or JSON with --json). In the shared layer so both CLIs print alike;
+// sizes in the text are app::SizeText's, exact bytes are in the JSON.
 #pragma once
 
 #include <string>
@@ -20,7 +21,14 @@ struct MergeSummary {
   std::vector<std::string> copied = {};  // base files copied into the output (app/base_extras.h), in order
 };
 
+// The text summary is the plan, printed before the work starts, and the outcome, printed once it is done:
+// RenderMergeText = RenderMergePlanText + RenderMergeOutcomeText.
 std::string RenderMergeText(const MergeSummary& s);
+// What the merge does: modules and tensors, each output shard (tensors, size), the base files copied, what is not
+// applied, the notes. Needs no measurement (seconds and peak memory are not read).
+std::string RenderMergePlanText(const MergeSummary& s);
+// "1.16 GB in 2.00 s (580 MB/s), peak memory 120 MB\n" after a merge; "" for a dry run.
+std::string RenderMergeOutcomeText(const MergeSummary& s);
 // {"ok":true,"dry_run","unmerge","arch","modules_matched","tensors_merged","unmatched_keys":[...],
 //  "files":[{"name","bytes"}],"copied_files":[names],"total_size","bytes_in","bytes_out","seconds","gb_per_s","peak_memory","notes":[...]}
 std::string RenderMergeJson(const MergeSummary& s);
