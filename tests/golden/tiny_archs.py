@@ -45,6 +45,8 @@ OVERRIDES = {
     "gptj": dict(rotary_dim=4),
     "gpt_neo": dict(attention_types=[[["global", "local"], 1]], num_layers=2),
     "diffllama": dict(num_key_value_heads=2),
+    "opt": dict(ffn_dim=32, word_embed_proj_dim=16),
+    "xglm": dict(ffn_dim=32),
     "distilbert": dict(dim=16, hidden_dim=32, n_layers=2, n_heads=2),
 }
 
