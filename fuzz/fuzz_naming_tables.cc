@@ -97,9 +97,9 @@ void CheckFormat(const FormatTable& table) {
 
 PB_FUZZ_DEFINE_MUTATOR((pb::fuzz::MutatorVocabulary{
     {"note", "model_types", "architectures", "gguf_arch", "body_prefixes", "detect_priority", "modules", "hf", "head",
-     "canonical", "gguf", "kind", "gguf_permute", "heads", "format", "description", "weights_file", "config_file",
-     "prefixes", "write_prefix", "path_style", "metadata", "roles", "suffix", "transpose", "path_rewrites", "scale",
-     "lora_A", "lora_B", "lora_B_bias", "lora_embedding_A", "lora_embedding_B", "magnitude", "alpha", "from", "to",
+     "canonical", "gguf", "kind", "gguf_permute", "tied_to", "fused", "heads", "format", "description", "weights_file",
+     "config_file", "prefixes", "write_prefix", "path_style", "metadata", "roles", "suffix", "transpose", "path_rewrites",
+     "scale", "lora_A", "lora_B", "lora_B_bias", "lora_embedding_A", "lora_embedding_B", "magnitude", "alpha", "from", "to",
      "num_attention_heads", "num_key_value_heads", "model_type", "n_head"},
     {"llama", "LlamaForCausalLM", "model.", "transformer.", "", "layers.{N}.self_attn.q_proj", "layers/{N}/attention/query",
      "blk.{N}.attn_q", "linear", "conv1d", "embedding", "conv2d", "other", "llama_rope", "falcon_qkv", "gptneox_qkv",

@@ -212,7 +212,8 @@ class TableParser {
       Fail(where, "must be an object");
       return std::nullopt;
     }
-    if (!KnownKeys(m, where, {"hf", "head", "canonical", "gguf", "kind", "gguf_permute", "note"}) || !Note(m, where))
+    if (!KnownKeys(m, where, {"hf", "head", "canonical", "gguf", "kind", "gguf_permute", "tied_to", "fused", "note"}) ||
+        !Note(m, where))
       return std::nullopt;
     ModuleTemplate t;
     auto hf = Template(m, where, "hf", true);
@@ -257,6 +258,26 @@ class TableParser {
       return std::nullopt;
     }
     t.kind = k->first;
+    if (auto it = m.find("tied_to"); it != m.end()) {
+      if (!it->is_string() || it->get_ref<const std::string&>().empty()) {
+        Fail(where + ".tied_to", "must be the non-empty hf path of the module whose weight this one shares");
+        return std::nullopt;
+      }
+      t.tied_to = it->get_ref<const std::string&>();
+    }
+    if (auto it = m.find("fused"); it != m.end()) {
+      if (!it->is_array() || it->size() < 2) {
+        Fail(where + ".fused", "must be an array of at least two role names, in row order");
+        return std::nullopt;
+      }
+      for (size_t i = 0; i < it->size(); ++i) {
+        if (!(*it)[i].is_string() || (*it)[i].get_ref<const std::string&>().empty()) {
+          Fail(where + ".fused[" + std::to_string(i) + "]", "must be a non-empty string");
+          return std::nullopt;
+        }
+        t.fused.push_back((*it)[i].get_ref<const std::string&>());
+      }
+    }
     if (auto it = m.find("gguf_permute"); it != m.end() && !it->is_null()) {
       std::string field = where + ".gguf_permute";
       if (!it->is_object() || !KnownKeys(*it, field, {"kind", "heads"})) {

@@ -41,6 +41,11 @@ struct ModuleTemplate {
   std::optional<std::string> gguf;  // "blk.{N}.attn_q" (no ".weight"); absent: llama.cpp has no such tensor
   ModuleKind kind = ModuleKind::kLinear;
   std::optional<RowPermutation> gguf_permute;
+  // The hf path of the module whose weight this one shares when the architecture's default config ties them
+  // (lm_head -> embed_tokens): a checkpoint then stores only that module's tensor.
+  std::optional<std::string> tied_to;
+  // For a fused projection, the roles stacked in its output rows, in order ("query", "key", "value").
+  std::vector<std::string> fused;
 };
 
 struct ArchTable {

@@ -9,6 +9,7 @@ seeded and runs on the CPU in one thread, so a rerun writes the same bytes. No d
 AutoConfig.for_model(...) with small sizes.
 """
 import hashlib
+import re
 import json
 import os
 import shutil
@@ -36,8 +37,12 @@ from transformers import (  # noqa: E402
     AutoConfig,
     AutoModelForCausalLM,
     AutoModelForImageClassification,
+    AutoModelForMaskedLM,
+    AutoModelForSeq2SeqLM,
     AutoModelForSequenceClassification,
 )
+from transformers.models.auto import modeling_auto  # noqa: E402
+from transformers.pytorch_utils import Conv1D  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 hf_logging.set_verbosity_error()
@@ -47,6 +52,9 @@ torch.use_deterministic_algorithms(True)
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
+NAMING = HERE.parents[1] / "data" / "naming" / "arch"
+sys.path.insert(0, str(HERE))
+from tiny_archs import TABLES, tiny_kwargs  # noqa: E402
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 INPUT_IDS = torch.tensor([[1, 7, 42, 3, 99, 15, 64, 2]])
 
@@ -63,14 +71,19 @@ ARCH = {
 
 def model_class(task):
     return {"causal": AutoModelForCausalLM, "seq_cls": AutoModelForSequenceClassification,
-            "image_cls": AutoModelForImageClassification}[task]
+            "image_cls": AutoModelForImageClassification, "masked": AutoModelForMaskedLM,
+            "seq2seq": AutoModelForSeq2SeqLM}[task]
 
 
-def model_input(task, dtype=torch.float32):
+def model_input(task, dtype=torch.float32, vocab_size=None):
+    """The fixed input; token ids taken modulo a vocabulary smaller than they are (the tiny architectures')."""
     if task == "image_cls":
         g = torch.Generator().manual_seed(7)
         return {"pixel_values": torch.randn(1, 3, 16, 16, generator=g).to(dtype)}
-    return {"input_ids": INPUT_IDS}
+    ids = INPUT_IDS % vocab_size if vocab_size and vocab_size <= int(INPUT_IDS.max()) else INPUT_IDS
+    if task == "seq2seq":
+        return {"input_ids": ids, "decoder_input_ids": ids[:, :4].clone()}
+    return {"input_ids": ids}
 
 
 # Every case: architecture, task head, base dtype, LoRA settings, and what it exercises. `shard` saves
@@ -163,6 +176,56 @@ CASES = [
 ]
 
 
+def arch_task(model_type):
+    for task, mapping in (("causal", modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
+                          ("masked", modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES),
+                          ("seq2seq", modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)):
+        if model_type in mapping:
+            return task
+    return None
+
+
+# One case per architecture of the naming tables (tests/golden/tiny_archs.py): a tiny model of it (hidden 16,
+# 2 layers, vocab 64), LoRA on every nn.Linear / Conv1D of its body (target_modules: their leaf names,
+# found when the base is built), so that merge and translate are checked against PEFT for each.
+ARCH_CASES = [
+    dict(name="arch_" + re.sub(r"[^a-z0-9]", "_", mt), arch=mt, table=table, tiny=True, dtype="bf16",
+         task=arch_task(mt), what=f"{mt}: LoRA on every linear module of the body (naming table {table})",
+         lora=dict(r=2, lora_alpha=4, target_modules="body-linear"))
+    for table, types in TABLES.items() for mt in types if arch_task(mt)
+]
+CASES += ARCH_CASES
+
+
+def body_linear_leaves(model):
+    """Leaf names of every nn.Linear / Conv1D inside the model's body (not its task head)."""
+    prefix = getattr(model, "base_model_prefix", "")
+    names = [n for n, _ in model.named_modules()]
+    inside = (lambda n: n.startswith(prefix + ".")) if any(n.startswith(prefix + ".") for n in names) else (
+        lambda n: not n.startswith(("lm_head", "score", "classifier", "qa_outputs", "cls.", "final_logits")))
+    leaves, conv1d, paths, heads = set(), set(), [], []  # paths: to find the attention projections
+    for n, m in model.named_modules():
+        # A router that subclasses Linear with its own forward (PhiMoE's returns a tuple) is no layer PEFT can
+        # wrap; other subclasses (FalconLinear) are.
+        custom = (isinstance(m, torch.nn.Linear) and type(m).forward is not torch.nn.Linear.forward
+                  and "Router" in type(m).__name__)
+        if n and not inside(n) and isinstance(m, (torch.nn.Linear, Conv1D)):
+            heads.append(n)
+        if n and inside(n) and isinstance(m, (torch.nn.Linear, Conv1D)) and not custom:
+            leaf = n.rsplit(".", 1)[-1]
+            leaves.add(leaf)
+            paths.append(n)
+            if isinstance(m, Conv1D):
+                conv1d.add(leaf)
+    # transformers 5 fuses MoE experts into 3-D parameters (`mlp.experts.gate_up_proj`); PEFT then turns a
+    # target such as gate_proj into target_parameters on them, which peft-bridge refuses (docs/adapters.md).
+    attention = sorted({p.rsplit(".", 1)[-1] for p in paths if re.search(r"attn|attention", p.rsplit(".", 1)[0])})
+    # Head modules whose leaf name a body target shares (BERT's cls.predictions.transform.dense): excluded, so
+    # that the adapter changes the body only and every format can hold it.
+    shadowed = sorted(h for h in heads if h.rsplit(".", 1)[-1] in leaves)
+    return sorted(leaves), leaves == conv1d, attention, shadowed
+
+
 def seed_for(name):
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
 
@@ -170,11 +233,16 @@ def seed_for(name):
 def build_base(case, out):
     torch.manual_seed(seed_for(case["name"]))
     task = case.get("task", "causal")
-    kwargs = dict(ARCH[case["arch"]])
+    kwargs = tiny_kwargs(case["arch"]) if case.get("tiny") else dict(ARCH[case["arch"]])
     if task == "seq_cls":
         kwargs.update(num_labels=3, pad_token_id=0)
     config = AutoConfig.for_model(case["arch"], **kwargs)
     model = model_class(task).from_config(config)
+    if case["lora"].get("target_modules") == "body-linear":
+        leaves, all_conv1d, attention_leaves, shadowed = body_linear_leaves(model)
+        case["lora"] = dict(case["lora"], target_modules=leaves, **({"fan_in_fan_out": True} if all_conv1d else {}),
+                            **({"exclude_modules": shadowed} if shadowed else {}))
+        case["attention_leaves"] = attention_leaves
     # Weights bigger than the default init (std 0.02) so that merged deltas are visible next to them.
     g = torch.Generator().manual_seed(seed_for(case["name"] + "/base"))
     with torch.no_grad():
@@ -182,6 +250,13 @@ def build_base(case, out):
             p.add_(torch.randn(p.shape, generator=g) * 0.05)
     model = model.to(DTYPES[case["dtype"]]).eval()
     save(model, out, case.get("shard"))
+    if case.get("tiny"):
+        # Saved again as from_pretrained loads it: modules a model keeps in fp32 (MoE routers,
+        # _keep_in_fp32_modules) are F32 there, and in PEFT's merged save, as they are in real checkpoints.
+        again = out.parent / (out.name + ".again")
+        save(load_base(case, out), again, case.get("shard"))
+        shutil.rmtree(out)
+        again.rename(out)
 
 
 def save(model, out, shard=None):
@@ -201,6 +276,14 @@ def build_adapter(case, base_dir, out):
     base = load_base(case, base_dir)
     config = LoraConfig(**case["lora"])
     model = get_peft_model(base, config)
+    if model.peft_config["default"].target_parameters and case.get("attention_leaves"):
+        # transformers 5 fuses MoE experts into 3-D parameters (mlp.experts.gate_up_proj) and PEFT turns
+        # gate_proj/up_proj/down_proj targets into target_parameters on them, which peft-bridge refuses
+        # (docs/adapters.md): such architectures are tested on their attention projections.
+        case["lora"] = dict(case["lora"], target_modules=case["attention_leaves"])
+        case["what"] += "; attention only: PEFT turns MLP targets into target_parameters on the fused experts"
+        base = load_base(case, base_dir)
+        model = get_peft_model(base, LoraConfig(**case["lora"]))
     # Seeded random values for every trainable tensor (lora_B starts at zero; copies of modules_to_save
     # and trainable tokens start equal to the base), so that the merge changes the weights.
     g = torch.Generator().manual_seed(seed_for(case["name"] + "/adapter"))
@@ -223,7 +306,7 @@ def build_adapter(case, base_dir, out):
 
 def logits_of(model, task):
     with torch.no_grad():
-        out = model(**model_input(task, model.dtype))
+        out = model(**model_input(task, model.dtype, getattr(model.config, "vocab_size", None)))
     return out.logits.detach().clone().contiguous()
 
 
@@ -280,6 +363,46 @@ def expectations(case, root, merged_model):
     return out
 
 
+def table_module(table, path):
+    """The naming table's module entry for an HF module path, or None (docs/naming-tables.md, MatchHf)."""
+    for m in table["modules"]:
+        pattern = re.escape(m["hf"]).replace(re.escape("{N}"), r"(0|[1-9][0-9]*)")
+        prefixes = [""] if m.get("head") else table["body_prefixes"]
+        if any(re.fullmatch(re.escape(p) + pattern, path) for p in prefixes):
+            return m
+    return None
+
+
+def config_table(config):
+    """The naming table peft-bridge picks for a base config.json (FromModelConfig): the first table listing
+    one of its `architectures`, else the one listing its `model_type`. The internlm3 case's config names
+    LlamaForCausalLM, the class transformers builds it with, so the llama table (and llama.cpp's LlamaModel)
+    applies to it."""
+    tables = [dict(json.loads(f.read_text()), name=f.stem) for f in sorted(NAMING.glob("*.json"))]
+    for a in config.get("architectures") or []:
+        for t in tables:
+            if a in t["architectures"]:
+                return t
+    return next(t for t in tables if config.get("model_type") in t["model_types"])
+
+
+def translate_expectations(case, root):
+    """Per format, what `translate --to F` then back `--to peft` must give for an architecture case: "exact"
+    (the original adapter's tensors, bit for bit) or "refused" (the format cannot name a module). kohya spells
+    any module the table knows, mlx those inside the blocks (layer modules, no embedding or head); gguf-names
+    needs the table's gguf_arch and a GGUF name for every module the adapter changes."""
+    table = config_table(json.loads((root / "base" / "config.json").read_text()))
+    paths = sorted({k[len("base_model.model."):].split(".lora_")[0] for k in read_folder(root / "adapter")})
+    entries = [table_module(table, p) for p in paths]
+    unknown = [p for p, e in zip(paths, entries) if e is None]
+    if unknown:
+        raise RuntimeError(f"{case['name']}: table {table['name']} has no module for {unknown}")
+    gguf_ok = bool(table.get("gguf_arch")) and all("gguf" in e for e in entries)
+    in_blocks = all("{N}" in e["hf"] and not e.get("head") for e in entries)  # mlx-lm: inside the blocks only
+    return {"mlx": "exact" if in_blocks else "refused", "kohya": "exact",
+            "gguf-names": "exact" if gguf_ok else "refused"}
+
+
 def build_case(case):
     root = CORPUS / case["name"]
     shutil.rmtree(root, ignore_errors=True)
@@ -297,7 +420,7 @@ def build_case(case):
     save(merged, root / "peft_merged", case.get("shard"))
     reloaded = load_base(case, root / "peft_merged")
     logits["merged_reloaded"] = logits_of(reloaded, task)
-    inputs = {f"input.{k}": v for k, v in model_input(task).items()}
+    inputs = {f"input.{k}": v for k, v in model_input(task, vocab_size=getattr(base.config, "vocab_size", None)).items()}
     save_file({**{f"logits.{k}": v for k, v in logits.items()}, **inputs}, root / "logits.safetensors",
               metadata={"format": "pt"})
     return {
@@ -309,6 +432,7 @@ def build_case(case):
         "adapter_dtype": case.get("adapter_dtype", "f32"),
         "sharded": bool(case.get("shard")),
         "lora": case["lora"],
+        **({"table": case["table"], "translate": translate_expectations(case, root)} if case.get("table") else {}),
         "changed_tensors": expectations(case, root, merged),
         "logits_max_abs_diff": {
             "adapter_vs_merged": float((logits["adapter"].float() - logits["merged"].float()).abs().max()),
@@ -317,20 +441,41 @@ def build_case(case):
     }
 
 
+def refresh_translate_expectations(manifest_path):
+    """Recomputes every architecture case's `translate` from its committed adapter and the current naming
+    tables (what a full run would write), without rebuilding anything: after a naming-table change."""
+    manifest = json.loads(manifest_path.read_text())
+    by_name = {c["name"]: c for c in CASES}
+    for item in manifest["cases"]:
+        if "translate" in item:
+            item["translate"] = translate_expectations(by_name[item["name"]], CORPUS / item["name"])
+    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+
+
 def main():
+    if sys.argv[1:] == ["--translate-expectations"]:
+        return refresh_translate_expectations(HERE / "MANIFEST.json")
     only = set(sys.argv[1:])
     CORPUS.mkdir(exist_ok=True)
     manifest_path = HERE / "MANIFEST.json"
     old = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     old_cases = {c["name"]: c for c in old.get("cases", [])}
-    cases = []
+    cases, failed = [], {}
     for case in CASES:
         if only and case["name"] not in only:
             if case["name"] in old_cases:
                 cases.append(old_cases[case["name"]])
             continue
         print(f"generate.py: {case['name']}", file=sys.stderr)
-        entry = build_case(case)
+        try:
+            entry = build_case(case)
+        except Exception as e:  # an architecture PEFT or transformers cannot run tiny: reported, not written
+            if not case.get("tiny"):
+                raise
+            failed[case["name"]] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+            print(f"generate.py: {case['name']} FAILED: {failed[case['name']]}", file=sys.stderr)
+            shutil.rmtree(CORPUS / case["name"], ignore_errors=True)
+            continue
         # Hand-kept fields (known failures and their reasons) survive a rerun.
         for key in ("known_failure",):
             if key in old_cases.get(case["name"], {}):
@@ -348,6 +493,8 @@ def main():
         "cases": cases,
     }
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    if failed:
+        print("generate.py: not generated: " + json.dumps(failed, indent=1), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -149,3 +149,38 @@ for (const item of manifest.cases) {
     }
   });
 }
+
+// Every architecture case: the npm CLI's `translate --to F` then back `--to peft` gives PEFT's own adapter
+// tensors bit for bit for each format the naming table can spell, and refuses the others (the manifest's
+// `translate`, derived from the table by tests/golden/generate.py).
+for (const item of manifest.cases.filter((c) => c.translate)) {
+  test(`golden ${item.name}: npm CLI translate round trips equal PEFT's adapter`, (t) => {
+    const dir = tempDir(t);
+    const caseDir = join(goldenDir, 'corpus', item.name);
+    const config = ['--base-config', join(caseDir, 'base', 'config.json'), '-q'];
+    const translate = (from, to, format) => spawnSync(process.execPath,
+      [cliPath, 'translate', from, to, '--to', format, ...config], { encoding: 'utf8', timeout: 120000 });
+    const original = readFolder(join(caseDir, 'adapter'));
+    for (const [format, want] of Object.entries(item.translate)) {
+      const mid = join(dir, format);
+      const back = join(dir, `${format}-peft`);
+      const r = translate(join(caseDir, 'adapter'), mid, format);
+      if (want === 'refused') {
+        assert.notEqual(r.status, 0, `${format}: the table cannot name every module, so it must be refused`);
+        continue;
+      }
+      assert.equal(r.status, 0, `--to ${format}: ${r.stderr}`);
+      const r2 = translate(mid, back, 'peft');
+      assert.equal(r2.status, 0, `${format} --to peft: ${r2.stderr}`);
+      const got = readFolder(back);
+      const tensors = (m) => [...m.keys()].filter((k) => !k.startsWith('file:')).sort();
+      assert.deepEqual(tensors(got), tensors(original), format);
+      for (const name of tensors(original)) {
+        const [a, b] = [got.get(name), original.get(name)];
+        assert.equal(a.dtype, b.dtype, `${format}: ${name}`);
+        assert.deepEqual(a.shape, b.shape, `${format}: ${name}`);
+        assert.deepEqual(a.bytes, b.bytes, `${format}: ${name} is not PEFT's tensor bit for bit`);
+      }
+    }
+  });
+}

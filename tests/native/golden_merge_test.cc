@@ -167,6 +167,68 @@ TEST_P(GoldenMerge, EqualsPeftMergeAndUnload) {
   }
 }
 
+int RunCli(const std::string& args) {
+  std::string cmd = std::string(PB_CLI_PATH) + " " + args + " >/dev/null 2>&1";
+  int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::string Quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+
+// Every architecture case (a tiny model of each naming table's architectures): `translate --to F` then back
+// `--to peft` gives PEFT's own adapter tensors bit for bit, for each format the table can spell, and the
+// formats it cannot spell (gguf-names where llama.cpp has no name for a module) are refused.
+class GoldenTranslate : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenTranslate, RoundTripsThroughEachFormat) {
+  json manifest = Manifest();
+  json item;
+  for (const auto& c : manifest["cases"])
+    if (c["name"] == GetParam()) item = c;
+  ASSERT_TRUE(item.contains("translate"));
+  const fs::path dir = kGolden / "corpus" / GetParam();
+  const fs::path tmp = fs::temp_directory_path() / ("pb_golden_tr_" + GetParam() + "_" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  const std::string config = " --base-config " + Quoted(dir / "base" / "config.json") + " -q";
+  const auto original = ReadFolder(dir / "adapter");
+  for (const auto& [format, want] : item["translate"].items()) {
+    const fs::path mid = tmp / format, back = tmp / (format + "-peft");
+    int to = RunCli("translate " + Quoted(dir / "adapter") + " " + Quoted(mid) + " --to " + format + config);
+    if (want == "refused") {
+      EXPECT_NE(to, 0) << format << ": the table has no name for some module, so the translation must be refused";
+      continue;
+    }
+    ASSERT_EQ(to, 0) << "translate --to " << format;
+    ASSERT_EQ(RunCli("translate " + Quoted(mid) + " " + Quoted(back) + " --to peft" + config), 0)
+        << format << " --to peft";
+    const auto got = ReadFolder(back);
+    EXPECT_EQ(got.size(), original.size()) << format;
+    for (const auto& [name, w] : original) {
+      auto it = got.find(name);
+      if (it == got.end()) {
+        ADD_FAILURE() << format << ": round trip lost " << name;
+        continue;
+      }
+      EXPECT_TRUE(it->second.dtype == w.dtype && it->second.shape == w.shape && it->second.bytes == w.bytes)
+          << format << ": " << name << " is not PEFT's tensor bit for bit after the round trip";
+    }
+    std::printf("golden %s: peft -> %s -> peft: %zu tensors\n", GetParam().c_str(), format.c_str(), got.size());
+  }
+  fs::remove_all(tmp);
+}
+
+std::vector<std::string> TranslateCaseNames() {
+  std::vector<std::string> names;
+  const json manifest = Manifest();
+  for (const auto& c : manifest["cases"])
+    if (c.contains("translate")) names.push_back(c["name"]);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, GoldenTranslate, ::testing::ValuesIn(TranslateCaseNames()),
+                         [](const auto& info) { return info.param; });
+
 std::vector<std::string> CaseNames() {
   std::vector<std::string> names;
   const json manifest = Manifest();  // held: a range-for over Manifest()["cases"] would dangle

@@ -59,7 +59,7 @@ TEST(NamingTables, EmbeddedFilesAreTheDataFilesByteForByte) {
     EXPECT_EQ(std::string(disk.begin(), disk.end()), f.text) << f.path;
     arch_files += f.path.starts_with("arch/");
   }
-  EXPECT_GE(arch_files, 15u);
+  EXPECT_GE(arch_files, 60u);
 }
 
 TEST(NamingTables, NoTwoShippedTablesClaimTheSameConfigName) {
@@ -526,6 +526,48 @@ TEST(NamingTables, RejectsBadTablesNamingFileAndField) {
             "arch/bad.json: modules[0].gguf_permute.x: unknown field");
   EXPECT_EQ(ParseError(Table(R"({"hf": "q", "canonical": "c", "kind": "linear", "note": 5})")),
             "arch/bad.json: modules[0].note: must be a string");
+  EXPECT_EQ(ParseError(Table(R"({"hf": "q", "canonical": "c", "kind": "linear", "tied_to": ""})")),
+            "arch/bad.json: modules[0].tied_to: must be the non-empty hf path of the module whose weight this one shares");
+  EXPECT_EQ(ParseError(Table(R"({"hf": "q", "canonical": "c", "kind": "linear", "fused": ["query"]})")),
+            "arch/bad.json: modules[0].fused: must be an array of at least two role names, in row order");
+  EXPECT_EQ(ParseError(Table(R"({"hf": "q", "canonical": "c", "kind": "linear", "fused": ["query", 1]})")),
+            "arch/bad.json: modules[0].fused[1]: must be a non-empty string");
+  EXPECT_EQ(ParseError(Table(R"({"hf": "q", "canonical": "c", "kind": "linear", "fused": ["gate", "up"],
+                                 "tied_to": "embed_tokens"})")),
+            "ok");
+}
+
+// What the generator records beyond names (tests/golden/naming/generate.py): ties and fused projections.
+TEST(NamingTables, ShippedTablesRecordTiesAndFusedProjections) {
+  const NamingTables& tables = B();
+  auto module = [&](const char* arch, const char* hf) -> const ModuleTemplate* {
+    const ArchTable* t = tables.Find(arch);
+    if (!t) return nullptr;
+    for (const auto& m : t->modules)
+      if (m.hf == hf) return &m;
+    return nullptr;
+  };
+  const ModuleTemplate* gemma_head = module("gemma", "lm_head");
+  ASSERT_NE(gemma_head, nullptr);
+  EXPECT_EQ(gemma_head->tied_to, "embed_tokens");
+  const ModuleTemplate* llama_head = module("llama", "lm_head");
+  ASSERT_NE(llama_head, nullptr);
+  EXPECT_FALSE(llama_head->tied_to);
+  const ModuleTemplate* qkv = module("phi3", "layers.{N}.self_attn.qkv_proj");
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(qkv->fused, (std::vector<std::string>{"query", "key", "value"}));
+  const ModuleTemplate* gate_up = module("phi3", "layers.{N}.mlp.gate_up_proj");
+  ASSERT_NE(gate_up, nullptr);
+  EXPECT_EQ(gate_up->fused, (std::vector<std::string>{"gate", "up"}));
+  // transformers 5 calls GPT-NeoX's head lm_head; embed_out (older checkpoints) shares its role and GGUF name.
+  auto neox = tables.Find("gpt_neox");
+  ASSERT_NE(neox, nullptr);
+  auto by_gguf = tables.FromGguf(*neox, "output", "");
+  ASSERT_TRUE(by_gguf);
+  EXPECT_EQ(by_gguf->hf, "lm_head");
+  auto old = tables.MatchHf(*neox, "embed_out");
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->canonical, "head/lm");
 }
 
 // The consistency rules name the first offending pair in the order (later module, earlier module, rule),
