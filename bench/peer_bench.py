@@ -1,6 +1,6 @@
 """Our tools against the real peers, in one run on the same files (docs/benchmarks.md, "Against the peers").
 
-    "$(bash scripts/golden-venv.sh)"/bin/python bench/peer_bench.py [--layers=8] [--hidden=1024] [--runs=5] [--threads=1]
+    "$(bash scripts/golden-venv.sh)" bench/peer_bench.py [--layers=8] [--hidden=1024] [--runs=5] [--threads=1]
 
 1. Merge: a LLaMA-shaped bf16 model built by transformers from a config (seeded weights, no download) and a PEFT
    LoRA (r=16 on every linear of the decoder, B seeded non-zero), saved with save_pretrained. Then, each in its
