@@ -43,6 +43,7 @@
 #include "app/merge_report.h"
 #include "merge/model_index.h"
 #include "handle.h"
+#include "naming_tables_option.h"
 
 namespace pb::wasm {
 namespace {
@@ -125,6 +126,13 @@ class MergeHandle : public MergeIo {
     options_.safe = flag("safe");
     options_.unmerge = flag("unmerge");
     if (j.contains("arch") && j["arch"].is_string()) options_.arch = j["arch"].get<std::string>();
+    auto tables = NamingTablesOption(j);
+    if (!tables.ok()) {
+      Fail(tables.error());
+      return;
+    }
+    tables_ = std::move(tables.value());
+    options_.tables = tables_.get();
   }
   bool ok() const { return !error_.has_value(); }
 
@@ -138,7 +146,7 @@ class MergeHandle : public MergeIo {
     if (!adapter_header_) return Fail(MakeError(ErrorCode::InvalidArgument, "the adapter's header was not given"));
     base_config_ = OptionalText(base_config);
     adapter::AdapterSource source{weights_name, {}, OptionalText(config), base_config_, adapter_header_.get(), *bytes};
-    auto read = adapter::ReadAdapter(source, {std::nullopt, options_.arch, false, nullptr});
+    auto read = adapter::ReadAdapter(source, {std::nullopt, options_.arch, false, tables_.get()});
     if (!read.ok()) return Fail(read.error());
     read_ = std::make_unique<adapter::ReadResult>(std::move(read.value()));
     return true;
@@ -170,6 +178,7 @@ class MergeHandle : public MergeIo {
   }
 
   merge::MergeOptions options_;
+  std::shared_ptr<const adapter::NamingTables> tables_;  // the namingTables option; null: the embedded ones
   std::vector<std::string> copied_;  // the base's other files the CLI copies (set_copied_files)
   std::optional<std::string> base_config_;
   std::unique_ptr<adapter::ReadResult> read_;
@@ -382,6 +391,13 @@ class AdapterJob : public MergeIo {
       (std::string(key) == "from" ? read_options_.format : to_) = format;
     }
     if (j.contains("arch") && j["arch"].is_string()) read_options_.arch = j["arch"].get<std::string>();
+    auto tables = NamingTablesOption(j);
+    if (!tables.ok()) {
+      Fail(tables.error());
+      return;
+    }
+    tables_ = std::move(tables.value());
+    read_options_.tables = tables_.get();
     auto flag = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
     read_options_.strict = flag("strict");
     old_peft_ = flag("oldPeft");
@@ -410,6 +426,7 @@ class AdapterJob : public MergeIo {
     adapter::WriteOptions write_options;  // as the native CLI: base config and arch come from the read side
     write_options.strict = read_options_.strict;
     write_options.compat_pre_014 = old_peft_;
+    write_options.tables = tables_.get();
     auto result = adapter::Translate(*source, *to_, read_options_, write_options);
     if (!result.ok()) return Fail(result.error());
     translated_ = std::make_unique<adapter::TranslateResult>(std::move(result.value()));
@@ -475,6 +492,7 @@ class AdapterJob : public MergeIo {
   }
 
   adapter::ReadOptions read_options_;
+  std::shared_ptr<const adapter::NamingTables> tables_;  // the namingTables option; null: the embedded ones
   std::optional<adapter::AdapterFormat> to_;
   bool old_peft_ = false, dry_run_ = false;
   std::optional<std::string> config_, base_config_;

@@ -58,7 +58,8 @@ std::string_view CliHelp(std::string_view command) {
            "  --json             print a JSON summary (or a JSON error)\n"
            "  --help             show this help\n";
   if (command == "adapter-info")
-    return "usage: peft-bridge adapter-info DIR [--json] [--from FORMAT] [--arch NAME] [--base-config FILE] [--strict]\n"
+    return "usage: peft-bridge adapter-info DIR [--json] [--from FORMAT] [--arch NAME] [--naming-table FILE]...\n"
+           "       [--base-config FILE] [--strict]\n"
            "\n"
            "Reads a LoRA adapter (PEFT, mlx-lm, kohya, llama.cpp names or diffusers' attention-processor files;\n"
            "detected from the files) with PEFT's\n"
@@ -71,6 +72,8 @@ std::string_view CliHelp(std::string_view command) {
            "  --json              print one JSON object; on invalid input {\"ok\":false,\"error\":{...}}\n"
            "  --from FORMAT       peft, mlx, kohya, gguf-names or diffusers-attnproc instead of detecting it\n"
            "  --arch NAME         naming table to use (llama, gpt2, ...); default: from --base-config or the keys\n"
+           "  --naming-table FILE a naming table to add (repeatable; docs/naming-tables.md): a new model family,\n"
+           "                      or a replacement for the built-in table of the same name\n"
            "  --base-config FILE  the base model's config.json (architecture, head counts, layer count)\n"
            "  --strict            fail with UnresolvedTensor if any tensor is not understood\n"
            "  --help              show this help\n";
@@ -96,13 +99,13 @@ std::string_view CliHelp(std::string_view command) {
            "                      keep everything else\n"
            "  --allow-partial     write even if tensors are dropped (a warning line per tensor on stderr)\n"
            "  --follow-links      read files in IN_DIR that are links leading outside it\n"
-           "  --from, --arch, --base-config, --json   as for adapter-info\n"
+           "  --from, --arch, --naming-table, --base-config, --json   as for adapter-info\n"
            "  --help              show this help\n";
   if (command == "merge" || command == "unmerge")
     return command == "merge"
                ? "usage: peft-bridge merge --base PATH --adapter DIR -o|--out DIR [--dtype bf16|f16|f32] [--safe]\n"
                  "       [--dry-run] [--json] [--base-config FILE] [--arch NAME] [--force] [--allow-partial]\n"
-                 "       [--follow-links] [--no-copy-extra]\n"
+                 "       [--follow-links] [--no-copy-extra] [--naming-table FILE]...\n"
                  "\n"
                  "Merges a LoRA adapter into a base model as PEFT's merge_and_unload does (fp32 delta, one rounding),\n"
                  "streaming: memory stays flat whatever the model's size. PATH is a .safetensors file or a directory\n"
@@ -123,6 +126,7 @@ std::string_view CliHelp(std::string_view command) {
                  "  --json             print a JSON summary (modules, tensors, unmatched keys, bytes, time, memory)\n"
                  "  --base-config FILE the base config.json, when it is not beside the weights\n"
                  "  --arch NAME        naming table to use (default: from config.json or the adapter's keys)\n"
+                 "  --naming-table FILE a naming table to add (repeatable), as for adapter-info\n"
                  "  --force            write into a non-empty OUT: replace the files written, remove stale model\n"
                  "                     files (old shards, old index, adapter files), keep everything else\n"
                  "  --allow-partial    merge even if adapter tensors cannot be applied (a warning per tensor)\n"

@@ -53,16 +53,22 @@ const std::vector<CommandSpec>& Commands() {
     const OptionSpec allow_partial{"allow-partial", 0, Kind::kFlag};
     const OptionSpec follow_links{"follow-links", 0, Kind::kFlag};
     const OptionSpec dtype{"dtype", 0, Kind::kValue};
+    const OptionSpec naming_table{"naming-table", 0, Kind::kRepeated};
     std::vector<CommandSpec> list = {
         {"inspect", 1, 1, "exactly one FILE", {json}, {}},
         {"convert", 2, 2, "IN and OUT", {dtype, {"order", 0, Kind::kValue, "reference|input"}, json, force}, {"dtype"}},
-        {"adapter-info", 1, 1, "exactly one DIR", {json, from, arch, base_config, strict, follow_links}, {}},
+        {"adapter-info",
+         1,
+         1,
+         "exactly one DIR",
+         {json, from, arch, naming_table, base_config, strict, follow_links},
+         {}},
         {"translate",
          2,
          2,
          "IN_DIR and OUT_DIR",
-         {{"to", 0, Kind::kValue, kTargets}, json, from, arch, base_config, strict, dry_run, {"old-peft", 0, Kind::kFlag},
-          force, allow_partial, follow_links},
+         {{"to", 0, Kind::kValue, kTargets}, json, from, arch, naming_table, base_config, strict, dry_run,
+          {"old-peft", 0, Kind::kFlag}, force, allow_partial, follow_links},
          {"to"}},
     };
     for (std::string_view name : {"merge", "unmerge"})
@@ -71,8 +77,8 @@ const std::vector<CommandSpec>& Commands() {
                       0,
                       "no positional arguments (use --base, --adapter and -o/--out)",
                       {{"base", 0, Kind::kValue}, {"adapter", 0, Kind::kValue}, {"out", 'o', Kind::kValue}, dtype,
-                       {"safe", 0, Kind::kFlag}, dry_run, json, base_config, arch, force, allow_partial, follow_links,
-                       {"no-copy-extra", 0, Kind::kFlag}},
+                       {"safe", 0, Kind::kFlag}, dry_run, json, base_config, arch, naming_table, force, allow_partial,
+                       follow_links, {"no-copy-extra", 0, Kind::kFlag}},
                       {"base", "adapter"}});
     return list;
   }();

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/adapter_dir.h"
 #include "cli/file_io.h"
+#include "cli/naming_table_files.h"
 #include "cli/input_facts.h"
 #include "cli/output_transaction.h"
 #include "cli/stderr_progress.h"
@@ -45,9 +46,11 @@ CommonOptions CommonOptionsOf(const app::CommandLine& line) {
 int RunAdapterInfo(const app::CommandLine& line) {
   const CommonOptions o = CommonOptionsOf(line);
   auto fail = [&](const Error& e) { return ReportFailure(e, o.json); };
+  auto tables = LoadNamingTables(line);
+  if (!tables.ok()) return fail(tables.error());
   auto dir = LoadAdapterDir(o.positional[0], o.base_config);
   if (!dir.ok()) return fail(ExplainInput(dir.error(), o.positional[0], app::InputRole::kAdapter));
-  adapter::ReadOptions options{o.from, o.arch, o.strict, nullptr};
+  adapter::ReadOptions options{o.from, o.arch, o.strict, tables->get()};
   auto read = adapter::ReadAdapter(SourceOf(dir.value()), options);
   if (!read.ok()) return fail(read.error());
   adapter::DeltaNormPass norms(read->adapter);  // module by module, each one's factors read with pread
@@ -66,10 +69,13 @@ int RunTranslate(const app::CommandLine& line) {
   flags.force = line.Has("force");
   flags.follow_links = line.Has("follow-links");
   auto fail = [&](const Error& e) { return ReportFailure(e, o.json); };
+  auto tables = LoadNamingTables(line);
+  if (!tables.ok()) return fail(tables.error());
   auto dir = LoadAdapterDir(o.positional[0], o.base_config);
   if (!dir.ok()) return fail(ExplainInput(dir.error(), o.positional[0], app::InputRole::kAdapter));
-  adapter::ReadOptions read_options{o.from, o.arch, o.strict, nullptr};
+  adapter::ReadOptions read_options{o.from, o.arch, o.strict, tables->get()};
   adapter::WriteOptions write_options;
+  write_options.tables = tables->get();
   write_options.strict = o.strict;
   write_options.compat_pre_014 = old_peft;
   auto result = adapter::Translate(SourceOf(dir.value()), *to, read_options, write_options);

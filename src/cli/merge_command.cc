@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/file_io.h"
 #include "cli/input_facts.h"
+#include "cli/naming_table_files.h"
 #include "cli/output_transaction.h"
 #include "cli/stderr_progress.h"
 #include "app/base_extras.h"
@@ -196,13 +197,16 @@ int RunMerge(const app::CommandLine& line) {
   auto fail = [&](const Error& e) { return ReportFailure(e, json); };
   const auto t0 = std::chrono::steady_clock::now();
 
+  auto tables = LoadNamingTables(line);
+  if (!tables.ok()) return fail(tables.error());
+  options.tables = tables->get();
   auto base = OpenBase(*base_path, base_config);
   if (!base.ok()) return fail(ExplainInput(base.error(), *base_path, app::InputRole::kBase));
   auto adapter_dir = LoadAdapterDir(*adapter_path, std::nullopt);
   if (!adapter_dir.ok()) return fail(ExplainInput(adapter_dir.error(), *adapter_path, app::InputRole::kAdapter));
   adapter::AdapterSource source = SourceOf(adapter_dir.value());
   source.base_config = base->config;
-  auto read = adapter::ReadAdapter(source, {std::nullopt, arch, false, nullptr});
+  auto read = adapter::ReadAdapter(source, {std::nullopt, arch, false, tables->get()});
   if (!read.ok()) return fail(read.error());
   std::vector<merge::BaseShardHeader> shard_headers;
   for (size_t i = 0; i < base->headers.size(); ++i) shard_headers.push_back({base->shard_names[i], &base->headers[i]});

@@ -2,6 +2,7 @@
 // other tools wrote (tests/fixtures); llama.cpp's row permutations against hand-computed orders; and the
 // errors a malformed table gets.
 #include "adapter/naming_tables.h"
+#include "app/user_naming_tables.h"
 
 #include <gtest/gtest.h>
 
@@ -643,3 +644,39 @@ TEST(NamingTables, AddReplacesByNameAndKeepsOrder) {
 
 }  // namespace
 }  // namespace pb::adapter
+
+namespace pb::testing {
+namespace {
+
+// Tables supplied at run time (--naming-table / namingTables): added after the embedded ones, a table of the
+// same name replacing the embedded one, a malformed one an InvalidConfig naming its file.
+TEST(UserNamingTables, AddReplaceAndRefuse) {
+  EXPECT_EQ(app::TablesWithUserFiles({}).value(), nullptr);
+  const std::string toy = R"({"model_types": ["toymodel"], "architectures": [], "body_prefixes": ["model."], "modules": [
+      {"hf": "blocks.{N}.attn.wq", "canonical": "layers/{N}/attention/query", "kind": "linear"}]})";
+  const adapter::EmbeddedFile added[] = {{"toymodel.json", toy}};
+  auto tables = app::TablesWithUserFiles(added);
+  ASSERT_TRUE(tables.ok()) << tables.error().message;
+  ASSERT_NE(tables.value(), nullptr);
+  EXPECT_EQ(tables.value()->arches().size(), adapter::NamingTables::Builtin().arches().size() + 1);
+  ASSERT_NE(tables.value()->Find("toymodel"), nullptr);
+  EXPECT_EQ(adapter::NamingTables::Builtin().Find("toymodel"), nullptr);  // the embedded tables are untouched
+  const adapter::ArchTable* embedded_llama = adapter::NamingTables::Builtin().Find("llama");
+  ASSERT_NE(embedded_llama, nullptr);
+  const std::string llama = R"({"model_types": ["llama"], "architectures": [], "body_prefixes": ["model."], "modules": [
+      {"hf": "blocks.{N}.attn.wq", "canonical": "layers/{N}/attention/query", "kind": "linear"}]})";
+  const adapter::EmbeddedFile replaced[] = {{"llama.json", llama}};
+  auto replacing = app::TablesWithUserFiles(replaced);
+  ASSERT_TRUE(replacing.ok()) << replacing.error().message;
+  EXPECT_EQ(replacing.value()->arches().size(), adapter::NamingTables::Builtin().arches().size());
+  ASSERT_NE(replacing.value()->Find("llama"), nullptr);
+  EXPECT_EQ(replacing.value()->Find("llama")->modules.size(), 1u);
+  const adapter::EmbeddedFile bad[] = {{"/tmp/bad-table.json", R"({"model_types": ["x"], "modules": 3})"}};
+  auto refused = app::TablesWithUserFiles(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::InvalidConfig);
+  EXPECT_NE(refused.error().message.find("/tmp/bad-table.json"), std::string::npos) << refused.error().message;
+}
+
+}  // namespace
+}  // namespace pb::testing

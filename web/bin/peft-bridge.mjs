@@ -256,6 +256,17 @@ async function readWholeFile(path) {
   }
 }
 
+/** --naming-table FILE..., read and checked before any input, as natively (src/cli/naming_table_files.cc). */
+async function namingTables(line) {
+  const paths = line.options['naming-table'] ?? [];
+  if (paths.length === 0) return null;
+  const tables = [];
+  for (const path of paths) tables.push({ path, text: decodeText(await readWholeFile(path)) });
+  const errorJson = module.namingTablesError(JSON.stringify({ namingTables: tables }));
+  if (errorJson) throw coreError({ errorJson, errorText: module.renderError(JSON.stringify(JSON.parse(errorJson).error), false) });
+  return tables;
+}
+
 /** Regular files in `dir` named *`suffix`, in byte order (as std::sort on the native names); none if unreadable. */
 async function listFiles(dir, suffix) {
   const names = [];
@@ -311,6 +322,7 @@ const commonOptions = (line) => ({
 async function runAdapterInfo(line) {
   const o = commonOptions(line);
   try {
+    o.namingTables = await namingTables(line);
     const files = await loadAdapterDir(o.positional[0], o.baseConfig);
     let r;
     try {
@@ -615,6 +627,7 @@ async function runTranslate(line) {
   let result = null;
   let progress = null;
   try {
+    o.namingTables = await namingTables(line);
     files = await loadAdapterDir(o.positional[0], o.baseConfig);
     // The plan now, the weights' bytes once the output is accepted (where the native CLI makes them).
     result = await callAdapter('translateAdapter', files, { ...o, deferWrite: true });
@@ -757,6 +770,11 @@ async function runMerge(line) {
   const quiet = flag(line, 'quiet');
   const t0 = performance.now();
 
+  try {
+    o.namingTables = await namingTables(line);
+  } catch (error) {
+    return fail(error, o.json);
+  }
   const session = await MergeSession.create('Merger', o);
   const inputs = []; // the shards, open for reading
   let output = null;

@@ -2,6 +2,7 @@
 // its header and tiny tensors first, then, for adapterInfo, each module's factors for ‖ΔW‖, and for
 // translateAdapter, each tensor as the output file is written; the core reads, translates and renders, this
 // file only moves the bytes it asks for and unpacks the result.
+import { namingTablesOption } from './naming-tables.js';
 import { SafetensorsError, errorFromHandle, throwIfAborted } from './errors.js';
 import { NativeHandle, concat } from './handles.js';
 import { openAdapterSource, readRange } from './adapter-source.js';
@@ -47,6 +48,7 @@ export function optionsJson(options) {
     from: options.from ?? null,
     to: options.to ?? null,
     arch: options.arch ?? null,
+    namingTables: namingTablesOption(options.namingTables),
     strict: !!options.strict,
     oldPeft: !!options.oldPeft,
     dryRun: !!options.dryRun,

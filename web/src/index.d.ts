@@ -425,6 +425,9 @@ export interface AdapterInput {
  *   weights are read by range at the commit the config came from. */
 export type AdapterDirectory = LocalPath | HubRepo;
 
+/** One runtime naming table: a file's name and JSON text, the JSON text alone, or the table as an object. */
+export type NamingTableInput = { path: string; text: string } | string | Record<string, unknown>;
+
 /** Options of {@link adapterInfo}, as the CLI's `adapter-info` options. */
 export interface AdapterReadOptions extends Omit<RemoteOptions, 'signal'> {
   /** The input's convention instead of detecting it from the config and the keys (`--from`). */
@@ -432,6 +435,10 @@ export interface AdapterReadOptions extends Omit<RemoteOptions, 'signal'> {
   /** The naming table to use: a name (llama, gpt2, …), a `model_type` or an `architectures` value (`--arch`).
    * Default: from the base config or the keys. */
   arch?: string;
+  /** Naming tables supplied at run time (`--naming-table FILE`): each `{path, text}` (a file's name and JSON
+   * text), a JSON text or a table object (docs/naming-tables.md). They add a model family, or replace the
+   * embedded table of the same name; a malformed one fails with InvalidConfig naming it. */
+  namingTables?: NamingTableInput[];
   /** Fail with UnresolvedTensor if any tensor is not understood, instead of listing it as rejected (`--strict`). */
   strict?: boolean;
   /** Overrides {@link AdapterInput.baseConfig}. */
@@ -556,6 +563,10 @@ export interface MergeOptions {
   /** The naming table: a name (llama, gpt2, …), a `model_type` or an `architectures` value (`--arch`).
    * Default: from the base config, else detected from the module paths. */
   arch?: string;
+  /** Naming tables supplied at run time (`--naming-table FILE`): each `{path, text}` (a file's name and JSON
+   * text), a JSON text or a table object (docs/naming-tables.md). They add a model family, or replace the
+   * embedded table of the same name; a malformed one fails with InvalidConfig naming it. */
+  namingTables?: NamingTableInput[];
   /** Aborting errors the output with the signal's reason and frees the merge's memory. */
   signal?: AbortSignal;
 }

@@ -6,6 +6,7 @@
 // piece at a time and leave as output chunks right away, pulled by the consumer (streams apply backpressure);
 // the adapter is read by range (adapter-source.js): its header first, then each module's factors when the
 // merge reaches the tensor they change.
+import { namingTablesOption } from './naming-tables.js';
 import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from './errors.js';
 import { configText, readAdapterHeader, serveRanges } from './adapter.js';
 import { openAdapterSource } from './adapter-source.js';
@@ -34,7 +35,13 @@ export function openMergeHandles() {
 function optionsJson(options) {
   const dtype = options.dtype ?? null;
   if (dtype !== null && !DTYPES.has(dtype)) throw new TypeError("peft-bridge: dtype must be 'bf16', 'f16' or 'f32'");
-  return JSON.stringify({ dtype, safe: !!options.safe, unmerge: !!options.unmerge, arch: options.arch ?? null });
+  return JSON.stringify({
+    dtype,
+    safe: !!options.safe,
+    unmerge: !!options.unmerge,
+    arch: options.arch ?? null,
+    namingTables: namingTablesOption(options.namingTables),
+  });
 }
 
 /** Copies `bytes` whole into the handle's window and calls `method(n, ...args)`; returns its result. */
