@@ -86,7 +86,7 @@ Status CheckInputLinks(std::string_view command, const std::vector<InputFact>& i
 
 Result<OutputPlan> PlanOutput(std::string_view command, const std::vector<InputFact>& inputs,
                               const OutputRequest& out, const OutputFlags& flags) {
-  if (Status s = CheckInputLinks(command, inputs, flags); !s.ok()) return s.error();
+  PB_RETURN_IF_ERROR(CheckInputLinks(command, inputs, flags));
   const std::string never = "; " + std::string(command) + " never writes over its inputs";
   const std::string out_named = out.label + " `" + out.path + "`";
 

@@ -37,9 +37,8 @@ Result<json> Parse(const std::string& text) {
 }  // namespace
 
 Result<std::string> PlanOutputJson(const std::string& request) {
-  auto parsed = Parse(request);
-  if (!parsed.ok()) return parsed.error();
-  const json& j = parsed.value();
+  PB_ASSIGN_OR_RETURN(auto parsed, Parse(request));
+  const json& j = parsed;
   std::vector<InputFact> inputs;
   if (j.contains("inputs") && j["inputs"].is_array())
     for (const auto& i : j["inputs"]) {
@@ -52,7 +51,7 @@ Result<std::string> PlanOutputJson(const std::string& request) {
   const std::string command = Str(j, "command");
   OutputPlan plan;
   if (!j.contains("out") || !j["out"].is_object()) {
-    if (Status s = CheckInputLinks(command, inputs, flags); !s.ok()) return s.error();
+    PB_RETURN_IF_ERROR(CheckInputLinks(command, inputs, flags));
   } else {
     const json& o = j["out"];
     OutputRequest out;
@@ -66,18 +65,16 @@ Result<std::string> PlanOutputJson(const std::string& request) {
     if (o.contains("writes") && o["writes"].is_array())
       for (const auto& w : o["writes"])
         if (w.is_string()) out.writes.push_back(w.get<std::string>());
-    auto planned = PlanOutput(command, inputs, out, flags);
-    if (!planned.ok()) return planned.error();
-    plan = std::move(planned.value());
+    PB_ASSIGN_OR_RETURN(auto planned, PlanOutput(command, inputs, out, flags));
+    plan = std::move(planned);
   }
   return json{{"commit", Names(plan.commit)}, {"replace", Names(plan.replace)}, {"remove", Names(plan.remove)}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 Result<std::string> CheckDroppedJson(const std::string& request) {
-  auto parsed = Parse(request);
-  if (!parsed.ok()) return parsed.error();
-  const json& j = parsed.value();
+  PB_ASSIGN_OR_RETURN(auto parsed, Parse(request));
+  const json& j = parsed;
   std::vector<DroppedTensor> dropped;
   if (j.contains("dropped") && j["dropped"].is_array())
     for (const auto& d : j["dropped"]) dropped.push_back({Str(d, "tensor"), Str(d, "reason")});
@@ -85,9 +82,8 @@ Result<std::string> CheckDroppedJson(const std::string& request) {
 }
 
 Result<std::string> PlanExtraFilesJson(const std::string& request) {
-  auto parsed = Parse(request);
-  if (!parsed.ok()) return parsed.error();
-  const json& j = parsed.value();
+  PB_ASSIGN_OR_RETURN(auto parsed, Parse(request));
+  const json& j = parsed;
   ExtraFilesRequest r;
   r.base_path = Str(j, "basePath");
   r.base_is_directory = Flag(j, "baseIsDirectory");

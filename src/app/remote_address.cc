@@ -106,9 +106,9 @@ Result<RemoteAddress> ParseRemoteAddress(std::string_view arg, std::string_view 
     return Invalid("`" + a.label + "` must look like hf://owner/repo[/path][@revision]");
   a.repo = parts[0] + "/" + parts[1];
   for (size_t i = 2; i < parts.size(); ++i) a.path += (i > 2 ? "/" : "") + parts[i];
-  if (Status s = CheckSegments("repo", a.repo); !s.ok()) return s.error();
+  PB_RETURN_IF_ERROR(CheckSegments("repo", a.repo));
   if (!a.path.empty())
-    if (Status s = CheckSegments("path", a.path); !s.ok()) return s.error();
+    PB_RETURN_IF_ERROR(CheckSegments("path", a.path));
   a.folder = a.path.empty() || !NamesFile(a.path);
   if (a.folder) {
     a.url = a.endpoint + "/api/models/" + EncodeSegments(a.repo) + "/tree/" + EncodeUriComponent(a.revision) +

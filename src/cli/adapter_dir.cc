@@ -39,9 +39,8 @@ std::string Join(const std::string& dir, const std::string& name) {
 }
 
 Result<std::string> ReadText(const std::string& path) {
-  auto bytes = ReadWholeFile(path);
-  if (!bytes.ok()) return bytes.error();
-  return std::string(bytes->begin(), bytes->end());
+  PB_ASSIGN_OR_RETURN(auto bytes, ReadWholeFile(path));
+  return std::string(bytes.begin(), bytes.end());
 }
 
 // An adapter directory (or a .safetensors file with its directory's adapter_config.json).
@@ -51,29 +50,25 @@ Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<s
   std::string folder = path;
   if (IsDirectory(path)) {
     // Which file is which is the core's rule (app/adapter_files.h), shared with the npm CLI and the JS API.
-    auto chosen = app::ChooseAdapterFiles(path, RegularFiles(path));
-    if (!chosen.ok()) return chosen.error();
-    dir.weights_path = Join(path, chosen->weights);
+    PB_ASSIGN_OR_RETURN(auto chosen, app::ChooseAdapterFiles(path, RegularFiles(path)));
+    dir.weights_path = Join(path, chosen.weights);
   } else {
-    if (Status s = app::CheckAdapterWeightsPath(path); !s.ok()) return s.error();
+    PB_RETURN_IF_ERROR(app::CheckAdapterWeightsPath(path));
     dir.weights_path = path;
     size_t slash = path.rfind('/');
     folder = slash == std::string::npos ? "." : path.substr(0, slash);
   }
-  auto weights = InputFile::Open(dir.weights_path);
-  if (!weights.ok()) return weights.error();
-  dir.weights.emplace(std::move(weights.value()));
+  PB_ASSIGN_OR_RETURN(auto weights, InputFile::Open(dir.weights_path));
+  dir.weights.emplace(std::move(weights));
   if (std::string config = Join(folder, std::string(app::kAdapterConfigName)); IsRegularFile(config)) {
-    auto text = ReadText(config);
-    if (!text.ok()) return text.error();
-    dir.config = std::move(text.value());
+    PB_ASSIGN_OR_RETURN(auto text, ReadText(config));
+    dir.config = std::move(text);
   }
   if (base_config_path) {
-    auto text = ReadText(*base_config_path);
-    if (!text.ok()) return text.error();
-    dir.base_config = std::move(text.value());
+    PB_ASSIGN_OR_RETURN(auto text, ReadText(*base_config_path));
+    dir.base_config = std::move(text);
   }
-  if (Status s = ReadAdapterHeader(dir); !s.ok()) return s.error();
+  PB_RETURN_IF_ERROR(ReadAdapterHeader(dir));
   return dir;
 }
 
@@ -90,9 +85,8 @@ Status ReadAdapterHeader(AdapterDir& dir) {
   auto header = [&]() -> Result<Header> {
     if (dir.weights) return dir.weights->ReadHeader();
     const std::vector<uint8_t>& bytes = dir.weights_bytes;
-    auto n = ReadHeaderLength(std::span<const uint8_t>(bytes.data(), std::min<size_t>(bytes.size(), 8)), bytes.size());
-    if (!n.ok()) return n.error();
-    return ParseHeader(std::string(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n.value())),
+    PB_ASSIGN_OR_RETURN(auto n, ReadHeaderLength(std::span<const uint8_t>(bytes.data(), std::min<size_t>(bytes.size(), 8)), bytes.size()));
+    return ParseHeader(std::string(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n)),
                        bytes.size());
   }();
   if (!header.ok()) {
@@ -104,8 +98,7 @@ Status ReadAdapterHeader(AdapterDir& dir) {
   for (const adapter::ByteRange& r : adapter::InlineTensorRanges(dir.header)) {
     const size_t at = dir.inline_bytes.size();
     dir.inline_bytes.resize(at + r.size());
-    if (Status s = ReadWeightsAt(dir, r.begin, std::span<uint8_t>(dir.inline_bytes.data() + at, r.size())); !s.ok())
-      return s;
+    PB_RETURN_IF_ERROR(ReadWeightsAt(dir, r.begin, std::span<uint8_t>(dir.inline_bytes.data() + at, r.size())));
   }
   return Status::Ok();
 }
@@ -127,8 +120,8 @@ Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const Adapter
       for (uint64_t pos = r.begin; pos < r.end;) {
         const size_t n = static_cast<size_t>(std::min(kPiece, r.end - pos));
         buffer.resize(n);
-        if (Status s = ReadWeightsAt(dir, pos, buffer); !s.ok()) return s;
-        if (Status s = consumer.SupplyAdapter(buffer); !s.ok()) return s;
+        PB_RETURN_IF_ERROR(ReadWeightsAt(dir, pos, buffer));
+        PB_RETURN_IF_ERROR(consumer.SupplyAdapter(buffer));
         pos += n;
         supplied += n;
         if (on_read) on_read(supplied);

@@ -21,15 +21,15 @@ constexpr size_t kReadChunk = 4 << 20;
 Status ConvertFile(const InputFile& in, const Header& header, ConversionPlan plan, ByteSink& sink, StderrProgress& progress) {
   uint64_t done = header.data_start();
   TensorBytesConverter converter(std::move(plan), sink);
-  if (Status s = converter.Begin(); !s.ok()) return s;
+  PB_RETURN_IF_ERROR(converter.Begin());
   std::vector<uint8_t> buffer(kReadChunk);
   for (size_t src : converter.plan().source_tensor) {
     TensorInfo t = header.tensor(src);
     uint64_t pos = header.data_start() + t.begin, end = header.data_start() + t.end;
     while (pos < end) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, end - pos));
-      if (Status s = in.ReadAt(pos, std::span<uint8_t>(buffer.data(), n)); !s.ok()) return s;
-      if (Status s = converter.Push(std::span<const uint8_t>(buffer.data(), n)); !s.ok()) return s;
+      PB_RETURN_IF_ERROR(in.ReadAt(pos, std::span<uint8_t>(buffer.data(), n)));
+      PB_RETURN_IF_ERROR(converter.Push(std::span<const uint8_t>(buffer.data(), n)));
       pos += n;
       done += n;
       progress.Update(done);

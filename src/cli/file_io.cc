@@ -99,12 +99,10 @@ Status InputFile::ReadAt(uint64_t offset, std::span<uint8_t> out) const {
 Result<Header> InputFile::ReadHeader() const {
   uint8_t prefix[8];
   size_t have = static_cast<size_t>(std::min<uint64_t>(size_, 8));
-  if (Status s = ReadAt(0, std::span<uint8_t>(prefix, have)); !s.ok()) return s.error();
-  auto n = ReadHeaderLength(std::span<const uint8_t>(prefix, have), size_);
-  if (!n.ok()) return n.error();
-  std::string json(n.value(), '\0');
-  if (Status s = ReadAt(8, std::span<uint8_t>(reinterpret_cast<uint8_t*>(json.data()), json.size())); !s.ok())
-    return s.error();
+  PB_RETURN_IF_ERROR(ReadAt(0, std::span<uint8_t>(prefix, have)));
+  PB_ASSIGN_OR_RETURN(auto n, ReadHeaderLength(std::span<const uint8_t>(prefix, have), size_));
+  std::string json(n, '\0');
+  PB_RETURN_IF_ERROR(ReadAt(8, std::span<uint8_t>(reinterpret_cast<uint8_t*>(json.data()), json.size())));
   return ParseHeader(std::move(json), size_);
 }
 
@@ -151,7 +149,7 @@ Status AtomicOutputFile::Write(std::span<const uint8_t> bytes) {
     std::span<uint8_t> dst = Lend(bytes.size());
     std::memcpy(dst.data(), bytes.data(), dst.size());
     bytes = bytes.subspan(dst.size());
-    if (Status s = Commit(dst.size()); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(Commit(dst.size()));
   }
   return Status::Ok();
 }
@@ -169,7 +167,7 @@ Status AtomicOutputFile::Commit(size_t filled) {
 
 Status AtomicOutputFile::Prepare() {
   if (fd_ < 0) return Status::Ok();
-  if (Status s = Flush(); !s.ok()) return s;
+  PB_RETURN_IF_ERROR(Flush());
   if (::fsync(fd_) != 0) return IoFailure("cannot sync", temp_path_);
   if (::close(fd_) != 0) {
     fd_ = -1;
@@ -180,17 +178,16 @@ Status AtomicOutputFile::Prepare() {
 }
 
 Status AtomicOutputFile::Persist() {
-  if (Status s = Prepare(); !s.ok()) return s;
+  PB_RETURN_IF_ERROR(Prepare());
   if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) return IoFailure("cannot rename into", final_path_);
   committed_ = true;
   return Status::Ok();
 }
 
 Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
-  auto file = InputFile::Open(path);
-  if (!file.ok()) return file.error();
-  std::vector<uint8_t> bytes(static_cast<size_t>(file->size()));
-  if (Status s = file->ReadAt(0, bytes); !s.ok()) return s.error();
+  PB_ASSIGN_OR_RETURN(auto file, InputFile::Open(path));
+  std::vector<uint8_t> bytes(static_cast<size_t>(file.size()));
+  PB_RETURN_IF_ERROR(file.ReadAt(0, bytes));
   return bytes;
 }
 

@@ -83,7 +83,7 @@ Result<net::HttpLimits> LimitsFromEnv() {
   for (std::string_view name : net::HttpLimitNames()) {
     std::string value = GetEnv(std::string(name).c_str());
     if (value.empty()) continue;
-    if (Status s = net::SetHttpLimit(limits, name, value); !s.ok()) return s.error();
+    PB_RETURN_IF_ERROR(net::SetHttpLimit(limits, name, value));
   }
   return limits;
 }
@@ -270,19 +270,17 @@ namespace {
 // The policy for one file: the PB_HTTP_* limits, and the token for the Hub endpoint's origin only (the policy
 // checks every hop), never for another server.
 Result<net::HttpFilePolicy> OpenPolicy(const app::RemoteFile& file) {
-  auto limits = LimitsFromEnv();
-  if (!limits.ok()) return limits.error();
+  PB_ASSIGN_OR_RETURN(auto limits, LimitsFromEnv());
   return net::HttpFilePolicy::Open(
       {.url = file.url, .label = file.label, .token = HubToken(), .token_origin = net::UrlOrigin(HubEndpoint())},
-      limits.value());
+      limits);
 }
 
 }  // namespace
 
 Result<RemoteBytes> ReadRemoteWhole(const app::RemoteFile& file, WholeCap cap, int* failed_status) {
-  auto opened = OpenPolicy(file);
-  if (!opened.ok()) return opened.error();
-  net::HttpFilePolicy& policy = opened.value();
+  PB_ASSIGN_OR_RETURN(auto opened, OpenPolicy(file));
+  net::HttpFilePolicy& policy = opened;
   RemoteBytes out;
   auto deliver = [&](std::span<const uint8_t> bytes) { out.bytes.insert(out.bytes.end(), bytes.begin(), bytes.end()); };
   if (cap == WholeCap::kAdapter) policy.BeginReadWholeAdapter(NowMs());
@@ -297,16 +295,14 @@ Result<RemoteBytes> ReadRemoteWhole(const app::RemoteFile& file, WholeCap cap, i
 }
 
 Result<Header> ReadRemoteHeader(const std::string& arg) {
-  auto address = ParseRemote(arg);
-  if (!address.ok()) return address.error();
-  return ReadRemoteHeader(app::RemoteSelf(address.value()));
+  PB_ASSIGN_OR_RETURN(auto address, ParseRemote(arg));
+  return ReadRemoteHeader(app::RemoteSelf(address));
 }
 
 Result<Header> ReadRemoteHeader(const app::RemoteFile& file) {
   const std::string& arg = file.label;
-  auto opened = OpenPolicy(file);
-  if (!opened.ok()) return opened.error();
-  net::HttpFilePolicy& policy = opened.value();
+  PB_ASSIGN_OR_RETURN(auto opened, OpenPolicy(file));
+  net::HttpFilePolicy& policy = opened;
 
   // The header ends at 8 + N, N being the first 8 bytes. A length the core will refuse (too large, or past the
   // end of the file) is not fetched: the core reports it from the prefix.
@@ -321,7 +317,7 @@ Result<Header> ReadRemoteHeader(const app::RemoteFile& file) {
   };
   CurlTransport transport;
   policy.BeginRead(0, kFirstRange, NowMs());
-  if (Status s = transport.Run(policy, deliver, arg); !s.ok()) return s.error();
+  PB_RETURN_IF_ERROR(transport.Run(policy, deliver, arg));
 
   // The core validates the bytes exactly as a local file of this size (or as a stream when the size is unknown).
   StreamingReader reader(ReaderOptions{.total_size = policy.size()});
@@ -330,12 +326,11 @@ Result<Header> ReadRemoteHeader(const app::RemoteFile& file) {
   while (!reader.header_done() && pos < head.size()) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(reader.bytes_until_header(), head.size() - pos));
     if (n == 0) break;
-    if (Status s = reader.Feed(std::span<const uint8_t>(head.data() + pos, n), events); !s.ok()) return s.error();
+    PB_RETURN_IF_ERROR(reader.Feed(std::span<const uint8_t>(head.data() + pos, n), events));
     pos += n;
   }
   if (!reader.header_done()) {
-    Status s = reader.Finish(events);
-    if (!s.ok()) return s.error();
+    PB_RETURN_IF_ERROR(reader.Finish(events));
     return Io("cannot read `" + arg + "`: the header is incomplete");
   }
   return *reader.header();

@@ -27,9 +27,8 @@ int RunInspect(const app::CommandLine& line) {
   }
   auto read_header = [](const std::string& arg) -> Result<Header> {
     if (IsRemoteAddress(arg)) return ReadRemoteHeader(arg);  // http(s):// or hf://: Range requests
-    auto file = InputFile::Open(arg);
-    if (!file.ok()) return file.error();
-    return file->ReadHeader();
+    PB_ASSIGN_OR_RETURN(auto file, InputFile::Open(arg));
+    return file.ReadHeader();
   };
   auto header = read_header(positional[0]);
   if (!header.ok() && IsRemoteAddress(positional[0])) return fail(header.error());

@@ -40,15 +40,14 @@ struct BaseModel {
 };
 
 Result<BaseModel> OpenBase(const std::string& path, const std::optional<std::string>& config_path) {
-  if (Status s = app::CheckLocalBase(path); !s.ok()) return s.error();  // a remote base: not streamed yet
+  PB_RETURN_IF_ERROR(app::CheckLocalBase(path));  // a remote base: not streamed yet
   BaseModel base;
   std::vector<std::string> names;
   if (IsDirectory(path)) {
     base.dir = path;
     if (IsRegularFile(Join(path, "model.safetensors.index.json"))) {
-      auto text = ReadText(Join(path, "model.safetensors.index.json"));
-      if (!text.ok()) return text.error();
-      auto index = merge::ParseModelIndex(text.value());
+      PB_ASSIGN_OR_RETURN(auto text, ReadText(Join(path, "model.safetensors.index.json")));
+      auto index = merge::ParseModelIndex(text);
       if (!index.ok()) return index.error();
       names = index->shard_names;
       base.index = std::move(index.value());
@@ -58,42 +57,38 @@ Result<BaseModel> OpenBase(const std::string& path, const std::optional<std::str
       return MakeError(ErrorCode::IoError, "`" + path + "` has neither model.safetensors nor model.safetensors.index.json");
     }
     if (IsRegularFile(Join(path, "config.json"))) {
-      auto text = ReadText(Join(path, "config.json"));
-      if (!text.ok()) return text.error();
-      base.config = std::move(text.value());
+      PB_ASSIGN_OR_RETURN(auto text, ReadText(Join(path, "config.json")));
+      base.config = std::move(text);
     }
   } else {
     size_t slash = path.rfind('/');
     base.dir = slash == std::string::npos ? "." : path.substr(0, slash);
     names.push_back(slash == std::string::npos ? path : path.substr(slash + 1));
     if (IsRegularFile(Join(base.dir, "config.json"))) {
-      auto text = ReadText(Join(base.dir, "config.json"));
-      if (!text.ok()) return text.error();
-      base.config = std::move(text.value());
+      PB_ASSIGN_OR_RETURN(auto text, ReadText(Join(base.dir, "config.json")));
+      base.config = std::move(text);
     }
   }
   if (config_path) {
-    auto text = ReadText(*config_path);
-    if (!text.ok()) return text.error();
-    base.config = std::move(text.value());
+    PB_ASSIGN_OR_RETURN(auto text, ReadText(*config_path));
+    base.config = std::move(text);
   }
   for (const auto& name : names) {
-    auto file = InputFile::Open(Join(base.dir, name));
-    if (!file.ok()) return file.error();
-    auto header = file->ReadHeader();
+    PB_ASSIGN_OR_RETURN(auto file, InputFile::Open(Join(base.dir, name)));
+    auto header = file.ReadHeader();
     if (!header.ok()) {
       Error e = header.error();
       e.message = name + ": " + e.message;
       return e;
     }
-    base.files.push_back(std::move(file.value()));
+    base.files.push_back(std::move(file));
     base.headers.push_back(std::move(header.value()));
   }
   base.shard_names = std::move(names);
   if (base.index) {  // every weight_map entry must be in the shard it names
     std::vector<merge::BaseShardHeader> shards;
     for (size_t i = 0; i < base.headers.size(); ++i) shards.push_back({base.shard_names[i], &base.headers[i]});
-    if (Status s = merge::CheckIndexAgainstShards(*base.index, shards); !s.ok()) return s.error();
+    PB_RETURN_IF_ERROR(merge::CheckIndexAgainstShards(*base.index, shards));
   }
   return base;
 }
@@ -102,8 +97,8 @@ Result<BaseModel> OpenBase(const std::string& path, const std::optional<std::str
 Status MergeShard(const InputFile& in, const Header& header, const merge::ShardPlan& plan, const AdapterDir& adapter,
                   const merge::MergeOptions& options, ByteSink& sink, StderrProgress& progress, uint64_t& done) {
   merge::ShardMerger merger(plan, options, sink);
-  if (Status s = merger.Begin(); !s.ok()) return s;
-  if (Status s = SupplyAdapterBytes(merger, adapter); !s.ok()) return s;
+  PB_RETURN_IF_ERROR(merger.Begin());
+  PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, adapter));
   std::vector<uint8_t> buffer(kReadChunk);
   for (const auto& t : plan.tensors) {
     if (!t.source) continue;
@@ -111,15 +106,15 @@ Status MergeShard(const InputFile& in, const Header& header, const merge::ShardP
     uint64_t pos = header.data_start() + info.begin, end = header.data_start() + info.end;
     while (pos < end) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, end - pos));
-      if (Status s = in.ReadAt(pos, std::span<uint8_t>(buffer.data(), n)); !s.ok()) return s;
-      if (Status s = merger.Push(std::span<const uint8_t>(buffer.data(), n)); !s.ok()) return s;
-      if (Status s = SupplyAdapterBytes(merger, adapter); !s.ok()) return s;
+      PB_RETURN_IF_ERROR(in.ReadAt(pos, std::span<uint8_t>(buffer.data(), n)));
+      PB_RETURN_IF_ERROR(merger.Push(std::span<const uint8_t>(buffer.data(), n)));
+      PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, adapter));
       pos += n;
       done += n;
       progress.Update(done);
     }
   }
-  if (Status s = SupplyAdapterBytes(merger, adapter); !s.ok()) return s;
+  PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, adapter));
   return merger.Finish();
 }
 
@@ -165,13 +160,12 @@ std::vector<app::BaseEntry> ListBaseDirectory(const std::string& dir) {
 
 // One of the base's other files, copied into the transaction's temporary file for it.
 Status CopyInto(const std::string& path, ByteSink& sink) {
-  auto in = InputFile::Open(path);
-  if (!in.ok()) return in.error();
-  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(kReadChunk, in->size())));
-  for (uint64_t pos = 0; pos < in->size();) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), in->size() - pos));
-    if (Status s = in->ReadAt(pos, std::span<uint8_t>(buffer.data(), n)); !s.ok()) return s;
-    if (Status s = sink.Write(std::span<const uint8_t>(buffer.data(), n)); !s.ok()) return s;
+  PB_ASSIGN_OR_RETURN(auto in, InputFile::Open(path));
+  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(kReadChunk, in.size())));
+  for (uint64_t pos = 0; pos < in.size();) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), in.size() - pos));
+    PB_RETURN_IF_ERROR(in.ReadAt(pos, std::span<uint8_t>(buffer.data(), n)));
+    PB_RETURN_IF_ERROR(sink.Write(std::span<const uint8_t>(buffer.data(), n)));
     pos += n;
   }
   return Status::Ok();

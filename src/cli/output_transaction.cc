@@ -27,9 +27,8 @@ void SyncDirectory(const std::string& dir) {
 }  // namespace
 
 Result<std::unique_ptr<OutputTransaction>> OutputTransaction::Begin(std::string dir, app::OutputPlan plan) {
-  auto created = EnsureDirectory(dir);
-  if (!created.ok()) return created.error();
-  return std::unique_ptr<OutputTransaction>(new OutputTransaction(std::move(dir), std::move(plan), created.value(), false));
+  PB_ASSIGN_OR_RETURN(auto created, EnsureDirectory(dir));
+  return std::unique_ptr<OutputTransaction>(new OutputTransaction(std::move(dir), std::move(plan), created, false));
 }
 
 std::unique_ptr<OutputTransaction> OutputTransaction::ForFile(const std::string& path, app::OutputPlan plan) {
@@ -44,10 +43,9 @@ OutputTransaction::~OutputTransaction() {
 std::string OutputTransaction::PathOf(const std::string& name) const { return single_file_ ? dir_ : Join(dir_, name); }
 
 Result<AtomicOutputFile*> OutputTransaction::Add(const std::string& name) {
-  auto file = AtomicOutputFile::Create(PathOf(name));
-  if (!file.ok()) return file.error();
+  PB_ASSIGN_OR_RETURN(auto file, AtomicOutputFile::Create(PathOf(name)));
   names_.push_back(name);
-  files_.push_back(std::move(file.value()));
+  files_.push_back(std::move(file));
   return files_.back().get();
 }
 
@@ -75,7 +73,7 @@ void OutputTransaction::Restore(std::vector<Aside>& asides) {
 
 Status OutputTransaction::Commit() {
   for (auto& f : files_)
-    if (Status s = f->Prepare(); !s.ok()) return s;
+    PB_RETURN_IF_ERROR(f->Prepare());
   // Every final name is checked before anything is renamed: a directory in the way fails the whole commit.
   for (const auto& f : files_) {
     struct stat st;

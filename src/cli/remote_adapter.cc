@@ -9,26 +9,22 @@
 namespace pb::cli {
 
 Result<AdapterDir> LoadRemoteAdapter(const std::string& given, const std::optional<std::string>& base_config_path) {
-  auto address = ParseRemote(given);
-  if (!address.ok()) return address.error();
-  const app::RemoteAddress& a = address.value();
+  PB_ASSIGN_OR_RETURN(auto address, ParseRemote(given));
+  const app::RemoteAddress& a = address;
   AdapterDir dir;
   std::string weights_name;
   std::optional<app::RemoteFile> config;
   bool config_optional = false;
   if (a.folder) {
     // A repo (or a folder of one): its listing, chosen from as a local directory's.
-    auto listing = ReadRemoteWhole(app::RemoteSelf(a), WholeCap::kJson);
-    if (!listing.ok()) return listing.error();
-    auto names = app::ParseHubListing(std::string(listing->bytes.begin(), listing->bytes.end()), a.label);
-    if (!names.ok()) return names.error();
-    auto chosen = app::ChooseAdapterFiles(a.label, names.value());
-    if (!chosen.ok()) return chosen.error();
-    weights_name = chosen->weights;
-    if (chosen->config) config = app::RemoteEntry(a, *chosen->config);
+    PB_ASSIGN_OR_RETURN(auto listing, ReadRemoteWhole(app::RemoteSelf(a), WholeCap::kJson));
+    PB_ASSIGN_OR_RETURN(auto names, app::ParseHubListing(std::string(listing.bytes.begin(), listing.bytes.end()), a.label));
+    PB_ASSIGN_OR_RETURN(auto chosen, app::ChooseAdapterFiles(a.label, names));
+    weights_name = chosen.weights;
+    if (chosen.config) config = app::RemoteEntry(a, *chosen.config);
   } else {
     // The weights file itself, with adapter_config.json beside it when there is one.
-    if (Status s = app::CheckAdapterWeightsPath(app::RemoteFileName(a)); !s.ok()) return s.error();
+    PB_RETURN_IF_ERROR(app::CheckAdapterWeightsPath(app::RemoteFileName(a)));
     config = app::RemoteEntry(a, app::kAdapterConfigName);
     config_optional = true;
   }
@@ -44,17 +40,15 @@ Result<AdapterDir> LoadRemoteAdapter(const std::string& given, const std::option
     }
   }
   const app::RemoteFile weights = a.folder ? app::RemoteEntry(a, weights_name, commit) : app::RemoteSelf(a);
-  auto bytes = ReadRemoteWhole(weights, WholeCap::kAdapter);
-  if (!bytes.ok()) return bytes.error();
+  PB_ASSIGN_OR_RETURN(auto bytes, ReadRemoteWhole(weights, WholeCap::kAdapter));
   dir.weights_path = weights.label;
   dir.weights_name = a.folder ? weights_name : app::RemoteFileName(a);
-  dir.weights_bytes = std::move(bytes->bytes);
+  dir.weights_bytes = std::move(bytes.bytes);
   if (base_config_path) {
-    auto text = ReadText(*base_config_path);
-    if (!text.ok()) return text.error();
-    dir.base_config = std::move(text.value());
+    PB_ASSIGN_OR_RETURN(auto text, ReadText(*base_config_path));
+    dir.base_config = std::move(text);
   }
-  if (Status s = ReadAdapterHeader(dir); !s.ok()) return s.error();
+  PB_RETURN_IF_ERROR(ReadAdapterHeader(dir));
   return dir;
 }
 

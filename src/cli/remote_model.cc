@@ -14,27 +14,22 @@ Result<std::string> InspectRemoteModel(const app::RemoteAddress& a, bool json) {
   std::optional<app::RemoteFile> index_file;
   std::vector<std::string> names;
   if (a.folder) {
-    auto listing = ReadRemoteWhole(app::RemoteSelf(a), WholeCap::kJson);
-    if (!listing.ok()) return listing.error();
-    auto files = app::ParseHubListing(std::string(listing->bytes.begin(), listing->bytes.end()), a.label);
-    if (!files.ok()) return files.error();
-    auto first = app::ChooseBaseFile(a.label, files.value());
-    if (!first.ok()) return first.error();
-    if (app::IsModelIndexName(first.value())) index_file = app::RemoteEntry(a, first.value());
-    else names.push_back(first.value());
+    PB_ASSIGN_OR_RETURN(auto listing, ReadRemoteWhole(app::RemoteSelf(a), WholeCap::kJson));
+    PB_ASSIGN_OR_RETURN(auto files, app::ParseHubListing(std::string(listing.bytes.begin(), listing.bytes.end()), a.label));
+    PB_ASSIGN_OR_RETURN(auto first, app::ChooseBaseFile(a.label, files));
+    if (app::IsModelIndexName(first)) index_file = app::RemoteEntry(a, first);
+    else names.push_back(first);
   } else {
     index_file = app::RemoteSelf(a);
   }
   std::optional<merge::ModelIndex> index;
   std::optional<std::string> commit;
   if (index_file) {
-    auto text = ReadRemoteWhole(*index_file, WholeCap::kJson);
-    if (!text.ok()) return text.error();
-    auto parsed = merge::ParseModelIndex(std::string(text->bytes.begin(), text->bytes.end()));
-    if (!parsed.ok()) return parsed.error();
-    names = parsed->shard_names;
-    index = std::move(parsed.value());
-    commit = text->commit;  // every shard from the index's commit, even if the branch moves meanwhile
+    PB_ASSIGN_OR_RETURN(auto text, ReadRemoteWhole(*index_file, WholeCap::kJson));
+    PB_ASSIGN_OR_RETURN(auto parsed, merge::ParseModelIndex(std::string(text.bytes.begin(), text.bytes.end())));
+    names = parsed.shard_names;
+    index = std::move(parsed);
+    commit = text.commit;  // every shard from the index's commit, even if the branch moves meanwhile
   }
   std::vector<Header> headers;
   std::vector<RenderedReport> reports;
@@ -51,7 +46,7 @@ Result<std::string> InspectRemoteModel(const app::RemoteAddress& a, bool json) {
   if (index) {  // every weight_map entry must be in the shard it names
     std::vector<merge::BaseShardHeader> shards;
     for (size_t i = 0; i < headers.size(); ++i) shards.push_back({names[i], &headers[i]});
-    if (Status s = merge::CheckIndexAgainstShards(*index, shards); !s.ok()) return s.error();
+    PB_RETURN_IF_ERROR(merge::CheckIndexAgainstShards(*index, shards));
   }
   return json ? RenderInspectFilesJson(reports) : RenderInspectFilesText(reports);
 }
