@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, hasNativeCli, nativeCli, peftAdapterBytes } from './helpers/common.mjs';
+import { cliPath, hasNativeCli, nativeCli, writePeftAdapterDir } from './helpers/common.mjs';
 
 const runJs = (args) => {
   const r = spawnSync(process.execPath, [cliPath, ...args], { encoding: 'buffer', timeout: 30000 });
@@ -27,12 +27,7 @@ function tempDir(t) {
   return dir;
 }
 
-function writePeftAdapter(dir, modules, targets) {
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'adapter_model.safetensors'), peftAdapterBytes(modules));
-  writeFileSync(join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: targets }));
-  return dir;
-}
+const writePeftAdapter = writePeftAdapterDir;
 
 /** The tensor names of a safetensors file, in header order. */
 function tensorNames(path) {

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { hasNativeCli, makeFile } from './helpers/common.mjs';
+import { f32Bytes, hasNativeCli, makeFile, writePeftAdapterDir } from './helpers/common.mjs';
 import { both } from './helpers/two-trees.mjs';
 
 
@@ -19,24 +19,8 @@ function skipUnlessBoth(t) {
 const Q = 'model.layers.0.self_attn.q_proj';
 const V = 'model.layers.0.self_attn.v_proj';
 
-function f32(n, value) {
-  const data = new Uint8Array(4 * n);
-  new Float32Array(data.buffer).fill(value);
-  return data;
-}
-
-function writeAdapter(dir) {
-  mkdirSync(dir, { recursive: true });
-  const header = {};
-  let offset = 0;
-  for (const m of [Q, V])
-    for (const [role, shape] of [['lora_A', [2, 4]], ['lora_B', [4, 2]]]) {
-      header[`base_model.model.${m}.${role}.weight`] = { dtype: 'F32', shape, data_offsets: [offset, offset + 32] };
-      offset += 32;
-    }
-  writeFileSync(join(dir, 'adapter_model.safetensors'), makeFile(JSON.stringify(header), f32(offset / 4, 0.25)));
-  writeFileSync(join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['q_proj', 'v_proj'] }));
-}
+const f32 = f32Bytes;
+const writeAdapter = (dir) => writePeftAdapterDir(dir, [Q, V], ['q_proj', 'v_proj']);
 
 const BASE_CONFIG = JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 4, num_attention_heads: 1 });
 const TOKENIZER = JSON.stringify({ version: '1.0', model: { type: 'BPE', vocab: { a: 0, b: 1 } } });

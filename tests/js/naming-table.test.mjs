@@ -4,10 +4,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, hasNativeCli, nativeCli, peftAdapterBytes, rejectsWith, webDir } from './helpers/common.mjs';
+import { cliPath, hasNativeCli, nativeCli, rejectsWith, webDir, writePeftAdapterDir } from './helpers/common.mjs';
 
 const pb = await import(join(webDir, 'src', 'node.js'));
 
@@ -47,10 +47,7 @@ const TOY_TABLE = {
 function setUp(t) {
   const dir = mkdtempSync(join(tmpdir(), 'pb-naming-table-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const adapter = join(dir, 'adapter');
-  mkdirSync(adapter);
-  writeFileSync(join(adapter, 'adapter_model.safetensors'), peftAdapterBytes(['model.blocks.0.attn.wq', 'model.blocks.1.attn.wk']));
-  writeFileSync(join(adapter, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['wq', 'wk'] }));
+  const adapter = writePeftAdapterDir(join(dir, 'adapter'), ['model.blocks.0.attn.wq', 'model.blocks.1.attn.wk'], ['wq', 'wk']);
   const table = join(dir, 'toymodel.json');
   writeFileSync(table, JSON.stringify(TOY_TABLE));
   return { dir, adapter, table };

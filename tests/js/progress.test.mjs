@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { hasNativeCli, makeFile } from './helpers/common.mjs';
+import { f32Bytes, hasNativeCli, makeFile, writePeftAdapterDir } from './helpers/common.mjs';
 import { both } from './helpers/two-trees.mjs';
 
 function skipUnlessBoth(t) {
@@ -20,24 +20,8 @@ const Q = 'model.layers.0.self_attn.q_proj';
 const V = 'model.layers.0.self_attn.v_proj';
 const SHARDS = ['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors'];
 
-function f32(n, value) {
-  const data = new Uint8Array(4 * n);
-  new Float32Array(data.buffer).fill(value);
-  return data;
-}
-
-function writeAdapter(dir) {
-  mkdirSync(dir, { recursive: true });
-  const header = {};
-  let offset = 0;
-  for (const m of [Q, V])
-    for (const [role, shape] of [['lora_A', [2, 64]], ['lora_B', [64, 2]]]) {
-      header[`base_model.model.${m}.${role}.weight`] = { dtype: 'F32', shape, data_offsets: [offset, offset + 512] };
-      offset += 512;
-    }
-  writeFileSync(join(dir, 'adapter_model.safetensors'), makeFile(JSON.stringify(header), f32(offset / 4, 0.25)));
-  writeFileSync(join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['q_proj', 'v_proj'] }));
-}
+const f32 = f32Bytes;
+const writeAdapter = (dir) => writePeftAdapterDir(dir, [Q, V], ['q_proj', 'v_proj'], 64);
 
 /** A 64x64 llama base in two shards (q_proj in the first, v_proj and a norm in the second), with its index. */
 function writeShardedBase(dir, { weight = 1 } = {}) {

@@ -1,6 +1,6 @@
 // Shared test helpers: the package under test, fixtures, the native CLI, stream builders.
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 
@@ -175,17 +175,33 @@ export function makeFile(json, data = new Uint8Array(0), { pad = true } = {}) {
   return out;
 }
 
-/** A PEFT adapter's safetensors bytes: rank-2 lora_A/lora_B factors (for 4x4 layers), all 0.25, per module path. */
-export function peftAdapterBytes(modules) {
+/** `n` float32 values, all `value`, as bytes. */
+export function f32Bytes(n, value) {
+  const data = new Uint8Array(4 * n);
+  new Float32Array(data.buffer).fill(value);
+  return data;
+}
+
+/** A PEFT adapter's safetensors bytes: rank-2 lora_A/lora_B factors (for `features` x `features` layers), all
+ * 0.25, per module path. */
+export function peftAdapterBytes(modules, features = 4) {
   const header = {};
   let offset = 0;
+  const size = 4 * 2 * features;
   for (const m of modules) {
-    for (const [role, shape] of [['lora_A', [2, 4]], ['lora_B', [4, 2]]]) {
-      header[`base_model.model.${m}.${role}.weight`] = { dtype: 'F32', shape, data_offsets: [offset, offset + 32] };
-      offset += 32;
+    for (const [role, shape] of [['lora_A', [2, features]], ['lora_B', [features, 2]]]) {
+      header[`base_model.model.${m}.${role}.weight`] = { dtype: 'F32', shape, data_offsets: [offset, offset + size] };
+      offset += size;
     }
   }
-  const data = new Uint8Array(offset);
-  new Float32Array(data.buffer).fill(0.25);
-  return makeFile(JSON.stringify(header), data);
+  return makeFile(JSON.stringify(header), f32Bytes(offset / 4, 0.25));
+}
+
+/** A PEFT adapter folder in `dir`: peftAdapterBytes(modules, features) and a config with r 2, lora_alpha 4 and
+ * `targets` as target_modules. Returns `dir`. */
+export function writePeftAdapterDir(dir, modules, targets, features = 4) {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'adapter_model.safetensors'), peftAdapterBytes(modules, features));
+  writeFileSync(join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: targets }));
+  return dir;
 }
