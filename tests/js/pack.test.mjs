@@ -16,9 +16,9 @@ test('npm pack: whitelisted files, a separate .wasm; installed offline, "peft-br
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const [packed] = JSON.parse(npm(['pack', '--json', '--pack-destination', dir], webDir));
   const files = packed.files.map((f) => f.path).sort();
-  const allowed = (p) => /^src\/[a-z-]+\.js$/.test(p) || ['src/index.d.ts', 'bin/peft-bridge.mjs', 'dist/peft_bridge_wasm.mjs', 'dist/peft_bridge_wasm.wasm', 'package.json', 'README.md', 'LICENSE'].includes(p);
+  const allowed = (p) => /^src\/(cli\/)?[a-z-]+\.js$/.test(p) || ['src/index.d.ts', 'bin/peft-bridge.mjs', 'dist/peft_bridge_wasm.mjs', 'dist/peft_bridge_wasm.wasm', 'package.json', 'README.md', 'LICENSE'].includes(p);
   assert.deepEqual(files.filter((p) => !allowed(p)), [], 'only the whitelist is published');
-  for (const p of ['dist/peft_bridge_wasm.wasm', 'src/index.d.ts', 'src/node.js', 'src/browser.js', 'src/workerd.js', 'src/remote.js', 'bin/peft-bridge.mjs', 'README.md', 'LICENSE'])
+  for (const p of ['dist/peft_bridge_wasm.wasm', 'src/index.d.ts', 'src/node.js', 'src/browser.js', 'src/workerd.js', 'src/remote.js', 'bin/peft-bridge.mjs', 'src/cli/merge-command.js', 'README.md', 'LICENSE'])
     assert.ok(files.includes(p), p);
 
   const project = join(dir, 'project');

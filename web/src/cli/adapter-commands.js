@@ -1,0 +1,90 @@
+// adapter-info and translate for the npm CLI (src/cli/adapter_commands.cc).
+import { callAdapter } from '../adapter.js';
+import { err, explainInput, fail, flag, option, out } from './io.js';
+import { commonOptions, loadAdapterDir, namingTables } from './inputs.js';
+import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, fileFact, planOutput } from './output.js';
+import { stderrProgress } from './progress.js';
+
+export async function runAdapterInfo(line) {
+  const o = commonOptions(line);
+  try {
+    o.namingTables = await namingTables(line);
+    const files = await loadAdapterDir(o.positional[0], o.baseConfig);
+    let r;
+    try {
+      r = await callAdapter('adapterInfo', files, o);
+    } finally {
+      await files.close();
+    }
+    await out(o.json ? r.json : r.text);
+    return 0;
+  } catch (error) {
+    return fail(await explainInput(error, o.positional[0], 'adapter'), o.json);
+  }
+}
+
+export async function runTranslate(line) {
+  const o = {
+    ...commonOptions(line),
+    to: option(line, 'to'),
+    dryRun: flag(line, 'dry-run'),
+    oldPeft: flag(line, 'old-peft'),
+    force: flag(line, 'force'),
+    allowPartial: flag(line, 'allow-partial'),
+    followLinks: flag(line, 'follow-links'),
+  };
+
+  let output = null;
+  let files = null;
+  let result = null;
+  let progress = null;
+  try {
+    o.namingTables = await namingTables(line);
+    files = await loadAdapterDir(o.positional[0], o.baseConfig);
+    // The plan now, the weights' bytes once the output is accepted (where the native CLI makes them).
+    result = await callAdapter('translateAdapter', files, { ...o, deferWrite: true });
+    // The policy: no link out of IN_DIR, no silent loss, no output over an input or into a non-empty directory.
+    const inputs = await adapterFacts('IN_DIR', o.positional[0], files.weightsPath);
+    if (o.baseConfig !== null) inputs.push(await fileFact('--base-config', o.baseConfig, null));
+    planOutput('translate', inputs, null, o);
+    const summary = JSON.parse(result.json);
+    const dropped = summary.tensors.filter((t) => t.to === null).map((t) => ({ tensor: t.from, reason: t.reason }));
+    const warnings = checkDropped('translate', dropped, o.allowPartial);
+    if (warnings) await err(warnings);
+    if (!o.dryRun) {
+      const outDir = o.positional[1];
+      const names = [result.weightsName, ...(result.config ? [result.config.name] : [])];
+      output = await OutputTransaction.begin(outDir, planOutput('translate', inputs, await describeOutputDirectory('OUT_DIR', outDir, names), o));
+      const weights = await output.add(result.weightsName);
+      // Progress counts the adapter's tensor bytes read for the output, of its weights file's size.
+      progress = stderrProgress(line, files.weights.size);
+      progress.startFile(files.weightsName, 0);
+      let pending = [];
+      const flush = async () => {
+        for (const bytes of pending) await output.write(weights, bytes);
+        pending = [];
+      };
+      await result.writeWeights(
+        (bytes) => pending.push(bytes),
+        async (done) => {
+          await flush();
+          progress.update(done);
+        },
+      );
+      await flush();
+      progress.finish();
+      if (result.config) await output.write(await output.add(result.config.name), result.config.bytes);
+      await output.commit();
+    }
+    if (o.json || !flag(line, 'quiet')) await out(o.json ? result.json : result.text);
+    return 0;
+  } catch (error) {
+    progress?.abandon();
+    return fail(await explainInput(error, o.positional[0], 'adapter'), o.json);
+  } finally {
+    progress?.close();
+    await output?.close();
+    await result?.close?.();
+    await files?.close();
+  }
+}

@@ -1,0 +1,192 @@
+// merge and unmerge for the npm CLI (src/cli/merge_command.cc).
+import { open, readdir, stat } from 'node:fs/promises';
+import { renderedError } from '../errors.js';
+import { MergeSession } from '../merge.js';
+import { openSource } from '../sources.js';
+import { CliFailure, coreError, err, explainInput, fail, flag, isDirectory, isRegularFile, joinPath, module, option, out } from './io.js';
+import { stderrProgress } from './progress.js';
+import { loadAdapterDir, namingTables, openInput, readWholeFile, remoteChecked } from './inputs.js';
+import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, directoryFact, fileFact, planOutput } from './output.js';
+
+// ---- merge and unmerge (src/cli/merge_command.cc) ----
+
+
+/** OpenBase: the shard names (from the index, or the one file), config.json, and every shard's header. */
+export async function openMergeBase(session, path, configPath, inputs) {
+  remoteChecked(module.checkLocalBase(path)); // a remote base: not streamed yet
+  const base = { dir: path, names: [], inputs, config: null, index: false };
+  if (await isDirectory(path)) {
+    const indexPath = joinPath(path, 'model.safetensors.index.json');
+    if (await isRegularFile(indexPath)) {
+      base.names = session.setIndex(await readWholeFile(indexPath));
+      base.index = true;
+    } else if (await isRegularFile(joinPath(path, 'model.safetensors'))) {
+      base.names = ['model.safetensors'];
+    } else {
+      throw new CliFailure('IoError', `\`${path}\` has neither model.safetensors nor model.safetensors.index.json`);
+    }
+  } else {
+    const slash = path.lastIndexOf('/');
+    base.dir = slash === -1 ? '.' : path.slice(0, slash);
+    base.names = [slash === -1 ? path : path.slice(slash + 1)];
+  }
+  if (await isRegularFile(joinPath(base.dir, 'config.json'))) base.config = await readWholeFile(joinPath(base.dir, 'config.json'));
+  if (configPath !== null) base.config = await readWholeFile(configPath);
+  for (const name of base.names) {
+    const input = await openInput(joinPath(base.dir, name));
+    base.inputs.push(input);
+    try {
+      await session.addShard(name, await openSource(input.source));
+    } catch (error) {
+      // The core names the shard in its own errors; reading errors get the same prefix, as natively.
+      if (renderedError(error, false) !== null) throw error;
+      throw new CliFailure(error?.code ?? 'IoError', `${name}: ${error?.message ?? error}`);
+    }
+  }
+  session.baseComplete();
+  return base;
+}
+
+export async function runMerge(line) {
+  const command = line.command;
+  const o = {
+    base: option(line, 'base'),
+    adapter: option(line, 'adapter'),
+    out: option(line, 'out'),
+    baseConfig: option(line, 'base-config'),
+    arch: option(line, 'arch'),
+    dtype: option(line, 'dtype'),
+    safe: flag(line, 'safe'),
+    unmerge: command === 'unmerge',
+    json: flag(line, 'json'),
+    dryRun: flag(line, 'dry-run'),
+    force: flag(line, 'force'),
+    allowPartial: flag(line, 'allow-partial'),
+    followLinks: flag(line, 'follow-links'),
+    copyExtra: !flag(line, 'no-copy-extra'),
+  };
+  const quiet = flag(line, 'quiet');
+  const t0 = performance.now();
+
+  try {
+    o.namingTables = await namingTables(line);
+  } catch (error) {
+    return fail(error, o.json);
+  }
+  const session = await MergeSession.create('Merger', o);
+  const inputs = []; // the shards, open for reading
+  let output = null;
+  let progress = null;
+  let adapterFiles = null; // the adapter's weights, open for reading by range
+  try {
+    // Errors opening either input are told as the native ExplainInput tells them.
+    const base = await openMergeBase(session, o.base, o.baseConfig, inputs).catch(async (e) => {
+      throw await explainInput(e, o.base, 'base');
+    });
+    try {
+      adapterFiles = await loadAdapterDir(o.adapter, null);
+      await session.loadAdapter({ ...adapterFiles, baseConfig: base.config });
+    } catch (error) {
+      throw await explainInput(error, o.adapter, 'adapter');
+    }
+    const plan = session.plan();
+    // The policy: no link out of an input directory, no silent loss, no output over an input or into a
+    // non-empty directory.
+    const facts = [...(await baseFacts(o.base, base, o.baseConfig)), ...(await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath))];
+    const texts = [];
+    if (base.index) texts.push(['model.safetensors.index.json', session.outputIndex()]);
+    const config = session.configJson();
+    if (config !== null) texts.push(['config.json', config]);
+    const names = [...plan.shards.map((s) => s.name), ...texts.map(([name]) => name)]; // what the merge writes itself
+    // The base's other files (tokenizer, generation config...) are inputs too, and outputs.
+    const baseIsDirectory = await isDirectory(o.base);
+    const listing = baseIsDirectory && o.copyExtra ? await listBaseDirectory(base.dir) : [];
+    const extra = planExtraFiles({ basePath: o.base, baseIsDirectory, listing, written: names, writesConfig: config !== null, copyExtra: o.copyExtra });
+    for (const name of extra.copy) facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
+    session.setCopiedFiles(extra.copy);
+    planOutput(command, facts, null, o);
+    const dropped = JSON.parse(session.summary(0, true, true)).unmatchedKeys;
+    const warnings = checkDropped(command, dropped, o.allowPartial);
+    if (warnings) await err(warnings);
+    if (extra.warnings) await err(extra.warnings);
+    if (!o.dryRun) {
+      output = await OutputTransaction.begin(o.out, planOutput(command, facts, await describeOutputDirectory('--out', o.out, [...names, ...extra.copy]), o));
+      // The plan is told before the work starts; the outcome line follows it.
+      if (!o.json && !quiet) await out(session.planText(false));
+      // Every output is written under a temporary name; any failure before commit() succeeds removes them all.
+      progress = stderrProgress(line, plan.sourceBytes);
+      for (const name of extra.copy) await copyInto(output, await output.add(name), joinPath(base.dir, name));
+      const counts = { bytesIn: 0 };
+      for (let s = 0; s < plan.shards.length; ++s) {
+        const file = await output.add(plan.shards[s].name);
+        progress.startFile(plan.shards[s].name, counts.bytesIn);
+        for await (const bytes of session.mergeShard(s, plan.shards[s], await openSource(base.inputs[s].source), undefined, counts)) {
+          await output.write(file, bytes);
+          progress.update(counts.bytesIn);
+        }
+        await output.prepare(file);
+      }
+      for (const [name, text] of texts) await output.write(await output.add(name), new TextEncoder().encode(text));
+      await output.commit();
+      progress.finish();
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    // A dry run's plan is all it prints; a merge's plan was printed before the work.
+    if (o.json || (o.dryRun && !quiet)) await out(session.summary(seconds, o.dryRun, o.json));
+    else if (!quiet) await out(session.outcomeText(seconds));
+    return 0;
+  } catch (error) {
+    progress?.abandon();
+    return fail(error, o.json);
+  } finally {
+    progress?.close();
+    await output?.close();
+    for (const input of inputs) await input.handle.close();
+    await adapterFiles?.close();
+    session.close();
+  }
+}
+
+/** The base directory's entries, kinds as links lead (a dangling link: 'other'), for the core's PlanExtraFiles. */
+export async function listBaseDirectory(dir) {
+  const entries = [];
+  for (const name of await readdir(dir).catch(() => [])) {
+    const st = await stat(joinPath(dir, name)).catch(() => null);
+    entries.push({ name, kind: st?.isFile() ? 'file' : st?.isDirectory() ? 'directory' : 'other' });
+  }
+  return entries;
+}
+
+/** The core's choice of the base's other files to copy: {copy: [names], warnings: text}. */
+export function planExtraFiles(request) {
+  const r = module.planExtraFiles(JSON.stringify(request));
+  if (!r.ok) throw coreError(r);
+  return JSON.parse(r.planJson);
+}
+
+/** One of the base's other files, copied into the transaction's temporary file `file`, a chunk at a time. */
+export async function copyInto(output, file, path) {
+  const input = await openInput(path);
+  try {
+    const chunk = 4 << 20;
+    for (let pos = 0; pos < input.source.size; pos += chunk)
+      await output.write(file, await input.source.read(pos, Math.min(chunk, input.source.size - pos)));
+  } finally {
+    await input.handle.close();
+  }
+}
+
+/** BaseFacts: the base's directory (when one was named), every shard, the index and config.json found beside
+ * them, and --base-config. */
+export async function baseFacts(path, base, configPath) {
+  const facts = [];
+  const namedDir = await isDirectory(path);
+  if (namedDir) facts.push(await directoryFact('--base', path));
+  for (const name of base.names)
+    facts.push(namedDir ? await fileFact('--base', joinPath(base.dir, name), base.dir) : await fileFact('--base', path, null));
+  for (const name of ['model.safetensors.index.json', 'config.json'])
+    if ((namedDir || name === 'config.json') && (await isRegularFile(joinPath(base.dir, name))))
+      facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
+  if (configPath !== null) facts.push(await fileFact('--base-config', configPath, null));
+  return facts;
+}
