@@ -96,11 +96,23 @@ std::string RenderFiles(const std::string& files_json, bool json) {
   return json ? RenderInspectFilesJson(files) : RenderInspectFilesText(files);
 }
 
-val LocalBase(const std::string& arg) {
-  Status s = app::CheckLocalBase(arg);
-  if (!s.ok()) return Failed(s.error());
+// What a merge reads of the remote base `arg` (app::ChooseRemoteBase), `listing_json` the names of its folder:
+// {ok, index: name | null, single, config: 'none' | 'listed' | 'maybe', listing: [{name, kind}] (JSON text)}.
+val RemoteBase(const std::string& arg, const std::string& endpoint, const std::string& listing_json) {
+  auto a = app::ParseRemoteAddress(arg, endpoint);
+  if (!a.ok()) return Failed(a.error());
+  std::vector<std::string> names = Names(listing_json);
+  auto files = app::ChooseRemoteBase(a.value(), names);
+  if (!files.ok()) return Failed(files.error());
+  using Config = app::RemoteBaseFiles::Config;
+  Json listing = Json::array();
+  for (const auto& e : files->listing) listing.push_back({{"name", e.name}, {"kind", "file"}});
   val r = val::object();
   r.set("ok", true);
+  r.set("index", files->index ? val(*files->index) : val::null());
+  r.set("single", files->single);
+  r.set("config", files->config == Config::kListed ? "listed" : files->config == Config::kMaybe ? "maybe" : "none");
+  r.set("listing", listing.dump());
   return r;
 }
 
@@ -114,5 +126,6 @@ EMSCRIPTEN_BINDINGS(peft_bridge_remote) {
   function("parseHubListing", &pb::wasm::Listing);
   function("chooseBaseFile", &pb::wasm::BaseFile);
   function("renderInspectFiles", &pb::wasm::RenderFiles);
-  function("checkLocalBase", &pb::wasm::LocalBase);
+  function("chooseRemoteBase", &pb::wasm::RemoteBase);
+  function("isModelIndexName", +[](const std::string& name) { return pb::app::IsModelIndexName(name); });
 }

@@ -2,10 +2,14 @@
 // Sans-I/O, as app/adapter_files.h: the edge lists the directory (a local folder, a Hub repo's tree), this chooses.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "app/base_extras.h"
+#include "app/remote_address.h"
 #include "core/result.h"
 
 namespace pb::app {
@@ -19,5 +23,26 @@ Result<std::string> ChooseBaseFile(std::string_view dir, std::span<const std::st
 // True for the name of a sharded model's index (model.safetensors.index.json, and the same file under another
 // model name, as diffusers' diffusion_pytorch_model.safetensors.index.json).
 bool IsModelIndexName(std::string_view name);
+
+// What a merge reads of a remote base (`--base hf://owner/repo[/folder]`, or the URL of a .safetensors file or of
+// an index), in the order both CLIs read it:
+//  1. a folder's listing (the caller fetches it and passes its names);
+//  2. `index`, read whole under the JSON cap, when there is one: its shards follow, read from the commit its
+//     answer named (RemoteEntry(address, shard, commit)), so a branch that moves meanwhile cannot mix two
+//     versions; else the one shard `single`;
+//  3. config.json beside them: read when `config` is kListed; tried when kMaybe (a file address: a 404 means
+//     there is none); never when kNone;
+//  4. the folder's other files (`listing`, for PlanExtraFiles), copied as a local folder's are.
+struct RemoteBaseFiles {
+  enum class Config : uint8_t { kNone, kListed, kMaybe };
+  std::optional<std::string> index;
+  std::string single;
+  Config config = Config::kNone;
+  std::vector<BaseEntry> listing;  // a folder's files (empty for a file address)
+};
+
+// `listing`: the folder's file names (ignored for a file address). IoError as ChooseBaseFile for a folder with
+// no model; InvalidArgument for a file address that is neither a .safetensors file nor an index.
+Result<RemoteBaseFiles> ChooseRemoteBase(const RemoteAddress& address, std::span<const std::string> listing);
 
 }  // namespace pb::app

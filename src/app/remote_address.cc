@@ -165,10 +165,4 @@ Result<std::vector<std::string>> ParseHubListing(std::string_view json_text, std
   return names;
 }
 
-Status CheckLocalBase(std::string_view arg) {
-  if (!IsRemoteArgument(arg)) return Status::Ok();
-  return Invalid("`" + ClipForMessage(arg, 1000) + "`: remote bases are not supported yet; download the model and "
-                 "pass its folder (the adapter may be remote)");
-}
-
 }  // namespace pb::app

@@ -63,7 +63,4 @@ bool NamesRemoteModel(const RemoteAddress& address);
 // {type, path}); IoError naming `label` when it is not one.
 Result<std::vector<std::string>> ParseHubListing(std::string_view json_text, std::string_view label);
 
-// The error of a command that cannot read `arg` remotely (merge --base today); Ok for a local argument.
-Status CheckLocalBase(std::string_view arg);
-
 }  // namespace pb::app

@@ -30,6 +30,7 @@ namespace {
 
 // The constants, messages and checks below mirror web/src/hub.js: both CLIs must agree byte for byte.
 constexpr uint64_t kFirstRange = 64 * 1024;  // nearly every header fits: one request is the usual cost
+constexpr uint64_t kRemotePiece = 64ull << 20;  // one request of a long read (RemoteReader::Stream)
 
 Error Io(std::string message) { return MakeError(ErrorCode::IoError, std::move(message)); }
 
@@ -88,13 +89,16 @@ Result<net::HttpLimits> LimitsFromEnv() {
   return limits;
 }
 
+}  // namespace
+
 // libcurl as a transport of the policy (app/http_policy.h): it sends what Next() says, without following
 // redirects (the policy follows them, scoping the token per hop as the JS transport does), and reports heads,
 // body chunks, ends, failures and deadlines. It reads with the multi interface so that the policy's deadlines are
-// kept to the millisecond rather than curl's once-a-second progress calls.
+// kept to the millisecond rather than curl's once-a-second progress calls. One transport keeps its connection
+// between reads, so a file read in pieces costs one connection.
 class CurlTransport {
  public:
-  using Deliver = std::function<void(std::span<const uint8_t>)>;
+  using Deliver = RemoteReader::Deliver;
 
   CurlTransport() {
     static const bool initialized = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
@@ -109,10 +113,12 @@ class CurlTransport {
   CurlTransport(const CurlTransport&) = delete;
   CurlTransport& operator=(const CurlTransport&) = delete;
 
-  // Runs the policy's current read to its end: Ok once it has its bytes (handed to `deliver`), else its error.
+  // Runs the policy's current read to its end: Ok once it has its bytes (handed to `deliver`), else its error
+  // (the policy's, or the first one `deliver` returned, which ends the read at once).
   Status Run(net::HttpFilePolicy& policy, const Deliver& deliver, const std::string& label) {
     if (!easy_ || !multi_) return Io("cannot read `" + label + "`: cannot initialise libcurl");
     policy.OnClosed();  // no body outlives a Run here
+    Status delivered = Status::Ok();
     for (;;) {
       net::HttpStep step = policy.Next(NowMs());
       switch (step.action) {
@@ -122,7 +128,13 @@ class CurlTransport {
           std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(0, step.deadline_ms - NowMs())));
           break;
         case net::HttpAction::kRead: policy.OnClosed(); break;  // not reached: every transfer ends in Perform
-        case net::HttpAction::kSend: Perform(policy, step, deliver); break;
+        case net::HttpAction::kSend:
+          Perform(policy, step, deliver, delivered);
+          if (!delivered.ok()) {
+            policy.OnClosed();
+            return delivered;
+          }
+          break;
       }
     }
   }
@@ -131,6 +143,7 @@ class CurlTransport {
   struct Transfer {
     net::HttpFilePolicy* policy;
     const Deliver* deliver;
+    Status* delivered;  // the first error `deliver` returned
     net::HttpHead head{};
     bool head_done = false;
     bool stopped = false;  // ended on purpose: the policy no longer wanted it
@@ -170,8 +183,13 @@ class CurlTransport {
     auto& t = *static_cast<Transfer*>(user);
     size_t n = size * count;
     net::BodySlice slice = t.policy->OnBody(NowMs(), n);
-    if (slice.take > 0)
-      (*t.deliver)(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data) + slice.skip, slice.take));
+    if (slice.take > 0) {
+      *t.delivered = (*t.deliver)(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data) + slice.skip, slice.take));
+      if (!t.delivered->ok()) {
+        t.stopped = true;
+        return 0;  // the bytes' consumer failed (a full disk, a refused tensor): the read ends with its error
+      }
+    }
     if (!t.policy->InFlight()) {
       t.stopped = true;
       return 0;  // enough (a server ignoring Range would send the whole file), or a failure
@@ -195,8 +213,8 @@ class CurlTransport {
     }
   }
 
-  void Perform(net::HttpFilePolicy& policy, const net::HttpStep& step, const Deliver& deliver) {
-    Transfer t{.policy = &policy, .deliver = &deliver};
+  void Perform(net::HttpFilePolicy& policy, const net::HttpStep& step, const Deliver& deliver, Status& delivered) {
+    Transfer t{.policy = &policy, .deliver = &deliver, .delivered = &delivered};
     curl_slist* headers = nullptr;
     if (!step.request.authorization.empty())
       headers = curl_slist_append(headers, ("Authorization: " + step.request.authorization).c_str());
@@ -246,6 +264,8 @@ class CurlTransport {
   CURLM* multi_ = nullptr;
 };
 
+namespace {
+
 class IgnoreEvents final : public ReaderEvents {
  public:
   Status OnHeader(const Header&) override { return Status::Ok(); }
@@ -278,46 +298,57 @@ Result<net::HttpFilePolicy> OpenPolicy(const app::RemoteFile& file) {
 
 }  // namespace
 
-Result<RemoteBytes> ReadRemoteWhole(const app::RemoteFile& file, WholeCap cap, int* failed_status) {
-  PB_ASSIGN_OR_RETURN(auto opened, OpenPolicy(file));
-  net::HttpFilePolicy& policy = opened;
-  RemoteBytes out;
-  auto deliver = [&](std::span<const uint8_t> bytes) { out.bytes.insert(out.bytes.end(), bytes.begin(), bytes.end()); };
-  if (cap == WholeCap::kAdapter) policy.BeginReadWholeAdapter(NowMs());
-  else policy.BeginReadWhole(NowMs());
-  CurlTransport transport;
-  if (Status s = transport.Run(policy, deliver, file.label); !s.ok()) {
-    if (failed_status) *failed_status = policy.failed_status();
-    return s.error();
+Result<RemoteReader> RemoteReader::Open(const app::RemoteFile& file) {
+  PB_ASSIGN_OR_RETURN(auto policy, OpenPolicy(file));
+  return RemoteReader(file, std::move(policy));
+}
+
+RemoteReader::RemoteReader(app::RemoteFile file, net::HttpFilePolicy policy)
+    : file_(std::move(file)), policy_(std::make_unique<net::HttpFilePolicy>(std::move(policy))),
+      transport_(std::make_unique<CurlTransport>()) {}
+RemoteReader::RemoteReader(RemoteReader&&) noexcept = default;
+RemoteReader::~RemoteReader() = default;
+
+std::optional<uint64_t> RemoteReader::size() const { return policy_->size(); }
+const std::optional<std::string>& RemoteReader::commit() const { return policy_->commit(); }
+int RemoteReader::failed_status() const { return policy_->failed_status(); }
+
+Status RemoteReader::ReadWhole(WholeCap cap, const Deliver& deliver) {
+  if (cap == WholeCap::kAdapter) policy_->BeginReadWholeAdapter(NowMs());
+  else policy_->BeginReadWhole(NowMs());
+  return transport_->Run(*policy_, deliver, file_.label);
+}
+
+Status RemoteReader::Stream(uint64_t start, uint64_t end, const Deliver& deliver) {
+  // In pieces of kRemotePiece, each its own request on the kept connection: the policy's deadline (PB_HTTP_TOTAL_MS)
+  // bounds one read, and a multi-GB shard must not have to arrive within it.
+  for (uint64_t pos = start; pos < end;) {
+    const uint64_t stop = end == net::kUnbounded || !policy_->size() ? end : std::min(end, pos + kRemotePiece);
+    policy_->BeginRead(pos, stop, NowMs());
+    PB_RETURN_IF_ERROR(transport_->Run(*policy_, deliver, file_.label));
+    if (policy_->position() == pos) break;  // the end of the file
+    pos = policy_->position();
   }
-  out.commit = policy.commit();
-  return out;
+  return Status::Ok();
 }
 
-Result<Header> ReadRemoteHeader(const std::string& arg) {
-  PB_ASSIGN_OR_RETURN(auto address, ParseRemote(arg));
-  return ReadRemoteHeader(app::RemoteSelf(address));
-}
-
-Result<Header> ReadRemoteHeader(const app::RemoteFile& file) {
-  const std::string& arg = file.label;
-  PB_ASSIGN_OR_RETURN(auto opened, OpenPolicy(file));
-  net::HttpFilePolicy& policy = opened;
-
+Result<Header> RemoteReader::ReadHeader() {
+  const std::string& arg = file_.label;
+  net::HttpFilePolicy& policy = *policy_;
   // The header ends at 8 + N, N being the first 8 bytes. A length the core will refuse (too large, or past the
   // end of the file) is not fetched: the core reports it from the prefix.
   std::vector<uint8_t> head;
   auto deliver = [&](std::span<const uint8_t> bytes) {
     head.insert(head.end(), bytes.begin(), bytes.end());
-    if (head.size() < 8) return;
+    if (head.size() < 8) return Status::Ok();
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | head[i];
     bool refused = n > kMaxHeaderSize || (policy.size() && 8 + n > *policy.size());
     policy.SetEnd(refused ? 8 : 8 + n);
+    return Status::Ok();
   };
-  CurlTransport transport;
   policy.BeginRead(0, kFirstRange, NowMs());
-  PB_RETURN_IF_ERROR(transport.Run(policy, deliver, arg));
+  PB_RETURN_IF_ERROR(transport_->Run(policy, deliver, arg));
 
   // The core validates the bytes exactly as a local file of this size (or as a stream when the size is unknown).
   StreamingReader reader(ReaderOptions{.total_size = policy.size()});
@@ -334,6 +365,31 @@ Result<Header> ReadRemoteHeader(const app::RemoteFile& file) {
     return Io("cannot read `" + arg + "`: the header is incomplete");
   }
   return *reader.header();
+}
+
+Result<RemoteBytes> ReadRemoteWhole(const app::RemoteFile& file, WholeCap cap, int* failed_status) {
+  PB_ASSIGN_OR_RETURN(auto reader, RemoteReader::Open(file));
+  RemoteBytes out;
+  auto deliver = [&](std::span<const uint8_t> bytes) {
+    out.bytes.insert(out.bytes.end(), bytes.begin(), bytes.end());
+    return Status::Ok();
+  };
+  if (Status s = reader.ReadWhole(cap, deliver); !s.ok()) {
+    if (failed_status) *failed_status = reader.failed_status();
+    return s.error();
+  }
+  out.commit = reader.commit();
+  return out;
+}
+
+Result<Header> ReadRemoteHeader(const std::string& arg) {
+  PB_ASSIGN_OR_RETURN(auto address, ParseRemote(arg));
+  return ReadRemoteHeader(app::RemoteSelf(address));
+}
+
+Result<Header> ReadRemoteHeader(const app::RemoteFile& file) {
+  PB_ASSIGN_OR_RETURN(auto reader, RemoteReader::Open(file));
+  return reader.ReadHeader();
 }
 
 }  // namespace pb::cli

@@ -5,14 +5,23 @@
 // StreamingReader, so a remote header is validated exactly as a local file of the same size.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "app/remote_address.h"
 #include "core/header.h"
 
+namespace pb::net {
+class HttpFilePolicy;
+}
+
 namespace pb::cli {
+
+class CurlTransport;
 
 // True for an argument naming a remote file or folder: http://, https:// or hf://.
 bool IsRemoteAddress(const std::string& arg);
@@ -30,6 +39,36 @@ enum class WholeCap { kJson, kAdapter };  // PB_HTTP_MAX_JSON_BYTES or PB_HTTP_M
 // A whole remote file, held to its cap. On failure `failed_status` (when given) gets the HTTP status it failed
 // with (404 for an absent file), 0 for none.
 Result<RemoteBytes> ReadRemoteWhole(const app::RemoteFile& file, WholeCap cap, int* failed_status = nullptr);
+
+// One remote file read by ranges under one policy: every read is held to the first answer's ETag and size, so a
+// file that changes between its header and its data fails instead of mixing two versions.
+class RemoteReader {
+ public:
+  // Gets the bytes as they arrive; an error it returns ends the read with that error.
+  using Deliver = std::function<Status(std::span<const uint8_t>)>;
+
+  static Result<RemoteReader> Open(const app::RemoteFile& file);
+  RemoteReader(RemoteReader&&) noexcept;
+  ~RemoteReader();
+
+  // The header, read and validated as ReadRemoteHeader says.
+  Result<Header> ReadHeader();
+  // Bytes [start, end) (end clamped to the file's size; net::kUnbounded for "to the end"), in pieces of 64 MiB,
+  // each one request on a kept connection, so that PB_HTTP_TOTAL_MS bounds a piece rather than a whole shard.
+  Status Stream(uint64_t start, uint64_t end, const Deliver& deliver);
+  // The whole file, held to `cap`.
+  Status ReadWhole(WholeCap cap, const Deliver& deliver);
+
+  std::optional<uint64_t> size() const;
+  const std::optional<std::string>& commit() const;  // X-Repo-Commit, once an answer named it
+  int failed_status() const;                          // as ReadRemoteWhole's `failed_status`
+
+ private:
+  RemoteReader(app::RemoteFile file, net::HttpFilePolicy policy);
+  app::RemoteFile file_;
+  std::unique_ptr<net::HttpFilePolicy> policy_;
+  std::unique_ptr<CurlTransport> transport_;
+};
 
 // Reads and validates a remote file's header with one Range request for the first 64 KiB, and one more only if
 // the header is longer (a server that ignores Range is read as one stream, up to the header's end). hf://

@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cliPath, hasNativeCli, nativeCli } from './helpers/common.mjs';
@@ -14,7 +14,7 @@ import { startHub } from '../hub/server.mjs';
 
 const work = mkdtempSync(join(tmpdir(), 'pb-remote-cli-'));
 const home = join(work, 'hf-home'); // no token file
-const dirs = { adapter: join(work, 'adapter'), sharded: join(work, 'sharded'), single: join(work, 'single') };
+const dirs = { adapter: join(work, 'adapter'), sharded: join(work, 'sharded'), single: join(work, 'single'), big: join(work, 'big'), bigAdapter: join(work, 'big-adapter') };
 let hub;
 let foreign; // another origin, to which a redirect must not carry the token
 
@@ -22,6 +22,10 @@ before(async () => {
   await writeAdapter(dirs.adapter, { layers: 2, hidden: 64 });
   await writeShardedBase(dirs.sharded, { shards: 2, layers: 2, hidden: 64, vocab: 100 });
   await writeSingleBase(dirs.single, { layers: 2, hidden: 64 });
+  writeFileSync(join(dirs.sharded, 'tokenizer.json'), '{"model": {"type": "BPE"}}\n'); // copied into a merged folder
+  // Shards larger than the first range (64 KiB), so that their data takes requests of its own.
+  await writeShardedBase(dirs.big, { shards: 2, layers: 2, hidden: 256, vocab: 300 });
+  await writeAdapter(dirs.bigAdapter, { layers: 2, hidden: 256 });
   const adapterFiles = Object.fromEntries(readdirSync(dirs.adapter).map((n) => [n, new Uint8Array(readFileSync(join(dirs.adapter, n)))]));
   const files = {
     'me/adapter': dirs.adapter,
@@ -29,6 +33,7 @@ before(async () => {
     'me/nested': Object.fromEntries(Object.entries(adapterFiles).map(([n, b]) => [`lora/${n}`, b])),
     'me/sharded': dirs.sharded,
     'me/single': dirs.single,
+    'me/big': dirs.big,
     'me/empty': { 'README.md': 'nothing here' },
   };
   hub = await startHub({ files, tokens: { 'me/private-adapter': 'hf_secret' } });
@@ -101,16 +106,90 @@ test('inspect of a whole repo and of its index URL: every shard under its name; 
   assert.equal(none.stderr, 'error: IoError: `hf://me/empty` has neither model.safetensors nor model.safetensors.index.json\n');
 });
 
-test('merge with a Hub adapter writes what the local merge writes; a remote base is refused precisely', async () => {
+test('merge with a Hub adapter writes what the local merge writes', async () => {
   const want = join(work, 'merged-local');
   assert.equal((await local(['merge', '--base', dirs.sharded, '--adapter', dirs.adapter, '--out', want, '-q'])).status, 0);
   const merged = await both((n) => ['merge', '--base', dirs.sharded, '--adapter', 'hf://me/adapter', '--out', join(work, `merged-${n}`), '-q']);
   assert.equal(merged.status, 0, merged.stderr);
   for (const [name] of clis) assert.deepEqual(filesOf(join(work, `merged-${name}`)), filesOf(want), name);
-  const r = await both(['merge', '--base', 'hf://me/sharded', '--adapter', 'hf://me/adapter', '--out', join(work, 'never')]);
-  assert.equal(r.status, 1);
-  assert.match(r.stderr, /^error: InvalidArgument: `hf:\/\/me\/sharded`: remote bases are not supported yet/);
+});
+
+test('merge of a remote base (a repo, its index URL, one file) writes what the local merge writes, in both CLIs', async () => {
+  const want = join(work, 'remote-base-local');
+  const localRun = await local(['merge', '--base', dirs.sharded, '--adapter', dirs.adapter, '--out', want]);
+  assert.equal(localRun.status, 0, localRun.stderr);
+  assert.ok(filesOf(want)['tokenizer.json'], 'the local merge copies the tokenizer');
+  // The same plan and outcome as the local merge (the timing and peak memory aside), and the same files.
+  const steady = (text) => text.replace(/ in [0-9.]+ s \([^)]*\), peak memory .*/, '');
+  for (const [name, cli] of clis) {
+    const r = await cli(['merge', '--base', 'hf://me/sharded', '--adapter', 'hf://me/adapter', '--out', join(work, `remote-base-${name}`)], remoteEnv());
+    assert.equal(r.status, 0, `${name}: ${r.stderr}`);
+    assert.equal(steady(r.stdout), steady(localRun.stdout), name);
+    assert.deepEqual(filesOf(join(work, `remote-base-${name}`)), filesOf(want), name);
+  }
+
+  // The index named by URL: its shards beside it, no other file copied (a file's folder need not be the model's).
+  const byIndex = await both((n) => ['merge', '--base', `${hub.endpoint}/me/sharded/resolve/main/model.safetensors.index.json`, '--adapter', dirs.adapter, '--out', join(work, `by-index-${n}`), '-q']);
+  assert.equal(byIndex.status, 0, byIndex.stderr);
+  const { ['tokenizer.json']: _, ...weights } = filesOf(want);
+  for (const [name] of clis) assert.deepEqual(filesOf(join(work, `by-index-${name}`)), weights, name);
+  // ...as the local index file gives.
+  assert.equal((await both((n) => ['merge', '--base', join(dirs.sharded, 'model.safetensors.index.json'), '--adapter', dirs.adapter, '--out', join(work, `local-index-${n}`), '-q'])).status, 0);
+  for (const [name] of clis) assert.deepEqual(filesOf(join(work, `local-index-${name}`)), weights, name);
+
+  const oneWant = join(work, 'one-local');
+  assert.equal((await local(['merge', '--base', join(dirs.single, 'model.safetensors'), '--adapter', dirs.adapter, '--out', oneWant, '-q'])).status, 0);
+  const one = await both((n) => ['merge', '--base', 'hf://me/single/model.safetensors', '--adapter', dirs.adapter, '--out', join(work, `one-${n}`), '-q']);
+  assert.equal(one.status, 0, one.stderr);
+  assert.match(one.stderr, /^warning: the base `hf:\/\/me\/single\/model.safetensors` has no config.json beside its weights/);
+  for (const [name] of clis) assert.deepEqual(filesOf(join(work, `one-${name}`)), filesOf(oneWant), name);
+
+  // unmerge reads a remote base the same way (the same bytes as the local unmerge).
+  const back = join(work, 'unmerged-local');
+  assert.equal((await local(['unmerge', '--base', dirs.sharded, '--adapter', dirs.adapter, '--out', back, '-q'])).status, 0);
+  const unmerged = await both((n) => ['unmerge', '--base', 'hf://me/sharded', '--adapter', dirs.adapter, '--out', join(work, `unmerged-${n}`), '-q']);
+  assert.equal(unmerged.status, 0, unmerged.stderr);
+  for (const [name] of clis) assert.deepEqual(filesOf(join(work, `unmerged-${name}`)), filesOf(back), name);
+
+  const notModel = await both(['merge', '--base', 'hf://me/sharded/config.json', '--adapter', dirs.adapter, '--out', join(work, 'never')]);
+  assert.equal(notModel.status, 1);
+  assert.match(notModel.stderr, /^error: InvalidArgument: `hf:\/\/me\/sharded\/config.json` is neither a .safetensors file nor a model index/);
+  const empty = await both(['merge', '--base', 'hf://me/empty', '--adapter', dirs.adapter, '--out', join(work, 'never')]);
+  assert.equal(empty.status, 1);
+  assert.match(empty.stderr, /has neither model.safetensors nor model.safetensors.index.json/);
   assert.throws(() => readdirSync(join(work, 'never')));
+});
+
+test('a remote base that fails or changes mid-merge leaves nothing; a cut connection resumes', async () => {
+  const want = join(work, 'big-local');
+  assert.equal((await local(['merge', '--base', dirs.big, '--adapter', dirs.bigAdapter, '--out', want, '-q'])).status, 0);
+  const shard2 = /model-00002-of-00002\.safetensors$/;
+  for (const [name, cli] of clis) {
+    // Cut once in the data of the second shard: resumed at the byte reached, the same output.
+    hub.faults.length = 0;
+    hub.faults.push({ type: 'truncate', at: 5000, path: shard2, skip: 1, times: 1 });
+    const out = join(work, `big-${name}`);
+    const r = await cli(['merge', '--base', 'hf://me/big', '--adapter', dirs.bigAdapter, '--out', out, '-q'], remoteEnv({ PB_HTTP_RETRIES: '2', PB_HTTP_BACKOFF_MS: '1' }));
+    assert.equal(r.status, 0, `${name}: ${r.stderr}`);
+    assert.equal(hub.faults[0].times, 0, `${name}: the cut happened`);
+    assert.deepEqual(filesOf(out), filesOf(want), name);
+  }
+  // The second shard changes after its header was read: the merge fails, naming it, and writes nothing.
+  const changed = [];
+  for (const [name, cli] of clis) {
+    hub.faults.length = 0;
+    hub.faults.push({ type: 'change', after: 1, path: shard2 });
+    const out = join(work, `changed-${name}`);
+    changed.push(await cli(['merge', '--base', 'hf://me/big', '--adapter', dirs.bigAdapter, '--out', out, '-q'], remoteEnv()));
+    assert.throws(() => readdirSync(out), `${name} left ${out}`);
+  }
+  hub.faults.length = 0;
+  for (const r of changed) {
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /^error: IoError: `hf:\/\/me\/big\/model-00002-of-00002\.safetensors` changed while being read \(ETag "[0-9a-f]+" became "[0-9a-f]+"\)\n$/);
+  }
+  const etagless = (text) => text.replace(/"[0-9a-f]+"/g, '"…"'); // the fault flips the file back and forth
+  assert.equal(etagless(changed.at(-1).stderr), etagless(changed[0].stderr));
 });
 
 test('faults: a missing file, a private repo, the token on a redirect, the adapter cap', async () => {

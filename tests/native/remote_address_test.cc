@@ -73,11 +73,54 @@ TEST(RemoteAddress, MalformedAddressesAreRefusedBeforeAnyRequest) {
   EXPECT_TRUE(IsRemoteArgument("HF://me/m"));
   EXPECT_TRUE(IsRemoteArgument("https://x/y"));
   EXPECT_FALSE(IsRemoteArgument("hf:/me/m"));
-  EXPECT_TRUE(CheckLocalBase("./model").ok());
-  Status remote = CheckLocalBase("hf://me/m");
-  ASSERT_FALSE(remote.ok());
-  EXPECT_EQ(remote.error().code, ErrorCode::InvalidArgument);
-  EXPECT_NE(remote.error().message.find("remote bases are not supported yet"), std::string::npos);
+}
+
+TEST(RemoteBase, AFolderIsReadAsALocalModelFolder) {
+  auto repo = ParseRemoteAddress("hf://me/m@v1", kEndpoint);
+  ASSERT_TRUE(repo.ok());
+  const std::vector<std::string> sharded = {"config.json", "model-00001-of-00002.safetensors",
+                                            "model-00002-of-00002.safetensors", "model.safetensors.index.json",
+                                            "tokenizer.json"};
+  auto files = ChooseRemoteBase(repo.value(), sharded);
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ(files->index, std::optional<std::string>("model.safetensors.index.json"));
+  EXPECT_EQ(files->config, RemoteBaseFiles::Config::kListed);
+  ASSERT_EQ(files->listing.size(), sharded.size());
+  EXPECT_EQ(files->listing[4].name, "tokenizer.json");
+  EXPECT_EQ(files->listing[4].kind, EntryKind::kFile);
+  // The index wins over a single file, as in a local folder; no config.json listed: none is read.
+  auto single = ChooseRemoteBase(repo.value(), std::vector<std::string>{"model.safetensors", "README.md"});
+  ASSERT_TRUE(single.ok());
+  EXPECT_FALSE(single->index);
+  EXPECT_EQ(single->single, "model.safetensors");
+  EXPECT_EQ(single->config, RemoteBaseFiles::Config::kNone);
+  auto none = ChooseRemoteBase(repo.value(), std::vector<std::string>{"README.md"});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().message, "`hf://me/m@v1` has neither model.safetensors nor model.safetensors.index.json");
+}
+
+TEST(RemoteBase, AFileAddressIsTheOneShardOrTheIndexWithAConfigTriedBesideIt) {
+  const std::vector<std::string> unused = {"model.safetensors"};
+  auto shard = ParseRemoteAddress("https://cdn.test/x/weights.safetensors?download=1", kEndpoint);
+  ASSERT_TRUE(shard.ok());
+  auto one = ChooseRemoteBase(shard.value(), unused);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->single, "weights.safetensors");
+  EXPECT_EQ(one->config, RemoteBaseFiles::Config::kMaybe);
+  EXPECT_TRUE(one->listing.empty());  // a file's neighbours are not the model's: nothing is copied
+  auto index = ParseRemoteAddress("hf://me/m/unet/diffusion_pytorch_model.safetensors.index.json", kEndpoint);
+  ASSERT_TRUE(index.ok());
+  auto sharded = ChooseRemoteBase(index.value(), unused);
+  ASSERT_TRUE(sharded.ok());
+  EXPECT_EQ(sharded->index, std::optional<std::string>("diffusion_pytorch_model.safetensors.index.json"));
+  auto config = ParseRemoteAddress("hf://me/m/config.json", kEndpoint);
+  ASSERT_TRUE(config.ok());
+  auto refused = ChooseRemoteBase(config.value(), unused);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::InvalidArgument);
+  EXPECT_EQ(refused.error().message,
+            "`hf://me/m/config.json` is neither a .safetensors file nor a model index: a base is a model's folder, "
+            "its index or its one .safetensors file");
 }
 
 TEST(RemoteAddress, HubListingGivesTheFolderFilesNamesOnly) {

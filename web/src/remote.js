@@ -120,7 +120,7 @@ async function eachLimit(items, limit, fn) {
  * `file` as a {size, read} source that, once reads come in order and of one size (the merge's data pass), asks
  * for the next piece while the current one is being merged: one request's latency hidden for one piece of memory.
  */
-function readAhead(file) {
+export function readAhead(file) {
   let last = null; // {end, length} of the previous read
   let ahead = null; // {offset, length, promise}: the guessed next read
   return {

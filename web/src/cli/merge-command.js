@@ -5,17 +5,38 @@ import { MergeSession } from '../merge.js';
 import { openSource } from '../sources.js';
 import { CliFailure, coreError, err, explainInput, fail, flag, isDirectory, isRegularFile, joinPath, module, option, out } from './io.js';
 import { stderrProgress } from './progress.js';
-import { loadAdapterDir, namingTables, openInput, readWholeFile, remoteChecked } from './inputs.js';
+import { isRemote, openRemote, readRemoteWhole } from '../hub.js';
+import { readAhead } from '../remote.js';
+import { decodeText, loadAdapterDir, namingTables, openInput, readWholeFile, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
 import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, directoryFact, fileFact, planOutput } from './output.js';
 
 // ---- merge and unmerge (src/cli/merge_command.cc) ----
 
 
-/** OpenBase: the shard names (from the index, or the one file), config.json, and every shard's header. */
+/** OpenBase (src/cli/base_model.cc): the shard names (from the index, or the one file), config.json, and every
+ * shard's header; a remote base by Range requests, in the order the core's ChooseRemoteBase gives. */
 export async function openMergeBase(session, path, configPath, inputs) {
-  remoteChecked(module.checkLocalBase(path)); // a remote base: not streamed yet
-  const base = { dir: path, names: [], inputs, config: null, index: false };
-  if (await isDirectory(path)) {
+  const base = isRemote(path) ? await openRemoteBase(session, path, inputs) : await openLocalBase(session, path, inputs);
+  base.given = path;
+  if (configPath !== null) base.config = await readWholeFile(configPath);
+  session.baseComplete();
+  return base;
+}
+
+/** Adds shard `name` of `source` to the session, its errors named as the native CLI names them. */
+async function addShard(session, name, source) {
+  try {
+    await session.addShard(name, await openSource(source));
+  } catch (error) {
+    // The core names the shard in its own errors; reading errors get the same prefix, as natively.
+    if (renderedError(error, false) !== null) throw error;
+    throw new CliFailure(error?.code ?? 'IoError', `${name}: ${error?.message ?? error}`);
+  }
+}
+
+async function openLocalBase(session, path, inputs) {
+  const base = { remote: false, isDirectory: await isDirectory(path), dir: path, names: [], inputs, config: null, index: false };
+  if (base.isDirectory) {
     const indexPath = joinPath(path, 'model.safetensors.index.json');
     if (await isRegularFile(indexPath)) {
       base.names = session.setIndex(await readWholeFile(indexPath));
@@ -28,22 +49,57 @@ export async function openMergeBase(session, path, configPath, inputs) {
   } else {
     const slash = path.lastIndexOf('/');
     base.dir = slash === -1 ? '.' : path.slice(0, slash);
-    base.names = [slash === -1 ? path : path.slice(slash + 1)];
+    const name = slash === -1 ? path : path.slice(slash + 1);
+    if (module.isModelIndexName(name)) {
+      base.names = session.setIndex(await readWholeFile(path)); // the index of a sharded model: shards beside it
+      base.index = true;
+    } else {
+      base.names = [name];
+    }
   }
   if (await isRegularFile(joinPath(base.dir, 'config.json'))) base.config = await readWholeFile(joinPath(base.dir, 'config.json'));
-  if (configPath !== null) base.config = await readWholeFile(configPath);
   for (const name of base.names) {
     const input = await openInput(joinPath(base.dir, name));
     base.inputs.push(input);
+    await addShard(session, name, input.source);
+  }
+  return base;
+}
+
+async function openRemoteBase(session, path, inputs) {
+  const ro = remoteOptions();
+  const address = remoteAddress(path, ro);
+  const listing = address.folder ? await remoteListing(address, ro) : [];
+  const files = remoteChecked(module.chooseRemoteBase(path, ro.endpoint, JSON.stringify(listing)));
+  const base = { remote: true, isDirectory: address.folder, listing: JSON.parse(files.listing), names: [], inputs, config: null, index: false, ro, commit: null };
+  if (files.index !== null) {
+    const whole = await readRemoteWhole(remoteEntry(path, ro, files.index), ro);
+    base.names = session.setIndex(decodeText(whole.bytes));
+    base.index = true;
+    base.commit = whole.commit; // every other file from the index's commit, even if the branch moves meanwhile
+  } else {
+    base.names = [files.single];
+  }
+  if (files.config !== 'none') {
     try {
-      await session.addShard(name, await openSource(input.source));
+      const whole = await readRemoteWhole(remoteEntry(path, ro, 'config.json', base.commit), ro);
+      base.config = decodeText(whole.bytes);
+      base.commit ??= whole.commit;
     } catch (error) {
-      // The core names the shard in its own errors; reading errors get the same prefix, as natively.
-      if (renderedError(error, false) !== null) throw error;
-      throw new CliFailure(error?.code ?? 'IoError', `${name}: ${error?.message ?? error}`);
+      if (files.config === 'listed' || error?.status !== 404) throw error;
     }
   }
-  session.baseComplete();
+  for (const name of base.names) {
+    let file;
+    try {
+      file = await openRemote(remoteEntry(path, ro, name, base.commit), ro);
+    } catch (error) {
+      throw new CliFailure(error?.code ?? 'IoError', `${name}: ${error?.message ?? error}`);
+    }
+    const source = readAhead(file);
+    base.inputs.push({ handle: file, source });
+    await addShard(session, name, source);
+  }
   return base;
 }
 
@@ -92,17 +148,17 @@ export async function runMerge(line) {
     const plan = session.plan();
     // The policy: no link out of an input directory, no silent loss, no output over an input or into a
     // non-empty directory.
-    const facts = [...(await baseFacts(o.base, base, o.baseConfig)), ...(await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath))];
+    const facts = [...(await baseFacts(base, o.baseConfig)), ...(await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath))];
     const texts = [];
     if (base.index) texts.push(['model.safetensors.index.json', session.outputIndex()]);
     const config = session.configJson();
     if (config !== null) texts.push(['config.json', config]);
     const names = [...plan.shards.map((s) => s.name), ...texts.map(([name]) => name)]; // what the merge writes itself
     // The base's other files (tokenizer, generation config...) are inputs too, and outputs.
-    const baseIsDirectory = await isDirectory(o.base);
-    const listing = baseIsDirectory && o.copyExtra ? await listBaseDirectory(base.dir) : [];
+    const baseIsDirectory = base.isDirectory;
+    const listing = !baseIsDirectory || !o.copyExtra ? [] : base.remote ? base.listing : await listBaseDirectory(base.dir);
     const extra = planExtraFiles({ basePath: o.base, baseIsDirectory, listing, written: names, writesConfig: config !== null, copyExtra: o.copyExtra });
-    for (const name of extra.copy) facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
+    if (!base.remote) for (const name of extra.copy) facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
     session.setCopiedFiles(extra.copy);
     planOutput(command, facts, null, o);
     const dropped = JSON.parse(session.summary(0, true, true)).unmatchedKeys;
@@ -115,7 +171,7 @@ export async function runMerge(line) {
       if (!o.json && !quiet) await out(session.planText(false));
       // Every output is written under a temporary name; any failure before commit() succeeds removes them all.
       progress = stderrProgress(line, plan.sourceBytes);
-      for (const name of extra.copy) await copyInto(output, await output.add(name), joinPath(base.dir, name));
+      for (const name of extra.copy) await copyBaseFile(output, await output.add(name), base, name);
       const counts = { bytesIn: 0 };
       for (let s = 0; s < plan.shards.length; ++s) {
         const file = await output.add(plan.shards[s].name);
@@ -165,8 +221,8 @@ export function planExtraFiles(request) {
 }
 
 /** One of the base's other files, copied into the transaction's temporary file `file`, a chunk at a time. */
-export async function copyInto(output, file, path) {
-  const input = await openInput(path);
+export async function copyBaseFile(output, file, base, name) {
+  const input = base.remote ? await openRemoteInput(remoteEntry(base.given, base.ro, name, base.commit), base.ro) : await openInput(joinPath(base.dir, name));
   try {
     const chunk = 4 << 20;
     for (let pos = 0; pos < input.source.size; pos += chunk)
@@ -176,17 +232,32 @@ export async function copyInto(output, file, path) {
   }
 }
 
+/** A remote file as openInput gives a local one: {handle (close), source (size, read)}. */
+async function openRemoteInput(entry, ro) {
+  const file = await openRemote(entry, ro);
+  if (file.size === null) {
+    await file.close();
+    const { bytes } = await readRemoteWhole(entry, ro, Number.MAX_SAFE_INTEGER);
+    return { handle: { close: async () => {} }, source: { size: bytes.length, read: async (offset, length) => bytes.subarray(offset, offset + length) } };
+  }
+  return { handle: file, source: readAhead(file) };
+}
+
 /** BaseFacts: the base's directory (when one was named), every shard, the index and config.json found beside
- * them, and --base-config. */
-export async function baseFacts(path, base, configPath) {
+ * them, and --base-config; a remote base has no local file but the last. */
+export async function baseFacts(base, configPath) {
   const facts = [];
-  const namedDir = await isDirectory(path);
-  if (namedDir) facts.push(await directoryFact('--base', path));
-  for (const name of base.names)
-    facts.push(namedDir ? await fileFact('--base', joinPath(base.dir, name), base.dir) : await fileFact('--base', path, null));
-  for (const name of ['model.safetensors.index.json', 'config.json'])
-    if ((namedDir || name === 'config.json') && (await isRegularFile(joinPath(base.dir, name))))
-      facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
+  if (!base.remote) {
+    const namedDir = base.isDirectory;
+    const indexFile = !namedDir && base.index; // --base names an index: its shards are in its folder
+    if (namedDir) facts.push(await directoryFact('--base', base.given));
+    if (indexFile) facts.push(await fileFact('--base', base.given, null));
+    for (const name of base.names)
+      facts.push(namedDir || indexFile ? await fileFact('--base', joinPath(base.dir, name), base.dir) : await fileFact('--base', base.given, null));
+    for (const name of ['model.safetensors.index.json', 'config.json'])
+      if ((namedDir || name === 'config.json') && (await isRegularFile(joinPath(base.dir, name))))
+        facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
+  }
   if (configPath !== null) facts.push(await fileFact('--base-config', configPath, null));
   return facts;
 }
