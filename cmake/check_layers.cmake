@@ -5,6 +5,7 @@ cmake_minimum_required(VERSION 3.20)
 # run one way and a back-arrow (core including kernels, adapter including merge...) fails the build's tests.
 # The sans-I/O folders may not include a header that reaches files, sockets, processes or the terminal.
 set(PB_LAYERS
+  "linalg:linalg"
   "core:core"
   "kernels:kernels,core"
   "convert:convert,kernels,core"
