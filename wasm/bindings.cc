@@ -37,6 +37,7 @@
 #include "core/reader.h"
 #include "app/report.h"
 #include "core/writer.h"
+#include "failure_value.h"
 #include "handle.h"
 
 namespace pb::wasm {
@@ -406,10 +407,7 @@ namespace {
 using emscripten::val;
 
 val Failure(const Error& e) {
-  val r = val::object();
-  r.set("ok", false);
-  r.set("errorJson", RenderErrorJson(e));
-  r.set("errorText", RenderErrorText(e));
+  val r = FailureValue(e);
   r.set("stage", std::string("read"));
   return r;
 }

@@ -42,6 +42,7 @@
 #include "merge/merge_plan.h"
 #include "app/merge_report.h"
 #include "merge/model_index.h"
+#include "failure_value.h"
 #include "handle.h"
 #include "naming_tables_option.h"
 
@@ -461,6 +462,8 @@ class AdapterJob : public MergeIo {
     } else if (translated_) {
       r.set("text", adapter::RenderTranslateText(*translated_, *to_, dry_run_));
       r.set("json", adapter::RenderTranslateJson(*translated_, *to_, dry_run_));
+      r.set("plan", adapter::RenderTranslatePlanText(*translated_, *to_));  // the CLI's, before the work
+      r.set("outcome", adapter::RenderTranslateOutcomeText(*translated_));
       const auto& out = translated_->output;
       r.set("weightsName", out.weights_name);
       if (out.config_name) {
@@ -505,18 +508,10 @@ class AdapterJob : public MergeIo {
 };
 // ---- the index rules for callers that read headers themselves (inspectRepo) ----
 
-val IndexFailure(const Error& e) {
-  val r = val::object();
-  r.set("ok", false);
-  r.set("errorJson", RenderErrorJson(e));
-  r.set("errorText", RenderErrorText(e));
-  return r;
-}
-
 // {ok: true, shards: "[names…]"} for a valid index (ParseModelIndex), else {ok: false, errorJson, errorText}.
 val ModelIndexShards(const std::string& text) {
   auto index = merge::ParseModelIndex(text);
-  if (!index.ok()) return IndexFailure(index.error());
+  if (!index.ok()) return FailureValue(index.error());
   val r = val::object();
   r.set("ok", true);
   r.set("shards", nlohmann::json(index->shard_names).dump());
@@ -526,10 +521,10 @@ val ModelIndexShards(const std::string& text) {
 // CheckIndexEntries against each shard's tensor names, `held_json` = {"shard": ["tensor", …], …}.
 val CheckIndexShards(const std::string& index_text, const std::string& held_json) {
   auto index = merge::ParseModelIndex(index_text);
-  if (!index.ok()) return IndexFailure(index.error());
+  if (!index.ok()) return FailureValue(index.error());
   auto held = ParseJson(held_json, "shard tensor names");
   if (!held.ok() || !held->is_object())
-    return IndexFailure(MakeError(ErrorCode::InvalidArgument, "shard tensor names are not a JSON object"));
+    return FailureValue(MakeError(ErrorCode::InvalidArgument, "shard tensor names are not a JSON object"));
   std::unordered_map<std::string, std::unordered_set<std::string>> names;
   for (const auto& [shard, tensors] : held->items())
     for (const auto& t : tensors)
@@ -539,7 +534,7 @@ val CheckIndexShards(const std::string& index_text, const std::string& held_json
     if (it == names.end()) return std::nullopt;
     return it->second.contains(tensor);
   });
-  if (!s.ok()) return IndexFailure(s.error());
+  if (!s.ok()) return FailureValue(s.error());
   val r = val::object();
   r.set("ok", true);
   return r;

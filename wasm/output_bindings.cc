@@ -4,6 +4,7 @@
 
 #include "app/output_policy_json.h"
 #include "app/report.h"
+#include "failure_value.h"
 
 namespace {
 
@@ -11,14 +12,10 @@ using emscripten::val;
 
 // {ok: true, value} or {ok: false, errorJson, errorText}.
 val Outcome(const pb::Result<std::string>& r, const char* key) {
+  if (!r.ok()) return pb::wasm::FailureValue(r.error());
   val out = val::object();
-  out.set("ok", r.ok());
-  if (r.ok()) {
-    out.set(key, r.value());
-  } else {
-    out.set("errorJson", pb::RenderErrorJson(r.error()));
-    out.set("errorText", pb::RenderErrorText(r.error()));
-  }
+  out.set("ok", true);
+  out.set(key, r.value());
   return out;
 }
 

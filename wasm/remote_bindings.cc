@@ -10,19 +10,12 @@
 #include "app/remote_address.h"
 #include "app/report.h"
 #include "core/json.h"
+#include "failure_value.h"
 
 namespace pb::wasm {
 namespace {
 
 using emscripten::val;
-
-val Failed(const Error& e) {
-  val r = val::object();
-  r.set("ok", false);
-  r.set("errorJson", RenderErrorJson(e));
-  r.set("errorText", RenderErrorText(e));
-  return r;
-}
 
 std::vector<std::string> Names(const std::string& json_text) {
   std::vector<std::string> names;
@@ -36,7 +29,7 @@ std::vector<std::string> Names(const std::string& json_text) {
 // {ok, folder, model (inspect reads every shard), label, url, fileName}
 val ParseRemote(const std::string& arg, const std::string& endpoint) {
   auto a = app::ParseRemoteAddress(arg, endpoint);
-  if (!a.ok()) return Failed(a.error());
+  if (!a.ok()) return FailureValue(a.error());
   val r = val::object();
   r.set("ok", true);
   r.set("folder", a->folder);
@@ -47,11 +40,22 @@ val ParseRemote(const std::string& arg, const std::string& endpoint) {
   return r;
 }
 
+// {ok, url, label} of `arg` as one file (app::RemoteFileAddress).
+val FileAddress(const std::string& arg, const std::string& endpoint) {
+  auto f = app::RemoteFileAddress(arg, endpoint);
+  if (!f.ok()) return FailureValue(f.error());
+  val r = val::object();
+  r.set("ok", true);
+  r.set("url", f->url);
+  r.set("label", f->label);
+  return r;
+}
+
 // {url, label} of `name` in (or beside) the address `arg`; `commit` "" for none.
 val Entry(const std::string& arg, const std::string& endpoint, const std::string& name, const std::string& commit) {
   auto a = app::ParseRemoteAddress(arg, endpoint);
   val r = val::object();
-  if (!a.ok()) return Failed(a.error());
+  if (!a.ok()) return FailureValue(a.error());
   app::RemoteFile f = app::RemoteEntry(a.value(), name, commit.empty() ? std::nullopt : std::optional<std::string>(commit));
   r.set("ok", true);
   r.set("url", f.url);
@@ -62,7 +66,7 @@ val Entry(const std::string& arg, const std::string& endpoint, const std::string
 // {ok, names: [..]} (as JSON text) of a Hub tree listing.
 val Listing(const std::string& text, const std::string& label) {
   auto names = app::ParseHubListing(text, label);
-  if (!names.ok()) return Failed(names.error());
+  if (!names.ok()) return FailureValue(names.error());
   Json list = Json::array();
   for (const auto& n : names.value()) list.push_back(n);
   val r = val::object();
@@ -74,7 +78,7 @@ val Listing(const std::string& text, const std::string& label) {
 val BaseFile(const std::string& dir, const std::string& names_json) {
   std::vector<std::string> names = Names(names_json);
   auto chosen = app::ChooseBaseFile(dir, names);
-  if (!chosen.ok()) return Failed(chosen.error());
+  if (!chosen.ok()) return FailureValue(chosen.error());
   val r = val::object();
   r.set("ok", true);
   r.set("name", chosen.value());
@@ -100,10 +104,10 @@ std::string RenderFiles(const std::string& files_json, bool json) {
 // {ok, index: name | null, single, config: 'none' | 'listed' | 'maybe', listing: [{name, kind}] (JSON text)}.
 val RemoteBase(const std::string& arg, const std::string& endpoint, const std::string& listing_json) {
   auto a = app::ParseRemoteAddress(arg, endpoint);
-  if (!a.ok()) return Failed(a.error());
+  if (!a.ok()) return FailureValue(a.error());
   std::vector<std::string> names = Names(listing_json);
   auto files = app::ChooseRemoteBase(a.value(), names);
-  if (!files.ok()) return Failed(files.error());
+  if (!files.ok()) return FailureValue(files.error());
   using Config = app::RemoteBaseFiles::Config;
   Json listing = Json::array();
   for (const auto& e : files->listing) listing.push_back({{"name", e.name}, {"kind", "file"}});
@@ -123,6 +127,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_remote) {
   using namespace emscripten;
   function("parseRemoteAddress", &pb::wasm::ParseRemote);
   function("remoteEntry", &pb::wasm::Entry);
+  function("remoteFileAddress", &pb::wasm::FileAddress);
   function("parseHubListing", &pb::wasm::Listing);
   function("chooseBaseFile", &pb::wasm::BaseFile);
   function("renderInspectFiles", &pb::wasm::RenderFiles);

@@ -206,22 +206,39 @@ std::string RenderTranslateJson(const TranslateResult& result, AdapterFormat to,
   return Dump(j);
 }
 
-std::string RenderTranslateText(const TranslateResult& result, AdapterFormat to, bool dry_run) {
+namespace {
+
+// The header line ("<verb> a -> b: n mapped, m rejected"), a line per tensor and the notes.
+std::string TranslateBody(const TranslateResult& result, AdapterFormat to, std::string_view verb) {
   std::string out;
   size_t mapped = 0, rejected = 0;
   for (const auto& m : result.plan) (m.to.empty() ? rejected : mapped)++;
-  out += std::string(dry_run ? "would translate " : "translated ") + result.read.adapter.source_format + " -> " +
-         std::string(FormatName(to)) + ": " + std::to_string(mapped) + " tensor(s) mapped, " +
-         std::to_string(rejected) + " rejected\n";
+  out += std::string(verb) + " " + result.read.adapter.source_format + " -> " + std::string(FormatName(to)) + ": " +
+         std::to_string(mapped) + " tensor(s) mapped, " + std::to_string(rejected) + " rejected\n";
   for (const auto& m : result.plan) {
     if (m.to.empty()) out += "  rejected " + m.from + ": " + m.reason + "\n";
     else out += "  " + m.from + " -> " + m.to + (m.action == "copy" ? "" : " (" + m.action + ")") + "\n";
   }
   for (const auto& n : result.read.adapter.notes) out += "note: " + n + "\n";
   for (const auto& n : result.output.notes) out += "note: " + n + "\n";
-  out += std::string(dry_run ? "would write: " : "wrote: ") + result.output.weights_name +
-         (result.output.config_name ? ", " + *result.output.config_name : std::string()) + "\n";
   return out;
 }
+
+std::string WrittenFiles(const TranslateResult& result) {
+  return result.output.weights_name + (result.output.config_name ? ", " + *result.output.config_name : std::string()) + "\n";
+}
+
+}  // namespace
+
+std::string RenderTranslateText(const TranslateResult& result, AdapterFormat to, bool dry_run) {
+  return TranslateBody(result, to, dry_run ? "would translate" : "translated") + (dry_run ? "would write: " : "wrote: ") +
+         WrittenFiles(result);
+}
+
+std::string RenderTranslatePlanText(const TranslateResult& result, AdapterFormat to) {
+  return TranslateBody(result, to, "translate");
+}
+
+std::string RenderTranslateOutcomeText(const TranslateResult& result) { return "wrote: " + WrittenFiles(result); }
 
 }  // namespace pb::adapter

@@ -119,6 +119,13 @@ Result<RemoteAddress> ParseRemoteAddress(std::string_view arg, std::string_view 
   return a;
 }
 
+Result<RemoteFile> RemoteFileAddress(std::string_view arg, std::string_view endpoint) {
+  PB_ASSIGN_OR_RETURN(auto a, ParseRemoteAddress(arg, endpoint));
+  if (!a.hub) return RemoteFile{a.url, a.label};
+  if (a.path.empty()) return Invalid("`" + a.label + "` names a repo, not a file: hf://owner/repo/path[@revision]");
+  return RemoteFile{HubFileUrl(a, a.path, a.revision), a.label};
+}
+
 RemoteFile RemoteEntry(const RemoteAddress& a, std::string_view name, const std::optional<std::string>& commit) {
   if (!a.hub) {
     // Beside the URL: its last segment replaced (its query and fragment dropped).

@@ -44,6 +44,11 @@ std::string EncodeUriComponent(std::string_view s);
 // owner/repo, an empty revision, or an empty, '.' or '..' segment.
 Result<RemoteAddress> ParseRemoteAddress(std::string_view arg, std::string_view endpoint);
 
+// `arg` as one file, whatever its name (the JS API's openRemote / readTensor / inspect of an address): an
+// hf://owner/repo/path[@revision] address's resolve URL, or the URL itself. InvalidArgument as ParseRemoteAddress,
+// and for a Hub address without a path.
+Result<RemoteFile> RemoteFileAddress(std::string_view arg, std::string_view endpoint);
+
 // The file `name` inside a folder address, or beside a file address; a Hub address at `commit` when given (the
 // commit the first answer named, so that a branch moving meanwhile cannot mix two versions). Its label is the
 // address a user would type for it (hf://owner/repo/path[@revision], or the URL).

@@ -92,8 +92,7 @@ int RunTranslate(const app::CommandLine& line) {
   auto warnings = app::CheckDropped("translate", dropped, allow_partial);
   if (!warnings.ok()) return fail(warnings.error());
   std::fwrite(warnings->data(), 1, warnings->size(), stderr);
-  std::string summary = o.json ? adapter::RenderTranslateJson(result.value(), *to, dry_run)
-                               : adapter::RenderTranslateText(result.value(), *to, dry_run);
+  const bool text_out = !o.json && !line.Has("quiet");
   if (!dry_run) {
     const auto& output = result->output;
     std::vector<std::string> names{output.weights_name};
@@ -102,6 +101,12 @@ int RunTranslate(const app::CommandLine& line) {
     if (!plan.ok()) return fail(plan.error());
     auto transaction = OutputTransaction::Begin(o.positional[1], std::move(plan.value()));
     if (!transaction.ok()) return fail(transaction.error());
+    // The plan is told before the work starts; the outcome line follows it.
+    if (text_out) {
+      std::string plan_text = adapter::RenderTranslatePlanText(result.value(), *to);
+      std::fwrite(plan_text.data(), 1, plan_text.size(), stdout);
+      std::fflush(stdout);
+    }
     // Any return below before Commit succeeds removes the temporary files (and OUT_DIR if it was created).
     auto weights = transaction.value()->Add(output.weights_name);
     if (!weights.ok()) return fail(weights.error());
@@ -126,6 +131,10 @@ int RunTranslate(const app::CommandLine& line) {
     }
     if (Status s = transaction.value()->Commit(); !s.ok()) return fail(s.error());
   }
+  // A dry run's plan is all it prints; a translation's plan was printed before the work.
+  std::string summary = o.json    ? adapter::RenderTranslateJson(result.value(), *to, dry_run)
+                        : dry_run ? adapter::RenderTranslateText(result.value(), *to, true)
+                                  : adapter::RenderTranslateOutcomeText(result.value());
   if (o.json || !line.Has("quiet")) std::fwrite(summary.data(), 1, summary.size(), stdout);
   return 0;
 }

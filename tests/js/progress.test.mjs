@@ -137,7 +137,8 @@ test('translate: the same progress bytes in both CLIs, over the adapter weights 
   assert.equal(lines.length, 2, r.stderr);
   assert.match(lines[0], /^\[ {20}\]   0%  0 B \/ 2\.\d\d kB  0 B\/s  ETA --:--  adapter_model\.safetensors$/);
   assert.match(lines[1], /^\[#{20}\] 100%  (2\.\d\d kB) \/ \1  1\.\d\d kB\/s  in 0:02  adapter_model\.safetensors$/);
-  assert.match(r.stdout, /^translated peft -> mlx: 4 tensor\(s\) mapped, 0 rejected\n/);
+  // The plan before the work, the outcome after it.
+  assert.match(r.stdout, /^translate peft -> mlx: 4 tensor\(s\) mapped, 0 rejected\n(  .*\n)+wrote: adapters.safetensors, adapter_config.json\n$/);
   for (const extra of [['--json'], ['-q'], ['--no-progress'], ['--dry-run']]) {
     const off = both(t, setup, ['translate', 'rob', 'out', '--to', 'mlx', ...extra], FORCED);
     assert.equal(off.status, 0, off.stderr);

@@ -75,6 +75,20 @@ TEST(RemoteAddress, MalformedAddressesAreRefusedBeforeAnyRequest) {
   EXPECT_FALSE(IsRemoteArgument("hf:/me/m"));
 }
 
+TEST(RemoteAddress, AFileAddressIsAFileWhateverItsName) {
+  auto model = RemoteFileAddress("hf://me/m/tokenizer.model@refs/pr/1", kEndpoint);
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(model->url, "http://hub.test:8080/me/m/resolve/refs%2Fpr%2F1/tokenizer.model");
+  EXPECT_EQ(model->label, "hf://me/m/tokenizer.model@refs/pr/1");
+  auto url = RemoteFileAddress("https://cdn.test/a b", kEndpoint);
+  ASSERT_TRUE(url.ok());
+  EXPECT_EQ(url->url, "https://cdn.test/a b");
+  auto repo = RemoteFileAddress("hf://me/m@v1", kEndpoint);
+  ASSERT_FALSE(repo.ok());
+  EXPECT_EQ(repo.error().message, "`hf://me/m@v1` names a repo, not a file: hf://owner/repo/path[@revision]");
+  EXPECT_FALSE(RemoteFileAddress("hf://me/m/../x.safetensors", kEndpoint).ok());
+}
+
 TEST(RemoteBase, AFolderIsReadAsALocalModelFolder) {
   auto repo = ParseRemoteAddress("hf://me/m@v1", kEndpoint);
   ASSERT_TRUE(repo.ok());

@@ -43,6 +43,9 @@ export function errorFromHandle(handle) {
   return e;
 }
 
+/** The error of a plain binding's failure value ({ok: false, errorJson, errorText}, wasm/failure_value.h). Internal. */
+export const errorFromValue = (r) => errorFromHandle({ errorJson: () => r.errorJson, errorText: () => r.errorText });
+
 /** The core's rendering of an error (JSON or text), if it came from the core. Internal. */
 export function renderedError(error, asJson) {
   const r = error?.[RENDERED];

@@ -3,7 +3,7 @@
 // ETag, follow redirects, scope the token and time out is the HTTP policy's (src/app/http_policy.h), run by the
 // `fetch` transport in range-client.js: the same code runs in Node, browsers and edge workers, and the native
 // CLI runs the same policy behind libcurl.
-import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from './errors.js';
+import { SafetensorsError, abortReason, errorFromValue, throwIfAborted } from './errors.js';
 import { getModule } from './init.js';
 import { inspectRendered } from './inspect.js';
 import { RangeClient, RemoteFile } from './range-client.js';
@@ -59,28 +59,6 @@ export function hubTreeUrl({ repo, revision = 'main', folder, endpoint }) {
   return `${base}/api/models/${encodeSegments(repo)}/tree/${encodeURIComponent(revision)}${folder ? `/${encodeSegments(folder)}` : ''}`;
 }
 
-/**
- * Parses `hf://owner/repo/path[@revision]`. The revision follows the last '@' of the path (it may contain '/',
- * as `refs/pr/1`); a file name containing '@' therefore needs an explicit revision.
- * @param {string} text
- */
-export function parseHfUrl(text) {
-  if (!/^hf:\/\//i.test(text)) throw invalid(`\`${text}\` is not an hf:// address`);
-  const rest = text.slice(5);
-  const parts = rest.split('/');
-  if (parts.length < 3) throw invalid(`\`${text}\` must look like hf://owner/repo/path[@revision]`);
-  const repo = `${parts[0]}/${parts[1]}`;
-  let path = parts.slice(2).join('/');
-  let revision = 'main';
-  const at = path.lastIndexOf('@');
-  if (at !== -1) {
-    revision = path.slice(at + 1);
-    path = path.slice(0, at);
-    if (revision === '') throw invalid(`\`${text}\` has an empty revision`);
-  }
-  return { repo, path, revision };
-}
-
 /** True for what the remote readers take: an http(s) or hf:// URL (string or URL) or a Hub address object. */
 export function isRemote(source) {
   if (typeof source === 'string') return /^(https?|hf):\/\//i.test(source);
@@ -106,8 +84,12 @@ function target(module, source, givenOptions) {
   if (isRemote(source) && typeof source === 'object' && !(source instanceof URL)) source = hubAliases(source);
   const originOf = (url) => module.urlOrigin(String(url));
   if (typeof source === 'string' && /^hf:\/\//i.test(source)) {
+    // The core reads hf:// addresses for every client (src/app/remote_address.h), so both CLIs and this API
+    // request the same URL.
     const endpoint = options.endpoint ?? defaultEndpoint();
-    return { url: hubUrl({ ...parseHfUrl(source), endpoint }), label: source, token: options.token, tokenOrigin: originOf(endpoint) };
+    const r = module.remoteFileAddress(source, String(endpoint));
+    if (!r.ok) throw errorFromValue(r);
+    return { url: r.url, label: r.label, token: options.token, tokenOrigin: originOf(endpoint) };
   }
   if (typeof source === 'string' || source instanceof URL) {
     const text = String(source);
@@ -210,7 +192,7 @@ export async function readRemoteWhole(source, options = {}, cap = undefined) {
 // The index rules live in the core (src/merge/model_index.cc), shared with both merges: the JSON limits, a
 // non-empty weight_map of plain .safetensors names, and, once the headers are read, every entry in its shard.
 const checked = (r) => {
-  if (!r.ok) throw errorFromHandle({ errorJson: () => r.errorJson, errorText: () => r.errorText });
+  if (!r.ok) throw errorFromValue(r);
   return r;
 };
 

@@ -55,6 +55,8 @@ export async function runTranslate(line) {
       const outDir = o.positional[1];
       const names = [result.weightsName, ...(result.config ? [result.config.name] : [])];
       output = await OutputTransaction.begin(outDir, planOutput('translate', inputs, await describeOutputDirectory('OUT_DIR', outDir, names), o));
+      // The plan is told before the work starts; the outcome line follows it.
+      if (!o.json && !flag(line, 'quiet')) await out(result.plan);
       const weights = await output.add(result.weightsName);
       // Progress counts the adapter's tensor bytes read for the output, of its weights file's size.
       progress = stderrProgress(line, files.weights.size);
@@ -76,7 +78,8 @@ export async function runTranslate(line) {
       if (result.config) await output.write(await output.add(result.config.name), result.config.bytes);
       await output.commit();
     }
-    if (o.json || !flag(line, 'quiet')) await out(o.json ? result.json : result.text);
+    // A dry run's plan is all it prints; a translation's plan was printed before the work.
+    if (o.json || !flag(line, 'quiet')) await out(o.json ? result.json : o.dryRun ? result.text : result.outcome);
     return 0;
   } catch (error) {
     progress?.abandon();

@@ -1,7 +1,7 @@
 // The npm CLI's standard streams, command-line access and error rendering (the native CLI's main.cc and
 // ReportFailure): every message is the core's rendering.
 import { stat } from 'node:fs/promises';
-import { errorFromHandle, renderedError } from '../errors.js';
+import { errorFromValue, renderedError } from '../errors.js';
 import { getModule } from '../init.js';
 import { strerror } from '../node-files.js';
 
@@ -65,7 +65,7 @@ export class CliFailure extends Error {
 }
 
 /** An error result of the core's adapter functions, keeping the core's renderings. */
-export const coreError = (r) => errorFromHandle({ errorJson: () => r.errorJson, errorText: () => r.errorText });
+export const coreError = errorFromValue;
 
 // The native Join: no normalisation, so messages name paths exactly as given.
 export const joinPath = (dir, name) => (dir === '' || dir.endsWith('/') ? dir + name : `${dir}/${name}`);
