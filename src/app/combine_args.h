@@ -8,6 +8,8 @@
 
 #include "app/command_line.h"
 #include "compose/combine_options.h"
+#include "core/json.h"
+#include "core/result.h"
 
 namespace pb::app {
 
@@ -16,5 +18,12 @@ std::optional<std::string> CheckCombineNumbers(const CommandLine& line);
 
 // The options of a command line CheckCombineNumbers accepted (weights empty when --weights is absent: 1 each).
 compose::CombineOptions CombineOptionsOf(const CommandLine& line);
+
+// The options as the JS API gives them (and the npm CLI passes them on): {"method", "weights": [numbers],
+// "rank", "density", "majoritySign": "total"|"frequency", "svdClamp", "seed", "peftCompat", "dtype"}, each
+// optional. InvalidArgument naming the field for a wrong type or value.
+Result<compose::CombineOptions> CombineOptionsFromJson(const Json& options);
+// The same fields from options (what the npm CLI hands to the WASM module for its command line).
+Json CombineOptionsToJson(const compose::CombineOptions& options);
 
 }  // namespace pb::app
