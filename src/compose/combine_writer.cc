@@ -86,7 +86,9 @@ Status CombineWriter::Compute(size_t item) {
     // The error of what is written: the factors rounded to the output dtype, applied as PEFT applies them.
     RoundAll(combined->a, plan_.dtype);
     RoundAll(combined->b, plan_.dtype);
-    outcomes_[item] = {RelativeError(terms, combined->a, combined->b, plan_.runtime_scale), combined->kept_energy};
+    const bool cat_form = math.method == CombineMethod::kCat ||
+                          (math.method == CombineMethod::kLinear && !CombinesFactorsSeparately(math.method, math.peft_compat));
+    outcomes_[item] = {RelativeError(terms, combined->a, combined->b, plan_.runtime_scale, cat_form), combined->kept_energy};
     held_[pm.a_tensor] = BytesOf(combined->a, plan_.dtype);
     held_[pm.b_tensor] = BytesOf(combined->b, plan_.dtype);
   } else {

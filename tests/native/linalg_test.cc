@@ -62,6 +62,20 @@ TEST(Linalg, QrOfTallWideAndRankDeficientMatrices) {
   EXPECT_LT(Orthogonality(qr.q), 1e-13);
 }
 
+TEST(Linalg, BlockedRIsThinQrsRUpToRowSigns) {
+  for (auto [m, n] : {std::pair<size_t, size_t>{3000, 40}, {1000, 7}, {600, 300}, {257, 1}}) {
+    Matrix a = Random(m, n, m + n);
+    Matrix full = ThinQr(a).r, blocked = QrR(a);
+    ASSERT_EQ(blocked.rows(), full.rows());
+    double d = 0;
+    for (size_t i = 0; i < full.rows(); ++i) {
+      const double sign = (full(i, i) >= 0) == (blocked(i, i) >= 0) ? 1.0 : -1.0;
+      for (size_t j = 0; j < n; ++j) d = std::max(d, std::fabs(full(i, j) - sign * blocked(i, j)));
+    }
+    EXPECT_LT(d, 1e-11) << m << "x" << n;
+  }
+}
+
 TEST(Linalg, JacobiSvdRecoversKnownSingularValues) {
   // a = U diag(s) Vᵀ with U, V orthonormal (from QR of random matrices) and s spread over 12 orders of magnitude.
   const size_t m = 40, n = 12;
