@@ -57,7 +57,7 @@ void CombineWriter::Renumber() {
 }
 
 Status CombineWriter::Compute(size_t item) {
-  std::fill(held_.begin(), held_.end(), std::vector<uint8_t>{});
+  for (auto& h : held_) std::vector<uint8_t>().swap(h);  // released, capacity included (an assignment keeps it)
   uint64_t held_bytes = 0;
   for (const auto& f : fetch_) held_bytes += f.held_bytes();
   peak_ = std::max(peak_, held_bytes);
@@ -128,7 +128,7 @@ Status CombineWriter::Advance() {
       PB_RETURN_IF_ERROR(Compute(item));
     }
     PB_RETURN_IF_ERROR(writer_->Write(held_[tensor]));
-    held_[tensor] = {};
+    std::vector<uint8_t>().swap(held_[tensor]);
     ++next_;
   }
   return Status::Ok();
