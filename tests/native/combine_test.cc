@@ -2,6 +2,8 @@
 // the plan's refusals.
 #include <gtest/gtest.h>
 
+#include "random_matrix.h"
+
 #include <cmath>
 
 #include "compose/combine_math.h"
@@ -14,15 +16,7 @@ namespace {
 
 using linalg::Matrix;
 
-Matrix Random(size_t rows, size_t cols, uint64_t seed) {
-  Matrix m(rows, cols);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
-  for (double& e : m.data()) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    e = static_cast<double>(x >> 11) / 4503599627370496.0 - 1.0;
-  }
-  return m;
-}
+Matrix Random(size_t rows, size_t cols, uint64_t seed) { return testing::RandomMatrix(rows, cols, seed); }
 
 Term MakeTerm(size_t r, size_t out, size_t in, double weight, double scaling, uint64_t seed) {
   Term t;

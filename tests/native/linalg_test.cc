@@ -1,6 +1,8 @@
 // linalg/: Householder QR and Jacobi SVD against matrices whose decomposition is known by construction.
 #include <gtest/gtest.h>
 
+#include "random_matrix.h"
+
 #include <cmath>
 #include <cstdint>
 
@@ -10,16 +12,7 @@
 namespace pb::linalg {
 namespace {
 
-// A deterministic pseudo-random matrix, entries in [-1, 1).
-Matrix Random(size_t rows, size_t cols, uint64_t seed) {
-  Matrix m(rows, cols);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (double& e : m.data()) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    e = static_cast<double>(x >> 11) / 4503599627370496.0 - 1.0;
-  }
-  return m;
-}
+Matrix Random(size_t rows, size_t cols, uint64_t seed) { return testing::RandomMatrix(rows, cols, seed); }
 
 double MaxAbsDiff(const Matrix& a, const Matrix& b) {
   double d = 0;
