@@ -68,7 +68,14 @@ void Prune(std::vector<double>& t, double density, bool random, SeededRandom& st
   const size_t k = static_cast<size_t>(density * static_cast<double>(t.size()));
   std::vector<size_t> order(t.size());
   std::iota(order.begin(), order.end(), 0);
-  auto larger = [&](size_t x, size_t y) { return std::fabs(t[x]) > std::fabs(t[y]) || (std::fabs(t[x]) == std::fabs(t[y]) && x < y); };
+  // torch.topk ranks NaN above every number; the comparator must stay a strict weak order with NaN present.
+  auto larger = [&](size_t x, size_t y) {
+    const double ax = std::fabs(t[x]), ay = std::fabs(t[y]);
+    const bool nx = std::isnan(ax), ny = std::isnan(ay);
+    if (nx != ny) return nx;
+    if (!nx && ax != ay) return ax > ay;
+    return x < y;
+  };
   if (k < order.size()) std::nth_element(order.begin(), order.begin() + static_cast<ptrdiff_t>(k), order.end(), larger);
   std::vector<bool> keep(t.size(), false);
   for (size_t i = 0; i < k && i < order.size(); ++i) keep[order[i]] = true;
@@ -156,7 +163,7 @@ Combined FromSvd(const linalg::Svd& svd, double total_energy, size_t out_rows, s
     // torch.quantile (linear interpolation) over U·S and Vh flattened, then both clamped to ±that value.
     std::vector<double> all(c.b.data());
     all.insert(all.end(), c.a.data().begin(), c.a.data().end());
-    std::sort(all.begin(), all.end());
+    std::sort(all.begin(), all.end(), [](double x, double y) { return std::isnan(y) ? !std::isnan(x) : x < y; });  // NaN last
     const double pos = *math.svd_clamp * static_cast<double>(all.size() - 1);
     const size_t lo = static_cast<size_t>(std::floor(pos));
     const size_t hi = std::min(lo + 1, all.size() - 1);

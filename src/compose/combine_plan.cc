@@ -183,6 +183,25 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
     for (uint64_t r : ranks) plan.rank += r;  // cat, and linear's exact form
   }
   for (auto& pm : plan.modules) pm.rank = separate ? pm.ranks.front() : plan.rank;
+  if (IsSvdMethod(o.method)) {
+    // An SVD has at most min(out, in) singular values; the methods that prune full deltas form out × in
+    // matrices, so their size is bounded (a hostile 1 × 10⁶ and 10⁶ × 1 pair would ask for 10¹² elements).
+    std::vector<std::string> too_narrow, too_large;
+    for (const auto& pm : plan.modules) {
+      const LoraModule* m = inputs[pm.inputs[0]].adapter->FindModule(pm.path);
+      const uint64_t out = m->out_features(), in = m->a.element_count() / std::max<uint64_t>(1, m->rank());
+      if (plan.rank > std::min(out, in)) too_narrow.push_back(pm.path + " (" + std::to_string(out) + "×" + std::to_string(in) + ")");
+      if (o.method != CombineMethod::kSvd && (in == 0 || out > kMaxDenseElements / in))
+        too_large.push_back(pm.path + " (" + std::to_string(out) + "×" + std::to_string(in) + ")");
+    }
+    if (!too_narrow.empty())
+      return Invalid("rank " + std::to_string(plan.rank) + " is more than the smaller side of " +
+                     std::to_string(too_narrow.size()) + " module(s): " + List(too_narrow) + " (give a smaller --rank)");
+    if (!too_large.empty())
+      return Invalid(std::string(CombineMethodName(o.method)) + " forms each module's full out × in delta, at most " +
+                     std::to_string(kMaxDenseElements) + " elements; too large: " + List(too_large) +
+                     " (svd, or the method without _svd, work on the factors)");
+  }
 
   const Adapter& lead = *inputs.front().adapter;
   plan.dtype = o.dtype.value_or(lead.modules.empty() ? Dtype::F32 : lead.modules.front().a.dtype);

@@ -14,6 +14,10 @@
 
 namespace pb::compose {
 
+// The most elements of one module's full delta the methods that prune it (ties_svd, dare_*_svd,
+// magnitude_prune_svd) may form: 2²⁸ (LLaMA-70B's MLP is 2.35·10⁸), 2 GiB per float64 matrix.
+inline constexpr uint64_t kMaxDenseElements = uint64_t{1} << 28;
+
 struct CombineInput {
   std::string label;                    // how messages name it (the argument as given)
   const adapter::Adapter* adapter = nullptr;

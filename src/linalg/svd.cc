@@ -60,7 +60,10 @@ Svd TallSvd(const Matrix& a) {
   for (size_t c = 0; c < n; ++c) norms[c] = std::sqrt(Dot(cols[c].data(), cols[c].data(), m));
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return norms[x] > norms[y]; });
+  // Descending, NaN last (a NaN input must not break the sort's ordering).
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return std::isnan(norms[y]) ? !std::isnan(norms[x]) : norms[x] > norms[y];
+  });
   Svd out{Matrix(m, n), std::vector<double>(n), Matrix(n, n)};
   for (size_t k = 0; k < n; ++k) {
     const size_t c = order[k];
