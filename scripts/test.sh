@@ -76,9 +76,10 @@ count_script "$torch_status"
 # scripts/run-tests.sh creates (scripts/golden-venv.sh): one counted check per script. Without the venv they
 # are skipped, except under PB_REQUIRE_FIXTURES=1 (.ci/run), where a missing venv is a failure.
 golden_python=$(bash scripts/golden-venv.sh --if-ready 2>/dev/null) || golden_python=""
-# The four run in one process (tests/golden/check_all.py: one import of torch/transformers/PEFT, each merge and
+# They run in one process (tests/golden/check_all.py: one import of torch/transformers/PEFT, each merge and
 # translation written once) and are still counted one by one, from the exit status each leaves in its log's .rc.
 live_logs=(live.log live-adapters.log live-safetensors.log live-configs.log)
+[[ -f tests/golden/check_combine.py ]] && live_logs+=(live-combine.log)  # comes with the combine command
 if [[ -n $golden_python ]]; then
   for log in "${live_logs[@]}"; do rm -f "$LOGS/$log" "$LOGS/$log.rc"; done
   "$golden_python" tests/golden/check_all.py build/native/peft-bridge "$LOGS"

@@ -2,11 +2,12 @@
 
     python="$(bash scripts/golden-venv.sh)" && "$python" tests/golden/check_all.py build/native/peft-bridge LOGDIR
 
-check_live.py, check_adapters.py, check_safetensors.py and check_configs.py each stay runnable alone; here they
+check_live.py, check_adapters.py, check_safetensors.py, check_configs.py (and check_combine.py where the combine
+command has it) each stay runnable alone; here they
 share one import of torch, transformers and PEFT (seconds of CPU each, far more on a loaded machine) and one set
 of our CLI's outputs (live_common.merged / translated: a merge or translation two checks need is written once).
 Each check's output goes to its own log in LOGDIR (live.log, live-adapters.log, live-safetensors.log,
-live-configs.log) with its exit status beside it (<log>.rc: 0 passed, else failed, as the script alone would
+live-configs.log, live-combine.log) with its exit status beside it (<log>.rc: 0 passed, else failed, as the script alone would
 exit) and its time; the last lines of each are printed. Exits non-zero if any check failed.
 """
 import contextlib
@@ -23,7 +24,9 @@ CHECKS = (
     ("check_adapters", "live-adapters.log", "PEFT loads every adapter we translate, logits = the original's"),
     ("check_safetensors", "live-safetensors.log", "Python safetensors reads every file we write, tensors = our inspect"),
     ("check_configs", "live-configs.log", "our adapter_config.json = PEFT's own, key for key"),
+    ("check_combine", "live-combine.log", "combine = PEFT's add_weighted_adapter (bits with --peft-compat; ΔW otherwise)"),
 )
+HERE = Path(__file__).resolve().parent
 
 
 def main():
@@ -32,6 +35,8 @@ def main():
     logs.mkdir(parents=True, exist_ok=True)
     worst = 0
     for module, log, what in CHECKS:
+        if not (HERE / f"{module}.py").exists():  # check_combine.py comes with the combine command
+            continue
         print(f"== live cross-check: {what} ({module}.py, pinned venv)", flush=True)
         start = time.monotonic()
         with open(logs / log, "w") as out, contextlib.redirect_stdout(out):
