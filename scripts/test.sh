@@ -76,24 +76,28 @@ count_script "$torch_status"
 # scripts/run-tests.sh creates (scripts/golden-venv.sh): one counted check per script. Without the venv they
 # are skipped, except under PB_REQUIRE_FIXTURES=1 (.ci/run), where a missing venv is a failure.
 golden_python=$(bash scripts/golden-venv.sh --if-ready 2>/dev/null) || golden_python=""
-live_check() {  # live_check SCRIPT LOG "what it checks"
-  echo "== live cross-check: $3 ($1, pinned venv)"
-  local rc
-  if [[ -n $golden_python ]]; then
-    "$golden_python" "tests/golden/$1" build/native/peft-bridge 2>&1 | tee "$LOGS/$2" | tail -3
-    rc=${PIPESTATUS[0]}
-  elif [[ ${PB_REQUIRE_FIXTURES:-0} == 1 ]]; then
-    echo "FAIL: the pinned venv is missing (bash scripts/golden-venv.sh) and PB_REQUIRE_FIXTURES=1"; rc=1
-  else
-    echo "SKIP: the pinned venv is missing (bash scripts/golden-venv.sh)"; rc=77
-  fi
-  count_script "$rc"
-}
-live_check check_live.py live.log "transformers loads every merged folder we write, logits = PEFT's merged model"
-live_check check_adapters.py live-adapters.log "PEFT loads every adapter we translate, logits = the original's"
-live_check check_safetensors.py live-safetensors.log "Python safetensors reads every file we write, tensors = our inspect"
-live_check check_configs.py live-configs.log "our adapter_config.json = PEFT's own, key for key"
-live_check check_combine.py live-combine.log "combine = PEFT's add_weighted_adapter (bits with --peft-compat; ΔW otherwise)"
+# They run in one process (tests/golden/check_all.py: one import of torch/transformers/PEFT, each merge and
+# translation written once) and are still counted one by one, from the exit status each leaves in its log's .rc.
+live_logs=(live.log live-adapters.log live-safetensors.log live-configs.log)
+[[ -f tests/golden/check_combine.py ]] && live_logs+=(live-combine.log)  # comes with the combine command
+if [[ -n $golden_python ]]; then
+  for log in "${live_logs[@]}"; do rm -f "$LOGS/$log" "$LOGS/$log.rc"; done
+  "$golden_python" tests/golden/check_all.py build/native/peft-bridge "$LOGS"
+  all_rc=$?
+  for log in "${live_logs[@]}"; do
+    rc=$(cat "$LOGS/$log.rc" 2>/dev/null) || rc=$all_rc  # no .rc: check_all stopped before it (77: no CLI)
+    [[ $rc == 0 || $rc == 77 ]] || rc=1
+    count_script "$rc"
+  done
+else
+  for log in "${live_logs[@]}"; do
+    if [[ ${PB_REQUIRE_FIXTURES:-0} == 1 ]]; then
+      echo "FAIL: the pinned venv is missing (bash scripts/golden-venv.sh) and PB_REQUIRE_FIXTURES=1"; count_script 1
+    else
+      echo "SKIP: the pinned venv is missing (bash scripts/golden-venv.sh)"; count_script 77
+    fi
+  done
+fi
 
 echo "== Rust safetensors crate: the committed reader vectors are its verdicts (cargo; tests/rust_oracle/README.md)"
 bash scripts/rust-oracle.sh 2>&1 | tee "$LOGS/rust-oracle.log" | tail -12

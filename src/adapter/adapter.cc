@@ -60,6 +60,20 @@ std::string_view ExtraKindName(ExtraKind kind) {
   return "?";
 }
 
+std::string TrainableTokensModule(const ExtraTensor& e) {
+  const std::string_view suffix = PeftRoleSuffix(PeftRole::kTrainableTokens);
+  std::string_view key = e.key;
+  if (key.ends_with(suffix)) key.remove_suffix(suffix.size());
+  return std::string(key);
+}
+
+std::string DescribeExtra(const ExtraTensor& e) {
+  if (e.kind == ExtraKind::kTrainableTokens)
+    return "a trainable_tokens tensor (" + std::to_string(e.token_indices.size()) + " replaced rows of `" +
+           TrainableTokensModule(e) + "`)";
+  return "a full " + std::string(ExtraKindName(e.kind)) + " tensor";
+}
+
 uint64_t LoraModule::in_features() const { return a.shape.size() >= 2 ? a.shape[1] : 0; }
 uint64_t LoraModule::out_features() const { return b.shape.empty() ? 0 : b.shape[0]; }
 

@@ -66,7 +66,15 @@ struct ExtraTensor {
   std::string key;  // the PEFT key without "base_model.model.", e.g. "score.weight"
   ExtraKind kind;
   Tensor tensor;
+  // kTrainableTokens: the embedding rows the tensor's rows replace, in its row order (the config's
+  // trainable_token_indices for this module).
+  std::vector<uint64_t> token_indices;
 };
+// kTrainableTokens: the module whose weight rows are replaced ("model.embed_tokens"), from the key.
+std::string TrainableTokensModule(const ExtraTensor& e);
+// What the tensor is, for messages: "a full modules_to_save tensor", "a trainable_tokens tensor (3 replaced
+// rows of `model.embed_tokens`)".
+std::string DescribeExtra(const ExtraTensor& e);
 
 // A tensor of the input that was not taken into the adapter, and why.
 struct RejectedTensor {

@@ -101,6 +101,14 @@ Json StringList(const std::vector<std::string>& v) {
   return a;
 }
 
+// Trainable tokens: which rows of which module the tensor's rows replace.
+std::string TokenRowsText(const ExtraTensor& e) {
+  if (e.kind != ExtraKind::kTrainableTokens) return "";
+  std::string out = " replaces rows";
+  for (size_t i = 0; i < e.token_indices.size(); ++i) out += (i ? ", " : " ") + std::to_string(e.token_indices[i]);
+  return out + " of " + TrainableTokensModule(e);
+}
+
 }  // namespace
 
 std::string RenderAdapterInfoJson(const ReadResult& read) {
@@ -126,6 +134,10 @@ std::string RenderAdapterInfoJson(const ReadResult& read) {
     x["kind"] = ExtraKindName(e.kind);
     x["dtype"] = DtypeName(e.tensor.dtype);
     x["shape"] = ShapeJson(e.tensor.shape);
+    if (e.kind == ExtraKind::kTrainableTokens) {
+      x["module"] = TrainableTokensModule(e);
+      x["tokenIndices"] = e.token_indices;
+    }
     j["extras"].push_back(x);
   }
   Json dtypes = Json::object();
@@ -166,7 +178,7 @@ std::string RenderAdapterInfoText(const ReadResult& read) {
     out += "other tensors: " + std::to_string(a.extras.size()) + "\n";
     for (const auto& e : a.extras)
       out += "  " + e.key + "  " + std::string(ExtraKindName(e.kind)) + " " + std::string(DtypeName(e.tensor.dtype)) +
-             " " + ShapeText(e.tensor.shape) + "\n";
+             " " + ShapeText(e.tensor.shape) + TokenRowsText(e) + "\n";
   }
   out += "dtypes:";
   for (const auto& [d, n] : DtypeCounts(a)) out += " " + d + " x" + std::to_string(n);

@@ -48,6 +48,42 @@ std::string ForeignTensorReason(std::string_view key) {
   return "not a LoRA factor and not part of a module in modules_to_save: PEFT would not load it into the adapter";
 }
 
+// The rows a trainable-tokens tensor of `module` replaces, from the config's trainable_token_indices: a list is
+// the input embedding's (the one module PEFT wraps for it); an object maps module names to lists, matched as
+// PEFT's _set_trainable does (the module path ends with the name, a plain string suffix). The tensor holds one
+// row per index (PEFT's load refuses any other shape).
+Result<std::vector<uint64_t>> TokenIndicesFor(const LoraConfig& config, const std::string& module, const Tensor& rows) {
+  auto fail = [&](const std::string& what) {
+    return MakeError(ErrorCode::InvalidConfig, "trainable tokens of `" + module + "`: " + what);
+  };
+  if (!config.trainable_token_indices)
+    return fail("the adapter has a trainable_tokens_delta tensor but its config has no trainable_token_indices");
+  const Json& spec = *config.trainable_token_indices;
+  const Json* list = nullptr;
+  if (spec.is_array()) {
+    list = &spec;
+  } else {
+    for (const auto& [name, value] : spec.items())
+      if (module.ends_with(name)) {
+        if (list && *list != value) return fail("trainable_token_indices has two entries that name it with different indices");
+        list = &value;
+      }
+    if (!list) return fail("no entry of trainable_token_indices names this module");
+  }
+  if (!list->is_array()) return fail("its trainable_token_indices entry is not a list");
+  std::vector<uint64_t> indices;
+  for (const Json& i : *list) {
+    if (!i.is_number_integer() || i.get<int64_t>() < 0) return fail("token index " + i.dump() + " is not a non-negative integer");
+    indices.push_back(i.get<uint64_t>());
+  }
+  if (rows.shape.size() != 2 || rows.shape[0] != indices.size())
+    return MakeError(ErrorCode::ShapeMismatch, "trainable tokens of `" + module + "`: the tensor has " +
+                                                   (rows.shape.empty() ? std::string("no") : std::to_string(rows.shape[0])) +
+                                                   " rows but trainable_token_indices lists " +
+                                                   std::to_string(indices.size()) + " tokens");
+  return indices;
+}
+
 }  // namespace
 
 Result<ReadResult> ReadPeft(ReadState& state) {
@@ -68,7 +104,9 @@ Result<ReadResult> ReadPeft(ReadState& state) {
     const std::string key = name.substr(kPrefix.size());
     if (auto parsed = ParsePeftLoraKey(key)) {
       if (parsed->role == PeftRole::kTrainableTokens) {
-        adapter.extras.push_back({key, ExtraKind::kTrainableTokens, state.Load(i)});
+        ExtraTensor extra{key, ExtraKind::kTrainableTokens, state.Load(i), {}};
+        PB_ASSIGN_OR_RETURN(extra.token_indices, TokenIndicesFor(cfg, parsed->module, extra.tensor));
+        adapter.extras.push_back(std::move(extra));
         state.result.mappings.push_back({name, key, "copy", ""});
         continue;
       }

@@ -29,8 +29,8 @@ Result<AdapterOutput> WriteGgufNames(const Adapter& adapter, const WriteOptions&
     out.mappings.push_back({canonical, "", "rejected", reason});
   };
   for (const auto& e : adapter.extras)
-    reject(e.key, "llama.cpp's LoRA converter refuses non-LoRA tensors (a full " + std::string(ExtraKindName(e.kind)) +
-                      " tensor); merge it into the base model instead");
+    reject(e.key, "llama.cpp's LoRA converter refuses non-LoRA tensors (" + DescribeExtra(e) +
+                      "); merge it into the base model instead");
 
   std::set<double> alphas;
   for (const auto& m : adapter.modules) alphas.insert(m.settings.alpha);

@@ -28,8 +28,7 @@ Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& opt
     out.mappings.push_back({std::move(canonical), std::move(name), std::move(action), ""});
   };
   for (const auto& e : adapter.extras)
-    reject(e.key, "kohya LoRA files hold only LoRA factors; a full " + std::string(ExtraKindName(e.kind)) +
-                      " tensor has no place in them");
+    reject(e.key, "kohya LoRA files hold only LoRA factors; " + DescribeExtra(e) + " has no place in them");
   nlohmann::json paths = nlohmann::json::array();
   std::map<std::string, std::string> spelled;  // kohya base name -> the module that took it
   std::optional<uint64_t> uniform_rank;

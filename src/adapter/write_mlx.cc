@@ -21,8 +21,7 @@ Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& optio
     out.mappings.push_back({canonical, "", "rejected", reason});
   };
   for (const auto& e : adapter.extras)
-    reject(e.key, "mlx-lm adapters hold only LoRA factors; a full " + std::string(ExtraKindName(e.kind)) +
-                      " tensor has no place in them");
+    reject(e.key, "mlx-lm adapters hold only LoRA factors; " + DescribeExtra(e) + " has no place in them");
 
   const LoraModule* first = nullptr;
   std::vector<const LoraModule*> written;

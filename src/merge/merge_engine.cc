@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "kernels/convert.h"
 #include "kernels/lowrank.h"
@@ -66,6 +67,7 @@ class ShardMerger::TensorState {
       adapter_.ReleaseOne(kSlotMagnitude);
     }
     if (p.op == TensorOp::kDoraColumns) whole_.resize(p.rows * p.cols);
+    if (p.op == TensorOp::kReplaceRows) PrepareRows();
   }
 
   Status Push(std::span<const uint8_t> bytes) {
@@ -118,6 +120,17 @@ class ShardMerger::TensorState {
       right_ = Transposed(b, b.size() / r, r);  // B^T [r, out]
     }
     factors_.right = right_.data();
+  }
+
+  // Trainable tokens: the adapter's rows rounded to the weight's dtype first, as PEFT's `rows.to(W)` does
+  // before index_copy, then (like every other row) converted to the output dtype.
+  void PrepareRows() {
+    const adapter::Tensor& rows = *adapter_.get(kSlotReplacement);
+    replaced_rows_.resize(rows.element_count() * in_width_);
+    rows_ok_ = kernels::ConvertElements(rows.dtype, p_.in_dtype, rows.bytes.data(), replaced_rows_.data(), rows.element_count());
+    adapter_.ReleaseOne(kSlotReplacement);
+    const auto& indices = p_.replacement->token_indices;
+    for (size_t i = 0; i < indices.size(); ++i) row_of_token_[indices[i]] = i;
   }
 
   kernels::LowRankFactors FactorsFrom(uint64_t row) const {
@@ -186,6 +199,19 @@ class ShardMerger::TensorState {
         out_.resize(n * cols * out_width_);
         if (!kernels::ScaleRowsTo(v_.data(), n, cols, factor.data(), /*per_column=*/false, p_.out_dtype, out_.data()))
           return KernelFailed();
+        if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
+        return writer_.Write(out_);
+      }
+      case TensorOp::kReplaceRows: {
+        if (!rows_ok_) return KernelFailed();
+        out_.resize(n * cols * out_width_);
+        for (size_t i = 0; i < n; ++i) {
+          auto it = row_of_token_.find(row0 + i);
+          const uint8_t* src = it == row_of_token_.end() ? in.data() + i * cols * in_width_
+                                                          : replaced_rows_.data() + it->second * cols * in_width_;
+          if (!kernels::ConvertElements(p_.in_dtype, p_.out_dtype, src, out_.data() + i * cols * out_width_, cols))
+            return KernelFailed();
+        }
         if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
         return writer_.Write(out_);
       }
@@ -259,6 +285,9 @@ class ShardMerger::TensorState {
   kernels::LowRankFactors factors_{};
   std::vector<uint8_t> carry_, out_, held_;
   uint64_t next_row_ = 0;
+  std::vector<uint8_t> replaced_rows_;          // kReplaceRows: the adapter's rows in the weight's dtype
+  std::map<uint64_t, size_t> row_of_token_;     // kReplaceRows: weight row -> row of replaced_rows_
+  bool rows_ok_ = true;
 };
 
 ShardMerger::ShardMerger(const ShardPlan& plan, const MergeOptions& options, ByteSink& sink)

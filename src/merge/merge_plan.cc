@@ -110,6 +110,7 @@ std::string_view TensorOpName(TensorOp op) {
     case TensorOp::kAddBias: return "add lora_B.bias";
     case TensorOp::kReplace: return "replace";
     case TensorOp::kAdd: return "add";
+    case TensorOp::kReplaceRows: return "replace rows (trainable tokens)";
   }
   return "?";
 }
@@ -267,11 +268,96 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     }
   }
 
+  // Trainable tokens (PEFT's TrainableTokensLayer.merge): `W.index_copy(0, indices, rows.to(W.dtype))`, the
+  // listed rows replaced by the adapter's, rounded to the weight's dtype. A tied lm_head shares the embedding's
+  // tensor, so where the base stores the embedding only, that one write is both; where it stores both, PEFT's
+  // tied wrapper replaces the same rows of lm_head, and so do we.
+  auto plan_rows = [&](const ExtraTensor& e, const Location& loc, const std::string& name) {
+    TensorInfo info = shards[loc.shard].header->tensor(loc.tensor);
+    const std::string module = adapter::TrainableTokensModule(e);
+    if (!IsConvertibleFloat(info.dtype)) {
+      disagree(module, "`" + name + "` is " + std::string(DtypeName(info.dtype)) +
+                           ": trainable-token rows can only replace rows of a floating-point weight");
+      return false;
+    }
+    if (info.shape.size() != 2 || info.shape[1] != e.tensor.shape[1]) {
+      disagree(module, "`" + name + "` is " + ShapeText(info.shape) + " but the trainable-token rows of `" + module +
+                           "` are " + ShapeText(e.tensor.shape));
+      return false;
+    }
+    std::set<uint64_t> seen;
+    for (uint64_t row : e.token_indices) {
+      if (row >= info.shape[0]) {
+        disagree(module, "trainable token " + std::to_string(row) + " is outside `" + name + "` (" +
+                             std::to_string(info.shape[0]) + " rows)");
+        return false;
+      }
+      if (!seen.insert(row).second) {
+        refuse(module, "trainable token " + std::to_string(row) + " is listed twice for `" + module +
+                           "`: which of its rows PEFT's index_copy keeps is undefined");
+        return false;
+      }
+    }
+    if (auto other = ops.find({loc.shard, loc.tensor}); other != ops.end()) {
+      refuse(module, "`" + name + "` has trainable-token rows and is also " +
+                         (other->second.op == TensorOp::kReplaceRows ? std::string("given rows by `") + other->second.replacement->key + "`"
+                          : other->second.module ? "merged with module `" + other->second.module->path + "`"
+                                                 : "replaced by `" + (other->second.replacement ? other->second.replacement->key : name) + "`") +
+                         ": the order PEFT would apply them in is not defined by the adapter");
+      return false;
+    }
+    PlannedTensor p;
+    p.source = loc.tensor;
+    p.name = name;
+    p.in_dtype = info.dtype;
+    p.shape.assign(info.shape.begin(), info.shape.end());
+    p.op = TensorOp::kReplaceRows;
+    p.replacement = &e;
+    p.rows = info.shape[0];
+    p.cols = info.shape[1];
+    modified_names.insert(name);
+    ops[{loc.shard, loc.tensor}] = std::move(p);
+    std::string rows;
+    for (size_t i = 0; i < e.token_indices.size() && i < 10; ++i) rows += (i ? ", " : "") + std::to_string(e.token_indices[i]);
+    if (e.token_indices.size() > 10) rows += " and " + std::to_string(e.token_indices.size() - 10) + " more";
+    plan.notes.push_back("`" + name + "`: rows " + rows + " replaced by the adapter's trainable tokens");
+    return true;
+  };
+  auto plan_trainable_tokens = [&](const ExtraTensor& e) {
+    const std::string module = adapter::TrainableTokensModule(e);
+    if (options.unmerge) {
+      refuse(module, "`" + e.key + "`: trainable-token rows replaced the base's rows, which the adapter does not "
+             "keep (PEFT's unmerge restores them from the base it loaded); they cannot be unmerged");
+      return;
+    }
+    auto found = index.Resolve(module + ".weight", prefixes);
+    std::string note;
+    if (!found && tied && EndsWithComponent(module, "lm_head")) {
+      for (const char* emb : {"model.embed_tokens.weight", "embed_tokens.weight", "transformer.wte.weight", "wte.weight"})
+        if ((found = index.Resolve(emb, prefixes))) break;
+      if (found) note = "lm_head is tied to `" + found->second + "`: its trainable-token rows replace rows there";
+    }
+    if (!found) {
+      problems.push_back({ErrorCode::ModulesNotFound, module,
+                          "trainable tokens of `" + module + "`: the base has no tensor `" + module + ".weight`"});
+      return;
+    }
+    if (!plan_rows(e, found->first, found->second)) return;
+    if (!note.empty()) plan.notes.push_back(note);
+    const bool input_embedding = EndsWithComponent(module, "embed_tokens") || EndsWithComponent(module, "wte");
+    if (tied && input_embedding) {
+      auto head = index.Resolve("lm_head.weight", prefixes);
+      if (head && !ops.count({head->first.shard, head->first.tensor}) && plan_rows(e, head->first, head->second))
+        plan.notes.push_back("`" + head->second + "` is tied to `" + found->second +
+                             "`: the same trainable-token rows replace rows there");
+    }
+  };
+
   // Extras: full tensors that replace (or join) the base's.
   std::vector<PlannedTensor> additions;
   for (const ExtraTensor& e : adapter.extras) {
     if (e.kind == ExtraKind::kTrainableTokens) {
-      refuse(e.key, "`" + e.key + "`: trainable-token rows are not merged yet");
+      plan_trainable_tokens(e);
       continue;
     }
     std::string key = e.key;
@@ -297,7 +383,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       if (auto merged = ops.find({found->first.shard, found->first.tensor}); merged != ops.end()) {
         // save_embedding_layers: PEFT loads the saved full weight into the base layer, then merges the LoRA
         // delta on top of it. The merge runs on the adapter's copy instead of the base's bytes.
-        if (e.kind != ExtraKind::kSavedEmbedding || merged->second.op == TensorOp::kAddBias) {
+        if (e.kind != ExtraKind::kSavedEmbedding || merged->second.op == TensorOp::kAddBias ||
+            merged->second.op == TensorOp::kReplaceRows) {
           disagree(e.key, "`" + found->second + "` is both merged and replaced by `" + e.key + "`");
           continue;
         }

@@ -26,6 +26,7 @@ enum class TensorOp {
   kAddBias,    // b' = b + s * lora_B.bias
   kReplace,    // the adapter's copy replaces the base tensor (modules_to_save, saved embeddings)
   kAdd,        // a tensor the base does not have, taken from the adapter (e.g. a classification head)
+  kReplaceRows,  // trainable tokens: the listed rows replaced by the adapter's (rounded to W's dtype), the rest kept
 };
 std::string_view TensorOpName(TensorOp op);
 
@@ -44,7 +45,8 @@ struct PlannedTensor {
   TensorOp op = TensorOp::kCopy;
   const adapter::LoraModule* module = nullptr;      // kLowRank*, kDora*, kAddBias
   // kReplace, kAdd: the adapter's tensor. With a merge op: the saved full weight the merge starts from
-  // (PEFT's save_embedding_layers), instead of the base's bytes.
+  // (PEFT's save_embedding_layers), instead of the base's bytes. kReplaceRows: the trainable-tokens tensor
+  // (its token_indices say which rows).
   const adapter::ExtraTensor* replacement = nullptr;
   Orientation orientation = Orientation::kOutIn;
   uint64_t rows = 0, cols = 0;  // the stored weight viewed as a matrix

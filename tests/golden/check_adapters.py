@@ -17,18 +17,19 @@ for DoRA on a BF16/F16 base (PEFT 0.13's DoRA arithmetic differs there: within 1
 PEFT 0.13.2 itself cannot run (OLD_PEFT_KNOWN_FAILURES: its DoRA Conv2d on a BF16 base raises), which must
 still fail so the entry is removed once it does not.
 A route whose target format cannot hold the adapter (our CLI refuses it and says why, docs/adapters.md) is
-printed as "n/a" with the reason and not counted. Ends with "adapters: N passed, N failed".
+printed as "n/a" with the reason and not counted. Routes that wrote the same two files (adapter_config.json and
+adapter_model.safetensors, byte for byte: peft, mlx -> peft and kohya -> peft usually do) are loaded by PEFT
+once per case and judged each. Ends with "adapters: N passed, N failed".
 """
+import hashlib
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import warnings
-from pathlib import Path
 
-from live_common import (MANIFEST, REQUIRE, Report, cli_from_argv, generate, logits_delta, old_peft_path, run,
-                         tensors_equal, tolerance)
+from live_common import (MANIFEST, REQUIRE, Report, cli_from_argv, generate, logits_delta, old_peft_path,
+                         tensors_equal, tolerance, translated)
 
 from peft import PeftConfig, PeftModel  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
@@ -41,24 +42,27 @@ OLD_PEFT_KNOWN_FAILURES = {
 }
 
 
-def routes(cli, adapter, base_config, tmp):
+def routes(cli, adapter, base_config):
     """Yields (route name, translated PEFT folder or None, why not)."""
-    def translate(src, dst, to, *extra):
-        code, err = run(cli, "translate", src, dst, "--to", to, "--base-config", base_config, "-q", *extra)
-        return None if code == 0 else (err or f"exit {code}")
-
     for name, extra in (("peft", ()), ("peft --old-peft", ("--old-peft",))):
-        out = tmp / name.replace(" ", "")
-        why = translate(adapter, out, "peft", *extra)
-        yield name, None if why else out, why
+        code, why, out = translated(cli, adapter, "peft", *extra, base_config=base_config)
+        yield name, None if code else out, why or f"exit {code}"
     for fmt in ROUND_TRIP_FORMATS:
-        mid, out = tmp / fmt, tmp / f"{fmt}-peft"
-        why = translate(adapter, mid, fmt)
-        if why:
-            yield f"{fmt} -> peft", None, f"--to {fmt}: {why}"
+        code, why, mid = translated(cli, adapter, fmt, base_config=base_config)
+        if code:
+            yield f"{fmt} -> peft", None, f"--to {fmt}: {why or f'exit {code}'}"
             continue
-        why = translate(mid, out, "peft")
-        yield f"{fmt} -> peft", None if why else out, why and f"{fmt} --to peft: {why}"
+        code, why, out = translated(cli, mid, "peft", base_config=base_config)
+        yield f"{fmt} -> peft", None if code else out, f"{fmt} --to peft: {why or f'exit {code}'}"
+
+
+def content_key(folder):
+    """The bytes PEFT's from_pretrained reads from an adapter folder: two routes that wrote the same files load
+    the same model, so PEFT loads each distinct one once per case."""
+    h = hashlib.sha256()
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        h.update((folder / name).read_bytes() if (folder / name).exists() else b"<absent>")
+    return h.hexdigest()
 
 
 def config_difference(ours, theirs):
@@ -112,30 +116,34 @@ def main():
     report = Report("adapters")
     by_name = {c["name"]: c for c in generate.CASES}
     old_outputs = []
-    with tempfile.TemporaryDirectory() as top:
-        for item in MANIFEST["cases"]:
-            check_case(cli, report, item, by_name[item["name"]], Path(top) / item["name"], old_outputs)
-        check_old_peft(report, old_outputs)
+    for item in MANIFEST["cases"]:
+        check_case(cli, report, item, by_name[item["name"]], old_outputs)
+    check_old_peft(report, old_outputs)
     return report.done()
 
 
-def check_case(cli, report, item, case, tmp, old_outputs):
+def check_case(cli, report, item, case, old_outputs):
     root = generate.CORPUS / item["name"]
     original = generate.read_folder(root / "adapter")
     reference = load_file(root / "logits.safetensors")["logits.adapter"]
     dtype = generate.DTYPES[item["dtype"]]
-    tmp.mkdir()
-    for route, out, why in routes(cli, root / "adapter", root / "base" / "config.json", tmp):
+    loaded = {}  # content_key -> logits, or the error PEFT raised
+    for route, out, why in routes(cli, root / "adapter", root / "base" / "config.json"):
         label = f"{item['name']} [{route}]"
         if out is None:
             report.not_applicable(f"{label}: {why}")
             continue
         different = tensors_equal(original, generate.read_folder(out))
-        try:
-            model = PeftModel.from_pretrained(generate.load_base(case, root / "base"), out).eval()
-            logits = generate.logits_of(model, item["task"])
-        except Exception as e:  # PEFT refusing what we wrote is exactly what this check is for
-            report.case(False, f"{label}: PEFT cannot load it: {type(e).__name__}: {str(e)[:200]}")
+        key = content_key(out)
+        if key not in loaded:
+            try:
+                model = PeftModel.from_pretrained(generate.load_base(case, root / "base"), out).eval()
+                loaded[key] = generate.logits_of(model, item["task"])
+            except Exception as e:  # PEFT refusing what we wrote is exactly what this check is for
+                loaded[key] = f"{type(e).__name__}: {str(e)[:200]}"
+        logits = loaded[key]
+        if isinstance(logits, str):
+            report.case(False, f"{label}: PEFT cannot load it: {logits}")
             continue
         exact, delta, tol = logits_delta(logits, reference, dtype)
         ok = exact if different is None else delta <= tol

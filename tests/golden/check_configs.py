@@ -26,7 +26,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from live_common import (MANIFEST, REQUIRE, Report, cli_from_argv, fixtures_dir, generate, old_peft_path, run,
-                         tensors_equal)
+                         tensors_equal, translated)
 
 from peft import LoraConfig  # noqa: E402
 
@@ -62,18 +62,16 @@ def check_installed(cli, report, tmp):
         root = generate.CORPUS / item["name"]
         theirs = (root / "adapter" / "adapter_config.json").read_text()
         original = generate.read_folder(root / "adapter")
+        base_config = root / "base" / "config.json"
         routes = [("peft -> peft", root / "adapter")]
         for fmt in ROUND_TRIP_FORMATS:
-            mid = tmp / f"{item['name']}-{fmt}"
-            code, why = run(cli, "translate", root / "adapter", mid, "--to", fmt, "-q",
-                            "--base-config", root / "base" / "config.json")
+            code, why, mid = translated(cli, root / "adapter", fmt, base_config=base_config)
             if code:
                 report.not_applicable(f"{item['name']} [{fmt} -> peft]: --to {fmt}: {why}")
                 continue
             routes.append((f"{fmt} -> peft", mid))
         for route, src in routes:
-            out = tmp / f"{item['name']}-{route.split()[0]}-peft"
-            code, why = run(cli, "translate", src, out, "--to", "peft", "-q")
+            code, why, out = translated(cli, src, "peft", base_config=base_config)
             if code:
                 report.case(False, f"{item['name']} [{route}]: our CLI failed: {why}")
                 continue
@@ -120,8 +118,7 @@ def check_old(cli, report, tmp, old):
     pairs, refused = [], []
     for item in MANIFEST["cases"]:
         root = generate.CORPUS / item["name"]
-        out = tmp / f"{item['name']}-old"
-        code, why = run(cli, "translate", root / "adapter", out, "--to", "peft", "--old-peft", "-q")
+        code, why, out = translated(cli, root / "adapter", "peft", "--old-peft", base_config=root / "base" / "config.json")
         if code:
             refused.append((item, why))
         else:

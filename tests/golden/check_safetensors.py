@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from live_common import MANIFEST, REQUIRE, Report, cli_from_argv, fixtures_dir, generate, run
+from live_common import MANIFEST, REQUIRE, Report, cli_from_argv, fixtures_dir, generate, merged, run, translated
 
 import subprocess  # noqa: E402
 import torch  # noqa: E402
@@ -69,16 +69,14 @@ def written_files(cli, tmp):
     for item in MANIFEST["cases"]:
         root = generate.CORPUS / item["name"]
         if "known_failure" not in item:
-            out = out_dir()
-            code, err = run(cli, "merge", "--base", root / "base", "--adapter", root / "adapter", "--out", out, "-q")
+            code, err, out = merged(cli, root)
             if code:
                 yield f"merge {item['name']}: {err}", None
             for f in sorted(out.glob("*.safetensors")):
                 yield f"merge {item['name']} -> {f.name}", f
         for fmt in FORMATS:
-            out = out_dir()
-            if run(cli, "translate", root / "adapter", out, "--to", fmt, "-q",
-                   "--base-config", root / "base" / "config.json")[0] == 0:
+            code, _, out = translated(cli, root / "adapter", fmt, base_config=root / "base" / "config.json")
+            if code == 0:
                 for f in sorted(out.glob("*.safetensors")):
                     yield f"translate {item['name']} --to {fmt} -> {f.name}", f
         for f in sorted((root / "base").glob("*.safetensors")):
@@ -94,8 +92,8 @@ def written_files(cli, tmp):
     adapters = ("adapter_config.json", "pytorch_lora_weights.safetensors")  # PEFT and mlx; diffusers (no config)
     for d in sorted(p for p in fixtures.iterdir() if any((p / name).exists() for name in adapters)):
         for fmt in FORMATS:
-            out = out_dir()
-            if run(cli, "translate", d, out, "--to", fmt, "-q")[0] == 0:
+            code, _, out = translated(cli, d, fmt)
+            if code == 0:
                 for f in sorted(out.glob("*.safetensors")):
                     yield f"translate {d.name} --to {fmt} -> {f.name}", f
     for f in sorted(fixtures.rglob("*.safetensors")):

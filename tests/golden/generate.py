@@ -152,6 +152,10 @@ CASES = [
     dict(name="llama_trainable_tokens", arch="llama", dtype="bf16",
          what="trainable_token_indices on embed_tokens (rows replaced) with LoRA on q_proj",
          lora=dict(r=4, lora_alpha=8, target_modules=["q_proj"], trainable_token_indices=[3, 7, 42])),
+    dict(name="gpt2_trainable_tokens_tied", arch="gpt2", dtype="bf16",
+         what="trainable_token_indices on the tied wte (lm_head shares it: PEFT ties a token adapter to it)",
+         lora=dict(r=4, lora_alpha=8, target_modules=["c_attn"], fan_in_fan_out=True,
+                   trainable_token_indices={"wte": [0, 5, 99, 127]})),
     dict(name="gpt2_conv1d", arch="gpt2", dtype="bf16",
          what="transformers Conv1D (GPT-2 c_attn, c_proj, c_fc; fan_in_fan_out)",
          lora=dict(r=4, lora_alpha=8, target_modules=["c_attn", "c_proj", "c_fc"], fan_in_fan_out=True)),
@@ -363,6 +367,64 @@ def expectations(case, root, merged_model):
     return out
 
 
+def unmerge_refusal(root):
+    """Why peft-bridge's `unmerge` refuses this case's adapter (docs/merge.md), or None: DoRA needs the norms of
+    the original weights, and full tensors or trainable-token rows replaced base values the adapter does not
+    keep. PEFT can unmerge those only because it still holds the originals in memory."""
+    keys = list(read_folder(root / "adapter"))
+    if any(".lora_magnitude_vector" in k for k in keys):
+        return "DoRA: the weight norms it needs are those of the original weights"
+    if any(".lora_" not in k for k in keys):
+        return "the adapter replaces tensors or rows of the base (copies, saved embeddings, trainable tokens)"
+    return None
+
+
+def build_unmerged(case, root, changed):
+    """PEFT's unmerge: the adapter loaded on the base, merge_adapter() then unmerge_adapter() (PEFT's
+    `W -= delta.to(W.dtype)` on the weights its merge changed), unloaded and saved as save_pretrained names
+    them. Only the tensors the merge changed are kept (peft_unmerged.safetensors): every other tensor is the
+    base's. Returns the manifest's `unmerge` entry."""
+    out = root / "peft_unmerged.safetensors"
+    out.unlink(missing_ok=True)
+    refusal = unmerge_refusal(root)
+    if refusal:
+        return {"refused": refusal}
+    model = PeftModel.from_pretrained(load_base(case, root / "base"), root / "adapter").eval()
+    model.merge_adapter()
+    model.unmerge_adapter()
+    tmp = root / "peft_unmerged.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    save(model.unload(), tmp)
+    tensors = {k: v.contiguous() for k, v in read_folder(tmp).items() if k in changed}
+    shutil.rmtree(tmp)
+    if set(tensors) != set(changed):
+        raise RuntimeError(f"{case['name']}: PEFT's unmerged model lacks {sorted(set(changed) - set(tensors))}")
+    save_file(tensors, out, metadata={"format": "pt"})
+    base = read_folder(root / "base")
+    identical = sum(torch.equal(t.view(-1), base[k].view(-1)) for k, t in tensors.items() if k in base)
+    return {"tensors": len(tensors), "identical_to_base": identical,
+            "changed_tensors": unmerge_expectations(changed, base, read_folder(root / "peft_merged"))}
+
+
+WEIGHT_EPS = {torch.float32: 2.0 ** -24, **HALF_EPS}
+
+
+def unmerge_expectations(changed, base, merged):
+    """How closely our `unmerge` of our merge must give PEFT's unmerge of its merge, per tensor. Where the merge
+    is bit-identical (max_ulp 0: copies, lora_bias, r=1) so is the unmerge: the same merged input and the same
+    delta. Otherwise the merged input may already be the merge's max_ulp apart, and PEFT's unmerge rounds the
+    delta to the weight's dtype before subtracting it (`W -= delta.to(W.dtype)`), where our delta's own
+    rounding may land one ulp away: max_ulp + 1, or (where W - delta cancels) that many rounding units of the
+    weight's dtype at the tensor's largest |delta|."""
+    out = {}
+    for name, e in changed.items():
+        m, b = merged[name], base.get(name)
+        max_ulp = e["max_ulp"] + 1 if e["max_ulp"] else 0
+        delta = (m.float() - b.float()).abs().max().item() if b is not None and b.shape == m.shape else 0.0
+        out[name] = {"kind": e["kind"], "max_ulp": max_ulp, "abs_tol": max_ulp * WEIGHT_EPS[m.dtype] * delta}
+    return out
+
+
 def table_module(table, path):
     """The naming table's module entry for an HF module path, or None (docs/naming-tables.md, MatchHf)."""
     for m in table["modules"]:
@@ -433,7 +495,8 @@ def build_case(case):
         "sharded": bool(case.get("shard")),
         "lora": case["lora"],
         **({"table": case["table"], "translate": translate_expectations(case, root)} if case.get("table") else {}),
-        "changed_tensors": expectations(case, root, merged),
+        "changed_tensors": (changed := expectations(case, root, merged)),
+        "unmerge": build_unmerged(case, root, changed),
         "logits_max_abs_diff": {
             "adapter_vs_merged": float((logits["adapter"].float() - logits["merged"].float()).abs().max()),
             "base_vs_merged": float((logits["base"].float() - logits["merged"].float()).abs().max()),
@@ -452,9 +515,34 @@ def refresh_translate_expectations(manifest_path):
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
 
 
+def refresh_unmerged(manifest_path, only):
+    """Rewrites peft_unmerged.safetensors and the manifest's `unmerge` of the named cases (all when none are
+    named) from their committed base and adapter, without rebuilding them (what a full run writes)."""
+    manifest = json.loads(manifest_path.read_text())
+    by_name = {c["name"]: c for c in CASES}
+    for item in manifest["cases"]:
+        if only and item["name"] not in only:
+            continue
+        print(f"generate.py: unmerge {item['name']}", file=sys.stderr)
+        case = dict(by_name[item["name"]], lora=item["lora"])
+        unmerge = build_unmerged(case, CORPUS / item["name"], item["changed_tensors"])
+        # The key where a full run puts it: right after changed_tensors.
+        rebuilt = {}
+        for k, v in item.items():
+            if k != "unmerge":
+                rebuilt[k] = v
+            if k == "changed_tensors":
+                rebuilt["unmerge"] = unmerge
+        item.clear()
+        item.update(rebuilt)
+    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+
+
 def main():
     if sys.argv[1:] == ["--translate-expectations"]:
         return refresh_translate_expectations(HERE / "MANIFEST.json")
+    if sys.argv[1:2] == ["--unmerged"]:
+        return refresh_unmerged(HERE / "MANIFEST.json", set(sys.argv[2:]))
     only = set(sys.argv[1:])
     CORPUS.mkdir(exist_ok=True)
     manifest_path = HERE / "MANIFEST.json"

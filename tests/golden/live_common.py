@@ -1,11 +1,14 @@
 """What the live cross-checks (check_*.py) share: running our CLI, reading folders, comparing tensors and
 logits, and the one-line-per-case / "N passed, N failed" report. Imports generate.py for the corpus's
 models, inputs and loading code (generate re-execs with PYTHONHASHSEED=0 so PEFT writes sets in one order)."""
+import atexit
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -31,6 +34,42 @@ def run(cli, *args):
     r = subprocess.run([str(cli), *map(str, args)], capture_output=True, text=True)
     lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
     return r.returncode, " ".join(lines[:2])
+
+
+class _Outputs:
+    """What our CLI wrote, by command: the checks ask for the same merges and translations (check_all.py runs
+    them in one process), and each is written once, into one temporary directory removed at exit."""
+
+    def __init__(self):
+        self.dir = None
+        self.done = {}
+
+    def get(self, key, write):
+        if key not in self.done:
+            if self.dir is None:
+                self.dir = Path(tempfile.mkdtemp(prefix="pb-live-"))
+                atexit.register(shutil.rmtree, self.dir, True)
+            out = self.dir / str(len(self.done))
+            code, err = write(out)
+            self.done[key] = (code, err, out)
+        return self.done[key]
+
+
+_OUTPUTS = _Outputs()
+
+
+def merged(cli, root):
+    """Our `merge` of corpus case folder `root` (base/ + adapter/): (exit code, error, output folder)."""
+    return _OUTPUTS.get(("merge", str(cli), str(root)), lambda out: run(
+        cli, "merge", "--base", root / "base", "--adapter", root / "adapter", "--out", out, "-q"))
+
+
+def translated(cli, src, fmt, *extra, base_config=None):
+    """Our `translate SRC OUT --to FMT [--base-config FILE] EXTRA...`: (exit code, error, output folder). The
+    outputs are read only, so a route one check asks for is the folder another check already has."""
+    config = ("--base-config", base_config) if base_config else ()
+    return _OUTPUTS.get(("translate", str(cli), str(src), fmt, *map(str, config), *extra), lambda out: run(
+        cli, "translate", src, out, "--to", fmt, "-q", *config, *extra))
 
 
 def tensors_equal(a, b):

@@ -4,28 +4,33 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, collect, pb, repoRoot } from './helpers/common.mjs';
+import { cliPath, collect, hasNativeCli, nativeCli, pb, repoRoot, requireFixtures } from './helpers/common.mjs';
 
 const goldenDir = join(repoRoot, 'tests', 'golden');
+const node = await import(join(repoRoot, 'web', 'src', 'node.js'));  // the entry that reads folders by path
 const manifest = JSON.parse(readFileSync(join(goldenDir, 'MANIFEST.json'), 'utf8'));
 
-/** Every tensor of every .safetensors file in `dir`: name -> { dtype, shape, bytes }. */
+/** Every tensor of one .safetensors file into `out`: name -> { dtype, shape, bytes }. */
+function readFile(path, out) {
+  const data = new Uint8Array(readFileSync(path));
+  const n = Number(new DataView(data.buffer, data.byteOffset).getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(data.subarray(8, 8 + n)));
+  for (const [key, info] of Object.entries(header)) {
+    if (key === '__metadata__') continue;
+    const [b, e] = info.data_offsets;
+    out.set(key, { dtype: info.dtype, shape: info.shape, bytes: data.subarray(8 + n + b, 8 + n + e) });
+  }
+  return data;
+}
+
+/** Every tensor of every .safetensors file in `dir` (and each file's bytes as `file:<name>`). */
 function readFolder(dir) {
   const out = new Map();
-  for (const name of readdirSync(dir).filter((n) => n.endsWith('.safetensors')).sort()) {
-    const data = new Uint8Array(readFileSync(join(dir, name)));
-    out.set(`file:${name}`, data);
-    const n = Number(new DataView(data.buffer, data.byteOffset).getBigUint64(0, true));
-    const header = JSON.parse(new TextDecoder().decode(data.subarray(8, 8 + n)));
-    for (const [key, info] of Object.entries(header)) {
-      if (key === '__metadata__') continue;
-      const [b, e] = info.data_offsets;
-      out.set(key, { dtype: info.dtype, shape: info.shape, bytes: data.subarray(8 + n + b, 8 + n + e) });
-    }
-  }
+  for (const name of readdirSync(dir).filter((n) => n.endsWith('.safetensors')).sort())
+    out.set(`file:${name}`, readFile(join(dir, name), out));
   return out;
 }
 
@@ -52,9 +57,12 @@ function element(t, i) {
   return { ordered, value };
 }
 
-/** Compares our merged folder's tensors to PEFT's; returns { problems, identical, total, worst }. */
-function compare(item, gotDir) {
-  const want = readFolder(join(goldenDir, 'corpus', item.name, 'peft_merged'));
+/**
+ * Compares the tensors of our folder `gotDir` to PEFT's `want` (name -> tensor): bit-identical, or within the
+ * manifest's tolerance for the tensors changed_tensors lists. Returns { problems, identical, total, worst }.
+ */
+function compare(item, gotDir, want = readFolder(join(goldenDir, 'corpus', item.name, 'peft_merged')),
+  tolerances = item.changed_tensors) {
   const got = readFolder(gotDir);
   const problems = [];
   let identical = 0;
@@ -70,7 +78,7 @@ function compare(item, gotDir) {
       problems.push(`${name}: ${g.dtype}${JSON.stringify(g.shape)} vs PEFT's ${w.dtype}${JSON.stringify(w.shape)}`);
       continue;
     }
-    const { max_ulp: maxUlp = 0, abs_tol: absTol = 0 } = item.changed_tensors[name] ?? {};
+    const { max_ulp: maxUlp = 0, abs_tol: absTol = 0 } = tolerances[name] ?? {};
     const width = WIDTH[w.dtype];
     const count = width ? w.bytes.length / width : w.bytes.length;
     let bad = 0;
@@ -98,7 +106,7 @@ function tempDir(t) {
 }
 
 /** The JS API's mergeShards over a corpus folder, written as name -> bytes. */
-async function apiMerge(baseDir, adapterDir) {
+async function apiMerge(baseDir, adapterDir, options = {}) {
   const indexPath = join(baseDir, 'model.safetensors.index.json');
   const base = {
     index: existsSync(indexPath) ? readFileSync(indexPath, 'utf8') : null,
@@ -110,7 +118,7 @@ async function apiMerge(baseDir, adapterDir) {
     config: new Uint8Array(readFileSync(join(adapterDir, 'adapter_config.json'))),
   };
   const files = {};
-  for await (const { path, stream } of pb.mergeShards({ base, adapter })) files[path] = await collect(stream);
+  for await (const { path, stream } of pb.mergeShards({ base, adapter, ...options })) files[path] = await collect(stream);
   return files;
 }
 
@@ -150,28 +158,100 @@ for (const item of manifest.cases) {
   });
 }
 
-// Every architecture case: the npm CLI's `translate --to F` then back `--to peft` gives PEFT's own adapter
-// tensors bit for bit for each format the naming table can spell, and refuses the others (the manifest's
-// `translate`, derived from the table by tests/golden/generate.py).
-for (const item of manifest.cases.filter((c) => c.translate)) {
-  test(`golden ${item.name}: npm CLI translate round trips equal PEFT's adapter`, (t) => {
+// `unmerge` of our merge against PEFT's unmerge (merge_adapter() then unmerge_adapter()): the tensors PEFT's merge
+// changed equal peft_unmerged.safetensors within the manifest's unmerge tolerance for them, the others are the base's bit for
+// bit; mergeShards({ unmerge: true }) gives the npm CLI's bytes. Where the manifest says unmerge is refused (DoRA,
+// copies, trainable tokens), the npm CLI refuses it.
+for (const item of manifest.cases) {
+  test(`golden ${item.name}: npm CLI unmerge of our merge equals PEFT's unmerge`, async (t) => {
+    assert.ok(item.unmerge, 'generate.py --unmerged has not recorded this case');
     const dir = tempDir(t);
     const caseDir = join(goldenDir, 'corpus', item.name);
-    const config = ['--base-config', join(caseDir, 'base', 'config.json'), '-q'];
-    const translate = (from, to, format) => spawnSync(process.execPath,
-      [cliPath, 'translate', from, to, '--to', format, ...config], { encoding: 'utf8', timeout: 120000 });
+    const adapterDir = join(caseDir, 'adapter');
+    const unmerge = (base, out) => spawnSync(process.execPath, [cliPath, 'unmerge', '--base', base, '--adapter',
+      adapterDir, '--out', out], { encoding: 'utf8', timeout: 120000 });
+    if (item.unmerge.refused) {
+      const r = unmerge(join(caseDir, 'peft_merged'), join(dir, 'unmerged'));
+      assert.notEqual(r.status, 0, `unmerge must be refused: ${item.unmerge.refused}`);
+      assert.equal(existsSync(join(dir, 'unmerged')), false);
+      return;
+    }
+    // Our merge (the API's bytes are the npm CLI's: the merge test above), written as a folder.
+    const merged = join(dir, 'merged');
+    mkdirSync(merged);
+    for (const [name, bytes] of Object.entries(await apiMerge(join(caseDir, 'base'), adapterDir)))
+      writeFileSync(join(merged, name), bytes);
+    const out = join(dir, 'unmerged');
+    const r = unmerge(merged, out);
+    assert.equal(r.status, 0, r.stderr);
+    const want = readFolder(join(caseDir, 'base'));
+    const changed = new Map();
+    readFile(join(caseDir, 'peft_unmerged.safetensors'), changed);
+    assert.equal(changed.size, item.unmerge.tensors);
+    for (const [name, tensor] of changed) want.set(name, tensor);
+    const stats = compare(item, out, want, item.unmerge.changed_tensors);
+    t.diagnostic(`${item.name} unmerge: ${stats.problems.length ? `${stats.problems.join('; ')} - ` : ''}` +
+      `${stats.identical}/${stats.total} identical to PEFT's unmerge, worst ${stats.worst} ulp`);
+    assert.deepEqual(stats.problems, []);
+    const files = await apiMerge(merged, adapterDir, { unmerge: true });
+    assert.deepEqual(Object.keys(files).sort(), readdirSync(out).sort());
+    for (const [name, bytes] of Object.entries(files))
+      assert.deepEqual(bytes, new Uint8Array(readFileSync(join(out, name))), `mergeShards({ unmerge }) ${name}`);
+  });
+}
+
+// Every architecture case: `translate --to F` then back `--to peft` through the JS API (translateAdapter: the
+// WASM core the npm CLI runs, in process) gives PEFT's own adapter tensors bit for bit for each format the naming
+// table can spell, and refuses the others (the manifest's `translate`, derived from the table by
+// tests/golden/generate.py); every file it writes is the native CLI's byte for byte (GoldenTranslate checks the
+// native CLI's round trips against PEFT too). The npm CLI's own file handling of `translate` is compared with
+// the native CLI's in cli.test.mjs; spawning it here for all 76 cases x 6 steps took 6 minutes of the suite.
+for (const item of manifest.cases.filter((c) => c.translate)) {
+  test(`golden ${item.name}: translate round trips equal PEFT's adapter, and the native CLI's bytes`, async (t) => {
+    if (!hasNativeCli) {
+      assert.ok(!requireFixtures, `${nativeCli} is not built (PB_REQUIRE_FIXTURES=1)`);
+      t.skip(`${nativeCli} not built`);
+      return;
+    }
+    const dir = tempDir(t);
+    const caseDir = join(goldenDir, 'corpus', item.name);
+    const baseConfig = join(caseDir, 'base', 'config.json');
+    /** translateAdapter of folder `from` into folder `to`; also the native CLI into `to`-native, compared. */
+    const translate = async (from, to, format) => {
+      const native = spawnSync(nativeCli, ['translate', from, `${to}-native`, '--to', format, '--base-config',
+        baseConfig, '-q'], { encoding: 'utf8', timeout: 120000 });
+      let result;
+      try {
+        result = await node.translateAdapter(from, { to: format, baseConfig: readFileSync(baseConfig) });
+      } catch (e) {
+        assert.notEqual(native.status, 0, `${format}: the API refused (${e.message}) but the native CLI did not`);
+        return e;
+      }
+      if (result.rejected > 0) {
+        // The API writes what it can and lists the rest; the CLIs refuse to drop tensors (without --allow-partial).
+        assert.notEqual(native.status, 0, `${format}: the API dropped ${result.rejected} tensor(s) but the native CLI wrote`);
+        return new Error(`${result.rejected} tensor(s) cannot be written`);
+      }
+      assert.equal(native.status, 0, `${format}: the native CLI refused what the API wrote: ${native.stderr}`);
+      mkdirSync(to);
+      for (const f of result.files) writeFileSync(join(to, f.name), f.bytes);
+      assert.deepEqual(readdirSync(to).sort(), readdirSync(`${to}-native`).sort(), `${format}: files`);
+      for (const f of result.files)
+        assert.deepEqual(f.bytes, new Uint8Array(readFileSync(join(`${to}-native`, f.name))), `${format}: ${f.name}`);
+      return null;
+    };
     const original = readFolder(join(caseDir, 'adapter'));
     for (const [format, want] of Object.entries(item.translate)) {
       const mid = join(dir, format);
       const back = join(dir, `${format}-peft`);
-      const r = translate(join(caseDir, 'adapter'), mid, format);
+      const refused = await translate(join(caseDir, 'adapter'), mid, format);
       if (want === 'refused') {
-        assert.notEqual(r.status, 0, `${format}: the table cannot name every module, so it must be refused`);
+        assert.ok(refused, `${format}: the table cannot name every module, so it must be refused`);
         continue;
       }
-      assert.equal(r.status, 0, `--to ${format}: ${r.stderr}`);
-      const r2 = translate(mid, back, 'peft');
-      assert.equal(r2.status, 0, `${format} --to peft: ${r2.stderr}`);
+      assert.equal(refused, null, `--to ${format}: ${refused?.message}`);
+      const again = await translate(mid, back, 'peft');
+      assert.equal(again, null, `${format} --to peft: ${again?.message}`);
       const got = readFolder(back);
       const tensors = (m) => [...m.keys()].filter((k) => !k.startsWith('file:')).sort();
       assert.deepEqual(tensors(got), tensors(original), format);

@@ -33,22 +33,25 @@ struct StoredTensor {
   std::string bytes;
 };
 
-// Every tensor of every .safetensors file in `dir` (a plain reading of the format, independent of the library).
+// Every tensor of one .safetensors file into `out` (a plain reading of the format, independent of the library).
+void ReadFile(const fs::path& file, std::map<std::string, StoredTensor>& out) {
+  std::ifstream in(file, std::ios::binary);
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t n = 0;
+  std::memcpy(&n, data.data(), 8);
+  json header = json::parse(data.substr(8, n));
+  for (const auto& [name, info] : header.items()) {
+    if (name == "__metadata__") continue;
+    uint64_t b = info["data_offsets"][0], e = info["data_offsets"][1];
+    out[name] = {info["dtype"], info["shape"].get<std::vector<int64_t>>(), data.substr(8 + n + b, e - b)};
+  }
+}
+
+// Every tensor of every .safetensors file in `dir`.
 std::map<std::string, StoredTensor> ReadFolder(const fs::path& dir) {
   std::map<std::string, StoredTensor> out;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().extension() != ".safetensors") continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    uint64_t n = 0;
-    std::memcpy(&n, data.data(), 8);
-    json header = json::parse(data.substr(8, n));
-    for (const auto& [name, info] : header.items()) {
-      if (name == "__metadata__") continue;
-      uint64_t b = info["data_offsets"][0], e = info["data_offsets"][1];
-      out[name] = {info["dtype"], info["shape"].get<std::vector<int64_t>>(), data.substr(8 + n + b, e - b)};
-    }
-  }
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().extension() == ".safetensors") ReadFile(entry.path(), out);
   return out;
 }
 
@@ -93,71 +96,95 @@ int RunMerge(const fs::path& base, const fs::path& adapter, const fs::path& out)
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+int RunUnmerge(const fs::path& merged, const fs::path& adapter, const fs::path& out) {
+  std::string cmd = std::string(PB_CLI_PATH) + " unmerge --base '" + merged.string() + "' --adapter '" +
+                    adapter.string() + "' --out '" + out.string() + "' >/dev/null 2>&1";
+  int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+struct Comparison {
+  std::string mismatch;  // empty when every tensor is within its tolerance
+  uint64_t total = 0, identical = 0;
+  int64_t worst = 0;
+};
+
+// Our tensors `got` against PEFT's `want`, name for name: bit-identical, or within the manifest's max_ulp / abs_tol
+// for the tensors `tolerances` lists (changed_tensors).
+Comparison Compare(const std::map<std::string, StoredTensor>& want, const std::map<std::string, StoredTensor>& got,
+                   const json& tolerances) {
+  Comparison c;
+  for (const auto& [name, _] : got)
+    if (!want.count(name)) c.mismatch += "extra tensor " + name + "; ";
+  for (const auto& [name, w] : want) {
+    auto it = got.find(name);
+    if (it == got.end()) { c.mismatch += "missing tensor " + name + "; "; continue; }
+    const StoredTensor& g = it->second;
+    if (g.dtype != w.dtype || g.shape != w.shape || g.bytes.size() != w.bytes.size()) {
+      c.mismatch += name + ": dtype/shape " + g.dtype + " vs PEFT's " + w.dtype + "; ";
+      continue;
+    }
+    int64_t max_ulp = 0;
+    double abs_tol = 0;
+    if (tolerances.contains(name)) {
+      max_ulp = tolerances[name]["max_ulp"];
+      abs_tol = tolerances[name]["abs_tol"];
+    }
+    const size_t count = w.bytes.size() / ElementSize(w.dtype);
+    uint64_t bad = 0;
+    int64_t tensor_worst = 0;
+    for (size_t i = 0; i < count; ++i) {
+      ++c.total;
+      if (g.dtype == "F32" || g.dtype == "BF16" || g.dtype == "F16") {
+        int64_t ulp = std::llabs(Ordered(g, i) - Ordered(w, i));
+        if (ulp == 0) { ++c.identical; continue; }
+        tensor_worst = std::max(tensor_worst, ulp);
+        if (ulp > max_ulp && std::fabs(Value(g, i) - Value(w, i)) > abs_tol) ++bad;
+      } else if (std::memcmp(g.bytes.data() + i * ElementSize(g.dtype), w.bytes.data() + i * ElementSize(w.dtype),
+                             ElementSize(g.dtype)) == 0) {
+        ++c.identical;
+      } else {
+        ++bad;
+      }
+    }
+    c.worst = std::max(c.worst, tensor_worst);
+    if (bad)
+      c.mismatch += name + ": " + std::to_string(bad) + " of " + std::to_string(count) + " elements beyond " +
+                    std::to_string(max_ulp) + " ulp (worst " + std::to_string(tensor_worst) + "); ";
+  }
+  return c;
+}
+
+json CaseItem(const std::string& name) {
+  json manifest = Manifest();
+  for (const auto& c : manifest["cases"])
+    if (c["name"] == name) return c;
+  return nullptr;
+}
+
+fs::path TempPath(const std::string& what, const std::string& name) {
+  return fs::temp_directory_path() / ("pb_golden_" + what + name + "_" + std::to_string(::getpid()));
+}
+
 class GoldenMerge : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenMerge, EqualsPeftMergeAndUnload) {
-  json manifest = Manifest();
-  json item;
-  for (const auto& c : manifest["cases"])
-    if (c["name"] == GetParam()) item = c;
+  const json item = CaseItem(GetParam());
   ASSERT_FALSE(item.is_null());
   const fs::path dir = kGolden / "corpus" / GetParam();
-  const fs::path out = fs::temp_directory_path() / ("pb_golden_" + GetParam() + "_" + std::to_string(::getpid()));
+  const fs::path out = TempPath("", GetParam());
   fs::remove_all(out);
   int status = RunMerge(dir / "base", dir / "adapter", out);
   const bool known = item.contains("known_failure");
 
-  std::string mismatch;
-  uint64_t total = 0, identical = 0;
-  int64_t worst = 0;
-  if (status == 0) {
-    auto want = ReadFolder(dir / "peft_merged");
-    auto got = ReadFolder(out);
-    for (const auto& [name, _] : got)
-      if (!want.count(name)) mismatch += "extra tensor " + name + "; ";
-    for (const auto& [name, w] : want) {
-      auto it = got.find(name);
-      if (it == got.end()) { mismatch += "missing tensor " + name + "; "; continue; }
-      const StoredTensor& g = it->second;
-      if (g.dtype != w.dtype || g.shape != w.shape || g.bytes.size() != w.bytes.size()) {
-        mismatch += name + ": dtype/shape " + g.dtype + " vs PEFT's " + w.dtype + "; ";
-        continue;
-      }
-      int64_t max_ulp = 0;
-      double abs_tol = 0;
-      if (item["changed_tensors"].contains(name)) {
-        max_ulp = item["changed_tensors"][name]["max_ulp"];
-        abs_tol = item["changed_tensors"][name]["abs_tol"];
-      }
-      const size_t count = w.bytes.size() / ElementSize(w.dtype);
-      uint64_t bad = 0;
-      int64_t tensor_worst = 0;
-      for (size_t i = 0; i < count; ++i) {
-        ++total;
-        if (g.dtype == "F32" || g.dtype == "BF16" || g.dtype == "F16") {
-          int64_t ulp = std::llabs(Ordered(g, i) - Ordered(w, i));
-          if (ulp == 0) { ++identical; continue; }
-          tensor_worst = std::max(tensor_worst, ulp);
-          if (ulp > max_ulp && std::fabs(Value(g, i) - Value(w, i)) > abs_tol) ++bad;
-        } else if (std::memcmp(g.bytes.data() + i * ElementSize(g.dtype), w.bytes.data() + i * ElementSize(w.dtype),
-                               ElementSize(g.dtype)) == 0) {
-          ++identical;
-        } else {
-          ++bad;
-        }
-      }
-      worst = std::max(worst, tensor_worst);
-      if (bad)
-        mismatch += name + ": " + std::to_string(bad) + " of " + std::to_string(count) + " elements beyond " +
-                    std::to_string(max_ulp) + " ulp (worst " + std::to_string(tensor_worst) + "); ";
-    }
-  }
+  Comparison c;
+  if (status == 0) c = Compare(ReadFolder(dir / "peft_merged"), ReadFolder(out), item["changed_tensors"]);
   fs::remove_all(out);
-  std::string verdict = status != 0 ? "merge refused (exit " + std::to_string(status) + ")" : mismatch;
+  std::string verdict = status != 0 ? "merge refused (exit " + std::to_string(status) + ")" : c.mismatch;
   std::printf("golden %s [%s]: %s%llu/%llu elements identical to PEFT, worst %lld ulp\n", GetParam().c_str(),
               item["dtype"].get<std::string>().c_str(), verdict.empty() ? "" : (verdict + " - ").c_str(),
-              static_cast<unsigned long long>(identical), static_cast<unsigned long long>(total),
-              static_cast<long long>(worst));
+              static_cast<unsigned long long>(c.identical), static_cast<unsigned long long>(c.total),
+              static_cast<long long>(c.worst));
   if (known) {
     // A listed failure must still fail: once it is fixed, its entry in the manifest goes.
     EXPECT_FALSE(verdict.empty()) << "listed as a known failure but now agrees with PEFT: "
@@ -165,6 +192,45 @@ TEST_P(GoldenMerge, EqualsPeftMergeAndUnload) {
   } else {
     EXPECT_TRUE(verdict.empty()) << verdict;
   }
+}
+
+// `unmerge` of our merge against PEFT's unmerge (merge_adapter() then unmerge_adapter(), `W -= delta.to(W.dtype)`):
+// the tensors PEFT's merge changed equal peft_unmerged.safetensors within the manifest's unmerge tolerance for them
+// (the merge's, plus one ulp for the rounded delta where the merge is not bit-identical), every other tensor is the
+// base's bit for bit. Where the manifest says our unmerge is refused (DoRA, copies, trainable tokens:
+// the adapter does not keep what they overwrote), it must be.
+class GoldenUnmerge : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenUnmerge, UnmergeOfOurMergeEqualsPeftUnmerge) {
+  const json item = CaseItem(GetParam());
+  ASSERT_TRUE(item.contains("unmerge")) << "generate.py --unmerged " << GetParam();
+  const fs::path dir = kGolden / "corpus" / GetParam();
+  const fs::path merged = TempPath("m_", GetParam()), out = TempPath("u_", GetParam());
+  fs::remove_all(merged);
+  fs::remove_all(out);
+  if (item["unmerge"].contains("refused")) {
+    EXPECT_NE(RunUnmerge(dir / "peft_merged", dir / "adapter", out), 0)
+        << "unmerge must be refused: " << item["unmerge"]["refused"].get<std::string>();
+    EXPECT_FALSE(fs::exists(out));
+    std::printf("golden unmerge %s: refused (%s)\n", GetParam().c_str(), item["unmerge"]["refused"].get<std::string>().c_str());
+    return;
+  }
+  ASSERT_EQ(RunMerge(dir / "base", dir / "adapter", merged), 0);
+  ASSERT_EQ(RunUnmerge(merged, dir / "adapter", out), 0);
+  // PEFT's unmerged model: the base, with the tensors its merge changed as PEFT's unmerge left them.
+  auto want = ReadFolder(dir / "base");
+  std::map<std::string, StoredTensor> changed;
+  ReadFile(dir / "peft_unmerged.safetensors", changed);
+  for (auto& [name, t] : changed) want[name] = t;
+  Comparison c = Compare(want, ReadFolder(out), item["unmerge"]["changed_tensors"]);
+  fs::remove_all(merged);
+  fs::remove_all(out);
+  std::printf("golden unmerge %s [%s]: %s%llu/%llu elements identical to PEFT's unmerge, worst %lld ulp\n",
+              GetParam().c_str(), item["dtype"].get<std::string>().c_str(),
+              c.mismatch.empty() ? "" : (c.mismatch + " - ").c_str(), static_cast<unsigned long long>(c.identical),
+              static_cast<unsigned long long>(c.total), static_cast<long long>(c.worst));
+  EXPECT_EQ(changed.size(), item["unmerge"]["tensors"].get<size_t>());
+  EXPECT_TRUE(c.mismatch.empty()) << c.mismatch;
 }
 
 int RunCli(const std::string& args) {
@@ -237,6 +303,8 @@ std::vector<std::string> CaseNames() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, GoldenMerge, ::testing::ValuesIn(CaseNames()),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Corpus, GoldenUnmerge, ::testing::ValuesIn(CaseNames()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -879,6 +879,106 @@ TEST(MergeNumerics, ModulesToSaveReplacesTheBaseTensorOrIsAdded) {
   }
 }
 
+// --- trainable tokens ------------------------------------------------------------------------------------
+
+// PEFT's TrainableTokensLayer.merge: W.index_copy(0, indices, rows.to(W.dtype)). The adapter's F32 rows land on
+// the listed rows of the embedding, rounded to its dtype once; every other row is the base's, bit for bit.
+TEST(MergeNumerics, TrainableTokensReplaceTheListedRowsRoundedToTheWeightDtype) {
+  const std::vector<uint64_t> tokens = {3, 41, 7};  // not sorted: row i of the tensor is token tokens[i]
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  lt.push_back({std::string(kPrefix) + kEmbed + ".token_adapter.trainable_tokens_delta", Dtype::F32,
+                {tokens.size(), kHidden}, 0.7f, 5});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj"], "trainable_token_indices": [3, 41, 7])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  ASSERT_EQ(lora.adapter->extras.size(), 1u);
+  EXPECT_EQ(lora.adapter->extras[0].token_indices, tokens);
+  View a(lora.weights);
+  const std::string rows_key = std::string(kPrefix) + kEmbed + ".token_adapter.trainable_tokens_delta";
+  for (Dtype d : kBaseDtypes) {
+    SCOPED_TRACE(DtypeTrace(d));
+    const Bytes base = BuildFile(LlamaBase(d, 61));
+    MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    EXPECT_EQ(Planned(run, kEmbed + ".weight")->op, TensorOp::kReplaceRows);
+    View b(base), m(run.output);
+    for (uint64_t row = 0; row < kVocab; ++row) {
+      auto at = std::find(tokens.begin(), tokens.end(), row);
+      for (uint64_t j = 0; j < kHidden; ++j) {
+        const double want = at == tokens.end()
+                                ? b.At(kEmbed + ".weight", row * kHidden + j)
+                                : ref::RoundTo(a.At(rows_key, (at - tokens.begin()) * kHidden + j), d);
+        ASSERT_EQ(m.At(kEmbed + ".weight", row * kHidden + j), want) << "row " << row << " column " << j;
+      }
+    }
+    ExpectPassedThrough(b, m, "lm_head.weight");
+    // --dtype: the rows are rounded to the weight's dtype first (PEFT merges in it), then converted.
+    MergeOptions o;
+    o.dtype = Dtype::F32;
+    MergeRun wide = MergeShard(base, *lora.adapter, std::nullopt, o, 0);
+    ASSERT_TRUE(wide.ok()) << wide.message();
+    View w(wide.output);
+    EXPECT_EQ(w.At(kEmbed + ".weight", 41 * kHidden + 2), ref::RoundTo(a.At(rows_key, kHidden + 2), d));
+  }
+}
+
+// tie_word_embeddings: PEFT ties a wrapper on lm_head to the embedding's token adapter. A base that stores
+// the embedding only gets the rows there (one tensor); one that stores both gets them in both, so the pair
+// stays equal and tied.
+TEST(MergeNumerics, TrainableTokensOfATiedEmbeddingReachTheStoredLmHead) {
+  std::vector<T> lt = {{std::string(kPrefix) + kEmbed + ".token_adapter.trainable_tokens_delta", Dtype::F32,
+                        {2, kHidden}, 0.7f, 8}};
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj"],
+                          "trainable_token_indices": {"embed_tokens": [0, 9]})", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  const std::string config =
+      R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "tie_word_embeddings": true})";
+  const Bytes both = BuildFile(LlamaBase(Dtype::BF16, 62));
+  MergeRun run = MergeEveryWay(both, *lora.adapter, config, {});
+  ASSERT_TRUE(run.ok()) << run.message();
+  EXPECT_EQ(Planned(run, kEmbed + ".weight")->op, TensorOp::kReplaceRows);
+  EXPECT_EQ(Planned(run, "lm_head.weight")->op, TensorOp::kReplaceRows);
+  EXPECT_EQ(run.plan->config_json, config);  // both changed alike: still tied
+  View m(run.output);
+  for (uint64_t j = 0; j < kHidden; ++j) EXPECT_EQ(m.At("lm_head.weight", 9 * kHidden + j), m.At(kEmbed + ".weight", 9 * kHidden + j));
+  std::vector<T> ts = LlamaBase(Dtype::BF16, 63);
+  std::erase_if(ts, [](const T& t) { return t.name == "lm_head.weight"; });
+  MergeRun one = MergeEveryWay(BuildFile(ts), *lora.adapter, config, {});
+  ASSERT_TRUE(one.ok()) << one.message();
+  EXPECT_EQ(Planned(one, kEmbed + ".weight")->op, TensorOp::kReplaceRows);
+}
+
+TEST(MergePlanErrors, TrainableTokensThatCannotBePlacedAreRefused) {
+  const std::string key = std::string(kPrefix) + kEmbed + ".token_adapter.trainable_tokens_delta";
+  auto lora_with = [&](const std::string& indices, uint64_t rows, bool lora_on_embedding = false) {
+    std::vector<T> lt = {{key, Dtype::F32, {rows, kHidden}, 0.7f, 9}};
+    if (lora_on_embedding) AddEmbeddingLora(lt, kEmbed, 4, kVocab, kHidden);
+    return MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": [")" +
+                        std::string(lora_on_embedding ? "embed_tokens" : "q_proj") + R"("], "trainable_token_indices": )" + indices,
+                    lt);
+  };
+  // The config and the tensor disagree: refused when the adapter is read, as PEFT's load would.
+  EXPECT_NE(lora_with("[1, 2, 3]", 2).error.find("ShapeMismatch"), std::string::npos);
+  EXPECT_NE(lora_with(R"({"lm_head": [1]})", 1).error.find("no entry of trainable_token_indices"), std::string::npos);
+  EXPECT_NE(lora_with("[1, -2]", 2).error.find("InvalidConfig"), std::string::npos);
+  const Bytes base = BuildFile(LlamaBase(Dtype::BF16, 64));
+  auto plan_error = [&](const Lora& l, const MergeOptions& o = {}) {
+    EXPECT_TRUE(l.adapter) << l.error;
+    if (!l.adapter) return std::string();
+    MergeRun run = MergeShard(base, *l.adapter, std::nullopt, o, 0);
+    EXPECT_FALSE(run.ok());
+    return run.message();
+  };
+  EXPECT_NE(plan_error(lora_with("[3, 50]", 2)).find("token 50 is outside"), std::string::npos);
+  EXPECT_NE(plan_error(lora_with("[3, 3]", 2)).find("listed twice"), std::string::npos);
+  EXPECT_NE(plan_error(lora_with("[3]", 1, true)).find("also merged with module"), std::string::npos);
+  MergeOptions unmerge;
+  unmerge.unmerge = true;
+  const std::string refused = plan_error(lora_with("[3]", 1), unmerge);
+  EXPECT_NE(refused.find("UnsupportedAdapter"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("cannot be unmerged"), std::string::npos) << refused;
+}
+
 TEST(MergeNumerics, SavedEmbeddingLayersAreLoadedBeforeTheirLoraIsMerged) {
   // Targeting embed_tokens in list form turns on save_embedding_layers="auto": the adapter then carries the
   // full embedding as `model.embed_tokens.base_layer.weight` next to its LoRA factors. PEFT's load copies it
