@@ -1,5 +1,7 @@
 #include "app/cli_text.h"
 
+#include "app/create_report.h"
+
 namespace pb {
 
 std::string_view CliHelp(std::string_view command) {
@@ -15,6 +17,7 @@ std::string_view CliHelp(std::string_view command) {
            "  translate IN_DIR OUT_DIR --to FORMAT   rewrite an adapter as peft, mlx, kohya or gguf-names\n"
            "  merge --base PATH --adapter DIR -o DIR      merge a LoRA adapter into a model, streaming\n"
            "  unmerge --base PATH --adapter DIR -o DIR    subtract a merged adapter again\n"
+           "  create --base PATH -o DIR --target-modules L  a fresh LoRA adapter, as PEFT initialises it\n"
            "\n"
            "options:\n"
            "  -h, --help        show help (also after a command: peft-bridge merge --help)\n"
@@ -101,6 +104,7 @@ std::string_view CliHelp(std::string_view command) {
            "  --follow-links      read files in IN_DIR that are links leading outside it\n"
            "  --from, --arch, --naming-table, --base-config, --json   as for adapter-info\n"
            "  --help              show this help\n";
+  if (command == "create") return app::CreateCliHelp();
   if (command == "merge" || command == "unmerge")
     return command == "merge"
                ? "usage: peft-bridge merge --base PATH --adapter DIR -o|--out DIR [--dtype bf16|f16|f32] [--safe]\n"
