@@ -93,6 +93,7 @@ live_check check_live.py live.log "transformers loads every merged folder we wri
 live_check check_adapters.py live-adapters.log "PEFT loads every adapter we translate, logits = the original's"
 live_check check_safetensors.py live-safetensors.log "Python safetensors reads every file we write, tensors = our inspect"
 live_check check_configs.py live-configs.log "our adapter_config.json = PEFT's own, key for key"
+live_check check_create.py live-create.log "PEFT loads every adapter we create, logits = the base's, config = PEFT's own"
 
 echo "== Rust safetensors crate: the committed reader vectors are its verdicts (cargo; tests/rust_oracle/README.md)"
 bash scripts/rust-oracle.sh 2>&1 | tee "$LOGS/rust-oracle.log" | tail -12

@@ -84,18 +84,25 @@ bool ListMatches(std::string_view name, std::string_view entry) {
 }
 
 // Where transformers defines the class PEFT's auto_mapping names ("transformers.models.llama.modeling_llama"):
-// the model_type's module, unless the class is another family's (internlm3's LlamaForCausalLM, gemma3_text's
-// Gemma3ForCausalLM), told by the class name's prefix. Checked against transformers on the golden corpus.
-std::string ParentLibrary(std::string model_type, std::string_view class_name) {
+// the model_type's module; the text-only half of a multimodal family in the family's (gemma3_text in gemma3);
+// a class of another family (internlm3's LlamaForCausalLM) in that family's, when the class name's prefix is a
+// model_type the naming tables know. Checked against transformers on the golden corpus (check_create.py).
+std::string ParentLibrary(std::string model_type, std::string_view class_name, const adapter::NamingTables& tables) {
   if (model_type == "openai-gpt") model_type = "openai";
   std::replace(model_type.begin(), model_type.end(), '-', '_');
+  if (model_type.size() > 5 && model_type.ends_with("_text")) model_type.resize(model_type.size() - 5);
   size_t cut = std::min({class_name.find("For"), class_name.find("LMHead"), class_name.find("Model")});
   std::string prefix(class_name.substr(0, cut));
   std::transform(prefix.begin(), prefix.end(), prefix.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   std::string squeezed;
   for (char c : model_type)
     if (c != '_') squeezed += c;
-  if (!prefix.empty() && prefix != squeezed && model_type != "openai") model_type = prefix;
+  if (!prefix.empty() && prefix != squeezed && prefix != model_type)
+    for (const auto& arch : tables.arches())
+      if (std::find(arch.model_types.begin(), arch.model_types.end(), prefix) != arch.model_types.end()) {
+        model_type = prefix;
+        break;
+      }
   return "transformers.models." + model_type + ".modeling_" + model_type;
 }
 
@@ -415,7 +422,7 @@ Result<CreatePlan> PlanCreate(const std::vector<CreateShard>& shards, const std:
       if (c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty() &&
           c["architectures"][0].is_string() && c.contains("model_type") && c["model_type"].is_string())
         doc["auto_mapping"] = {{"base_model_class", c["architectures"][0]},
-                               {"parent_library", ParentLibrary(c["model_type"].get<std::string>(), c["architectures"][0].get<std::string>())}};
+                               {"parent_library", ParentLibrary(c["model_type"].get<std::string>(), c["architectures"][0].get<std::string>(), tables)}};
     }
   }
   plan.config_text = adapter::DumpPythonJson(doc);
