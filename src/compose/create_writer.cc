@@ -59,13 +59,46 @@ MagnitudePass::MagnitudePass(const CreatePlan& plan) : plan_(plan), norms_(plan.
   if (!ranges_.empty()) sums_.assign(plan.modules[ranges_[0].module].out_features, 0.0);
 }
 
-Status MagnitudePass::Element(double value) {
+// The squared sums of `count` whole elements at `p`, element `first` of the weight onwards: the row of element i
+// is i / in (nn.Linear [out, in]) or i % out (Conv1D [in, out], whose transpose's rows are the columns), tracked
+// by a counter rather than divided per element.
+template <typename Load>
+void AccumulateSquares(const uint8_t* p, size_t count, size_t width, uint64_t first, const CreateModule& mod,
+                       std::vector<double>& sums, Load load) {
+  const bool conv1d = mod.kind == adapter::ModuleKind::kConv1D;
+  const uint64_t span = conv1d ? mod.out_features : mod.in_features;  // elements before the counter wraps
+  uint64_t row = conv1d ? first % span : first / span, col = first % span;
+  for (size_t i = 0; i < count; ++i, p += width) {
+    const double v = load(p);
+    sums[size_t(conv1d ? col : row)] += v * v;
+    if (++col == span) {
+      col = 0;
+      ++row;
+    }
+  }
+}
+
+Status MagnitudePass::Elements(const uint8_t* p, size_t count) {
   const auto& mod = plan_.modules[ranges_[next_].module];
-  const uint64_t width = DtypeBits(mod.weight_dtype) / 8;
-  const uint64_t index = filled_ / width;  // the element's position in the stored weight
-  // nn.Linear [out, in]: row index / in; Conv1D [in, out]: its transpose's row, index % out.
-  const uint64_t row = mod.kind == adapter::ModuleKind::kConv1D ? index % mod.out_features : index / mod.in_features;
-  sums_[row] += value * value;
+  const size_t width = DtypeBits(mod.weight_dtype) / 8;
+  const uint64_t first = filled_ / width;
+  using namespace pb::kernels::scalar;
+  switch (mod.weight_dtype) {
+    case Dtype::F32:
+      AccumulateSquares(p, count, width, first, mod, sums_, [](const uint8_t* q) { uint32_t u; std::memcpy(&u, q, 4); return double(BitsFloat(u)); });
+      break;
+    case Dtype::BF16:
+      AccumulateSquares(p, count, width, first, mod, sums_, [](const uint8_t* q) { uint16_t u; std::memcpy(&u, q, 2); return double(BitsFloat(BF16ToF32Bits(u))); });
+      break;
+    case Dtype::F16:
+      AccumulateSquares(p, count, width, first, mod, sums_, [](const uint8_t* q) { uint16_t u; std::memcpy(&u, q, 2); return double(BitsFloat(F16ToF32Bits(u))); });
+      break;
+    default: {
+      if (!ElementValue(mod.weight_dtype, p)) return MakeError(ErrorCode::UnsupportedAdapter, "`" + mod.weight + "` is not floating point");
+      AccumulateSquares(p, count, width, first, mod, sums_, [dtype = mod.weight_dtype](const uint8_t* q) { return *ElementValue(dtype, q); });
+    }
+  }
+  filled_ += uint64_t(count) * width;
   return Status::Ok();
 }
 
@@ -75,7 +108,7 @@ Status MagnitudePass::Push(std::span<const uint8_t> bytes) {
     const auto& range = ranges_[next_];
     const auto& mod = plan_.modules[range.module];
     const size_t width = DtypeBits(mod.weight_dtype) / 8;
-    const uint64_t left = (range.end - range.begin) - filled_;
+    const uint64_t left = (range.end - range.begin) - filled_ - carry_.size();
     size_t take = size_t(std::min<uint64_t>(left, bytes.size()));
     size_t pos = 0;
     // An element split across chunks is completed first.
@@ -84,19 +117,13 @@ Status MagnitudePass::Push(std::span<const uint8_t> bytes) {
       carry_.insert(carry_.end(), bytes.begin(), bytes.begin() + need);
       pos = need;
       if (carry_.size() == width) {
-        auto v = ElementValue(mod.weight_dtype, carry_.data());
-        if (!v) return MakeError(ErrorCode::UnsupportedAdapter, "`" + mod.weight + "` is not floating point");
-        PB_RETURN_IF_ERROR(Element(*v));
-        filled_ += width;
+        PB_RETURN_IF_ERROR(Elements(carry_.data(), 1));
         carry_.clear();
       }
     }
-    for (; pos + width <= take; pos += width) {
-      auto v = ElementValue(mod.weight_dtype, bytes.data() + pos);
-      if (!v) return MakeError(ErrorCode::UnsupportedAdapter, "`" + mod.weight + "` is not floating point");
-      PB_RETURN_IF_ERROR(Element(*v));
-      filled_ += width;
-    }
+    const size_t whole = (take - pos) / width;
+    if (whole) PB_RETURN_IF_ERROR(Elements(bytes.data() + pos, whole));
+    pos += whole * width;
     if (pos < take) carry_.assign(bytes.begin() + pos, bytes.begin() + take);
     bytes = bytes.subspan(take);
     if (filled_ == range.end - range.begin) {

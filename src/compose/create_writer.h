@@ -35,7 +35,7 @@ class MagnitudePass {
   std::vector<std::vector<float>> TakeNorms();
 
  private:
-  Status Element(double value);
+  Status Elements(const uint8_t* p, size_t count);  // `count` whole elements of the current range
   const CreatePlan& plan_;
   std::vector<Range> ranges_;
   uint64_t total_ = 0;

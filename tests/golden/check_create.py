@@ -163,7 +163,7 @@ def check(cli, report, item, case, top):
         z, stats = a_statistics(mine, json.loads((ours / "adapter_config.json").read_text()), shapes_in)
         if z is None or z > 5:
             problems.append(f"lora_A's statistics: {stats}")
-        report.case(not problems, f"{name}: {len(mine)} tensors; logits {'= base' if not any('logits' in p for p in problems) else 'DIFFER'}; "
+        report.case(not problems, f"{name}: {len(mine)} tensors; logits {'DIFFER' if any('logits' in p for p in problems) else '= PEFT' + chr(39) + 's fresh DoRA' if dora else '= base'}; "
                                   f"A {stats}" + (f"; F32 magnitudes within {magnitude_ulps} ulp of torch's float norm" if magnitude_ulps else "") + ("; " + "; ".join(problems) if problems else ""))
 
 
