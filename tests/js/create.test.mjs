@@ -10,6 +10,7 @@ import { cliPath, collect, hasNativeCli, nativeCli, rejectsWith, repoRoot, webDi
 
 // The Node entry (local paths as bases).
 const { createAdapter } = await import(join(webDir, 'src', 'node.js'));
+const { openMergeHandles } = await import(join(webDir, 'src', 'merge.js'));
 const CORPUS = join(repoRoot, 'tests', 'golden', 'corpus');
 const base = (name) => join(CORPUS, name, 'base');
 
@@ -183,10 +184,25 @@ test('createAdapter: the CLI files, from a path or a MergeBase, with progress an
     const again = await createAdapter({ base: mergeBase, baseName: llama, ...options });
     assert.deepEqual(await streamsToFiles(again.files), readTree(out));
   }
+  // A stream base: fine without DoRA (headers only); DoRA needs the weights by range.
+  const streamBase = { open: (name) => new Blob([readFileSync(join(llama, name))]).stream(), config: readFileSync(join(llama, 'config.json')) };
+  const streamed = await createAdapter({ base: streamBase, baseName: llama, targetModules: 'q_proj', seed: 3 });
+  assert.equal((await streamsToFiles(streamed.files))['adapter_model.safetensors'].length, streamed.files[0].size);
+  await rejectsWith(createAdapter({ base: streamBase, targetModules: 'q_proj', dora: true }), 'InvalidArgument', /DoRA needs model\.safetensors by ranges/);
   await rejectsWith(createAdapter({ base: llama, targetModules: 'nope' }), 'InvalidArgument', /`nope` matches no module/);
   await rejectsWith(createAdapter({ base: llama, targetModules: 'q_proj', r: 0 }), 'InvalidArgument', /--r must be a positive integer/);
   await assert.rejects(createAdapter({ targetModules: 'q_proj' }), TypeError);
   const controller = new AbortController();
   controller.abort(new Error('stop'));
   await assert.rejects(createAdapter({ base: llama, targetModules: 'q_proj', signal: controller.signal }), /stop/);
+  // Aborting while the weights stream is read errors it; cancelling it frees the core's handle too.
+  const later = new AbortController();
+  const open = await createAdapter({ base: llama, targetModules: 'all-linear', signal: later.signal });
+  const reader = open.files[0].stream.getReader();
+  await reader.read();
+  later.abort(new Error('later'));
+  await assert.rejects(reader.read(), /later/);
+  const cancelled = await createAdapter({ base: llama, targetModules: 'q_proj' });
+  await cancelled.files[0].stream.cancel();
+  assert.equal(openMergeHandles(), 0);
 });

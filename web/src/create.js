@@ -163,7 +163,10 @@ export async function createAdapter(options) {
     sources = read.sources;
     session.check(session.handle.handle.plan(options.baseConfig !== undefined ? configText(options.baseConfig, 'baseConfig') : read.config));
     const plan = JSON.parse(session.handle.handle.planJson());
-    await supplyBase(session, plan, (name) => sources.get(name), signal, (done) => onProgress?.({ bytesIn: done, totalIn: plan.baseBytes }));
+    // A random-access shard is read again by range; a stream is asked for again (MergeBase's contract), and
+    // refused by supplyBase: DoRA reads the targeted weights by range.
+    const reopen = (name) => (isRandomAccess(sources.get(name)) ? sources.get(name) : base.open(name));
+    await supplyBase(session, plan, reopen, signal, (done) => onProgress?.({ bytesIn: done, totalIn: plan.baseBytes }));
     const summary = JSON.parse(session.handle.handle.summary(true, false));
     delete summary.ok;
     delete summary.dryRun;
