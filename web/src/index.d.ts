@@ -551,8 +551,9 @@ export function translateAdapter(input: AdapterInput | AdapterDirectory, options
 /** Options of {@link createAdapter}, as the CLI's `create` options (every value is checked by the core, with the
  * CLI's messages: a bad one rejects with a SafetensorsError InvalidArgument). */
 export interface CreateAdapterOptions {
-  /** The base model: a {@link MergeBase} (its shards read by range: headers, and for DoRA the targeted weights),
-   * or in Node a local folder, `model.safetensors` or index path. */
+  /** The base model: a {@link MergeBase} (each shard's header is read; with `dora` the targeted weights too, by
+   * range, so its shards must then be random-access sources), or in Node a local folder, `model.safetensors` or
+   * index path. */
   base: MergeBase | LocalPath;
   /** Module names (PEFT's list rule: a module whose path is a name or ends with `.name`; each must match one),
    * comma-separated or as an array, or `"all-linear"` (every Linear / Conv1D but the output head, the layer kinds
