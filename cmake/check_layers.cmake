@@ -12,10 +12,10 @@ set(PB_LAYERS
   "adapter:adapter,kernels,core"
   "merge:merge,adapter,kernels,core"
   "compose:compose,linalg,adapter,kernels,core"
-  "app:app,compose,merge,adapter,convert,kernels,core"
-  "cli:cli,app,compose,merge,adapter,convert,kernels,core"
+  "app:app,compose,linalg,merge,adapter,convert,kernels,core"
+  "cli:cli,app,compose,linalg,merge,adapter,convert,kernels,core"
 )
-set(PB_WASM_ALLOWED app compose merge adapter convert kernels core)
+set(PB_WASM_ALLOWED app compose linalg merge adapter convert kernels core)
 # Headers that do I/O. <cstdio> stays allowed for snprintf; its stream functions are caught by name below.
 set(PB_IO_HEADERS fstream iostream istream ostream filesystem unistd.h fcntl.h dirent.h termios.h poll.h
     netdb.h signal.h csignal curl/curl.h emscripten.h emscripten/bind.h)

@@ -94,6 +94,7 @@ live_check check_adapters.py live-adapters.log "PEFT loads every adapter we tran
 live_check check_safetensors.py live-safetensors.log "Python safetensors reads every file we write, tensors = our inspect"
 live_check check_configs.py live-configs.log "our adapter_config.json = PEFT's own, key for key"
 live_check check_create.py live-create.log "PEFT loads every adapter we create, logits = the base's, config = PEFT's own"
+live_check check_combine.py live-combine.log "combine = PEFT's add_weighted_adapter (bits with --peft-compat; ΔW otherwise)"
 
 echo "== Rust safetensors crate: the committed reader vectors are its verdicts (cargo; tests/rust_oracle/README.md)"
 bash scripts/rust-oracle.sh 2>&1 | tee "$LOGS/rust-oracle.log" | tail -12

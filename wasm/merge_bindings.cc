@@ -44,64 +44,13 @@
 #include "merge/model_index.h"
 #include "failure_value.h"
 #include "handle.h"
+#include "merge_io.h"
 #include "naming_tables_option.h"
 
 namespace pb::wasm {
 namespace {
 
 using emscripten::val;
-
-// A safetensors header (a base shard's or an adapter's) from its file's first bytes (the 8-byte length and the
-// JSON), checked as the native CLI checks it; a known file size bounds the data the header may declare.
-Result<Header> HeaderFrom(std::span<const uint8_t> bytes, std::optional<uint64_t> file_size) {
-  auto len = file_size ? ReadHeaderLength(bytes, *file_size) : ReadHeaderLength(bytes);
-  if (!len.ok()) return len.error();
-  if (bytes.size() - 8 < len.value()) return InvalidHeaderLengthError(len.value(), bytes.size());
-  return ParseHeader(std::string(reinterpret_cast<const char*>(bytes.data()) + 8, len.value()), file_size);
-}
-
-// What every handle shares: the byte window, output chunks, the error, and reading a header by range (JS reads a
-// file's first 8 bytes (header_length), then the 8-byte prefix and the header (set_adapter_header), then the tiny
-// tensors adapter_inline_ranges() lists). Named apart from bindings.cc's Handle: Embind registers each class once.
-class MergeIo : public Handle {
- public:
-  // A header's length from the first n (<= 8) window bytes, or -1 (error set, prefixed with the file's name as
-  // the CLI does). `file_size` < 0 when unknown.
-  double header_length(size_t n, const std::string& name, double file_size) {
-    auto bytes = Begin(n);
-    if (!bytes) return -1;
-    auto len = KnownSize(file_size) ? ReadHeaderLength(*bytes, uint64_t(file_size)) : ReadHeaderLength(*bytes);
-    if (!len.ok()) return FailNamed(name, len.error()), -1;
-    return double(len.value());
-  }
-  bool set_adapter_header(size_t n, const std::string& weights_name, double file_size) {
-    auto bytes = Begin(n);
-    if (!bytes) return false;
-    auto header = HeaderFrom(*bytes, KnownSize(file_size));
-    if (!header.ok()) return FailNamed(weights_name, header.error());
-    adapter_header_ = std::make_unique<Header>(std::move(header.value()));
-    return true;
-  }
-  std::string adapter_inline_ranges() const {
-    return adapter_header_ ? RangesJson(adapter::InlineTensorRanges(*adapter_header_)) : "[]";
-  }
-
- protected:
-  static std::string RangesJson(std::span<const adapter::ByteRange> ranges) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& r : ranges) j.push_back({r.begin, r.end});
-    return j.dump();
-  }
-
-  std::unique_ptr<Header> adapter_header_;  // the adapter's header, until the adapter is read from it
-};
-
-// ---- what both merge handles share: options and the adapter ----
-
-std::optional<std::string> OptionalText(const val& v) {
-  if (v.isNull() || v.isUndefined()) return std::nullopt;
-  return v.as<std::string>();
-}
 
 // WASM memory only ever grows, so its current size is the high-water mark: what the merge needed at most.
 double HeapSize() { return double(emscripten_get_heap_size()); }

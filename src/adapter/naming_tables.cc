@@ -107,6 +107,11 @@ class TableParser {
         !Strings(doc, "architectures", t.architectures) || !Strings(doc, "body_prefixes", t.body_prefixes))
       return *error_;
     if (t.body_prefixes.empty()) return Fail("body_prefixes", "must list at least one prefix (\"\" for none)");
+    // Every module path is tried against every template under every prefix: bounded, so that a table cannot
+    // make a lookup cost more than kMaxTemplates × kMaxBodyPrefixes template matches.
+    if (t.body_prefixes.size() > kMaxBodyPrefixes)
+      return Fail("body_prefixes", "lists " + std::to_string(t.body_prefixes.size()) + " prefixes; at most " +
+                                       std::to_string(kMaxBodyPrefixes));
     for (size_t i = 0; i < t.body_prefixes.size(); ++i) {
       const std::string& p = t.body_prefixes[i];
       if (!p.empty() && (p.back() != '.' || p.front() == '.' || p.find(kLayer) != std::string::npos))
@@ -127,6 +132,9 @@ class TableParser {
     auto modules = doc.find("modules");
     if (modules == doc.end() || !modules->is_array() || modules->empty())
       return Fail("modules", "must be a non-empty array of module objects");
+    if (modules->size() > kMaxTemplates)
+      return Fail("modules", "lists " + std::to_string(modules->size()) + " module templates; at most " +
+                                 std::to_string(kMaxTemplates) + " (the largest built-in table has 30)");
     for (size_t i = 0; i < modules->size(); ++i) {
       auto m = Module((*modules)[i], "modules[" + std::to_string(i) + "]");
       if (!m) return *error_;

@@ -48,6 +48,11 @@ struct ModuleTemplate {
   std::vector<std::string> fused;
 };
 
+// The most module templates and body prefixes one table may list (the largest built-in table has 30 and 2):
+// every lookup tries each template under each prefix, so these bound its cost (docs/limits.md).
+inline constexpr size_t kMaxTemplates = 1000;
+inline constexpr size_t kMaxBodyPrefixes = 16;
+
 struct ArchTable {
   std::string name;                        // file stem, e.g. "llama"
   std::vector<std::string> model_types;    // config.json model_type values: "llama", "mistral", "qwen2"...

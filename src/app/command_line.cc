@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 
 #include <nlohmann/json.hpp>
 
+#include "app/combine_args.h"
 #include "app/create_report.h"
 #include "core/utf8.h"
 
@@ -31,6 +33,9 @@ struct CommandSpec {
 
 constexpr std::string_view kFormats = "peft|mlx|kohya|gguf-names|diffusers-attnproc";
 constexpr std::string_view kTargets = "peft|mlx|kohya|gguf-names";
+constexpr std::string_view kCombineMethods =
+    "cat|linear|svd|ties|ties_svd|dare_linear|dare_ties|dare_linear_svd|dare_ties_svd|magnitude_prune|"
+    "magnitude_prune_svd";
 
 // Options every command takes.
 const std::vector<OptionSpec>& CommonOptions() {
@@ -72,6 +77,16 @@ const std::vector<CommandSpec>& Commands() {
           {"old-peft", 0, Kind::kFlag}, force, allow_partial, follow_links},
          {"to"}},
     };
+    list.push_back({"combine",
+                    1,
+                    SIZE_MAX,
+                    "at least one ADAPTER",
+                    {{"weights", 0, Kind::kValue}, {"method", 0, Kind::kValue, kCombineMethods}, {"rank", 0, Kind::kValue},
+                     {"density", 0, Kind::kValue}, {"majority-sign", 0, Kind::kValue, "total|frequency"},
+                     {"svd-clamp", 0, Kind::kValue}, {"seed", 0, Kind::kValue}, {"peft-compat", 0, Kind::kFlag},
+                     {"out", 'o', Kind::kValue}, dtype, dry_run, json, from, arch, naming_table, base_config, strict,
+                     force, follow_links},
+                    {}});
     for (std::string_view name : {"merge", "unmerge"})
       list.push_back({name,
                       0,
@@ -194,8 +209,10 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
   }
   for (auto name : spec.required)
     if (!line.Has(name)) return usage("--" + std::string(name) + " is required");
-  if ((spec.name == "merge" || spec.name == "unmerge") && !line.Has("out") && !line.Has("dry-run"))
+  if ((spec.name == "merge" || spec.name == "unmerge" || spec.name == "combine") && !line.Has("out") && !line.Has("dry-run"))
     return usage("-o/--out is required (or --dry-run)");
+  if (spec.name == "combine")
+    if (auto bad = CheckCombineNumbers(line)) return usage(*bad);
   if (spec.name == "create")
     if (auto problem = CreateUsageProblem(line)) return usage(*problem);
   return line;

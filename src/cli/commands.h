@@ -18,6 +18,7 @@ int RunConvert(const app::CommandLine& line);
 int RunAdapterInfo(const app::CommandLine& line);
 int RunTranslate(const app::CommandLine& line);
 int RunMerge(const app::CommandLine& line);
+int RunCombine(const app::CommandLine& line);
 int RunCreate(const app::CommandLine& line);
 
 // app::ExplainInputError with the facts of `path` (an input as the user named it).

@@ -55,8 +55,8 @@ export function optionsJson(options) {
   });
 }
 
-/** Copies `bytes` into a handle's window and calls `method(n, ...args)`. */
-function withBytes(handle, method, bytes, ...args) {
+/** Copies `bytes` into a handle's window and calls `method(n, ...args)`. Internal. */
+export function withBytes(handle, method, bytes, ...args) {
   const ptr = handle.handle.window(bytes.length);
   if (!ptr) throw new SafetensorsError('IoError', `out of memory: cannot reserve ${bytes.length} bytes`);
   handle.module.HEAPU8.set(bytes, ptr);
@@ -173,7 +173,7 @@ export async function callAdapter(fn, files, options) {
  * The adapter's inputs, and close() to release what was opened for them. A directory (a local path or file: URL
  * in Node, or a Hub repo {repo, revision?, subfolder?}) is opened by adapter-dir.js, the core choosing its files.
  */
-async function gather(input, options) {
+export async function gather(input, options) {
   if (isAdapterDirectory(input)) {
     const dir = await openAdapterDirectory(input, options);
     return {

@@ -548,6 +548,66 @@ export interface TranslateResult {
  * {@link SafetensorsError} as {@link adapterInfo} does, and with InvalidArgument for an unknown format name. */
 export function translateAdapter(input: AdapterInput | AdapterDirectory, options: TranslateOptions): Promise<TranslateResult>;
 
+// ---- combining adapters ----
+
+/** Options of {@link combineAdapters}, as the CLI's `combine` options (docs/combine.md). */
+export interface CombineOptions extends AdapterReadOptions {
+  /** One weight per adapter (default 1 each); negative weights subtract. */
+  weights?: number[];
+  /** PEFT's add_weighted_adapter methods; default `cat` (exact). */
+  method?: 'cat' | 'linear' | 'svd' | 'ties' | 'ties_svd' | 'dare_linear' | 'dare_ties' | 'dare_linear_svd' | 'dare_ties_svd' | 'magnitude_prune' | 'magnitude_prune_svd';
+  /** The svd methods' new rank (default: the largest input rank). */
+  rank?: number;
+  /** The fraction the pruning methods keep, in [0, 1] (required for them). */
+  density?: number;
+  /** TIES's sign election. */
+  majoritySign?: 'total' | 'frequency';
+  /** Clamp the svd methods' new factors to this quantile of their values, as PEFT does. */
+  svdClamp?: number;
+  /** DARE's masks: the same seed gives the same bytes on every run and platform. Default 0. */
+  seed?: number;
+  /** PEFT's numbers and config, its rounding and bugs included (`--peft-compat`). */
+  peftCompat?: boolean;
+  /** The new factors' dtype (default: the first adapter's). */
+  dtype?: 'bf16' | 'f16' | 'f32';
+  /** Plan only: `files` is empty and no module has an error yet. */
+  dryRun?: boolean;
+}
+
+export interface CombinedModule {
+  path: string;
+  /** Indices of the inputs that have the module, their ranks, and the combined rank. */
+  inputs: number[];
+  ranks: number[];
+  rank: number;
+  /** ‖ΔW_result − Σ wᵢ·sᵢ·Bᵢ·Aᵢ‖ / ‖Σ wᵢ·sᵢ·Bᵢ·Aᵢ‖ as PEFT applies the result (null before the work). */
+  relativeError: number | null;
+  /** The svd methods: the fraction of ‖ΔW‖² the kept singular values hold. */
+  keptEnergy: number | null;
+}
+
+export interface CombineResult {
+  method: string;
+  peftCompat: boolean;
+  /** The config's r (= lora_alpha: runtime scaling 1). */
+  rank: number;
+  dtype: string;
+  /** What PEFT multiplies B·A by at run time (√r only when --peft-compat keeps an rsLoRA flag). */
+  runtimeScale: number;
+  inputs: { adapter: string; weight: number }[];
+  modules: CombinedModule[];
+  modulesToSave: { key: string; inputs: number[] }[];
+  notes: string[];
+  /** adapter_model.safetensors and adapter_config.json, the bytes `peft-bridge combine` writes; empty with `dryRun`. */
+  files: AdapterFile[];
+}
+
+/** Combines LoRA adapters (each what {@link translateAdapter} takes) into one PEFT adapter, module by module,
+ * reading each input's factors by range. Rejects with {@link SafetensorsError}: InvalidArgument for bad options,
+ * UnsupportedAdapter for what no method expresses (DoRA, lora_bias, trainable tokens), ShapeMismatch when the
+ * adapters disagree on a module's shape. */
+export function combineAdapters(inputs: (AdapterInput | AdapterDirectory)[], options?: CombineOptions): Promise<CombineResult>;
+
 /** Options of {@link createAdapter}, as the CLI's `create` options (every value is checked by the core, with the
  * CLI's messages: a bad one rejects with a SafetensorsError InvalidArgument). */
 export interface CreateAdapterOptions {

@@ -1,0 +1,251 @@
+#include "compose/combine_math.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "compose/dense_svd.h"
+#include "compose/float_values.h"
+#include "compose/seeded_random.h"
+#include "linalg/qr.h"
+#include "linalg/svd.h"
+
+namespace pb::compose {
+namespace {
+
+using linalg::Matrix;
+
+// Where PEFT's torch code rounds (--peft-compat), `dtype`; in exact mode nothing rounds until the output.
+struct Rounding {
+  bool on = false;
+  Dtype dtype = Dtype::F32;
+  double operator()(double x) const { return on ? RoundTo(dtype, x) : x; }
+};
+
+Error Invalid(std::string message) { return MakeError(ErrorCode::InvalidArgument, std::move(message)); }
+
+// The exact combination as one pair of factors: A = [c₁·A₁; c₂·A₂; …] (Σrᵢ × in), B = [B₁ B₂ …] (out × Σrᵢ).
+// PEFT's cat computes A·w·s in the factors' dtype, two roundings (`peft_rounding`); exact mode one product in double.
+void CatForm(const std::vector<Term>& terms, bool peft_rounding, Matrix& a, Matrix& b) {
+  size_t rows = 0;
+  for (const Term& t : terms) rows += t.a.rows();
+  a = Matrix(rows, terms.front().a.cols());
+  b = Matrix(terms.front().b.rows(), rows);
+  size_t at = 0;
+  for (const Term& t : terms) {
+    const Rounding round{peft_rounding, t.dtype};
+    const double c = t.weight * t.scaling;
+    // torch multiplies a float tensor by a Python float in float32 (its op math type): the scalar is rounded first.
+    const double w32 = RoundTo(Dtype::F32, t.weight), s32 = RoundTo(Dtype::F32, t.scaling);
+    for (size_t i = 0; i < t.a.rows(); ++i)
+      for (size_t j = 0; j < t.a.cols(); ++j)
+        a(at + i, j) = peft_rounding ? round(round(t.a(i, j) * w32) * s32) : t.a(i, j) * c;
+    for (size_t i = 0; i < t.b.rows(); ++i)
+      for (size_t j = 0; j < t.b.cols(); ++j) b(i, at + j) = t.b(i, j);
+    at += t.a.rows();
+  }
+}
+
+// `m`'s first rows × cols block copied into a zero matrix of rows × cols.
+Matrix Padded(const Matrix& m, size_t rows, size_t cols) {
+  Matrix out(rows, cols);
+  for (size_t i = 0; i < std::min(rows, m.rows()); ++i)
+    for (size_t j = 0; j < std::min(cols, m.cols()); ++j) out(i, j) = m(i, j);
+  return out;
+}
+
+// PEFT's prune(): magnitude keeps the int(density·n) largest |x| (ties: the lower index first); random keeps
+// each value with probability density and divides the kept ones by it. density ≥ 1 prunes nothing.
+void Prune(std::vector<double>& t, double density, bool random, SeededRandom& stream, const Rounding& round) {
+  if (density >= 1) return;
+  if (random) {
+    for (double& x : t) {
+      const bool keep = stream.Uniform() < density;
+      x = round(round(x * (keep ? 1.0 : 0.0)) / density);
+    }
+    return;
+  }
+  const size_t k = static_cast<size_t>(density * static_cast<double>(t.size()));
+  std::vector<size_t> order(t.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto larger = [&](size_t x, size_t y) { return std::fabs(t[x]) > std::fabs(t[y]) || (std::fabs(t[x]) == std::fabs(t[y]) && x < y); };
+  if (k < order.size()) std::nth_element(order.begin(), order.begin() + static_cast<ptrdiff_t>(k), order.end(), larger);
+  std::vector<bool> keep(t.size(), false);
+  for (size_t i = 0; i < k && i < order.size(); ++i) keep[order[i]] = true;
+  for (size_t i = 0; i < t.size(); ++i) t[i] = t[i] * (keep[i] ? 1.0 : 0.0);
+}
+
+// merge_utils.py's task_arithmetic / magnitude_prune / ties / dare_linear / dare_ties over equally shaped
+// tensors `ts` (flattened) with weights `v`: prune, weight, then a sum or TIES's sign election and disjoint mean.
+std::vector<double> MergeTaskTensors(std::vector<std::vector<double>> ts, const std::vector<double>& v, CombineMethod method,
+                                     const ModuleMath& math, uint64_t factor, const Rounding& round) {
+  const bool random = IsRandomMethod(method);
+  const bool prunes = NeedsDensity(method);
+  for (size_t i = 0; i < ts.size(); ++i) {
+    SeededRandom stream(math.seed, {math.module_index, i, factor});
+    if (prunes) Prune(ts[i], *math.density, random, stream, round);
+  }
+  const size_t n = ts.front().size();
+  std::vector<double> out(n, 0.0);
+  if (!UsesMajoritySign(method)) {
+    for (size_t e = 0; e < n; ++e) {
+      double s = 0.0;
+      for (size_t i = 0; i < ts.size(); ++i) s = round(s + round(ts[i][e] * v[i]));
+      out[e] = s;
+    }
+    return out;
+  }
+  auto sign = [](double x) { return x > 0 ? 1 : x < 0 ? -1 : 0; };
+  for (size_t e = 0; e < n; ++e) {
+    double magnitude = 0.0;  // "total": the sum of the (unweighted) pruned values; "frequency": of their signs
+    for (size_t i = 0; i < ts.size(); ++i)
+      magnitude = math.majority_sign == MajoritySign::kTotal ? round(magnitude + ts[i][e]) : magnitude + sign(ts[i][e]);
+    const int majority = magnitude >= 0 ? 1 : -1;
+    double sum = 0.0, kept = 0.0;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const bool agrees = sign(ts[i][e]) == majority;
+      sum = round(sum + round(round(ts[i][e] * v[i]) * (agrees ? 1.0 : 0.0)));
+      kept += agrees ? 1 : 0;
+    }
+    out[e] = round(sum / std::max(kept, 1.0));
+  }
+  return out;
+}
+
+Matrix FromFlat(std::vector<double> flat, size_t rows, size_t cols) {
+  Matrix m(rows, cols);
+  m.data() = std::move(flat);
+  return m;
+}
+
+// PEFT's A-and-B-separate path: cᵢ = wᵢ·sᵢ, A's weights sign(cᵢ)·√|cᵢ|, B's √|cᵢ| (as float32 tensors).
+Combined Separately(const std::vector<Term>& terms, const ModuleMath& math) {
+  // torch.tensor(weights) is float32; multiplied with the factors, torch computes in float32 (float64 factors
+  // promote to float64).
+  const Dtype work = terms.front().dtype == Dtype::F64 ? Dtype::F64 : Dtype::F32;
+  const Rounding round{math.peft_compat, work};
+  std::vector<double> va, vb;
+  std::vector<std::vector<double>> as, bs;
+  for (const Term& t : terms) {
+    const double c = t.weight * t.scaling;
+    const double root = std::sqrt(std::fabs(c));
+    va.push_back(math.peft_compat ? RoundTo(Dtype::F32, c >= 0 ? root : -root) : (c >= 0 ? root : -root));
+    vb.push_back(math.peft_compat ? RoundTo(Dtype::F32, root) : root);
+    as.push_back(t.a.data());
+    bs.push_back(t.b.data());
+  }
+  const Term& first = terms.front();
+  Combined out;
+  out.a = FromFlat(MergeTaskTensors(std::move(as), va, math.method, math, 0, round), first.a.rows(), first.a.cols());
+  out.b = FromFlat(MergeTaskTensors(std::move(bs), vb, math.method, math, 1, round), first.b.rows(), first.b.cols());
+  return out;
+}
+
+// B = U·S and A = Vᵀ of the leading `rank` triplets (zero-padded), PEFT's svd_clamp applied, and the energy kept.
+Combined FromSvd(const linalg::Svd& svd, double total_energy, size_t out_rows, size_t in_cols, const ModuleMath& math) {
+  const size_t k = std::min<size_t>(math.rank, svd.s.size());
+  Combined c{Matrix(math.rank, in_cols), Matrix(out_rows, math.rank), std::nullopt};
+  double kept = 0;
+  for (size_t j = 0; j < k; ++j) {
+    kept += svd.s[j] * svd.s[j];
+    for (size_t i = 0; i < out_rows; ++i) c.b(i, j) = svd.u(i, j) * svd.s[j];
+    for (size_t i = 0; i < in_cols; ++i) c.a(j, i) = svd.v(i, j);
+  }
+  c.kept_energy = total_energy > 0 ? kept / total_energy : 1.0;
+  if (math.svd_clamp) {
+    // torch.quantile (linear interpolation) over U·S and Vh flattened, then both clamped to ±that value.
+    std::vector<double> all(c.b.data());
+    all.insert(all.end(), c.a.data().begin(), c.a.data().end());
+    std::sort(all.begin(), all.end());
+    const double pos = *math.svd_clamp * static_cast<double>(all.size() - 1);
+    const size_t lo = static_cast<size_t>(std::floor(pos));
+    const size_t hi = std::min(lo + 1, all.size() - 1);
+    const double bound = all[lo] + (pos - static_cast<double>(lo)) * (all[hi] - all[lo]);
+    auto clamp = [&](double x) { return std::min(std::max(x, -bound), bound); };
+    for (double& x : c.a.data()) x = clamp(x);
+    for (double& x : c.b.data()) x = clamp(x);
+  }
+  return c;
+}
+
+// The SVD methods that prune full deltas: Δᵢ = sᵢ·Bᵢ·Aᵢ formed, merged elementwise with the weights wᵢ, then
+// truncated.
+Combined DenseSvd(const std::vector<Term>& terms, const ModuleMath& math) {
+  const size_t out_rows = terms.front().b.rows(), in_cols = terms.front().a.cols();
+  std::vector<std::vector<double>> deltas;
+  std::vector<double> v;
+  for (const Term& t : terms) {
+    Matrix d = linalg::Multiply(t.b, t.a);
+    for (double& x : d.data()) x *= t.scaling;
+    deltas.push_back(std::move(d.data()));
+    v.push_back(math.peft_compat ? RoundTo(Dtype::F32, t.weight) : t.weight);
+  }
+  CombineMethod inner = math.method == CombineMethod::kTiesSvd          ? CombineMethod::kTies
+                        : math.method == CombineMethod::kDareLinearSvd  ? CombineMethod::kDareLinear
+                        : math.method == CombineMethod::kDareTiesSvd    ? CombineMethod::kDareTies
+                                                                        : CombineMethod::kMagnitudePrune;
+  Matrix merged = FromFlat(MergeTaskTensors(std::move(deltas), v, inner, math, 2, Rounding{}), out_rows, in_cols);
+  double energy = 0;
+  for (double x : merged.data()) energy += x * x;
+  return FromSvd(TruncatedSvd(merged, math.rank, math.seed ^ (math.module_index * 0x9E3779B97F4A7C15ull)), energy,
+                 out_rows, in_cols, math);
+}
+
+}  // namespace
+
+Result<Combined> CombineModule(const std::vector<Term>& terms, const ModuleMath& math) {
+  if (terms.empty()) return Invalid("a module with no adapter to combine");
+  if (NeedsDensity(math.method) && !math.density) return Invalid("--density is required");
+  const size_t out_rows = terms.front().b.rows(), in_cols = terms.front().a.cols();
+  const bool separate = CombinesFactorsSeparately(math.method, math.peft_compat);
+  if (math.method == CombineMethod::kCat || (math.method == CombineMethod::kLinear && !separate)) {
+    Combined c;
+    CatForm(terms, math.peft_compat, c.a, c.b);
+    c.a = Padded(c.a, math.rank, in_cols);
+    c.b = Padded(c.b, out_rows, math.rank);
+    return c;
+  }
+  if (separate) {
+    Combined c = Separately(terms, math);
+    c.a = Padded(c.a, math.rank, in_cols);
+    c.b = Padded(c.b, out_rows, math.rank);
+    return c;
+  }
+  if (math.method == CombineMethod::kSvd) {
+    Matrix a, b;
+    CatForm(terms, false, a, b);
+    linalg::Svd svd = linalg::LowRankSvd(b, a);
+    double energy = 0;
+    for (double s : svd.s) energy += s * s;
+    return FromSvd(svd, energy, out_rows, in_cols, math);
+  }
+  return DenseSvd(terms, math);
+}
+
+double RelativeError(const std::vector<Term>& terms, const Matrix& a, const Matrix& b, double runtime_scale) {
+  // With L = [X, −s·b] (out × m) and R = [Y; a] (m × in), L·R = X·Y − s·b·a, and with L = Q₁R₁, Rᵀ = Q₂R₂,
+  // ‖L·R‖ = ‖R₁·R₂ᵀ‖: an m × m problem. (Gram products, ‖XY‖² + ‖ba‖² − 2⟨XY, ba⟩, would lose half the digits
+  // to cancellation exactly when the error is small.)
+  Matrix x, y;  // the exact Σ cᵢ·Bᵢ·Aᵢ = x·y
+  CatForm(terms, false, y, x);
+  auto core_norm = [](const Matrix& left, const Matrix& right) {
+    linalg::Qr l = linalg::ThinQr(left), r = linalg::ThinQr(right.Transposed());
+    Matrix core = linalg::MultiplyTransposedRight(l.r, r.r);
+    return std::sqrt(linalg::FrobeniusDot(core, core));
+  };
+  const size_t m = x.cols() + b.cols();
+  Matrix left(x.rows(), m), right(m, y.cols());
+  for (size_t i = 0; i < x.rows(); ++i) {
+    for (size_t j = 0; j < x.cols(); ++j) left(i, j) = x(i, j);
+    for (size_t j = 0; j < b.cols(); ++j) left(i, x.cols() + j) = -runtime_scale * b(i, j);
+  }
+  for (size_t i = 0; i < y.rows(); ++i)
+    for (size_t j = 0; j < y.cols(); ++j) right(i, j) = y(i, j);
+  for (size_t i = 0; i < a.rows(); ++i)
+    for (size_t j = 0; j < a.cols(); ++j) right(y.rows() + i, j) = a(i, j);
+  const double exact = core_norm(x, y), error = core_norm(left, right);
+  if (exact <= 0) return error > 0 ? 1.0 : 0.0;
+  return error / exact;
+}
+
+}  // namespace pb::compose
