@@ -134,17 +134,7 @@ class CombineJob : public MergeIo {
     r.set("text", dry_run_ || !written_ ? app::RenderCombinePlanText(report)
                                         : app::RenderCombinePlanText(report) + app::RenderCombineOutcomeText(report));
     r.set("json", app::RenderCombineJson(report));
-    const auto& out = plan_->output;
-    r.set("weightsName", out.weights_name);
-    if (out.config_name) {
-      val c = val::object();
-      c.set("name", *out.config_name);
-      c.set("bytes", val::global("Uint8Array").new_(emscripten::typed_memory_view(
-                         out.config_text.size(), reinterpret_cast<const uint8_t*>(out.config_text.data()))));
-      r.set("config", c);
-    } else {
-      r.set("config", val::null());
-    }
+    SetOutputFiles(r, plan_->output);
     return r;
   }
 

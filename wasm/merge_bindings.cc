@@ -413,17 +413,7 @@ class AdapterJob : public MergeIo {
       r.set("json", adapter::RenderTranslateJson(*translated_, *to_, dry_run_));
       r.set("plan", adapter::RenderTranslatePlanText(*translated_, *to_));  // the CLI's, before the work
       r.set("outcome", adapter::RenderTranslateOutcomeText(*translated_));
-      const auto& out = translated_->output;
-      r.set("weightsName", out.weights_name);
-      if (out.config_name) {
-        val c = val::object();
-        c.set("name", *out.config_name);
-        c.set("bytes", val::global("Uint8Array").new_(emscripten::typed_memory_view(
-                           out.config_text.size(), reinterpret_cast<const uint8_t*>(out.config_text.data()))));
-        r.set("config", c);
-      } else {
-        r.set("config", val::null());
-      }
+      SetOutputFiles(r, translated_->output);
     }
     return r;
   }

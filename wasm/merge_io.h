@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 
+#include "adapter/adapter_io.h"
 #include "adapter/tensor_fetch.h"
 #include "core/header.h"
 #include "handle.h"
@@ -66,6 +67,20 @@ class MergeIo : public Handle {
 inline std::optional<std::string> OptionalText(const emscripten::val& v) {
   if (v.isNull() || v.isUndefined()) return std::nullopt;
   return v.as<std::string>();
+}
+
+// An adapter output's files as a result's fields: weightsName, and config: {name, bytes (a copy)} or null.
+inline void SetOutputFiles(emscripten::val& r, const adapter::AdapterOutput& out) {
+  r.set("weightsName", out.weights_name);
+  if (!out.config_name) {
+    r.set("config", emscripten::val::null());
+    return;
+  }
+  emscripten::val c = emscripten::val::object();
+  c.set("name", *out.config_name);
+  c.set("bytes", emscripten::val::global("Uint8Array").new_(emscripten::typed_memory_view(
+                     out.config_text.size(), reinterpret_cast<const uint8_t*>(out.config_text.data()))));
+  r.set("config", c);
 }
 
 }  // namespace pb::wasm

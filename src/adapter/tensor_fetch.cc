@@ -54,7 +54,7 @@ Status TensorFetch::Complete(size_t k) {
   // A rearranged copy exists alongside the stored bytes for a moment: counted in the peak.
   Recount(RefOf(k).steps.empty() ? 0 : RefOf(k).range.size());
   auto made = Materialize(*requested_[lazy_[k]], std::move(stored_[k]));
-  stored_[k] = {};
+  std::vector<uint8_t>().swap(stored_[k]);
   if (!made.ok()) return made.error();
   made_[k] = std::move(made.value());
   Recount(0);
@@ -85,7 +85,7 @@ void TensorFetch::ReleaseOne(size_t i) {
   const Tensor* t = requested_[i];
   if (!t || t->held()) return;
   size_t k = std::lower_bound(lazy_.begin(), lazy_.end(), i) - lazy_.begin();
-  made_[k].bytes = {};
+  std::vector<uint8_t>().swap(made_[k].bytes);  // released, capacity included (assigning {} keeps it)
   Recount(0);
 }
 

@@ -222,30 +222,64 @@ Result<Combined> CombineModule(const std::vector<Term>& terms, const ModuleMath&
   return DenseSvd(terms, math);
 }
 
-double RelativeError(const std::vector<Term>& terms, const Matrix& a, const Matrix& b, double runtime_scale) {
-  // With L = [X, −s·b] (out × m) and R = [Y; a] (m × in), L·R = X·Y − s·b·a, and with L = Q₁R₁, Rᵀ = Q₂R₂,
-  // ‖L·R‖ = ‖R₁·R₂ᵀ‖: an m × m problem. (Gram products, ‖XY‖² + ‖ba‖² − 2⟨XY, ba⟩, would lose half the digits
-  // to cancellation exactly when the error is small.)
-  Matrix x, y;  // the exact Σ cᵢ·Bᵢ·Aᵢ = x·y
-  CatForm(terms, false, y, x);
-  auto core_norm = [](const Matrix& left, const Matrix& right) {
-    linalg::Qr l = linalg::ThinQr(left), r = linalg::ThinQr(right.Transposed());
-    Matrix core = linalg::MultiplyTransposedRight(l.r, r.r);
-    return std::sqrt(linalg::FrobeniusDot(core, core));
-  };
-  const size_t m = x.cols() + b.cols();
-  Matrix left(x.rows(), m), right(m, y.cols());
-  for (size_t i = 0; i < x.rows(); ++i) {
-    for (size_t j = 0; j < x.cols(); ++j) left(i, j) = x(i, j);
-    for (size_t j = 0; j < b.cols(); ++j) left(i, x.cols() + j) = -runtime_scale * b(i, j);
+namespace {
+
+// ‖L·R‖_F from the Gram matrices: ‖L·R‖² = tr((LᵀL)(RRᵀ)).
+double ProductNorm2(const Matrix& left, const Matrix& right) {
+  return linalg::FrobeniusDot(linalg::MultiplyTransposedLeft(left, left), linalg::MultiplyTransposedRight(right, right));
+}
+
+// ‖L·R‖_F from QR: with L = Q₁R₁ and Rᵀ = Q₂R₂, ‖L·R‖ = ‖R₁·R₂ᵀ‖, accurate whatever cancels inside L·R.
+double ProductNormByQr(const Matrix& left, const Matrix& right) {
+  Matrix core = linalg::MultiplyTransposedRight(linalg::QrR(left), linalg::QrR(right.Transposed()));
+  return std::sqrt(linalg::FrobeniusDot(core, core));
+}
+
+// [p q] (columns side by side) and [p; q] (rows stacked).
+Matrix SideBySide(const Matrix& p, const Matrix& q, double q_scale) {
+  Matrix out(p.rows(), p.cols() + q.cols());
+  for (size_t i = 0; i < p.rows(); ++i) {
+    for (size_t j = 0; j < p.cols(); ++j) out(i, j) = p(i, j);
+    for (size_t j = 0; j < q.cols(); ++j) out(i, p.cols() + j) = q_scale * q(i, j);
   }
-  for (size_t i = 0; i < y.rows(); ++i)
-    for (size_t j = 0; j < y.cols(); ++j) right(i, j) = y(i, j);
-  for (size_t i = 0; i < a.rows(); ++i)
-    for (size_t j = 0; j < a.cols(); ++j) right(y.rows() + i, j) = a(i, j);
-  const double exact = core_norm(x, y), error = core_norm(left, right);
-  if (exact <= 0) return error > 0 ? 1.0 : 0.0;
-  return error / exact;
+  return out;
+}
+Matrix Stacked(const Matrix& p, const Matrix& q) {
+  Matrix out(p.rows() + q.rows(), p.cols());
+  std::copy(p.data().begin(), p.data().end(), out.data().begin());
+  std::copy(q.data().begin(), q.data().end(), out.data().begin() + static_cast<ptrdiff_t>(p.data().size()));
+  return out;
+}
+
+}  // namespace
+
+double RelativeError(const std::vector<Term>& terms, const Matrix& a, const Matrix& b, double runtime_scale,
+                     bool cat_form) {
+  Matrix x, y;  // the exact Σ cᵢ·Bᵢ·Aᵢ = x·y (x: out × Σr, y: Σr × in)
+  CatForm(terms, false, y, x);
+  const double exact2 = ProductNorm2(x, y);
+  if (exact2 <= 0) return ProductNorm2(b, a) > 0 ? 1.0 : 0.0;
+  const size_t k = x.cols();
+  if (cat_form && runtime_scale == 1 && b.cols() >= k) {
+    // The result is the cat form rounded: b = x + Δb, a = y + Δa in its first k columns / rows (zero after), so
+    // x·y − b·a = −(Δb·y + b·Δa): the differences are formed directly and nothing large cancels.
+    Matrix db(x.rows(), k), da(k, y.cols());
+    for (size_t i = 0; i < x.rows(); ++i)
+      for (size_t j = 0; j < k; ++j) db(i, j) = b(i, j) - x(i, j);
+    for (size_t i = 0; i < k; ++i)
+      for (size_t j = 0; j < y.cols(); ++j) da(i, j) = a(i, j) - y(i, j);
+    Matrix b_used(x.rows(), k);
+    for (size_t i = 0; i < x.rows(); ++i)
+      for (size_t j = 0; j < k; ++j) b_used(i, j) = b(i, j);
+    return std::sqrt(std::max(0.0, ProductNorm2(SideBySide(db, b_used, 1.0), Stacked(y, da))) / exact2);
+  }
+  // Otherwise ‖xy‖² + s²‖ba‖² − 2s⟨xy, ba⟩ from Gram matrices; where that cancels (a result within ~1e-6 of the
+  // exact sum), the QR form of the same difference, [x, −s·b]·[y; a].
+  const double result2 = runtime_scale * runtime_scale * ProductNorm2(b, a);
+  const double cross = runtime_scale * linalg::FrobeniusDot(linalg::MultiplyTransposedLeft(x, b), linalg::MultiplyTransposedRight(y, a));
+  const double relative = std::sqrt(std::max(0.0, exact2 + result2 - 2 * cross) / exact2);
+  if (relative > 1e-6) return relative;
+  return ProductNormByQr(SideBySide(x, b, -runtime_scale), Stacked(y, a)) / std::sqrt(exact2);
 }
 
 }  // namespace pb::compose

@@ -57,7 +57,7 @@ void CombineWriter::Renumber() {
 }
 
 Status CombineWriter::Compute(size_t item) {
-  std::fill(held_.begin(), held_.end(), std::vector<uint8_t>{});
+  for (auto& h : held_) std::vector<uint8_t>().swap(h);  // released, capacity included (an assignment keeps it)
   uint64_t held_bytes = 0;
   for (const auto& f : fetch_) held_bytes += f.held_bytes();
   peak_ = std::max(peak_, held_bytes);
@@ -86,7 +86,9 @@ Status CombineWriter::Compute(size_t item) {
     // The error of what is written: the factors rounded to the output dtype, applied as PEFT applies them.
     RoundAll(combined->a, plan_.dtype);
     RoundAll(combined->b, plan_.dtype);
-    outcomes_[item] = {RelativeError(terms, combined->a, combined->b, plan_.runtime_scale), combined->kept_energy};
+    const bool cat_form = math.method == CombineMethod::kCat ||
+                          (math.method == CombineMethod::kLinear && !CombinesFactorsSeparately(math.method, math.peft_compat));
+    outcomes_[item] = {RelativeError(terms, combined->a, combined->b, plan_.runtime_scale, cat_form), combined->kept_energy};
     held_[pm.a_tensor] = BytesOf(combined->a, plan_.dtype);
     held_[pm.b_tensor] = BytesOf(combined->b, plan_.dtype);
   } else {
@@ -126,7 +128,7 @@ Status CombineWriter::Advance() {
       PB_RETURN_IF_ERROR(Compute(item));
     }
     PB_RETURN_IF_ERROR(writer_->Write(held_[tensor]));
-    held_[tensor] = {};
+    std::vector<uint8_t>().swap(held_[tensor]);
     ++next_;
   }
   return Status::Ok();

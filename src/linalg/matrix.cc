@@ -40,19 +40,11 @@ Matrix MultiplyTransposedRight(const Matrix& a, const Matrix& b) {
   Matrix out(a.rows(), b.rows());
   for (size_t i = 0; i < a.rows(); ++i)
     for (size_t j = 0; j < b.rows(); ++j) {
-      const double* ar = a.row(i);
-      const double* br = b.row(j);
-      double s = 0;
-      for (size_t k = 0; k < a.cols(); ++k) s += ar[k] * br[k];
-      out(i, j) = s;
+      out(i, j) = Dot(a.row(i), b.row(j), a.cols());
     }
   return out;
 }
 
-double FrobeniusDot(const Matrix& a, const Matrix& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.data().size(); ++i) s += a.data()[i] * b.data()[i];
-  return s;
-}
+double FrobeniusDot(const Matrix& a, const Matrix& b) { return Dot(a.data().data(), b.data().data(), a.data().size()); }
 
 }  // namespace pb::linalg

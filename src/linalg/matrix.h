@@ -30,6 +30,26 @@ class Matrix {
   std::vector<double> data_;
 };
 
+// Σ x[i]·y[i] over n elements, summed in four interleaved partial sums ((s0 + s1) + (s2 + s3)): a fixed order
+// that compilers can map to SIMD lanes without reassociating, so natively and in WASM give the same bits.
+inline double Dot(const double* x, const double* y, size_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += x[i] * y[i];
+    s1 += x[i + 1] * y[i + 1];
+    s2 += x[i + 2] * y[i + 2];
+    s3 += x[i + 3] * y[i + 3];
+  }
+  for (; i < n; ++i) s0 += x[i] * y[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// y[i] -= f·x[i] over n elements.
+inline void SubtractScaled(double* y, const double* x, double f, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] -= f * x[i];
+}
+
 // a · b (a.cols() == b.rows()).
 Matrix Multiply(const Matrix& a, const Matrix& b);
 // aᵀ · b (a.rows() == b.rows()): the Gram-type products, without forming aᵀ.

@@ -15,4 +15,9 @@ struct Qr {
 // rank-deficient `a` (a zero factor, duplicated rows) is decomposed without dividing by zero.
 Qr ThinQr(const Matrix& a);
 
+// Only r of ThinQr (up to the signs of its rows, which no norm or product rᵀr depends on), computed a block of
+// rows at a time (TSQR: each block's rows reduced together with the r so far), so a tall matrix is read once and
+// every reflection stays in cache. For norms of products of tall factors (compose's error report).
+Matrix QrR(const Matrix& a);
+
 }  // namespace pb::linalg

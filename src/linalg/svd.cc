@@ -22,12 +22,8 @@ void Orthogonalize(std::vector<std::vector<double>>& cols, std::vector<std::vect
       for (size_t j = i + 1; j < n; ++j) {
         std::vector<double>& ci = cols[i];
         std::vector<double>& cj = cols[j];
-        double alpha = 0, beta = 0, gamma = 0;
-        for (size_t r = 0; r < ci.size(); ++r) {
-          alpha += ci[r] * ci[r];
-          beta += cj[r] * cj[r];
-          gamma += ci[r] * cj[r];
-        }
+        const double alpha = Dot(ci.data(), ci.data(), ci.size()), beta = Dot(cj.data(), cj.data(), cj.size()),
+                     gamma = Dot(ci.data(), cj.data(), ci.size());
         if (gamma == 0 || std::fabs(gamma) <= kTolerance * std::sqrt(alpha) * std::sqrt(beta)) continue;
         rotated = true;
         const double zeta = (beta - alpha) / (2 * gamma);
@@ -61,11 +57,7 @@ Svd TallSvd(const Matrix& a) {
   for (size_t i = 0; i < n; ++i) vrows[i][i] = 1;
   Orthogonalize(cols, vrows);
   std::vector<double> norms(n);
-  for (size_t c = 0; c < n; ++c) {
-    double s = 0;
-    for (double x : cols[c]) s += x * x;
-    norms[c] = std::sqrt(s);
-  }
+  for (size_t c = 0; c < n; ++c) norms[c] = std::sqrt(Dot(cols[c].data(), cols[c].data(), m));
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return norms[x] > norms[y]; });

@@ -1,6 +1,8 @@
 // linalg/: Householder QR and Jacobi SVD against matrices whose decomposition is known by construction.
 #include <gtest/gtest.h>
 
+#include "random_matrix.h"
+
 #include <cmath>
 #include <cstdint>
 
@@ -10,16 +12,7 @@
 namespace pb::linalg {
 namespace {
 
-// A deterministic pseudo-random matrix, entries in [-1, 1).
-Matrix Random(size_t rows, size_t cols, uint64_t seed) {
-  Matrix m(rows, cols);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (double& e : m.data()) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    e = static_cast<double>(x >> 11) / 4503599627370496.0 - 1.0;
-  }
-  return m;
-}
+Matrix Random(size_t rows, size_t cols, uint64_t seed) { return testing::RandomMatrix(rows, cols, seed); }
 
 double MaxAbsDiff(const Matrix& a, const Matrix& b) {
   double d = 0;
@@ -60,6 +53,20 @@ TEST(Linalg, QrOfTallWideAndRankDeficientMatrices) {
   Qr qr = ThinQr(a);
   EXPECT_LT(MaxAbsDiff(Multiply(qr.q, qr.r), a), 1e-13);
   EXPECT_LT(Orthogonality(qr.q), 1e-13);
+}
+
+TEST(Linalg, BlockedRIsThinQrsRUpToRowSigns) {
+  for (auto [m, n] : {std::pair<size_t, size_t>{3000, 40}, {1000, 7}, {600, 300}, {257, 1}}) {
+    Matrix a = Random(m, n, m + n);
+    Matrix full = ThinQr(a).r, blocked = QrR(a);
+    ASSERT_EQ(blocked.rows(), full.rows());
+    double d = 0;
+    for (size_t i = 0; i < full.rows(); ++i) {
+      const double sign = (full(i, i) >= 0) == (blocked(i, i) >= 0) ? 1.0 : -1.0;
+      for (size_t j = 0; j < n; ++j) d = std::max(d, std::fabs(full(i, j) - sign * blocked(i, j)));
+    }
+    EXPECT_LT(d, 1e-11) << m << "x" << n;
+  }
 }
 
 TEST(Linalg, JacobiSvdRecoversKnownSingularValues) {
