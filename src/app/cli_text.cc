@@ -1,5 +1,7 @@
 #include "app/cli_text.h"
 
+#include "app/create_report.h"
+
 namespace pb {
 
 std::string_view CliHelp(std::string_view command) {
@@ -16,6 +18,7 @@ std::string_view CliHelp(std::string_view command) {
            "  merge --base PATH --adapter DIR -o DIR      merge a LoRA adapter into a model, streaming\n"
            "  unmerge --base PATH --adapter DIR -o DIR    subtract a merged adapter again\n"
            "  combine ADAPTER ADAPTER... --weights W,... -o DIR   combine adapters into one (exact by default)\n"
+           "  create --base PATH -o DIR --target-modules L  a fresh LoRA adapter, as PEFT initialises it\n"
            "\n"
            "options:\n"
            "  -h, --help        show help (also after a command: peft-bridge merge --help)\n"
@@ -23,8 +26,8 @@ std::string_view CliHelp(std::string_view command) {
            "  -q, --quiet       print no summary or progress (errors, warnings and --json output still appear)\n"
            "  --no-progress     no progress bar on the terminal\n"
            "\n"
-           "merge, unmerge, convert and translate draw a progress line on stderr when it is a terminal (bytes done\n"
-           "and total, rate, ETA, current file); merge and convert print their plan before the work starts.\n"
+           "merge, unmerge, convert, translate and create --dora draw a progress line on stderr when it is a terminal\n"
+           "(bytes done and total, rate, ETA, current file); merge, convert and create print their plan before the work.\n"
            "PB_PROGRESS=always draws it without a terminal; PB_PROGRESS_CLOCK_MS=N makes every elapsed time read\n"
            "N ms (for tests).\n"
            "\n"
@@ -134,6 +137,7 @@ std::string_view CliHelp(std::string_view command) {
            "  --force             write into a non-empty DIR, as translate does\n"
            "  --from, --arch, --naming-table, --base-config, --strict, --follow-links, --json   as for adapter-info\n"
            "  --help              show this help\n";
+  if (command == "create") return app::CreateCliHelp();
   if (command == "merge" || command == "unmerge")
     return command == "merge"
                ? "usage: peft-bridge merge --base PATH --adapter DIR -o|--out DIR [--dtype bf16|f16|f32] [--safe]\n"

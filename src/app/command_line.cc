@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/combine_args.h"
+#include "app/create_report.h"
 #include "core/utf8.h"
 
 namespace pb::app {
@@ -95,6 +96,16 @@ const std::vector<CommandSpec>& Commands() {
                        {"safe", 0, Kind::kFlag}, dry_run, json, base_config, arch, naming_table, force, allow_partial,
                        follow_links, {"no-copy-extra", 0, Kind::kFlag}},
                       {"base", "adapter"}});
+    list.push_back({"create",
+                    0,
+                    0,
+                    "no positional arguments (use --base, --target-modules and -o/--out)",
+                    {{"base", 0, Kind::kValue}, {"out", 'o', Kind::kValue}, {"target-modules", 0, Kind::kValue},
+                     {"target-regex", 0, Kind::kValue}, {"r", 0, Kind::kValue}, {"alpha", 0, Kind::kValue},
+                     {"rslora", 0, Kind::kFlag}, {"dora", 0, Kind::kFlag}, {"init", 0, Kind::kValue, "kaiming|gaussian"},
+                     {"seed", 0, Kind::kValue}, dtype, dry_run, json, force, base_config, arch, naming_table,
+                     follow_links},
+                    {"base"}});
     return list;
   }();
   return commands;
@@ -202,6 +213,8 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     return usage("-o/--out is required (or --dry-run)");
   if (spec.name == "combine")
     if (auto bad = CheckCombineNumbers(line)) return usage(*bad);
+  if (spec.name == "create")
+    if (auto problem = CreateUsageProblem(line)) return usage(*problem);
   return line;
 }
 

@@ -19,6 +19,7 @@ int RunAdapterInfo(const app::CommandLine& line);
 int RunTranslate(const app::CommandLine& line);
 int RunMerge(const app::CommandLine& line);
 int RunCombine(const app::CommandLine& line);
+int RunCreate(const app::CommandLine& line);
 
 // app::ExplainInputError with the facts of `path` (an input as the user named it).
 Error ExplainInput(Error error, const std::string& path, app::InputRole role);

@@ -8,7 +8,7 @@ import {
   // Remote files and the Hub
   hubUrl, openRemote, readTensor, inspectRepo,
   // LoRA adapters
-  adapterInfo, translateAdapter,
+  adapterInfo, translateAdapter, createAdapter, type CreateAdapterOptions, type CreatedAdapter,
   // LoRA merge, local and remote
   createMergeStream, mergeShards, planMerge, mergeRemote, mergeRemoteShard, mergeRemoteIndex, planRemote, saveStreams,
   type InitOptions, type SafetensorsErrorCode, type RandomAccessSource, type Source, type Dtype, type TensorInfo,
@@ -408,4 +408,17 @@ export async function inputs(bytes: Uint8Array) {
   // @ts-expect-error: a path is no adapter option
   await adapterInfo('my-lora/', 'adapter_config.json');
   return [viaPath, converted, mlx, repo] as const;
+}
+
+// A fresh adapter (create): a path or a MergeBase, the files as streams.
+export async function createUsage(bytes: Uint8Array): Promise<number> {
+  const options: CreateAdapterOptions = { base: 'my-model/', targetModules: ['q_proj', 'v_proj'], r: 8, alpha: 16, seed: 7n, dtype: 'bf16' };
+  const created: CreatedAdapter = await createAdapter(options);
+  const fromBase = await createAdapter({ base: { open: () => bytes, config: '{}' }, targetModules: 'all-linear', dora: true,
+    onProgress: ({ bytesIn, totalIn }) => void (bytesIn / totalIn) });
+  // @ts-expect-error init is kaiming or gaussian
+  await createAdapter({ base: 'm/', targetModules: 'q_proj', init: 'xavier' });
+  let n = created.summary.modules.length + fromBase.files.length;
+  for (const f of created.files) n += f.size + (f.path === 'adapter_config.json' ? 1 : 0) + (f.stream.locked ? 1 : 0);
+  return n + created.config.length;
 }

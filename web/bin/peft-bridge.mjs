@@ -11,6 +11,7 @@ import { runConvert, runInspect } from '../src/cli/inspect-convert.js';
 import { runAdapterInfo, runTranslate } from '../src/cli/adapter-commands.js';
 import { runMerge } from '../src/cli/merge-command.js';
 import { runCombine } from '../src/cli/combine-command.js';
+import { runCreate } from '../src/cli/create-command.js';
 
 async function main(args) {
   const line = parseCommandLine(args);
@@ -26,7 +27,7 @@ async function main(args) {
     await out(`peft-bridge ${module.version()}\n`);
     return 0;
   }
-  const run = { inspect: runInspect, convert: runConvert, 'adapter-info': runAdapterInfo, translate: runTranslate, combine: runCombine };
+  const run = { inspect: runInspect, convert: runConvert, 'adapter-info': runAdapterInfo, translate: runTranslate, combine: runCombine, create: runCreate };
   return (run[line.command] ?? runMerge)(line); // merge or unmerge: the grammar knows no other command
 }
 

@@ -608,6 +608,79 @@ export interface CombineResult {
  * adapters disagree on a module's shape. */
 export function combineAdapters(inputs: (AdapterInput | AdapterDirectory)[], options?: CombineOptions): Promise<CombineResult>;
 
+/** Options of {@link createAdapter}, as the CLI's `create` options (every value is checked by the core, with the
+ * CLI's messages: a bad one rejects with a SafetensorsError InvalidArgument). */
+export interface CreateAdapterOptions {
+  /** The base model: a {@link MergeBase} (each shard's header is read; with `dora` the targeted weights too, by
+   * range, so its shards must then be random-access sources), or in Node a local folder, `model.safetensors` or
+   * index path. */
+  base: MergeBase | LocalPath;
+  /** Module names (PEFT's list rule: a module whose path is a name or ends with `.name`; each must match one),
+   * comma-separated or as an array, or `"all-linear"` (every Linear / Conv1D but the output head, the layer kinds
+   * from the naming table). */
+  targetModules?: string | string[];
+  /** Instead of targetModules: a Python regex the whole module path must match (PEFT's string form). */
+  targetRegex?: string;
+  /** Rank (default 8). */
+  r?: number | string;
+  /** lora_alpha (default 8, PEFT's). An integer is written as an int. */
+  alpha?: number | string;
+  /** use_rslora: scaling alpha/sqrt(r). */
+  rslora?: boolean;
+  /** use_dora: the magnitudes are the base weights' row norms (the targeted weights are read). */
+  dora?: boolean;
+  /** lora_A's init: `kaiming` (PEFT's default, U(-1/sqrt(in), 1/sqrt(in))) or `gaussian` (N(0, 1/r)). */
+  init?: 'kaiming' | 'gaussian';
+  /** The random numbers' seed, 0 to 2^64-1 (default 0): the same bytes as the CLI's with the same seed. */
+  seed?: number | bigint | string;
+  /** The adapter's dtype (default f32, as PEFT's fresh adapter). */
+  dtype?: 'bf16' | 'f16' | 'f32';
+  /** What the config records as base_model_name_or_path (default: base when it is a path; else null). */
+  baseName?: string;
+  /** The config's revision. */
+  revision?: string;
+  /** The base's config.json, overriding the MergeBase's (naming table, auto_mapping). */
+  baseConfig?: ConfigInput | null;
+  arch?: string;
+  namingTables?: NamingTableInput[];
+  /** Aborting rejects (or errors the weights' stream) with the signal's reason. */
+  signal?: AbortSignal;
+  /** DoRA only: called as the base weights are read. */
+  onProgress?: (progress: { bytesIn: number; totalIn: number }) => void;
+}
+
+/** What {@link createAdapter} gives: the fields of `peft-bridge create --json` (without `ok` and `dryRun`), the
+ * config's text, and the two files. */
+export interface CreatedAdapter {
+  summary: {
+    arch: string | null;
+    r: number;
+    loraAlpha: number;
+    scaling: number;
+    useRslora: boolean;
+    useDora: boolean;
+    init: 'kaiming' | 'gaussian';
+    seed: number;
+    dtype: Dtype;
+    modules: { path: string; kind: 'linear' | 'conv1d'; inFeatures: number; outFeatures: number }[];
+    /** What the config's target_modules holds: the names (PEFT's condensed suffixes for 20 or more), or the regex. */
+    targetModules: string[] | string;
+    files: { name: string; bytes: number }[];
+    baseBytesRead: number;
+    notes: string[];
+  };
+  /** adapter_config.json's text, as PEFT's save_pretrained writes it for these settings. */
+  config: string;
+  /** adapter_model.safetensors (made a tensor at a time as its stream is read: read it to the end or cancel it),
+   * then adapter_config.json. */
+  files: MergedFile[];
+}
+
+/** A fresh LoRA adapter for a base model, as PEFT's get_peft_model(model, LoraConfig(...)) initialises it (lora_A
+ * from PEFT's init with peft-bridge's own seeded random numbers, lora_B zero, DoRA magnitudes the base's row
+ * norms) and as `peft-bridge create` writes it, byte for byte. */
+export function createAdapter(options: CreateAdapterOptions): Promise<CreatedAdapter>;
+
 // ---- LoRA merge ----
 
 /** Options shared by {@link createMergeStream} and {@link mergeShards}, as the CLI's `merge` options. */

@@ -11,5 +11,6 @@ export { createWriter, writeSafetensors, SafetensorsWriter } from './writer.js';
 export { convert } from './convert.js';
 export { adapterInfo, translateAdapter } from './adapter.js';
 export { combineAdapters } from './combine.js';
+export { createAdapter } from './create.js';
 export { createMergeStream, mergeShards, planMerge } from './merge.js';
 export { mergeRemote, mergeRemoteIndex, mergeRemoteShard, planRemote, saveStreams } from './remote.js';

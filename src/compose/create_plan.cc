@@ -1,0 +1,437 @@
+#include "compose/create_plan.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "adapter/lora_config.h"
+#include "adapter/module_select.h"
+#include "adapter/natural_order.h"
+#include "adapter/python_json.h"
+#include "core/json.h"
+#include "core/utf8.h"
+
+namespace pb::compose {
+namespace {
+
+using adapter::ModuleKind;
+
+Error Invalid(std::string message) { return MakeError(ErrorCode::InvalidArgument, std::move(message)); }
+
+bool AllDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string Quoted(std::string_view s) { return "`" + ClipForMessage(s) + "`"; }
+
+// A module of the base: every tensor's name without its last component, and every dotted prefix of those.
+struct BaseModule {
+  std::optional<size_t> shard, weight;  // its own `.weight` tensor (index in that shard's header)
+  bool container = false;               // a prefix of another module
+};
+
+std::vector<std::string> Split(std::string_view text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view item = text.substr(start, comma - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    out.emplace_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// PEFT's _find_minimal_target_modules (tuners_utils.py), applied when target_modules has 20 entries or more.
+std::set<std::string> MinimalTargetModules(const std::set<std::string>& targets, const std::set<std::string>& others) {
+  auto suffixes = [](const std::string& s) {  // shortest first, as generate_suffixes(s)[::-1]
+    std::vector<std::string> out{s};
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] == '.') out.push_back(s.substr(i + 1));
+    std::reverse(out.begin(), out.end());
+    return out;
+  };
+  std::set<std::string> other_suffixes;
+  for (const auto& o : others)
+    for (auto& s : suffixes(o)) other_suffixes.insert(std::move(s));
+  std::vector<std::pair<std::vector<std::string>, std::string>> items;
+  for (const auto& t : targets) items.push_back({suffixes(t), t});
+  std::sort(items.begin(), items.end());  // Python sorts by the suffix lists
+  std::set<std::string> required;
+  for (const auto& [list, item] : items) {
+    for (const auto& suffix : list) {
+      if (required.count(suffix) || other_suffixes.count(suffix)) continue;
+      bool covered = false;
+      for (const auto& r : required)
+        if (item.size() > r.size() && item.ends_with(r) && item[item.size() - r.size() - 1] == '.') covered = true;
+      if (!covered) {
+        required.insert(suffix);
+        break;
+      }
+    }
+  }
+  return required.empty() ? targets : required;
+}
+
+bool ListMatches(std::string_view name, std::string_view entry) {
+  return name == entry || (name.size() > entry.size() && name.ends_with(entry) && name[name.size() - entry.size() - 1] == '.');
+}
+
+// Where transformers defines the class PEFT's auto_mapping names ("transformers.models.llama.modeling_llama"):
+// the model_type's module; the text-only half of a multimodal family in the family's (gemma3_text in gemma3);
+// a class of another family (internlm3's LlamaForCausalLM) in that family's, when the class name's prefix is a
+// model_type the naming tables know. Checked against transformers on the golden corpus (check_create.py).
+std::string ParentLibrary(std::string model_type, std::string_view class_name, const adapter::NamingTables& tables) {
+  if (model_type == "openai-gpt") model_type = "openai";
+  std::replace(model_type.begin(), model_type.end(), '-', '_');
+  if (model_type.size() > 5 && model_type.ends_with("_text")) model_type.resize(model_type.size() - 5);
+  size_t cut = std::min({class_name.find("For"), class_name.find("LMHead"), class_name.find("Model")});
+  std::string prefix(class_name.substr(0, cut));
+  std::transform(prefix.begin(), prefix.end(), prefix.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  std::string squeezed;
+  for (char c : model_type)
+    if (c != '_') squeezed += c;
+  if (!prefix.empty() && prefix != squeezed && prefix != model_type)
+    for (const auto& arch : tables.arches())
+      if (std::find(arch.model_types.begin(), arch.model_types.end(), prefix) != arch.model_types.end()) {
+        model_type = prefix;
+        break;
+      }
+  return "transformers.models." + model_type + ".modeling_" + model_type;
+}
+
+std::string LeafName(std::string_view path) {
+  size_t dot = path.rfind('.');
+  return std::string(dot == std::string_view::npos ? path : path.substr(dot + 1));
+}
+
+std::string ListText(const std::vector<std::string>& names, size_t limit = 12) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > limit) out += ", … (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+}  // namespace
+
+Result<CreateOptions> ParseCreateArguments(const CreateArguments& args) {
+  CreateOptions o;
+  if (args.target_modules && args.target_regex) return Invalid("give --target-modules or --target-regex, not both");
+  if (!args.target_modules && !args.target_regex) return Invalid("--target-modules (or --target-regex) is required");
+  if (args.target_regex) {
+    if (args.target_regex->empty()) return Invalid("--target-regex is empty");
+    o.target_regex = *args.target_regex;
+  } else {
+    for (auto& name : Split(*args.target_modules)) {
+      if (name.empty()) return Invalid("--target-modules has an empty module name (`" + ClipForMessage(*args.target_modules) + "`)");
+      std::string lower = name;
+      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+      if (lower == "all-linear") {
+        o.all_linear = true;
+        continue;
+      }
+      if (std::find(o.target_names.begin(), o.target_names.end(), name) == o.target_names.end()) o.target_names.push_back(name);
+    }
+    if (o.all_linear && !o.target_names.empty()) return Invalid("--target-modules: all-linear cannot be combined with module names");
+  }
+  if (args.r) {
+    int64_t r = 0;
+    const auto& t = *args.r;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), r);
+    if (!AllDigits(t) || ec != std::errc() || end != t.data() + t.size() || r <= 0 || r > (int64_t(1) << 31))
+      return Invalid("--r must be a positive integer (got " + Quoted(t) + ")");
+    o.r = r;
+  }
+  if (args.alpha) {
+    const std::string& t = *args.alpha;
+    if (AllDigits(t)) {
+      int64_t a = 0;
+      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), a);
+      if (ec != std::errc() || end != t.data() + t.size() || a <= 0 || a > (int64_t(1) << 53))
+        return Invalid("--alpha must be a positive number (got " + Quoted(t) + ")");
+      o.alpha = double(a);
+      o.alpha_is_int = true;
+    } else {
+      // A decimal number: digits, one point, an optional exponent (no hex, inf or nan, which strtod takes).
+      bool shape = !t.empty() && t.find_first_not_of("0123456789.eE+-") == std::string::npos &&
+                   (t[0] == '.' || (t[0] >= '0' && t[0] <= '9'));
+      char* end = nullptr;
+      double a = shape ? std::strtod(t.c_str(), &end) : 0;
+      if (!shape || end != t.c_str() + t.size() || !std::isfinite(a) || !(a > 0))
+        return Invalid("--alpha must be a positive number (got " + Quoted(t) + ")");
+      o.alpha = a;
+      o.alpha_is_int = false;
+    }
+  }
+  if (args.seed) {
+    const auto& t = *args.seed;
+    uint64_t seed = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), seed);
+    if (!AllDigits(t) || ec != std::errc() || end != t.data() + t.size())
+      return Invalid("--seed must be an integer from 0 to 18446744073709551615 (got " + Quoted(t) + ")");
+    o.seed = seed;
+  }
+  o.rslora = args.rslora;
+  o.dora = args.dora;
+  if (args.init) {
+    if (*args.init == "gaussian") o.init = CreateInit::kGaussian;
+    else if (*args.init == "kaiming") o.init = CreateInit::kKaiming;
+    else return Invalid("unknown init " + Quoted(*args.init) + " (expected kaiming or gaussian)");
+  }
+  if (args.dtype) {
+    if (*args.dtype == "bf16") o.dtype = Dtype::BF16;
+    else if (*args.dtype == "f16") o.dtype = Dtype::F16;
+    else if (*args.dtype == "f32") o.dtype = Dtype::F32;
+    else return Invalid("unknown dtype " + Quoted(*args.dtype) + " (expected bf16, f16 or f32)");
+  }
+  return o;
+}
+
+std::optional<Error> RefuseConfigAsBase(std::string_view base) {
+  std::string_view name = base.substr(base.rfind('/') == std::string_view::npos ? 0 : base.rfind('/') + 1);
+  if (!name.ends_with(".json") || name.ends_with(".index.json")) return std::nullopt;
+  return Invalid("--base " + Quoted(base) + " is a JSON file: create needs the base's weights for the layer shapes "
+                 "(a config.json does not give them for every architecture, nor the norms DoRA starts from); "
+                 "pass the model folder, its model.safetensors, its index or a hf:// repo");
+}
+
+Result<CreatePlan> PlanCreate(const std::vector<CreateShard>& shards, const std::optional<std::string>& base_config,
+                              CreateOptions options) {
+  CreatePlan plan;
+  const adapter::NamingTables& tables = options.tables ? *options.tables : adapter::NamingTables::Builtin();
+
+  // Every module path of the base.
+  std::map<std::string, BaseModule> modules;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const Header& h = *shards[s].header;
+    for (size_t i = 0; i < h.tensor_count(); ++i) {
+      const std::string name(h.tensor(i).name);
+      size_t dot = name.rfind('.');
+      if (dot == std::string::npos || dot == 0) continue;
+      const std::string path = name.substr(0, dot);
+      auto& m = modules[path];
+      if (name.substr(dot + 1) == "weight") {
+        m.shard = s;
+        m.weight = i;
+      }
+      for (size_t p = path.rfind('.'); p != std::string::npos && p > 0; p = path.rfind('.', p - 1)) {
+        modules[path.substr(0, p)].container = true;
+        if (p == 0) break;
+      }
+    }
+  }
+  if (modules.empty()) return Invalid("the base has no tensors with module names");
+
+  // The naming table: module kinds (Conv1D's orientation, embeddings, the output head).
+  const adapter::ArchTable* table = nullptr;
+  if (options.arch) {
+    table = tables.Find(*options.arch);
+    if (!table) return Invalid("unknown --arch " + Quoted(*options.arch));
+  }
+  if (!table && base_config) table = tables.FromModelConfig(*base_config);
+  if (!table) {
+    std::vector<std::string> paths;
+    for (const auto& [path, m] : modules)
+      if (m.weight) paths.push_back(path);
+    table = tables.Detect(paths);
+  }
+  if (table) plan.arch = table->name;
+  struct Kind {
+    ModuleKind kind;
+    bool known;
+    bool output_head;
+  };
+  auto kind_of = [&](const std::string& path) -> Kind {
+    if (table)
+      if (auto match = tables.MatchHf(*table, path))
+        return {match->tmpl->kind, true, match->tmpl->head && match->tmpl->canonical == "head/lm"};
+    return {ModuleKind::kLinear, false, false};
+  };
+
+  // Which modules are targeted.
+  std::vector<std::string> selected;
+  auto weight_of = [&](const std::string& path) -> std::optional<TensorInfo> {
+    const auto& m = modules.at(path);
+    if (!m.weight) return std::nullopt;
+    return shards[*m.shard].header->tensor(*m.weight);
+  };
+  if (options.all_linear) {
+    if (!table)
+      return Invalid("--target-modules all-linear needs the base's layer types, and no naming table fits this base "
+                     "(no config.json naming a known architecture, none detected from its module paths): give --arch "
+                     "or --naming-table, or name the modules");
+    std::vector<std::string> unknown;
+    for (const auto& [path, m] : modules) {
+      auto w = weight_of(path);
+      if (!w || w->shape.size() != 2) continue;
+      Kind k = kind_of(path);
+      if (!k.known) {
+        unknown.push_back(path);
+        continue;
+      }
+      if ((k.kind == ModuleKind::kLinear || k.kind == ModuleKind::kConv1D) && !k.output_head) selected.push_back(path);
+    }
+    if (!unknown.empty())
+      return Invalid("--target-modules all-linear: the naming table `" + table->name + "` does not say which kind of "
+                     "layer " + std::to_string(unknown.size()) + " 2-D weight(s) belong to (" + ListText(unknown) +
+                     "); name the modules with --target-modules or --target-regex");
+  } else if (options.target_regex) {
+    // PEFT's own matcher, compiled as PEFT wraps a string target_modules (re.fullmatch).
+    Json doc = adapter::DefaultLoraConfigDocument();
+    doc["target_modules"] = *options.target_regex;
+    auto config = adapter::ParseLoraConfig(adapter::DumpPythonJson(doc));
+    if (!config.ok()) return config.error();
+    for (const auto& [path, m] : modules) {
+      auto hit = adapter::IsTargeted(config.value(), path);
+      if (!hit) return Invalid("--target-regex " + Quoted(*options.target_regex) + " cannot be matched");
+      if (*hit) selected.push_back(path);
+    }
+    if (selected.empty())
+      return Invalid("--target-regex " + Quoted(*options.target_regex) + " matches no module of the base (re.fullmatch "
+                     "on the whole module name, as PEFT matches a string target_modules)");
+  } else {
+    std::vector<std::string> unmatched;
+    for (const auto& entry : options.target_names) {
+      bool any = false;
+      for (const auto& [path, m] : modules)
+        if (ListMatches(path, entry)) any = true;
+      if (!any) unmatched.push_back(entry);
+    }
+    if (!unmatched.empty()) {
+      std::set<std::string> leaves;
+      for (const auto& [path, m] : modules) {
+        auto w = weight_of(path);
+        if (w && w->shape.size() == 2) leaves.insert(LeafName(path));
+      }
+      std::vector<std::string> shown;
+      for (const auto& u : unmatched) shown.push_back(Quoted(u));
+      return Invalid("--target-modules: " + ListText(shown) + (unmatched.size() == 1 ? " matches" : " match") +
+                     " no module of the base (a name matches a module whose path is it or ends with `.` and it); "
+                     "the base's layers with 2-D weights are named " +
+                     ListText(std::vector<std::string>(leaves.begin(), leaves.end()), 40));
+    }
+    for (const auto& [path, m] : modules)
+      for (const auto& entry : options.target_names)
+        if (ListMatches(path, entry)) {
+          selected.push_back(path);
+          break;
+        }
+  }
+
+  // Each selected module must be a layer create can wrap: nn.Linear or Conv1D, with its 2-D weight.
+  std::vector<std::string> wrong;
+  for (const auto& path : selected) {
+    auto w = weight_of(path);
+    Kind k = kind_of(path);
+    std::string why;
+    if (!w) why = modules.at(path).container ? "a container of other modules, not a layer" : "a module without a weight";
+    else if (k.kind == ModuleKind::kEmbedding) why = "an embedding (create makes Linear and Conv1D LoRA only)";
+    else if (k.kind == ModuleKind::kConv2d) why = "a convolution (create makes Linear and Conv1D LoRA only)";
+    else if (w->shape.size() > 2) why = "a layer whose weight is " + std::to_string(w->shape.size()) + "-D (fused experts?), not a Linear";
+    else if (w->shape.size() != 2) why = "a layer whose weight is " + std::to_string(w->shape.size()) + "-D (a norm?), not a Linear";
+    else if (!IsFloatingPoint(w->dtype)) why = "a layer whose weight is " + std::string(DtypeName(w->dtype)) + ", not floating point";
+    if (!why.empty()) wrong.push_back(path + ": " + why);
+  }
+  if (!wrong.empty()) {
+    std::string message = std::to_string(wrong.size()) + " targeted module(s) cannot have a LoRA layer:";
+    for (size_t i = 0; i < wrong.size() && i < 20; ++i) message += "\n  " + wrong[i];
+    if (wrong.size() > 20) message += "\n  … (" + std::to_string(wrong.size()) + " in all)";
+    return Invalid(message);
+  }
+  std::sort(selected.begin(), selected.end(), [](const std::string& a, const std::string& b) { return adapter::NaturalPathLess(a, b); });
+
+  const double scaling = options.rslora ? options.alpha / std::sqrt(double(options.r)) : options.alpha / double(options.r);
+  bool any_conv1d = false;
+  for (const auto& path : selected) {
+    const auto& m = modules.at(path);
+    const TensorInfo w = *weight_of(path);
+    const Header& h = *shards[*m.shard].header;
+    Kind k = kind_of(path);
+    CreateModule cm;
+    cm.path = path;
+    cm.kind = k.kind == ModuleKind::kConv1D ? ModuleKind::kConv1D : ModuleKind::kLinear;
+    any_conv1d |= cm.kind == ModuleKind::kConv1D;
+    cm.out_features = cm.kind == ModuleKind::kConv1D ? w.shape[1] : w.shape[0];
+    cm.in_features = cm.kind == ModuleKind::kConv1D ? w.shape[0] : w.shape[1];
+    if (cm.in_features == 0 || cm.out_features == 0) return Invalid("`" + path + ".weight` has an empty dimension");
+    cm.scaling = scaling;
+    cm.shard = *m.shard;
+    cm.weight = std::string(w.name);
+    cm.weight_dtype = w.dtype;
+    cm.begin = h.data_start() + w.begin;
+    cm.end = h.data_start() + w.end;
+    if (options.dora) plan.base_bytes += cm.end - cm.begin;
+    const size_t index = plan.modules.size();
+    const std::string key = "base_model.model." + path;
+    const uint64_t r = uint64_t(options.r);
+    plan.specs.push_back({key + ".lora_A.weight", options.dtype, {r, cm.in_features}});
+    plan.tensors.push_back({index, CreateTensorRole::kA});
+    plan.specs.push_back({key + ".lora_B.weight", options.dtype, {cm.out_features, r}});
+    plan.tensors.push_back({index, CreateTensorRole::kB});
+    if (options.dora) {
+      plan.specs.push_back({key + ".lora_magnitude_vector", options.dtype, {cm.out_features}});
+      plan.tensors.push_back({index, CreateTensorRole::kMagnitude});
+    }
+    plan.modules.push_back(std::move(cm));
+  }
+  if (any_conv1d)
+    plan.notes.push_back("Conv1D layers (weights [in, out]): fan_in_fan_out set to true, as PEFT sets it");
+  if (!table) plan.notes.push_back("no naming table fits this base: every targeted 2-D weight is taken as an nn.Linear [out, in]");
+
+  // target_modules as PEFT saves it: the list as a set (all-linear: every full name), condensed into PEFT's
+  // minimal suffixes when it has 20 entries or more; a regex as written.
+  Json doc = adapter::DefaultLoraConfigDocument();
+  if (options.target_regex) {
+    doc["target_modules"] = *options.target_regex;
+  } else {
+    std::set<std::string> targets = options.all_linear ? std::set<std::string>(selected.begin(), selected.end())
+                                                       : std::set<std::string>(options.target_names.begin(), options.target_names.end());
+    if (targets.size() >= 20) {
+      std::set<std::string> others;
+      for (const auto& [path, m] : modules) {
+        bool targeted = targets.count(path) > 0;
+        for (const auto& t : targets) targeted = targeted || ListMatches(path, t);
+        if (!targeted) others.insert(path);
+      }
+      auto minimal = MinimalTargetModules(targets, others);
+      if (minimal.size() < targets.size()) targets = std::move(minimal);
+    }
+    plan.target_modules.assign(targets.begin(), targets.end());
+    doc["target_modules"] = plan.target_modules;
+  }
+  doc["r"] = options.r;
+  if (options.alpha_is_int) doc["lora_alpha"] = int64_t(options.alpha);
+  else doc["lora_alpha"] = options.alpha;
+  doc["use_rslora"] = options.rslora;
+  doc["use_dora"] = options.dora;
+  if (options.init == CreateInit::kGaussian) doc["init_lora_weights"] = "gaussian";
+  if (any_conv1d) doc["fan_in_fan_out"] = true;
+  if (options.base_name_or_path) doc["base_model_name_or_path"] = *options.base_name_or_path;
+  if (options.revision) doc["revision"] = *options.revision;
+  // PEFT records the model's class when there is no task_type (a PeftModel): from config.json's architectures.
+  if (base_config) {
+    auto parsed = ParseJson(*base_config, "config.json");
+    if (parsed.ok() && parsed->is_object()) {
+      const Json& c = parsed.value();
+      if (c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty() &&
+          c["architectures"][0].is_string() && c.contains("model_type") && c["model_type"].is_string())
+        doc["auto_mapping"] = {{"base_model_class", c["architectures"][0]},
+                               {"parent_library", ParentLibrary(c["model_type"].get<std::string>(), c["architectures"][0].get<std::string>(), tables)}};
+    }
+  }
+  plan.config_text = adapter::DumpPythonJson(doc);
+
+  auto write = PlanWrite(plan.specs, Metadata{{"format", "pt"}}, TensorOrder::kReference);
+  if (!write.ok()) return write.error();
+  plan.write = std::move(write.value());
+  plan.options = std::move(options);
+  return plan;
+}
+
+}  // namespace pb::compose
