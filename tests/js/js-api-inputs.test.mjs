@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -310,6 +310,10 @@ test('the README\'s first JS example runs as written, and its convert writes the
   copyFileSync(model, join(dir, 'model.safetensors'));
   mkdirSync(join(dir, 'my-lora'));
   for (const f of ['adapter_model.safetensors', 'adapter_config.json']) copyFileSync(fixturePath(`${GPT2}/${f}`), join(dir, 'my-lora', f));
+  // createAdapter's base: a LLaMA-shaped model with q_proj and v_proj (a golden corpus base).
+  const corpusBase = join(webDir, '..', 'tests', 'golden', 'corpus', 'llama_lora_f32', 'base');
+  mkdirSync(join(dir, 'my-model'));
+  for (const f of readdirSync(corpusBase)) copyFileSync(join(corpusBase, f), join(dir, 'my-model', f));
   const hub = await startHub({ files: { 'owner/model': { 'model.safetensors': readFixture('safetensors-jl-dtypes/model.safetensors') } } });
   t.after(() => hub.close());
   const [example] = readmeBlocks();
