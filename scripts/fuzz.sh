@@ -85,7 +85,10 @@ for t in "${targets[@]}"; do
   elapsed=$(( $(date +%s) - started ))
   logs=("$log")
   compgen -G "$build/logs/$t/fuzz-*.log" >/dev/null && logs+=("$build/logs/$t"/fuzz-*.log)
-  execs=$(grep -h "stat::number_of_executed_units" "${logs[@]}" | awk '{s += $2} END {print s + 0}')
+  # With -jobs the parent's log repeats each worker's final stats: count the workers' logs alone then.
+  counted=("${logs[@]}")
+  (( ${#logs[@]} > 1 )) && counted=("${logs[@]:1}")
+  execs=$(grep -h "stat::number_of_executed_units" "${counted[@]}" | awk '{s += $2} END {print s + 0}')
   last=$(grep -h -E "^#[0-9]+.*cov: " "${logs[@]}" | tail -1 | grep -oE "cov: [0-9]+ ft: [0-9]+" || true)
   echo "fuzz.sh: $t: $status executions=$execs ${last:-cov: ? ft: ?} seconds=$elapsed corpus=$(ls "$corpus" | wc -l)"
   if [[ $status != ok ]]; then
