@@ -20,6 +20,7 @@
 #include "core/header.h"
 #include "core/json.h"
 #include "handle.h"
+#include "merge_io.h"
 #include "merge/model_index.h"
 #include "naming_tables_option.h"
 
@@ -30,7 +31,7 @@ using emscripten::val;
 
 // Options as JSON: {"targetModules", "targetRegex", "r", "alpha", "seed", "init", "dtype", "arch", "base"
 // (the name the config records), "revision": strings or null; "rslora", "dora": booleans; "namingTables"}.
-class AdapterCreator : public Handle {
+class AdapterCreator : public MergeIo {  // MergeIo: headerLength, as the Merger reads a base
  public:
   explicit AdapterCreator(const std::string& options_json) {
     auto parsed = ParseJson(options_json, "create options");
@@ -90,13 +91,6 @@ class AdapterCreator : public Handle {
     return true;
   }
   std::string index_shards() const { return index_ ? nlohmann::json(index_->shard_names).dump() : "[]"; }
-  double header_length(size_t n, const std::string& name, double file_size) {
-    auto bytes = Begin(n);
-    if (!bytes) return -1;
-    auto len = KnownSize(file_size) ? ReadHeaderLength(*bytes, uint64_t(file_size)) : ReadHeaderLength(*bytes);
-    if (!len.ok()) return FailNamed(name, len.error()), -1;
-    return double(len.value());
-  }
   bool add_shard(size_t n, const std::string& name, double file_size) {
     auto bytes = Begin(n);
     if (!bytes) return false;
@@ -193,12 +187,11 @@ class AdapterCreator : public Handle {
 EMSCRIPTEN_BINDINGS(peft_bridge_create) {
   using emscripten::base;
   using emscripten::class_;
-  class_<AdapterCreator, base<Handle>>("AdapterCreator")
+  class_<AdapterCreator, base<pb::wasm::MergeIo>>("AdapterCreator")
       .constructor<std::string>()
       .function("ok", &AdapterCreator::ok)
       .function("setIndex", &AdapterCreator::set_index)
       .function("indexShards", &AdapterCreator::index_shards)
-      .function("headerLength", &AdapterCreator::header_length)
       .function("addShard", &AdapterCreator::add_shard)
       .function("baseComplete", &AdapterCreator::base_complete)
       .function("plan", &AdapterCreator::plan)
