@@ -94,10 +94,7 @@ class AdapterCreator : public MergeIo {  // MergeIo: headerLength, as the Merger
   bool add_shard(size_t n, const std::string& name, double file_size) {
     auto bytes = Begin(n);
     if (!bytes) return false;
-    auto len = KnownSize(file_size) ? ReadHeaderLength(*bytes, uint64_t(file_size)) : ReadHeaderLength(*bytes);
-    if (!len.ok()) return FailNamed(name, len.error());
-    if (bytes->size() - 8 < len.value()) return FailNamed(name, InvalidHeaderLengthError(len.value(), bytes->size()));
-    auto header = ParseHeader(std::string(reinterpret_cast<const char*>(bytes->data()) + 8, len.value()), KnownSize(file_size));
+    auto header = HeaderFrom(*bytes, KnownSize(file_size));  // checked as the Merger checks a shard
     if (!header.ok()) return FailNamed(name, header.error());
     names_.push_back(name);
     headers_.push_back(std::make_unique<Header>(std::move(header.value())));
