@@ -9,6 +9,7 @@
 
 #include "adapter/lora_config.h"
 #include "adapter/module_select.h"
+#include "compose/model_modules.h"
 #include "adapter/natural_order.h"
 #include "adapter/python_json.h"
 #include "core/json.h"
@@ -27,12 +28,6 @@ bool AllDigits(std::string_view s) {
 
 std::string Quoted(std::string_view s) { return "`" + ClipForMessage(s) + "`"; }
 
-// A module of the base: every tensor's name without its last component, and every dotted prefix of those.
-struct BaseModule {
-  std::optional<size_t> shard, weight;  // its own `.weight` tensor (index in that shard's header)
-  bool container = false;               // a prefix of another module
-};
-
 std::vector<std::string> Split(std::string_view text) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -46,41 +41,6 @@ std::vector<std::string> Split(std::string_view text) {
     start = comma + 1;
   }
   return out;
-}
-
-// PEFT's _find_minimal_target_modules (tuners_utils.py), applied when target_modules has 20 entries or more.
-std::set<std::string> MinimalTargetModules(const std::set<std::string>& targets, const std::set<std::string>& others) {
-  auto suffixes = [](const std::string& s) {  // shortest first, as generate_suffixes(s)[::-1]
-    std::vector<std::string> out{s};
-    for (size_t i = 0; i < s.size(); ++i)
-      if (s[i] == '.') out.push_back(s.substr(i + 1));
-    std::reverse(out.begin(), out.end());
-    return out;
-  };
-  std::set<std::string> other_suffixes;
-  for (const auto& o : others)
-    for (auto& s : suffixes(o)) other_suffixes.insert(std::move(s));
-  std::vector<std::pair<std::vector<std::string>, std::string>> items;
-  for (const auto& t : targets) items.push_back({suffixes(t), t});
-  std::sort(items.begin(), items.end());  // Python sorts by the suffix lists
-  std::set<std::string> required;
-  for (const auto& [list, item] : items) {
-    for (const auto& suffix : list) {
-      if (required.count(suffix) || other_suffixes.count(suffix)) continue;
-      bool covered = false;
-      for (const auto& r : required)
-        if (item.size() > r.size() && item.ends_with(r) && item[item.size() - r.size() - 1] == '.') covered = true;
-      if (!covered) {
-        required.insert(suffix);
-        break;
-      }
-    }
-  }
-  return required.empty() ? targets : required;
-}
-
-bool ListMatches(std::string_view name, std::string_view entry) {
-  return name == entry || (name.size() > entry.size() && name.ends_with(entry) && name[name.size() - entry.size() - 1] == '.');
 }
 
 // Where transformers defines the class PEFT's auto_mapping names ("transformers.models.llama.modeling_llama"):
@@ -104,18 +64,6 @@ std::string ParentLibrary(std::string model_type, std::string_view class_name, c
         break;
       }
   return "transformers.models." + model_type + ".modeling_" + model_type;
-}
-
-std::string LeafName(std::string_view path) {
-  size_t dot = path.rfind('.');
-  return std::string(dot == std::string_view::npos ? path : path.substr(dot + 1));
-}
-
-std::string ListText(const std::vector<std::string>& names, size_t limit = 12) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > limit) out += ", … (" + std::to_string(names.size()) + " in all)";
-  return out;
 }
 
 }  // namespace
@@ -206,131 +154,29 @@ Result<CreatePlan> PlanCreate(const std::vector<CreateShard>& shards, const std:
   CreatePlan plan;
   const adapter::NamingTables& tables = options.tables ? *options.tables : adapter::NamingTables::Builtin();
 
-  // Every module path of the base.
-  std::map<std::string, BaseModule> modules;
-  for (size_t s = 0; s < shards.size(); ++s) {
-    const Header& h = *shards[s].header;
-    for (size_t i = 0; i < h.tensor_count(); ++i) {
-      const std::string name(h.tensor(i).name);
-      size_t dot = name.rfind('.');
-      if (dot == std::string::npos || dot == 0) continue;
-      const std::string path = name.substr(0, dot);
-      auto& m = modules[path];
-      if (name.substr(dot + 1) == "weight") {
-        m.shard = s;
-        m.weight = i;
-      }
-      for (size_t p = path.rfind('.'); p != std::string::npos && p > 0; p = path.rfind('.', p - 1)) {
-        modules[path.substr(0, p)].container = true;
-        if (p == 0) break;
-      }
-    }
-  }
-  if (modules.empty()) return Invalid("the base has no tensors with module names");
-
-  // The naming table: module kinds (Conv1D's orientation, embeddings, the output head).
-  const adapter::ArchTable* table = nullptr;
-  if (options.arch) {
-    table = tables.Find(*options.arch);
-    if (!table) return Invalid("unknown --arch " + Quoted(*options.arch));
-  }
-  if (!table && base_config) table = tables.FromModelConfig(*base_config);
-  if (!table) {
-    std::vector<std::string> paths;
-    for (const auto& [path, m] : modules)
-      if (m.weight) paths.push_back(path);
-    table = tables.Detect(paths);
-  }
+  std::vector<const Header*> headers;
+  for (const auto& shard : shards) headers.push_back(shard.header);
+  auto read = ModelModules::Read(headers, base_config, options.arch, tables);
+  if (!read.ok()) return read.error();
+  const ModelModules& modules = read.value();
+  const adapter::ArchTable* table = modules.table();
   if (table) plan.arch = table->name;
-  struct Kind {
-    ModuleKind kind;
-    bool known;
-    bool output_head;
-  };
-  auto kind_of = [&](const std::string& path) -> Kind {
-    if (table)
-      if (auto match = tables.MatchHf(*table, path))
-        return {match->tmpl->kind, true, match->tmpl->head && match->tmpl->canonical == "head/lm"};
-    return {ModuleKind::kLinear, false, false};
-  };
+  auto kind_of = [&](const std::string& path) { return modules.KindOf(path); };
+  auto weight_of = [&](const std::string& path) { return modules.WeightOf(path); };
 
   // Which modules are targeted.
-  std::vector<std::string> selected;
-  auto weight_of = [&](const std::string& path) -> std::optional<TensorInfo> {
-    const auto& m = modules.at(path);
-    if (!m.weight) return std::nullopt;
-    return shards[*m.shard].header->tensor(*m.weight);
-  };
-  if (options.all_linear) {
-    if (!table)
-      return Invalid("--target-modules all-linear needs the base's layer types, and no naming table fits this base "
-                     "(no config.json naming a known architecture, none detected from its module paths): give --arch "
-                     "or --naming-table, or name the modules");
-    std::vector<std::string> unknown;
-    for (const auto& [path, m] : modules) {
-      auto w = weight_of(path);
-      if (!w || w->shape.size() != 2) continue;
-      Kind k = kind_of(path);
-      if (!k.known) {
-        unknown.push_back(path);
-        continue;
-      }
-      if ((k.kind == ModuleKind::kLinear || k.kind == ModuleKind::kConv1D) && !k.output_head) selected.push_back(path);
-    }
-    if (!unknown.empty())
-      return Invalid("--target-modules all-linear: the naming table `" + table->name + "` does not say which kind of "
-                     "layer " + std::to_string(unknown.size()) + " 2-D weight(s) belong to (" + ListText(unknown) +
-                     "); name the modules with --target-modules or --target-regex");
-  } else if (options.target_regex) {
-    // PEFT's own matcher, compiled as PEFT wraps a string target_modules (re.fullmatch).
-    Json doc = adapter::DefaultLoraConfigDocument();
-    doc["target_modules"] = *options.target_regex;
-    auto config = adapter::ParseLoraConfig(adapter::DumpPythonJson(doc));
-    if (!config.ok()) return config.error();
-    for (const auto& [path, m] : modules) {
-      auto hit = adapter::IsTargeted(config.value(), path);
-      if (!hit) return Invalid("--target-regex " + Quoted(*options.target_regex) + " cannot be matched");
-      if (*hit) selected.push_back(path);
-    }
-    if (selected.empty())
-      return Invalid("--target-regex " + Quoted(*options.target_regex) + " matches no module of the base (re.fullmatch "
-                     "on the whole module name, as PEFT matches a string target_modules)");
-  } else {
-    std::vector<std::string> unmatched;
-    for (const auto& entry : options.target_names) {
-      bool any = false;
-      for (const auto& [path, m] : modules)
-        if (ListMatches(path, entry)) any = true;
-      if (!any) unmatched.push_back(entry);
-    }
-    if (!unmatched.empty()) {
-      std::set<std::string> leaves;
-      for (const auto& [path, m] : modules) {
-        auto w = weight_of(path);
-        if (w && w->shape.size() == 2) leaves.insert(LeafName(path));
-      }
-      std::vector<std::string> shown;
-      for (const auto& u : unmatched) shown.push_back(Quoted(u));
-      return Invalid("--target-modules: " + ListText(shown) + (unmatched.size() == 1 ? " matches" : " match") +
-                     " no module of the base (a name matches a module whose path is it or ends with `.` and it); "
-                     "the base's layers with 2-D weights are named " +
-                     ListText(std::vector<std::string>(leaves.begin(), leaves.end()), 40));
-    }
-    for (const auto& [path, m] : modules)
-      for (const auto& entry : options.target_names)
-        if (ListMatches(path, entry)) {
-          selected.push_back(path);
-          break;
-        }
-  }
+  auto chosen = modules.Select({options.target_names, options.all_linear, options.target_regex},
+                               options.target_regex ? "--target-regex" : "--target-modules");
+  if (!chosen.ok()) return chosen.error();
+  std::vector<std::string> selected = std::move(chosen.value());
 
   // Each selected module must be a layer create can wrap: nn.Linear or Conv1D, with its 2-D weight.
   std::vector<std::string> wrong;
   for (const auto& path : selected) {
     auto w = weight_of(path);
-    Kind k = kind_of(path);
+    ModuleKindInfo k = kind_of(path);
     std::string why;
-    if (!w) why = modules.at(path).container ? "a container of other modules, not a layer" : "a module without a weight";
+    if (!w) why = modules.modules().at(path).container ? "a container of other modules, not a layer" : "a module without a weight";
     else if (k.kind == ModuleKind::kEmbedding) why = "an embedding (create makes Linear and Conv1D LoRA only)";
     else if (k.kind == ModuleKind::kConv2d) why = "a convolution (create makes Linear and Conv1D LoRA only)";
     else if (w->shape.size() > 2) why = "a layer whose weight is " + std::to_string(w->shape.size()) + "-D (fused experts?), not a Linear";
@@ -349,10 +195,10 @@ Result<CreatePlan> PlanCreate(const std::vector<CreateShard>& shards, const std:
   const double scaling = options.rslora ? options.alpha / std::sqrt(double(options.r)) : options.alpha / double(options.r);
   bool any_conv1d = false;
   for (const auto& path : selected) {
-    const auto& m = modules.at(path);
+    const auto& m = modules.modules().at(path);
     const TensorInfo w = *weight_of(path);
     const Header& h = *shards[*m.shard].header;
-    Kind k = kind_of(path);
+    ModuleKindInfo k = kind_of(path);
     CreateModule cm;
     cm.path = path;
     cm.kind = k.kind == ModuleKind::kConv1D ? ModuleKind::kConv1D : ModuleKind::kLinear;
@@ -392,17 +238,7 @@ Result<CreatePlan> PlanCreate(const std::vector<CreateShard>& shards, const std:
   } else {
     std::set<std::string> targets = options.all_linear ? std::set<std::string>(selected.begin(), selected.end())
                                                        : std::set<std::string>(options.target_names.begin(), options.target_names.end());
-    if (targets.size() >= 20) {
-      std::set<std::string> others;
-      for (const auto& [path, m] : modules) {
-        bool targeted = targets.count(path) > 0;
-        for (const auto& t : targets) targeted = targeted || ListMatches(path, t);
-        if (!targeted) others.insert(path);
-      }
-      auto minimal = MinimalTargetModules(targets, others);
-      if (minimal.size() < targets.size()) targets = std::move(minimal);
-    }
-    plan.target_modules.assign(targets.begin(), targets.end());
+    plan.target_modules = modules.SavedTargetModules(targets);
     doc["target_modules"] = plan.target_modules;
   }
   doc["r"] = options.r;
