@@ -1,6 +1,7 @@
 #include "app/cli_text.h"
 
 #include "app/create_report.h"
+#include "app/extract_report.h"
 
 namespace pb {
 
@@ -19,6 +20,7 @@ std::string_view CliHelp(std::string_view command) {
            "  unmerge --base PATH --adapter DIR -o DIR    subtract a merged adapter again\n"
            "  combine ADAPTER ADAPTER... --weights W,... -o DIR   combine adapters into one (exact by default)\n"
            "  create --base PATH -o DIR --target-modules L  a fresh LoRA adapter, as PEFT initialises it\n"
+           "  extract --base PATH --tuned PATH -o DIR   a LoRA adapter from a full fine-tune (truncated SVD)\n"
            "\n"
            "options:\n"
            "  -h, --help        show help (also after a command: peft-bridge merge --help)\n"
@@ -138,6 +140,7 @@ std::string_view CliHelp(std::string_view command) {
            "  --from, --arch, --naming-table, --base-config, --strict, --follow-links, --json   as for adapter-info\n"
            "  --help              show this help\n";
   if (command == "create") return app::CreateCliHelp();
+  if (command == "extract") return app::ExtractCliHelp();
   if (command == "merge" || command == "unmerge")
     return command == "merge"
                ? "usage: peft-bridge merge --base PATH --adapter DIR -o|--out DIR [--dtype bf16|f16|f32] [--safe]\n"

@@ -8,6 +8,7 @@
 
 #include "app/combine_args.h"
 #include "app/create_report.h"
+#include "app/extract_report.h"
 #include "core/utf8.h"
 
 namespace pb::app {
@@ -106,6 +107,15 @@ const std::vector<CommandSpec>& Commands() {
                      {"seed", 0, Kind::kValue}, dtype, dry_run, json, force, base_config, arch, naming_table,
                      follow_links},
                     {"base"}});
+    list.push_back({"extract",
+                    0,
+                    0,
+                    "no positional arguments (use --base, --tuned and -o/--out)",
+                    {{"base", 0, Kind::kValue}, {"tuned", 0, Kind::kValue}, {"out", 'o', Kind::kValue},
+                     {"rank", 0, Kind::kValue}, {"energy", 0, Kind::kValue}, {"max-rank", 0, Kind::kValue},
+                     {"modules", 0, Kind::kValue}, {"embeddings", 0, Kind::kValue, "save|lora|skip"}, dtype, dry_run,
+                     json, force, base_config, arch, naming_table, follow_links},
+                    {"base", "tuned"}});
     return list;
   }();
   return commands;
@@ -215,6 +225,8 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     if (auto bad = CheckCombineNumbers(line)) return usage(*bad);
   if (spec.name == "create")
     if (auto problem = CreateUsageProblem(line)) return usage(*problem);
+  if (spec.name == "extract")
+    if (auto problem = ExtractUsageProblem(line)) return usage(*problem);
   return line;
 }
 

@@ -20,6 +20,7 @@ int RunTranslate(const app::CommandLine& line);
 int RunMerge(const app::CommandLine& line);
 int RunCombine(const app::CommandLine& line);
 int RunCreate(const app::CommandLine& line);
+int RunExtract(const app::CommandLine& line);
 
 // app::ExplainInputError with the facts of `path` (an input as the user named it).
 Error ExplainInput(Error error, const std::string& path, app::InputRole role);

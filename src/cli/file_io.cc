@@ -165,6 +165,20 @@ Status AtomicOutputFile::Commit(size_t filled) {
   return Status::Ok();
 }
 
+Status AtomicOutputFile::WriteAt(uint64_t offset, std::span<const uint8_t> bytes) {
+  PB_RETURN_IF_ERROR(Flush());
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, off_t(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoFailure("cannot write", temp_path_);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
 Status AtomicOutputFile::Prepare() {
   if (fd_ < 0) return Status::Ok();
   PB_RETURN_IF_ERROR(Flush());

@@ -42,6 +42,9 @@ class AtomicOutputFile final : public ByteSink {
   Status Write(std::span<const uint8_t> bytes) override;
   std::span<uint8_t> Lend(size_t max) override;
   Status Commit(size_t filled) override;
+  // Overwrites bytes already written at `offset` (after flushing what is buffered): for a header that is known
+  // only once the data after it is written (extract reserves its region, then fills it).
+  Status WriteAt(uint64_t offset, std::span<const uint8_t> bytes);
   // Flushes, syncs and closes the temporary file (Persist does this too). Commands writing several files
   // prepare them all before renaming any, so a failure leaves none of them under its final name.
   Status Prepare();

@@ -75,6 +75,7 @@ int Run(const std::vector<std::string>& args) {
   if (line.command == "translate") return pb::cli::RunTranslate(line);
   if (line.command == "combine") return pb::cli::RunCombine(line);
   if (line.command == "create") return pb::cli::RunCreate(line);
+  if (line.command == "extract") return pb::cli::RunExtract(line);
   return pb::cli::RunMerge(line);  // merge or unmerge: the grammar knows no other command
 }
 
