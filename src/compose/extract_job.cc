@@ -195,7 +195,7 @@ struct ExtractJob::Impl {
         ++element;
         chunk = chunk.subspan(size);
       }
-      carry.assign(chunk.begin(), chunk.end());
+      if (!chunk.empty()) carry.assign(chunk.begin(), chunk.end());  // a partial element (carry was empty or completed)
       if (s.purpose == Purpose::kEmit && !out.empty()) {  // stream a saved tensor out as it comes
         data_size += out.size();
         PB_RETURN_IF_ERROR(sink.Write(out));
