@@ -79,7 +79,7 @@ golden_python=$(bash scripts/golden-venv.sh --if-ready 2>/dev/null) || golden_py
 # They run in one process (tests/golden/check_all.py: one import of torch/transformers/PEFT, each merge and
 # translation written once) and are still counted one by one, from the exit status each leaves in its log's .rc.
 live_logs=(live.log live-adapters.log live-safetensors.log live-configs.log)
-live_logs+=(live-create.log live-combine.log)  # the create and combine commands
+live_logs+=(live-create.log live-combine.log live-extract.log)  # the create, combine and extract commands
 if [[ -n $golden_python ]]; then
   for log in "${live_logs[@]}"; do rm -f "$LOGS/$log" "$LOGS/$log.rc"; done
   "$golden_python" tests/golden/check_all.py build/native/peft-bridge "$LOGS"

@@ -186,6 +186,22 @@ Result<ExtractPlan> PlanExtract(const std::vector<ExtractShard>& base, const std
     ModuleKindInfo k = modules.KindOf(path);
     return k.known && (k.kind == ModuleKind::kEmbedding || k.output_head);
   };
+  // PEFT wraps a classifier head in modules_to_save by itself for these tasks (PeftModelForSequenceClassification's
+  // classifier_module_names), and then cannot load LoRA factors for it: such a head is saved whole.
+  plan.task_type = TaskTypeOf(tuned_config ? tuned_config : base_config);
+  std::vector<std::string> heads;
+  if (plan.task_type == "SEQ_CLS" || plan.task_type == "TOKEN_CLS") heads = {"classifier", "score"};
+  if (plan.task_type == "QUESTION_ANS") heads = {"qa_outputs"};
+  for (auto it = decomposed.begin(); it != decomposed.end();) {
+    bool head = false;
+    for (const auto& h : heads) head |= *it == h || it->starts_with(h + ".");
+    it = head ? decomposed.erase(it) : std::next(it);
+  }
+  auto task_head = [&](const std::string& path) -> std::optional<std::string> {
+    for (const auto& h : heads)
+      if (path == h || path.starts_with(h + ".")) return h;
+    return std::nullopt;
+  };
   if (options.embeddings == EmbeddingPolicy::kLora)
     for (const auto& [path, names] : own)
       if (is_embedding(path) && std::count(names.begin(), names.end(), "weight")) decomposed.insert(path);
@@ -265,7 +281,8 @@ Result<ExtractPlan> PlanExtract(const std::vector<ExtractShard>& base, const std
       all_float &= IsConvertibleFloat(t.dtype) && IsConvertibleFloat(tuned_tensors.at(t.name).dtype);
     }
     if (!all_float) continue;  // buffers (position ids, masks): not parameters
-    if (!embedding && !all_1d) {
+    const std::optional<std::string> head = task_head(path);
+    if (!embedding && !all_1d && !head) {
       plan.left_out.push_back(path);
       continue;
     }
@@ -273,6 +290,7 @@ Result<ExtractPlan> PlanExtract(const std::vector<ExtractShard>& base, const std
     m.path = path;
     m.kind = ExtractKind::kSave;
     m.layer = embedding ? ModuleKind::kEmbedding : ModuleKind::kOther;
+    m.save_as = head.value_or(path);
     m.saved_names = names;
     std::sort(m.saved_names.begin(), m.saved_names.end());
     for (const auto& n : m.saved_names) {
@@ -330,7 +348,6 @@ Result<ExtractPlan> PlanExtract(const std::vector<ExtractShard>& base, const std
   if (!bound.ok()) return bound.error();
   plan.reserved_header = bound->header.size();
 
-  plan.task_type = TaskTypeOf(tuned_config ? tuned_config : base_config);
   if (plan.conv1d) plan.notes.push_back("Conv1D layers (weights [in, out]): fan_in_fan_out set to true, as PEFT sets it");
   if (!modules.table()) plan.notes.push_back("no naming table fits this base: every targeted 2-D weight is taken as an nn.Linear [out, in]");
   plan.model_modules = std::make_shared<const ModelModules>(std::move(read.value()));

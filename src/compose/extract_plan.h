@@ -92,6 +92,7 @@ struct ExtractModule {
   // kSave: the module's own tensors (name without the module path), in name order, of both models.
   std::vector<std::string> saved_names;
   std::vector<ModelTensor> base_saved, tuned_saved;
+  std::string save_as;  // its modules_to_save entry: the path, or the task head (score, classifier) it is part of
   uint64_t in_features() const { return transposed ? rows : cols; }
   uint64_t out_features() const { return transposed ? cols : rows; }
   std::string key() const { return "base_model.model." + path; }

@@ -2,7 +2,7 @@
 
     python="$(bash scripts/golden-venv.sh)" && "$python" tests/golden/check_all.py build/native/peft-bridge LOGDIR
 
-check_live.py, check_adapters.py, check_safetensors.py, check_configs.py, check_create.py (and check_combine.py where the combine
+check_live.py, check_adapters.py, check_safetensors.py, check_configs.py, check_create.py, check_extract.py (and check_combine.py where the combine
 command has it) each stay runnable alone; here they
 share one import of torch, transformers and PEFT (seconds of CPU each, far more on a loaded machine) and one set
 of our CLI's outputs (live_common.merged / translated: a merge or translation two checks need is written once).
@@ -26,6 +26,7 @@ CHECKS = (
     ("check_configs", "live-configs.log", "our adapter_config.json = PEFT's own, key for key"),
     ("check_create", "live-create.log", "PEFT loads every adapter we create, logits = the base's, config = PEFT's own"),
     ("check_combine", "live-combine.log", "combine = PEFT's add_weighted_adapter (bits with --peft-compat; ΔW otherwise)"),
+    ("check_extract", "live-extract.log", "PEFT loads every adapter we extract, merge = the tuned model; errors = the optimal SVD's"),
 )
 HERE = Path(__file__).resolve().parent
 
