@@ -216,13 +216,17 @@ TruncatedSvd RandomizedTruncatedSvd(const float* a, size_t m, size_t n, size_t s
   const size_t p = std::min(m, n), k = std::min(options.rank, p);
   const size_t l = std::min(k + std::min(options.oversampling, p), p);
   TruncatedSvd out{Matrix(m, k), std::vector<double>(k, 0.0), Matrix(n, k), SumOfSquares(a, m, n, stride), 0,
-                   true};
+                   true, {}};
   if (!std::isfinite(out.frobenius_squared)) {
     std::fill(out.s.begin(), out.s.end(), std::numeric_limits<double>::quiet_NaN());
     out.converged = false;
+    out.errors.push_back(std::sqrt(out.frobenius_squared));
     return out;
   }
-  if (k == 0 || out.frobenius_squared == 0) return out;
+  if (k == 0 || out.frobenius_squared == 0) {
+    out.errors.push_back(std::sqrt(out.frobenius_squared));
+    return out;
+  }
 
   // The left basis q (m × l). When l spans the smaller side, take that side's identity: exact in one pass.
   const bool complete = l == p;
@@ -249,6 +253,7 @@ TruncatedSvd RandomizedTruncatedSvd(const float* a, size_t m, size_t n, size_t s
     Qr z = ThinQr(MultiplyFloatTransposed(a, m, n, stride, q));
     Svd core = JacobiSvd(z.r.Transposed());
     const double error2 = std::max(0.0, out.frobenius_squared - SumOfLeadingSquares(core.s, k));
+    out.errors.push_back(std::sqrt(error2));
     bool done = complete;
     if (!done && iteration > 0) {
       // |E_prev − E| ≤ tolerance·E, in squares: |E_prev² − E²| ≤ tolerance·E·(E_prev + E), plus the rounding.
