@@ -68,7 +68,8 @@ constexpr size_t kRows = 4;
 // Runs the tiles of one block: `left` holds `rows` (≤ kRows) rows of length len, `packed` the right-hand
 // block; `out` (padded to `lp` columns) gets those rows. R rows per tile: as many accumulators as registers.
 template <size_t R>
-PB_ALWAYS_INLINE void TilesOf(const double* left, size_t rows, const double* packed, size_t len, double* out, size_t lp) {
+PB_ALWAYS_INLINE void TilesOf(const double* left, size_t rows, const double* packed, size_t len, double* out,
+                              size_t lp) {
   const size_t chunks = lp / kLanes;
   for (size_t chunk = 0; chunk < chunks; ++chunk) {
     const double* right = packed + chunk * len * kLanes;
