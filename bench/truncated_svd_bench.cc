@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
       std::printf("  k = %3zu: %.2f s, %d iterations (%s), s[0] %.6g s[k-1] %.6g, relative error %.4g\n", k, t,
                   svd.iterations, svd.converged ? "converged" : "not converged", svd.s[0], svd.s[k - 1],
                   std::sqrt(std::max(0.0, svd.frobenius_squared - kept) / svd.frobenius_squared));
+      std::printf("    relative error after each iteration:");
+      for (double e : svd.errors) std::printf(" %.7g", e / std::sqrt(svd.frobenius_squared));
+      std::printf("\n");
     }
   }
   return 0;

@@ -68,7 +68,8 @@ constexpr size_t kRows = 4;
 // Runs the tiles of one block: `left` holds `rows` (≤ kRows) rows of length len, `packed` the right-hand
 // block; `out` (padded to `lp` columns) gets those rows. R rows per tile: as many accumulators as registers.
 template <size_t R>
-PB_ALWAYS_INLINE void TilesOf(const double* left, size_t rows, const double* packed, size_t len, double* out, size_t lp) {
+PB_ALWAYS_INLINE void TilesOf(const double* left, size_t rows, const double* packed, size_t len, double* out,
+                              size_t lp) {
   const size_t chunks = lp / kLanes;
   for (size_t chunk = 0; chunk < chunks; ++chunk) {
     const double* right = packed + chunk * len * kLanes;
@@ -216,13 +217,17 @@ TruncatedSvd RandomizedTruncatedSvd(const float* a, size_t m, size_t n, size_t s
   const size_t p = std::min(m, n), k = std::min(options.rank, p);
   const size_t l = std::min(k + std::min(options.oversampling, p), p);
   TruncatedSvd out{Matrix(m, k), std::vector<double>(k, 0.0), Matrix(n, k), SumOfSquares(a, m, n, stride), 0,
-                   true};
+                   true, {}};
   if (!std::isfinite(out.frobenius_squared)) {
     std::fill(out.s.begin(), out.s.end(), std::numeric_limits<double>::quiet_NaN());
     out.converged = false;
+    out.errors.push_back(std::sqrt(out.frobenius_squared));
     return out;
   }
-  if (k == 0 || out.frobenius_squared == 0) return out;
+  if (k == 0 || out.frobenius_squared == 0) {
+    out.errors.push_back(std::sqrt(out.frobenius_squared));
+    return out;
+  }
 
   // The left basis q (m × l). When l spans the smaller side, take that side's identity: exact in one pass.
   const bool complete = l == p;
@@ -249,6 +254,7 @@ TruncatedSvd RandomizedTruncatedSvd(const float* a, size_t m, size_t n, size_t s
     Qr z = ThinQr(MultiplyFloatTransposed(a, m, n, stride, q));
     Svd core = JacobiSvd(z.r.Transposed());
     const double error2 = std::max(0.0, out.frobenius_squared - SumOfLeadingSquares(core.s, k));
+    out.errors.push_back(std::sqrt(error2));
     bool done = complete;
     if (!done && iteration > 0) {
       // |E_prev − E| ≤ tolerance·E, in squares: |E_prev² − E²| ≤ tolerance·E·(E_prev + E), plus the rounding.

@@ -22,6 +22,7 @@ struct TruncatedSvdOptions {
   int max_iterations = 16;   // power (subspace) iterations at most, each two passes over A
   // Stop when E changed by less than tolerance·E over one iteration, or by less than E's own rounding (the
   // Ritz values are accurate to about √(m + n)·ε·‖A‖²_F in their squares, so E is not resolved below that).
+  // 0 iterates until E changes by no more than that rounding.
   double tolerance = 1e-7;
   uint64_t seed = 0;  // the test matrix Ω: entries uniform in [−1, 1) from a SplitMix64 stream seeded by it
 };
@@ -33,6 +34,10 @@ struct TruncatedSvd {
   double frobenius_squared = 0;    // ‖A‖²_F: Σ of the squares (exact in double), summed in a fixed order
   int iterations = 0;              // power iterations done (0: the range finder alone was enough)
   bool converged = false;          // E settled (or the subspace is everything) before max_iterations ran out
+  // E = sqrt(max(0, ‖A‖²_F − Σ_{i≤k} σ̃ᵢ²)) after the range finder and after each iteration (iterations + 1
+  // values; one, ‖A‖_F, when k = 0 or A is zero or not finite): errors.back() is the Frobenius error of
+  // u·diag(s)·vᵀ (to rounding), for extract's report.
+  std::vector<double> errors;
 };
 
 // The rank-k truncated SVD of `a`: m rows × n columns, row-major float32 with row stride `stride` ≥ n; not

@@ -119,6 +119,9 @@ void ExpectNearOptimal(const FloatMatrix& a, size_t k, const TruncatedSvd& got, 
   const double optimal = OptimalError(exact, k), error = ReconstructionError(ad, got);
   EXPECT_LE(error * error, optimal * optimal * (1 + 2e-4) + 4e-14 * norm * norm) << "optimal " << optimal;
   EXPECT_GE(error, optimal * (1 - 1e-9));
+  // The reported error is the factors' error, to the estimate's resolution; one value per iteration and one more.
+  ASSERT_EQ(got.errors.size(), size_t(got.iterations) + 1);
+  EXPECT_NEAR(got.errors.back() * got.errors.back(), error * error, 4e-14 * norm * norm);
 }
 
 TEST(TruncatedSvd, PassesSumEachElementSequentiallyOverTheReductionIndex) {
@@ -167,8 +170,24 @@ TEST(TruncatedSvd, SlowDecayReachesTheOptimalError) {
         WithSpectrum(m, n, Spectrum(std::min(m, n), [](size_t i) { return 1 / std::sqrt(double(i)); }), 3 * m + n);
     TruncatedSvd got = Decompose(a, k);
     SCOPED_TRACE(::testing::PrintToString(m) + "x" + ::testing::PrintToString(n));
-    ExpectNearOptimal(a, k, got, 1e-4);
+    ExpectNearOptimal(a, k, got, 1e-6);
   }
+}
+
+TEST(TruncatedSvd, IterationsBeyondTheErrorsConvergenceSharpenTheValues) {
+  // Slow decay, tolerance 0: iterations go on until E changes by no more than its rounding, well after the
+  // default tolerance stops, and the leading values get to JacobiSvd's to 1e-10.
+  FloatMatrix a = WithSpectrum(200, 150, Spectrum(150, [](size_t i) { return 1 / std::sqrt(double(i)); }), 603);
+  TruncatedSvdOptions options;
+  options.rank = 10;
+  options.tolerance = 0;
+  options.max_iterations = 60;
+  TruncatedSvd got = RandomizedTruncatedSvd(a.data.data(), a.m, a.n, a.stride, options);
+  EXPECT_TRUE(got.converged);
+  EXPECT_GT(got.iterations, Decompose(a, 10).iterations + 3);
+  EXPECT_LT(got.iterations, 60);
+  Svd exact = JacobiSvd(a.AsDouble());
+  for (size_t i = 0; i < 10; ++i) EXPECT_NEAR(got.s[i], exact.s[i], 1e-10 * exact.s[i]) << i;
 }
 
 TEST(TruncatedSvd, PlateauAcrossTheCut) {
@@ -228,6 +247,7 @@ TEST(TruncatedSvd, ZeroMatrix) {
     ASSERT_EQ(got.u.rows(), m);
     ASSERT_EQ(got.v.rows(), n);
     for (double s : got.s) EXPECT_EQ(s, 0.0);
+    EXPECT_EQ(got.errors, std::vector<double>{0.0});
     for (double e : got.u.data()) EXPECT_EQ(e, 0.0);
     for (double e : got.v.data()) EXPECT_EQ(e, 0.0);
   }
@@ -242,6 +262,8 @@ TEST(TruncatedSvd, NonFiniteInputIsFlaggedByTheNorm) {
     EXPECT_FALSE(got.converged);
     ASSERT_EQ(got.s.size(), 4u);
     for (double s : got.s) EXPECT_TRUE(std::isnan(s));
+    ASSERT_EQ(got.errors.size(), 1u);
+    EXPECT_FALSE(std::isfinite(got.errors[0]));
   }
 }
 
