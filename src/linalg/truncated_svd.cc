@@ -248,7 +248,7 @@ TruncatedSvd RandomizedTruncatedSvd(const float* a, size_t m, size_t n, size_t s
   // E's resolution in its square (see the header): a change below it is rounding, not convergence.
   const double noise = 4 * std::sqrt(static_cast<double>(m + n)) * std::numeric_limits<double>::epsilon() *
                        out.frobenius_squared;
-  double previous_error2 = 0;
+  double previous_error2 = 0, previous_drop = 0;
   for (int iteration = 0;; ++iteration) {
     // a ≈ q·qᵀ·a = q·zᵀ = q·rzᵀ·qzᵀ, and rzᵀ = uc·diag(s)·vcᵀ.
     Qr z = ThinQr(MultiplyFloatTransposed(a, m, n, stride, q));
@@ -260,6 +260,15 @@ TruncatedSvd RandomizedTruncatedSvd(const float* a, size_t m, size_t n, size_t s
       // |E_prev − E| ≤ tolerance·E, in squares: |E_prev² − E²| ≤ tolerance·E·(E_prev + E), plus the rounding.
       const double e = std::sqrt(error2), e_prev = std::sqrt(previous_error2);
       done = std::fabs(previous_error2 - error2) <= options.tolerance * e * (e_prev + e) + noise;
+      // The decreases of E shrink geometrically once the slowest direction dominates: with ρ = drop / previous
+      // drop, what E has still to fall is about drop·ρ / (1 − ρ). On a flat tail each iteration gains little
+      // and the one-step test above would run to max_iterations for nothing.
+      const double drop = e_prev - e;
+      if (!done && options.tolerance > 0 && iteration > 1 && drop > 0 && previous_drop > drop) {
+        const double rho = drop / previous_drop;
+        done = drop * rho / (1 - rho) <= options.remaining_tolerance * e;
+      }
+      previous_drop = drop;
     }
     if (done || iteration >= options.max_iterations) {
       out.iterations = iteration;
