@@ -32,9 +32,9 @@ struct TruncatedSvdOptions {
 };
 
 struct TruncatedSvd {
-  Matrix u;                        // m × k, orthonormal columns
+  Matrix u;                        // m × k, orthonormal columns (but see the zero values below)
   std::vector<double> s;           // k values, descending
-  Matrix v;                        // n × k, orthonormal columns
+  Matrix v;                        // n × k, orthonormal columns (idem)
   double frobenius_squared = 0;    // ‖A‖²_F: Σ of the squares (exact in double), summed in a fixed order
   int iterations = 0;              // power iterations done (0: the range finder alone was enough)
   bool converged = false;          // E settled (or the subspace is everything) before max_iterations ran out
@@ -48,8 +48,9 @@ struct TruncatedSvd {
 // modified. a ≈ u · diag(s) · vᵀ, with ‖a − u·diag(s)·vᵀ‖²_F = frobenius_squared − Σ s² up to rounding.
 //  - When l = min(m, n) the subspace is the whole row or column space (Ω = I, or Q = I): the result is the
 //    exact truncated SVD after one pass each way, iterations = 0.
-//  - A triplet whose singular value is exactly 0 (a zero matrix; an exact rank below k when l spans
-//    everything) has zero u and v columns. Below exact rank, values are rounding-level, not 0.
+//  - A triplet whose computed singular value is exactly 0 (always, for a zero matrix) has zero u and v columns.
+//    Beyond an exact rank below k the values are rounding-level (about ε·s[0]), not 0, and their vectors are
+//    orthonormal but arbitrary.
 //  - Precondition: `a` is finite (extract refuses non-finite deltas first). On non-finite input the call still
 //    returns at once: frobenius_squared is then non-finite (it is finite exactly when every entry is) and s
 //    is all NaN, u and v zero.
