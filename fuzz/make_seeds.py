@@ -236,8 +236,50 @@ def reader_file_seeds():
                                                         ("d", "I64", []), ("e", "BOOL", [5])])
 
 
+def f32_file(tensors):
+    """tensors: list of (name, shape, value(i)): an F32 safetensors file with those values."""
+    header, data = {}, b""
+    for name, shape, value in tensors:
+        n = 1
+        for d in shape:
+            n *= d
+        body = b"".join(struct.pack("<f", value(i)) for i in range(n))
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(body)]}
+        data += body
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def extract_seeds():
+    """fuzz_extract: options, a tiny LLaMA base and a tuned copy whose q_proj changed by a rank-1 term, whose
+    layer-1 v_proj bias and final norm changed (bias, saved norm, dropped unchanged layers), and a config."""
+    def model(tuned, bias=False, embed_change=False):
+        tensors = [("model.embed_tokens.weight", [8, 4], lambda i: (i % 5) * 0.125 + (0.5 if embed_change and i == 3 else 0)),
+                   ("lm_head.weight", [8, 4], lambda i: (i % 3) * 0.25),
+                   ("model.norm.weight", [4], lambda i: 1.0 + (0.25 if tuned and i == 1 else 0))]
+        for layer in range(2):
+            p = f"model.layers.{layer}."
+            tensors.append((p + "self_attn.q_proj.weight", [4, 4],
+                            lambda i, l=layer: (i % 7) * 0.125 + (((i // 4) + 1) * ((i % 4) + 1) * 0.0625 if tuned and l == 0 else 0)))
+            tensors.append((p + "self_attn.v_proj.weight", [2, 4], lambda i: (i % 3) * 0.5))
+            if bias:
+                tensors.append((p + "self_attn.v_proj.bias", [2], lambda i, l=layer: 0.5 + (0.25 if tuned and l == 1 else 0)))
+            tensors.append((p + "input_layernorm.weight", [4], lambda i: 1.0))
+        return f32_file(tensors)
+    config = js({"model_type": "llama", "architectures": ["LlamaForCausalLM"]})
+    yield "rank-1", parts(js({"rank": "1", "dtype": "f32"}), model(False), model(True), config)
+    yield "energy-bias", parts(js({"energy": "0.9", "max_rank": "2"}), model(False, True), model(True, True), config)
+    yield "embeddings-lora", parts(js({"rank": "2", "embeddings": "lora"}), model(False), model(True, embed_change=True), config)
+    yield "modules-list-skip", parts(js({"modules": "q_proj", "embeddings": "skip", "dtype": "bf16"}), model(False), model(True), config)
+    yield "no-config", parts(js({}), model(False), model(True), b"")
+    yield "shape-mismatch", parts(js({"rank": "1"}), model(False), model(True, True), config)
+
+
 def repo():
     out = os.path.join(HERE, "corpus_seeds")
+    for name, data in extract_seeds():
+        write(out, "fuzz_extract", name, data)
     for target, gen in [("fuzz_adapter_config", config_seeds), ("fuzz_regex", regex_seeds),
                         ("fuzz_naming_tables", naming_seeds), ("fuzz_model_index", index_seeds),
                         ("fuzz_merge_plan", merge_seeds), ("fuzz_adapter_readers", reader_seeds),
