@@ -170,9 +170,9 @@ TEST(TruncatedSvd, SlowDecayReachesTheOptimalError) {
         WithSpectrum(m, n, Spectrum(std::min(m, n), [](size_t i) { return 1 / std::sqrt(double(i)); }), 3 * m + n);
     TruncatedSvd got = Decompose(a, k);
     SCOPED_TRACE(::testing::PrintToString(m) + "x" + ::testing::PrintToString(n));
-    // The iterations stop on the error (its extrapolated remaining fall below 1e-6·E): the leading values are
-    // then within 1e-5·σ₁, the error within 1e-4 of the optimum.
-    ExpectNearOptimal(a, k, got, 1e-5);
+    // The iterations stop on the error (its extrapolated remaining fall below 1e-5·E), not on the values: those
+    // next to the cut are then within 1e-4·σ₁, the error within 1e-4 of the optimum.
+    ExpectNearOptimal(a, k, got, 1e-4);
   }
 }
 
@@ -203,9 +203,9 @@ TEST(TruncatedSvd, PlateauAcrossTheCut) {
     }), m * n);
     TruncatedSvd got = Decompose(a, k);
     SCOPED_TRACE(::testing::PrintToString(m) + "x" + ::testing::PrintToString(n));
-    // The iterations stop on the error (its extrapolated remaining fall below 1e-6·E): the leading values are
-    // then within 1e-5·σ₁, the error within 1e-4 of the optimum.
-    ExpectNearOptimal(a, k, got, 1e-5);
+    // The iterations stop on the error (its extrapolated remaining fall below 1e-5·E), not on the values: those
+    // next to the cut are then within 1e-4·σ₁, the error within 1e-4 of the optimum.
+    ExpectNearOptimal(a, k, got, 1e-4);
   }
 }
 
