@@ -681,6 +681,74 @@ export interface CreatedAdapter {
  * norms) and as `peft-bridge create` writes it, byte for byte. */
 export function createAdapter(options: CreateAdapterOptions): Promise<CreatedAdapter>;
 
+/** A model for {@link extractAdapter}: a {@link MergeBase} (its shards random-access sources), a Hub repo (read at
+ * one commit: the `X-Repo-Commit` of its index, else of its config.json), the URL (`https://`, `hf://`) of one
+ * .safetensors file, or in Node a local folder, `model.safetensors` or index path. Remote files are read by Range:
+ * the headers first, then the tensors the plan names. */
+export type ExtractModel = MergeBase | HubRepo | string | URL;
+
+/** Options of {@link extractAdapter}, as the CLI's `extract` options (every value is checked by the core, with the
+ * CLI's messages: a bad one rejects with a SafetensorsError InvalidArgument). */
+export interface ExtractAdapterOptions extends Omit<RemoteOptions, 'signal'> {
+  /** The model before the fine-tune. */
+  base: ExtractModel;
+  /** The fine-tuned model: the same tensor names and shapes (else ShapeMismatch, every difference listed). */
+  tuned: ExtractModel;
+  /** Every module at this rank (or its smaller side). */
+  rank?: number | string;
+  /** Per module the smallest rank keeping this fraction of ‖ΔW‖², at most `maxRank`. */
+  energy?: number | string;
+  /** The rank when neither `rank` nor `energy` is given, and `energy`'s cap (default 128, mergekit's). */
+  maxRank?: number | string;
+  /** The layers to decompose: `"all-linear"` (default: every Linear / Conv1D but the head) or names (PEFT's list
+   * rule), comma-separated or as an array. */
+  modules?: string | string[];
+  /** Embeddings and the head: `save` (default: modules_to_save when changed), `lora` (decomposed) or `skip`. */
+  embeddings?: 'save' | 'lora' | 'skip';
+  /** The adapter's dtype (default: the tuned weights'). */
+  dtype?: 'bf16' | 'f16' | 'f32';
+  /** Plan only: the summary of `extract --dry-run --json`, no weights read, no files. */
+  dryRun?: boolean;
+  /** What the config records as base_model_name_or_path (default: `base` when it is a path, URL or Hub repo). */
+  baseName?: string;
+  /** The config's revision (default: a Hub repo's `revision`, when given). */
+  revision?: string;
+  /** The base's config.json, overriding the model's own (`--base-config`). */
+  baseConfig?: ConfigInput | null;
+  arch?: string;
+  namingTables?: NamingTableInput[];
+  /** Aborting rejects with the signal's reason (remote reads still running are aborted). */
+  signal?: AbortSignal;
+  /** Called as the models are read: bytes read of the plan's total, modules done of the plan's. */
+  onProgress?: (progress: { bytesIn: number; totalIn: number; modulesDone: number; modules: number }) => void;
+}
+
+/** A module of {@link ExtractedAdapter.summary}: what `extract --json` reports for it. */
+export interface ExtractedModule {
+  path: string;
+  kind: string;
+  [field: string]: unknown;
+}
+
+/** What {@link extractAdapter} gives: the fields of `peft-bridge extract --json` (without `ok` and `dryRun`), the
+ * text the CLI prints, adapter_config.json's text and the two files. */
+export interface ExtractedAdapter {
+  summary: { modules: ExtractedModule[]; [field: string]: unknown };
+  /** The CLI's text: the plan, then (unless `dryRun`) each module's rank, kept energy and relative error. */
+  text: string;
+  /** adapter_config.json's text; null with `dryRun`. */
+  config: string | null;
+  /** adapter_model.safetensors and adapter_config.json (empty with `dryRun`), the bytes the CLI writes. The
+   * weights' data is held in Blobs (outside the WebAssembly heap) with the header, made last, in front. */
+  files: MergedFile[];
+}
+
+/** A LoRA adapter from a full fine-tune, as mergekit-extract-lora makes it and `peft-bridge extract` writes it, byte
+ * for byte: per module the truncated SVD of W_tuned − W_base, √S split into lora_A and lora_B, r = lora_alpha per
+ * module (scaling 1); changed norms (and by default embeddings and the head) saved whole; a changed bias as
+ * lora_B.bias. The models are read module by module; one module's float32 delta is held at a time. */
+export function extractAdapter(options: ExtractAdapterOptions): Promise<ExtractedAdapter>;
+
 // ---- LoRA merge ----
 
 /** Options shared by {@link createMergeStream} and {@link mergeShards}, as the CLI's `merge` options. */
