@@ -723,17 +723,56 @@ export interface ExtractAdapterOptions extends Omit<RemoteOptions, 'signal'> {
   onProgress?: (progress: { bytesIn: number; totalIn: number; modulesDone: number; modules: number }) => void;
 }
 
-/** A module of {@link ExtractedAdapter.summary}: what `extract --json` reports for it. */
+/** A module of {@link ExtractedAdapter.summary}, in plan order. */
 export interface ExtractedModule {
   path: string;
+  /** `linear`, `conv1d`, a convolution's kind, `embedding` (decomposed), `saved` or `embedding (saved)`. */
   kind: string;
-  [field: string]: unknown;
+  /** Decomposed modules: the layer's sides and the rank it gets (`rank`) or may get (`energy`). */
+  inFeatures?: number;
+  outFeatures?: number;
+  maxRank?: number;
+  /** After the work (not with `dryRun`): whether any of its tensors changed (unchanged modules are dropped). */
+  changed?: boolean;
+  /** Changed decomposed modules: the rank written, Σ_{i≤rank} σᵢ² / ‖ΔW‖², ‖ΔW − B·A‖_F / ‖ΔW‖_F, whether a
+   * lora_B.bias was written, the SVD's power iterations. */
+  rank?: number;
+  energyKept?: number;
+  relativeError?: number;
+  bias?: boolean;
+  iterations?: number;
 }
 
-/** What {@link extractAdapter} gives: the fields of `peft-bridge extract --json` (without `ok` and `dryRun`), the
- * text the CLI prints, adapter_config.json's text and the two files. */
+/** The fields of `peft-bridge extract --json` (or `--dry-run --json`), without `ok` and `dryRun`. */
+export interface ExtractSummary {
+  /** The naming table used. */
+  arch: string | null;
+  dtype: Dtype;
+  embeddings: 'save' | 'lora' | 'skip';
+  rank?: number;
+  energy?: number;
+  maxRank: number;
+  /** Bytes of both models the extraction reads. */
+  readBytes: number;
+  /** The largest float32 delta held at once. */
+  largestDeltaBytes: number;
+  modules: ExtractedModule[];
+  /** Modules with 2-D or larger weights neither decomposed nor saved (not read). */
+  leftOut: string[];
+  /** With `embeddings: 'skip'`: the embeddings not read. */
+  skippedEmbeddings: string[];
+  /** After the work: the config's r, and how many modules were decomposed, saved and dropped unchanged. */
+  r?: number;
+  decomposed?: number;
+  saved?: number;
+  unchanged?: number;
+  files?: { name: string; bytes: number }[];
+  notes: string[];
+}
+
+/** What {@link extractAdapter} gives. */
 export interface ExtractedAdapter {
-  summary: { modules: ExtractedModule[]; [field: string]: unknown };
+  summary: ExtractSummary;
   /** The CLI's text: the plan, then (unless `dryRun`) each module's rank, kept energy and relative error. */
   text: string;
   /** adapter_config.json's text; null with `dryRun`. */
