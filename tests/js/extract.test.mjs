@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync, execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, copyFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cliPath, collect, hasNativeCli, makeFile, nativeCli, rejectsWith, repoRoot, rng, webDir } from './helpers/common.mjs';
@@ -196,6 +196,10 @@ test('extract: usage errors and failures are the same bytes and statuses in both
   mkdirSync(full);
   writeFileSync(join(full, 'keep.txt'), 'x');
   const otherShape = reshaped(llamaTuned, 'model.layers.0.self_attn.q_proj.weight', [16, 64]);
+  const linked = freshDir();
+  mkdirSync(linked);
+  symlinkSync(join(llamaTuned, 'model.safetensors'), join(linked, 'model.safetensors'));
+  copyFileSync(join(llamaTuned, 'config.json'), join(linked, 'config.json'));
   const cases = [
     [2, ['--base', llama, '--tuned', llamaTuned]], // no -o
     [2, ['--tuned', llamaTuned, '--dry-run']],
@@ -216,13 +220,17 @@ test('extract: usage errors and failures are the same bytes and statuses in both
     [1, ['--base', llama, '--tuned', llama, '-o', 'OUT']], // nothing changed: found only after reading everything
     [1, ['--base', llama, '--tuned', llama, '--json', '-o', 'OUT']],
     [1, ['--base', llama, '--tuned', llamaTuned, '-o', full]],
+    [1, ['--base', llama, '--tuned', llamaTuned, '-o', join(llamaTuned, 'sub')]], // inside an input folder
+    [1, ['--base', llama, '--tuned', linked, '-o', 'OUT']], // a shard leading out of its folder
+    [0, ['--base', llama, '--tuned', linked, '--follow-links', '-o', 'OUT']],
   ];
   for (const [status, args] of cases) {
     const r = await both(args);
     assert.equal(r.status, status, `${args.join(' ')}: ${r.stderr}`);
-    if (args.includes('OUT')) assert.equal(r.files, null, `${args.join(' ')}: left output`);
+    if (args.includes('OUT') && status !== 0) assert.equal(r.files, null, `${args.join(' ')}: left output`);
   }
   assert.deepEqual(readdirSync(full), ['keep.txt']);
+  assert.ok(!existsSync(join(llamaTuned, 'sub')));
   // The shape mismatch names the tensor.
   const r = run(nativeCli, ['extract', '--base', llama, '--tuned', otherShape, '--dry-run']);
   assert.match(r.stderr, /q_proj/);
