@@ -167,8 +167,8 @@ export function remoteReading(options) {
  * open for Range reads when asked for (kept in `reading.files` under `key` + name, closed with them); and the
  * commit read. Internal (extractAdapter reads two models this way).
  */
-export async function openRemoteModel(given, reading, key, baseConfig = null) {
-  const base = await resolveBase(given, reading.ro, baseConfig);
+export async function openRemoteModel(given, reading, key) {
+  const base = await resolveBase(given, reading.ro, null);
   const open = async (name) => {
     const file = await openRemote(base.shard(name), reading.ro);
     reading.files.set(key + name, file);
