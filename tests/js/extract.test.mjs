@@ -365,3 +365,45 @@ test('extract from two Hub repos: both CLIs and extractAdapter alike, the local 
   }
   assert.equal(openMergeHandles(), 0);
 });
+
+test('extractAdapter: the WebAssembly heap holds one module\'s delta, not the models', async (t) => {
+  if (skip(t)) return;
+  // Two 2048x2048 float32 modules per model (32 MiB each); the fine-tune adds a rank-4 delta to each.
+  const n = 2048;
+  const dirs = [];
+  for (const name of ['heap-base', 'heap-tuned']) {
+    const header = {};
+    const parts = [];
+    for (let l = 0; l < 2; ++l) {
+      const random = rng(100 + l);
+      const w = Float32Array.from({ length: n * n }, () => random() - 0.5);
+      if (name === 'heap-tuned') {
+        const r = rng(200 + l);
+        const u = Float32Array.from({ length: 4 * n }, () => r() - 0.5);
+        for (let k = 0; k < 4; ++k)
+          for (let i = 0; i < n; ++i) for (let j = 0; j < n; ++j) w[i * n + j] += 0.05 * u[k * n + i] * u[((k + 1) % 4) * n + j];
+      }
+      header[`model.layers.${l}.self_attn.q_proj.weight`] = { dtype: 'F32', shape: [n, n], data_offsets: [4 * n * n * l, 4 * n * n * (l + 1)] };
+      parts.push(new Uint8Array(w.buffer));
+    }
+    const data = new Uint8Array(8 * n * n);
+    parts.forEach((p, i) => data.set(p, i * 4 * n * n));
+    const dir = join(work, name);
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'model.safetensors'), makeFile(JSON.stringify(header), data));
+    copyFileSync(join(base('llama_lora_f32'), 'config.json'), join(dir, 'config.json'));
+    dirs.push(dir);
+  }
+  const { getModule } = await import(join(webDir, 'src', 'init.js'));
+  const module = await getModule();
+  const before = module.HEAPU8.length;
+  const made = await extractAdapter({ base: dirs[0], tuned: dirs[1], rank: 4 });
+  const grown = module.HEAPU8.length - before;
+  assert.equal(made.summary.largestDeltaBytes, 4 * n * n);
+  assert.ok(module.HEAPU8.length < made.summary.readBytes / 2, `heap ${module.HEAPU8.length} for ${made.summary.readBytes} bytes of models`);
+  assert.ok(grown <= made.summary.largestDeltaBytes + (16 << 20), `the heap grew by ${grown} bytes`);
+  const out = freshDir();
+  const r = run(nativeCli, ['extract', '--base', dirs[0], '--tuned', dirs[1], '--rank', '4', '-o', out, '-q']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(await streamsToFiles(made.files), readTree(out));
+});
