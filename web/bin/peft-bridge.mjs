@@ -12,6 +12,7 @@ import { runAdapterInfo, runTranslate } from '../src/cli/adapter-commands.js';
 import { runMerge } from '../src/cli/merge-command.js';
 import { runCombine } from '../src/cli/combine-command.js';
 import { runCreate } from '../src/cli/create-command.js';
+import { runExtract } from '../src/cli/extract-command.js';
 
 async function main(args) {
   const line = parseCommandLine(args);
@@ -27,7 +28,7 @@ async function main(args) {
     await out(`peft-bridge ${module.version()}\n`);
     return 0;
   }
-  const run = { inspect: runInspect, convert: runConvert, 'adapter-info': runAdapterInfo, translate: runTranslate, combine: runCombine, create: runCreate };
+  const run = { inspect: runInspect, convert: runConvert, 'adapter-info': runAdapterInfo, translate: runTranslate, combine: runCombine, create: runCreate, extract: runExtract };
   return (run[line.command] ?? runMerge)(line); // merge or unmerge: the grammar knows no other command
 }
 

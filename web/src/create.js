@@ -44,8 +44,8 @@ export async function createSession(options) {
   return new MergeSession(module, 'AdapterCreator', createOptionsJson(options));
 }
 
-/** A local folder or file (Node) as the MergeBase mergeShards takes. */
-async function localBase(path) {
+/** A local folder or file (Node) as the MergeBase mergeShards takes. Internal (createAdapter, extractAdapter). */
+export async function localBase(path) {
   const files = requireLocalFiles(path);
   const given = String(path);
   const join = (dir, name) => (dir.endsWith('/') ? dir + name : `${dir}/${name}`);

@@ -681,6 +681,113 @@ export interface CreatedAdapter {
  * norms) and as `peft-bridge create` writes it, byte for byte. */
 export function createAdapter(options: CreateAdapterOptions): Promise<CreatedAdapter>;
 
+/** A model for {@link extractAdapter}: a {@link MergeBase} (its shards random-access sources), a Hub repo (read at
+ * one commit: the `X-Repo-Commit` of its index, else of its config.json), the URL (`https://`, `hf://`) of one
+ * .safetensors file, or in Node a local folder, `model.safetensors` or index path. Remote files are read by Range:
+ * the headers first, then the tensors the plan names. */
+export type ExtractModel = MergeBase | HubRepo | string | URL;
+
+/** Options of {@link extractAdapter}, as the CLI's `extract` options (every value is checked by the core, with the
+ * CLI's messages: a bad one rejects with a SafetensorsError InvalidArgument). */
+export interface ExtractAdapterOptions extends Omit<RemoteOptions, 'signal'> {
+  /** The model before the fine-tune. */
+  base: ExtractModel;
+  /** The fine-tuned model: the same tensor names and shapes (else ShapeMismatch, every difference listed). */
+  tuned: ExtractModel;
+  /** Every module at this rank (or its smaller side). */
+  rank?: number | string;
+  /** Per module the smallest rank keeping this fraction of ‖ΔW‖², at most `maxRank`. */
+  energy?: number | string;
+  /** The rank when neither `rank` nor `energy` is given, and `energy`'s cap (default 128, mergekit's). */
+  maxRank?: number | string;
+  /** The layers to decompose: `"all-linear"` (default: every Linear / Conv1D but the head) or names (PEFT's list
+   * rule), comma-separated or as an array. */
+  modules?: string | string[];
+  /** Embeddings and the head: `save` (default: modules_to_save when changed), `lora` (decomposed) or `skip`. */
+  embeddings?: 'save' | 'lora' | 'skip';
+  /** The adapter's dtype (default: the tuned weights'). */
+  dtype?: 'bf16' | 'f16' | 'f32';
+  /** Plan only: the summary of `extract --dry-run --json`, no weights read, no files. */
+  dryRun?: boolean;
+  /** What the config records as base_model_name_or_path (default: `base` when it is a path, URL or Hub repo). */
+  baseName?: string;
+  /** The config's revision (default: a Hub repo's `revision`, when given). */
+  revision?: string;
+  /** The base's config.json, overriding the model's own (`--base-config`). */
+  baseConfig?: ConfigInput | null;
+  arch?: string;
+  namingTables?: NamingTableInput[];
+  /** Aborting rejects with the signal's reason (remote reads still running are aborted). */
+  signal?: AbortSignal;
+  /** Called as the models are read: bytes read of the plan's total, modules done of the plan's. */
+  onProgress?: (progress: { bytesIn: number; totalIn: number; modulesDone: number; modules: number }) => void;
+}
+
+/** A module of {@link ExtractedAdapter.summary}, in plan order. */
+export interface ExtractedModule {
+  path: string;
+  /** `linear`, `conv1d`, a convolution's kind, `embedding` (decomposed), `saved` or `embedding (saved)`. */
+  kind: string;
+  /** Decomposed modules: the layer's sides and the rank it gets (`rank`) or may get (`energy`). */
+  inFeatures?: number;
+  outFeatures?: number;
+  maxRank?: number;
+  /** After the work (not with `dryRun`): whether any of its tensors changed (unchanged modules are dropped). */
+  changed?: boolean;
+  /** Changed decomposed modules: the rank written, Σ_{i≤rank} σᵢ² / ‖ΔW‖², ‖ΔW − B·A‖_F / ‖ΔW‖_F, whether a
+   * lora_B.bias was written, the SVD's power iterations. */
+  rank?: number;
+  energyKept?: number;
+  relativeError?: number;
+  bias?: boolean;
+  iterations?: number;
+}
+
+/** The fields of `peft-bridge extract --json` (or `--dry-run --json`), without `ok` and `dryRun`. */
+export interface ExtractSummary {
+  /** The naming table used. */
+  arch: string | null;
+  dtype: Dtype;
+  embeddings: 'save' | 'lora' | 'skip';
+  rank?: number;
+  energy?: number;
+  maxRank: number;
+  /** Bytes of both models the extraction reads. */
+  readBytes: number;
+  /** The largest float32 delta held at once. */
+  largestDeltaBytes: number;
+  modules: ExtractedModule[];
+  /** Modules with 2-D or larger weights neither decomposed nor saved (not read). */
+  leftOut: string[];
+  /** With `embeddings: 'skip'`: the embeddings not read. */
+  skippedEmbeddings: string[];
+  /** After the work: the config's r, and how many modules were decomposed, saved and dropped unchanged. */
+  r?: number;
+  decomposed?: number;
+  saved?: number;
+  unchanged?: number;
+  files?: { name: string; bytes: number }[];
+  notes: string[];
+}
+
+/** What {@link extractAdapter} gives. */
+export interface ExtractedAdapter {
+  summary: ExtractSummary;
+  /** The CLI's text: the plan, then (unless `dryRun`) each module's rank, kept energy and relative error. */
+  text: string;
+  /** adapter_config.json's text; null with `dryRun`. */
+  config: string | null;
+  /** adapter_model.safetensors and adapter_config.json (empty with `dryRun`), the bytes the CLI writes. The
+   * weights' data is held in Blobs (outside the WebAssembly heap) with the header, made last, in front. */
+  files: MergedFile[];
+}
+
+/** A LoRA adapter from a full fine-tune, as mergekit-extract-lora makes it and `peft-bridge extract` writes it, byte
+ * for byte: per module the truncated SVD of W_tuned − W_base, √S split into lora_A and lora_B, r = lora_alpha per
+ * module (scaling 1); changed norms (and by default embeddings and the head) saved whole; a changed bias as
+ * lora_B.bias. The models are read module by module; one module's float32 delta is held at a time. */
+export function extractAdapter(options: ExtractAdapterOptions): Promise<ExtractedAdapter>;
+
 // ---- LoRA merge ----
 
 /** Options shared by {@link createMergeStream} and {@link mergeShards}, as the CLI's `merge` options. */

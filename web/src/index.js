@@ -12,5 +12,6 @@ export { convert } from './convert.js';
 export { adapterInfo, translateAdapter } from './adapter.js';
 export { combineAdapters } from './combine.js';
 export { createAdapter } from './create.js';
+export { extractAdapter } from './extract.js';
 export { createMergeStream, mergeShards, planMerge } from './merge.js';
 export { mergeRemote, mergeRemoteIndex, mergeRemoteShard, planRemote, saveStreams } from './remote.js';

@@ -142,13 +142,12 @@ export function readAhead(file) {
 }
 
 /**
- * Resolves the base and the adapter and opens every base shard (one request each, `concurrency` at a time).
- * `close(reason)` closes every file; a reason also aborts what is still running.
+ * The reading options of a remote job (token, endpoint, fetch, the HTTP policy's limits) under an abort of its own
+ * that follows `options.signal`; `close(reason)` closes every file in `files` (a reason also aborts what is still
+ * running). Internal.
  */
-async function openModel(options) {
-  if (!options || typeof options !== 'object') throw new TypeError('peft-bridge: a remote merge needs {base, adapter}');
+export function remoteReading(options) {
   const { signal } = options;
-  throwIfAborted(signal);
   const controller = new AbortController(); // the user's signal, or our own abort when the output is given up
   const onAbort = () => controller.abort(abortReason(signal));
   signal?.addEventListener('abort', onAbort, { once: true });
@@ -160,6 +159,33 @@ async function openModel(options) {
     if (reason !== undefined && !controller.signal.aborted) controller.abort(reason);
     await Promise.all([...files.values()].map((f) => f.close()));
   };
+  return { ro, files, close, signal: controller.signal };
+}
+
+/**
+ * A remote model (a Hub repo read at one commit, or the URL of one .safetensors file) as a MergeBase whose shards
+ * open for Range reads when asked for (kept in `reading.files` under `key` + name, closed with them); and the
+ * commit read. Internal (extractAdapter reads two models this way).
+ */
+export async function openRemoteModel(given, reading, key) {
+  const base = await resolveBase(given, reading.ro, null);
+  const open = async (name) => {
+    const file = await openRemote(base.shard(name), reading.ro);
+    reading.files.set(key + name, file);
+    if (file.size === null) throw new SafetensorsError('IoError', `cannot read \`${file.url}\` by ranges: the server does not tell its size`);
+    return readAhead(file);
+  };
+  return { base: { index: base.index, config: base.config, open }, revision: base.revision };
+}
+
+/**
+ * Resolves the base and the adapter and opens every base shard (one request each, `concurrency` at a time).
+ * `close(reason)` closes every file; a reason also aborts what is still running.
+ */
+async function openModel(options) {
+  if (!options || typeof options !== 'object') throw new TypeError('peft-bridge: a remote merge needs {base, adapter}');
+  throwIfAborted(options.signal);
+  const { ro, files, close } = remoteReading(options);
   try {
     const [base, adapter] = await Promise.all([resolveBase(options.base, ro, options.baseConfig), resolveAdapter(options.adapter, ro, files)]);
     let names = ['model.safetensors'];
@@ -178,7 +204,7 @@ async function openModel(options) {
       if (file.size === null) throw new SafetensorsError('IoError', `cannot read \`${file.url}\` by ranges: the server does not tell its size`);
     });
     const sources = new Map(names.map((name) => [name, readAhead(files.get(name))]));
-    return { base, adapter, names, files, sources, close, signal: controller.signal };
+    return { base, adapter, names, files, sources, close, signal: ro.signal };
   } catch (error) {
     await close(error);
     throw error;

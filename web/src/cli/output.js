@@ -201,6 +201,15 @@ export class OutputTransaction {
     }
   }
 
+  /** Writes `bytes` at `offset` of a file being written (a region reserved before), leaving its end where it is. */
+  async writeAt(file, offset, bytes) {
+    try {
+      for (let done = 0; done < bytes.length; ) done += (await file.handle.write(bytes, done, bytes.length - done, offset + done)).bytesWritten;
+    } catch (error) {
+      throw ioFailure('cannot write', file.temp, error);
+    }
+  }
+
   /** Syncs and closes a file written completely (AtomicOutputFile::Prepare). */
   async prepare(file) {
     if (!file.handle) return;

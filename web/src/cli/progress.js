@@ -3,8 +3,9 @@ import { module, flag } from './io.js';
 
 /** The progress line on stderr (src/app/progress_text.h, as src/cli/stderr_progress.cc): whether it shows, when
  * it redraws and what it says are the core's; this reads the clock, the environment and the terminal, and writes.
- * Updates before the first file starts are not drawn. close() frees the core's meter. */
-export function stderrProgress(line, total) {
+ * Updates before the first file starts are not drawn, unless `started` (a command that names no file, as
+ * extract). close() frees the core's meter. */
+export function stderrProgress(line, total, { started: startedAlready = false } = {}) {
   const environment = {
     json: flag(line, 'json'),
     quiet: flag(line, 'quiet'),
@@ -16,7 +17,7 @@ export function stderrProgress(line, total) {
   let meter = new module.ProgressMeter(total, JSON.stringify(environment));
   const t0 = performance.now();
   const seconds = () => (performance.now() - t0) / 1000;
-  let started = false;
+  let started = startedAlready;
   const draw = (text) => text && process.stderr.write(text);
   return {
     startFile(name, done) {
