@@ -6,7 +6,7 @@
 
 #include "compose/dense_svd.h"
 #include "compose/float_values.h"
-#include "compose/seeded_random.h"
+#include "linalg/seeded_random.h"
 #include "linalg/qr.h"
 #include "linalg/svd.h"
 
@@ -56,7 +56,7 @@ Matrix Padded(const Matrix& m, size_t rows, size_t cols) {
 
 // PEFT's prune(): magnitude keeps the int(density·n) largest |x| (ties: the lower index first); random keeps
 // each value with probability density and divides the kept ones by it. density ≥ 1 prunes nothing.
-void Prune(std::vector<double>& t, double density, bool random, SeededRandom& stream, const Rounding& round) {
+void Prune(std::vector<double>& t, double density, bool random, linalg::SeededRandom& stream, const Rounding& round) {
   if (density >= 1) return;
   if (random) {
     for (double& x : t) {
@@ -89,7 +89,7 @@ std::vector<double> MergeTaskTensors(std::vector<std::vector<double>> ts, const 
   const bool random = IsRandomMethod(method);
   const bool prunes = NeedsDensity(method);
   for (size_t i = 0; i < ts.size(); ++i) {
-    SeededRandom stream(math.seed, {math.module_index, i, factor});
+    linalg::SeededRandom stream(math.seed, {math.module_index, i, factor});
     if (prunes) Prune(ts[i], *math.density, random, stream, round);
   }
   const size_t n = ts.front().size();

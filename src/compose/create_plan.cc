@@ -10,6 +10,7 @@
 #include "adapter/lora_config.h"
 #include "adapter/module_select.h"
 #include "compose/model_modules.h"
+#include "compose/option_text.h"
 #include "adapter/natural_order.h"
 #include "adapter/python_json.h"
 #include "core/json.h"
@@ -89,12 +90,9 @@ Result<CreateOptions> ParseCreateArguments(const CreateArguments& args) {
     if (o.all_linear && !o.target_names.empty()) return Invalid("--target-modules: all-linear cannot be combined with module names");
   }
   if (args.r) {
-    int64_t r = 0;
-    const auto& t = *args.r;
-    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), r);
-    if (!AllDigits(t) || ec != std::errc() || end != t.data() + t.size() || r <= 0 || r > (int64_t(1) << 31))
-      return Invalid("--r must be a positive integer (got " + Quoted(t) + ")");
-    o.r = r;
+    auto r = PositiveInteger(*args.r);
+    if (!r) return Invalid("--r must be a positive integer (got " + Quoted(*args.r) + ")");
+    o.r = int64_t(*r);
   }
   if (args.alpha) {
     const std::string& t = *args.alpha;
@@ -106,14 +104,9 @@ Result<CreateOptions> ParseCreateArguments(const CreateArguments& args) {
       o.alpha = double(a);
       o.alpha_is_int = true;
     } else {
-      // A decimal number: digits, one point, an optional exponent (no hex, inf or nan, which strtod takes).
-      bool shape = !t.empty() && t.find_first_not_of("0123456789.eE+-") == std::string::npos &&
-                   (t[0] == '.' || (t[0] >= '0' && t[0] <= '9'));
-      char* end = nullptr;
-      double a = shape ? std::strtod(t.c_str(), &end) : 0;
-      if (!shape || end != t.c_str() + t.size() || !std::isfinite(a) || !(a > 0))
-        return Invalid("--alpha must be a positive number (got " + Quoted(t) + ")");
-      o.alpha = a;
+      auto a = PositiveDecimal(t);
+      if (!a) return Invalid("--alpha must be a positive number (got " + Quoted(t) + ")");
+      o.alpha = *a;
       o.alpha_is_int = false;
     }
   }
@@ -133,10 +126,9 @@ Result<CreateOptions> ParseCreateArguments(const CreateArguments& args) {
     else return Invalid("unknown init " + Quoted(*args.init) + " (expected kaiming or gaussian)");
   }
   if (args.dtype) {
-    if (*args.dtype == "bf16") o.dtype = Dtype::BF16;
-    else if (*args.dtype == "f16") o.dtype = Dtype::F16;
-    else if (*args.dtype == "f32") o.dtype = Dtype::F32;
-    else return Invalid("unknown dtype " + Quoted(*args.dtype) + " (expected bf16, f16 or f32)");
+    auto dtype = AdapterDtype(*args.dtype);
+    if (!dtype) return Invalid("unknown dtype " + Quoted(*args.dtype) + " (expected bf16, f16 or f32)");
+    o.dtype = *dtype;
   }
   return o;
 }

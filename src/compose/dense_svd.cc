@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "compose/seeded_random.h"
+#include "linalg/seeded_random.h"
 #include "linalg/qr.h"
 
 namespace pb::compose {
@@ -30,7 +30,7 @@ linalg::Svd TruncatedSvd(const linalg::Matrix& m, size_t rank, uint64_t seed) {
   if (small <= kExactSvdLimit || width >= small) return Leading(linalg::JacobiSvd(m), rank);
   // Y = M·Ω, then (M·Mᵀ)^q·Y with QR between products; Q spans M's leading column space.
   linalg::Matrix omega(m.cols(), width);
-  SeededRandom random(seed, {0x5344});
+  linalg::SeededRandom random(seed, {0x5344});
   for (double& x : omega.data()) x = 2 * random.Uniform() - 1;
   linalg::Matrix q = linalg::ThinQr(linalg::Multiply(m, omega)).q;
   for (int i = 0; i < kPowerIterations; ++i) {

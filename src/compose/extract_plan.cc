@@ -8,6 +8,7 @@
 #include <set>
 
 #include "compose/model_modules.h"
+#include "compose/option_text.h"
 #include "core/json.h"
 #include "core/utf8.h"
 #include "core/writer.h"
@@ -19,17 +20,6 @@ using adapter::ModuleKind;
 
 Error Invalid(std::string message) { return MakeError(ErrorCode::InvalidArgument, std::move(message)); }
 std::string Quoted(std::string_view s) { return "`" + ClipForMessage(s) + "`"; }
-
-bool AllDigits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-std::optional<uint64_t> PositiveInteger(std::string_view t) {
-  uint64_t v = 0;
-  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (!AllDigits(t) || ec != std::errc() || end != t.data() + t.size() || v == 0 || v > (uint64_t(1) << 31)) return std::nullopt;
-  return v;
-}
 
 ModelTensor TensorOf(size_t shard, const Header& h, size_t index) {
   const TensorInfo& t = h.tensor(index);
@@ -88,14 +78,10 @@ Result<ExtractOptions> ParseExtractArguments(const ExtractArguments& args) {
     o.max_rank = *r;
   }
   if (args.energy) {
-    const std::string& t = *args.energy;
-    bool shape = !t.empty() && t.find_first_not_of("0123456789.eE+-") == std::string::npos &&
-                 (t[0] == '.' || (t[0] >= '0' && t[0] <= '9'));
-    char* end = nullptr;
-    double e = shape ? std::strtod(t.c_str(), &end) : 0;
-    if (!shape || end != t.c_str() + t.size() || !std::isfinite(e) || !(e > 0) || e > 1)
-      return Invalid("--energy must be a fraction in (0, 1] of each module's ‖ΔW‖² to keep (got " + Quoted(t) + ")");
-    o.energy = e;
+    auto e = PositiveDecimal(*args.energy);
+    if (!e || *e > 1)
+      return Invalid("--energy must be a fraction in (0, 1] of each module's ‖ΔW‖² to keep (got " + Quoted(*args.energy) + ")");
+    o.energy = *e;
   }
   if (args.modules) {
     o.all_linear = false;
@@ -121,10 +107,8 @@ Result<ExtractOptions> ParseExtractArguments(const ExtractArguments& args) {
     else return Invalid("unknown --embeddings " + Quoted(*args.embeddings) + " (expected save, lora or skip)");
   }
   if (args.dtype) {
-    if (*args.dtype == "bf16") o.dtype = Dtype::BF16;
-    else if (*args.dtype == "f16") o.dtype = Dtype::F16;
-    else if (*args.dtype == "f32") o.dtype = Dtype::F32;
-    else return Invalid("unknown dtype " + Quoted(*args.dtype) + " (expected bf16, f16 or f32)");
+    o.dtype = AdapterDtype(*args.dtype);
+    if (!o.dtype) return Invalid("unknown dtype " + Quoted(*args.dtype) + " (expected bf16, f16 or f32)");
   }
   return o;
 }

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "linalg/qr.h"
+#include "linalg/seeded_random.h"
 #include "linalg/svd.h"
 
 namespace pb::linalg {
@@ -134,25 +135,6 @@ double SumOfSquares(const float* a, size_t m, size_t n, size_t stride) {
   return sum + compensation;
 }
 
-// SplitMix64, as compose's SeededRandom (linalg depends on nothing): integer arithmetic, the same bits anywhere.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(Mix(seed)) {}
-  // Uniform in [−1, 1), 53 random bits.
-  double Symmetric() {
-    state_ += 0x9E3779B97F4A7C15ull;
-    return static_cast<double>(Mix(state_) >> 11) * (1.0 / 4503599627370496.0) - 1.0;
-  }
-
- private:
-  static uint64_t Mix(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  uint64_t state_;
-};
-
 Matrix Identity(size_t n) {
   Matrix out(n, n);
   for (size_t i = 0; i < n; ++i) out(i, i) = 1;
@@ -239,7 +221,7 @@ TruncatedSvd RandomizedTruncatedSvd(const float* a, size_t m, size_t n, size_t s
     if (complete) {
       omega = Identity(n);
     } else {
-      SplitMix64 random(options.seed);
+      SeededRandom random(options.seed, {});
       for (double& e : omega.data()) e = random.Symmetric();
     }
     q = ThinQr(MultiplyFloat(a, m, n, stride, omega)).q;

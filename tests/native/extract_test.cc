@@ -11,7 +11,7 @@
 #include "adapter/adapter_io.h"
 #include "compose/extract_job.h"
 #include "compose/extract_plan.h"
-#include "compose/seeded_random.h"
+#include "linalg/seeded_random.h"
 #include "core/json.h"
 #include "core/writer.h"
 
@@ -80,7 +80,7 @@ std::vector<TensorSpec> LlamaSpecs(bool q_bias = false) {
 }
 
 float BaseValue(const std::string& name, uint64_t i) {
-  SeededRandom r(7, {std::hash<std::string>{}(name), i});
+  linalg::SeededRandom r(7, {std::hash<std::string>{}(name), i});
   return float(r.Uniform() - 0.5);
 }
 
@@ -101,7 +101,7 @@ Result<Run> Extract(const Model& base, const Model& tuned, ExtractArguments args
   Run run{std::move(plan.value()), {}, {}};
   VectorSink sink;
   ExtractJob job(run.plan, sink);
-  SeededRandom sizes(chunk_seed, {1});
+  linalg::SeededRandom sizes(chunk_seed, {1});
   while (auto read = job.NextRead()) {
     const auto& file = read->tuned ? tuned.file : base.file;
     uint64_t at = read->begin;

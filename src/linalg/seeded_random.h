@@ -1,12 +1,13 @@
-// The random numbers of DARE's masks and of the randomized SVD's test matrices: SplitMix64, seeded per use from
-// the user's --seed and the use's identity (module, adapter, factor), so a result depends on neither the order
-// work is done in nor the platform (integer arithmetic only; the same bits natively and in WASM).
+// The random numbers of DARE's masks, combine's and extract's randomized SVD test matrices: SplitMix64, seeded
+// per use from the user's --seed and the use's identity (module, adapter, factor; none for a plain seed), so a
+// result depends on neither the order work is done in nor the platform (integer arithmetic only; the same bits
+// natively and in WASM). In linalg because linalg depends on nothing and compose uses it too.
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
 
-namespace pb::compose {
+namespace pb::linalg {
 
 class SeededRandom {
  public:
@@ -20,6 +21,8 @@ class SeededRandom {
   }
   // Uniform in [0, 1), 53 random bits.
   double Uniform() { return static_cast<double>(Next() >> 11) * (1.0 / 9007199254740992.0); }
+  // Uniform in [−1, 1), 53 random bits.
+  double Symmetric() { return static_cast<double>(Next() >> 11) * (1.0 / 4503599627370496.0) - 1.0; }
 
  private:
   static uint64_t Mix(uint64_t z) {
@@ -30,4 +33,4 @@ class SeededRandom {
   uint64_t state_;
 };
 
-}  // namespace pb::compose
+}  // namespace pb::linalg
