@@ -198,6 +198,10 @@ CASES += [
          lora=dict(r=2, lora_alpha=4, use_rslora=True, target_modules=["k_proj"],
                    target_parameters=["mlp.experts.down_proj", "mlp.experts.gate_up_proj"],
                    rank_pattern={r"layers\.1\.mlp\.experts\.down_proj": 4}, alpha_pattern={"gate_up_proj": 6})),
+    dict(name="gpt_oss_experts_bf16", arch="gpt_oss", tiny=True, config=MOE, dtype="bf16",
+         what="LoRA on gpt-oss's fused experts, stored whole and transposed ([E, in, out], is_transposed), and q_proj",
+         lora=dict(r=2, lora_alpha=4, target_modules=["q_proj"],
+                   target_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj"])),
 ]
 
 
