@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "adapter/module_select.h"
+
 namespace pb::adapter {
 
 namespace {
@@ -22,6 +24,18 @@ bool Names(std::string_view entry, std::string_view key) {
   return key == entry || (key.size() > entry.size() && key.ends_with(entry) && key[key.size() - entry.size() - 1] == '.');
 }
 
+// A bare entry ("down_proj", as PEFT's own conversion of MLP targets writes them) names a parameter of any module,
+// and the adapter does not say which modules have one; the factors of a module PEFT wraps as a module have the
+// same keys as an outermost ParamWrapper's. PEFT refuses to put both on one module (create_and_replace_param:
+// "not a valid target"), so a module target_modules selects is a module LoRA. With target_modules null, every
+// LoRA is on parameters; with "all-linear" (only nn.Linear / Conv1D), the module must be an `experts` container,
+// the name every transformers 5.24 MoE block gives its fused experts.
+bool HoldsParameters(const LoraConfig& config, const std::string& holder) {
+  if (config.target_modules.form == ModuleSelector::Form::kNone) return true;
+  if (auto targeted = IsTargeted(config, holder)) return !*targeted;
+  return holder == "experts" || holder.ends_with(".experts");
+}
+
 }  // namespace
 
 std::optional<Result<ExpertsTarget>> ParamWrapperOf(const LoraConfig& config, std::string_view key_module) {
@@ -33,13 +47,16 @@ std::optional<Result<ExpertsTarget>> ParamWrapperOf(const LoraConfig& config, st
     ++t.depth;
   }
   t.holder = std::string(holder);
+  bool qualified = false;  // an entry names the module too ("mlp.experts.down_proj"), not only the parameter
   for (const std::string& entry : config.target_parameters) {
     const size_t dot = entry.rfind('.');
     const std::string leaf = dot == std::string::npos ? entry : entry.substr(dot + 1);
-    if (Names(entry, t.holder + "." + leaf) && std::find(t.wrapped.begin(), t.wrapped.end(), leaf) == t.wrapped.end())
-      t.wrapped.push_back(leaf);
+    if (!Names(entry, t.holder + "." + leaf)) continue;
+    qualified = qualified || dot != std::string::npos;
+    if (std::find(t.wrapped.begin(), t.wrapped.end(), leaf) == t.wrapped.end()) t.wrapped.push_back(leaf);
   }
   if (t.wrapped.empty()) return std::nullopt;
+  if (!qualified && t.depth == 0 && !HoldsParameters(config, t.holder)) return std::nullopt;
   auto refuse = [&](const std::string& why) -> std::optional<Result<ExpertsTarget>> {
     return Result<ExpertsTarget>(MakeError(ErrorCode::UnsupportedAdapter,
                                            "LoRA on parameters of `" + t.holder + "`: " + why));

@@ -37,7 +37,8 @@ struct ExpertsTarget {
 };
 
 // For the module part of a PEFT LoRA key (after "base_model.model.", before ".lora_A.weight"): nullopt when no
-// target_parameters entry names a parameter of it (after stripping its `.base_layer` levels); otherwise the
+// target_parameters entry names a parameter of it (after stripping its `.base_layer` levels), or when only bare
+// entries ("down_proj") do and the module is one target_modules wraps as a module; otherwise the
 // parameter these factors belong to, or UnsupportedAdapter when the nesting cannot be resolved (parameters whose
 // registration order is not known, more nesting levels than targeted parameters).
 std::optional<Result<ExpertsTarget>> ParamWrapperOf(const LoraConfig& config, std::string_view key_module);

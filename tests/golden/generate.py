@@ -198,6 +198,13 @@ CASES += [
          lora=dict(r=2, lora_alpha=4, use_rslora=True, target_modules=["k_proj"],
                    target_parameters=["mlp.experts.down_proj", "mlp.experts.gate_up_proj"],
                    rank_pattern={r"layers\.1\.mlp\.experts\.down_proj": 4}, alpha_pattern={"gate_up_proj": 6})),
+    # PEFT's own conversion: MLP targets on DeepSeek-V3 (first layer dense, the second MoE with a shared expert)
+    # become target_parameters on the fused experts, while the dense and shared MLPs stay Linear modules.
+    dict(name="deepseek_v3_experts_bf16", arch="deepseek_v3", tiny=True, dtype="bf16", keep_parameter_targets=True,
+         config=dict(MOE, n_routed_experts=3),
+         what="deepseek_v3: LoRA on every linear module of the body; PEFT turns the MLP targets into target_parameters "
+              "on the fused experts of the MoE layer",
+         lora=dict(r=2, lora_alpha=4, target_modules="body-linear")),
     dict(name="gpt_oss_experts_bf16", arch="gpt_oss", tiny=True, config=MOE, dtype="bf16",
          what="LoRA on gpt-oss's fused experts, stored whole and transposed ([E, in, out], is_transposed), and q_proj",
          lora=dict(r=2, lora_alpha=4, target_modules=["q_proj"],
@@ -306,7 +313,8 @@ def build_adapter(case, base_dir, out):
     base = load_base(case, base_dir)
     config = LoraConfig(**case["lora"])
     model = get_peft_model(base, config)
-    if model.peft_config["default"].target_parameters and case.get("attention_leaves"):
+    if (model.peft_config["default"].target_parameters and case.get("attention_leaves")
+            and not case.get("keep_parameter_targets")):
         # transformers 5 fuses MoE experts into 3-D parameters (mlp.experts.gate_up_proj) and PEFT turns
         # gate_proj/up_proj/down_proj targets into target_parameters on them, which peft-bridge refuses
         # (docs/adapters.md): such architectures are tested on their attention projections.

@@ -1605,6 +1605,18 @@ TEST(MergeExperts, NestedKeysAreReadAsTheFusedParametersTheyWrap) {
     // r and alpha as PEFT resolves them for the parameter's path (alpha_pattern "down_proj").
     EXPECT_EQ(m.settings.scaling, inner ? 2.0 : 4.0);
   }
+  // Bare entries, as PEFT's own conversion of MLP targets writes them ("down_proj"): a module target_modules wraps
+  // as a module (q_proj, whose LoRA keys look like an outer wrapper's) keeps its Linear LoRA.
+  {
+    std::vector<T> lt;
+    AddLora(lt, "model.layers.0.self_attn.q_proj", {2, 4}, {4, 2});
+    AddLora(lt, kExpertsHolder, {kExpertR * kExperts, kExpertI}, {kExpertH, kExpertR * kExperts});
+    Lora bare = MakeLora(R"("r": 2, "lora_alpha": 4, "target_modules": ["q_proj"], "target_parameters": ["down_proj"])", lt);
+    ASSERT_TRUE(bare.adapter) << bare.error;
+    ASSERT_EQ(bare.adapter->modules.size(), 2u);
+    for (const auto& m : bare.adapter->modules)
+      EXPECT_EQ(m.experts.has_value(), m.path == kExpertsHolder) << m.path;
+  }
   // A parameter registration order peft-bridge does not know is refused tensor by tensor, with the reason.
   std::vector<T> lt;
   AddLora(lt, kExpertsHolder + ".base_layer", {6, 4}, {6, 6});
