@@ -46,6 +46,7 @@ std::string_view LoraShapeName(LoraShape shape) {
     case LoraShape::kLinear: return "linear";
     case LoraShape::kEmbedding: return "embedding";
     case LoraShape::kConv: return "conv";
+    case LoraShape::kExperts: return "experts";
   }
   return "?";
 }
@@ -218,6 +219,23 @@ Result<std::vector<LoraModule>> AssembleModules(std::vector<RoleTensor> tensors,
         return Mismatch(m.path, "lora_magnitude_vector " + ShapeText(ms) + " does not fit " + std::to_string(out) +
                                     " output features" +
                                     (m.shape == LoraShape::kConv ? " (conv magnitudes are [1, out, 1...])" : ""));
+    }
+    if (auto wrapped = ParamWrapperOf(config, m.path)) {
+      // LoRA on a fused experts parameter: PEFT resolves r and alpha for the parameter's path.
+      if (!wrapped->ok()) return wrapped->error();
+      if (as.size() != 2 || m.magnitude || m.b_bias || m.shape != LoraShape::kLinear)
+        return Mismatch(m.path, "LoRA on parameter `" + wrapped->value().parameter_path +
+                                    "` must be 2-D lora_A and lora_B only, found A " + ShapeText(as) + " and B " + ShapeText(bs));
+      m.shape = LoraShape::kExperts;
+      m.experts = std::move(wrapped->value());
+      m.settings = ResolveModuleSettings(config, m.experts->parameter_path);
+      const uint64_t r = static_cast<uint64_t>(m.settings.r);
+      if (as[0] % r != 0)
+        return Mismatch(m.path, "lora_A " + ShapeText(as) + " of parameter `" + m.experts->parameter_path +
+                                    "` should have r · experts rows, but " + std::to_string(as[0]) +
+                                    " is no multiple of r = " + std::to_string(r));
+      m.experts->num_experts = as[0] / r;
+      continue;
     }
     m.settings = ResolveModuleSettings(config, m.path);
     if (static_cast<uint64_t>(m.settings.r) != m.rank()) {

@@ -14,6 +14,7 @@
 
 #include "adapter/lora_config.h"
 #include "adapter/module_select.h"
+#include "adapter/param_wrapper.h"
 #include "adapter/tensor_ref.h"
 #include "core/dtype.h"
 #include "core/header.h"
@@ -37,18 +38,25 @@ enum class LoraShape {
   kLinear,     // A [r, in], B [out, r]  (nn.Linear, and transformers Conv1D whose delta is transposed)
   kEmbedding,  // lora_embedding_A [r, num_embeddings], lora_embedding_B [dim, r]
   kConv,       // A [r, in, *kernel], B [out, r, 1...]
+  kExperts,    // PEFT's ParamWrapper on a fused 3-D experts parameter: A [r·E, in], B [out, r·E] (param_wrapper.h)
 };
 std::string_view LoraShapeName(LoraShape shape);
 
 struct LoraModule {
-  std::string path;  // module path in the user's model, e.g. "model.layers.0.self_attn.q_proj"
+  // Module path in the user's model, e.g. "model.layers.0.self_attn.q_proj"; for kExperts the wrapper's path as
+  // PEFT's keys spell it ("model.layers.0.mlp.experts.base_layer"), `experts` saying which parameter it wraps.
+  std::string path;
   LoraShape shape = LoraShape::kLinear;
   Tensor a;  // PEFT orientation always
   Tensor b;
   std::optional<Tensor> b_bias;     // lora_B.bias (lora_bias=True), [out]
   std::optional<Tensor> magnitude;  // DoRA lora_magnitude_vector
   ModuleSettings settings;          // r, alpha, scaling as PEFT resolves them for this module
-  uint64_t rank() const { return a.shape.empty() ? 0 : a.shape[0]; }
+  std::optional<ExpertsTarget> experts;  // kExperts: the parameter, its experts and the nesting
+  uint64_t rank() const {
+    if (a.shape.empty()) return 0;
+    return experts && experts->num_experts ? a.shape[0] / experts->num_experts : a.shape[0];
+  }
   uint64_t in_features() const;   // A's columns (num_embeddings for embeddings; in*kernel... for conv: in)
   uint64_t out_features() const;  // B's rows (embedding_dim for embeddings)
 };

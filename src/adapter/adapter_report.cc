@@ -79,6 +79,13 @@ Json ModuleJson(const LoraModule& m, double delta_norm) {
   j["deltaNorm"] = delta_norm;
   j["rankPattern"] = m.settings.rank_pattern_key ? Json(*m.settings.rank_pattern_key) : Json(nullptr);
   j["alphaPattern"] = m.settings.alpha_pattern_key ? Json(*m.settings.alpha_pattern_key) : Json(nullptr);
+  if (m.experts) {
+    Json e = Json::object();
+    e["parameter"] = m.experts->parameter_path;
+    e["experts"] = m.experts->num_experts;
+    e["nesting"] = m.experts->depth;
+    j["experts"] = std::move(e);
+  }
   return j;
 }
 
@@ -172,6 +179,9 @@ std::string RenderAdapterInfoText(const ReadResult& read) {
            std::to_string(m.out_features()) + "  r=" + std::to_string(m.rank()) + " alpha=" +
            AlphaText(m.settings.alpha) + " scaling=" + PythonFloatRepr(m.settings.scaling) + " " +
            std::string(DtypeName(m.a.dtype)) + (m.magnitude ? " dora" : "") + (m.b_bias ? " lora_bias" : "") +
+           (m.experts ? " parameter " + m.experts->parameter_path + " (" + std::to_string(m.experts->num_experts) +
+                            " experts)"
+                      : std::string()) +
            " |dW|=" + ShortNumber(NormOf(read, i)) + "\n";
   }
   if (!a.extras.empty()) {

@@ -17,29 +17,39 @@ std::vector<double> AsDouble(const Tensor& t) {
 
 }  // namespace
 
-double DeltaFrobeniusNorm(const LoraModule& m) { return DeltaFrobeniusNorm(m.a, m.b, m.rank(), m.settings.scaling); }
+double DeltaFrobeniusNorm(const LoraModule& m) {
+  return DeltaFrobeniusNorm(m.a, m.b, m.rank(), m.settings.scaling, m.experts ? m.experts->num_experts : 1);
+}
 
-double DeltaFrobeniusNorm(const Tensor& a_tensor, const Tensor& b_tensor, uint64_t rank, double scaling) {
-  const size_t r = rank;
-  if (r == 0) return 0;
+double DeltaFrobeniusNorm(const Tensor& a_tensor, const Tensor& b_tensor, uint64_t rank, double scaling,
+                          uint64_t experts) {
+  const size_t r = rank, n_experts = experts;
+  if (r == 0 || n_experts == 0) return 0;
   const std::vector<double> a = AsDouble(a_tensor), b = AsDouble(b_tensor);
-  const size_t a_cols = a.size() / r;  // A is [r, in (* kernel)]
-  const size_t b_rows = b.size() / r;  // B is [out, r (* 1...)]
-  std::vector<double> ga(r * r, 0.0), gb(r * r, 0.0);
-  for (size_t i = 0; i < r; ++i)
-    for (size_t j = i; j < r; ++j) {
-      double s = 0;
-      for (size_t c = 0; c < a_cols; ++c) s += a[i * a_cols + c] * a[j * a_cols + c];
-      ga[i * r + j] = ga[j * r + i] = s;
-    }
-  for (size_t row = 0; row < b_rows; ++row)
-    for (size_t i = 0; i < r; ++i) {
-      const double bi = b[row * r + i];
-      for (size_t j = i; j < r; ++j) gb[i * r + j] += bi * b[row * r + j];
-    }
+  const size_t a_cols = a.size() / (r * n_experts);  // A is [r·E, in (* kernel)]
+  const size_t b_cols = r * n_experts;
+  const size_t b_rows = b.size() / b_cols;           // B is [out, r·E (* 1...)]
   double sum = 0;
-  for (size_t i = 0; i < r; ++i)
-    for (size_t j = i; j < r; ++j) sum += (i == j ? 1.0 : 2.0) * gb[i * r + j] * ga[i * r + j];
+  // Expert e: A's rows e·r + i, B's columns i·E + e (PEFT's ParamWrapper layout; E = 1 is plain LoRA), and
+  // ‖ΔW‖² sums over the experts.
+  for (size_t e = 0; e < n_experts; ++e) {
+    std::vector<double> ga(r * r, 0.0), gb(r * r, 0.0);
+    for (size_t i = 0; i < r; ++i)
+      for (size_t j = i; j < r; ++j) {
+        double s = 0;
+        const double* ai = &a[(e * r + i) * a_cols];
+        const double* aj = &a[(e * r + j) * a_cols];
+        for (size_t c = 0; c < a_cols; ++c) s += ai[c] * aj[c];
+        ga[i * r + j] = ga[j * r + i] = s;
+      }
+    for (size_t row = 0; row < b_rows; ++row)
+      for (size_t i = 0; i < r; ++i) {
+        const double bi = b[row * b_cols + i * n_experts + e];
+        for (size_t j = i; j < r; ++j) gb[i * r + j] += bi * b[row * b_cols + j * n_experts + e];
+      }
+    for (size_t i = 0; i < r; ++i)
+      for (size_t j = i; j < r; ++j) sum += (i == j ? 1.0 : 2.0) * gb[i * r + j] * ga[i * r + j];
+  }
   return std::fabs(scaling) * std::sqrt(std::max(sum, 0.0));
 }
 
@@ -53,7 +63,8 @@ void DeltaNormPass::Advance() {
       requested_ = true;
     }
     if (!fetch_.ready()) return;
-    norms_.push_back(DeltaFrobeniusNorm(*fetch_.get(0), *fetch_.get(1), m.rank(), m.settings.scaling));
+    norms_.push_back(DeltaFrobeniusNorm(*fetch_.get(0), *fetch_.get(1), m.rank(), m.settings.scaling,
+                                        m.experts ? m.experts->num_experts : 1));
     fetch_.Release();
     requested_ = false;
     ++next_;

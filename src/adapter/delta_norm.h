@@ -8,10 +8,11 @@
 
 namespace pb::adapter {
 
-// |scaling| * ||B A||_F in double (conv factors flattened to [r, in*k] and [out, r]; embeddings likewise).
+// |scaling| * ||B A||_F in double (conv factors flattened to [r, in*k] and [out, r]; embeddings likewise; LoRA on
+// fused experts: the norm of the whole [E, out, in] delta, A [r·E, in] and B [out, r·E] in PEFT's layout).
 // The factors must be held.
 double DeltaFrobeniusNorm(const LoraModule& module);
-double DeltaFrobeniusNorm(const Tensor& a, const Tensor& b, uint64_t rank, double scaling);
+double DeltaFrobeniusNorm(const Tensor& a, const Tensor& b, uint64_t rank, double scaling, uint64_t experts = 1);
 
 // ‖ΔW‖ of every module of an adapter whose factors may be references: module by module, each one's A and B
 // fetched, used and released, so only one module's factors are held at a time.

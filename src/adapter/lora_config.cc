@@ -262,8 +262,12 @@ void ReadFields(FieldReader& in, LoraConfig& c) {
   if (const Json* v = in.Value("layer_replication")) c.layer_replication = *v;
   for (const char* key : {"velora_config", "kasa_config"})  // __post_init__: "must be a ... dict, or None"
     if (const Json* v = in.Value(key); v && !v->is_object()) in.Fail(key, "an object or null", *v);
-  if (const Json* v = in.Get("target_parameters"); v && v->is_string())
-    in.Fail("target_parameters", "a list of strings or null", *v);
+  if (const Json* v = in.Value("target_parameters")) {
+    if (v->is_array())
+      in.StringList("target_parameters", *v, c.target_parameters);
+    else
+      in.Fail("target_parameters", "a list of strings or null", *v);
+  }
 }
 
 std::optional<Error> CheckPostInit(const FieldReader& in, const LoraConfig& c) {
@@ -287,6 +291,16 @@ std::optional<Error> CheckPostInit(const FieldReader& in, const LoraConfig& c) {
   if (c.lora_bias && c.init_lora_weights != "true" && c.init_lora_weights != "false")
     return Invalid("`lora_bias` requires `init_lora_weights` true or false, found \"" + c.init_lora_weights + "\"");
   if (c.lora_bias && c.use_dora) return Invalid("`lora_bias` cannot be combined with `use_dora`");
+  // PEFT's lora.ParamWrapper (the layer target_parameters creates) raises these in its constructor, so PEFT
+  // cannot load such an adapter at all.
+  if (!c.target_parameters.empty()) {
+    const char* why = c.use_dora ? "use_dora" : c.lora_bias ? "lora_bias" : c.fan_in_fan_out ? "fan_in_fan_out"
+                      : c.lora_dropout != 0 ? "lora_dropout" : nullptr;
+    if (why)
+      return Invalid(std::string("`target_parameters` cannot be combined with `") + why +
+                     "`: PEFT's ParamWrapper refuses it (use_dora, lora_bias, fan_in_fan_out and lora_dropout != 0 "
+                     "do not work on parameters)");
+  }
   return std::nullopt;
 }
 
@@ -332,12 +346,11 @@ struct Variant {
   bool when_not_null;  // configs PEFT turns into dataclass objects are on whenever present
   const char* why;
 };
-constexpr std::array<Variant, 10> kVariants = {{
+constexpr std::array<Variant, 9> kVariants = {{
     {"enable_lora", false, "uses PEFT <= 0.2's MergedLinear layout (LoRA on part of a fused projection)"},
     {"layer_replication", false, "duplicates base-model layers before injection (PEFT refuses to merge these too)"},
     {"megatron_config", false, "targets Megatron-LM parallel layers"},
     {"use_qalora", false, "selects QA-LoRA, whose lora_A acts on group-pooled inputs"},
-    {"target_parameters", false, "puts LoRA on raw parameters (e.g. MoE experts), not on modules"},
     {"alora_invocation_tokens", false,
      "selects activated LoRA, which applies only after the invocation tokens and cannot be merged"},
     {"arrow_config", false, "selects Arrow routing between several LoRA experts"},

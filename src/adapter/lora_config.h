@@ -48,6 +48,9 @@ struct LoraConfig {
   ModuleSelector target_modules;
   ModuleSelector exclude_modules;
   std::vector<std::string> modules_to_save;                        // empty when null
+  // Parameters wrapped by PEFT's ParamWrapper (MoE experts' fused 3-D weights), as written: each entry matches
+  // a parameter whose dotted path is the entry or ends with "." + entry (tuners_utils _inject_parameters).
+  std::vector<std::string> target_parameters;                      // empty when null
   std::vector<int64_t> layers_to_transform;                        // empty when null; an int becomes [int]
   std::vector<std::string> layers_pattern;                         // empty when null; a string becomes [s]
   std::vector<std::pair<std::string, int64_t>> rank_pattern;       // in file order
@@ -71,12 +74,12 @@ struct LoraConfig {
 //                      a Python regex peft-bridge cannot translate (message names the construct), or one of
 //                      LoraConfig.__post_init__'s contradictions (regex target_modules with
 //                      layers_to_transform, layers_pattern without layers_to_transform, lora_bias with
-//                      use_dora...).
+//                      use_dora, target_parameters with use_dora / lora_bias / fan_in_fan_out / lora_dropout != 0...).
 //   UnsupportedAdapter peft_type other than LORA (message names it: LOHA, LOKR, IA3, ADALORA...);
 //                      init_lora_weights that rewrite base weights at load (pissa*, olora, corda, loftq,
 //                      lora_ga, mica); LoRA variants peft-bridge cannot merge (alora_invocation_tokens,
 //                      use_bdlora, arrow_config, monteclora_config, kasa_config, use_qalora,
-//                      layer_replication, non-empty target_parameters, megatron_config). Each message says
+//                      layer_replication, megatron_config). Each message says
 //                      which field and why (e.g. "init_lora_weights=\"pissa\" rewrites the base weights
 //                      when PEFT loads the adapter; convert it with PEFT's
 //                      path_initial_model_for_weight_conversion first").

@@ -110,6 +110,18 @@ Result<ReadResult> ReadPeft(ReadState& state) {
         state.result.mappings.push_back({name, key, "copy", ""});
         continue;
       }
+      if (auto wrapped = ParamWrapperOf(cfg, parsed->module)) {
+        // LoRA on a parameter (target_parameters): PEFT's ParamWrapper has lora_A and lora_B only.
+        if (!wrapped->ok()) {
+          state.Reject(name, wrapped->error().message);
+        } else if (parsed->role != PeftRole::kLoraA && parsed->role != PeftRole::kLoraB) {
+          state.Reject(name, "PEFT's ParamWrapper (LoRA on parameter `" + wrapped->value().parameter_path +
+                                 "`) has only lora_A and lora_B: it would not load this tensor");
+        } else {
+          state.AddRole(name, parsed->module, parsed->role, state.Load(i), "copy");
+        }
+        continue;
+      }
       if (IsTargeted(cfg, parsed->module) == false) {
         state.Reject(name, "the config does not target `" + parsed->module +
                                "`: PEFT creates no LoRA layer there and ignores this tensor");

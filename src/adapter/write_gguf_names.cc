@@ -33,7 +33,8 @@ Result<AdapterOutput> WriteGgufNames(const Adapter& adapter, const WriteOptions&
                       "); merge it into the base model instead");
 
   std::set<double> alphas;
-  for (const auto& m : adapter.modules) alphas.insert(m.settings.alpha);
+  for (const auto& m : adapter.modules)
+    if (!m.experts) alphas.insert(m.settings.alpha);  // experts factors are refused below
   const bool fold = adapter.config.use_rslora || alphas.size() > 1;
   const uint64_t heads = ConfigInt(options.base_config, "num_attention_heads").value_or(0);
   const uint64_t kv_heads = ConfigInt(options.base_config, "num_key_value_heads").value_or(heads);
@@ -49,6 +50,7 @@ Result<AdapterOutput> WriteGgufNames(const Adapter& adapter, const WriteOptions&
       if (m.b_bias) reject(PeftKeyFor(m.path, PeftRole::kLoraBBias), reason);
       if (m.magnitude) reject(PeftKeyFor(m.path, PeftRole::kMagnitude), reason);
     };
+    if (m.experts) { reject_module(ExpertsNotHeldReason("llama.cpp", *m.experts)); continue; }
     auto match = tables.MatchHf(*arch, m.path);
     if (!match || !match->gguf) { reject_module("llama.cpp's " + arch->gguf_arch + " model has no tensor for `" + m.path + "`"); continue; }
     if (m.magnitude) { reject_module("llama.cpp cannot apply DoRA; merge the adapter instead"); continue; }

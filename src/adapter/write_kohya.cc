@@ -35,6 +35,12 @@ Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& opt
   std::optional<double> uniform_alpha;
   bool uniform = true;
   for (const auto& m : adapter.modules) {
+    if (m.experts) {
+      const std::string reason = ExpertsNotHeldReason("kohya", *m.experts);
+      reject(PeftKeyFor(m.path, PeftRole::kLoraA), reason);
+      reject(PeftKeyFor(m.path, PeftRole::kLoraB), reason);
+      continue;
+    }
     if (m.shape == LoraShape::kEmbedding || m.b_bias || (m.magnitude && m.shape == LoraShape::kConv)) {
       std::string reason = m.shape == LoraShape::kEmbedding ? "kohya has no embedding LoRA convention"
                            : m.b_bias ? "kohya LoRA has no lora_B bias"

@@ -35,6 +35,7 @@ Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& optio
       if (m.b_bias) reject(PeftKeyFor(m.path, PeftRole::kLoraBBias), reason);
       if (m.magnitude) reject(PeftKeyFor(m.path, PeftRole::kMagnitude), reason);
     };
+    if (m.experts) { reject_module(ExpertsNotHeldReason("mlx-lm", *m.experts)); continue; }
     auto layer = LayerIndex(m.path);
     if (m.shape == LoraShape::kConv) { reject_module("mlx-lm has no convolution LoRA layer"); continue; }
     if (!layer) { reject_module("mlx-lm applies LoRA inside the transformer blocks only"); continue; }

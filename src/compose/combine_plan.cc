@@ -62,9 +62,10 @@ Status CheckOptions(const CombineOptions& o, size_t inputs) {
 Status CheckExpressible(const std::vector<CombineInput>& inputs) {
   std::vector<std::string> problems;
   for (const auto& in : inputs) {
-    std::vector<std::string> dora, bias, tokens, trained_bias;
+    std::vector<std::string> dora, bias, tokens, trained_bias, experts;
     for (const auto& m : in.adapter->modules) {
       if (m.magnitude) dora.push_back(m.path);
+      if (m.experts) experts.push_back(m.experts->parameter_path);
       if (m.b_bias) bias.push_back(m.path);
     }
     for (const auto& e : in.adapter->extras) {
@@ -78,6 +79,7 @@ Status CheckExpressible(const std::vector<CombineInput>& inputs) {
     add(bias, "lora_B.bias (lora_bias)");
     add(tokens, "trainable tokens");
     add(trained_bias, "trained biases (bias=\"all\" / \"lora_only\")");
+    add(experts, "LoRA on fused experts parameters (target_parameters; not combined yet)");
   }
   if (problems.empty()) return Status::Ok();
   std::string message = "cannot combine:";

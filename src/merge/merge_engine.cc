@@ -112,7 +112,9 @@ class ShardMerger::TensorState {
     std::vector<float> b = ToF32(*adapter_.get(kSlotB));
     adapter_.ReleaseOne(kSlotB);
     const size_t r = m.rank();
-    if (p_.orientation == Orientation::kOutIn) {
+    if (p_.op == TensorOp::kLowRankExperts) {
+      PrepareExpertFactors(a, b, r);
+    } else if (p_.orientation == Orientation::kOutIn) {
       left_ = std::move(b);   // B [out, r] (conv: [out, r, 1...])
       right_ = std::move(a);  // A [r, in * kernel]
     } else {
@@ -120,6 +122,47 @@ class ShardMerger::TensorState {
       right_ = Transposed(b, b.size() / r, r);  // B^T [r, out]
     }
     factors_.right = right_.data();
+  }
+
+  // PEFT's ParamWrapper layout (adapter/param_wrapper.h): expert e's factors are A's rows e·r + k and B's
+  // columns k·E + e. left_ holds this tensor's rows of the per-expert left factors ([rows, r]: its row i is row
+  // first_row + i of the parameter viewed as [E·expert_rows, cols]), right_ every expert's [r, cols] right factor
+  // (expert e's from row e·r).
+  void PrepareExpertFactors(std::vector<float>& a, const std::vector<float>& b, size_t r) {
+    const size_t experts = p_.experts, per_expert = p_.expert_rows, cols = p_.cols;
+    const size_t b_cols = r * experts, a_cols = a.size() / b_cols;  // A [r·E, in], B [out, r·E]
+    left_.resize(p_.rows * r);
+    for (size_t i = 0; i < p_.rows; ++i) {
+      const size_t g = p_.first_row + i, e = g / per_expert, row = g % per_expert;
+      for (size_t k = 0; k < r; ++k)
+        left_[i * r + k] = p_.orientation == Orientation::kOutIn ? b[row * b_cols + k * experts + e]  // B_e [out, r]
+                                                                 : a[(e * r + k) * a_cols + row];      // A_eᵀ [in, r]
+    }
+    if (p_.orientation == Orientation::kOutIn) {
+      right_ = std::move(a);  // A_e [r, in] are A's rows e·r.. already
+    } else {
+      right_.resize(experts * r * cols);  // B_eᵀ [r, out]
+      for (size_t e = 0; e < experts; ++e)
+        for (size_t k = 0; k < r; ++k)
+          for (size_t j = 0; j < cols; ++j) right_[(e * r + k) * cols + j] = b[j * b_cols + k * experts + e];
+    }
+  }
+
+  // Rows [row0, row0 + n) of this tensor, in runs that stay inside one expert (each has its own right factor):
+  // PEFT rounds each expert's scaled delta to the parameter's dtype, then adds it.
+  bool MergeExpertRows(const uint8_t* in, uint64_t row0, size_t n) {
+    const size_t per_expert = p_.expert_rows, cols = p_.cols;
+    for (size_t done = 0; done < n;) {
+      const uint64_t g = p_.first_row + row0 + done, e = g / per_expert;
+      const size_t run = static_cast<size_t>(std::min<uint64_t>(n - done, (e + 1) * per_expert - g));
+      kernels::LowRankFactors f = FactorsFrom(row0 + done);
+      f.right = right_.data() + e * f.rank * cols;
+      if (!kernels::MergeRowsRoundDeltaFirst(p_.in_dtype, in + done * cols * in_width_, p_.out_dtype,
+                                             out_.data() + done * cols * out_width_, run, cols, f))
+        return false;
+      done += run;
+    }
+    return true;
   }
 
   // Trainable tokens: the adapter's rows rounded to the weight's dtype first, as PEFT's `rows.to(W)` does
@@ -185,6 +228,12 @@ class ShardMerger::TensorState {
                       ? kernels::MergeRows(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f)
                       : kernels::MergeRowsRoundDeltaFirst(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f);
         if (!ok) return KernelFailed();
+        if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
+        return writer_.Write(out_);
+      }
+      case TensorOp::kLowRankExperts: {
+        out_.resize(n * cols * out_width_);
+        if (!MergeExpertRows(in.data(), row0, n)) return KernelFailed();
         if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
         return writer_.Write(out_);
       }

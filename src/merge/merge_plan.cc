@@ -7,6 +7,7 @@
 #include "core/json.h"
 
 #include "adapter/python_json.h"
+#include "merge/experts_layout.h"
 #include "merge/plan_problems.h"
 
 namespace pb::merge {
@@ -105,6 +106,7 @@ std::string_view TensorOpName(TensorOp op) {
     case TensorOp::kConvert: return "convert";
     case TensorOp::kLowRank: return "merge";
     case TensorOp::kLowRankEmbedding: return "merge (embedding)";
+    case TensorOp::kLowRankExperts: return "merge (experts)";
     case TensorOp::kDoraRows: return "merge (DoRA)";
     case TensorOp::kDoraColumns: return "merge (DoRA, whole tensor)";
     case TensorOp::kAddBias: return "add lora_B.bias";
@@ -156,7 +158,130 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
   };
   std::set<std::string> modified_names;
 
+  const std::string model_type = config_doc && config_doc->is_object() && config_doc->contains("model_type") &&
+                                         (*config_doc)["model_type"].is_string()
+                                     ? (*config_doc)["model_type"].get<std::string>()
+                                     : std::string();
+  // LoRA on a fused experts parameter (PEFT's target_parameters, adapter/param_wrapper.h): the parameter as the
+  // base stores it, whole [E, P, Q] or as per-expert tensors (merge/experts_layout.h), each merged per expert.
+  auto plan_experts = [&](const LoraModule& m) {
+    const adapter::ExpertsTarget& x = *m.experts;
+    const uint64_t e_count = x.num_experts, in = m.in_features(), out = m.out_features();
+    auto exists = [&](const std::string& n) { return index.Resolve(n, prefixes).has_value(); };
+    auto per_expert = [&](const std::string& parameter) { return PerExpertTensors(x.holder, parameter, e_count, exists); };
+    // The keys' nesting says which parameter the factors belong to only if every parameter target_parameters
+    // names on this module is there.
+    std::string missing;
+    for (const auto& leaf : x.wrapped)
+      if (!exists(x.holder + "." + leaf) && !per_expert(leaf)) missing += (missing.empty() ? "`" : ", `") + x.holder + "." + leaf + "`";
+    if (!exists(x.parameter_path) && !per_expert(x.parameter)) {
+      problems.push_back({ErrorCode::ModulesNotFound, m.path,
+                          "adapter module `" + m.path + "` (LoRA on parameter `" + x.parameter_path +
+                              "`): the base has no tensor `" + x.parameter_path + "`, nor the " + std::to_string(e_count) +
+                              " experts' own tensors transformers fuses into it"});
+      return;
+    }
+    if (!missing.empty()) {
+      refuse(m.path, "adapter module `" + m.path + "`: target_parameters names parameters the base lacks (" + missing +
+             "), so which parameter PEFT's nested keys belong to is not known");
+      return;
+    }
+    auto add = [&](const std::pair<Location, std::string>& at, PlannedTensor p) {
+      if (ops.count({at.first.shard, at.first.tensor})) {
+        disagree(m.path, "`" + at.second + "` would be merged twice (modules `" +
+                             ops[{at.first.shard, at.first.tensor}].module->path + "` and `" + m.path + "`)");
+        return false;
+      }
+      modified_names.insert(at.second);
+      ops[{at.first.shard, at.first.tensor}] = std::move(p);
+      return true;
+    };
+    auto start = [&](const std::pair<Location, std::string>& at) {
+      TensorInfo info = shards[at.first.shard].header->tensor(at.first.tensor);
+      PlannedTensor p;
+      p.source = at.first.tensor;
+      p.name = at.second;
+      p.in_dtype = info.dtype;
+      p.shape.assign(info.shape.begin(), info.shape.end());
+      p.module = &m;
+      p.op = TensorOp::kLowRankExperts;
+      p.experts = e_count;
+      p.expert_rows = out;
+      return p;
+    };
+    auto floating = [&](const PlannedTensor& p) {
+      if (IsConvertibleFloat(p.in_dtype)) return true;
+      disagree(m.path, "`" + p.name + "` is " + std::string(DtypeName(p.in_dtype)) +
+                           ": only floating-point weights can be merged (quantized bases are not supported)");
+      return false;
+    };
+    if (auto found = index.Resolve(x.parameter_path, prefixes)) {
+      // Stored whole: [E, out, in], or [E, in, out] for transformers' is_transposed experts; where the two
+      // matrix dimensions are equal only the model type can tell.
+      PlannedTensor p = start(*found);
+      if (!floating(p)) return;
+      const std::string need = "[" + std::to_string(e_count) + ", " + std::to_string(out) + ", " + std::to_string(in) +
+                               "] (or [" + std::to_string(e_count) + ", " + std::to_string(in) + ", " +
+                               std::to_string(out) + "] for transposed experts)";
+      const bool three_d = p.shape.size() == 3 && p.shape[0] == e_count;
+      const bool plain = three_d && p.shape[1] == out && p.shape[2] == in;
+      const bool transposed = three_d && p.shape[1] == in && p.shape[2] == out;
+      if (!plain && !transposed) {
+        disagree(m.path, "`" + p.name + "` is " + ShapeText(p.shape) + " but the adapter's factors of `" +
+                             x.parameter_path + "` need " + need);
+        return;
+      }
+      bool is_transposed = transposed;
+      if (plain && transposed) {
+        if (model_type.empty()) {
+          refuse(m.path, "`" + p.name + "` " + ShapeText(p.shape) + " is square per expert, so whether it is stored "
+                 "[E, out, in] or [E, in, out] depends on the model class; the base's config.json (model_type) is needed");
+          return;
+        }
+        is_transposed = adapter::ExpertsAreTransposed(model_type);
+      }
+      p.orientation = is_transposed ? Orientation::kInOut : Orientation::kOutIn;
+      p.expert_rows = p.shape[1];
+      p.rows = p.shape[0] * p.shape[1];
+      p.cols = p.shape[2];
+      if (add(*found, std::move(p))) ++plan.modules_matched;
+      return;
+    }
+    // One nn.Linear weight [rows, in] per expert and part (gate, up): row ranges of expert e's [out, in].
+    const auto names = *per_expert(x.parameter);
+    for (uint64_t e = 0; e < e_count; ++e) {
+      uint64_t row = 0;
+      for (const auto& n : names[e]) {
+        auto at = *index.Resolve(n, prefixes);
+        PlannedTensor p = start(at);
+        if (!floating(p)) return;
+        if (p.shape.size() != 2 || p.shape[1] != in || row + p.shape[0] > out) {
+          disagree(m.path, "`" + p.name + "` is " + ShapeText(p.shape) + " but as part of expert " + std::to_string(e) +
+                               " of `" + x.parameter_path + "` [" + std::to_string(out) + ", " + std::to_string(in) +
+                               "] it needs " + std::to_string(in) + " columns and at most " + std::to_string(out - row) + " rows");
+          return;
+        }
+        p.orientation = Orientation::kOutIn;
+        p.first_row = e * out + row;
+        p.rows = p.shape[0];
+        p.cols = in;
+        row += p.shape[0];
+        if (!add(at, std::move(p))) return;
+      }
+      if (row != out) {
+        disagree(m.path, "expert " + std::to_string(e) + "'s tensors of `" + x.parameter_path + "` have " +
+                             std::to_string(row) + " rows but the adapter's factors need " + std::to_string(out));
+        return;
+      }
+    }
+    ++plan.modules_matched;
+  };
+
   for (const LoraModule& m : adapter.modules) {
+    if (m.experts) {
+      plan_experts(m);
+      continue;
+    }
     auto found = index.Resolve(m.path + ".weight", prefixes);
     std::string note;
     if (!found && tied && EndsWithComponent(m.path, "lm_head") && m.shape == LoraShape::kLinear && !m.magnitude) {
@@ -424,7 +549,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       PlannedTensor p;
       if (it != ops.end()) {
         p = std::move(it->second);
-        if (p.op == TensorOp::kLowRank || p.op == TensorOp::kLowRankEmbedding || p.op == TensorOp::kDoraRows ||
+        if (p.op == TensorOp::kLowRank || p.op == TensorOp::kLowRankEmbedding || p.op == TensorOp::kLowRankExperts ||
+            p.op == TensorOp::kDoraRows ||
             p.op == TensorOp::kDoraColumns)
           ++plan.tensors_merged;
       } else {

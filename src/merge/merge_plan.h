@@ -21,6 +21,8 @@ enum class TensorOp {
   kConvert,    // passed through, converted to the output dtype
   kLowRank,    // W' = round(W + s * left @ right): Linear [out, in], Conv1D [in, out], Conv [out, in*k...]
   kLowRankEmbedding,  // the same with PEFT's embedding rule (delta rounded to W's dtype first)
+  kLowRankExperts,  // a fused experts parameter [E, P, Q] as [E·P, Q]: per expert e, rows e·P.. get round_W(s·ΔW_e)
+                    // added (PEFT's ParamWrapper rounds the delta to W's dtype first, adapter/param_wrapper.h)
   kDoraRows,   // DoRA with one norm per row of the stored weight (Linear, Conv)
   kDoraColumns,  // DoRA with one norm per column of the stored weight (Conv1D, Embedding): held whole
   kAddBias,    // b' = b + s * lora_B.bias
@@ -34,6 +36,8 @@ std::string_view TensorOpName(TensorOp op);
 enum class Orientation {
   kOutIn,  // stored [out, in(, k...)]: left = B [out, r], right = A [r, in*k]
   kInOut,  // stored [in, out] (Conv1D) or [num, dim] (Embedding): left = A^T, right = B^T
+  // kLowRankExperts: the same per expert e, with A_e = A's rows e·r + k and B_e = B's columns k·E + e (kOutIn:
+  // stored [E, out, in]; kInOut: [E, in, out], transformers' is_transposed experts).
 };
 
 struct PlannedTensor {
@@ -50,6 +54,10 @@ struct PlannedTensor {
   const adapter::ExtraTensor* replacement = nullptr;
   Orientation orientation = Orientation::kOutIn;
   uint64_t rows = 0, cols = 0;  // the stored weight viewed as a matrix
+  // kLowRankExperts: E, the rows of one expert's matrix (out, or in when transposed), and which row of the
+  // parameter viewed as [E·expert_rows, cols] this tensor's first row is (0 when stored whole; e·out + offset
+  // for one expert's tensor, merge/experts_layout.h).
+  uint64_t experts = 0, expert_rows = 0, first_row = 0;
 };
 
 struct ShardPlan {

@@ -180,6 +180,38 @@ CASES = [
 ]
 
 
+# LoRA on MoE experts: transformers 5 fuses each layer's experts into 3-D parameters, which PEFT targets with
+# target_parameters (lora.ParamWrapper: nested keys, interleaved per-expert factors, the delta rounded to the
+# parameter's dtype before it is added). Tiny models with three experts (so that the interleaving is visible) and
+# r > 1; qwen3_moe's down_proj [E, 16, 16] is square per expert, so its orientation comes from the model type.
+MOE = dict(num_local_experts=3, num_experts=3, num_experts_per_tok=2)
+CASES += [
+    dict(name="mixtral_experts_bf16", arch="mixtral", tiny=True, config=MOE, dtype="bf16",
+         what="LoRA on Mixtral's fused experts (target_parameters gate_up_proj and down_proj) and q/v_proj",
+         lora=dict(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"],
+                   target_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj"])),
+    dict(name="mixtral_experts_f32", arch="mixtral", tiny=True, config=MOE, dtype="f32",
+         what="LoRA on Mixtral's fused down_proj only (one ParamWrapper, no nesting) and o_proj, F32 base",
+         lora=dict(r=4, lora_alpha=8, target_modules=["o_proj"], target_parameters=["experts.down_proj"])),
+    dict(name="qwen3_moe_experts_bf16", arch="qwen3_moe", tiny=True, config=MOE, dtype="bf16",
+         what="LoRA on Qwen3-MoE's fused experts with rsLoRA and rank/alpha patterns on parameter paths, and k_proj",
+         lora=dict(r=2, lora_alpha=4, use_rslora=True, target_modules=["k_proj"],
+                   target_parameters=["mlp.experts.down_proj", "mlp.experts.gate_up_proj"],
+                   rank_pattern={r"layers\.1\.mlp\.experts\.down_proj": 4}, alpha_pattern={"gate_up_proj": 6})),
+    # PEFT's own conversion: MLP targets on DeepSeek-V3 (first layer dense, the second MoE with a shared expert)
+    # become target_parameters on the fused experts, while the dense and shared MLPs stay Linear modules.
+    dict(name="deepseek_v3_experts_bf16", arch="deepseek_v3", tiny=True, dtype="bf16", keep_parameter_targets=True,
+         config=dict(MOE, n_routed_experts=3),
+         what="deepseek_v3: LoRA on every linear module of the body; PEFT turns the MLP targets into target_parameters "
+              "on the fused experts of the MoE layer",
+         lora=dict(r=2, lora_alpha=4, target_modules="body-linear")),
+    dict(name="gpt_oss_experts_bf16", arch="gpt_oss", tiny=True, config=MOE, dtype="bf16",
+         what="LoRA on gpt-oss's fused experts, stored whole and transposed ([E, in, out], is_transposed), and q_proj",
+         lora=dict(r=2, lora_alpha=4, target_modules=["q_proj"],
+                   target_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj"])),
+]
+
+
 def arch_task(model_type):
     for task, mapping in (("causal", modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
                           ("masked", modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES),
@@ -238,6 +270,7 @@ def build_base(case, out):
     torch.manual_seed(seed_for(case["name"]))
     task = case.get("task", "causal")
     kwargs = tiny_kwargs(case["arch"]) if case.get("tiny") else dict(ARCH[case["arch"]])
+    kwargs.update(case.get("config", {}))
     if task == "seq_cls":
         kwargs.update(num_labels=3, pad_token_id=0)
     config = AutoConfig.for_model(case["arch"], **kwargs)
@@ -280,7 +313,8 @@ def build_adapter(case, base_dir, out):
     base = load_base(case, base_dir)
     config = LoraConfig(**case["lora"])
     model = get_peft_model(base, config)
-    if model.peft_config["default"].target_parameters and case.get("attention_leaves"):
+    if (model.peft_config["default"].target_parameters and case.get("attention_leaves")
+            and not case.get("keep_parameter_targets")):
         # transformers 5 fuses MoE experts into 3-D parameters (mlp.experts.gate_up_proj) and PEFT turns
         # gate_proj/up_proj/down_proj targets into target_parameters on them, which peft-bridge refuses
         # (docs/adapters.md): such architectures are tested on their attention projections.
@@ -327,6 +361,20 @@ def read_folder(folder):
 HALF_EPS = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
 
 
+PARAMETER_FACTORS = "<experts>.lora_A.weight"  # stands for a fused parameter's factors in expectations()
+
+
+def fused_parameter(name):
+    """The fused experts parameter transformers 5 builds from a per-expert checkpoint tensor when loading
+    (conversion_mapping.py: qwen2_moe's gate_proj/up_proj/down_proj, mixtral's w1/w3/w2 under block_sparse_moe),
+    or the name itself when it is one; None otherwise."""
+    m = re.fullmatch(r"(.*)\.(?:mlp|block_sparse_moe)\.experts\.\d+\.(gate_proj|up_proj|down_proj|w1|w2|w3)\.weight", name)
+    if m:
+        fused = "down_proj" if m.group(2) in ("down_proj", "w2") else "gate_up_proj"
+        return f"{m.group(1)}.mlp.experts.{fused}"
+    return name if re.search(r"\.experts\.(gate_up_proj|down_proj)$", name) else None
+
+
 def expectations(case, root, merged_model):
     """How closely peft-bridge must reproduce each tensor PEFT's merge changed (tests/golden/README.md).
 
@@ -348,6 +396,10 @@ def expectations(case, root, merged_model):
             continue
         module = name.rsplit(".", 1)[0]
         owned = [k for k in adapter_keys if k.startswith(f"base_model.model.{module}.")]
+        parameter = fused_parameter(name)
+        if parameter is not None and any(parameter == p or parameter.endswith("." + p)
+                                         for p in case["lora"].get("target_parameters") or []):
+            owned = [PARAMETER_FACTORS]  # the fused parameter's factors (PEFT's nested keys name no parameter)
         half = t.dtype in HALF_EPS
         if any(".lora_magnitude_vector" in k for k in owned):
             kind, max_ulp = "dora", 1 if half else 8
@@ -361,7 +413,9 @@ def expectations(case, root, merged_model):
             is_embedding = isinstance(merged_model.get_submodule(module), torch.nn.Embedding)
         except AttributeError:
             is_embedding = False
-        eps = HALF_EPS[t.dtype] if is_embedding and half else 2.0 ** -24
+        # PEFT rounds the delta to the weight's dtype first for LoRA on a parameter (ParamWrapper) too.
+        is_parameter = owned == [PARAMETER_FACTORS]
+        eps = HALF_EPS[t.dtype] if (is_embedding or is_parameter) and half else 2.0 ** -24
         delta = (t.float() - b.float()).abs().max().item() if b is not None and b.shape == t.shape else 0.0
         out[name] = {"kind": kind, "max_ulp": max_ulp, "abs_tol": max_ulp * eps * delta}
     return out

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, countingIterable, countingStream, fixturePath, hasNativeCli, nativeCli, pb, peftAdapterBytes, randomCuts, rng, skipWithoutFixtures, split } from './helpers/common.mjs';
+import { cliPath, countingIterable, countingStream, fixturePath, hasNativeCli, nativeCli, pb, peftAdapterBytes, randomCuts, repoRoot, rng, skipWithoutFixtures, split } from './helpers/common.mjs';
 
 const { adapterInfo, translateAdapter, SafetensorsError } = pb;
 
@@ -397,4 +397,49 @@ test('invalid adapters reject with SafetensorsError and the core code', async (t
   await assert.rejects(adapterInfo({}), TypeError);
   await assert.rejects(adapterInfo({ weights, config: 42 }), TypeError);
   await assert.rejects(translateAdapter({ weights }), TypeError);
+});
+
+// LoRA on fused MoE experts (PEFT's target_parameters, nested ParamWrapper keys): the golden corpus's adapters.
+test('MoE experts (target_parameters): both CLIs agree on adapter-info, translate and merge', (t) => {
+  if (!hasNativeCli) return t.skip('build/native/peft-bridge not built');
+  const dir = tempDir(t);
+  for (const name of ['mixtral_experts_bf16', 'qwen3_moe_experts_bf16']) {
+    const corpus = join(repoRoot, 'tests', 'golden', 'corpus', name);
+    const adapter = join(corpus, 'adapter');
+    for (const extra of [[], ['--json']]) {
+      const args = ['adapter-info', adapter, ...extra];
+      const js = runJs(args);
+      assert.deepEqual(js, runNative(args), args.join(' '));
+      assert.equal(js.status, 0, js.stderr);
+    }
+    const info = JSON.parse(runJs(['adapter-info', adapter, '--json']).stdout);
+    const experts = info.modules.filter((m) => m.experts);
+    assert.equal(experts.length, 4, name);
+    for (const m of experts) {
+      assert.equal(m.experts.experts, 3);
+      assert.match(m.experts.parameter, /\.mlp\.experts\.(gate_up_proj|down_proj)$/);
+      assert.equal(m.experts.parameter.endsWith('gate_up_proj'), m.path.endsWith('.base_layer'), m.path);
+    }
+    for (const to of ['peft', 'mlx', 'kohya']) {
+      const a = join(dir, `js-${name}-${to}`);
+      const b = join(dir, `native-${name}-${to}`);
+      const js = runJs(['translate', adapter, a, '--to', to, '--json']);
+      assert.deepEqual(js, runNative(['translate', adapter, b, '--to', to, '--json']), `${name} --to ${to}`);
+      if (to === 'peft') {
+        assert.equal(js.status, 0, js.stderr);
+        assert.deepEqual(readTree(a), readTree(b));
+        assert.deepEqual(readFileSync(join(a, 'adapter_model.safetensors')), readFileSync(join(adapter, 'adapter_model.safetensors')));
+      } else {
+        // The experts' factors cannot be held there: refused per tensor, with the reason.
+        assert.notEqual(js.status, 0, `${name} --to ${to}`);
+        assert.match(js.stdout + js.stderr, /no LoRA layout for a fused experts parameter/);
+      }
+    }
+    const a = join(dir, `js-${name}-merged`);
+    const b = join(dir, `native-${name}-merged`);
+    const js = runJs(['merge', '--base', join(corpus, 'base'), '--adapter', adapter, '--out', a, '-q']);
+    assert.deepEqual(js, runNative(['merge', '--base', join(corpus, 'base'), '--adapter', adapter, '--out', b, '-q']), name);
+    assert.equal(js.status, 0, js.stderr);
+    assert.deepEqual(readTree(a), readTree(b), name);
+  }
 });

@@ -134,6 +134,10 @@ TEST(LoraConfig, ValueFormsPeftAccepts) {
     LoraConfig m = MustParse(R"({"peft_type": "LORA", "init_lora_weights": )" + json + "}");
     EXPECT_EQ(m.init_lora_weights, mode);
   }
+  // LoRA on parameters (MoE experts): kept in file order.
+  EXPECT_EQ(MustParse(R"({"peft_type": "LORA", "target_parameters": ["mlp.experts.down_proj", "experts.gate_up_proj"]})")
+                .target_parameters,
+            (std::vector<std::string>{"mlp.experts.down_proj", "experts.gate_up_proj"}));
   // Variant switches in their "off" state are plain LoRA.
   MustParse(R"({"peft_type": "LORA", "alora_invocation_tokens": null, "target_parameters": [], "use_qalora": false,
       "layer_replication": null, "megatron_config": null, "use_bdlora": null, "arrow_config": null,
@@ -212,6 +216,12 @@ TEST(LoraConfig, MalformedConfigsAreInvalid) {
       {lora(R"("rank_pattern": {"(?<=self_attn\\.)q_proj": 4})"), kInvalid, "`rank_pattern` key"},
       {lora(R"("alpha_pattern": {"q_proj\\Z": 4})"), kInvalid, "`alpha_pattern` key"},
       {lora(R"j("exclude_modules": "(a")j"), kInvalid, "`exclude_modules` regex"},
+      // PEFT's ParamWrapper raises on these, so PEFT cannot load such an adapter.
+      {lora(R"("target_parameters": ["experts.gate_up_proj"], "use_dora": true)"), kInvalid, "`use_dora`: PEFT's ParamWrapper"},
+      {lora(R"("target_parameters": ["experts.gate_up_proj"], "lora_dropout": 0.05)"), kInvalid, "`lora_dropout`"},
+      {lora(R"("target_parameters": ["experts.gate_up_proj"], "fan_in_fan_out": true)"), kInvalid, "`fan_in_fan_out`"},
+      {lora(R"("target_parameters": ["experts.gate_up_proj"], "lora_bias": true)"), kInvalid, "`lora_bias`"},
+      {lora(R"("target_parameters": [3])"), kInvalid, "`target_parameters`"},
   });
 }
 
@@ -237,7 +247,6 @@ TEST(LoraConfig, AdaptersPeftBridgeCannotMergeAreUnsupported) {
       {lora(R"("monteclora_config": {})"), kUnsupported, "monteclora_config"},
       {lora(R"("kasa_config": {})"), kUnsupported, "kasa_config"},
       {lora(R"("use_qalora": true)"), kUnsupported, "use_qalora"},
-      {lora(R"("target_parameters": ["experts.gate_up_proj"])"), kUnsupported, "target_parameters"},
       {lora(R"("layer_replication": [[0, 4], [2, 6]])"), kUnsupported, "layer_replication"},
       {lora(R"("megatron_config": {"tensor_model_parallel_size": 2})"), kUnsupported, "megatron_config"},
   });

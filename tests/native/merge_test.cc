@@ -7,10 +7,13 @@
 // tests/fixtures on generated bases of their models' shapes (sampled elements, to stay fast under WASM).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "adapter_fixtures.h"
+#include "adapter/translate.h"
 #include "lazy_adapter.h"
 #include "merge/merge_engine.h"
 #include "merge_reference.h"
@@ -1535,6 +1538,226 @@ TEST(MergeFixtures, MlxQwenAdapterIntoQwen2Layers20To23) {
   }
   ExpectPassedThrough(b, m, "model.layers.21.self_attn.k_proj.weight");
   ExpectPassedThrough(b, m, "model.layers.22.self_attn.q_proj.bias");
+}
+
+// --- LoRA on fused MoE experts (PEFT's target_parameters) ---------------------------------------------------
+
+// Three experts, r = 2: gate_up_proj [E, 2·I, H] = [3, 6, 4], down_proj [E, H, I] = [3, 4, 3]. PEFT's keys nest
+// (gate_up_proj, registered first, is the inner wrapper: `.base_layer.`); A [r·E, in], B [out, r·E].
+constexpr uint64_t kExperts = 3, kExpertR = 2, kExpertH = 4, kExpertI = 3;
+const std::string kExpertsHolder = "model.layers.0.mlp.experts";
+
+Lora ExpertsLora(Dtype factors = Dtype::F32) {
+  std::vector<T> lt;
+  AddLora(lt, kExpertsHolder + ".base_layer", {kExpertR * kExperts, kExpertH}, {2 * kExpertI, kExpertR * kExperts},
+          0.3f, 0.1f, factors);
+  AddLora(lt, kExpertsHolder, {kExpertR * kExperts, kExpertI}, {kExpertH, kExpertR * kExperts}, 0.3f, 0.1f, factors);
+  return MakeLora(R"("r": 2, "lora_alpha": 4, "target_modules": ["q_proj"], "alpha_pattern": {"down_proj": 8},
+                     "target_parameters": ["mlp.experts.down_proj", "mlp.experts.gate_up_proj"])",
+                  Seeded(lt, 71));
+}
+
+// PEFT's ParamWrapper merge of expert e, emulated in the kernels' fp32 order: delta = (Σ_k ascending of
+// B[p, k·E + e] · A[e·r + k, q]) · s, rounded to the weight's dtype, added, rounded (`param += delta.to(dtype)`).
+// `transposed`: the parameter is [E, in, out] and gets the transposed delta.
+std::vector<float> ExpertsReference(const View& adapter_file, const std::string& key_module, const View& base,
+                                    const std::string& name, float scale, bool transposed, Dtype d) {
+  const std::string key = std::string(kPrefix) + key_module;
+  const std::vector<double> a = adapter_file.Doubles(key + ".lora_A.weight"), b = adapter_file.Doubles(key + ".lora_B.weight");
+  const auto shape = base.Shape(name);
+  const uint64_t p_rows = shape[1], q_cols = shape[2];
+  const uint64_t in = transposed ? p_rows : q_cols, bc = kExpertR * kExperts;
+  std::vector<float> out;
+  for (uint64_t e = 0; e < kExperts; ++e)
+    for (uint64_t p = 0; p < p_rows; ++p)
+      for (uint64_t q = 0; q < q_cols; ++q) {
+        const uint64_t o = transposed ? q : p, i = transposed ? p : q;
+        float sum = 0;
+        for (uint64_t k = 0; k < kExpertR; ++k)
+          sum = sum + static_cast<float>(b[o * bc + k * kExperts + e]) * static_cast<float>(a[(e * kExpertR + k) * in + i]);
+        float delta = sum * scale;
+        float rounded;  // to the weight's dtype
+        Bytes one(ref::Width(d));
+        kernels::ConvertElements(Dtype::F32, d, &delta, one.data(), 1);
+        kernels::ConvertElements(d, Dtype::F32, one.data(), &rounded, 1);
+        float w = static_cast<float>(base.At(name, (e * p_rows + p) * q_cols + q));
+        float sumw = w + rounded;
+        kernels::ConvertElements(Dtype::F32, d, &sumw, one.data(), 1);
+        kernels::ConvertElements(d, Dtype::F32, one.data(), &sumw, 1);
+        out.push_back(sumw);
+      }
+  return out;
+}
+
+TEST(MergeExperts, NestedKeysAreReadAsTheFusedParametersTheyWrap) {
+  Lora lora = ExpertsLora();
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  ASSERT_EQ(lora.adapter->modules.size(), 2u);
+  for (const auto& m : lora.adapter->modules) {
+    ASSERT_TRUE(m.experts) << m.path;
+    EXPECT_EQ(m.shape, adapter::LoraShape::kExperts);
+    EXPECT_EQ(m.experts->num_experts, kExperts);
+    EXPECT_EQ(m.rank(), kExpertR);
+    EXPECT_EQ(m.experts->wrapped, (std::vector<std::string>{"gate_up_proj", "down_proj"}));
+    const bool inner = m.path.ends_with(".base_layer");
+    EXPECT_EQ(m.experts->depth, inner ? 1u : 0u);
+    EXPECT_EQ(m.experts->parameter_path, kExpertsHolder + (inner ? ".gate_up_proj" : ".down_proj"));
+    // r and alpha as PEFT resolves them for the parameter's path (alpha_pattern "down_proj").
+    EXPECT_EQ(m.settings.scaling, inner ? 2.0 : 4.0);
+  }
+  // Bare entries, as PEFT's own conversion of MLP targets writes them ("down_proj"): a module target_modules wraps
+  // as a module (q_proj, whose LoRA keys look like an outer wrapper's) keeps its Linear LoRA.
+  {
+    std::vector<T> lt;
+    AddLora(lt, "model.layers.0.self_attn.q_proj", {2, 4}, {4, 2});
+    AddLora(lt, kExpertsHolder, {kExpertR * kExperts, kExpertI}, {kExpertH, kExpertR * kExperts});
+    Lora bare = MakeLora(R"("r": 2, "lora_alpha": 4, "target_modules": ["q_proj"], "target_parameters": ["down_proj"])", lt);
+    ASSERT_TRUE(bare.adapter) << bare.error;
+    ASSERT_EQ(bare.adapter->modules.size(), 2u);
+    for (const auto& m : bare.adapter->modules)
+      EXPECT_EQ(m.experts.has_value(), m.path == kExpertsHolder) << m.path;
+  }
+  // A parameter registration order peft-bridge does not know is refused tensor by tensor, with the reason.
+  std::vector<T> lt;
+  AddLora(lt, kExpertsHolder + ".base_layer", {6, 4}, {6, 6});
+  AddLora(lt, kExpertsHolder, {6, 3}, {4, 6});
+  Lora unknown = MakeLora(R"("r": 2, "lora_alpha": 4, "target_parameters": ["experts.w_in", "experts.w_out"])", lt);
+  ASSERT_TRUE(unknown.adapter) << unknown.error;
+  EXPECT_TRUE(unknown.adapter->modules.empty());
+  ASSERT_EQ(unknown.adapter->rejected.size(), 4u);
+  EXPECT_NE(unknown.adapter->rejected[0].reason.find("registers them"), std::string::npos) << unknown.adapter->rejected[0].reason;
+}
+
+TEST(MergeExperts, TranslateKeepsThemForPeftAndRefusesThemPerTensorElsewhere) {
+  Lora lora = ExpertsLora();
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  adapter::AdapterSource source{"adapter_model.safetensors", lora.weights, lora.config, std::nullopt};
+  auto peft = adapter::Translate(source, adapter::AdapterFormat::kPeft, {}, {});
+  ASSERT_TRUE(peft.ok()) << peft.error().message;
+  for (const auto& m : peft->plan) EXPECT_EQ(m.from, m.to) << m.reason;
+  for (auto format : {adapter::AdapterFormat::kMlx, adapter::AdapterFormat::kKohya}) {
+    auto t = adapter::Translate(source, format, {}, {});
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    ASSERT_EQ(t->plan.size(), 4u);
+    for (const auto& m : t->plan) {
+      EXPECT_TRUE(m.to.empty()) << m.from;
+      EXPECT_NE(m.reason.find("fused experts parameter (`" + kExpertsHolder), std::string::npos) << m.reason;
+    }
+  }
+}
+
+TEST(MergeExperts, FusedAndPerExpertBasesGetPeftsParamWrapperMerge) {
+  Lora lora = ExpertsLora();
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  View a(lora.weights);
+  for (Dtype d : kBaseDtypes) {
+    SCOPED_TRACE(DtypeTrace(d));
+    const std::string gate_up = kExpertsHolder + ".gate_up_proj", down = kExpertsHolder + ".down_proj";
+    const Bytes fused = BuildFile(Seeded({{"model.norm.weight", d, {kExpertH}},
+                                          {gate_up, d, {kExperts, 2 * kExpertI, kExpertH}},
+                                          {down, d, {kExperts, kExpertH, kExpertI}}}, 72));
+    MergeRun run = MergeEveryWay(fused, *lora.adapter, std::nullopt, {});
+    ASSERT_TRUE(run.ok()) << run.message();
+    EXPECT_EQ(run.plan->tensors_merged, 2u);
+    EXPECT_EQ(Planned(run, gate_up)->op, TensorOp::kLowRankExperts);
+    View b(fused), m(run.output);
+    for (const auto& [name, key, scale] : {std::tuple{gate_up, kExpertsHolder + ".base_layer", 2.0f},
+                                           std::tuple{down, kExpertsHolder, 4.0f}}) {
+      const auto want = ExpertsReference(a, key, b, name, scale, /*transposed=*/false, d);
+      const auto got = m.Doubles(name);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << name << " element " << i;
+    }
+    ExpectPassedThrough(b, m, "model.norm.weight");
+
+    // The same parameters stored one expert at a time (transformers saves them so): Qwen2-MoE's gate_proj,
+    // up_proj, down_proj and Mixtral's w1, w3, w2 under block_sparse_moe get the rows of the fused merge.
+    for (auto [holder, gate, up, dn] : {std::tuple{kExpertsHolder, "gate_proj", "up_proj", "down_proj"},
+                                        std::tuple{std::string("model.layers.0.block_sparse_moe.experts"), "w1", "w3", "w2"}}) {
+      std::vector<T> ts;
+      for (uint64_t e = 0; e < kExperts; ++e) {
+        const std::string p = holder + "." + std::to_string(e) + ".";
+        ts.push_back({p + dn + ".weight", d, {kExpertH, kExpertI}});
+        ts.push_back({p + gate + ".weight", d, {kExpertI, kExpertH}});
+        ts.push_back({p + up + ".weight", d, {kExpertI, kExpertH}});
+      }
+      // Their values are the fused base's rows.
+      for (uint64_t e = 0; e < kExperts; ++e) {
+        auto slice = [&](const std::string& name, uint64_t first, uint64_t n) {
+          std::vector<float> v;
+          for (uint64_t i = 0; i < n; ++i) v.push_back(static_cast<float>(b.At(name, first + i)));
+          return v;
+        };
+        const uint64_t g = 2 * kExpertI * kExpertH, dsz = kExpertH * kExpertI, half = kExpertI * kExpertH;
+        ts[e * 3].values = slice(down, e * dsz, dsz);
+        ts[e * 3 + 1].values = slice(gate_up, e * g, half);
+        ts[e * 3 + 2].values = slice(gate_up, e * g + half, half);
+      }
+      const Bytes split = BuildFile(ts);
+      MergeRun sr = MergeEveryWay(split, *lora.adapter, std::nullopt, {});
+      ASSERT_TRUE(sr.ok()) << sr.message();
+      EXPECT_EQ(sr.plan->tensors_merged, 3 * kExperts);
+      View ms(sr.output);
+      for (uint64_t e = 0; e < kExperts; ++e) {
+        const std::string p = holder + "." + std::to_string(e) + ".";
+        const auto fd = m.Doubles(down), fg = m.Doubles(gate_up);
+        const uint64_t g = 2 * kExpertI * kExpertH, dsz = kExpertH * kExpertI, half = kExpertI * kExpertH;
+        EXPECT_EQ(ms.Doubles(p + dn + ".weight"), std::vector<double>(fd.begin() + e * dsz, fd.begin() + (e + 1) * dsz));
+        EXPECT_EQ(ms.Doubles(p + gate + ".weight"), std::vector<double>(fg.begin() + e * g, fg.begin() + e * g + half));
+        EXPECT_EQ(ms.Doubles(p + up + ".weight"), std::vector<double>(fg.begin() + e * g + half, fg.begin() + (e + 1) * g));
+      }
+    }
+
+    // Unmerge subtracts the same rounded delta (PEFT's `param -= delta.to(dtype)`); F32 comes back within an ulp.
+    MergeOptions un;
+    un.unmerge = true;
+    MergeRun back = MergeEveryWay(run.output, *lora.adapter, std::nullopt, un);
+    ASSERT_TRUE(back.ok()) << back.message();
+    View ub(back.output);
+    const auto orig = b.Doubles(gate_up), undone = ub.Doubles(gate_up);
+    for (size_t i = 0; i < orig.size(); ++i) EXPECT_NEAR(undone[i], orig[i], std::fabs(orig[i]) * (d == Dtype::F32 ? 1e-6 : 1e-2) + 1e-3);
+  }
+}
+
+TEST(MergeExperts, TransposedExpertsAndTheirAmbiguities) {
+  Lora lora = ExpertsLora();
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  View a(lora.weights);
+  // gpt-oss style [E, in, out]: told apart from [E, out, in] by the shapes.
+  const std::string gate_up = kExpertsHolder + ".gate_up_proj", down = kExpertsHolder + ".down_proj";
+  const Bytes base = BuildFile(Seeded({{gate_up, Dtype::BF16, {kExperts, kExpertH, 2 * kExpertI}},
+                                       {down, Dtype::BF16, {kExperts, kExpertI, kExpertH}}}, 73));
+  MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
+  ASSERT_TRUE(run.ok()) << run.message();
+  EXPECT_EQ(Planned(run, gate_up)->orientation, Orientation::kInOut);
+  View b(base), m(run.output);
+  const auto want = ExpertsReference(a, kExpertsHolder + ".base_layer", b, gate_up, 2.0f, /*transposed=*/true, Dtype::BF16);
+  const auto got = m.Doubles(gate_up);
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
+
+  // Square per expert: only the model type tells; without config.json it is refused, with one it is decided.
+  std::vector<T> lt;
+  AddLora(lt, kExpertsHolder, {kExpertR * kExperts, kExpertH}, {kExpertH, kExpertR * kExperts});
+  Lora square = MakeLora(R"("r": 2, "lora_alpha": 4, "target_parameters": ["experts.down_proj"])", Seeded(lt, 74));
+  ASSERT_TRUE(square.adapter) << square.error;
+  const Bytes sq = BuildFile(Seeded({{down, Dtype::BF16, {kExperts, kExpertH, kExpertH}}}, 75));
+  MergeRun refused = MergeShard(sq, *square.adapter, std::nullopt, {}, 0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error->code, ErrorCode::UnsupportedAdapter);
+  EXPECT_NE(refused.error->message.find("square per expert"), std::string::npos) << refused.message();
+  for (auto [type, transposed] : {std::pair{"qwen3_moe", false}, std::pair{"gpt_oss", true}}) {
+    MergeRun r = MergeShard(sq, *square.adapter, std::string(R"({"model_type": ")") + type + "\"}", {}, 0);
+    ASSERT_TRUE(r.ok()) << r.message();
+    View bs(sq), ms(r.output);
+    const auto w = ExpertsReference(View(square.weights), kExpertsHolder, bs, down, 2.0f, transposed, Dtype::BF16);
+    EXPECT_EQ(ms.Doubles(down), std::vector<double>(w.begin(), w.end())) << type;
+  }
+
+  // A base lacking one of the named parameters: the nesting cannot be trusted.
+  const Bytes half = BuildFile(Seeded({{down, Dtype::BF16, {kExperts, kExpertH, kExpertI}}}, 76));
+  MergeRun lacking = MergeShard(half, *lora.adapter, std::nullopt, {}, 0);
+  ASSERT_FALSE(lacking.ok());
+  EXPECT_NE(lacking.error->message.find("gate_up_proj"), std::string::npos) << lacking.message();
 }
 
 }  // namespace

@@ -448,10 +448,11 @@ export interface AdapterReadOptions extends Omit<RemoteOptions, 'signal'> {
 
 /** One LoRA layer, in PEFT's terms. */
 export interface AdapterModule {
-  /** The base model's module path, e.g. `model.layers.0.self_attn.q_proj`. */
+  /** The base model's module path, e.g. `model.layers.0.self_attn.q_proj`; for LoRA on a fused experts parameter,
+   * the wrapper's path as PEFT's keys spell it (`model.layers.0.mlp.experts.base_layer`). */
   path: string;
-  /** The kind of layer the factors adapt. */
-  shape: 'linear' | 'embedding' | 'conv';
+  /** The kind of layer the factors adapt (`experts`: PEFT's target_parameters on a fused 3-D experts parameter). */
+  shape: 'linear' | 'embedding' | 'conv' | 'experts';
   rank: number;
   alpha: number;
   /** What the product B·A is multiplied by: alpha / rank, or alpha / sqrt(rank) with rsLoRA. */
@@ -469,6 +470,9 @@ export interface AdapterModule {
   alphaPattern: string | null;
   /** ‖ΔW‖_F = |scaling|·‖B·A‖_F, computed from the r×r Gram matrices (ΔW is never formed). */
   deltaNorm: number;
+  /** Only for shape `experts`: the parameter (`model.layers.0.mlp.experts.gate_up_proj`), its number of experts,
+   * and the wrapper's nesting level (0 = outermost, the keys' count of `.base_layer`). */
+  experts?: { parameter: string; experts: number; nesting: number };
 }
 
 /** What {@link adapterInfo} reports: the fields of `peft-bridge adapter-info --json` (without `ok`). */
@@ -883,8 +887,8 @@ export interface PlanMergeOptions extends MergeOptions {
 export interface PlannedMergeTensor {
   shard: string;
   tensor: string;
-  /** `merge`, `merge (embedding)`, `merge (DoRA)`, `merge (DoRA, whole tensor)`, `add lora_B.bias`, `replace` or
-   * `add`. */
+  /** `merge`, `merge (embedding)`, `merge (experts)`, `merge (DoRA)`, `merge (DoRA, whole tensor)`,
+   * `add lora_B.bias`, `replace` or `add`. */
   op: string;
   /** The adapter module's path; null for copies the adapter carries (modules_to_save, saved embeddings). */
   module: string | null;
