@@ -1,7 +1,8 @@
 // The web page's Create section in headless Chromium: a golden base on the local Hub stand-in (read by Range in
 // the tab, with and without a revision) and a sharded base as local files; Plan shows the core's
 // `create --dry-run` text, Create and save writes the files (a "chosen folder": the origin-private file system)
-// the native CLI's `create` writes for the same options, byte for byte; a bad option shows the core's error.
+// the native CLI's `create` writes for the same options, byte for byte; a bad option shows the core's error, and
+// Cancel stops a slow read.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -152,6 +153,16 @@ test('web page: create a fresh adapter from a Hub repo or local files, plan = th
       assert.equal(await page.isVisible('#create-error'), true);
     }
   }
+  // Cancel while the base is read (slowly): the job stops with the signal's reason, nothing is saved.
+  hub.faults.push({ type: 'slow', delay: 100, chunk: 256, path: 'test/llama/model.safetensors' });
+  await fill(page, { repo: 'test/llama', fields: { targets: 'all-linear', dora: true, r: '', seed: '' } });
+  await page.click('#create-btn');
+  await page.waitForSelector('#create[data-state="busy"] #create-cancel:not([disabled])');
+  await page.click('#create-cancel');
+  await page.waitForSelector('#create[data-state="error"]');
+  assert.equal(await page.textContent('#create-error'), 'Cancelled');
+  assert.equal(await page.isDisabled('#create-cancel'), true);
+  hub.faults.length = 0;
   assert.deepEqual(await page.evaluate(async () => { const names = []; for await (const name of (await navigator.storage.getDirectory()).keys()) names.push(name); return names; }), []);
   assert.deepEqual(errors, []);
   await context.close();
