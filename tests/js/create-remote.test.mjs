@@ -6,8 +6,11 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, hasNativeCli, nativeCli, repoRoot } from './helpers/common.mjs';
+import { cliPath, collect, hasNativeCli, nativeCli, repoRoot, webDir } from './helpers/common.mjs';
 import { startHub } from '../hub/server.mjs';
+
+const { createAdapter } = await import(join(webDir, 'src', 'node.js'));
+const { openMergeHandles } = await import(join(webDir, 'src', 'merge.js'));
 
 const work = mkdtempSync(join(tmpdir(), 'pb-create-remote-'));
 const corpus = (name) => join(repoRoot, 'tests', 'golden', 'corpus', name, 'base');
@@ -53,4 +56,31 @@ test('create from a Hub base: both CLIs alike, and the local base\'s adapter', a
     assert.equal(rc.revision, revision ?? null);
     assert.deepEqual({ ...rc, base_model_name_or_path: null, revision: null }, { ...lc, base_model_name_or_path: null, revision: null });
   }
+});
+
+test('createAdapter from a Hub repo: the plan is `create --dry-run`\'s, the files the CLI\'s', async (t) => {
+  if (!hasNativeCli) return t.skip('build/native/peft-bridge not built');
+  for (const [base, cli, options, args] of [
+    [{ repo: 'me/llama' }, 'hf://me/llama', { targetModules: 'all-linear', dora: true, seed: 4 }, ['--target-modules', 'all-linear', '--dora', '--seed', '4']],
+    [{ repo: 'me/sharded', revision: 'main' }, 'hf://me/sharded@main', { targetModules: ['q_proj', 'v_proj'], dora: true }, ['--target-modules', 'q_proj,v_proj', '--dora']],
+  ]) {
+    const out = join(work, `api-${base.repo.replace('/', '-')}`);
+    const planned = await run(nativeCli, ['create', '--base', cli, '--dry-run', '--json', ...args]);
+    const plannedText = await run(nativeCli, ['create', '--base', cli, '--dry-run', ...args]);
+    const made = await run(nativeCli, ['create', '--base', cli, '-o', out, ...args]);
+    assert.equal(made.status, 0, made.stderr);
+    const plan = await createAdapter({ base, ...options, endpoint: hub.endpoint, dryRun: true });
+    assert.equal(plan.text, plannedText.stdout);
+    const { ok, dryRun, ...summary } = JSON.parse(planned.stdout);
+    assert.deepEqual(plan.summary, summary);
+    assert.deepEqual(plan.files, []);
+    const progress = [];
+    const created = await createAdapter({ base, ...options, endpoint: hub.endpoint, onProgress: (p) => progress.push(p) });
+    assert.ok(made.stdout.startsWith(created.text));
+    assert.ok(progress.length > 0 && progress.at(-1).bytesIn === progress.at(-1).totalIn);
+    const files = {};
+    for (const f of created.files) files[f.path] = Buffer.from(await collect(f.stream));
+    assert.deepEqual(files, filesOf(out));
+  }
+  assert.equal(openMergeHandles(), 0);
 });

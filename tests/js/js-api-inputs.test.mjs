@@ -314,6 +314,10 @@ test('the README\'s first JS example runs as written, and its convert writes the
   const corpusBase = join(webDir, '..', 'tests', 'golden', 'corpus', 'llama_lora_f32', 'base');
   mkdirSync(join(dir, 'my-model'));
   for (const f of readdirSync(corpusBase)) copyFileSync(join(corpusBase, f), join(dir, 'my-model', f));
+  // extractAdapter's fine-tune: the same base with its golden LoRA merged in.
+  const corpusTuned = join(corpusBase, '..', 'peft_merged');
+  mkdirSync(join(dir, 'my-finetune'));
+  for (const f of readdirSync(corpusTuned)) copyFileSync(join(corpusTuned, f), join(dir, 'my-finetune', f));
   const hub = await startHub({ files: { 'owner/model': { 'model.safetensors': readFixture('safetensors-jl-dtypes/model.safetensors') } } });
   t.after(() => hub.close());
   const [example] = readmeBlocks();

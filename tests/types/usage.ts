@@ -410,7 +410,7 @@ export async function inputs(bytes: Uint8Array) {
   return [viaPath, converted, mlx, repo] as const;
 }
 
-// A fresh adapter (create): a path or a MergeBase, the files as streams.
+// A fresh adapter (create): a path, a MergeBase or a Hub repo, the files as streams; dryRun: the plan's text.
 export async function createUsage(bytes: Uint8Array): Promise<number> {
   const options: CreateAdapterOptions = { base: 'my-model/', targetModules: ['q_proj', 'v_proj'], r: 8, alpha: 16, seed: 7n, dtype: 'bf16' };
   const created: CreatedAdapter = await createAdapter(options);
@@ -418,7 +418,8 @@ export async function createUsage(bytes: Uint8Array): Promise<number> {
     onProgress: ({ bytesIn, totalIn }) => void (bytesIn / totalIn) });
   // @ts-expect-error init is kaiming or gaussian
   await createAdapter({ base: 'm/', targetModules: 'q_proj', init: 'xavier' });
-  let n = created.summary.modules.length + fromBase.files.length;
+  const planned = await createAdapter({ base: { repo: 'owner/model', revision: 'main' }, targetModules: 'all-linear', dryRun: true, token: 'hf_x' });
+  let n = created.summary.modules.length + fromBase.files.length + planned.text.length;
   for (const f of created.files) n += f.size + (f.path === 'adapter_config.json' ? 1 : 0) + (f.stream.locked ? 1 : 0);
   return n + created.config.length;
 }

@@ -2,44 +2,13 @@
 // Blob.slice) into a LoRA adapter, each module the truncated SVD of its weight delta (extractAdapter: src/compose
 // in WASM). Plan shows the modules from the headers alone; Extract reads the weights and shows each module's rank,
 // kept energy and relative error; the files are saved as the merge saves them.
-import { SafetensorsError, extractAdapter } from '../src/index.js';
-import { chooseSink } from './save.js';
+import { extractAdapter } from '../src/index.js';
+import { wireJob } from './adapter-job.js';
+import { pickedModel } from './model-picker.js';
 
 const $ = (selector) => document.querySelector(selector);
-const OUTPUTS = ['adapter_model.safetensors', 'adapter_config.json'];
-let running = null; // the AbortController of the extraction under way
-
-function showError(error) {
-  const box = $('#extract-error');
-  box.hidden = !error;
-  box.textContent = !error ? '' : error instanceof SafetensorsError ? `${error.code}: ${error.message}` : (error.message ?? String(error));
-}
-
-/** A model as extractAdapter takes it: local files (a MergeBase over the Files) when chosen, else the Hub repo. */
-async function modelOf(which) {
-  const box = document.querySelector(`.extract-model[data-model="${which}"]`);
-  const files = [...box.querySelector('.extract-files').files];
-  if (files.length) {
-    const shards = files.filter((f) => /\.safetensors$/i.test(f.name));
-    const named = (name) => files.find((f) => f.name === name);
-    const bytes = async (f) => (f ? new Uint8Array(await f.arrayBuffer()) : null);
-    const index = named('model.safetensors.index.json');
-    return {
-      index: await bytes(index),
-      config: await bytes(named('config.json')),
-      // One file is the model whatever its name; the index names its shards (the core checks them).
-      open: (name) => {
-        const file = index ? named(name) : shards.length === 1 ? shards[0] : null;
-        if (!file) throw new Error(index ? `${name} (listed in the index) was not chosen` : 'choose one .safetensors file, or the shards and their index');
-        return file;
-      },
-    };
-  }
-  const repo = box.querySelector('.extract-repo').value.trim();
-  if (!repo) throw new Error(`${which === 'base' ? 'the base model' : 'the fine-tuned model'}: give a repo id or choose files`);
-  const revision = box.querySelector('.extract-revision').value.trim();
-  return revision ? { repo, revision } : { repo };
-}
+const modelOf = (which) =>
+  pickedModel($(`.extract-model[data-model="${which}"]`), which === 'base' ? 'the base model' : 'the fine-tuned model');
 
 async function request(dryRun) {
   const number = (selector) => ($(selector).value === '' ? undefined : $(selector).value);
@@ -88,45 +57,4 @@ function render({ summary }, dryRun) {
   $('#extract-result').hidden = false;
 }
 
-async function run(dryRun) {
-  showError(null);
-  const section = $('#extract');
-  section.dataset.state = 'busy';
-  $('#extract-files').replaceChildren();
-  const progress = $('#extract-progress');
-  const controller = new AbortController();
-  running = controller;
-  $('#extract-cancel').disabled = false;
-  try {
-    const options = await request(dryRun);
-    // The picker first: it needs the click's user gesture, which a long await would lose.
-    const sink = dryRun ? null : await chooseSink('auto', OUTPUTS);
-    if (!dryRun && sink === null) {
-      section.dataset.state = 'idle';
-      return;
-    }
-    progress.hidden = dryRun;
-    progress.value = 0;
-    const result = await extractAdapter({
-      ...options,
-      signal: controller.signal,
-      onProgress: ({ bytesIn, totalIn }) => (progress.value = totalIn ? bytesIn / totalIn : 1),
-    });
-    render(result, dryRun);
-    for (const f of result.files) {
-      await sink.write(f.path, f.size, f.stream, controller.signal);
-      $('#extract-files').append(Object.assign(document.createElement('li'), { textContent: `${f.path}: ${f.size.toLocaleString('en-US')} bytes` }));
-    }
-    section.dataset.state = dryRun ? 'planned' : 'done';
-  } catch (error) {
-    showError(error);
-    section.dataset.state = 'error';
-  } finally {
-    running = null;
-    $('#extract-cancel').disabled = true;
-  }
-}
-
-$('#extract-plan-btn').addEventListener('click', () => run(true));
-$('#extract-btn').addEventListener('click', () => run(false));
-$('#extract-cancel').addEventListener('click', () => running?.abort(new DOMException('Cancelled', 'AbortError')));
+wireJob('extract', { request, call: extractAdapter, render });

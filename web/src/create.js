@@ -5,10 +5,10 @@ import { namingTablesOption } from './naming-tables.js';
 import { SafetensorsError, throwIfAborted } from './errors.js';
 import { configText } from './adapter.js';
 import { MergeSession } from './merge.js';
-import { DEFAULT_READ_SIZE, isLocalPath, isRandomAccess, openSource, raceAbort, requireLocalFiles } from './sources.js';
+import { isRemoteModel, modelOf } from './model-input.js';
+import { remoteReading } from './remote.js';
+import { DEFAULT_READ_SIZE, isRandomAccess, openSource, raceAbort } from './sources.js';
 import { getModule } from './init.js';
-
-const INDEX_NAME = 'model.safetensors.index.json';
 
 /** The options as the core takes them: every value as text, checked there (the CLI's messages). Internal. */
 export function createOptionsJson(o) {
@@ -42,26 +42,6 @@ export function createOptionsJson(o) {
 export async function createSession(options) {
   const module = await getModule();
   return new MergeSession(module, 'AdapterCreator', createOptionsJson(options));
-}
-
-/** A local folder or file (Node) as the MergeBase mergeShards takes. Internal (createAdapter, extractAdapter). */
-export async function localBase(path) {
-  const files = requireLocalFiles(path);
-  const given = String(path);
-  const join = (dir, name) => (dir.endsWith('/') ? dir + name : `${dir}/${name}`);
-  let dir = given;
-  let single = null;
-  if (!(await files.isDirectory(given))) {
-    const slash = given.lastIndexOf('/');
-    dir = slash === -1 ? '.' : given.slice(0, slash);
-    single = slash === -1 ? given : given.slice(slash + 1);
-  }
-  const text = async (name) => ((await files.isFile(join(dir, name))) ? new TextDecoder().decode(await files.readWhole(join(dir, name))) : null);
-  const index = single === null ? await text(INDEX_NAME) : single.endsWith('.index.json') ? await text(single) : null;
-  if (single === null && index === null && !(await files.isFile(join(dir, 'model.safetensors'))))
-    throw new SafetensorsError('IoError', `\`${given}\` has neither model.safetensors nor model.safetensors.index.json`);
-  const file = single !== null && index === null ? single : null;
-  return { index, config: await text('config.json'), open: (name) => join(dir, file ?? name) };
 }
 
 /**
@@ -141,39 +121,49 @@ export function* weightsChunks(session) {
 }
 
 /**
- * A fresh LoRA adapter for `options.base`, as `peft-bridge create` writes it: {summary, files: [{path, size,
- * stream}]} (adapter_model.safetensors, made a tensor at a time as its stream is read, then adapter_config.json).
+ * A fresh LoRA adapter for `options.base`, as `peft-bridge create` writes it: {summary, text, config, files: [{path,
+ * size, stream}]} (adapter_model.safetensors, made a tensor at a time as its stream is read, then
+ * adapter_config.json); with `dryRun`, the plan only (`create --dry-run`'s text and JSON) and no files.
  */
 export async function createAdapter(options) {
   if (!options || typeof options !== 'object' || options.base === undefined) throw new TypeError('peft-bridge: createAdapter needs {base, targetModules}');
   const { signal, onProgress } = options;
   throwIfAborted(signal);
-  let base = options.base;
-  const baseName = options.baseName ?? (typeof base === 'string' ? base : null);
-  if (typeof base === 'string' || (typeof URL !== 'undefined' && base instanceof URL)) {
-    if (!isLocalPath(base)) throw new TypeError('peft-bridge: createAdapter takes a MergeBase {open, index?, config?} or, in Node, a local path');
-    base = await localBase(base);
-  } else if (!base || typeof base.open !== 'function') {
-    throw new TypeError('peft-bridge: createAdapter needs base: {open(name), index?, config?} or, in Node, a local path');
-  }
-  const session = await createSession({ ...options, baseName });
+  const given = options.base;
+  // Remote bases are read by Range (the headers; with DoRA the targeted weights) and closed before the weights
+  // stream is handed out: the adapter is made from the plan and the norms alone.
+  const reading = isRemoteModel(given) ? remoteReading(options) : null;
+  let session = null;
   let sources = new Map();
+  let failure;
   try {
+    const { model: base, name } = await modelOf(given, 'base', reading, 'createAdapter');
+    session = await createSession({ ...options, baseName: options.baseName ?? name });
     const read = await readBase(session, base, signal);
     sources = read.sources;
     session.check(session.handle.handle.plan(options.baseConfig !== undefined ? configText(options.baseConfig, 'baseConfig') : read.config));
     const plan = JSON.parse(session.handle.handle.planJson());
+    const summaryOf = (dryRun) => {
+      const { ok, dryRun: _, ...summary } = JSON.parse(session.handle.handle.summary(true, dryRun));
+      return summary;
+    };
+    if (options.dryRun) {
+      const result = { summary: summaryOf(true), text: session.handle.handle.summary(false, true), config: plan.config, files: [] };
+      session.close();
+      return result;
+    }
     // A random-access shard is read again by range; a stream is asked for again (MergeBase's contract), and
     // refused by supplyBase: DoRA reads the targeted weights by range.
-    const reopen = (name) => (isRandomAccess(sources.get(name)) ? sources.get(name) : base.open(name));
+    const reopen = (shard) => (isRandomAccess(sources.get(shard)) ? sources.get(shard) : base.open(shard));
     await supplyBase(session, plan, reopen, signal, (done) => onProgress?.({ bytesIn: done, totalIn: plan.baseBytes }));
-    const summary = JSON.parse(session.handle.handle.summary(true, false));
-    delete summary.ok;
-    delete summary.dryRun;
+    const summary = summaryOf(false);
+    const text = session.handle.handle.summary(false, false);
     const chunks = weightsChunks(session);
+    const owned = session;
+    session = null; // the weights stream closes it
     let finished = false;
     const finish = () => {
-      if (!finished) session.close();
+      if (!finished) owned.close();
       finished = true;
     };
     const weights = new ReadableStream({
@@ -198,6 +188,7 @@ export async function createAdapter(options) {
     const config = new ReadableStream({ start(c) { c.enqueue(configBytes); c.close(); } });
     return {
       summary,
+      text,
       config: plan.config,
       files: [
         { path: plan.weightsName, size: plan.weightsSize, stream: weights },
@@ -205,9 +196,11 @@ export async function createAdapter(options) {
       ],
     };
   } catch (error) {
-    session.close();
+    failure = error;
+    session?.close();
     throw error;
   } finally {
     await closeAll(sources);
+    await reading?.close(failure);
   }
 }

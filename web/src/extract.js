@@ -7,10 +7,10 @@
 import { namingTablesOption } from './naming-tables.js';
 import { SafetensorsError, throwIfAborted } from './errors.js';
 import { configText } from './adapter.js';
-import { localBase } from './create.js';
+import { isRemoteModel, modelOf } from './model-input.js';
 import { MergeSession } from './merge.js';
-import { openRemoteModel, remoteReading } from './remote.js';
-import { DEFAULT_READ_SIZE, chunkBytes, closeRandomAccess, isLocalPath, openSource, raceAbort } from './sources.js';
+import { remoteReading } from './remote.js';
+import { DEFAULT_READ_SIZE, chunkBytes, closeRandomAccess, openSource, raceAbort } from './sources.js';
 import { getModule } from './init.js';
 
 /** The options as the core takes them: every value as text, checked there (the CLI's messages). Internal. */
@@ -73,26 +73,6 @@ export async function pumpExtract(session, sourceOf, signal, onData, onRead = ()
   return native.header();
 }
 
-const isRemoteModel = (v) => (typeof v === 'string' && !isLocalPath(v)) || (typeof URL !== 'undefined' && v instanceof URL && !isLocalPath(v)) ||
-  (!!v && typeof v === 'object' && typeof v.repo === 'string' && typeof v.open !== 'function');
-
-/**
- * A model as a MergeBase, and the name the config records for the base (as the CLI's --base names it): a local
- * path (Node), a Hub repo or a URL (read by Range through `reading`), or a MergeBase as given.
- */
-async function modelOf(given, what, reading) {
-  if (isRemoteModel(given)) {
-    const { base } = await openRemoteModel(given, reading, `${what}\u0000`);
-    const repo = typeof given === 'object' && !(given instanceof URL) ? given : null;
-    const name = repo ? `hf://${repo.repo}${repo.subfolder ? `/${repo.subfolder}` : ''}${repo.revision ? `@${repo.revision}` : ''}` : String(given);
-    return { model: base, name };
-  }
-  if (typeof given === 'string' || (typeof URL !== 'undefined' && given instanceof URL)) return { model: await localBase(given), name: String(given) };
-  if (!given || typeof given !== 'object' || typeof given.open !== 'function')
-    throw new TypeError(`peft-bridge: extractAdapter's ${what} must be a MergeBase {open(name), index?, config?}, a Hub repo {repo, revision?}, a URL or, in Node, a local path`);
-  return { model: given, name: null };
-}
-
 /**
  * Reads a model into the session (its index, every shard's header), as the tuned one when `tuned`. Returns its
  * config and the opened shards, in order: [{source (what open gave), src (opened)}], to close afterwards.
@@ -143,8 +123,8 @@ export async function extractAdapter(options) {
   const opened = [];
   let failure;
   try {
-    const base = await modelOf(options.base, 'base', reading);
-    const tuned = await modelOf(options.tuned, 'tuned', reading);
+    const base = await modelOf(options.base, 'base', reading, 'extractAdapter');
+    const tuned = await modelOf(options.tuned, 'tuned', reading, 'extractAdapter');
     session = await extractSession({ ...options, baseName: options.baseName ?? base.name });
     const needRanges = !options.dryRun;
     const b = await readModel(session, false, base.model, signal, needRanges);

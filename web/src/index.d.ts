@@ -613,12 +613,14 @@ export interface CombineResult {
 export function combineAdapters(inputs: (AdapterInput | AdapterDirectory)[], options?: CombineOptions): Promise<CombineResult>;
 
 /** Options of {@link createAdapter}, as the CLI's `create` options (every value is checked by the core, with the
- * CLI's messages: a bad one rejects with a SafetensorsError InvalidArgument). */
-export interface CreateAdapterOptions {
+ * CLI's messages: a bad one rejects with a SafetensorsError InvalidArgument). A remote base is read with the
+ * {@link RemoteOptions} (endpoint, token, fetch, the HTTP limits). */
+export interface CreateAdapterOptions extends Omit<RemoteOptions, 'signal'> {
   /** The base model: a {@link MergeBase} (each shard's header is read; with `dora` the targeted weights too, by
-   * range, so its shards must then be random-access sources), or in Node a local folder, `model.safetensors` or
-   * index path. */
-  base: MergeBase | LocalPath;
+   * range, so its shards must then be random-access sources), a Hub repo (read at one commit, as
+   * {@link extractAdapter}'s models), the URL of one .safetensors file, or in Node a local folder,
+   * `model.safetensors` or index path. */
+  base: ExtractModel;
   /** Module names (PEFT's list rule: a module whose path is a name or ends with `.name`; each must match one),
    * comma-separated or as an array, or `"all-linear"` (every Linear / Conv1D but the output head, the layer kinds
    * from the naming table). */
@@ -639,9 +641,12 @@ export interface CreateAdapterOptions {
   seed?: number | bigint | string;
   /** The adapter's dtype (default f32, as PEFT's fresh adapter). */
   dtype?: 'bf16' | 'f16' | 'f32';
-  /** What the config records as base_model_name_or_path (default: base when it is a path; else null). */
+  /** Plan only: `create --dry-run`'s summary and text; no weights read, no files. */
+  dryRun?: boolean;
+  /** What the config records as base_model_name_or_path (default: base when it is a path or a URL, `owner/name`
+   * for a Hub repo; else null). */
   baseName?: string;
-  /** The config's revision. */
+  /** The config's revision (default: a Hub repo's `revision`, when given). */
   revision?: string;
   /** The base's config.json, overriding the MergeBase's (naming table, auto_mapping). */
   baseConfig?: ConfigInput | null;
@@ -673,10 +678,13 @@ export interface CreatedAdapter {
     baseBytesRead: number;
     notes: string[];
   };
+  /** The plan as the CLI prints it: `create --dry-run`'s text with `dryRun`, else the lines `create` prints
+   * before the work. */
+  text: string;
   /** adapter_config.json's text, as PEFT's save_pretrained writes it for these settings. */
   config: string;
   /** adapter_model.safetensors (made a tensor at a time as its stream is read: read it to the end or cancel it),
-   * then adapter_config.json. */
+   * then adapter_config.json; none with `dryRun`. */
   files: MergedFile[];
 }
 
