@@ -23,6 +23,7 @@
 #include "merge_io.h"
 #include "merge/model_index.h"
 #include "naming_tables_option.h"
+#include "options_object.h"
 
 namespace pb::wasm {
 namespace {
@@ -34,16 +35,14 @@ using emscripten::val;
 class AdapterCreator : public MergeIo {  // MergeIo: headerLength, as the Merger reads a base
  public:
   explicit AdapterCreator(const std::string& options_json) {
-    auto parsed = ParseJson(options_json, "create options");
-    Json j = parsed.ok() ? std::move(parsed.value()) : Json();
-    if (!j.is_object()) {
-      Fail(MakeError(ErrorCode::InvalidArgument, "create options are not a JSON object"));
+    auto object = OptionsObject::Parse(options_json, "create options");
+    if (!object.ok()) {
+      Fail(object.error());
       return;
     }
-    auto text = [&](const char* key) -> std::optional<std::string> {
-      if (!j.contains(key) || j[key].is_null()) return std::nullopt;
-      return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
-    };
+    const OptionsObject& o = object.value();
+    const Json& j = o.json();
+    auto text = [&](const char* key) { return o.Text(key); };
     compose::CreateArguments a;
     a.target_modules = text("targetModules");
     a.target_regex = text("targetRegex");
@@ -51,12 +50,9 @@ class AdapterCreator : public MergeIo {  // MergeIo: headerLength, as the Merger
     a.alpha = text("alpha");
     a.seed = text("seed");
     a.init = text("init");
-    if (auto d = text("dtype")) {  // the CLI's dtype vocabulary
-      auto dtype = app::ParseFloatDtypeName(*d);
-      a.dtype = !dtype ? *d : *dtype == Dtype::BF16 ? "bf16" : *dtype == Dtype::F16 ? "f16" : "f32";
-    }
-    a.rslora = j.contains("rslora") && j["rslora"].is_boolean() && j["rslora"].get<bool>();
-    a.dora = j.contains("dora") && j["dora"].is_boolean() && j["dora"].get<bool>();
+    a.dtype = o.DtypeText("dtype");
+    a.rslora = o.Flag("rslora");
+    a.dora = o.Flag("dora");
     auto options = compose::ParseCreateArguments(a);
     if (!options.ok()) {
       Fail(options.error());

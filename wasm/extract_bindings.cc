@@ -28,6 +28,7 @@
 #include "merge/model_index.h"
 #include "merge_io.h"
 #include "naming_tables_option.h"
+#include "options_object.h"
 
 namespace pb::wasm {
 namespace {
@@ -37,23 +38,21 @@ using emscripten::val;
 class ExtractHandle : public MergeIo {  // MergeIo: headerLength, as the Merger reads a base
  public:
   explicit ExtractHandle(const std::string& options_json) {
-    auto parsed = ParseJson(options_json, "extract options");
-    Json j = parsed.ok() ? std::move(parsed.value()) : Json();
-    if (!j.is_object()) {
-      Fail(MakeError(ErrorCode::InvalidArgument, "extract options are not a JSON object"));
+    auto object = OptionsObject::Parse(options_json, "extract options");
+    if (!object.ok()) {
+      Fail(object.error());
       return;
     }
-    auto text = [&](const char* key) -> std::optional<std::string> {
-      if (!j.contains(key) || j[key].is_null()) return std::nullopt;
-      return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
-    };
+    const OptionsObject& o = object.value();
+    const Json& j = o.json();
+    auto text = [&](const char* key) { return o.Text(key); };
     compose::ExtractArguments a;
     a.rank = text("rank");
     a.energy = text("energy");
     a.max_rank = text("maxRank");
     a.modules = text("modules");
     a.embeddings = text("embeddings");
-    a.dtype = text("dtype");
+    a.dtype = o.DtypeText("dtype");
     auto options = compose::ParseExtractArguments(a);
     if (!options.ok()) {
       Fail(options.error());
