@@ -186,7 +186,7 @@ export async function adapters(weights: Blob, stream: ReadableStream<Uint8Array>
   const ranks: number[] = info.modules.map((m) => m.rank * m.scaling);
   for (const m of info.modules) {
     const module: AdapterModule = m;
-    const kind: 'linear' | 'embedding' | 'conv' = module.shape;
+    const kind: 'linear' | 'embedding' | 'conv' | 'experts' = module.shape;
     const norm: number = module.deltaNorm;
     const pattern: string = module.rankPattern ?? module.alphaPattern ?? '';
     if (module.dora || module.loraBias) ranks.push(norm, module.inFeatures, module.outFeatures, module.alpha, pattern.length, kind.length);
