@@ -400,6 +400,12 @@ Result<LoraConfig> ParseLoraConfig(std::string_view json_text) {
   return c;
 }
 
+std::vector<std::string> TaskHeadModules(std::string_view task_type) {
+  if (task_type == "SEQ_CLS" || task_type == "TOKEN_CLS") return {"classifier", "score"};
+  if (task_type == "QUESTION_ANS") return {"qa_outputs"};
+  return {};
+}
+
 Json DefaultLoraConfigDocument() {
   // PEFT kPeftSchemaVersion's LoraConfig as save_pretrained writes a fresh one: json.dumps(..., sort_keys=True).
   Json d = Json::object();

@@ -94,6 +94,11 @@ inline constexpr std::string_view kPeftSchemaVersion = "0.21.2";
 // unset. Used to write configs for adapters that came from another format.
 Json DefaultLoraConfigDocument();
 
+// The task heads PEFT adds to modules_to_save on its own for a task_type (peft_model.py's
+// classifier_module_names / qa_module_names): classifier and score for SEQ_CLS and TOKEN_CLS, qa_outputs for
+// QUESTION_ANS, none otherwise.
+std::vector<std::string> TaskHeadModules(std::string_view task_type);
+
 // Field names PEFT releases before 0.14 accept (LoraConfig.__init__ rejects any other key there).
 bool IsPre014LoraField(std::string_view key);
 

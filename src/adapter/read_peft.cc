@@ -13,12 +13,7 @@ constexpr std::string_view kPrefix = "base_model.model.";
 // without listing them in the config.
 std::vector<std::string> ImpliedModulesToSave(const LoraConfig& config) {
   std::vector<std::string> names = config.modules_to_save;
-  if (config.task_type == "SEQ_CLS" || config.task_type == "TOKEN_CLS") {
-    names.push_back("classifier");
-    names.push_back("score");
-  } else if (config.task_type == "QUESTION_ANS") {
-    names.push_back("qa_outputs");
-  }
+  for (auto& head : TaskHeadModules(config.task_type.value_or(""))) names.push_back(std::move(head));
   return names;
 }
 

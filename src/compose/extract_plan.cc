@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "adapter/lora_config.h"
 #include "compose/model_modules.h"
 #include "compose/option_text.h"
 #include "core/json.h"
@@ -173,9 +174,7 @@ Result<ExtractPlan> PlanExtract(const std::vector<ExtractShard>& base, const std
   // PEFT wraps a classifier head in modules_to_save by itself for these tasks (PeftModelForSequenceClassification's
   // classifier_module_names), and then cannot load LoRA factors for it: such a head is saved whole.
   plan.task_type = TaskTypeOf(tuned_config ? tuned_config : base_config);
-  std::vector<std::string> heads;
-  if (plan.task_type == "SEQ_CLS" || plan.task_type == "TOKEN_CLS") heads = {"classifier", "score"};
-  if (plan.task_type == "QUESTION_ANS") heads = {"qa_outputs"};
+  const std::vector<std::string> heads = adapter::TaskHeadModules(plan.task_type.value_or(""));
   for (auto it = decomposed.begin(); it != decomposed.end();) {
     bool head = false;
     for (const auto& h : heads) head |= *it == h || it->starts_with(h + ".");
