@@ -26,6 +26,14 @@ if [[ ! -f $venv/.ready ]]; then
   /usr/bin/python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
   "$venv/bin/python" -m pip install --quiet --no-input -r "$req" >&2
+  # llama.cpp's converters (convert_lora_to_gguf.py, convert_hf_to_gguf.py and their gguf-py) from the very
+  # sdist whose llama.cpp the venv just built, so the reference writer and the loader are one release.
+  lcp=$(sed -n 's/^llama-cpp-python==//p' "$req")
+  "$venv/bin/python" -m pip download --quiet --no-input --no-deps --no-binary :all: -d "$venv/sdist" \
+    "llama-cpp-python==$lcp" >&2
+  mkdir -p "$venv/llama.cpp"
+  tar -xzf "$venv/sdist/llama_cpp_python-$lcp.tar.gz" -C "$venv/llama.cpp" --strip-components=3 \
+    "llama_cpp_python-$lcp/vendor/llama.cpp"
   "$venv/bin/python" -m pip freeze > "$venv/freeze.txt"
   touch "$venv/.ready"
 fi
