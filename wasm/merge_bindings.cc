@@ -30,7 +30,9 @@
 #include "adapter/adapter_io.h"
 #include "adapter/adapter_report.h"
 #include "adapter/delta_norm.h"
-#include "adapter/safetensors_emitter.h"
+#include "adapter/weights_emitter.h"
+#include "app/translate_output.h"
+#include "gguf/gguf_format.h"
 #include "adapter/translate.h"
 #include "adapter/python_json.h"
 #include "adapter/tensor_fetch.h"
@@ -335,12 +337,26 @@ class AdapterJob : public MergeIo {
       auto format = adapter::ParseFormatName(name);
       if (!format) {
         Fail(MakeError(ErrorCode::InvalidArgument,
-                       std::string(key) + ": unknown format `" + name + "` (expected peft, mlx, kohya or gguf-names)"));
+                       std::string(key) + ": unknown format `" + name +
+                           "` (expected peft, mlx, kohya, gguf-names, diffusers-attnproc or gguf)"));
         return;
       }
       (std::string(key) == "from" ? read_options_.format : to_) = format;
     }
     if (j.contains("arch") && j["arch"].is_string()) read_options_.arch = j["arch"].get<std::string>();
+    if (j.contains("outtype") && !j["outtype"].is_null()) {  // --outtype: the gguf format's tensor type
+      auto type = j["outtype"].is_string() ? gguf::ParseOutType(j["outtype"].get<std::string>()) : std::nullopt;
+      if (!type) {
+        Fail(MakeError(ErrorCode::InvalidArgument, "outtype: unknown `" + ClipForMessage(j["outtype"].dump()) +
+                                                       "` (expected f32, f16, bf16 or q8_0)"));
+        return;
+      }
+      if (to_ != adapter::AdapterFormat::kGguf) {
+        Fail(MakeError(ErrorCode::InvalidArgument, "outtype applies to to: 'gguf' only"));
+        return;
+      }
+      outtype_ = *type;
+    }
     auto tables = NamingTablesOption(j);
     if (!tables.ok()) {
       Fail(tables.error());
@@ -351,6 +367,7 @@ class AdapterJob : public MergeIo {
     auto flag = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
     read_options_.strict = flag("strict");
     old_peft_ = flag("oldPeft");
+    if (j.contains("outFile") && j["outFile"].is_string()) out_file_ = j["outFile"].get<std::string>();
     dry_run_ = flag("dryRun");
   }
   bool ok() const { return !error_.has_value(); }
@@ -376,6 +393,8 @@ class AdapterJob : public MergeIo {
     adapter::WriteOptions write_options;  // as the native CLI: base config and arch come from the read side
     write_options.strict = read_options_.strict;
     write_options.compat_pre_014 = old_peft_;
+    write_options.gguf_outtype = outtype_;
+    write_options.weights_name = out_file_;  // the npm CLI's OUT.gguf
     write_options.tables = tables_.get();
     auto result = adapter::Translate(*source, *to_, read_options_, write_options);
     if (!result.ok()) return Fail(result.error());
@@ -385,7 +404,7 @@ class AdapterJob : public MergeIo {
   bool begin_write() {
     chunks_.Clear();
     if (!translated_) return Fail(MakeError(ErrorCode::InvalidArgument, "begin_write before translate"));
-    emitter_ = std::make_unique<adapter::SafetensorsEmitter>(translated_->output.weights, chunks_);
+    emitter_ = adapter::MakeWeightsEmitter(translated_->output, chunks_);
     consumer_ = emitter_.get();
     return Check(emitter_->Begin());
   }
@@ -437,12 +456,14 @@ class AdapterJob : public MergeIo {
   std::shared_ptr<const adapter::NamingTables> tables_;  // the namingTables option; null: the embedded ones
   std::optional<adapter::AdapterFormat> to_;
   bool old_peft_ = false, dry_run_ = false;
+  gguf::TensorType outtype_ = gguf::TensorType::kF32;
+  std::optional<std::string> out_file_;
   std::optional<std::string> config_, base_config_;
   std::vector<uint8_t> inline_;
   std::unique_ptr<adapter::ReadResult> read_;
   std::unique_ptr<adapter::DeltaNormPass> norms_;
   std::unique_ptr<adapter::TranslateResult> translated_;
-  std::unique_ptr<adapter::SafetensorsEmitter> emitter_;
+  std::unique_ptr<adapter::WeightsEmitter> emitter_;
   adapter::AdapterBytesConsumer* consumer_ = nullptr;
 };
 // ---- the index rules for callers that read headers themselves (inspectRepo) ----
@@ -530,6 +551,11 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("supply", &AdapterJob::supply)
       .function("result", &AdapterJob::result);
   function("heapSize", &HeapSize);
+  // The npm CLI's translate OUT: one .gguf file or a directory (app/translate_output.h).
+  function("translateOutputIsFile", +[](const std::string& to, const std::string& out) {
+    auto format = pb::adapter::ParseFormatName(to);
+    return format && pb::app::TranslateOutputIsFile(*format, out);
+  });
   function("modelIndexShards", &ModelIndexShards);
   function("checkIndexShards", &CheckIndexShards);
 }

@@ -17,6 +17,7 @@
 #include "adapter/format_table.h"
 #include "adapter/naming_tables.h"
 #include "core/writer.h"
+#include "gguf/gguf_writer.h"
 
 namespace pb::adapter {
 
@@ -71,8 +72,18 @@ Result<WritePlan> PlanSafetensors(const SafetensorsOutput& output);
 // references use SafetensorsEmitter (safetensors_emitter.h).
 Status EmitSafetensors(const SafetensorsOutput& output, ByteSink& sink);
 
+// A .gguf file to write (the gguf format): its keys and tensors, held or referenced, each encoded in its slot's
+// ggml type when it is written (gguf_emitter.h).
+struct GgufOutput {
+  std::vector<gguf::KeyValue> keys;
+  std::vector<gguf::TensorSlot> slots;  // name, shape, type; in file order
+  std::vector<Tensor> tensors;          // same order
+};
+
 struct WriteOptions {
   bool strict = false;
+  gguf::TensorType gguf_outtype = gguf::TensorType::kF32;  // gguf: convert_lora_to_gguf.py's --outtype
+  std::optional<std::string> weights_name;  // the weights file's name when the user chose it (translate OUT.gguf)
   bool compat_pre_014 = false;             // PEFT < 0.14 rejects unknown config keys: write only theirs
   std::optional<std::string> base_config;  // head counts (GGUF row order), layer count (mlx num_layers)
   std::optional<std::string> arch;
@@ -81,7 +92,8 @@ struct WriteOptions {
 
 struct AdapterOutput {
   std::string weights_name;
-  SafetensorsOutput weights;
+  SafetensorsOutput weights;        // the weights file, unless it is a .gguf file:
+  std::optional<GgufOutput> gguf;   // the gguf format's (then `weights` is empty)
   std::optional<std::string> config_name;
   std::string config_text;
   std::vector<TensorMapping> mappings;  // canonical PEFT key -> output tensor (or rejected)

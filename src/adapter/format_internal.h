@@ -41,6 +41,7 @@ Result<AdapterOutput> WritePeft(const Adapter& adapter, const WriteOptions& opti
 Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& options);
 Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& options);
 Result<AdapterOutput> WriteGgufNames(const Adapter& adapter, const WriteOptions& options);
+Result<AdapterOutput> WriteGguf(const Adapter& adapter, const WriteOptions& options);
 
 // Helpers shared by several formats.
 const NamingTables& TablesOf(const NamingTables* tables);

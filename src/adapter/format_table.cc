@@ -43,13 +43,14 @@ std::string_view FormatName(AdapterFormat format) {
     case AdapterFormat::kKohya: return "kohya";
     case AdapterFormat::kGgufNames: return "gguf-names";
     case AdapterFormat::kDiffusersAttnProc: return "diffusers-attnproc";
+    case AdapterFormat::kGguf: return "gguf";
   }
   return "?";
 }
 
 std::optional<AdapterFormat> ParseFormatName(std::string_view name) {
   for (AdapterFormat f : {AdapterFormat::kPeft, AdapterFormat::kMlx, AdapterFormat::kKohya, AdapterFormat::kGgufNames,
-                          AdapterFormat::kDiffusersAttnProc})
+                          AdapterFormat::kDiffusersAttnProc, AdapterFormat::kGguf})
     if (FormatName(f) == name) return f;
   return std::nullopt;
 }
@@ -67,7 +68,7 @@ Result<FormatTable> ParseFormatTable(std::string_view path, std::string_view jso
   FormatTable t;
   auto name = StringField(j, "format");
   if (!name || !ParseFormatName(*name))
-    return Bad(path, "`format` must be peft, mlx, kohya, gguf-names or diffusers-attnproc");
+    return Bad(path, "`format` must be peft, mlx, kohya, gguf-names, diffusers-attnproc or gguf");
   t.format = *ParseFormatName(*name);
   auto weights = StringField(j, "weights_file");
   if (!weights) return Bad(path, "`weights_file` must be a string");

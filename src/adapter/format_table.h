@@ -14,10 +14,12 @@
 
 namespace pb::adapter {
 
-// The four conventions translate writes, plus read-only diffusers' attention-processor files.
-enum class AdapterFormat { kPeft, kMlx, kKohya, kGgufNames, kDiffusersAttnProc };
-inline constexpr size_t kAdapterFormatCount = 5;
-std::string_view FormatName(AdapterFormat format);  // "peft", "mlx", "kohya", "gguf-names", "diffusers-attnproc"
+// The five conventions translate writes, plus read-only diffusers' attention-processor files. kGguf is
+// llama.cpp's own container (a .gguf file, src/gguf); kGgufNames the same names and layout in a safetensors file.
+enum class AdapterFormat { kPeft, kMlx, kKohya, kGgufNames, kDiffusersAttnProc, kGguf };
+inline constexpr size_t kAdapterFormatCount = 6;
+// "peft", "mlx", "kohya", "gguf-names", "diffusers-attnproc", "gguf"
+std::string_view FormatName(AdapterFormat format);
 std::optional<AdapterFormat> ParseFormatName(std::string_view name);
 
 // Roles a format can store; PEFT's factors plus kohya's per-module alpha.

@@ -61,6 +61,7 @@ Result<ReadResult> ReadAs(AdapterFormat format, ReadState& state) {
     case AdapterFormat::kMlx: return internal::ReadMlx(state);
     case AdapterFormat::kKohya: return internal::ReadKohya(state);
     case AdapterFormat::kGgufNames: return internal::ReadGgufNames(state);
+    case AdapterFormat::kGguf: return internal::ReadGgufNames(state);  // the same names, from a .gguf file's keys
     case AdapterFormat::kDiffusersAttnProc: return internal::ReadDiffusersAttnProc(state);
   }
   return MakeError(ErrorCode::InvalidArgument, "unknown format");

@@ -7,18 +7,19 @@
 
 #include "adapter/adapter_io.h"
 #include "adapter/tensor_fetch.h"
+#include "adapter/weights_emitter.h"
 
 namespace pb::adapter {
 
-class SafetensorsEmitter final : public AdapterBytesConsumer {
+class SafetensorsEmitter final : public WeightsEmitter {
  public:
   SafetensorsEmitter(const SafetensorsOutput& output, ByteSink& sink) : output_(output), sink_(sink) {}
   // Plans and writes the header, then every tensor up to the first reference.
-  Status Begin();
+  Status Begin() override;
   std::span<const ByteRange> adapter_needs() const override { return fetch_.needs(); }
   Status SupplyAdapter(std::span<const uint8_t> bytes) override;
   // Checks that every tensor was written.
-  Status Finish();
+  Status Finish() override;
   uint64_t peak_adapter_bytes() const { return fetch_.peak_bytes(); }
 
  private:

@@ -40,10 +40,12 @@ Result<AdapterOutput> WriteAdapter(const Adapter& adapter, AdapterFormat to, con
     case AdapterFormat::kMlx: out = internal::WriteMlx(adapter, options); break;
     case AdapterFormat::kKohya: out = internal::WriteKohya(adapter, options); break;
     case AdapterFormat::kGgufNames: out = internal::WriteGgufNames(adapter, options); break;
+    case AdapterFormat::kGguf: out = internal::WriteGguf(adapter, options); break;
     case AdapterFormat::kDiffusersAttnProc:
       return MakeError(ErrorCode::InvalidArgument,
                        "diffusers' attention-processor format is read only; write peft or kohya instead");
   }
+  if (out.ok() && options.weights_name) out->weights_name = *options.weights_name;
   if (!out.ok() || !options.strict) return out;
   std::vector<const TensorMapping*> rejected;
   for (const auto& m : out->mappings)

@@ -32,8 +32,8 @@ struct CommandSpec {
   std::vector<std::string_view> required;  // option names
 };
 
-constexpr std::string_view kFormats = "peft|mlx|kohya|gguf-names|diffusers-attnproc";
-constexpr std::string_view kTargets = "peft|mlx|kohya|gguf-names";
+constexpr std::string_view kFormats = "peft|mlx|kohya|gguf-names|diffusers-attnproc|gguf";
+constexpr std::string_view kTargets = "peft|mlx|kohya|gguf-names|gguf";
 constexpr std::string_view kCombineMethods =
     "cat|linear|svd|ties|ties_svd|dare_linear|dare_ties|dare_linear_svd|dare_ties_svd|magnitude_prune|"
     "magnitude_prune_svd";
@@ -75,7 +75,8 @@ const std::vector<CommandSpec>& Commands() {
          2,
          "IN_DIR and OUT_DIR",
          {{"to", 0, Kind::kValue, kTargets}, json, from, arch, naming_table, base_config, strict, dry_run,
-          {"old-peft", 0, Kind::kFlag}, force, allow_partial, follow_links},
+          {"old-peft", 0, Kind::kFlag}, force, allow_partial, follow_links,
+          {"outtype", 0, Kind::kValue, "f32|f16|bf16|q8_0"}},
          {"to"}},
     };
     list.push_back({"combine",
@@ -227,6 +228,8 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     if (auto problem = CreateUsageProblem(line)) return usage(*problem);
   if (spec.name == "extract")
     if (auto problem = ExtractUsageProblem(line)) return usage(*problem);
+  if (spec.name == "translate" && line.Has("outtype") && line.Value("to") != "gguf")
+    return usage("--outtype applies to --to gguf only (the other formats keep the adapter's dtypes)");
   return line;
 }
 

@@ -4,7 +4,9 @@
 
 #include "adapter/adapter_report.h"
 #include "adapter/delta_norm.h"
-#include "adapter/safetensors_emitter.h"
+#include "adapter/weights_emitter.h"
+#include "app/translate_output.h"
+#include "gguf/gguf_format.h"
 #include "cli/commands.h"
 #include "cli/adapter_dir.h"
 #include "cli/file_io.h"
@@ -78,6 +80,10 @@ int RunTranslate(const app::CommandLine& line) {
   write_options.tables = tables->get();
   write_options.strict = o.strict;
   write_options.compat_pre_014 = old_peft;
+  if (auto outtype = line.Value("outtype")) write_options.gguf_outtype = *gguf::ParseOutType(*outtype);  // checked
+  const std::string& out_path = o.positional[1];
+  const bool one_file = app::TranslateOutputIsFile(*to, out_path);  // OUT.gguf, else OUT_DIR/<names>
+  if (one_file) write_options.weights_name = out_path.substr(out_path.rfind('/') + 1);
   auto result = adapter::Translate(SourceOf(dir.value()), *to, read_options, write_options);
   if (!result.ok()) return fail(result.error());
 
@@ -97,9 +103,12 @@ int RunTranslate(const app::CommandLine& line) {
     const auto& output = result->output;
     std::vector<std::string> names{output.weights_name};
     if (output.config_name) names.push_back(*output.config_name);
-    auto plan = app::PlanOutput("translate", inputs, DescribeOutputDirectory("OUT_DIR", o.positional[1], names), flags);
+    auto plan = app::PlanOutput("translate", inputs,
+                                one_file ? DescribeOutputFile(out_path) : DescribeOutputDirectory("OUT_DIR", out_path, names),
+                                flags);
     if (!plan.ok()) return fail(plan.error());
-    auto transaction = OutputTransaction::Begin(o.positional[1], std::move(plan.value()));
+    auto transaction = one_file ? Result<std::unique_ptr<OutputTransaction>>(OutputTransaction::ForFile(out_path, std::move(plan.value())))
+                                : OutputTransaction::Begin(out_path, std::move(plan.value()));
     if (!transaction.ok()) return fail(transaction.error());
     // The plan is told before the work starts; the outcome line follows it.
     if (text_out) {
@@ -108,16 +117,16 @@ int RunTranslate(const app::CommandLine& line) {
       std::fflush(stdout);
     }
     // Any return below before Commit succeeds removes the temporary files (and OUT_DIR if it was created).
-    auto weights = transaction.value()->Add(output.weights_name);
+    auto weights = transaction.value()->Add(one_file ? DescribeOutputFile(out_path).writes[0] : output.weights_name);
     if (!weights.ok()) return fail(weights.error());
-    adapter::SafetensorsEmitter emitter(output.weights, *weights.value());  // tensor by tensor, read with pread
+    auto emitter = adapter::MakeWeightsEmitter(output, *weights.value());  // tensor by tensor, read with pread
     // Progress counts the adapter's tensor bytes read for the output, of its weights file's size (the work
     // completes short of it: the header was read before).
     StderrProgress progress(line, dir->weights->size());
     progress.StartFile(dir->weights_path.substr(dir->weights_path.rfind('/') + 1), 0);  // the file read, as convert
-    Status status = emitter.Begin();
-    if (status.ok()) status = SupplyAdapterBytes(emitter, dir.value(), [&](uint64_t done) { progress.Update(done); });
-    if (status.ok()) status = emitter.Finish();
+    Status status = emitter->Begin();
+    if (status.ok()) status = SupplyAdapterBytes(*emitter, dir.value(), [&](uint64_t done) { progress.Update(done); });
+    if (status.ok()) status = emitter->Finish();
     if (!status.ok()) {
       progress.Abandon();
       return fail(status.error());

@@ -44,7 +44,7 @@ test('usage errors are one line and a hint, identical in both CLIs', (t) => {
     [['merge', '--base', 'b', '--adapter', 'a'], 'error: -o/--out is required (or --dry-run)\nrun `peft-bridge merge --help` for usage\n'],
     [['convert', 'a', 'b', '--dtype=f64'], 'error: unknown dtype `f64` (expected bf16, f16 or f32)\nrun `peft-bridge convert --help` for usage\n'],
     [['inspect', '--json=yes', 'f'], 'error: --json takes no value\nrun `peft-bridge inspect --help` for usage\n'],
-    [['translate', 'a', 'b', '--to', 'onnx'], 'error: unknown to `onnx` (expected peft, mlx, kohya or gguf-names)\nrun `peft-bridge translate --help` for usage\n'],
+    [['translate', 'a', 'b', '--to', 'onnx'], 'error: unknown to `onnx` (expected peft, mlx, kohya, gguf-names or gguf)\nrun `peft-bridge translate --help` for usage\n'],
   ];
   for (const [args, stderr] of cases) {
     const r = same(t, args);

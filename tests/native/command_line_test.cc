@@ -71,7 +71,7 @@ TEST(CommandLine, UsageErrorsAreOneLineAndAHint) {
   EXPECT_EQ(Usage({"inspect", "--json=1", "f"}), "error: --json takes no value\nrun `peft-bridge inspect --help` for usage\n");
   EXPECT_EQ(Usage({"inspect", "a", "b"}), "error: expected exactly one FILE\nrun `peft-bridge inspect --help` for usage\n");
   EXPECT_EQ(Usage({"translate", "a", "b", "--to", "onnx"}),
-            "error: unknown to `onnx` (expected peft, mlx, kohya or gguf-names)\nrun `peft-bridge translate --help` for usage\n");
+            "error: unknown to `onnx` (expected peft, mlx, kohya, gguf-names or gguf)\nrun `peft-bridge translate --help` for usage\n");
   EXPECT_EQ(Usage({"merge", "--base", "a", "--base", "b"}), "error: --base given twice\nrun `peft-bridge merge --help` for usage\n");
 }
 

@@ -52,6 +52,8 @@ export function optionsJson(options) {
     strict: !!options.strict,
     oldPeft: !!options.oldPeft,
     dryRun: !!options.dryRun,
+    outtype: options.outtype ?? null,
+    outFile: options.outFile ?? null,
   });
 }
 
@@ -226,7 +228,7 @@ export async function adapterInfo(input, options = {}) {
  */
 export async function translateAdapter(input, options = {}) {
   if (!options || typeof options !== 'object' || options.to === undefined) {
-    throw new TypeError('peft-bridge: translateAdapter needs options.to (peft, mlx, kohya or gguf-names)');
+    throw new TypeError('peft-bridge: translateAdapter needs options.to (peft, mlx, kohya, gguf-names or gguf)');
   }
   const r = await withInputs(input, options, (files) => callAdapter('translateAdapter', files, options));
   const j = JSON.parse(r.json);

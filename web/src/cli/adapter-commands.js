@@ -1,8 +1,8 @@
 // adapter-info and translate for the npm CLI (src/cli/adapter_commands.cc).
 import { callAdapter } from '../adapter.js';
-import { err, explainInput, fail, flag, option, out } from './io.js';
+import { err, explainInput, fail, flag, module, option, out } from './io.js';
 import { commonOptions, loadAdapterDir, namingTables } from './inputs.js';
-import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, fileFact, planOutput } from './output.js';
+import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, baseName, describeOutputFile, fileFact, planOutput, stripTrailingSlashes } from './output.js';
 import { stderrProgress } from './progress.js';
 
 export async function runAdapterInfo(line) {
@@ -32,6 +32,7 @@ export async function runTranslate(line) {
     force: flag(line, 'force'),
     allowPartial: flag(line, 'allow-partial'),
     followLinks: flag(line, 'follow-links'),
+    outtype: option(line, 'outtype'),
   };
 
   let output = null;
@@ -42,7 +43,10 @@ export async function runTranslate(line) {
     o.namingTables = await namingTables(line);
     files = await loadAdapterDir(o.positional[0], o.baseConfig);
     // The plan now, the weights' bytes once the output is accepted (where the native CLI makes them).
-    result = await callAdapter('translateAdapter', files, { ...o, deferWrite: true });
+    // OUT.gguf is one file (the core's rule), named as the user named it.
+    const oneFile = module.translateOutputIsFile(o.to, o.positional[1]);
+    const outFile = oneFile ? baseName(stripTrailingSlashes(o.positional[1])) : null;
+    result = await callAdapter('translateAdapter', files, { ...o, outFile, deferWrite: true });
     // The policy: no link out of IN_DIR, no silent loss, no output over an input or into a non-empty directory.
     const inputs = await adapterFacts('IN_DIR', o.positional[0], files.weightsPath);
     if (o.baseConfig !== null) inputs.push(await fileFact('--base-config', o.baseConfig, null));
@@ -52,12 +56,14 @@ export async function runTranslate(line) {
     const warnings = checkDropped('translate', dropped, o.allowPartial);
     if (warnings) await err(warnings);
     if (!o.dryRun) {
-      const outDir = o.positional[1];
+      const outPath = o.positional[1];
       const names = [result.weightsName, ...(result.config ? [result.config.name] : [])];
-      output = await OutputTransaction.begin(outDir, planOutput('translate', inputs, await describeOutputDirectory('OUT_DIR', outDir, names), o));
+      const request = oneFile ? await describeOutputFile(outPath) : await describeOutputDirectory('OUT_DIR', outPath, names);
+      const plan = planOutput('translate', inputs, request, o);
+      output = oneFile ? OutputTransaction.forFile(outPath, plan) : await OutputTransaction.begin(outPath, plan);
       // The plan is told before the work starts; the outcome line follows it.
       if (!o.json && !flag(line, 'quiet')) await out(result.plan);
-      const weights = await output.add(result.weightsName);
+      const weights = await output.add(oneFile ? request.writes[0] : result.weightsName);
       // Progress counts the adapter's tensor bytes read for the output, of its weights file's size.
       progress = stderrProgress(line, files.weights.size);
       progress.startFile(files.weightsName, 0);
