@@ -81,6 +81,7 @@ golden_python=$(bash scripts/golden-venv.sh --if-ready 2>/dev/null) || golden_py
 live_logs=(live.log live-adapters.log live-safetensors.log live-configs.log)
 live_logs+=(live-create.log live-combine.log live-extract.log)  # the create, combine and extract commands
 live_logs+=(live-gguf.log)  # translate --to gguf against llama.cpp's converter
+live_logs+=(live-llama-cpp.log)  # llama.cpp itself runs the .gguf adapters
 if [[ -n $golden_python ]]; then
   for log in "${live_logs[@]}"; do rm -f "$LOGS/$log" "$LOGS/$log.rc"; done
   "$golden_python" tests/golden/check_all.py build/native/peft-bridge "$LOGS"
