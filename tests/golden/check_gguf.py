@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from live_common import REQUIRE, Report, cli_from_argv, run
+from live_common import REQUIRE, Report, cli_from_argv, llama_cpp_dir, run
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -36,14 +36,9 @@ MADE_UP = ("general.name", "general.basename", "general.finetune", "general.size
            "general.organization", "general.license", "general.tags", "general.languages", "general.base_model.")
 
 
-def llama_cpp_dir():
-    d = Path(sys.prefix) / "llama.cpp"
-    return d if (d / "convert_lora_to_gguf.py").is_file() else None
-
-
 def convert_reference(adapter, base, outtype, out):
     """llama.cpp's convert_lora_to_gguf.py; (ok, error text)."""
-    script = llama_cpp_dir() / "convert_lora_to_gguf.py"
+    script = llama_cpp_dir("convert_lora_to_gguf.py") / "convert_lora_to_gguf.py"
     env = dict(os.environ, PYTHONPATH=str(script.parent / "gguf-py"), HF_HUB_OFFLINE="1")
     r = subprocess.run([sys.executable, str(script), "--base", str(base), "--outtype", outtype, "--outfile", str(out),
                         str(adapter)], capture_output=True, text=True, env=env)
@@ -114,7 +109,7 @@ def make_q8_case(root):
 def main():
     cli = cli_from_argv()
     report = Report("gguf")
-    if llama_cpp_dir() is None:
+    if llama_cpp_dir("convert_lora_to_gguf.py") is None:
         print(f"{'FAIL' if REQUIRE else 'SKIP'}: llama.cpp's converter is not unpacked in {sys.prefix} (scripts/golden-venv.sh)")
         return 1 if REQUIRE else 77
     tmp = Path(tempfile.mkdtemp(prefix="pb-gguf-"))

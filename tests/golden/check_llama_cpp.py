@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from live_common import REQUIRE, Report, cli_from_argv, run
+from live_common import REQUIRE, Report, cli_from_argv, llama_cpp_dir, run
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -41,11 +41,6 @@ CASES = (
     ("r32 alpha16", dict(r=32, lora_alpha=16), "q8_0", 1e-2),
 )
 TOKENS = [1, 37, 120, 5, 250, 77, 190, 33, 264, 12, 101, 280, 64, 9, 150, 200]
-
-
-def llama_cpp_dir():
-    d = Path(sys.prefix) / "llama.cpp"
-    return d if (d / "convert_hf_to_gguf.py").is_file() else None
 
 
 def write_tokenizer(folder):
@@ -91,7 +86,7 @@ def make_base(folder):
 
 def convert_base(base, out):
     """llama.cpp's convert_hf_to_gguf.py --outtype f32; (ok, error text)."""
-    script = llama_cpp_dir() / "convert_hf_to_gguf.py"
+    script = llama_cpp_dir("convert_hf_to_gguf.py") / "convert_hf_to_gguf.py"
     # Its LLaMA set_vocab imports sentencepiece before it looks for tokenizer.model (absent here, so it goes on
     # to tokenizer.json); the venv has no sentencepiece, so an empty module stands in for that import only.
     stub = out.parent / "no-sentencepiece"
@@ -142,7 +137,7 @@ def llama_cpp_logits(base_gguf, lora_gguf=None):
 def main():
     cli = cli_from_argv()
     report = Report("llama.cpp")
-    if llama_cpp_dir() is None:
+    if llama_cpp_dir("convert_hf_to_gguf.py") is None:
         print(f"{'FAIL' if REQUIRE else 'SKIP'}: llama.cpp's converter is not unpacked in {sys.prefix} (scripts/golden-venv.sh)")
         return 1 if REQUIRE else 77
     try:

@@ -133,3 +133,10 @@ def old_peft_path():
     req = generate.HERE.parent.parent / "requirements-old-peft.txt"
     path = Path(sys.prefix) / f"old-peft-{hashlib.sha256(req.read_bytes()).hexdigest()[:16]}"
     return path if (path / ".ready").exists() else None
+
+
+def llama_cpp_dir(script):
+    """llama.cpp's sources (its converters and gguf-py), unpacked by scripts/golden-venv.sh from the llama-cpp-python
+    sdist the venv built, when `script` (e.g. "convert_lora_to_gguf.py") is there; else None."""
+    d = Path(sys.prefix) / "llama.cpp"
+    return d if (d / script).is_file() else None
