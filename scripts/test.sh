@@ -103,11 +103,7 @@ fi
 
 echo "== Rust safetensors crate: the committed reader vectors are its verdicts (cargo; tests/rust_oracle/README.md)"
 bash scripts/rust-oracle.sh 2>&1 | tee "$LOGS/rust-oracle.log" | tail -12
-case ${PIPESTATUS[0]} in
-  0) passed=$((passed + 1)) ;;
-  77) skipped=$((skipped + 1)) ;;
-  *) status=1; failed=$((failed + 1)) ;;
-esac
+count_script "${PIPESTATUS[0]}"  # no cargo is a skip, and under PB_REQUIRE_FIXTURES=1 (.ci/run) a failure
 
 echo "== TypeScript: the published types compile against an application-style usage file"
 if npx --no-install tsc -p tests/types; then
@@ -123,6 +119,11 @@ js_pass=$(grep -E "^ℹ pass [0-9]+" "$LOGS/js.log" | tail -1 | awk '{print $3}'
 js_fail=$(grep -E "^ℹ fail [0-9]+" "$LOGS/js.log" | tail -1 | awk '{print $3}')
 js_skip=$(grep -E "^ℹ skipped [0-9]+" "$LOGS/js.log" | tail -1 | awk '{print $3}')
 passed=$((passed + ${js_pass:-0})); failed=$((failed + ${js_fail:-1})); skipped=$((skipped + ${js_skip:-0}))
+# Under PB_REQUIRE_FIXTURES=1 (.ci/run) a skipped JS test is a failure too, as everywhere else in this script.
+if [[ ${PB_REQUIRE_FIXTURES:-0} == 1 && ${js_skip:-0} -gt 0 ]]; then
+  echo "FAIL: $js_skip JS tests skipped under PB_REQUIRE_FIXTURES=1"; status=1
+  failed=$((failed + js_skip)); skipped=$((skipped - js_skip))
+fi
 
 echo
 echo "tests: $passed passed, $failed failed, $skipped skipped"
