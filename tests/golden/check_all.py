@@ -29,6 +29,7 @@ CHECKS = (
     ("check_extract", "live-extract.log", "PEFT loads every adapter we extract, merge = the tuned model; errors = the optimal SVD's"),
     ("check_gguf", "live-gguf.log", "our .gguf adapters = llama.cpp's convert_lora_to_gguf.py (tensors, bytes, keys)"),
     ("check_llama_cpp", "live-llama-cpp.log", "llama.cpp runs our .gguf adapters: its logits = transformers + PEFT's"),
+    ("check_quantize", "live-quantize.log", "merge --quantize = compressed-tensors' / transformers' own bytes; transformers loads it"),
 )
 HERE = Path(__file__).resolve().parent
 
