@@ -31,10 +31,12 @@ bool HasComponent(std::string_view path, std::string_view component) {
   return false;
 }
 
-// Not an nn.Linear by its name, when no naming table knows the module: embeddings.
+// Not an nn.Linear by its name, when no naming table knows the module: embeddings (T5's relative attention bias
+// is an nn.Embedding too).
 bool LooksLikeEmbedding(std::string_view module) {
   const std::string_view last = LastComponent(module);
-  return last.find("embed") != std::string_view::npos || last == "wte" || last == "wpe" || last == "shared";
+  return last.find("embed") != std::string_view::npos || last == "wte" || last == "wpe" || last == "shared" ||
+         last == "relative_attention_bias";
 }
 
 // MoE routers (nn.Linear in most models; compressed-tensors counts "Router"/"Gate" modules as Linear): kept, as

@@ -195,6 +195,7 @@ TEST(QuantizePlan, ChoosesLinearWeightsAndListsWhatItKeeps) {
       Weight("model.layers.0.self_attn.q_proj.weight", {256, 256}),
       Weight("model.layers.0.mlp.down_proj.weight", {256, 200}),      // 200 columns: no whole groups of 128
       Weight("model.embed_tokens.weight", {1000, 256}),                  // an Embedding
+      Weight("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", {32, 8}),  // T5's, an Embedding
       Weight("model.layers.0.input_layernorm.weight", {256}),            // 1-D
       Weight("lm_head.weight", {1000, 256}),
       Weight("model.layers.0.mlp.gate.weight", {8, 256}),                // a MoE router
