@@ -111,6 +111,27 @@ test('mergeShards({quantize, scheme, groupSize}) streams the npm CLI\'s files', 
   }, /fine-grained FP8: it needs --quantize fp8/);
 });
 
+test('createMergeStream({quantize}) on one file streams the CLI\'s model.safetensors', async (t) => {
+  const dir = tempDir(t);
+  const caseDir = join(corpus, 'llama_lora_f32');
+  const out = join(dir, 'out');
+  const r = npm(['merge', '--base', join(caseDir, 'base'), '--adapter', join(caseDir, 'adapter'), '--out', out,
+    '--quantize', 'int8', '--scheme', 'per-channel', '-q']);
+  assert.equal(r.status, 0, r.stderr);
+  const stream = pb.createMergeStream({
+    adapter: {
+      weights: new Uint8Array(readFileSync(join(caseDir, 'adapter', 'adapter_model.safetensors'))),
+      config: new Uint8Array(readFileSync(join(caseDir, 'adapter', 'adapter_config.json'))),
+    },
+    baseConfig: new Uint8Array(readFileSync(join(caseDir, 'base', 'config.json'))),
+    quantize: 'int8',
+    scheme: 'per-channel',
+  });
+  const input = new Blob([readFileSync(join(caseDir, 'base', 'model.safetensors'))]).stream();
+  const bytes = await collect(input.pipeThrough(stream));
+  assert.deepEqual(bytes, new Uint8Array(readFileSync(join(out, 'model.safetensors'))));
+});
+
 test('convert MODEL OUT --quantize: both CLIs write merge --quantize\'s tensors for the plain merge', (t) => {
   if (!hasNativeCli) {
     assert.ok(!requireFixtures, `${nativeCli} is not built (PB_REQUIRE_FIXTURES=1)`);
