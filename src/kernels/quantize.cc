@@ -2,7 +2,7 @@
 
 #include <cmath>
 #include <cstring>
-#include <new>
+#include <limits>
 #include <vector>
 
 #include "kernels/convert.h"
@@ -29,15 +29,30 @@ void RoundTo(Dtype t, float* v, size_t n, uint8_t* narrow) {
   ConvertElements(t, Dtype::F32, narrow, v, n);
 }
 
-// torch's amax of |x| with NaN propagation (a NaN anywhere makes the result NaN).
+// torch's amax of |x| with NaN propagation (a NaN anywhere makes the result NaN). Branch-free, so the compiler
+// vectorizes it (every lane's comparisons are exact, so any order gives the same maximum).
 float AbsMax(const float* x, size_t n) {
   float m = 0.0f;  // min and max are extended to include 0
+  bool nan = false;
   for (size_t i = 0; i < n; ++i) {
     const float a = std::fabs(x[i]);
-    if (std::isnan(a)) return a;
-    if (a > m) m = a;
+    nan |= a != a;
+    m = a > m ? a : m;
   }
-  return m;
+  return nan ? std::numeric_limits<float>::quiet_NaN() : m;
+}
+
+// clamp(v, lo, hi) as torch.clamp for a non-NaN v; NaN becomes 0 (see quantize.h).
+inline float Clamp(float v, float lo, float hi) {
+  const float c = v < lo ? lo : (v > hi ? hi : v);
+  return v != v ? 0.0f : c;
+}
+
+// Round half to even for |v| <= 2^22, in IEEE arithmetic alone (no libm call, the same on every target): adding
+// 1.5 * 2^23 leaves no fraction bits, so the sum is rounded to an integer by the current (nearest-even) mode.
+inline float RoundHalfEven(float v) {
+  constexpr float kMagic = 12582912.0f;
+  return (v + kMagic) - kMagic;
 }
 
 // Largest finite e4m3fn value and the symmetric divisor D = (qmax - qmin) / 2 of each type.
@@ -72,17 +87,20 @@ bool QuantizeSymmetric(const float* x, size_t rows, size_t cols, size_t group, Q
       if (s[g] == 0.0f) s[g] = Eps(t);
     ConvertElements(Dtype::F32, t, s.data(), scales + r * groups * scale_width, groups);
     // x / scale, computed as torch divides two t tensors (fp32, rounded to t).
-    for (size_t j = 0; j < cols; ++j) v[j] = row[j] / s[j / group];
+    for (size_t g = 0; g < groups; ++g) {
+      const float sg = s[g];
+      const float* in = row + g * group;
+      float* o = v.data() + g * group;
+      for (size_t k = 0; k < group; ++k) o[k] = in[k] / sg;
+    }
     RoundTo(t, v.data(), cols, narrow.data());
     uint8_t* out = q + r * cols;
     if (type == QuantType::kFp8E4M3) {
-      for (size_t j = 0; j < cols; ++j) v[j] = std::isnan(v[j]) ? 0.0f : std::fmin(std::fmax(v[j], qmin), qmax);
+      for (size_t j = 0; j < cols; ++j) v[j] = Clamp(v[j], qmin, qmax);
       F32ToF8E4M3(v.data(), out, cols);
     } else {
-      for (size_t j = 0; j < cols; ++j) {
-        const float c = std::isnan(v[j]) ? 0.0f : std::fmin(std::fmax(v[j], qmin), qmax);
-        out[j] = static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(c)));  // round half to even
-      }
+      for (size_t j = 0; j < cols; ++j) v[j] = RoundHalfEven(Clamp(v[j], qmin, qmax));
+      for (size_t j = 0; j < cols; ++j) out[j] = static_cast<uint8_t>(static_cast<int8_t>(v[j]));
     }
   }
   return true;
@@ -130,9 +148,9 @@ bool QuantizeFp8Blocks(const float* x, size_t rows, size_t cols, size_t block_co
   }
   for (size_t r = 0; r < rows; ++r) {
     const float* row = x + r * cols;
-    for (size_t j = 0; j < cols; ++j) {
-      const float p = row[j] * scale[j / block_cols];
-      v[j] = std::isnan(p) ? 0.0f : std::fmin(std::fmax(p, -kFp8Max), kFp8Max);
+    for (size_t b = 0; b < blocks; ++b) {
+      const float sb = scale[b];
+      for (size_t k = 0; k < block_cols; ++k) v[b * block_cols + k] = Clamp(row[b * block_cols + k] * sb, -kFp8Max, kFp8Max);
     }
     F32ToF8E4M3(v.data(), q + r * cols, cols);
   }
@@ -151,7 +169,10 @@ void DequantizeSymmetric(const uint8_t* q, const float* scales, size_t rows, siz
     } else {
       for (size_t j = 0; j < cols; ++j) o[j] = static_cast<float>(static_cast<int8_t>(qr[j]));
     }
-    for (size_t j = 0; j < cols; ++j) o[j] = o[j] * scales[r * groups + j / group];
+    for (size_t g = 0; g < groups; ++g) {
+      const float sg = scales[r * groups + g];
+      for (size_t k = 0; k < group; ++k) o[g * group + k] = o[g * group + k] * sg;
+    }
     RoundTo(t, o, cols, narrow.data());
   }
 }
