@@ -215,7 +215,8 @@ class ShardMerger::TensorState {
     return Status::Ok();
   }
 
-  // `n` whole units (elements for kConvert, rows otherwise) starting at the tensor's next unit.
+  // `n` whole units (elements for kConvert, rows otherwise, and rows of a weight written quantized) starting at the
+  // tensor's next unit.
   Status ProcessUnits(std::span<const uint8_t> in, size_t n) {
     if (p_.op == TensorOp::kConvert && !quant_) {
       out_.resize(n * out_width_);

@@ -8,6 +8,9 @@
 // B, magnitude, coalesced where adjacent in the file) and the edge supplies them (SupplyAdapter). Base bytes
 // pushed while the merger waits are kept (at most what one Push brought) and used once the factors are in. So
 // the adapter bytes held at once are bounded by the largest module's factors (peak_adapter_bytes()).
+//
+// With --quantize (MergeOptions::quantize), a weight the plan marks quantized leaves through a
+// QuantizedTensorWriter (merge/quantize_stream.h): its rows in the output dtype in, its quantized layout out.
 #pragma once
 
 #include <memory>
