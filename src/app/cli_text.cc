@@ -17,6 +17,7 @@ std::string_view CliHelp(std::string_view command) {
            "  adapter-info DIR [--json]              a LoRA adapter's modules, ranks, scaling and rejects\n"
            "  translate IN_DIR OUT_DIR --to FORMAT   rewrite an adapter as peft, mlx, kohya, gguf-names or gguf\n"
            "  merge --base PATH --adapter DIR -o DIR      merge a LoRA adapter into a model, streaming\n"
+           "        [--quantize fp8|int8|int4]               ...written quantized for vLLM / transformers\n"
            "  unmerge --base PATH --adapter DIR -o DIR    subtract a merged adapter again\n"
            "  combine ADAPTER ADAPTER... --weights W,... -o DIR   combine adapters into one (exact by default)\n"
            "  create --base PATH -o DIR --target-modules L  a fresh LoRA adapter, as PEFT initialises it\n"
