@@ -39,6 +39,18 @@ function stable(stdout) {
   return j;
 }
 
+/** A golden case's adapter as the JS API takes it, and the npm CLI's `merge ... -o OUT QUANTIZE... -q` into OUT. */
+function adapterOf(caseDir) {
+  return {
+    weights: new Uint8Array(readFileSync(join(caseDir, 'adapter', 'adapter_model.safetensors'))),
+    config: new Uint8Array(readFileSync(join(caseDir, 'adapter', 'adapter_config.json'))),
+  };
+}
+function npmMerge(caseDir, out, quantize) {
+  const r = npm(['merge', '--base', join(caseDir, 'base'), '--adapter', join(caseDir, 'adapter'), '--out', out, ...quantize, '-q']);
+  assert.equal(r.status, 0, r.stderr);
+}
+
 const npm = (args) => spawnSync(process.execPath, [cliPath, ...args], { encoding: 'utf8', timeout: 120000 });
 const native = (args) => spawnSync(nativeCli, args, { encoding: 'utf8', timeout: 120000 });
 
@@ -86,19 +98,14 @@ test('mergeShards({quantize, scheme, groupSize}) streams the npm CLI\'s files', 
   const dir = tempDir(t);
   const caseDir = join(corpus, 'llama_lora_bf16');
   const out = join(dir, 'out');
-  const r = npm(['merge', '--base', join(caseDir, 'base'), '--adapter', join(caseDir, 'adapter'), '--out', out,
-    '--quantize', 'int4', '--group-size', '16', '-q']);
-  assert.equal(r.status, 0, r.stderr);
+  npmMerge(caseDir, out, ['--quantize', 'int4', '--group-size', '16']);
   const baseDir = join(caseDir, 'base');
   const base = {
     index: readFileSync(join(baseDir, 'model.safetensors.index.json'), 'utf8'),
     config: new Uint8Array(readFileSync(join(baseDir, 'config.json'))),
     open: (file) => new Uint8Array(readFileSync(join(baseDir, file))),
   };
-  const adapter = {
-    weights: new Uint8Array(readFileSync(join(caseDir, 'adapter', 'adapter_model.safetensors'))),
-    config: new Uint8Array(readFileSync(join(caseDir, 'adapter', 'adapter_config.json'))),
-  };
+  const adapter = adapterOf(caseDir);
   const files = {};
   for await (const { path, stream } of pb.mergeShards({ base, adapter, quantize: 'int4', groupSize: 16 }))
     files[path] = await collect(stream);
@@ -115,14 +122,9 @@ test('createMergeStream({quantize}) on one file streams the CLI\'s model.safeten
   const dir = tempDir(t);
   const caseDir = join(corpus, 'llama_lora_f32');
   const out = join(dir, 'out');
-  const r = npm(['merge', '--base', join(caseDir, 'base'), '--adapter', join(caseDir, 'adapter'), '--out', out,
-    '--quantize', 'int8', '--scheme', 'per-channel', '-q']);
-  assert.equal(r.status, 0, r.stderr);
+  npmMerge(caseDir, out, ['--quantize', 'int8', '--scheme', 'per-channel']);
   const stream = pb.createMergeStream({
-    adapter: {
-      weights: new Uint8Array(readFileSync(join(caseDir, 'adapter', 'adapter_model.safetensors'))),
-      config: new Uint8Array(readFileSync(join(caseDir, 'adapter', 'adapter_config.json'))),
-    },
+    adapter: adapterOf(caseDir),
     baseConfig: new Uint8Array(readFileSync(join(caseDir, 'base', 'config.json'))),
     quantize: 'int8',
     scheme: 'per-channel',
