@@ -29,6 +29,7 @@
 #include "fuzz_input.h"
 #include "json_mutator.h"
 #include "merge/merge_plan.h"
+#include "merge/quantize_plan.h"
 #include "app/merge_report.h"
 
 namespace {
@@ -118,9 +119,20 @@ void CheckPlan(const pb::merge::MergePlan& plan, const std::vector<pb::Header>& 
     if (shard.write.header.size() < 8) Fail("no output header", shard.name);
     auto out = pb::ParseHeader(shard.write.header.substr(8));
     if (!out.ok()) Fail("the output header does not parse: " + out.error().message, shard.write.header.substr(8));
-    if (out->tensor_count() != shard.tensors.size()) Fail("the output header has other tensors", shard.name);
-    if (shard.write.tensors.size() != shard.tensors.size()) Fail("the write plan has other tensors", shard.name);
+    // --quantize: a quantized weight is written as its layout's 2 or 3 tensors (merge/quantize_plan.h).
+    size_t outputs = 0;
+    for (const auto& t : shard.tensors) outputs += t.quantized ? (t.quantized->shape.empty() ? 2 : 3) : 1;
+    if (out->tensor_count() != outputs) Fail("the output header has other tensors", shard.name);
+    if (shard.write.tensors.size() != outputs) Fail("the write plan has other tensors", shard.name);
     for (const auto& t : shard.tensors) {
+      if (t.quantized) {
+        const auto& q = *t.quantized;
+        if (t.shape.size() != 2 || t.rows * t.cols != Elements(t.shape)) Fail("a quantized tensor is not a matrix", t.name);
+        if (!plan.quantize) Fail("a quantized tensor without --quantize", t.name);
+        for (const std::string* name : {&q.weight, &q.scale})
+          if (!out->Find(*name)) Fail("a quantized tensor's output is missing from the header", *name);
+        continue;
+      }
       auto found = out->Find(t.name);
       if (!found) Fail("a planned tensor is missing from the output header", t.name);
       pb::TensorInfo o = out->tensor(*found);
@@ -278,6 +290,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.unmerge = fdp.ConsumeIntegralInRange<int>(0, 3) == 0;
   options.safe = fdp.ConsumeBool();
   if (arch && fdp.ConsumeBool()) options.arch = arch->name;
+  if (fdp.ConsumeIntegralInRange<int>(0, 3) == 0) {  // --quantize, any mix (refused ones are skipped)
+    static const char* const kMethods[] = {"fp8", "int8", "int4"};
+    static const char* const kSchemes[] = {"per-channel", "per-group", "block"};
+    static const char* const kGroups[] = {"128", "16", "3", "7"};
+    const char* method = kMethods[fdp.ConsumeIntegralInRange<size_t>(0, 2)];
+    std::optional<std::string_view> scheme, group;
+    if (fdp.ConsumeBool()) scheme = kSchemes[fdp.ConsumeIntegralInRange<size_t>(0, 2)];
+    if (fdp.ConsumeBool()) group = kGroups[fdp.ConsumeIntegralInRange<size_t>(0, 3)];
+    if (auto q = pb::merge::MakeQuantizeOptions(method, scheme, group); q.ok()) options.quantize = q.value();
+  }
   std::optional<std::string> config_arg;
   if (fdp.ConsumeIntegralInRange<int>(0, 3) != 0) config_arg = base_config;
 

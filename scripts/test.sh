@@ -82,6 +82,7 @@ live_logs=(live.log live-adapters.log live-safetensors.log live-configs.log)
 live_logs+=(live-create.log live-combine.log live-extract.log)  # the create, combine and extract commands
 live_logs+=(live-gguf.log)  # translate --to gguf against llama.cpp's converter
 live_logs+=(live-llama-cpp.log)  # llama.cpp itself runs the .gguf adapters
+live_logs+=(live-quantize.log)  # merge --quantize against compressed-tensors and transformers
 if [[ -n $golden_python ]]; then
   for log in "${live_logs[@]}"; do rm -f "$LOGS/$log" "$LOGS/$log.rc"; done
   "$golden_python" tests/golden/check_all.py build/native/peft-bridge "$LOGS"

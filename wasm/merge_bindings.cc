@@ -41,6 +41,7 @@
 #include "app/report.h"
 #include "core/writer.h"
 #include "merge/merge_engine.h"
+#include "merge/quantize_plan.h"
 #include "merge/merge_plan.h"
 #include "app/merge_report.h"
 #include "merge/model_index.h"
@@ -57,7 +58,8 @@ using emscripten::val;
 // WASM memory only ever grows, so its current size is the high-water mark: what the merge needed at most.
 double HeapSize() { return double(emscripten_get_heap_size()); }
 
-// Options as JSON: {"dtype": "bf16"|"f16"|"f32"|null, "safe", "unmerge": bool, "arch": string|null}.
+// Options as JSON: {"dtype": "bf16"|"f16"|"f32"|null, "safe", "unmerge": bool, "arch": string|null,
+// "quantize": "fp8"|"int8"|"int4"|null, "scheme": "per-channel"|"per-group"|"block"|null, "groupSize": number|null}.
 class MergeHandle : public MergeIo {
  public:
   virtual ~MergeHandle() = default;
@@ -78,6 +80,20 @@ class MergeHandle : public MergeIo {
     options_.safe = flag("safe");
     options_.unmerge = flag("unmerge");
     if (j.contains("arch") && j["arch"].is_string()) options_.arch = j["arch"].get<std::string>();
+    if (j.contains("quantize") && !j["quantize"].is_null()) {  // the CLI's words (merge/quantize_plan.h)
+      auto text = [&](const char* key) -> std::optional<std::string> {
+        if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+        return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+      };
+      const auto method = text("quantize"), scheme = text("scheme"), group = text("groupSize");
+      auto q = merge::MakeQuantizeOptions(*method, scheme ? std::optional<std::string_view>(*scheme) : std::nullopt,
+                                          group ? std::optional<std::string_view>(*group) : std::nullopt);
+      if (!q.ok()) {
+        Fail(q.error());
+        return;
+      }
+      options_.quantize = q.value();
+    }
     auto tables = NamingTablesOption(j);
     if (!tables.ok()) {
       Fail(tables.error());
@@ -103,6 +119,14 @@ class MergeHandle : public MergeIo {
     read_ = std::make_unique<adapter::ReadResult>(std::move(read.value()));
     return true;
   }
+  // `convert --quantize`: the model's own weights, no adapter (an empty one: every tensor copied or converted,
+  // the Linear weights quantized). The base config, as load_adapter_ranges takes it.
+  bool set_no_adapter(const val& base_config) {
+    base_config_ = OptionalText(base_config);
+    read_ = std::make_unique<adapter::ReadResult>();
+    convert_ = true;
+    return true;
+  }
   // The adapter ranges the merge needs before it can go on, as [[begin, end], ...] (empty when none); after
   // begin(), every push() / feed() and before finish(). supply_adapter(n) takes the next n of their bytes (in
   // order, concatenated) and may produce output.
@@ -122,7 +146,8 @@ class MergeHandle : public MergeIo {
   virtual adapter::AdapterBytesConsumer* Consumer() const = 0;
 
   merge::MergeSummary SummaryOf(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run) const {
-    return {&plan, read_.get(), uint64_t(source_bytes), seconds, uint64_t(HeapSize()), dry_run, options_.unmerge, copied_};
+    return {&plan, read_.get(), uint64_t(source_bytes), seconds, uint64_t(HeapSize()), dry_run, options_.unmerge, copied_,
+            quant_errors_, convert_};
   }
   std::string Summary(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run, bool json) const {
     merge::MergeSummary s = SummaryOf(plan, source_bytes, seconds, dry_run);
@@ -132,6 +157,8 @@ class MergeHandle : public MergeIo {
   merge::MergeOptions options_;
   std::shared_ptr<const adapter::NamingTables> tables_;  // the namingTables option; null: the embedded ones
   std::vector<std::string> copied_;  // the base's other files the CLI copies (set_copied_files)
+  std::vector<merge::QuantError> quant_errors_;  // --quantize: each finished weight's error, shard after shard
+  bool convert_ = false;                         // set_no_adapter: the summary says convert
   std::optional<std::string> base_config_;
   std::unique_ptr<adapter::ReadResult> read_;
 };
@@ -217,6 +244,7 @@ class Merger : public MergeHandle {
     chunks_.Clear();
     if (!merger_) return Fail(MakeError(ErrorCode::InvalidArgument, "finish outside a shard"));
     bool ok = Check(merger_->Finish());
+    if (ok) quant_errors_.insert(quant_errors_.end(), merger_->quant_errors().begin(), merger_->quant_errors().end());
     merger_.reset();
     return ok;
   }
@@ -300,7 +328,9 @@ class StreamMerger : public MergeHandle {
   }
   bool finish() {
     chunks_.Clear();
-    return Start() && Check(merger_->Finish());
+    if (!Start() || !Check(merger_->Finish())) return false;
+    if (const auto* errors = merger_->quant_errors()) quant_errors_ = *errors;
+    return true;
   }
   bool planned() const { return merger_ && merger_->plan(); }
   std::string summary(double source_bytes, double seconds, bool json) const {
@@ -514,6 +544,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
   class_<MergeHandle, base<MergeIo>>("MergeHandle")
       .function("ok", &MergeHandle::ok)
       .function("loadAdapterRanges", &MergeHandle::load_adapter_ranges)
+      .function("setNoAdapter", &MergeHandle::set_no_adapter)
       .function("adapterNeeds", &MergeHandle::adapter_needs)
       .function("supplyAdapter", &MergeHandle::supply_adapter);
   class_<Merger, base<MergeHandle>>("Merger")

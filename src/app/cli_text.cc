@@ -17,6 +17,7 @@ std::string_view CliHelp(std::string_view command) {
            "  adapter-info DIR [--json]              a LoRA adapter's modules, ranks, scaling and rejects\n"
            "  translate IN_DIR OUT_DIR --to FORMAT   rewrite an adapter as peft, mlx, kohya, gguf-names or gguf\n"
            "  merge --base PATH --adapter DIR -o DIR      merge a LoRA adapter into a model, streaming\n"
+           "        [--quantize fp8|int8|int4]               ...written quantized for vLLM / transformers\n"
            "  unmerge --base PATH --adapter DIR -o DIR    subtract a merged adapter again\n"
            "  combine ADAPTER ADAPTER... --weights W,... -o DIR   combine adapters into one (exact by default)\n"
            "  create --base PATH -o DIR --target-modules L  a fresh LoRA adapter, as PEFT initialises it\n"
@@ -52,6 +53,8 @@ std::string_view CliHelp(std::string_view command) {
            "  --help    show this help\n";
   if (command == "convert")
     return "usage: peft-bridge convert IN OUT --dtype bf16|f16|f32 [--order reference|input] [--json]\n"
+           "       peft-bridge convert MODEL OUT_DIR --quantize fp8|int8|int4 [--scheme S] [--group-size N]\n"
+           "                   [--dtype D] [--dry-run] [--json] [--base-config FILE] [--force]\n"
            "\n"
            "Converts every F16, BF16, F32, F64, F8_E4M3 and F8_E5M2 tensor of IN to the given dtype\n"
            "(round to nearest even), copies the others, keeps the metadata, and writes OUT atomically\n"
@@ -62,6 +65,9 @@ std::string_view CliHelp(std::string_view command) {
            "  --order reference  tensor order of Python safetensors: dtype descending, then name (default)\n"
            "  --order input      keep IN's order\n"
            "  --json             print a JSON summary (or a JSON error)\n"
+           "  --quantize Q       quantize MODEL (a .safetensors file with its config.json, or a folder, as merge's\n"
+           "                     --base) into the folder OUT_DIR, as merge --quantize does with no adapter;\n"
+           "                     --scheme, --group-size: as for merge (docs/merge.md, Quantize)\n"
            "  --help             show this help\n";
   if (command == "adapter-info")
     return "usage: peft-bridge adapter-info DIR [--json] [--from FORMAT] [--arch NAME] [--naming-table FILE]...\n"
@@ -147,6 +153,7 @@ std::string_view CliHelp(std::string_view command) {
   if (command == "merge" || command == "unmerge")
     return command == "merge"
                ? "usage: peft-bridge merge --base PATH --adapter DIR -o|--out DIR [--dtype bf16|f16|f32] [--safe]\n"
+                 "       [--quantize fp8|int8|int4 [--scheme per-channel|per-group|block] [--group-size 128]]\n"
                  "       [--dry-run] [--json] [--base-config FILE] [--arch NAME] [--force] [--allow-partial]\n"
                  "       [--follow-links] [--no-copy-extra] [--naming-table FILE]...\n"
                  "\n"
@@ -165,6 +172,13 @@ std::string_view CliHelp(std::string_view command) {
                  "options:\n"
                  "  --dtype D          output dtype of floating-point tensors (default: each tensor's own)\n"
                  "  --safe             fail on NaN or Inf in a merged tensor, naming the module\n"
+                 "  --quantize Q       write the Linear weights quantized, rounded once from the merge in the model\n"
+                 "                     dtype, in the layout vLLM and transformers load (docs/merge.md, Quantize):\n"
+                 "                     fp8: compressed-tensors float-quantized, per-channel scales, dynamic FP8\n"
+                 "                     activations; int8/int4: compressed-tensors pack-quantized, weight-only\n"
+                 "  --scheme S         per-channel (fp8's default), per-group (int's default) or block (fp8 only:\n"
+                 "                     transformers' fine-grained FP8, 128 x 128 blocks)\n"
+                 "  --group-size N     columns per scale with per-group (default 128)\n"
                  "  --dry-run          plan and report, write nothing\n"
                  "  --json             print a JSON summary (modules, tensors, unmatched keys, bytes, time, memory)\n"
                  "  --base-config FILE the base config.json, when it is not beside the weights\n"

@@ -10,6 +10,7 @@
 #include "app/create_report.h"
 #include "app/extract_report.h"
 #include "core/utf8.h"
+#include "merge/quantize_plan.h"
 
 namespace pb::app {
 namespace {
@@ -61,9 +62,16 @@ const std::vector<CommandSpec>& Commands() {
     const OptionSpec follow_links{"follow-links", 0, Kind::kFlag};
     const OptionSpec dtype{"dtype", 0, Kind::kValue};
     const OptionSpec naming_table{"naming-table", 0, Kind::kRepeated};
+    const OptionSpec quantize{"quantize", 0, Kind::kValue, "fp8|int8|int4"};
+    const OptionSpec scheme{"scheme", 0, Kind::kValue, "per-channel|per-group|block"};
+    const OptionSpec group_size{"group-size", 0, Kind::kValue};
     std::vector<CommandSpec> list = {
         {"inspect", 1, 1, "exactly one FILE", {json}, {}},
-        {"convert", 2, 2, "IN and OUT", {dtype, {"order", 0, Kind::kValue, "reference|input"}, json, force}, {"dtype"}},
+        // --quantize: IN is a model (as merge's --base) and OUT a folder; --dtype is then optional.
+        {"convert", 2, 2, "IN and OUT",
+         {dtype, {"order", 0, Kind::kValue, "reference|input"}, json, force, quantize, scheme, group_size, dry_run,
+          base_config},
+         {}},
         {"adapter-info",
          1,
          1,
@@ -89,7 +97,7 @@ const std::vector<CommandSpec>& Commands() {
                      {"out", 'o', Kind::kValue}, dtype, dry_run, json, from, arch, naming_table, base_config, strict,
                      force, follow_links},
                     {}});
-    for (std::string_view name : {"merge", "unmerge"})
+    for (std::string_view name : {"merge", "unmerge"}) {
       list.push_back({name,
                       0,
                       0,
@@ -98,6 +106,8 @@ const std::vector<CommandSpec>& Commands() {
                        {"safe", 0, Kind::kFlag}, dry_run, json, base_config, arch, naming_table, force, allow_partial,
                        follow_links, {"no-copy-extra", 0, Kind::kFlag}},
                       {"base", "adapter"}});
+      if (name == "merge") list.back().options.insert(list.back().options.end(), {quantize, scheme, group_size});
+    }
     list.push_back({"create",
                     0,
                     0,
@@ -224,6 +234,21 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     return usage("-o/--out is required (or --dry-run)");
   if (spec.name == "combine")
     if (auto bad = CheckCombineNumbers(line)) return usage(*bad);
+  if (spec.name == "convert") {
+    if (!line.Has("quantize") && !line.Has("dtype")) return usage("--dtype is required");
+    for (const char* only : {"dry-run", "base-config"})
+      if (!line.Has("quantize") && line.Has(only)) return usage("--" + std::string(only) + " applies to convert --quantize");
+    if (line.Has("quantize") && line.Has("order"))
+      return usage("--order applies to convert without --quantize (which writes a model folder in the input's order)");
+  }
+  if (!line.Has("quantize") && (line.Has("scheme") || line.Has("group-size")))
+    return usage(std::string(line.Has("scheme") ? "--scheme" : "--group-size") + " needs --quantize fp8|int8|int4");
+  if (line.Has("quantize")) {
+    auto scheme = line.Value("scheme"), group = line.Value("group-size");
+    auto q = merge::MakeQuantizeOptions(*line.Value("quantize"), scheme ? std::optional<std::string_view>(*scheme) : std::nullopt,
+                                        group ? std::optional<std::string_view>(*group) : std::nullopt);
+    if (!q.ok()) return usage(q.error().message);
+  }
   if (spec.name == "create")
     if (auto problem = CreateUsageProblem(line)) return usage(*problem);
   if (spec.name == "extract")

@@ -4,6 +4,7 @@
 
 #include "app/size_text.h"
 #include "core/json.h"
+#include "merge/quantize_plan.h"
 
 namespace pb::merge {
 
@@ -13,6 +14,22 @@ std::string Fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+std::string Sci(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3e", v);
+  return buf;
+}
+
+std::string QuantHeadline(const QuantizePlan& q) {
+  const QuantizeOptions& o = q.options;
+  std::string what = std::string(QuantMethodName(o.method)) + " " + std::string(QuantSchemeName(o.scheme));
+  if (o.scheme == QuantScheme::kGroup) what += " " + std::to_string(o.group_size);
+  const std::string format = o.scheme == QuantScheme::kBlock ? "transformers fine-grained fp8"
+                                                             : "compressed-tensors " + std::string(QuantFormatName(o));
+  return what + " (" + format + "): " + std::to_string(q.quantized.size()) + " weight(s), " +
+         std::to_string(q.kept.size()) + " Linear weight(s) kept";
 }
 
 }  // namespace
@@ -43,14 +60,34 @@ std::string RenderMergeJson(const MergeSummary& s) {
   Json notes = Json::array();
   for (const auto& n : s.plan->notes) notes.push_back(n);
   j["notes"] = notes;
+  if (const auto& q = s.plan->quantize) {
+    Json quant = Json::object();
+    quant["method"] = std::string(QuantMethodName(q->options.method));
+    quant["scheme"] = std::string(QuantSchemeName(q->options.scheme));
+    quant["format"] = std::string(QuantFormatName(q->options));
+    quant["groupSize"] = q->options.scheme == QuantScheme::kGroup ? Json(q->options.group_size) : Json(nullptr);
+    Json names = Json::array(), kept = Json::array(), ignore = Json::array(), errors = Json::array();
+    for (const auto& n : q->quantized) names.push_back(n);
+    for (const auto& [tensor, reason] : q->kept) kept.push_back({{"tensor", tensor}, {"reason", reason}});
+    for (const auto& n : q->ignore) ignore.push_back(n);
+    for (const auto& e : s.quant_errors)
+      errors.push_back({{"tensor", e.tensor}, {"maxAbs", e.max_abs}, {"rms", e.rms()}, {"relative", e.relative()}});
+    quant["quantized"] = names;
+    quant["kept"] = kept;
+    quant["ignore"] = ignore;
+    quant["errors"] = errors;
+    j["quantization"] = quant;
+  }
   return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 std::string RenderMergePlanText(const MergeSummary& s) {
-  std::string out = std::string(s.dry_run ? "would " : "") + (s.unmerge ? "unmerge " : "merge ") +
-                    std::to_string(s.plan->modules_matched) + " module(s) into " +
-                    std::to_string(s.plan->tensors_merged) + " tensor(s)" +
-                    (s.plan->arch ? " (architecture " + *s.plan->arch + ")" : std::string()) + "\n";
+  const std::string arch = s.plan->arch ? " (architecture " + *s.plan->arch + ")" : std::string();
+  std::string out = std::string(s.dry_run ? "would " : "") +
+                    (s.convert ? "convert the model, no adapter" + arch + "\n"
+                               : std::string(s.unmerge ? "unmerge " : "merge ") +
+                                     std::to_string(s.plan->modules_matched) + " module(s) into " +
+                                     std::to_string(s.plan->tensors_merged) + " tensor(s)" + arch + "\n");
   for (const auto& shard : s.plan->shards)
     out += "  " + shard.name + ": " + std::to_string(shard.tensors.size()) + " tensors, " +
            app::SizeText(shard.write.total_size()) + "\n";
@@ -60,6 +97,10 @@ std::string RenderMergePlanText(const MergeSummary& s) {
     for (const auto& name : s.copied) out += " " + name;
     out += "\n";
   }
+  if (const auto& q = s.plan->quantize) {
+    out += std::string("  ") + (s.dry_run ? "would quantize " : "quantize ") + QuantHeadline(*q) + "\n";
+    for (const auto& [tensor, reason] : q->kept) out += "    keep " + tensor + ": " + reason + "\n";
+  }
   for (const auto& r : s.adapter->adapter.rejected) out += "  not applied " + r.name + ": " + r.reason + "\n";
   for (const auto& n : s.plan->notes) out += "note: " + n + "\n";
   return out;
@@ -68,7 +109,13 @@ std::string RenderMergePlanText(const MergeSummary& s) {
 std::string RenderMergeOutcomeText(const MergeSummary& s) {
   if (s.dry_run) return "";
   const double rate = s.seconds > 0 ? static_cast<double>(s.source_bytes) / s.seconds : 0;
-  return app::SizeText(s.source_bytes) + " in " + Fixed(s.seconds, 2) + " s (" + app::RateText(rate) +
+  std::string errors;
+  if (!s.quant_errors.empty()) {
+    errors = "dequantization error (max abs, RMS, relative):\n";
+    for (const auto& e : s.quant_errors)
+      errors += "  " + e.tensor + ": " + Sci(e.max_abs) + ", " + Sci(e.rms()) + ", " + Sci(e.relative()) + "\n";
+  }
+  return errors + app::SizeText(s.source_bytes) + " in " + Fixed(s.seconds, 2) + " s (" + app::RateText(rate) +
          "), peak memory " + app::SizeText(s.peak_memory) + "\n";
 }
 

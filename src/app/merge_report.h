@@ -7,6 +7,7 @@
 
 #include "adapter/adapter_io.h"
 #include "merge/merge_plan.h"
+#include "merge/quantize_stream.h"
 
 namespace pb::merge {
 
@@ -19,6 +20,8 @@ struct MergeSummary {
   bool dry_run;
   bool unmerge;
   std::vector<std::string> copied = {};  // base files copied into the output (app/base_extras.h), in order
+  std::vector<QuantError> quant_errors = {};  // --quantize: each quantized weight's error, once written
+  bool convert = false;  // `convert IN OUT --quantize`: the model's own weights, no adapter
 };
 
 // The text summary is the plan, printed before the work starts, and the outcome, printed once it is done:
@@ -30,7 +33,9 @@ std::string RenderMergePlanText(const MergeSummary& s);
 // "1.16 GB in 2.00 s (580 MB/s), peak memory 120 MB\n" after a merge; "" for a dry run.
 std::string RenderMergeOutcomeText(const MergeSummary& s);
 // {"ok":true,"dry_run","unmerge","arch","modules_matched","tensors_merged","unmatched_keys":[...],
-//  "files":[{"name","bytes"}],"copied_files":[names],"total_size","bytes_in","bytes_out","seconds","gb_per_s","peak_memory","notes":[...]}
+//  "files":[{"name","bytes"}],"copied_files":[names],"total_size","bytes_in","bytes_out","seconds","gb_per_s","peak_memory","notes":[...],
+//  with --quantize "quantization":{"method","scheme","format","groupSize","quantized":[names],"kept":[{"tensor","reason"}],
+//  "ignore":[modules],"errors":[{"tensor","maxAbs","rms","relative"}]}} (camelCase keys, as every JSON output)
 std::string RenderMergeJson(const MergeSummary& s);
 
 }  // namespace pb::merge

@@ -70,7 +70,8 @@ int Run(const std::vector<std::string>& args) {
     return 0;
   }
   if (line.command == "inspect") return pb::cli::RunInspect(line);
-  if (line.command == "convert") return pb::cli::RunConvert(line);
+  // convert --quantize writes a model folder (shards, index, config.json) as merge does, with no adapter.
+  if (line.command == "convert") return line.Has("quantize") ? pb::cli::RunMerge(line) : pb::cli::RunConvert(line);
   if (line.command == "adapter-info") return pb::cli::RunAdapterInfo(line);
   if (line.command == "translate") return pb::cli::RunTranslate(line);
   if (line.command == "combine") return pb::cli::RunCombine(line);

@@ -23,6 +23,7 @@
 #include "app/output_policy.h"
 #include "app/remote_address.h"
 #include "merge/merge_engine.h"
+#include "merge/quantize_plan.h"
 #include "app/merge_report.h"
 #include "merge/model_index.h"
 
@@ -33,7 +34,8 @@ namespace {
 // shard is one run: its data has no holes); the adapter's factors are supplied as the merger asks for them
 // (before each merged tensor).
 Status MergeShard(ShardBytes& in, const Header& header, const merge::ShardPlan& plan, const AdapterDir& adapter,
-                  const merge::MergeOptions& options, ByteSink& sink, StderrProgress& progress, uint64_t& done) {
+                  const merge::MergeOptions& options, ByteSink& sink, StderrProgress& progress, uint64_t& done,
+                  std::vector<merge::QuantError>& quant_errors) {
   merge::ShardMerger merger(plan, options, sink);
   PB_RETURN_IF_ERROR(merger.Begin());
   PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, adapter));
@@ -58,7 +60,9 @@ Status MergeShard(ShardBytes& in, const Header& header, const merge::ShardPlan& 
   }
   if (run) PB_RETURN_IF_ERROR(in.Stream(run->first, run->second, push));
   PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, adapter));
-  return merger.Finish();
+  PB_RETURN_IF_ERROR(merger.Finish());
+  quant_errors.insert(quant_errors.end(), merger.quant_errors().begin(), merger.quant_errors().end());
+  return Status::Ok();
 }
 
 uint64_t PeakRssBytes() {
@@ -71,14 +75,24 @@ uint64_t PeakRssBytes() {
 
 int RunMerge(const app::CommandLine& line) {
   const bool unmerge = line.command == "unmerge";
-  const char* command = unmerge ? "unmerge" : "merge";
-  const std::optional<std::string> base_path = line.Value("base"), adapter_path = line.Value("adapter"),
-                                   out_dir = line.Value("out"), base_config = line.Value("base-config"),
-                                   arch = line.Value("arch");
+  // `convert IN OUT --quantize ...`: the same streaming pass over a model with no adapter.
+  const bool convert = line.command == "convert";
+  const char* command = convert ? "convert" : unmerge ? "unmerge" : "merge";
+  const std::optional<std::string> base_path = convert ? line.positional[0] : line.Value("base"),
+                                   adapter_path = line.Value("adapter"),
+                                   out_dir = convert ? line.positional[1] : line.Value("out"),
+                                   base_config = line.Value("base-config"), arch = line.Value("arch");
   merge::MergeOptions options;
   options.unmerge = unmerge;
   if (auto dtype = line.Value("dtype")) options.dtype = app::ParseFloatDtypeName(*dtype);  // checked by the grammar
   options.safe = line.Has("safe");
+  if (auto method = line.Value("quantize")) {  // the combination was checked by the grammar
+    auto scheme = line.Value("scheme"), group = line.Value("group-size");
+    auto q = merge::MakeQuantizeOptions(*method, scheme ? std::optional<std::string_view>(*scheme) : std::nullopt,
+                                        group ? std::optional<std::string_view>(*group) : std::nullopt);
+    if (!q.ok()) return ReportFailure(q.error(), line.Has("json"));
+    options.quantize = q.value();
+  }
   const bool json = line.Has("json"), dry_run = line.Has("dry-run"), allow_partial = line.Has("allow-partial");
   app::OutputFlags flags;
   flags.force = line.Has("force");
@@ -92,12 +106,21 @@ int RunMerge(const app::CommandLine& line) {
   options.tables = tables->get();
   auto base = OpenBase(*base_path, base_config);
   if (!base.ok()) return fail(ExplainInput(base.error(), *base_path, app::InputRole::kBase));
-  auto adapter_dir = LoadAdapterDir(*adapter_path, std::nullopt);
-  if (!adapter_dir.ok()) return fail(ExplainInput(adapter_dir.error(), *adapter_path, app::InputRole::kAdapter));
-  adapter::AdapterSource source = SourceOf(adapter_dir.value());
-  source.base_config = base->config;
-  auto read = adapter::ReadAdapter(source, {std::nullopt, arch, false, tables->get()});
-  if (!read.ok()) return fail(read.error());
+  std::optional<AdapterDir> adapter_dir;
+  std::optional<adapter::ReadResult> read;
+  if (convert) {
+    adapter_dir.emplace();
+    read.emplace();
+  } else {
+    auto loaded = LoadAdapterDir(*adapter_path, std::nullopt);
+    if (!loaded.ok()) return fail(ExplainInput(loaded.error(), *adapter_path, app::InputRole::kAdapter));
+    adapter_dir.emplace(std::move(loaded.value()));
+    adapter::AdapterSource source = SourceOf(*adapter_dir);
+    source.base_config = base->config;
+    auto read_result = adapter::ReadAdapter(source, {std::nullopt, arch, false, tables->get()});
+    if (!read_result.ok()) return fail(read_result.error());
+    read.emplace(std::move(read_result.value()));
+  }
   std::vector<merge::BaseShardHeader> shard_headers;
   for (size_t i = 0; i < base->headers.size(); ++i) shard_headers.push_back({base->shard_names[i], &base->headers[i]});
   auto plan = merge::PlanMerge(shard_headers, read->adapter, base->config, options);
@@ -109,7 +132,7 @@ int RunMerge(const app::CommandLine& line) {
   // The policy: no link out of an input directory, no silent loss, no output over an input or into a
   // non-empty directory.
   std::vector<app::InputFact> inputs = BaseFacts(base.value(), base_config);
-  AddAdapterFacts("--adapter", *adapter_path, adapter_dir->weights_path, inputs);
+  if (!convert) AddAdapterFacts("--adapter", *adapter_path, adapter_dir->weights_path, inputs);
   std::vector<std::string> names;  // what the merge writes itself
   for (const auto& shard : plan->shards) names.push_back(shard.name);
   if (base->index) names.push_back("model.safetensors.index.json");
@@ -128,8 +151,10 @@ int RunMerge(const app::CommandLine& line) {
   if (!warnings.ok()) return fail(warnings.error());
   std::fwrite(warnings->data(), 1, warnings->size(), stderr);
   std::fwrite(extra.warnings.data(), 1, extra.warnings.size(), stderr);
+  std::vector<merge::QuantError> quant_errors;
   auto summary_of = [&](double seconds, uint64_t peak_memory) {
-    return merge::MergeSummary{&plan.value(), &read.value(), source_total, seconds, peak_memory, dry_run, unmerge, extra.copy};
+    return merge::MergeSummary{&plan.value(), &read.value(), source_total, seconds, peak_memory, dry_run, unmerge, extra.copy,
+                               quant_errors, convert};
   };
   if (!dry_run) {
     names.insert(names.end(), extra.copy.begin(), extra.copy.end());
@@ -156,7 +181,8 @@ int RunMerge(const app::CommandLine& line) {
       auto out = transaction.value()->Add(plan->shards[s].name);
       if (!out.ok()) { status = out.error(); break; }
       progress.StartFile(plan->shards[s].name, done);
-      status = MergeShard(*base->shards[s], base->headers[s], plan->shards[s], adapter_dir.value(), options, *out.value(), progress, done);
+      status = MergeShard(*base->shards[s], base->headers[s], plan->shards[s], adapter_dir.value(), options, *out.value(), progress, done,
+                          quant_errors);
       if (status.ok()) status = out.value()->Prepare();
     }
     auto write_text = [&](const std::string& name, const std::string& text) {

@@ -7,6 +7,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/lowrank.h"
+#include "merge/quantize_stream.h"
 
 namespace pb::merge {
 
@@ -68,12 +69,16 @@ class ShardMerger::TensorState {
     }
     if (p.op == TensorOp::kDoraColumns) whole_.resize(p.rows * p.cols);
     if (p.op == TensorOp::kReplaceRows) PrepareRows();
+    if (p.quantized && o.quantize) quant_ = std::make_unique<QuantizedTensorWriter>(p, *o.quantize, w);
   }
+
+  // --quantize: the quantized weight's error, once it is written.
+  const QuantizedTensorWriter* quantized() const { return quant_.get(); }
 
   Status Push(std::span<const uint8_t> bytes) {
     if (p_.replacement && p_.module) return Status::Ok();  // merging into the adapter's saved copy instead
     switch (p_.op) {
-      case TensorOp::kCopy: return writer_.Write(bytes);
+      case TensorOp::kCopy: return quant_ ? PushRows(bytes) : writer_.Write(bytes);
       case TensorOp::kReplace: return Status::Ok();  // the base's bytes are dropped
       case TensorOp::kAddBias: held_.insert(held_.end(), bytes.begin(), bytes.end()); return Status::Ok();
       default: return PushRows(bytes);
@@ -91,13 +96,16 @@ class ShardMerger::TensorState {
         return MakeError(ErrorCode::UnsupportedDtype, "cannot convert `" + p_.replacement->key + "`", p_.name);
       PB_RETURN_IF_ERROR(PushRows(as_base));
     }
+    Status s = Status::Ok();
     switch (p_.op) {
       case TensorOp::kReplace:
-      case TensorOp::kAdd: return WriteConverted(*adapter_.get(kSlotReplacement));
-      case TensorOp::kAddBias: return AddBias();
-      case TensorOp::kDoraColumns: return FinishDoraColumns();
-      default: return Status::Ok();
+      case TensorOp::kAdd: s = WriteConverted(*adapter_.get(kSlotReplacement)); break;
+      case TensorOp::kAddBias: s = AddBias(); break;
+      case TensorOp::kDoraColumns: s = FinishDoraColumns(); break;
+      default: break;
     }
+    if (s.ok() && quant_) s = quant_->Finish();
+    return s;
   }
 
  private:
@@ -185,7 +193,8 @@ class ShardMerger::TensorState {
   // Collects whole rows (or, for plain conversions, whole elements) and processes them block by block,
   // straight from the caller's span when no partial row is pending.
   Status PushRows(std::span<const uint8_t> bytes) {
-    const size_t unit = p_.op == TensorOp::kConvert ? in_width_ : p_.cols * in_width_;
+    const bool elements = (p_.op == TensorOp::kConvert || p_.op == TensorOp::kCopy) && !quant_;
+    const size_t unit = elements ? in_width_ : p_.cols * in_width_;
     if (unit == 0) return Status::Ok();
     if (!carry_.empty()) {
       size_t take = std::min(bytes.size(), unit - carry_.size());
@@ -206,12 +215,19 @@ class ShardMerger::TensorState {
     return Status::Ok();
   }
 
-  // `n` whole units (elements for kConvert, rows otherwise) starting at the tensor's next unit.
+  // `n` whole units (elements for kConvert, rows otherwise, and rows of a weight written quantized) starting at the
+  // tensor's next unit.
   Status ProcessUnits(std::span<const uint8_t> in, size_t n) {
-    if (p_.op == TensorOp::kConvert) {
+    if (p_.op == TensorOp::kConvert && !quant_) {
       out_.resize(n * out_width_);
       kernels::ConvertElements(p_.in_dtype, p_.out_dtype, in.data(), out_.data(), n);
       return writer_.Write(out_);
+    }
+    if (p_.op == TensorOp::kConvert || p_.op == TensorOp::kCopy) {  // rows of a weight written quantized
+      next_row_ += n;
+      out_.resize(n * p_.cols * out_width_);
+      if (!kernels::ConvertElements(p_.in_dtype, p_.out_dtype, in.data(), out_.data(), n * p_.cols)) return KernelFailed();
+      return Emit(n);
     }
     const uint64_t row0 = next_row_;
     next_row_ += n;
@@ -229,13 +245,13 @@ class ShardMerger::TensorState {
                       : kernels::MergeRowsRoundDeltaFirst(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f);
         if (!ok) return KernelFailed();
         if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
-        return writer_.Write(out_);
+        return Emit(n);
       }
       case TensorOp::kLowRankExperts: {
         out_.resize(n * cols * out_width_);
         if (!MergeExpertRows(in.data(), row0, n)) return KernelFailed();
         if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
-        return writer_.Write(out_);
+        return Emit(n);
       }
       case TensorOp::kDoraRows: {
         v_.resize(n * cols);
@@ -249,7 +265,7 @@ class ShardMerger::TensorState {
         if (!kernels::ScaleRowsTo(v_.data(), n, cols, factor.data(), /*per_column=*/false, p_.out_dtype, out_.data()))
           return KernelFailed();
         if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
-        return writer_.Write(out_);
+        return Emit(n);
       }
       case TensorOp::kReplaceRows: {
         if (!rows_ok_) return KernelFailed();
@@ -262,7 +278,7 @@ class ShardMerger::TensorState {
             return KernelFailed();
         }
         if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
-        return writer_.Write(out_);
+        return Emit(n);
       }
       case TensorOp::kDoraColumns:
         if (!kernels::MergeRowsF32(p_.in_dtype, in.data(), whole_.data() + row0 * cols, n, cols, FactorsFrom(row0)))
@@ -293,7 +309,7 @@ class ShardMerger::TensorState {
     if (!kernels::ScaleRowsTo(whole_.data(), rows, cols, factor.data(), /*per_column=*/true, p_.out_dtype, out_.data()))
       return KernelFailed();
     if (options_.safe && !OutputFinite(rows * cols)) return NonFinite(p_);
-    return writer_.Write(out_);
+    return Emit(rows);
   }
 
   // --safe checks what is written, as PEFT's safe_merge checks the final weight: the output block widened
@@ -318,12 +334,15 @@ class ShardMerger::TensorState {
   }
 
   Status WriteConverted(const adapter::Tensor& t) {
-    if (t.dtype == p_.out_dtype) return writer_.Write(t.bytes);
+    if (t.dtype == p_.out_dtype && !quant_) return writer_.Write(t.bytes);
     out_.resize(t.element_count() * out_width_);
     if (!kernels::ConvertElements(t.dtype, p_.out_dtype, t.bytes.data(), out_.data(), t.element_count()))
       return MakeError(ErrorCode::UnsupportedDtype, "cannot convert `" + p_.name + "`", p_.name);
-    return writer_.Write(out_);
+    return quant_ ? quant_->Rows(out_.data(), p_.rows) : writer_.Write(out_);
   }
+
+  // `n` finished rows in out_: written, or quantized (--quantize) and written.
+  Status Emit(size_t n) { return quant_ ? quant_->Rows(out_.data(), n) : writer_.Write(out_); }
 
   const PlannedTensor& p_;
   adapter::TensorFetch& adapter_;
@@ -337,6 +356,7 @@ class ShardMerger::TensorState {
   std::vector<uint8_t> replaced_rows_;          // kReplaceRows: the adapter's rows in the weight's dtype
   std::map<uint64_t, size_t> row_of_token_;     // kReplaceRows: weight row -> row of replaced_rows_
   bool rows_ok_ = true;
+  std::unique_ptr<QuantizedTensorWriter> quant_;  // --quantize, for a weight written quantized
 };
 
 ShardMerger::ShardMerger(const ShardPlan& plan, const MergeOptions& options, ByteSink& sink)
@@ -383,6 +403,7 @@ Status ShardMerger::StartNext() {
 
 Status ShardMerger::FinishCurrent() {
   Status s = state_->Finish();
+  if (s.ok() && state_->quantized()) quant_errors_.push_back(state_->quantized()->error());
   state_.reset();
   fetch_.Release();
   fetch_requested_ = false;

@@ -8,6 +8,9 @@
 // B, magnitude, coalesced where adjacent in the file) and the edge supplies them (SupplyAdapter). Base bytes
 // pushed while the merger waits are kept (at most what one Push brought) and used once the factors are in. So
 // the adapter bytes held at once are bounded by the largest module's factors (peak_adapter_bytes()).
+//
+// With --quantize (MergeOptions::quantize), a weight the plan marks quantized leaves through a
+// QuantizedTensorWriter (merge/quantize_stream.h): its rows in the output dtype in, its quantized layout out.
 #pragma once
 
 #include <memory>
@@ -16,6 +19,7 @@
 #include "adapter/tensor_fetch.h"
 #include "core/reader.h"
 #include "merge/merge_plan.h"
+#include "merge/quantize_stream.h"
 
 namespace pb::merge {
 
@@ -35,6 +39,8 @@ class ShardMerger final : public adapter::AdapterBytesConsumer {
   uint64_t source_bytes() const;  // total source bytes the plan expects
   uint64_t source_consumed() const { return consumed_total_; }
   uint64_t peak_adapter_bytes() const { return fetch_.peak_bytes(); }  // adapter bytes held at once, at most
+  // --quantize: each quantized weight's dequantization error, in the order they were written.
+  const std::vector<QuantError>& quant_errors() const { return quant_errors_; }
 
  private:
   class TensorState;
@@ -54,6 +60,7 @@ class ShardMerger final : public adapter::AdapterBytesConsumer {
   adapter::TensorFetch fetch_;          // the current tensor's adapter tensors
   bool fetch_requested_ = false;
   std::vector<uint8_t> pending_;        // source bytes pushed while waiting for adapter bytes
+  std::vector<QuantError> quant_errors_;
 };
 
 // A whole single-file merge from a byte stream in file order: parse the header, plan, then merge as the
@@ -70,6 +77,7 @@ class StreamingMerger final : private ReaderEvents, public adapter::AdapterBytes
   std::span<const adapter::ByteRange> adapter_needs() const override;
   Status SupplyAdapter(std::span<const uint8_t> bytes) override;
   uint64_t peak_adapter_bytes() const { return merger_ ? merger_->peak_adapter_bytes() : 0; }
+  const std::vector<QuantError>* quant_errors() const { return merger_ ? &merger_->quant_errors() : nullptr; }
 
  private:
   Status OnHeader(const Header& header) override;

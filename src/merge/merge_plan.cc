@@ -9,6 +9,7 @@
 #include "adapter/python_json.h"
 #include "merge/experts_layout.h"
 #include "merge/plan_problems.h"
+#include "merge/quantize_plan.h"
 
 namespace pb::merge {
 
@@ -538,6 +539,16 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
 
   if (!problems.empty()) return PlanProblemsError(std::move(problems), DescribeModels(adapter, config_doc, tables));
 
+  if (options.quantize) {
+    if (!base_config)
+      return MakeError(ErrorCode::InvalidArgument,
+                       "--quantize needs the base's config.json (or --base-config): the quantization_config the loaders "
+                       "read goes there");
+    if (options.unmerge) return MakeError(ErrorCode::InvalidArgument, "--quantize applies to merge, not unmerge");
+    plan.quantize.emplace();
+    plan.quantize->options = *options.quantize;
+  }
+
   // Output dtypes and the per-shard plans, in input data order.
   auto out_dtype = [&](Dtype in) { return options.dtype && IsConvertibleFloat(in) ? *options.dtype : in; };
   for (size_t s = 0; s < shards.size(); ++s) {
@@ -570,8 +581,19 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
         a.out_dtype = options.dtype && IsConvertibleFloat(a.in_dtype) ? *options.dtype : a.in_dtype;
         shard.tensors.push_back(std::move(a));
       }
+    if (plan.quantize)
+      for (auto& p : shard.tensors) PlanQuantizedTensor(p, tables, arch, *plan.quantize);
     std::vector<TensorSpec> specs;
-    for (const auto& p : shard.tensors) specs.push_back({p.name, p.out_dtype, p.shape});
+    for (const auto& p : shard.tensors) {
+      if (!p.quantized) {
+        specs.push_back({p.name, p.out_dtype, p.shape});
+        continue;
+      }
+      const QuantizedOutput& q = *p.quantized;
+      specs.push_back({q.weight, q.weight_dtype, q.weight_shape});
+      specs.push_back({q.scale, q.scale_dtype, q.scale_shape});
+      if (!q.shape.empty()) specs.push_back({q.shape, Dtype::I64, {2}});
+    }
     std::optional<Metadata> metadata;
     if (h.has_metadata()) metadata = h.metadata();
     auto write = PlanWrite(specs, metadata, TensorOrder::kInput);
@@ -609,7 +631,14 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     }
     // transformers writes config.json as json.dumps(indent=2, sort_keys=True) + "\n"; an untouched config
     // is passed through byte for byte.
-    plan.config_json = edited ? adapter::DumpPythonJson(j) + "\n" : *base_config;
+    if (plan.quantize && !j.is_object())
+      return MakeError(ErrorCode::InvalidConfig, "--quantize: the base's config.json is not a JSON object");
+    if (plan.quantize) {
+      FinishQuantizePlan(*plan.quantize);
+      plan.config_json = QuantizedConfigText(j, *plan.quantize);
+    } else {
+      plan.config_json = edited ? adapter::DumpPythonJson(j) + "\n" : *base_config;
+    }
   }
   return plan;
 }

@@ -40,6 +40,31 @@ enum class Orientation {
   // stored [E, out, in]; kInOut: [E, in, out], transformers' is_transposed experts).
 };
 
+// `--quantize`: the merged model written quantized (merge/quantize_plan.h says which tensors, in which layout).
+enum class QuantMethod { kFp8, kInt8, kInt4 };
+enum class QuantScheme {
+  kChannel,  // one scale per output row (compressed-tensors strategy "channel")
+  kGroup,    // one scale per `group_size` input columns of a row (strategy "group")
+  kBlock,    // FP8 only: transformers' FineGrainedFP8, 128 x 128 blocks, fp32 weight_scale_inv
+};
+struct QuantizeOptions {
+  QuantMethod method = QuantMethod::kFp8;
+  QuantScheme scheme = QuantScheme::kChannel;
+  uint64_t group_size = 128;  // kGroup's columns per scale; kBlock's block edge is 128
+};
+
+// What one quantized weight becomes in the output: the quantized values and their scales (and, for
+// pack-quantized, the original shape), in this order, under the names the loaders look for.
+struct QuantizedOutput {
+  std::string weight;                 // `<m>.weight` (FP8) or `<m>.weight_packed` (INT, int32)
+  Dtype weight_dtype = Dtype::F8_E4M3;
+  std::vector<uint64_t> weight_shape;
+  std::string scale;                  // `<m>.weight_scale`, or `<m>.weight_scale_inv` (fine-grained FP8)
+  Dtype scale_dtype = Dtype::F32;     // the model dtype (compressed-tensors), F32 (fine-grained)
+  std::vector<uint64_t> scale_shape;
+  std::string shape;                  // `<m>.weight_shape` (pack-quantized, int64 [2]); empty otherwise
+};
+
 struct PlannedTensor {
   std::optional<size_t> source;  // tensor index in the shard's header; absent for kAdd
   std::string name;              // output name (= input name)
@@ -58,6 +83,9 @@ struct PlannedTensor {
   // parameter viewed as [E·expert_rows, cols] this tensor's first row is (0 when stored whole; e·out + offset
   // for one expert's tensor, merge/experts_layout.h).
   uint64_t experts = 0, expert_rows = 0, first_row = 0;
+  // --quantize: this weight (viewed as rows x cols) is written quantized, merged in fp32, rounded to out_dtype
+  // (the model as the quantizing library would observe it), then quantized.
+  std::optional<QuantizedOutput> quantized;
 };
 
 struct ShardPlan {
@@ -72,6 +100,16 @@ struct MergeOptions {
   bool unmerge = false;        // subtract instead of add
   std::optional<std::string> arch;
   const adapter::NamingTables* tables = nullptr;
+  std::optional<QuantizeOptions> quantize;
+};
+
+// The quantization a plan applies: which weights, which 2-D weights it keeps (and why), and the module names the
+// config's `ignore` (compressed-tensors) or `modules_to_not_convert` (fine-grained FP8) lists.
+struct QuantizePlan {
+  QuantizeOptions options;
+  std::vector<std::string> quantized;                          // tensor names, in output order
+  std::vector<std::pair<std::string, std::string>> kept;       // tensor name, reason
+  std::vector<std::string> ignore;
 };
 
 struct MergePlan {
@@ -83,6 +121,7 @@ struct MergePlan {
   std::optional<std::string> config_json;         // the output config.json (edited copy), when a base config was given
   uint64_t total_tensor_bytes = 0;                // sum over every output tensor (the index's total_size)
   uint64_t total_file_bytes = 0;                  // sum of the output files' sizes
+  std::optional<QuantizePlan> quantize;            // with --quantize
 };
 
 struct BaseShardHeader {

@@ -78,9 +78,21 @@ std::string OutputIndexJson(const ModelIndex& index, const MergePlan& plan) {
   Json j = index.document;  // an object with a weight_map object: ParseModelIndex checked it
   if (!j.contains("metadata") || !j["metadata"].is_object()) j["metadata"] = Json::object();
   j["metadata"]["total_size"] = plan.total_tensor_bytes;
+  std::set<std::string> renamed;  // --quantize: `<m>.weight` written as `<m>.weight_packed`
   for (const auto& shard : plan.shards)
-    for (const auto& t : shard.tensors)
+    for (const auto& t : shard.tensors) {
       if (t.op == TensorOp::kAdd) j["weight_map"][t.name] = shard.name;
+      if (!t.quantized) continue;
+      if (t.quantized->weight != t.name) renamed.insert(t.name);
+      for (const std::string* name : {&t.quantized->weight, &t.quantized->scale, &t.quantized->shape})
+        if (!name->empty()) j["weight_map"][*name] = shard.name;
+    }
+  if (!renamed.empty()) {
+    Json map = Json::object();
+    for (const auto& [tensor, file] : j["weight_map"].items())
+      if (!renamed.count(tensor)) map[tensor] = file;
+    j["weight_map"] = std::move(map);
+  }
   return adapter::DumpPythonJson(j) + "\n";
 }
 

@@ -99,11 +99,11 @@ async function makeModels(dir) {
 }
 
 /** The expected merge output (name -> bytes): the native CLI's, or the package's own mergeShards without it. */
-async function expectedMerge(models, dir) {
-  const out = join(dir, 'native-out');
+async function expectedMerge(models, dir, extra = []) {
+  const out = join(dir, `native-out${extra.join('')}`);
   if (hasNativeCli) {
     // The adapter carries k_proj factors its config does not target: the CLI merges the rest only when allowed to.
-    const r = spawnSync(nativeCli, ['merge', '--base', models.base, '--adapter', models.adapter, '--out', out, '--allow-partial'], { encoding: 'utf8' });
+    const r = spawnSync(nativeCli, ['merge', '--base', models.base, '--adapter', models.adapter, '--out', out, '--allow-partial', ...extra], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     return Object.fromEntries(readdirSync(out).sort().map((n) => [n, new Uint8Array(readFileSync(join(out, n)))]));
   }
@@ -112,6 +112,7 @@ async function expectedMerge(models, dir) {
   for await (const f of pb.mergeShards({
     base: { open: read, index: read('model.safetensors.index.json'), config: read('config.json') },
     adapter: { weights: read('../adapter/adapter_model.safetensors'), config: read('../adapter/adapter_config.json') },
+    ...(extra.length ? { quantize: extra[1] } : {}),
   })) files[f.path] = await collect(f.stream);
   return files;
 }
@@ -399,6 +400,26 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
       const path = join(dir, `dl-${name}`);
       await d.saveAs(path);
       assert.equal(sha256(readFileSync(path)), sha256(expected[name]), `${name} differs from the native merge`);
+    }
+
+    // Quantize for deployment (FP8 per-channel): a new plan, then the native CLI's `--quantize fp8` bytes.
+    await page.selectOption('#merge-quantize', 'fp8');
+    assert.equal(await page.isDisabled('#merge-btn'), true);
+    assert.match(await page.textContent('#merge-hint'), /quantization changed/);
+    await stepAndWait(page, '#plan-btn', '#plan-result');
+    assert.match(await page.textContent('#plan-summary'), /quantized\s*8 weights \(float-quantized\)/);
+    const quantized = expectedMerge(models, dir, ['--quantize', 'fp8']);
+    downloads.length = 0;
+    await page.click('#merge-btn');
+    await page.waitForSelector('#merge[data-state="done"], #merge[data-state="error"]');
+    assert.equal(await page.getAttribute('#merge', 'data-state'), 'done', (await shownErrors(page)).join(' | '));
+    const want = await quantized;
+    assert.equal(downloads.length, Object.keys(want).length);
+    for (const d of downloads) {
+      const name = d.suggestedFilename();
+      const path = join(dir, `dl-q-${name}`);
+      await d.saveAs(path);
+      assert.equal(sha256(readFileSync(path)), sha256(want[name]), `${name} differs from the native --quantize fp8 merge`);
     }
     assert.deepEqual(errors, []);
     await context.close();

@@ -75,6 +75,30 @@ TEST(CommandLine, UsageErrorsAreOneLineAndAHint) {
   EXPECT_EQ(Usage({"merge", "--base", "a", "--base", "b"}), "error: --base given twice\nrun `peft-bridge merge --help` for usage\n");
 }
 
+TEST(CommandLine, QuantizeOptions) {
+  auto m = Ok({"merge", "--base", "b", "--adapter", "a", "-o", "x", "--quantize", "int4", "--group-size=64"});
+  EXPECT_EQ(m.Value("quantize"), "int4");
+  EXPECT_EQ(m.Value("group-size"), "64");
+  auto c = Ok({"convert", "model", "out", "--quantize", "fp8", "--scheme", "block", "--dry-run"});
+  EXPECT_EQ(c.Value("scheme"), "block");
+  const std::string hint = "\nrun `peft-bridge merge --help` for usage\n";
+  EXPECT_EQ(Usage({"merge", "--base", "b", "--adapter", "a", "-o", "x", "--scheme", "block"}),
+            "error: --scheme needs --quantize fp8|int8|int4" + hint);
+  EXPECT_EQ(Usage({"merge", "--base", "b", "--adapter", "a", "-o", "x", "--quantize", "nf4"}),
+            "error: unknown quantize `nf4` (expected fp8, int8 or int4)" + hint);
+  EXPECT_EQ(Usage({"merge", "--base", "b", "--adapter", "a", "-o", "x", "--quantize", "int8", "--scheme", "block"}),
+            "error: --scheme block is fine-grained FP8: it needs --quantize fp8" + hint);
+  EXPECT_EQ(Usage({"merge", "--base", "b", "--adapter", "a", "-o", "x", "--quantize", "int8", "--group-size", "0"}),
+            "error: --group-size must be a positive integer, not `0`" + hint);
+  EXPECT_EQ(Usage({"unmerge", "--base", "b", "--adapter", "a", "-o", "x", "--quantize", "int8"}),
+            "error: unknown option `--quantize`\nrun `peft-bridge unmerge --help` for usage\n");
+  const std::string convert = "\nrun `peft-bridge convert --help` for usage\n";
+  EXPECT_EQ(Usage({"convert", "a", "b"}), "error: --dtype is required" + convert);
+  EXPECT_EQ(Usage({"convert", "a", "b", "--dtype", "bf16", "--dry-run"}), "error: --dry-run applies to convert --quantize" + convert);
+  EXPECT_EQ(Usage({"convert", "a", "b", "--quantize", "fp8", "--order", "input"}),
+            "error: --order applies to convert without --quantize (which writes a model folder in the input's order)" + convert);
+}
+
 TEST(CommandLine, EchoedArgumentsAreCapped) {
   std::string huge(1 << 20, 'x');
   std::string text = Usage({"inspect", "--" + huge});

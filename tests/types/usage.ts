@@ -316,6 +316,12 @@ export async function merge(base: Blob, adapterWeights: Blob, adapterConfig: str
   const opfs: FileSystemDirectoryHandle = await navigator.storage.getDirectory();
   await saveStreams([{ path: 'a.json', stream: new Blob(['{}']).stream() }], { directoryHandle: opfs });
 
+  // Quantized for deployment (`merge --quantize int4 --scheme per-group --group-size 64`).
+  const quantized: MergeShardsOptions = { adapter, base: inMemory, quantize: 'int4', scheme: 'per-group', groupSize: 64 };
+  for await (const f of mergeShards(quantized)) await f.stream.cancel();
+  await saveStreams(mergeShards({ adapter, base: inMemory, quantize: 'fp8', scheme: 'block' }), { directoryHandle: dir });
+  // @ts-expect-error: nf4 is not a --quantize method
+  mergeShards({ adapter, base: inMemory, quantize: 'nf4' });
   // @ts-expect-error: mergeShards needs a base
   mergeShards({ adapter });
   // @ts-expect-error: merge dtypes are lower case

@@ -430,6 +430,12 @@ async function onInspect() {
 
 const mergeBase = (base, opener) => ({ open: opener.open, index: base.index, config: base.config });
 const dtypeOption = () => $('#merge-dtype').value || undefined;
+// `--quantize` / `--scheme`, from the "quantize for deployment" choice (docs/merge.md, Quantize).
+const quantizeOptions = () => {
+  const v = $('#merge-quantize').value;
+  if (!v) return {};
+  return v === 'fp8-block' ? { quantize: 'fp8', scheme: 'block' } : { quantize: v };
+};
 
 async function onPlan() {
   const { base, adapter } = state;
@@ -437,15 +443,16 @@ async function onPlan() {
   dropPlan('Planning…');
   const generation = state.generation;
   const dtype = dtypeOption();
+  const quantize = $('#merge-quantize').value;
   const ok = await step('Planning', '#plan-error', async () => {
     const opener = base.opener();
     let plan;
     try {
-      plan = await planMerge({ base: mergeBase(base, opener), adapter: adapter.input, dtype });
+      plan = await planMerge({ base: mergeBase(base, opener), adapter: adapter.input, dtype, ...quantizeOptions() });
     } finally {
       await opener.close();
     }
-    if (generation !== state.generation || dtype !== dtypeOption()) throw new UserError('The inputs changed while planning: plan again.');
+    if (generation !== state.generation || dtype !== dtypeOption() || quantize !== $('#merge-quantize').value) throw new UserError('The inputs changed while planning: plan again.');
     state.plan = plan;
     fillSummary($('#plan-summary'), [
       ['naming table', plan.arch ?? '—'],
@@ -453,6 +460,12 @@ async function onPlan() {
       ['base tensors changed', exact(plan.tensorsMerged)],
       ['output', plan.outputs.map((o) => `${o.path} (${bytes(o.size)})`).join(', ')],
       ['base bytes to read', bytes(plan.sourceBytes)],
+      ...(plan.quantization
+        ? [['quantized', `${exact(plan.quantization.quantized.length)} weights (${plan.quantization.format}); ` +
+            `${exact(plan.quantization.kept.length)} Linear weights kept` +
+            (plan.quantization.kept.length ? `: ${plan.quantization.kept.slice(0, 3).map((k) => `${k.tensor} (${k.reason})`).join(', ')}` +
+              (plan.quantization.kept.length > 3 ? ', …' : '') : '')]]
+        : []),
     ]);
     $('#plan-matched').textContent = `(${exact(plan.modulesMatched)})`;
     $('#plan-table').tBodies[0].replaceChildren(
@@ -564,6 +577,7 @@ async function onMerge() {
         base: mergeBase(base, opener),
         adapter: adapter.input,
         dtype: dtypeOption(),
+        ...quantizeOptions(),
         signal: controller.signal,
         onProgress: (p) => {
           last = p;
@@ -650,6 +664,9 @@ function wire() {
   // The plan depends on the output dtype (sizes, conversions): a new one needs a new plan.
   $('#merge-dtype').addEventListener('change', () => {
     if (state.plan) dropPlan('The output dtype changed: plan again (step 4) to merge.');
+  });
+  $('#merge-quantize').addEventListener('change', () => {
+    if (state.plan) dropPlan('The quantization changed: plan again (step 4) to merge.');
   });
 }
 

@@ -812,6 +812,16 @@ export interface MergeOptions {
   safe?: boolean;
   /** Subtract the adapter's delta from an already merged model instead of adding it (`unmerge`). */
   unmerge?: boolean;
+  /** Write the merged Linear weights quantized for deployment (`--quantize`, docs/merge.md "Quantize"): 'fp8'
+   * (compressed-tensors float-quantized, per-channel, dynamic FP8 activations), 'int8' / 'int4' (compressed-tensors
+   * pack-quantized, weight-only). Rounded once from the merge in the model dtype, as compressed-tensors computes
+   * it; config.json gets the quantization_config. Needs the base's config.json. */
+  quantize?: 'fp8' | 'int8' | 'int4' | null;
+  /** `--scheme`: 'per-channel' (fp8's default), 'per-group' (int's default) or 'block' (fp8 only: transformers'
+   * fine-grained FP8, 128 x 128 blocks). */
+  scheme?: 'per-channel' | 'per-group' | 'block' | null;
+  /** `--group-size`: columns per scale with 'per-group' (default 128). */
+  groupSize?: number | null;
   /** The naming table: a name (llama, gpt2, …), a `model_type` or an `architectures` value (`--arch`).
    * Default: from the base config, else detected from the module paths. */
   arch?: string;
@@ -923,6 +933,19 @@ export interface MergePlanSummary {
   /** Sum of the output shards' sizes. */
   bytesOut: number;
   notes: string[];
+  /** With `quantize` (`--quantize`): the layout, the weights written quantized, the Linear weights kept (with the
+   * reason), the config's ignore list; `errors` (per quantized weight: max |Δ|, RMS, ‖Δ‖/‖W‖ of the dequantized
+   * weight) is filled after a merge, empty in a plan. */
+  quantization?: {
+    method: 'fp8' | 'int8' | 'int4';
+    scheme: 'per-channel' | 'per-group' | 'block';
+    format: 'float-quantized' | 'pack-quantized' | 'fp8';
+    groupSize: number | null;
+    quantized: string[];
+    kept: { tensor: string; reason: string }[];
+    ignore: string[];
+    errors: { tensor: string; maxAbs: number; rms: number; relative: number }[];
+  };
   tensors: PlannedMergeTensor[];
   /** Every file {@link mergeShards} would yield, in order, with its size. */
   outputs: { path: string; size: number }[];

@@ -41,6 +41,10 @@ function optionsJson(options) {
     unmerge: !!options.unmerge,
     arch: options.arch ?? null,
     namingTables: namingTablesOption(options.namingTables),
+    // `--quantize` (checked by the core, as the CLI's words: merge/quantize_plan.h)
+    quantize: options.quantize ?? null,
+    scheme: options.scheme ?? null,
+    groupSize: options.groupSize ?? null,
   });
 }
 

@@ -32,6 +32,8 @@ export async function runInspect(line) {
 }
 
 export async function runConvert(line) {
+  // convert --quantize writes a model folder, as merge does with no adapter (as the native CLI's main.cc).
+  if (option(line, 'quantize')) return (await import('./merge-command.js')).runMerge(line);
   const json = flag(line, 'json');
   const dtype = option(line, 'dtype');
   const order = option(line, 'order') ?? 'reference';

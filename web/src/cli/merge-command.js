@@ -105,14 +105,19 @@ async function openRemoteBase(session, path, inputs) {
 
 export async function runMerge(line) {
   const command = line.command;
+  // `convert IN OUT --quantize ...`: the same pass over a model with no adapter (src/cli/merge_command.cc).
+  const convert = command === 'convert';
   const o = {
-    base: option(line, 'base'),
+    base: convert ? line.positional[0] : option(line, 'base'),
     adapter: option(line, 'adapter'),
-    out: option(line, 'out'),
+    out: convert ? line.positional[1] : option(line, 'out'),
     baseConfig: option(line, 'base-config'),
     arch: option(line, 'arch'),
     dtype: option(line, 'dtype'),
     safe: flag(line, 'safe'),
+    quantize: option(line, 'quantize'),
+    scheme: option(line, 'scheme'),
+    groupSize: option(line, 'group-size'),
     unmerge: command === 'unmerge',
     json: flag(line, 'json'),
     dryRun: flag(line, 'dry-run'),
@@ -139,16 +144,20 @@ export async function runMerge(line) {
     const base = await openMergeBase(session, o.base, o.baseConfig, inputs).catch(async (e) => {
       throw await explainInput(e, o.base, 'base');
     });
-    try {
-      adapterFiles = await loadAdapterDir(o.adapter, null);
-      await session.loadAdapter({ ...adapterFiles, baseConfig: base.config });
-    } catch (error) {
-      throw await explainInput(error, o.adapter, 'adapter');
+    if (convert) {
+      session.check(session.handle.handle.setNoAdapter(base.config ?? null));
+    } else {
+      try {
+        adapterFiles = await loadAdapterDir(o.adapter, null);
+        await session.loadAdapter({ ...adapterFiles, baseConfig: base.config });
+      } catch (error) {
+        throw await explainInput(error, o.adapter, 'adapter');
+      }
     }
     const plan = session.plan();
     // The policy: no link out of an input directory, no silent loss, no output over an input or into a
     // non-empty directory.
-    const facts = [...(await baseFacts(base, o.baseConfig)), ...(await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath))];
+    const facts = [...(await baseFacts(base, o.baseConfig)), ...(convert ? [] : await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath))];
     const texts = [];
     if (base.index) texts.push(['model.safetensors.index.json', session.outputIndex()]);
     const config = session.configJson();
