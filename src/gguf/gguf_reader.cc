@@ -21,6 +21,8 @@ constexpr GgmlTypeTraits kTypes[kGgmlTypeCount] = {
     {"NVFP4", 64, 36},   {"Q1_0", 128, 18},     {"Q2_0", 64, 18},
 };
 
+}  // namespace
+
 std::string Quote(std::string_view s) {
   // Names in messages: printable ASCII kept, other bytes as \xNN, so a hostile name cannot garble a terminal.
   std::string out = "`";
@@ -37,6 +39,8 @@ std::string Quote(std::string_view s) {
   if (s.size() > 200) out += "...";
   return out + "`";
 }
+
+namespace {
 
 // A cursor over the prefix. A read past the prefix records how many bytes the parse needs (`need`), or an
 // error when the file (or kMaxHeaderBytes) ends first.
@@ -332,11 +336,15 @@ Result<GgufParse> ParseGgufHeader(std::span<const uint8_t> prefix, std::optional
   // Every key takes at least 13 bytes and every tensor info at least 25: counts the bytes cannot hold are refused
   // before any loop or allocation.
   auto too_many = [&](uint64_t n, uint64_t min_bytes, const char* what, uint64_t at) -> std::optional<Error> {
-    if (n > static_cast<uint64_t>(INT64_MAX) || n > kMaxHeaderBytes / min_bytes ||
-        (file_size && n > *file_size / min_bytes))
+    if (n > static_cast<uint64_t>(INT64_MAX) || n > kMaxHeaderBytes / min_bytes)
       return Bad(ErrorCode::HeaderTooLarge,
-                 std::string("the header declares ") + std::to_string(n) + " " + what + ", more than " +
-                     (file_size ? "the file" : "the header limit") + " can hold",
+                 std::string("the header declares ") + std::to_string(n) + " " + what + ", more than the " +
+                     std::to_string(kMaxHeaderBytes) + "-byte limit on a header can hold",
+                 at);
+    if (file_size && n > *file_size / min_bytes)
+      return Bad(ErrorCode::MetadataIncompleteBuffer,
+                 "the file ends at byte " + std::to_string(*file_size) + ", before the " + std::to_string(n) + " " +
+                     what + " the header declares (each takes at least " + std::to_string(min_bytes) + " bytes)",
                  at);
     return std::nullopt;
   };
@@ -371,6 +379,7 @@ Result<GgufParse> ParseGgufHeader(std::span<const uint8_t> prefix, std::optional
                  t.info_offset, t.name);
     file.tensors.push_back(std::move(t));
   }
+  file.infos_end = c.pos();
   file.data_start = n_tensors > 0 ? Pad(c.pos(), file.alignment) : c.pos();
   if (file_size && file.data_start > *file_size)
     return Bad(ErrorCode::MetadataIncompleteBuffer,

@@ -62,6 +62,7 @@ struct GgufFile {
   std::vector<GgufKey> keys;
   std::vector<GgufTensorInfo> tensors;
   uint32_t alignment = kDefaultAlignment;
+  uint64_t infos_end = 0;   // where the tensor infos end (the padding before the data section starts)
   uint64_t data_start = 0;  // absolute offset of the data section (the header's size, padded)
   uint64_t data_size = 0;   // the tensors' padded sizes summed
   const GgufKey* Find(std::string_view key) const;
@@ -85,6 +86,9 @@ struct GgufParse {
   std::optional<GgufFile> file;  // set when `prefix` held the whole header
   uint64_t need = 0;             // otherwise: call again with at least this many bytes of the file's start
 };
+
+// `s` for a message: in backquotes, printable ASCII kept, other bytes as \xNN, cut after 200 bytes.
+std::string Quote(std::string_view s);
 
 // True when `prefix` starts with the GGUF magic.
 bool LooksLikeGguf(std::span<const uint8_t> prefix);
