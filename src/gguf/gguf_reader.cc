@@ -1,6 +1,8 @@
 #include "gguf/gguf_reader.h"
 
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_set>
 
@@ -262,6 +264,21 @@ std::optional<double> GgufKey::Number() const {
   }
 }
 
+namespace {
+
+// The shortest "%.Ng" text that reads back as `v` (Emscripten 3.1.6's libc++ has no floating-point to_chars).
+template <typename F>
+std::string ShortestText(F v) {
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(v));
+    if (static_cast<F>(std::strtod(buf, nullptr)) == v || v != v) break;
+  }
+  return buf;
+}
+
+}  // namespace
+
 std::string GgufKey::Render() const {
   if (type == ValueType::kString) return text;
   if (type == ValueType::kArray)
@@ -271,8 +288,14 @@ std::string GgufKey::Render() const {
   std::to_chars_result r{};
   auto as = [&](auto v) {
     std::memcpy(&v, raw.data(), sizeof(v));
-    r = std::to_chars(buf, buf + sizeof buf, v);  // shortest exact form for float and double
+    r = std::to_chars(buf, buf + sizeof buf, v);
   };
+  if (type == ValueType::kFloat32 || type == ValueType::kFloat64) {  // the shortest exact form
+    float f;
+    double d;
+    if (type == ValueType::kFloat32) return std::memcpy(&f, raw.data(), 4), ShortestText(f);
+    return std::memcpy(&d, raw.data(), 8), ShortestText(d);
+  }
   switch (type) {
     case ValueType::kUint8: as(uint8_t{}); break;
     case ValueType::kInt8: as(int8_t{}); break;
@@ -280,10 +303,8 @@ std::string GgufKey::Render() const {
     case ValueType::kInt16: as(int16_t{}); break;
     case ValueType::kUint32: as(uint32_t{}); break;
     case ValueType::kInt32: as(int32_t{}); break;
-    case ValueType::kFloat32: as(float{}); break;
     case ValueType::kUint64: as(uint64_t{}); break;
     case ValueType::kInt64: as(int64_t{}); break;
-    case ValueType::kFloat64: as(double{}); break;
     default: return "";
   }
   return std::string(buf, r.ptr);
