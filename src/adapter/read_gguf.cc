@@ -84,6 +84,17 @@ Result<ReadResult> ReadGguf(ReadState& state, const gguf::GgufFile& gguf) {
     common = common.value_or(*type);
   }
   const bool decode = mixed || (common && !SameBytesDtype(*common));
+  if (decode) {
+    std::string types;
+    for (auto type : {gguf::TensorType::kF32, gguf::TensorType::kF16, gguf::TensorType::kBF16, gguf::TensorType::kQ8_0})
+      for (const auto& t : gguf.tensors)
+        if (IsLoraName(t.name) && t.type == static_cast<uint32_t>(type)) {
+          types += (types.empty() ? "" : ", ") + std::string(gguf::TensorTypeName(type));
+          break;
+        }
+    state.result.adapter.notes.push_back("the LoRA tensors are stored as " + types +
+                                         " (ggml types): read as F32, exactly (Q8_0 as q * fp16(d))");
+  }
 
   LlamaCppFile file;
   file.what = "GGUF key ";

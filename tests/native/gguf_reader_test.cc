@@ -3,6 +3,8 @@
 // restore the PEFT adapter exactly, files without our keys read with the naming table and alpha.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "adapter/gguf_emitter.h"
