@@ -112,6 +112,9 @@ class Cursor {
   std::optional<Error> error_;
 };
 
+constexpr uint64_t kMaxKeys = 1 << 16;
+constexpr uint64_t kMaxTensors = 1 << 18;
+
 Error Bad(ErrorCode code, std::string message, uint64_t offset, std::optional<std::string> tensor = std::nullopt) {
   return MakeError(code, "GGUF: " + message, std::move(tensor), offset);
 }
@@ -356,11 +359,14 @@ Result<GgufParse> ParseGgufHeader(std::span<const uint8_t> prefix, std::optional
   if (!c.Read(n_tensors, "the tensor count") || !c.Read(n_kv, "the key count")) return outcome();
   // Every key takes at least 13 bytes and every tensor info at least 25: counts the bytes cannot hold are refused
   // before any loop or allocation.
-  auto too_many = [&](uint64_t n, uint64_t min_bytes, const char* what, uint64_t at) -> std::optional<Error> {
-    if (n > static_cast<uint64_t>(INT64_MAX) || n > kMaxHeaderBytes / min_bytes)
+  // The records kept per key and per tensor are several times their smallest encoding, so the counts are capped
+  // too (far above any adapter or model: tens of keys, thousands of tensors), which bounds the memory to a few
+  // tens of megabytes whatever the header says.
+  auto too_many = [&](uint64_t n, uint64_t min_bytes, uint64_t cap, const char* what, uint64_t at) -> std::optional<Error> {
+    if (n > cap)
       return Bad(ErrorCode::HeaderTooLarge,
-                 std::string("the header declares ") + std::to_string(n) + " " + what + ", more than the " +
-                     std::to_string(kMaxHeaderBytes) + "-byte limit on a header can hold",
+                 std::string("the header declares ") + std::to_string(n) + " " + what + "; peft-bridge reads at most " +
+                     std::to_string(cap),
                  at);
     if (file_size && n > *file_size / min_bytes)
       return Bad(ErrorCode::MetadataIncompleteBuffer,
@@ -369,8 +375,8 @@ Result<GgufParse> ParseGgufHeader(std::span<const uint8_t> prefix, std::optional
                  at);
     return std::nullopt;
   };
-  if (auto e = too_many(n_tensors, 25, "tensors", 8)) return *e;
-  if (auto e = too_many(n_kv, 13, "keys", 16)) return *e;
+  if (auto e = too_many(n_tensors, 25, kMaxTensors, "tensors", 8)) return *e;
+  if (auto e = too_many(n_kv, 13, kMaxKeys, "keys", 16)) return *e;
 
   std::unordered_set<std::string> seen;
   for (uint64_t i = 0; i < n_kv; ++i) {

@@ -206,6 +206,12 @@ TEST(GgufReader, RefusesWhatGgmlRefusesNamingKeyTensorAndOffset) {
                    "declares 1152921504606846976 tensors", 8});
   cases.push_back({"key count", with([](Builder& b) { b.Head(0, uint64_t(-1)); }), ErrorCode::HeaderTooLarge,
                    "declares 18446744073709551615 keys", 16});
+  cases.push_back({"keys over the cap", with([](Builder& b) { b.Head(0, 65537).Zeros(65537 * 13); }), ErrorCode::HeaderTooLarge,
+                   "declares 65537 keys; peft-bridge reads at most 65536", 16});
+  cases.push_back({"tensors over the cap", with([](Builder& b) { b.Head(262145, 0).Zeros(262145 * 25); }), ErrorCode::HeaderTooLarge,
+                   "declares 262145 tensors; peft-bridge reads at most 262144", 8});
+  cases.push_back({"tensors the file cannot hold", with([](Builder& b) { b.Head(1000, 0).Zeros(100); }),
+                   ErrorCode::MetadataIncompleteBuffer, "the file ends at byte 124, before the 1000 tensors the header declares", 8});
   cases.push_back({"string length", with([](Builder& b) { b.Head(0, 1).Put<uint64_t>(1ull << 62); }),
                    ErrorCode::HeaderTooLarge, "key 0 at byte 32 claims 4611686018427387904 bytes", 32});
   cases.push_back({"array count", with([](Builder& b) { b.Head(0, 1).Str("k").Put<uint32_t>(9).Put<uint32_t>(6).Put<uint64_t>(1ull << 61); }),
