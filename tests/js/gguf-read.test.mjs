@@ -225,3 +225,15 @@ test('merge --adapter X.gguf: both CLIs write what merging the PEFT adapter writ
     if (outtype === 'f32') assert.ok(outs.native.equals(readFileSync(join(reference, 'model.safetensors'))), 'f32: differs from the PEFT adapter merge');
   }
 });
+
+test('combine takes .gguf adapters: both CLIs write what combining the PEFT adapters writes (f32)', { skip }, () => {
+  const peft = join(CORPUS, 'arch_llama', 'adapter');
+  const reference = join(work, 'combine-peft');
+  assert.equal(run('native', ['combine', peft, peft, '--weights', '1,0.5', '-o', reference, '-q']).status, 0);
+  for (const cli of ['native', 'npm']) {
+    const out = join(work, `combine-gguf-${cli}`);
+    const r = run(cli, ['combine', ggufOf('arch_llama', 'f32'), peft, '--weights', '1,0.5', '-o', out, '-q']);
+    assert.equal(r.status, 0, `${cli}: ${r.stderr}`);
+    for (const f of listing(reference)) assert.ok(readFileSync(join(out, f)).equals(readFileSync(join(reference, f))), `${cli}: ${f} differs`);
+  }
+});
