@@ -451,6 +451,23 @@ TEST(GgufAdapterRead, AlphaZeroMeansScaleOneAsLlamaCpp) {
   EXPECT_EQ(r.adapter.config.document["use_rslora"], false);
 }
 
+TEST(GgufAdapterRead, PeftAlphaZeroIsFoldedSoLlamaCppAndTheReadBackApplyNothing) {
+  // PEFT's lora_alpha 0 scales by 0; llama.cpp's alpha 0 means scale 1: the writer folds the 0 into B.
+  GeneratedAdapter g = Llama(R"("r": 4, "lora_alpha": 0, "target_modules": ["q_proj", "k_proj", "v_proj"])");
+  ReadResult original = Read(g.source());
+  GgufFileBytes file = WriteGgufFile(original.adapter, gguf::TensorType::kF32, g.base_config);
+  auto parsed = gguf::ParseGgufHeader(file.bytes, file.bytes.size());
+  ASSERT_TRUE(parsed.ok() && parsed->file);
+  EXPECT_EQ(parsed->file->Find("adapter.lora.alpha")->Number(), 0.0);
+  ReadResult r = ReadGgufBothWays(file.bytes);
+  ASSERT_EQ(r.adapter.modules.size(), original.adapter.modules.size());
+  for (const auto& m : r.adapter.modules) {
+    EXPECT_EQ(m.settings.scaling, 1.0) << m.path;
+    const auto* b = reinterpret_cast<const float*>(m.b.bytes.data());
+    EXPECT_TRUE(std::all_of(b, b + m.b.element_count(), [](float v) { return v == 0; })) << m.path;
+  }
+}
+
 Bytes Replace(const GgufFileBytes& ours, const std::string& key, gguf::KeyValue value) {
   GgufOutput o = *ours.output.gguf;
   for (auto& k : o.keys)
