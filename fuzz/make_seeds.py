@@ -229,6 +229,70 @@ def reader_seeds():
     yield "huge_deep_config", parts(b"\x01\x00\x00", peft, b'{"peft_type":"LORA","x":' + rep(100000, "[") + rep(100000, "]") + b"}")
 
 
+def gguf(keys, tensors, alignment=32, version=3):
+    """A GGUF file as gguf-py writes it. keys: list of (key, type id, value) with type 8 = string, 6 = float32,
+    4 = uint32, ("arr", 4, [..]) arrays of uint32; tensors: list of (name, torch shape, ggml type, bytes)."""
+    def s(t):
+        b = t.encode()
+        return struct.pack("<Q", len(b)) + b
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(keys))
+    for k, t, v in keys:
+        out += s(k)
+        if t == 8:
+            out += struct.pack("<I", 8) + s(v)
+        elif t == 6:
+            out += struct.pack("<If", 6, v)
+        elif t == 4:
+            out += struct.pack("<II", 4, v)
+        elif t == "arr":
+            out += struct.pack("<IIQ", 9, 4, len(v)) + b"".join(struct.pack("<I", x) for x in v)
+    offset, blobs = 0, b""
+    for name, shape, gtype, data in tensors:
+        out += s(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in reversed(shape))
+        out += struct.pack("<IQ", gtype, offset)
+        pad = (-len(data)) % alignment
+        blobs += data + b"\0" * pad
+        offset += len(data) + pad
+    out += b"\0" * ((-len(out)) % alignment)
+    return out + blobs
+
+
+def f32s(n, scale=0.125):
+    return b"".join(struct.pack("<f", scale * ((i % 7) - 3)) for i in range(n))
+
+
+def q8_0(n):
+    """n (a multiple of 32) values as Q8_0 blocks: d = 1/64 (fp16 0x2400), q = i % 9 - 4."""
+    return b"".join(b"\x00\x24" + bytes(((i % 9) - 4) & 0xFF for i in range(32)) for _ in range(n // 32))
+
+
+def gguf_seeds():
+    """fuzz_gguf inputs: byte 0 options (bit 0 size known, bits 1-7 first read 1 << (n % 17)), byte 1 (odd: the
+    LLaMA base config), then the .gguf file."""
+    keys = [("general.architecture", 8, "llama"), ("general.type", 8, "adapter"), ("adapter.type", 8, "lora"),
+            ("adapter.lora.alpha", 6, 8.0), ("general.quantization_version", 4, 2)]
+    ours = keys + [("peft_bridge.arch", 8, "llama"),
+                   ("peft_bridge.module_paths", 8, '["model.layers.0.self_attn.q_proj","model.layers.0.self_attn.v_proj"]'),
+                   ("peft_config", 8, json.dumps(dict(PEFT_CONFIG, lora_alpha=8), sort_keys=True)),
+                   ("llama.attention.head_count", 4, 4), ("llama.attention.head_count_kv", 4, 2)]
+    f32 = [("blk.0.attn_q.weight.lora_a", [4, 32], 0, f32s(128)), ("blk.0.attn_q.weight.lora_b", [32, 4], 0, f32s(128)),
+           ("blk.0.attn_v.weight.lora_a", [4, 32], 0, f32s(128)), ("blk.0.attn_v.weight.lora_b", [16, 4], 0, f32s(64))]
+    yield "ours_f32", b"\x01\x00" + gguf(ours, f32)
+    yield "ours_f32_pushed", b"\x08\x00" + gguf(ours, f32)
+    yield "converter_f32_base", b"\x03\x01" + gguf(keys, f32)
+    yield "converter_no_heads", b"\x01\x00" + gguf(keys, f32)
+    f16 = [(n, sh, 1, b"\x00\x30" * (len(d) // 4)) for n, sh, _, d in f32]
+    yield "ours_f16", b"\x01\x00" + gguf(ours, f16)
+    q8 = [("blk.0.attn_q.weight.lora_a", [32, 64], 8, q8_0(32 * 64)), ("blk.0.attn_q.weight.lora_b", [32, 32], 8, q8_0(32 * 32)),
+          ("token_embd.weight.lora_a", [64, 32], 8, q8_0(64 * 32)), ("token_embd.weight.lora_b", [32, 32], 1, b"\x00\x30" * 1024)]
+    yield "q8_0_mixed", b"\x05\x01" + gguf(keys + [("adapter.alora.invocation_tokens", "arr", [1, 2, 3])], q8)
+    yield "alignment_64_v2", b"\x01\x01" + gguf(keys + [("general.alignment", 4, 64)], f32, alignment=64, version=2)
+    yield "alpha_zero", b"\x01\x01" + gguf([k if k[0] != "adapter.lora.alpha" else (k[0], 6, 0.0) for k in keys], f32)
+    yield "model_not_adapter", b"\x01\x00" + gguf([("general.architecture", 8, "llama"), ("general.type", 8, "model")], f32[:1])
+    yield "bad_offset", b"\x01\x00" + gguf(keys, f32)[:-1]
+    yield "hostile_counts", b"\x01\x00" + b"GGUF" + struct.pack("<IQQ", 3, 1 << 60, 1 << 62)
+
+
 def reader_file_seeds():
     yield "empty", b"\x2a\x00\x00\x00" + safetensors([])
     yield "metadata", b"\x01\x00\x00\x00" + safetensors([], {"format": "pt", "k": "v\u00e9\n"})
@@ -283,7 +347,7 @@ def repo():
     for target, gen in [("fuzz_adapter_config", config_seeds), ("fuzz_regex", regex_seeds),
                         ("fuzz_naming_tables", naming_seeds), ("fuzz_model_index", index_seeds),
                         ("fuzz_merge_plan", merge_seeds), ("fuzz_adapter_readers", reader_seeds),
-                        ("fuzz_reader", reader_file_seeds)]:
+                        ("fuzz_reader", reader_file_seeds), ("fuzz_gguf", gguf_seeds)]:
         for name, data in gen():
             write(out, target, name, data)
 

@@ -72,11 +72,12 @@ class CombineJob : public MergeIo {
     auto input = std::make_unique<Input>();
     input->label = label;
     input->header = std::move(adapter_header_);
+    input->gguf = std::move(adapter_gguf_);
     input->config = OptionalText(config);
     input->base_config = OptionalText(base_config);
     input->inline_bytes.assign(bytes->begin(), bytes->end());
     adapter::AdapterSource source{weights_name, {}, input->config, input->base_config, input->header.get(),
-                                  input->inline_bytes};
+                                  input->inline_bytes, input->gguf.get()};
     auto read = adapter::ReadAdapter(source, read_options_);
     if (!read.ok()) return FailNamed(label, read.error());
     input->read = std::move(read.value());
@@ -142,6 +143,7 @@ class CombineJob : public MergeIo {
   struct Input {
     std::string label;
     std::unique_ptr<Header> header;
+    std::unique_ptr<gguf::GgufFile> gguf;
     std::optional<std::string> config, base_config;
     std::vector<uint8_t> inline_bytes;
     adapter::ReadResult read;

@@ -113,7 +113,8 @@ class MergeHandle : public MergeIo {
     if (!bytes) return false;
     if (!adapter_header_) return Fail(MakeError(ErrorCode::InvalidArgument, "the adapter's header was not given"));
     base_config_ = OptionalText(base_config);
-    adapter::AdapterSource source{weights_name, {}, OptionalText(config), base_config_, adapter_header_.get(), *bytes};
+    adapter::AdapterSource source{weights_name, {}, OptionalText(config), base_config_, adapter_header_.get(), *bytes,
+                                  adapter_gguf_.get()};
     auto read = adapter::ReadAdapter(source, {std::nullopt, options_.arch, false, tables_.get()});
     if (!read.ok()) return Fail(read.error());
     read_ = std::make_unique<adapter::ReadResult>(std::move(read.value()));
@@ -479,7 +480,8 @@ class AdapterJob : public MergeIo {
     config_ = OptionalText(config);
     base_config_ = OptionalText(base_config);
     inline_.assign(bytes->begin(), bytes->end());
-    return adapter::AdapterSource{weights_name, {}, config_, base_config_, adapter_header_.get(), inline_};
+    return adapter::AdapterSource{weights_name, {}, config_, base_config_, adapter_header_.get(), inline_,
+                                  adapter_gguf_.get()};
   }
 
   adapter::ReadOptions read_options_;
@@ -539,7 +541,9 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
   // Methods are registered on the class that declares them (Embind deduces the class from the member pointer).
   class_<MergeIo, base<Handle>>("MergeIo")
       .function("headerLength", &MergeIo::header_length)
+      .function("adapterHeaderLength", &MergeIo::adapter_header_length)
       .function("setAdapterHeader", &MergeIo::set_adapter_header)
+      .function("adapterHeaderNeed", &MergeIo::adapter_header_need)
       .function("adapterInlineRanges", &MergeIo::adapter_inline_ranges);
   class_<MergeHandle, base<MergeIo>>("MergeHandle")
       .function("ok", &MergeHandle::ok)

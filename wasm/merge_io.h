@@ -6,6 +6,7 @@
 
 #include <emscripten/val.h>
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "adapter/adapter_io.h"
 #include "adapter/tensor_fetch.h"
 #include "core/header.h"
+#include "gguf/gguf_reader.h"
 #include "handle.h"
 
 namespace pb::wasm {
@@ -42,16 +44,49 @@ class MergeIo : public Handle {
     if (!len.ok()) return FailNamed(name, len.error()), -1;
     return double(len.value());
   }
+  // The adapter's: as header_length, except that a .gguf adapter (by its magic) gives the count of bytes after the
+  // first 8 to read first (gguf::kFirstReadBytes, or the file's size); then set_adapter_header may ask for more
+  // (adapter_header_need()).
+  double adapter_header_length(size_t n, const std::string& name, double file_size) {
+    auto bytes = Begin(n);
+    if (!bytes) return -1;
+    if (gguf::LooksLikeGguf(*bytes)) {
+      const uint64_t first = KnownSize(file_size) ? std::min<uint64_t>(uint64_t(file_size), gguf::kFirstReadBytes)
+                                                  : gguf::kFirstReadBytes;
+      if (first < 8) {  // too short for a header: the parse says why
+        auto parse = gguf::ParseGgufHeader(*bytes, KnownSize(file_size));
+        if (!parse.ok()) return FailNamed(name, parse.error()), -1;
+      }
+      return double(std::max<uint64_t>(first, 8) - 8);
+    }
+    return header_length(n, name, file_size);
+  }
+  // The adapter's header from the file's first n bytes. A .gguf adapter whose header goes on past them returns
+  // false with no error and adapter_header_need() > 0: read that many bytes from the start and call again.
   bool set_adapter_header(size_t n, const std::string& weights_name, double file_size) {
     auto bytes = Begin(n);
     if (!bytes) return false;
+    adapter_need_ = 0;
+    adapter_gguf_.reset();
+    if (gguf::LooksLikeGguf(*bytes)) {
+      auto parse = gguf::ParseGgufHeader(*bytes, KnownSize(file_size));
+      if (!parse.ok()) return FailNamed(weights_name, parse.error());
+      if (!parse->file) {
+        adapter_need_ = parse->need;
+        return false;
+      }
+      adapter_gguf_ = std::make_unique<gguf::GgufFile>(std::move(*parse->file));
+      adapter_header_ = std::make_unique<Header>();  // unused: the reader takes adapter_gguf_
+      return true;
+    }
     auto header = HeaderFrom(*bytes, KnownSize(file_size));
     if (!header.ok()) return FailNamed(weights_name, header.error());
     adapter_header_ = std::make_unique<Header>(std::move(header.value()));
     return true;
   }
+  double adapter_header_need() const { return double(adapter_need_); }
   std::string adapter_inline_ranges() const {
-    return adapter_header_ ? RangesJson(adapter::InlineTensorRanges(*adapter_header_)) : "[]";
+    return adapter_header_ && !adapter_gguf_ ? RangesJson(adapter::InlineTensorRanges(*adapter_header_)) : "[]";
   }
 
  protected:
@@ -62,6 +97,8 @@ class MergeIo : public Handle {
   }
 
   std::unique_ptr<Header> adapter_header_;  // the adapter's header, until the adapter is read from it
+  std::unique_ptr<gguf::GgufFile> adapter_gguf_;  // a .gguf adapter's header (adapter_header_ then empty)
+  uint64_t adapter_need_ = 0;
 };
 
 inline std::optional<std::string> OptionalText(const emscripten::val& v) {

@@ -17,6 +17,7 @@
 #include "adapter/format_table.h"
 #include "adapter/naming_tables.h"
 #include "core/writer.h"
+#include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
 
 namespace pb::adapter {
@@ -31,6 +32,9 @@ struct AdapterSource {
   // the bytes of InlineTensorRanges(*header), concatenated in that order.
   const Header* header = nullptr;
   std::span<const uint8_t> inline_bytes;
+  // A .gguf adapter read header-only: its parsed header (gguf/gguf_reader.h); `header` and `inline_bytes` are
+  // then unused (its tensors are fetched by range). A whole .gguf file in `weights` is recognised by its magic.
+  const gguf::GgufFile* gguf = nullptr;
 };
 
 struct ReadOptions {

@@ -1,6 +1,7 @@
 // Shared plumbing of the per-format readers and writers (read_*.cc, write_*.cc). Not a public header.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "adapter/adapter_io.h"
 #include "core/json.h"
+#include "gguf/gguf_reader.h"
 
 namespace pb::adapter::internal {
 
@@ -32,6 +34,18 @@ struct ReadState {
 };
 
 Result<ReadResult> ReadPeft(ReadState& state);
+// llama.cpp's layout from any container: its keys as text, its tensors by index (a load that fails rejects the
+// tensor with the error's message). ReadGgufNames gives a safetensors file's, read_gguf.cc a .gguf file's.
+struct LlamaCppFile {
+  std::string what;  // "safetensors metadata " / "GGUF key ": prefixes a key's name in messages
+  std::function<std::optional<std::string>(std::string_view)> value;
+  size_t tensor_count = 0;
+  std::function<std::string(size_t)> name;
+  std::function<Result<Tensor>(size_t)> load;
+};
+Result<ReadResult> ReadLlamaCppLayout(ReadState& state, const LlamaCppFile& file);
+// A .gguf adapter (read_gguf.cc): its header (state.source.gguf, or parsed from the whole file's bytes).
+Result<ReadResult> ReadGguf(ReadState& state, const gguf::GgufFile& file);
 Result<ReadResult> ReadMlx(ReadState& state);
 Result<ReadResult> ReadKohya(ReadState& state);
 Result<ReadResult> ReadGgufNames(ReadState& state);

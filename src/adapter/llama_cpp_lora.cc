@@ -31,7 +31,8 @@ Result<LlamaCppLora> PlanLlamaCppLora(const Adapter& adapter, const WriteOptions
   std::set<double> alphas;
   for (const auto& m : adapter.modules)
     if (!m.experts) alphas.insert(m.settings.alpha);  // experts factors are refused below
-  const bool fold = adapter.config.use_rslora || alphas.size() > 1;
+  // llama.cpp reads alpha 0 as "no alpha / rank scaling" (scale 1), PEFT's lora_alpha 0 as scaling 0: fold then too.
+  const bool fold = adapter.config.use_rslora || alphas.size() > 1 || (alphas.size() == 1 && *alphas.begin() == 0);
   out.heads = ConfigInt(options.base_config, "num_attention_heads").value_or(0);
   out.kv_heads = ConfigInt(options.base_config, "num_key_value_heads").value_or(out.heads);
 
@@ -81,7 +82,7 @@ Result<LlamaCppLora> PlanLlamaCppLora(const Adapter& adapter, const WriteOptions
     out.module_paths.push_back(m.path);
   }
   if (!fold && !alphas.empty()) out.alpha = *alphas.begin();
-  if (fold) out.notes.push_back("per-module alpha or rsLoRA: PEFT's scaling is folded into lora_b and adapter.lora.alpha is 0");
+  if (fold) out.notes.push_back("per-module alpha, rsLoRA or lora_alpha 0: PEFT's scaling is folded into lora_b and adapter.lora.alpha is 0");
   return out;
 }
 

@@ -67,6 +67,33 @@ Result<ReadResult> ReadAs(AdapterFormat format, ReadState& state) {
   return MakeError(ErrorCode::InvalidArgument, "unknown format");
 }
 
+// A .gguf adapter: its header given (header-only), or parsed from the whole file's bytes.
+Result<ReadResult> ReadGgufAdapter(const AdapterSource& source, const ReadOptions& options) {
+  if (options.format && *options.format != AdapterFormat::kGguf && *options.format != AdapterFormat::kGgufNames)
+    return MakeError(ErrorCode::InvalidArgument, source.weights_name + " is a GGUF file; it cannot be read as " +
+                                                     std::string(FormatName(*options.format)));
+  std::optional<gguf::GgufFile> parsed;
+  if (!source.gguf) {
+    auto p = gguf::ParseGgufHeader(source.weights, source.weights.size());
+    if (!p.ok()) {
+      Error e = p.error();
+      e.message = source.weights_name + ": " + e.message;
+      return e;
+    }
+    parsed = std::move(p->file);  // set: the whole file bounds every read, so nothing more can be needed
+  }
+  const gguf::GgufFile& file = source.gguf ? *source.gguf : *parsed;
+  ReadState state{source, options, internal::TablesOf(options.tables), Header(), {}, {}, {}, {}, {}};
+  state.result.adapter.source_format = std::string(FormatName(AdapterFormat::kGguf));
+  RegexWorkLimit limit(kRegexStepsPerRead);
+  Result<ReadResult> read = internal::ReadGguf(state, file);
+  if (limit.exceeded())
+    return MakeError(ErrorCode::InvalidConfig, source.weights_name + ": matching the module patterns of its " +
+                                                   internal::kPeftConfigKey + " key takes more than " +
+                                                   std::to_string(limit.steps()) + " regex steps");
+  return read;
+}
+
 }  // namespace
 
 Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& options) {
@@ -76,6 +103,7 @@ Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& o
     PB_RETURN_IF_ERROR(ParseJson(*source.config, "adapter_config.json"));
   if (source.base_config)
     PB_RETURN_IF_ERROR(ParseJson(*source.base_config, "config.json"));
+  if (source.gguf || (!source.header && gguf::LooksLikeGguf(source.weights))) return ReadGgufAdapter(source, options);
   Result<Header> header = source.header ? Result<Header>(*source.header) : ParseWholeFile(source.weights);
   if (source.header) {
     uint64_t inline_total = 0;

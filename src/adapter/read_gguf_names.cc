@@ -1,6 +1,6 @@
-// llama.cpp's LoRA layout (convert_lora_to_gguf.py) in a safetensors file: <gguf tensor>.weight.lora_a = A,
-// .weight.lora_b = B (rows reordered where llama.cpp reorders the base weight), token_embd's A transposed.
-// Scaling: adapter.lora.alpha / rank, or folded into B when alpha is 0.
+// llama.cpp's LoRA layout (convert_lora_to_gguf.py), in a safetensors file (gguf-names) or a .gguf file
+// (read_gguf.cc): <gguf tensor>.weight.lora_a = A, .weight.lora_b = B (rows reordered where llama.cpp reorders the
+// base weight), token_embd's A transposed. Scaling: adapter.lora.alpha / rank, or folded into B when alpha is 0.
 #include <cstdlib>
 #include <map>
 
@@ -9,25 +9,15 @@
 
 namespace pb::adapter::internal {
 
-namespace {
-
-std::optional<std::string> MetadataValue(const Header& header, std::string_view key) {
-  for (const auto& [k, v] : header.metadata())
-    if (k == key) return v;
-  return std::nullopt;
-}
-
-}  // namespace
-
-Result<ReadResult> ReadGgufNames(ReadState& state) {
+Result<ReadResult> ReadLlamaCppLayout(ReadState& state, const LlamaCppFile& file) {
   auto arch = ChooseArch(state.tables, state.options.arch, state.source.base_config);
   if (!arch.ok()) return arch.error();
   const ArchTable* table_arch = arch.value();
   if (!table_arch) {
-    if (auto name = MetadataValue(state.header, kArchKey)) table_arch = state.tables.Find(*name);
+    if (auto name = file.value(kArchKey)) table_arch = state.tables.Find(*name);
   }
   if (!table_arch) {
-    if (auto gguf_arch = MetadataValue(state.header, "general.architecture")) {
+    if (auto gguf_arch = file.value("general.architecture")) {
       for (const auto& t : state.tables.arches())
         if (t.gguf_arch == *gguf_arch) {
           table_arch = &t;
@@ -43,16 +33,16 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
 
   // Prefer the dotted paths peft-bridge recorded; else the table's first body prefix (a *ForCausalLM model).
   std::map<std::string, std::string> recorded;  // gguf base name -> dotted path
-  if (auto paths = MetadataValue(state.header, kModulePathsKey)) {
-    PB_ASSIGN_OR_RETURN(auto list, ParseJson(*paths, std::string("safetensors metadata ") + kModulePathsKey));
+  if (auto paths = file.value(kModulePathsKey)) {
+    PB_ASSIGN_OR_RETURN(auto list, ParseJson(*paths, file.what + kModulePathsKey));
     if (list.is_array())
       for (const auto& p : list)
         if (p.is_string())
           if (auto m = state.tables.MatchHf(*table_arch, p.get<std::string>()); m && m->gguf)
             recorded[*m->gguf] = m->hf;
   }
-  auto heads = MetadataValue(state.header, table_arch->gguf_arch + ".attention.head_count");
-  auto kv_heads = MetadataValue(state.header, table_arch->gguf_arch + ".attention.head_count_kv");
+  auto heads = file.value(table_arch->gguf_arch + ".attention.head_count");
+  auto kv_heads = file.value(table_arch->gguf_arch + ".attention.head_count_kv");
   uint64_t n_head = heads ? std::strtoull(heads->c_str(), nullptr, 10)
                           : ConfigInt(state.source.base_config, "num_attention_heads").value_or(0);
   uint64_t n_kv = kv_heads ? std::strtoull(kv_heads->c_str(), nullptr, 10)
@@ -60,8 +50,8 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
 
   const FormatTable& table = BuiltinFormatTable(AdapterFormat::kGgufNames);
   const std::string prefix = table_arch->body_prefixes.empty() ? "" : table_arch->body_prefixes.front();
-  for (size_t i = 0; i < state.header.tensor_count(); ++i) {
-    const std::string name(state.header.tensor(i).name);
+  for (size_t i = 0; i < file.tensor_count; ++i) {
+    const std::string name = file.name(i);
     auto key = SplitFormatKey(table, name);
     if (!key) {
       state.Reject(name, "not a llama.cpp LoRA tensor (expected <tensor>.weight.lora_a or .weight.lora_b)");
@@ -76,7 +66,12 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
     }
     const bool embedding = match->tmpl->kind == ModuleKind::kEmbedding;
     const bool is_a = key->spelling->role == FormatRole::kLoraA || key->spelling->role == FormatRole::kEmbeddingA;
-    Tensor t = state.Load(i);
+    Result<Tensor> loaded = file.load(i);
+    if (!loaded.ok()) {
+      state.Reject(name, loaded.error().message);
+      continue;
+    }
+    Tensor t = std::move(loaded.value());
     std::string action = "copy";
     if (embedding && is_a) {
       PB_ASSIGN_OR_RETURN(auto tr, Transpose2D(t));
@@ -100,12 +95,38 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
     state.AddRole(name, match->hf, role, std::move(t), action);
   }
 
+  // llama.cpp pairs .lora_a with .lora_b ("LoRA tensor pair ... is missing one component"): a half whose other half
+  // is missing or was rejected is rejected too, saying so, rather than failing the whole read.
+  {
+    std::map<std::string, int> halves;  // module -> bit 1: A, bit 2: B
+    for (const auto& rt : state.role_tensors)
+      halves[rt.module] |= (rt.role == PeftRole::kLoraA || rt.role == PeftRole::kEmbeddingA) ? 1 : 2;
+    size_t kept = 0;
+    for (size_t i = 0; i < state.role_tensors.size(); ++i) {
+      if (halves[state.role_tensors[i].module] != 3) {
+        const bool is_a = state.role_tensors[i].role == PeftRole::kLoraA || state.role_tensors[i].role == PeftRole::kEmbeddingA;
+        state.Reject(state.role_sources[i], std::string("its pair's ") + (is_a ? ".lora_b" : ".lora_a") +
+                                                " tensor is missing or rejected (llama.cpp needs both halves)");
+        continue;
+      }
+      if (kept != i) {
+        state.role_tensors[kept] = std::move(state.role_tensors[i]);
+        state.role_sources[kept] = std::move(state.role_sources[i]);
+        state.role_actions[kept] = std::move(state.role_actions[i]);
+      }
+      ++kept;
+    }
+    state.role_tensors.resize(kept);
+    state.role_sources.resize(kept);
+    state.role_actions.resize(kept);
+  }
+
   double alpha = 0;
-  if (auto a = MetadataValue(state.header, "adapter.lora.alpha")) alpha = std::strtod(a->c_str(), nullptr);
+  if (auto a = file.value("adapter.lora.alpha")) alpha = std::strtod(a->c_str(), nullptr);
   Json doc;
   bool have_doc = false;
-  if (auto carried = MetadataValue(state.header, kPeftConfigKey)) {
-    PB_ASSIGN_OR_RETURN(auto parsed, ParseJson(*carried, std::string("safetensors metadata ") + kPeftConfigKey));
+  if (auto carried = file.value(kPeftConfigKey)) {
+    PB_ASSIGN_OR_RETURN(auto parsed, ParseJson(*carried, file.what + kPeftConfigKey));
     doc = std::move(parsed);
     // The carried config holds only when the scaling was not folded into B (alpha kept).
     have_doc = doc.is_object() && alpha != 0;
@@ -122,6 +143,21 @@ Result<ReadResult> ReadGgufNames(ReadState& state) {
   }
   PB_ASSIGN_OR_RETURN(auto config, ConfigFromDocument(doc));
   return state.Finish(std::move(config));
+}
+
+
+Result<ReadResult> ReadGgufNames(ReadState& state) {
+  LlamaCppFile file;
+  file.what = "safetensors metadata ";
+  file.value = [&](std::string_view key) -> std::optional<std::string> {
+    for (const auto& [k, v] : state.header.metadata())
+      if (k == key) return v;
+    return std::nullopt;
+  };
+  file.tensor_count = state.header.tensor_count();
+  file.name = [&](size_t i) { return std::string(state.header.tensor(i).name); };
+  file.load = [&](size_t i) -> Result<Tensor> { return state.Load(i); };
+  return ReadLlamaCppLayout(state, file);
 }
 
 }  // namespace pb::adapter::internal

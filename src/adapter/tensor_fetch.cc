@@ -51,8 +51,9 @@ Status TensorFetch::CompleteEmpty() {
 }
 
 Status TensorFetch::Complete(size_t k) {
-  // A rearranged copy exists alongside the stored bytes for a moment: counted in the peak.
-  Recount(RefOf(k).steps.empty() ? 0 : RefOf(k).range.size());
+  // A rearranged (or decoded) copy exists alongside the stored bytes for a moment: counted in the peak.
+  const bool copies = !RefOf(k).steps.empty() || RefOf(k).stored_gguf_type.has_value();
+  Recount(copies ? requested_[lazy_[k]]->byte_length() : 0);
   auto made = Materialize(*requested_[lazy_[k]], std::move(stored_[k]));
   std::vector<uint8_t>().swap(stored_[k]);
   if (!made.ok()) return made.error();

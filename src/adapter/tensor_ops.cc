@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "gguf/gguf_encode.h"
 #include "kernels/convert.h"
 
 namespace pb::adapter {
@@ -90,6 +91,10 @@ Result<Tensor> Materialize(const Tensor& t, std::vector<uint8_t> stored) {
     return MakeError(ErrorCode::InvalidArgument, "internal: " + std::to_string(stored.size()) + " bytes given for a " +
                                                      std::to_string(ref.range.size()) + "-byte tensor");
   Tensor cur{t.dtype, ref.stored_shape, std::move(stored), std::nullopt};
+  if (ref.stored_gguf_type) {
+    PB_ASSIGN_OR_RETURN(auto decoded, DecodeGguf(*ref.stored_gguf_type, ref.stored_shape, cur.bytes));
+    cur = std::move(decoded);
+  }
   for (const Rearrangement& step : ref.steps) {
     cur.shape = step.shape;  // a reshape recorded between steps (kohya's magnitudes) changes no bytes
     Result<Tensor> next = step.kind == Rearrangement::Kind::kTranspose2D ? Transpose2D(cur)
@@ -100,6 +105,18 @@ Result<Tensor> Materialize(const Tensor& t, std::vector<uint8_t> stored) {
   }
   cur.shape = t.shape;
   return cur;
+}
+
+Result<Tensor> DecodeGguf(gguf::TensorType type, const std::vector<uint64_t>& shape, std::span<const uint8_t> bytes) {
+  Tensor out{Dtype::F32, shape, {}, std::nullopt};
+  const uint64_t n = out.element_count();
+  if (n % gguf::BlockElements(type) != 0 || bytes.size() != n / gguf::BlockElements(type) * gguf::BlockBytes(type))
+    return MakeError(ErrorCode::InvalidArgument, "internal: " + std::to_string(bytes.size()) + " bytes do not hold " +
+                                                     std::to_string(n) + " " + std::string(gguf::TensorTypeName(type)) +
+                                                     " elements");
+  out.bytes.resize(n * 4);
+  gguf::DecodeValues(type, bytes, reinterpret_cast<float*>(out.bytes.data()), n);
+  return out;
 }
 
 Tensor ScalarF32(float value) {

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "adapter/adapter.h"
+#include "gguf/gguf_format.h"
 
 namespace pb::adapter {
 
@@ -28,6 +29,10 @@ Result<Tensor> ScaleTensor(const Tensor& t, double s);
 // A referenced tensor made whole from `stored` (the bytes of its ref's range): the recorded steps applied in
 // order. A held tensor is returned as is. InvalidArgument if `stored` is not the range's size.
 Result<Tensor> Materialize(const Tensor& t, std::vector<uint8_t> stored);
+
+// The F32 tensor of `shape` whose elements `bytes` hold in ggml type `type` (exact). InvalidArgument if the size
+// does not match.
+Result<Tensor> DecodeGguf(gguf::TensorType type, const std::vector<uint64_t>& shape, std::span<const uint8_t> bytes);
 
 // A 0-dim F32 tensor holding `value` (kohya's per-module alpha).
 Tensor ScalarF32(float value);

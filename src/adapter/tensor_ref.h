@@ -7,7 +7,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
+
+#include "gguf/gguf_format.h"
 
 namespace pb::adapter {
 
@@ -32,6 +35,9 @@ struct TensorRef {
   ByteRange range;                     // the stored tensor's bytes
   std::vector<uint64_t> stored_shape;  // its shape in the file
   std::vector<Rearrangement> steps;    // applied in order after fetching; then the shape is the Tensor's
+  // Set when the stored bytes are a ggml type (a .gguf adapter's tensor) other than the Tensor's dtype: they are
+  // decoded to F32 (exactly: Q8_0 is q · fp16(d), F16/BF16 widen) before the steps; the Tensor's dtype is F32.
+  std::optional<gguf::TensorType> stored_gguf_type;
 };
 
 }  // namespace pb::adapter

@@ -16,6 +16,14 @@ bool Listed(std::span<const std::string> files, std::string_view name) {
   return std::find(files.begin(), files.end(), name) != files.end();
 }
 
+// The names ending in `suffix` (and longer than it).
+std::vector<std::string> WithSuffix(std::span<const std::string> files, std::string_view suffix) {
+  std::vector<std::string> out;
+  for (const std::string& name : files)
+    if (name.size() > suffix.size() && name.ends_with(suffix)) out.push_back(name);
+  return out;
+}
+
 }  // namespace
 
 Result<AdapterFiles> ChooseAdapterFiles(std::string_view dir, std::span<const std::string> files) {
@@ -27,20 +35,28 @@ Result<AdapterFiles> ChooseAdapterFiles(std::string_view dir, std::span<const st
       return chosen;
     }
   }
-  constexpr std::string_view kSuffix = ".safetensors";
-  std::vector<std::string> safetensors;
-  for (const std::string& name : files)
-    if (name.size() > kSuffix.size() && name.ends_with(kSuffix)) safetensors.push_back(name);
+  const std::vector<std::string> safetensors = WithSuffix(files, ".safetensors");
   if (safetensors.size() == 1) {
     chosen.weights = safetensors[0];
     return chosen;
   }
   const std::string shown(dir);
+  if (safetensors.empty()) {
+    // No safetensors weights: a llama.cpp LoRA adapter (.gguf), when the directory holds exactly one.
+    const std::vector<std::string> ggufs = WithSuffix(files, ".gguf");
+    if (ggufs.size() == 1) {
+      chosen.weights = ggufs[0];
+      return chosen;
+    }
+    if (ggufs.size() > 1)
+      return MakeError(ErrorCode::InvalidArgument,
+                       "`" + shown + "` holds several .gguf files and no .safetensors adapter; pass the file itself");
+  }
   if (safetensors.size() > 1)
     return MakeError(ErrorCode::InvalidArgument, "`" + shown + "` holds several .safetensors files and none has an "
                                                  "adapter's usual name; pass the file itself");
   if (Listed(files, "adapter_model.bin")) return adapter::PickleAdapterError("adapter_model.bin");
-  return MakeError(ErrorCode::IoError, "`" + shown + "` holds no adapter_model.safetensors (or other .safetensors file)");
+  return MakeError(ErrorCode::IoError, "`" + shown + "` holds no adapter_model.safetensors (or other .safetensors file, or one .gguf file)");
 }
 
 Status CheckAdapterWeightsPath(std::string_view path) {

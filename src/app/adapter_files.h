@@ -3,8 +3,9 @@
 //
 // The weights file is the first present of adapter_model.safetensors (PEFT), adapters.safetensors (mlx-lm) and
 // pytorch_lora_weights.safetensors (diffusers), else the only .safetensors file; several other .safetensors
-// files are ambiguous (InvalidArgument); none, with adapter_model.bin beside, is a pickled adapter (refused);
-// none at all is IoError. The config is adapter_config.json when present.
+// files are ambiguous (InvalidArgument); with no .safetensors file, the only .gguf file (a llama.cpp LoRA adapter;
+// several are ambiguous); none, with adapter_model.bin beside, is a pickled adapter (refused); none at all is
+// IoError. The config is adapter_config.json when present.
 #pragma once
 
 #include <optional>
@@ -29,7 +30,7 @@ struct AdapterFiles {
 Result<AdapterFiles> ChooseAdapterFiles(std::string_view dir, std::span<const std::string> files);
 
 // A weights file named directly: a pickled one (.bin, .pt, .pth) is refused; anything else is read as
-// safetensors, with adapter_config.json from its directory.
+// safetensors (or GGUF, by its magic), with adapter_config.json from its directory.
 Status CheckAdapterWeightsPath(std::string_view path);
 
 }  // namespace pb::app

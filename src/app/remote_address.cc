@@ -55,7 +55,7 @@ std::string HubFileUrl(const RemoteAddress& a, std::string_view path, std::strin
 
 bool NamesFile(std::string_view path) {
   std::string_view last = path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1);
-  for (std::string_view ext : {".safetensors", ".json", ".bin", ".pt", ".pth"})  // pickles too, to be refused by name
+  for (std::string_view ext : {".safetensors", ".gguf", ".json", ".bin", ".pt", ".pth"})  // pickles too, to be refused by name
     if (last.ends_with(ext)) return true;
   return false;
 }

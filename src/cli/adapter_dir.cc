@@ -80,7 +80,36 @@ Status ReadWeightsAt(const AdapterDir& dir, uint64_t offset, std::span<uint8_t> 
   return Status::Ok();
 }
 
+namespace {
+
+// A .gguf adapter's header: the file's first bytes, and more while the parse asks for more.
+Result<gguf::GgufFile> ReadGgufHeader(const AdapterDir& dir, uint64_t size) {
+  std::vector<uint8_t> bytes;
+  for (uint64_t want = std::min(size, gguf::kFirstReadBytes);;) {
+    bytes.resize(static_cast<size_t>(want));
+    PB_RETURN_IF_ERROR(ReadWeightsAt(dir, 0, bytes));
+    PB_ASSIGN_OR_RETURN(auto parse, gguf::ParseGgufHeader(bytes, size));
+    if (parse.file) return std::move(*parse.file);
+    want = parse.need;  // more than we have, at most the file's size
+  }
+}
+
+}  // namespace
+
 Status ReadAdapterHeader(AdapterDir& dir) {
+  const uint64_t size = dir.weights ? dir.weights->size() : dir.weights_bytes.size();
+  uint8_t magic[4] = {};
+  if (size >= 4) PB_RETURN_IF_ERROR(ReadWeightsAt(dir, 0, magic));
+  if (gguf::LooksLikeGguf(magic)) {
+    auto file = ReadGgufHeader(dir, size);
+    if (!file.ok()) {
+      Error e = file.error();
+      e.message = WeightsName(dir) + ": " + e.message;
+      return e;
+    }
+    dir.gguf = std::move(file.value());
+    return Status::Ok();
+  }
   // The header last, as the core reported it when it was given the whole file after the configs.
   auto header = [&]() -> Result<Header> {
     if (dir.weights) return dir.weights->ReadHeader();
@@ -104,7 +133,8 @@ Status ReadAdapterHeader(AdapterDir& dir) {
 }
 
 adapter::AdapterSource SourceOf(const AdapterDir& dir) {
-  return {WeightsName(dir), {}, dir.config, dir.base_config, &dir.header, dir.inline_bytes};
+  return {WeightsName(dir), {}, dir.config, dir.base_config, &dir.header, dir.inline_bytes,
+          dir.gguf ? &*dir.gguf : nullptr};
 }
 
 Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const AdapterDir& dir,

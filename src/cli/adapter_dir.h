@@ -9,6 +9,7 @@
 #include "adapter/adapter_io.h"
 #include "adapter/tensor_fetch.h"
 #include "cli/file_io.h"
+#include "gguf/gguf_reader.h"
 
 namespace pb::cli {
 
@@ -22,6 +23,7 @@ struct AdapterDir {
   std::vector<uint8_t> weights_bytes;  // ...or a remote one's, fetched whole (bounded by PB_HTTP_MAX_ADAPTER_BYTES)
   Header header;
   std::vector<uint8_t> inline_bytes;  // the bytes of adapter::InlineTensorRanges(header), concatenated
+  std::optional<gguf::GgufFile> gguf;  // a .gguf adapter's header (then `header` is empty), by its magic
   std::optional<std::string> config;
   std::optional<std::string> base_config;
 };

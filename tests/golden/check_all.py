@@ -28,7 +28,7 @@ CHECKS = (
     ("check_create", "live-create.log", "PEFT loads every adapter we create, logits = the base's, config = PEFT's own"),
     ("check_combine", "live-combine.log", "combine = PEFT's add_weighted_adapter (bits with --peft-compat; ΔW otherwise)"),
     ("check_extract", "live-extract.log", "PEFT loads every adapter we extract, merge = the tuned model; errors = the optimal SVD's"),
-    ("check_gguf", "live-gguf.log", "our .gguf adapters = llama.cpp's convert_lora_to_gguf.py (tensors, bytes, keys)"),
+    ("check_gguf", "live-gguf.log", "our .gguf adapters = llama.cpp's convert_lora_to_gguf.py (tensors, bytes, keys); both read back by us = the PEFT adapter"),
     ("check_llama_cpp", "live-llama-cpp.log", "llama.cpp runs our .gguf adapters: its logits = transformers + PEFT's"),
     ("check_quantize", "live-quantize.log", "merge --quantize = compressed-tensors' / transformers' own bytes; transformers loads it"),
 )

@@ -10,6 +10,14 @@ the same type and value, except the general.* names it makes up from directory n
 The keys only we write (the PEFT config, the module paths, the naming table, the head counts: what reading the
 file back needs to restore the adapter exactly) are listed.
 
+Reading back (peft-bridge's .gguf reader, `translate X.gguf OUT --to peft`), for each case and --outtype:
+- our .gguf -> PEFT equals the original adapter: for f32, adapter_model.safetensors and adapter_config.json byte for
+  byte (as `translate --to peft` of the original writes them); otherwise every tensor within the outtype's rounding
+  (f16, bf16, q8_0's blocks) and the same config;
+- the converter's .gguf (no keys of ours; head counts from --base-config) -> our reader gives the original
+  adapter's tensors under the same PEFT keys, exactly for f32 and within the rounding otherwise, and the same r and
+  lora_alpha.
+
 Cases: corpus architecture cases whose llama.cpp names cover the adapter (q/k rows permuted by head for llama),
 and a LLaMA-shaped adapter made here with rows of 64 and rank 32, so that Q8_0 blocks are used for A and B alike
 (the corpus's rows of 16 fall back to F16, as the converter does).
@@ -90,6 +98,73 @@ def compare(ours_path, ref_path):
     return problems, extra, made_up
 
 
+# Largest |ours - original| allowed per tensor, relative to the tensor's largest |value|: fp16 and bf16 round once
+# (half an ulp of 11 and 8 significant bits); Q8_0 rounds to 1/127 of a block's largest value (and its fp16 scale).
+TOLERANCE = {"f32": 0.0, "f16": 2.0 ** -11, "bf16": 2.0 ** -8, "q8_0": 1.0 / 127}
+
+
+def peft_tensors(adapter_dir):
+    from safetensors.torch import load_file
+    return {k: v.float() for k, v in load_file(str(Path(adapter_dir) / "adapter_model.safetensors")).items()}
+
+
+def compare_tensors(original, read, outtype):
+    """Differences between two {key: float tensor} maps, [] when every tensor is within the outtype's tolerance."""
+    problems = []
+    if sorted(original) != sorted(read):
+        return [f"keys differ: {sorted(set(original) ^ set(read))[:4]}"]
+    for k, a in original.items():
+        b = read[k]
+        if tuple(a.shape) != tuple(b.shape):
+            problems.append(f"{k}: shape {tuple(b.shape)}, not {tuple(a.shape)}")
+            continue
+        worst = float((a - b).abs().max()) if a.numel() else 0.0
+        scale = float(a.abs().max()) if a.numel() else 0.0
+        if worst > TOLERANCE[outtype] * scale * 1.0001:
+            problems.append(f"{k}: off by {worst:.3g} (largest |value| {scale:.3g})")
+    return problems
+
+
+def read_back(cli, gguf_path, out_dir, *extra):
+    code, err = run(cli, "translate", gguf_path, out_dir, "--to", "peft", "-q", *extra)
+    return None if code != 0 else out_dir, err
+
+
+def check_read_back(report, cli, name, adapter, base, outtype, ours, ref, tmp):
+    # Ours -> PEFT: byte for byte at f32 (against translate --to peft of the original), else values and config.
+    direct = tmp / f"{name}-direct-peft"
+    if not direct.exists():
+        run(cli, "translate", adapter, direct, "--to", "peft", "-q")
+    back, err = read_back(cli, ours, tmp / f"{name}-{outtype}-ours-peft")
+    if back is None:
+        report.case(False, f"{name} {outtype}: reading our .gguf failed: {err}")
+    else:
+        config_same = (back / "adapter_config.json").read_bytes() == (direct / "adapter_config.json").read_bytes()
+        if outtype == "f32":
+            same = (back / "adapter_model.safetensors").read_bytes() == (direct / "adapter_model.safetensors").read_bytes()
+            report.case(same and config_same, f"{name} f32: our .gguf read back = the PEFT adapter "
+                        f"({'adapter_model.safetensors' if same else 'WEIGHTS DIFFER'}, "
+                        f"{'adapter_config.json' if config_same else 'CONFIG DIFFERS'} byte for byte)")
+        else:
+            problems = compare_tensors(peft_tensors(adapter), peft_tensors(back), outtype)
+            report.case(not problems and config_same, f"{name} {outtype}: our .gguf read back = the PEFT adapter within "
+                        f"{outtype} rounding, config byte for byte{'; ' + '; '.join(problems[:3]) if problems else ''}"
+                        f"{'' if config_same else '; CONFIG DIFFERS'}")
+    # The converter's .gguf -> our reader: the same tensors (the head counts from --base-config).
+    back, err = read_back(cli, ref, tmp / f"{name}-{outtype}-ref-peft", "--base-config", base / "config.json")
+    if back is None:
+        report.case(False, f"{name} {outtype}: reading the converter's .gguf failed: {err}")
+        return
+    problems = compare_tensors(peft_tensors(adapter), peft_tensors(back), outtype)
+    original = json.loads((adapter / "adapter_config.json").read_text())
+    read = json.loads((back / "adapter_config.json").read_text())
+    if (read["r"], read["lora_alpha"]) != (original["r"], original["lora_alpha"]):
+        problems.append(f"r/lora_alpha {read['r']}/{read['lora_alpha']}, not {original['r']}/{original['lora_alpha']}")
+    report.case(not problems, f"{name} {outtype}: the converter's .gguf read by us = the PEFT adapter's tensors "
+                f"({'exactly' if outtype == 'f32' else 'within ' + outtype + ' rounding'}), r and lora_alpha"
+                f"{'; ' + '; '.join(problems[:3]) if problems else ''}")
+
+
 def make_q8_case(root):
     """A LLaMA-shaped base (hidden 64, GQA 4/2 heads) and a PEFT adapter of rank 32 on every projection, random B."""
     from peft import LoraConfig, get_peft_model
@@ -135,6 +210,7 @@ def main():
                 report.case(not problems, f"{name} {outtype}: {'byte-identical file' if same_file else 'tensors, data and the converter keys identical'}"
                             f"{'' if same_file else f' (made-up names not compared: {made_up}; ours only: {extra})'}"
                             f"{'; ' + '; '.join(problems[:3]) if problems else ''}")
+                check_read_back(report, cli, name, adapter, base, outtype, ours, ref, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return report.done()

@@ -39,6 +39,21 @@ TEST(AdapterFiles, SeveralUnusualNamesAreAmbiguous) {
   EXPECT_NE(r.error().message.find("`dir` holds several .safetensors files"), std::string::npos);
 }
 
+TEST(AdapterFiles, TheOnlyGgufFileWhenThereIsNoSafetensors) {
+  auto gguf = Choose({"README.md", "Lora-F16-LoRA.gguf", "adapter_config.json"});
+  ASSERT_TRUE(gguf.ok());
+  EXPECT_EQ(gguf->weights, "Lora-F16-LoRA.gguf");
+  auto both = Choose({"adapter_model.safetensors", "x.gguf"});
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both->weights, "adapter_model.safetensors");  // the PEFT adapter beside its conversion wins
+  auto several = Choose({"a.gguf", "b.gguf"});
+  ASSERT_FALSE(several.ok());
+  EXPECT_EQ(several.error().code, ErrorCode::InvalidArgument);
+  EXPECT_NE(several.error().message.find("several .gguf files"), std::string::npos);
+  auto bare = Choose({".gguf"});
+  EXPECT_FALSE(bare.ok());
+}
+
 TEST(AdapterFiles, PickleOrNothing) {
   auto pickle = Choose({"adapter_model.bin", "adapter_config.json"});
   ASSERT_FALSE(pickle.ok());
@@ -46,7 +61,7 @@ TEST(AdapterFiles, PickleOrNothing) {
   auto none = Choose({"adapter_config.json"});
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().code, ErrorCode::IoError);
-  EXPECT_EQ(none.error().message, "`dir` holds no adapter_model.safetensors (or other .safetensors file)");
+  EXPECT_EQ(none.error().message, "`dir` holds no adapter_model.safetensors (or other .safetensors file, or one .gguf file)");
 }
 
 TEST(AdapterFiles, APickledFileNamedDirectlyIsRefused) {

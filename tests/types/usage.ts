@@ -208,6 +208,10 @@ export async function adapters(weights: Blob, stream: ReadableStream<Uint8Array>
   const from: AdapterReadFormat = 'diffusers-attnproc';
   const readOptions: AdapterReadOptions = { from, baseConfig: configs[2], signal: AbortSignal.timeout(5000) };
   const diffusers: AdapterInfo = await adapterInfo({ weights: await weights.arrayBuffer() }, readOptions);
+  // A llama.cpp LoRA .gguf is an adapter input like any other; read back, its format is 'gguf'.
+  const fromGguf: AdapterInfo = await adapterInfo({ weights: new Uint8Array(0), weightsName: 'adapter_model.gguf' });
+  const ggufFormat: AdapterReadFormat = fromGguf.format;
+  const q8: TranslateResult = await translateAdapter(input, { to: 'gguf', outtype: 'q8_0' });
 
   const result: TranslateResult = await translateAdapter(input, { to: 'gguf-names', from: 'mlx', dryRun: false, oldPeft: false });
   for (const p of result.plan) ranks.push(p.to === null ? p.reason.length : p.action.length);
@@ -218,7 +222,7 @@ export async function adapters(weights: Blob, stream: ReadableStream<Uint8Array>
   const names: string[] = result.files.map((f) => f.name);
 
   // Every writable convention, as a dry run.
-  const formats: AdapterFormat[] = ['peft', 'mlx', 'kohya', 'gguf-names'];
+  const formats: AdapterFormat[] = ['peft', 'mlx', 'kohya', 'gguf-names', 'gguf'];
   for (const to of formats) {
     const options: TranslateOptions = { to, strict: true, dryRun: true, arch: 'llama' };
     const dry = await translateAdapter({ weights, config }, options);

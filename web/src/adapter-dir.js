@@ -1,4 +1,4 @@
-// An adapter given as a directory: a local folder or .safetensors file (Node), or a Hub repo. Which file of the
+// An adapter given as a directory: a local folder or weights file (.safetensors or .gguf; Node), or a Hub repo. Which file of the
 // directory holds the weights, and whether a config is beside it, is the core's rule (src/app/adapter_files.h,
 // shared with both CLIs); this file only lists the directory and opens what the core chose. Internal.
 import { errorFromValue, throwIfAborted } from './errors.js';

@@ -67,7 +67,7 @@ export function withBytes(handle, method, bytes, ...args) {
 
 /**
  * Reads the adapter's header and tiny tensors from `src` into a handle with the header steps every handle has
- * (headerLength / setAdapterHeader / adapterInlineRanges, wasm/merge_bindings.cc's MergeIo); returns the inline
+ * (adapterHeaderLength / setAdapterHeader (adapterHeaderNeed) / adapterInlineRanges, wasm/merge_io.h's MergeIo); returns the inline
  * tensors' bytes for the reading step. Internal.
  */
 export async function readAdapterHeader(handle, src, name, methods, signal) {
@@ -75,9 +75,14 @@ export async function readAdapterHeader(handle, src, name, methods, signal) {
     if (!ok) throw errorFromHandle(handle.handle);
   };
   const prefix = await readRange(src, 0, Math.min(8, src.size), signal);
-  const length = withBytes(handle, methods.length, prefix, name, src.size);
+  let length = withBytes(handle, methods.length, prefix, name, src.size);
   if (length < 0) check(false);
-  check(withBytes(handle, methods.header, await readRange(src, 0, 8 + length, signal), name, src.size));
+  // A .gguf adapter's header has no length prefix: the core asks for more bytes until it holds the whole header.
+  while (!withBytes(handle, methods.header, await readRange(src, 0, 8 + length, signal), name, src.size)) {
+    const need = handle.handle.adapterHeaderNeed();
+    if (!(need > 8 + length)) check(false);
+    length = need - 8;
+  }
   const parts = [];
   for (const [begin, end] of JSON.parse(handle.handle[methods.ranges]())) parts.push(await readRange(src, begin, end - begin, signal));
   return concat(parts) ?? new Uint8Array(0);
@@ -105,7 +110,7 @@ export async function serveRanges(handle, src, methods, signal, onBytes = () => 
   }
 }
 
-const JOB = { length: 'headerLength', header: 'setAdapterHeader', ranges: 'adapterInlineRanges', needs: 'needs', supply: 'supply' };
+const JOB = { length: 'adapterHeaderLength', header: 'setAdapterHeader', ranges: 'adapterInlineRanges', needs: 'needs', supply: 'supply' };
 
 /**
  * Runs one of the core's adapter operations with already gathered inputs; returns its result object

@@ -10,7 +10,7 @@ import { DEFAULT_READ_SIZE } from './sources.js';
 import { getModule } from './init.js';
 import { namingTablesOption } from './naming-tables.js';
 
-const HEADER_STEPS = { length: 'headerLength', header: 'setAdapterHeader', ranges: 'adapterInlineRanges' };
+const HEADER_STEPS = { length: 'adapterHeaderLength', header: 'setAdapterHeader', ranges: 'adapterInlineRanges' };
 
 /** The JSON options the core's CombineJob takes (app::CombineOptionsFromJson, plus the reading options). */
 function jobOptions(options) {

@@ -387,9 +387,10 @@ export function convert(source: Source, options: ConvertOptions): ReadableStream
 // ---- LoRA adapters ----
 
 /** Adapter file conventions: PEFT (`adapter_model.safetensors` + `adapter_config.json`), mlx-lm
- * (`adapters.safetensors` + its `adapter_config.json`), kohya (`lora_te_…` / `lora_unet_…` keys) and
- * llama.cpp's GGUF tensor names. */
-export type AdapterFormat = 'peft' | 'mlx' | 'kohya' | 'gguf-names';
+ * (`adapters.safetensors` + its `adapter_config.json`), kohya (`lora_te_…` / `lora_unet_…` keys),
+ * llama.cpp's GGUF tensor names in a safetensors file (`gguf-names`) and llama.cpp's LoRA `.gguf` file (`gguf`:
+ * written as convert_lora_to_gguf.py writes it, `outtype` f32, f16, bf16 or q8_0; read from its magic, docs/gguf.md). */
+export type AdapterFormat = 'peft' | 'mlx' | 'kohya' | 'gguf-names' | 'gguf';
 /** What `from` accepts: the writable formats plus diffusers' attention-processor files (read only). */
 export type AdapterReadFormat = AdapterFormat | 'diffusers-attnproc';
 
@@ -404,7 +405,8 @@ export type ConfigInput = string | Uint8Array | Record<string, unknown>;
  * ReadableStream or iterable cannot be read by range: it is read into memory first, up to 1 GiB
  * (InvalidArgument beyond: pass a Blob or a RandomAccessSource). */
 export interface AdapterInput {
-  /** The adapter's safetensors file (in Node also its path). */
+  /** The adapter's safetensors file, or a llama.cpp LoRA `.gguf` file (recognised by its magic; its tensors are
+   * read by range too) (in Node also its path). */
   weights: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | Iterable<Uint8Array> | RandomAccessSource | LocalPath | { size: bigint; read(offset: number, length: number): Promise<Uint8Array> | Uint8Array };
   /** Its `adapter_config.json` (PEFT's or mlx-lm's); kohya and GGUF-named adapters have none. */
   config?: ConfigInput | null;
@@ -417,8 +419,9 @@ export interface AdapterInput {
 
 /** An adapter as a directory, its files chosen by the rule both CLIs use (the core's): the weights are
  * `adapter_model.safetensors`, `adapters.safetensors` or `pytorch_lora_weights.safetensors` (the first present),
- * else the only `.safetensors` file (several: InvalidArgument; none: IoError, or the pickle refusal beside an
- * `adapter_model.bin`), with `adapter_config.json` when present.
+ * else the only `.safetensors` file (several: InvalidArgument), else the only `.gguf` file (a llama.cpp LoRA adapter;
+ * several: InvalidArgument; none: IoError, or the pickle refusal beside an `adapter_model.bin`), with
+ * `adapter_config.json` when present.
  * - In Node, a {@link LocalPath} of the directory, or of the weights file itself (its directory's
  *   `adapter_config.json` is read).
  * - A {@link HubRepo}: the folder is listed with the Hub's tree API (`/api/models/{repo}/tree/{revision}`); the
@@ -502,8 +505,8 @@ export interface AdapterInfo {
   notes: string[];
 }
 
-/** Reads a LoRA adapter (PEFT, mlx-lm, kohya or llama.cpp names) with PEFT's meaning and describes it. Rejects
- * with {@link SafetensorsError}: the reader's codes for a bad safetensors file, InvalidConfig for a malformed or
+/** Reads a LoRA adapter (PEFT, mlx-lm, kohya or llama.cpp names, or a llama.cpp LoRA `.gguf`) with PEFT's meaning
+ * and describes it. Rejects with {@link SafetensorsError}: the reader's codes for a bad safetensors or GGUF file, InvalidConfig for a malformed or
  * inconsistent config, UnsupportedAdapter for adapters peft-bridge cannot reproduce (LoHa, …),
  * UnresolvedTensor under `strict`, ShapeMismatch for contradictory shapes. */
 export function adapterInfo(input: AdapterInput | AdapterDirectory, options?: AdapterReadOptions): Promise<AdapterInfo>;
@@ -518,6 +521,8 @@ export interface TranslateOptions extends AdapterReadOptions {
   oldPeft?: boolean;
   /** Plan only: `files` is empty. */
   dryRun?: boolean;
+  /** With `to: 'gguf'`: the tensors' ggml type, as convert_lora_to_gguf.py's `--outtype` (default f32). */
+  outtype?: 'f32' | 'f16' | 'bf16' | 'q8_0';
 }
 
 /** What happens to one input tensor. */

@@ -17,7 +17,7 @@ import { DEFAULT_READ_SIZE, chunkBytes, closeRandomAccess, isRandomAccess, openS
 const DTYPES = new Set(['bf16', 'f16', 'f32']);
 // The merge handles' methods for reading the adapter by range.
 const MERGE_ADAPTER = {
-  length: 'headerLength',
+  length: 'adapterHeaderLength',
   header: 'setAdapterHeader',
   ranges: 'adapterInlineRanges',
   needs: 'adapterNeeds',
