@@ -1033,3 +1033,11 @@ export function saveStreams(
   files: AsyncIterable<{ path: string; size?: number; stream: ReadableStream<Uint8Array> }> | Iterable<{ path: string; size?: number; stream: ReadableStream<Uint8Array> }>,
   options: { directoryHandle: DirectoryHandle },
 ): Promise<{ path: string; size?: number }[]>;
+
+/** What a worker request may do with the Hub: with `Authorization: Bearer <secret>` the worker's own `token`
+ * (`trusted: true`); with another bearer value that value, as the caller's own Hub token; with none, no token.
+ * Throws (code `WorkerMisconfigured`) when a token is given without a secret to guard it. */
+export function workerHubAccess(
+  request: { headers: { get(name: string): string | null } },
+  worker?: { token?: string; secret?: string },
+): { token: string | undefined; trusted: boolean };
