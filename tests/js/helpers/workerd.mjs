@@ -26,11 +26,11 @@ const capnpText = (value) => JSON.stringify(String(value)); // capnp text litera
  * workerd serving `worker` (a module file whose default export is the worker; other named exports, e.g. Durable
  * Object classes, are re-exported) on a free port, stopped when the test ends.
  * @param {import('node:test').TestContext} t
- * @param {{worker: string, dir: string, bindings?: Record<string, string>, durableObjects?: string[]}} options
- *   bindings: text bindings (HF_ENDPOINT, HF_TOKEN, ...); durableObjects: class names exported by the worker,
- *   each bound under its own name, SQLite-backed, stored in memory.
+ * @param {{worker: string, dir: string, bindings?: Record<string, string>, durableObjects?: Record<string, string>}} options
+ *   bindings: text bindings (HF_ENDPOINT, HF_TOKEN, ...); durableObjects: binding name → a Durable Object class the
+ *   worker exports, SQLite-backed (as wrangler's new_sqlite_classes), stored in memory.
  */
-export async function startWorkerd(t, { worker, dir, bindings = {}, durableObjects = [] }) {
+export async function startWorkerd(t, { worker, dir, bindings = {}, durableObjects = {} }) {
   const root = mkdtempSync(join(dir, 'workerd-'));
   const pkg = join(root, 'node_modules', 'peft-bridge');
   mkdirSync(join(pkg, 'src'), { recursive: true });
@@ -68,8 +68,9 @@ export default {
   writeFileSync(join(root, 'pkg-wasm.js'), 'export { default } from "../node_modules/peft-bridge/dist/peft_bridge_wasm.wasm";\n');
   const port = await freePort();
   const textBindings = Object.entries(bindings).map(([name, value]) => `(name = ${capnpText(name)}, text = ${capnpText(value)})`);
-  const doBindings = durableObjects.map((c) => `(name = ${capnpText(c)}, durableObjectNamespace = ${capnpText(c)})`);
-  const namespaces = durableObjects.map((c) => `(className = ${capnpText(c)}, uniqueKey = ${capnpText(`pb-test-${c}`)}, enableSql = true)`);
+  const objects = Object.entries(durableObjects);
+  const doBindings = objects.map(([name, c]) => `(name = ${capnpText(name)}, durableObjectNamespace = ${capnpText(c)})`);
+  const namespaces = objects.map(([, c]) => `(className = ${capnpText(c)}, uniqueKey = ${capnpText(`pb-test-${c}`)}, enableSql = true)`);
   writeFileSync(
     join(root, 'config.capnp'),
     `using Workerd = import "/workerd/workerd.capnp";
