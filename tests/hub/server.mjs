@@ -23,9 +23,11 @@
 //   {type: 'hang'}                    never answer (the connection stays open until the client leaves)
 //   {type: 'redirect', location, status}  answer `status` (default 302) with this Location; 'self' redirects to
 //                                     the request's own URL (a loop)
-//   {type: 'change', after, bytes}    after `after` requests for the file (counted from when the fault is added),
-//                                     the file becomes `bytes`
-//                                     (default: the same bytes with the last one flipped), with a new ETag
+//   {type: 'change', after, bytes}    after `after` reads of the file (requests for its current bytes: at the CDN
+//                                     for large files, at resolve for small ones, counted from when the fault is
+//                                     added), the file becomes `bytes`
+//                                     (default: the same bytes with the last one flipped), with a new ETag; the
+//                                     old bytes' CDN URL then answers 403, as a signed URL does once expired
 // Each fault may have `path` (a string, matched against "repo/path" or "path", or a RegExp) and `times` (apply
 // to that many matching requests, default every one) and `skip` (let that many pass first). Every matching fault
 // applies to a request (and spends its budget), so give sequential faults increasing `skip`s. Faults live in
@@ -164,7 +166,9 @@ export async function startHub(options = {}) {
         next = old.slice();
         if (next.length) next[next.length - 1] ^= 1;
       }
+      const before = repos.get(repo).files.get(path).hash;
       setFile(repo, path, next);
+      if (blobs.get(before) !== blobs.get(repos.get(repo).files.get(path).hash)) blobs.get(before).expired = true;
       f.done = true;
     }
   }
@@ -272,6 +276,8 @@ export async function startHub(options = {}) {
       if (!blob) return error(res, 404, 'EntryNotFound', 'Entry not found');
       entry.repo = blob.repo;
       entry.path = blob.path;
+      if (repos.get(blob.repo)?.files.get(blob.path)?.hash === segments[1]) applyChanges(blob.repo, blob.path);
+      if (blob.expired) return error(res, 403, 'Expired', 'Request has expired');
       return sendFile(req, res, { bytes: blob.bytes, hash: segments[1] }, faultsFor(blob.repo, blob.path), {});
     }
 
@@ -327,7 +333,7 @@ export async function startHub(options = {}) {
     const refused = denied(req, res, repo);
     if (refused) return refused;
     if (revision !== 'main' && revision !== r.commit) return error(res, 404, 'RevisionNotFound', `Invalid rev id: ${revision}`);
-    applyChanges(repo, path);
+    if (!isLfs(path)) applyChanges(repo, path); // an LFS file's reads are counted at the CDN, where each ends
     const file = r.files.get(path);
     if (!file) return error(res, 404, 'EntryNotFound', 'Entry not found', { 'X-Repo-Commit': r.commit });
     const repoHeaders = { 'X-Repo-Commit': r.commit };
