@@ -1041,3 +1041,123 @@ export function workerHubAccess(
   request: { headers: { get(name: string): string | null } },
   worker?: { token?: string; secret?: string },
 ): { token: string | undefined; trusted: boolean };
+// ---- The adapter cache (docs/adapter-cache.md) ----
+
+export type CacheDtype = 'f32' | 'bf16' | 'f16';
+
+export interface AdapterCacheOptions extends Omit<RemoteOptions, 'signal'> {
+  /** The most bytes held at once: converted factors of the cached modules plus every fetch in flight (its span
+   * and its converted factors). Never exceeded; a module that alone needs more is refused (InvalidArgument). */
+  budgetBytes: number;
+  /** The dtype modules are served in unless a call names another (default 'f32'). */
+  dtype?: CacheDtype;
+  /** The base every adapter is checked against at registration (as `merge --dry-run`), unless its own `base`
+   * says otherwise (null: none). */
+  base?: HubRepo | string | URL | null;
+}
+
+export interface AdapterRegistration extends HubRepo {
+  /** A folder of the repo holding the adapter. */
+  subfolder?: string;
+  /** The declared base (overrides the cache's; null: no check). */
+  base?: HubRepo | string | URL | null;
+  signal?: AbortSignal;
+}
+
+export interface RegisteredAdapter {
+  id: string;
+  repo: string;
+  /** The commit read (X-Repo-Commit), when the server names it. */
+  revision: string | null;
+  /** The weights file's ETag: cached modules are keyed by it. */
+  etag: string | null;
+  format: string;
+  /** Count of LoRA modules. */
+  modules: number;
+  /** The merge plan's facts when a base was declared: its commit, modules matched... */
+  plan: { revision: string | null; modulesMatched: number; tensorsMerged: number; arch: string | null; notes: string[] } | null;
+}
+
+export interface CachedModuleInfo {
+  name: string;
+  kind: 'linear' | 'embedding' | 'conv' | 'experts';
+  rank: number;
+  alpha: number;
+  scaling: number;
+  aShape: number[];
+  bShape: number[];
+  sourceDtype: Dtype;
+  /** [begin, end) of the weights file: the one Range request that fetches A and B. */
+  span: [number, number];
+  /** Bytes A and B take in each dtype. */
+  bytes: Record<CacheDtype, number>;
+}
+
+export interface CachedModule {
+  id: string;
+  /** The adapter's module path (`model.layers.3.self_attn.q_proj`). */
+  name: string;
+  kind: CachedModuleInfo['kind'];
+  /** A [r, in…] and B [out, r…], little-endian values in `dtype`. Read-only: the cache holds these arrays. */
+  A: Uint8Array;
+  B: Uint8Array;
+  shapes: { A: number[]; B: number[] };
+  rank: number;
+  alpha: number;
+  /** PEFT's scaling s for this module (alpha/r, alpha/√r with rsLoRA, rank_pattern / alpha_pattern resolved). */
+  scaling: number;
+  dtype: CacheDtype;
+  sourceDtype: Dtype;
+}
+
+export interface ComposedDelta {
+  name: string;
+  /** The cat form: A = [c₁A₁; c₂A₂; …] (rank × in), B = [B₁ B₂ …] (out × rank), cᵢ = scaleᵢ·sᵢ: B·A = Σ cᵢ·Bᵢ·Aᵢ. */
+  A: Uint8Array;
+  B: Uint8Array;
+  shapes: { A: number[]; B: number[] };
+  rank: number;
+  dtype: CacheDtype;
+  /** Always 1: every scaling is folded into A. */
+  scaling: 1;
+  terms: { id: string; scale: number; scaling: number; rank: number }[];
+  /** The base weight plus the delta, by the merge kernel (one adapter at scale 1: `merge`'s bytes). `dtype`: the
+   * weight's ('BF16', 'bf16', ...); `outDtype` default the weight's; `layout` default 'auto' ('out-in' when the
+   * shape is [out, in…], the embedding rule for an embedding module, else 'in-out' as Conv1D). */
+  applyTo(weight: Uint8Array, options: { dtype: string; shape: number[]; outDtype?: string; layout?: 'auto' | 'out-in' | 'in-out' | 'embedding' }): Uint8Array;
+}
+
+export interface AdapterCacheStats {
+  registered: number;
+  entries: number;
+  residentBytes: number;
+  inFlightBytes: number;
+  /** The most of resident + in flight ever held: at most budgetBytes. */
+  peakResidentBytes: number;
+  budgetBytes: number;
+  hits: number;
+  misses: number;
+  /** Requests that joined a fetch already in flight. */
+  shared: number;
+  evictions: number;
+  /** Entries dropped by a revision (ETag) change or unregister. */
+  invalidated: number;
+  bytesFetched: number;
+  /** Module spans read: one Range request each (none for a span inside the first 64 KiB, read at registration). */
+  spanReads: number;
+}
+
+export class AdapterCache {
+  constructor(options: AdapterCacheOptions);
+  register(id: string, adapter: AdapterRegistration): Promise<RegisteredAdapter>;
+  refresh(id: string): Promise<RegisteredAdapter & { changed: boolean }>;
+  unregister(id: string): Promise<boolean>;
+  info(id: string): Omit<RegisteredAdapter, 'modules'> & { modules: CachedModuleInfo[] };
+  module(id: string, name: string, options?: { dtype?: CacheDtype; signal?: AbortSignal }): Promise<CachedModule>;
+  compose(list: { id: string; scale?: number }[], name: string, options?: { dtype?: CacheDtype; signal?: AbortSignal }): Promise<ComposedDelta | null>;
+  stats(): AdapterCacheStats;
+  close(): Promise<void>;
+}
+
+/** An LRU cache of LoRA modules read by Range from the Hub, with per-request composition (docs/adapter-cache.md). */
+export function createAdapterCache(options: AdapterCacheOptions): AdapterCache;

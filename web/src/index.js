@@ -16,3 +16,4 @@ export { extractAdapter } from './extract.js';
 export { createMergeStream, mergeShards, planMerge } from './merge.js';
 export { mergeRemote, mergeRemoteIndex, mergeRemoteShard, planRemote, saveStreams } from './remote.js';
 export { workerHubAccess } from './edge-auth.js';
+export { AdapterCache, createAdapterCache } from './adapter-cache.js';

@@ -1,0 +1,227 @@
+// Embind layer over compose/lora_serving.h for the adapter cache (web/src/adapter-cache.js, docs/adapter-cache.md).
+// ServedAdapter: one registered adapter, read from its header (MergeIo's steps, then load()); resolve(name) says
+// which module a runtime means, its one byte span and its scaling; factors(n, name, dtype) turns the span's bytes
+// (in the window) into A and B in that dtype (output chunks: tensor 0 = A, tensor 1 = B).
+// ServingMath: compose(n, terms, dtype) (the exact cat form, chunks A and B) and apply(n, terms, ...) (a base
+// weight plus the terms' delta by the merge kernel, one chunk), the terms' factor bytes (then the weight's) in the
+// window, in order.
+#include <emscripten/bind.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapter/adapter_io.h"
+#include "app/command_line.h"
+#include "compose/lora_serving.h"
+#include "core/json.h"
+#include "merge_io.h"
+
+namespace pb::wasm {
+namespace {
+
+using emscripten::val;
+
+std::optional<Dtype> DtypeOption(const std::string& name) {
+  if (auto d = app::ParseFloatDtypeName(name)) return d;
+  return ParseDtype(name);  // "F32", "BF16"... as safetensors spells them
+}
+
+Error BadDtype(const std::string& name) {
+  return MakeError(ErrorCode::InvalidArgument, "dtype must be 'bf16', 'f16' or 'f32' (got `" + name + "`)");
+}
+
+nlohmann::json ModuleJson(const adapter::LoraModule& m) {
+  const auto span = compose::ModuleSpan(m);
+  return {{"name", m.path},
+          {"kind", adapter::LoraShapeName(m.shape)},
+          {"rank", m.rank()},
+          {"alpha", m.settings.alpha},
+          {"scaling", m.settings.scaling},
+          {"aShape", m.a.shape},
+          {"bShape", m.b.shape},
+          {"sourceDtype", DtypeName(m.a.dtype)},
+          {"span", {span.begin, span.end}},
+          {"bytes",
+           {{"f32", compose::ServedBytes(m, Dtype::F32)},
+            {"bf16", compose::ServedBytes(m, Dtype::BF16)},
+            {"f16", compose::ServedBytes(m, Dtype::F16)}}}};
+}
+
+class ServedAdapter : public MergeIo {
+ public:
+  // Reads the adapter whose header was just set (window: its inline tensors' bytes); errors name it by `label`.
+  bool load(size_t n, const std::string& label, const std::string& weights_name, const val& config, const val& base_config) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    if (!adapter_header_) return Fail(MakeError(ErrorCode::InvalidArgument, "the adapter's header was not given"));
+    label_ = label;
+    header_ = std::move(adapter_header_);
+    gguf_ = std::move(adapter_gguf_);
+    config_ = OptionalText(config);
+    base_config_ = OptionalText(base_config);
+    inline_.assign(bytes->begin(), bytes->end());
+    adapter::AdapterSource source{weights_name, {}, config_, base_config_, header_.get(), inline_, gguf_.get()};
+    auto read = adapter::ReadAdapter(source, adapter::ReadOptions{});
+    if (!read.ok()) return FailNamed(label, read.error());
+    read_ = std::move(read.value());
+    return true;
+  }
+
+  // {format, modules: [ModuleJson...]}: every LoRA module of the adapter.
+  std::string modules() const {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& m : read_.adapter.modules) list.push_back(ModuleJson(m));
+    return nlohmann::json{{"format", read_.adapter.source_format}, {"modules", list}}.dump();
+  }
+
+  // ModuleJson of the module `name` means, or "" (error set); "null" when the adapter has no such module and it
+  // is not `required` (a composition skips the adapter).
+  std::string resolve(const std::string& name, bool required) {
+    auto m = compose::ServedModule(read_.adapter, name, label_);
+    if (!m.ok() && !required && m.error().code == ErrorCode::InvalidArgument) return "null";
+    if (!m.ok()) return Fail(m.error()), std::string();
+    return ModuleJson(*m.value()).dump();
+  }
+
+  // Window: the n bytes of the module's span. Output chunks: A (tensor 0), B (tensor 1) in `dtype`.
+  bool factors(size_t n, const std::string& name, const std::string& dtype) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    auto d = DtypeOption(dtype);
+    if (!d) return Fail(BadDtype(dtype));
+    auto m = compose::ServedModule(read_.adapter, name, label_);
+    if (!m.ok()) return Fail(m.error());
+    auto f = compose::FactorsFromSpan(*m.value(), *bytes, *d);
+    if (!f.ok()) return FailNamed(label_, f.error());
+    return Check(chunks_.Add(0, 0, f->a)) && Check(chunks_.Add(1, 0, f->b));
+  }
+
+ private:
+  std::string label_;
+  std::unique_ptr<Header> header_;
+  std::unique_ptr<gguf::GgufFile> gguf_;
+  std::optional<std::string> config_, base_config_;
+  std::vector<uint8_t> inline_;
+  adapter::ReadResult read_;
+};
+
+// A JSON array of sizes, or nullopt (no exceptions: the WASM build cannot catch nlohmann's).
+std::optional<std::vector<uint64_t>> Sizes(const nlohmann::json& j) {
+  if (!j.is_array()) return std::nullopt;
+  std::vector<uint64_t> out;
+  for (const auto& x : j) {
+    if (!x.is_number_unsigned()) return std::nullopt;
+    out.push_back(x.get<uint64_t>());
+  }
+  return out;
+}
+
+// The terms of a composition from their JSON ([{dtype, aShape, bShape, weight, scaling}]) and the window's bytes
+// (each term's A then B, in order); `rest` gets the bytes after them.
+Result<std::vector<compose::ServedFactors>> TermFactors(const nlohmann::json& j, std::span<const uint8_t> bytes,
+                                                        std::vector<compose::ServedTerm>& terms, std::span<const uint8_t>& rest) {
+  std::vector<compose::ServedFactors> factors;
+  if (!j.is_array()) return MakeError(ErrorCode::InvalidArgument, "terms are not a JSON array");
+  size_t at = 0;
+  for (const auto& t : j) {
+    compose::ServedFactors f;
+    if (!t.is_object() || !t.contains("dtype") || !t["dtype"].is_string() || !t.contains("aShape") || !t.contains("bShape") ||
+        (t.contains("weight") && !t["weight"].is_number()) || (t.contains("scaling") && !t["scaling"].is_number()))
+      return MakeError(ErrorCode::InvalidArgument, "a term is not {dtype, aShape, bShape, weight, scaling}");
+    auto d = DtypeOption(t["dtype"].get<std::string>());
+    if (!d) return BadDtype(t["dtype"].get<std::string>());
+    f.dtype = *d;
+    auto a_shape = Sizes(t["aShape"]), b_shape = Sizes(t["bShape"]);
+    if (!a_shape || !b_shape) return MakeError(ErrorCode::InvalidArgument, "a term's shapes are not arrays of sizes");
+    f.a_shape = *a_shape;
+    f.b_shape = *b_shape;
+    uint64_t na = DtypeBits(*d) / 8, nb = DtypeBits(*d) / 8;
+    for (auto x : f.a_shape) na *= x;
+    for (auto x : f.b_shape) nb *= x;
+    if (at + na + nb > bytes.size()) return MakeError(ErrorCode::InvalidArgument, "the terms' bytes are short");
+    f.a.assign(bytes.begin() + at, bytes.begin() + at + na);
+    f.b.assign(bytes.begin() + at + na, bytes.begin() + at + na + nb);
+    at += na + nb;
+    factors.push_back(std::move(f));
+  }
+  for (size_t i = 0; i < j.size(); ++i)
+    terms.push_back({&factors[i], j[i].value("weight", 1.0), j[i].value("scaling", 1.0)});
+  rest = bytes.subspan(at);
+  return factors;
+}
+
+class ServingMath : public Handle {
+ public:
+  // Output chunks: A (tensor 0), B (tensor 1) of the cat form in `dtype`.
+  bool compose(size_t n, const std::string& terms_json, const std::string& dtype) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    auto d = DtypeOption(dtype);
+    if (!d) return Fail(BadDtype(dtype));
+    auto j = ParseJson(terms_json, "terms");
+    if (!j.ok()) return Fail(j.error());
+    std::vector<compose::ServedTerm> terms;
+    std::span<const uint8_t> rest;
+    auto factors = TermFactors(j.value(), *bytes, terms, rest);
+    if (!factors.ok()) return Fail(factors.error());
+    for (size_t i = 0; i < terms.size(); ++i) terms[i].factors = &factors.value()[i];  // after the vector settled
+    auto out = compose::ComposeCat(terms, *d);
+    if (!out.ok()) return Fail(out.error());
+    return Check(chunks_.Add(0, 0, out->a)) && Check(chunks_.Add(1, 0, out->b));
+  }
+
+  // Window: the terms' bytes, then the weight's. Output: the merged weight in `out_dtype` (one chunk).
+  bool apply(size_t n, const std::string& terms_json, const std::string& weight_dtype, const std::string& shape_json,
+             const std::string& out_dtype, const std::string& layout) {
+    auto bytes = Begin(n);
+    if (!bytes) return false;
+    auto wd = ParseDtype(weight_dtype);
+    if (!wd) wd = DtypeOption(weight_dtype);
+    auto od = out_dtype.empty() ? wd : DtypeOption(out_dtype);
+    if (!wd) return Fail(MakeError(ErrorCode::InvalidArgument, "unknown weight dtype `" + weight_dtype + "`"));
+    if (!od) return Fail(BadDtype(out_dtype));
+    compose::WeightLayout l;
+    if (layout == "out-in") l = compose::WeightLayout::kOutIn;
+    else if (layout == "in-out") l = compose::WeightLayout::kInOut;
+    else if (layout == "embedding") l = compose::WeightLayout::kEmbedding;
+    else if (layout == "auto") l = compose::WeightLayout::kOutIn;  // refined below from the factors and the shape
+    else return Fail(MakeError(ErrorCode::InvalidArgument, "layout must be 'out-in', 'in-out' or 'embedding' (got `" + layout + "`)"));
+    auto j = ParseJson(terms_json, "terms");
+    auto s = ParseJson(shape_json, "shape");
+    if (!j.ok()) return Fail(j.error());
+    auto shape = s.ok() ? Sizes(s.value()) : std::nullopt;
+    if (!shape) return Fail(MakeError(ErrorCode::InvalidArgument, "shape must be an array of sizes"));
+    std::vector<compose::ServedTerm> terms;
+    std::span<const uint8_t> weight;
+    auto factors = TermFactors(j.value(), *bytes, terms, weight);
+    if (!factors.ok()) return Fail(factors.error());
+    for (size_t i = 0; i < terms.size(); ++i) terms[i].factors = &factors.value()[i];
+    if (layout == "auto" && !terms.empty())
+      l = compose::AutoLayout(*terms.front().factors, j.value()[0].value("kind", std::string()) == "embedding", *shape);
+    auto out = compose::ApplyTerms(terms, weight, *wd, *shape, *od, l);
+    if (!out.ok()) return Fail(out.error());
+    return Check(chunks_.Add(0, 0, out.value()));
+  }
+};
+
+}  // namespace
+}  // namespace pb::wasm
+
+EMSCRIPTEN_BINDINGS(peft_bridge_cache) {
+  using namespace emscripten;
+  using pb::wasm::ServedAdapter;
+  using pb::wasm::ServingMath;
+  class_<ServedAdapter, base<pb::wasm::MergeIo>>("ServedAdapter")
+      .constructor<>()
+      .function("load", &ServedAdapter::load)
+      .function("modules", &ServedAdapter::modules)
+      .function("resolve", &ServedAdapter::resolve)
+      .function("factors", &ServedAdapter::factors);
+  class_<ServingMath, base<pb::wasm::Handle>>("ServingMath")
+      .constructor<>()
+      .function("compose", &ServingMath::compose)
+      .function("apply", &ServingMath::apply);
+}

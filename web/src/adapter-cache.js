@@ -1,0 +1,406 @@
+// The adapter cache (docs/adapter-cache.md): LoRA adapters registered from the Hub (or any server hub.js reads),
+// their headers and configs read at registration and checked against a declared base as `merge --dry-run` checks
+// them; each module's factors fetched on first use as one Range request, converted once to the dtype asked for, and
+// kept in an LRU bounded by `budgetBytes`; per-request compositions of several adapters in the exact cat form.
+// Which module a name means, the byte span of its factors, the conversion, the composition and the merge kernel
+// are the core's (src/compose/lora_serving.h, wasm/cache_bindings.cc); this file fetches, counts and evicts.
+// Nothing here is Node-only: it runs in Node, browsers and workerd, with the `fetch` given or the global one.
+import { SafetensorsError, errorFromHandle, throwIfAborted } from './errors.js';
+import { NativeHandle, concat } from './handles.js';
+import { getModule } from './init.js';
+import { configText, readAdapterHeader, withBytes } from './adapter.js';
+import { openAdapterDirectory } from './adapter-dir.js';
+import { openAdapterSource, readRange } from './adapter-source.js';
+import { LIMIT_OPTIONS } from './range-client.js';
+import { planRemote } from './remote.js';
+
+const DTYPES = new Set(['f32', 'bf16', 'f16']);
+const HEADER_STEPS = { length: 'adapterHeaderLength', header: 'setAdapterHeader', ranges: 'adapterInlineRanges' };
+
+const invalid = (message) => new SafetensorsError('InvalidArgument', message);
+
+function checkDtype(dtype) {
+  if (!DTYPES.has(dtype)) throw new TypeError("peft-bridge: dtype must be 'f32', 'bf16' or 'f16'");
+  return dtype;
+}
+
+/**
+ * Creates an adapter cache. Options: `budgetBytes` (required: the most bytes of converted factors, and of fetches in
+ * flight, held at once), `dtype` ('f32' default, 'bf16', 'f16'), `base` (the declared base every adapter is
+ * checked against unless its registration names its own), and the reading options of openRemote (`endpoint`,
+ * `token`, `fetch`, the HTTP policy's limits, `http`).
+ */
+export function createAdapterCache(options = {}) {
+  return new AdapterCache(options);
+}
+
+export class AdapterCache {
+  constructor(options = {}) {
+    if (!options || typeof options !== 'object') throw new TypeError('peft-bridge: createAdapterCache options must be an object');
+    const budget = options.budgetBytes;
+    if (!Number.isSafeInteger(budget) || budget <= 0) throw new TypeError('peft-bridge: budgetBytes must be a positive integer');
+    this.budget = budget;
+    this.dtype = checkDtype(options.dtype ?? 'f32');
+    this.base = options.base ?? null;
+    this.reading = { token: options.token ?? options.accessToken, endpoint: options.endpoint ?? options.hubUrl, fetch: options.fetch, http: options.http };
+    for (const name of Object.keys(LIMIT_OPTIONS)) if (options[name] !== undefined) this.reading[name] = options[name];
+    this.adapters = new Map(); // id -> registration
+    this.registering = new Map(); // id -> the latest register() call's promise
+    this.entries = new Map(); // key -> {cost, value, id}, least recently used first
+    this.inflight = new Map(); // key -> promise of the value
+    this.resident = 0; // bytes of the entries
+    this.reserved = 0; // bytes of fetches in flight (their span and their converted factors)
+    this.waiters = [];
+    this.math = null;
+    this.counts = { hits: 0, misses: 0, shared: 0, evictions: 0, invalidated: 0, bytesFetched: 0, spanReads: 0, peak: 0 };
+  }
+
+  /**
+   * Registers (or re-registers) adapter `id`: a Hub repo {repo, revision?, subfolder?, endpoint?, token?, base?}.
+   * Reads the folder listing, adapter_config.json and the weights' header (Range), and, when a base is declared
+   * (here or in the cache's options), the base's index, config.json and shard headers, failing with the errors of
+   * `merge --dry-run`. Registering an id again replaces it; if the weights' ETag changed, its cached modules go.
+   */
+  async register(id, spec) {
+    if (typeof id !== 'string' || id === '') throw new TypeError('peft-bridge: an adapter id must be a non-empty string');
+    if (!spec || typeof spec !== 'object' || typeof spec.repo !== 'string')
+      throw new TypeError('peft-bridge: register(id, {repo, revision?, base?}) needs a Hub repo');
+    const call = this.registerNow(id, spec);
+    this.registering.set(id, call);
+    try {
+      const reg = await call;
+      if (this.registering.get(id) !== call) {
+        // A later register() of the same id is running: it decides what stays.
+        if (this.adapters.get(id) !== reg) await closeRegistration(reg);
+        return describe(reg);
+      }
+      this.install(id, reg);
+      return describe(reg);
+    } finally {
+      if (this.registering.get(id) === call) this.registering.delete(id);
+    }
+  }
+
+  async registerNow(id, spec) {
+    const { signal } = spec;
+    throwIfAborted(signal);
+    const ro = { ...this.reading, signal };
+    const address = { repo: spec.repo, revision: spec.revision, subfolder: spec.subfolder, endpoint: spec.endpoint, token: spec.token };
+    const label = `hf://${spec.repo}${spec.subfolder ? `/${spec.subfolder}` : ''}`;
+    const dir = await openAdapterDirectory(address, ro);
+    let handle = null;
+    try {
+      const base = spec.base === undefined ? this.base : spec.base;
+      let plan = null;
+      if (base) {
+        // The merge's own plan from headers only: the errors are merge --dry-run's.
+        const { revision, adapterRevision, ...summary } = await planRemote({
+          ...ro,
+          endpoint: spec.endpoint ?? ro.endpoint,
+          token: spec.token ?? ro.token,
+          base,
+          adapter: { weights: dir.weights, config: dir.config, weightsName: dir.weightsName },
+        });
+        plan = { revision, modulesMatched: summary.modulesMatched, tensorsMerged: summary.tensorsMerged, arch: summary.arch, notes: summary.notes };
+      }
+      const module = await getModule();
+      handle = new NativeHandle(module, new module.ServedAdapter());
+      const src = await openAdapterSource(dir.weights, signal);
+      const inline = await readAdapterHeader(handle, src, dir.weightsName, HEADER_STEPS, signal);
+      if (!withBytes(handle, 'load', inline, label, dir.weightsName, configText(dir.config, 'adapter config'), null)) throw errorFromHandle(handle.handle);
+      const { format, modules } = JSON.parse(handle.handle.modules());
+      return {
+        id,
+        spec,
+        label,
+        dir,
+        src,
+        handle,
+        format,
+        modules,
+        resolved: new Map(),
+        revision: dir.revision,
+        etag: dir.weights.etag ?? null,
+        // Entries are keyed by the weights' ETag (the file's content), else the commit read.
+        version: dir.weights.etag ?? dir.revision ?? '',
+        plan,
+      };
+    } catch (error) {
+      handle?.close();
+      await dir.close();
+      throw error;
+    }
+  }
+
+  install(id, reg) {
+    const old = this.adapters.get(id);
+    this.adapters.set(id, reg);
+    if (!old) return;
+    if (old.version !== reg.version) this.drop(id, old.version);
+    closeRegistration(old).catch(() => {});
+  }
+
+  /** Drops the entries of adapter `id` (at `version`, or every version). */
+  drop(id, version) {
+    for (const [key, entry] of this.entries) {
+      if (entry.id === id && (version === undefined || entry.version === version)) {
+        this.entries.delete(key);
+        this.resident -= entry.cost;
+        this.counts.invalidated += 1;
+      }
+    }
+    this.wake();
+  }
+
+  /** Registers `id` again with the same spec: a branch that moved, or a file with a new ETag, replaces its entries. */
+  async refresh(id) {
+    const reg = this.registration(id);
+    const before = reg.version;
+    const info = await this.register(id, reg.spec);
+    return { ...info, changed: info.etag !== reg.etag || this.adapters.get(id).version !== before };
+  }
+
+  /** Forgets adapter `id` and its cached modules (fetches in flight for it land nowhere). False if it was not registered. */
+  async unregister(id) {
+    const reg = this.adapters.get(id);
+    if (!reg) return false;
+    this.adapters.delete(id);
+    this.drop(id);
+    await closeRegistration(reg);
+    return true;
+  }
+
+  registration(id) {
+    const reg = this.adapters.get(id);
+    if (!reg) throw invalid(`no adapter is registered as \`${id}\``);
+    return reg;
+  }
+
+  /** The registered adapter's facts: {id, repo, revision, etag, format, modules: [{name, kind, rank, alpha, scaling, aShape, bShape, sourceDtype, span, bytes}], plan}. */
+  info(id) {
+    const reg = this.registration(id);
+    return { ...describe(reg), modules: reg.modules };
+  }
+
+  resolve(reg, name, required = true) {
+    const known = reg.resolved.get(name);
+    if (known !== undefined) return known;
+    const text = reg.handle.handle.resolve(String(name), required);
+    if (text === '') throw errorFromHandle(reg.handle.handle);
+    const info = JSON.parse(text);
+    if (info !== null) reg.resolved.set(name, info);
+    return info;
+  }
+
+  /**
+   * One module's factors: {id, name, A, B, shapes: {A, B}, rank, alpha, scaling, dtype, sourceDtype, kind}. A and B
+   * are Uint8Arrays of little-endian values in `dtype` (read-only: the cache holds the same arrays). The first call
+   * fetches the module's span with one Range request; later calls are hits until it is evicted.
+   */
+  async module(id, name, options = {}) {
+    const dtype = checkDtype(options.dtype ?? this.dtype);
+    const reg = this.registration(id);
+    const info = this.resolve(reg, name);
+    const key = `${id}\u0000${reg.version}\u0000${info.name}\u0000${dtype}`;
+    const entry = this.entries.get(key);
+    if (entry) {
+      this.entries.delete(key); // most recently used: to the end
+      this.entries.set(key, entry);
+      this.counts.hits += 1;
+      return entry.value;
+    }
+    const pending = this.inflight.get(key);
+    if (pending) {
+      this.counts.shared += 1;
+      return pending;
+    }
+    this.counts.misses += 1;
+    const promise = this.fetchModule(reg, info, dtype, key, options.signal);
+    this.inflight.set(key, promise);
+    try {
+      return await promise;
+    } finally {
+      this.inflight.delete(key);
+    }
+  }
+
+  async fetchModule(reg, info, dtype, key, signal) {
+    const [begin, end] = info.span;
+    const cost = info.bytes[dtype];
+    const need = cost + (end - begin);
+    if (need > this.budget)
+      throw invalid(
+        `${reg.label}: module \`${info.name}\` needs ${need} bytes (${cost} of ${dtype} factors, ${end - begin} fetched), more than the cache's budget of ${this.budget} bytes`,
+      );
+    await this.reserve(need, signal);
+    let held = need;
+    try {
+      const span = await readRange(reg.src, begin, end - begin, signal);
+      this.counts.spanReads += 1;
+      this.counts.bytesFetched += span.length;
+      const parts = callWindow(reg.handle, 'factors', span, info.name, dtype);
+      if (parts.length !== 2) throw new SafetensorsError('IoError', `${reg.label}: module \`${info.name}\`: the factors did not come back whole`);
+      const value = Object.freeze({
+        id: reg.id,
+        name: info.name,
+        kind: info.kind,
+        A: parts[0].bytes,
+        B: parts[1].bytes,
+        shapes: Object.freeze({ A: info.aShape, B: info.bShape }),
+        rank: info.rank,
+        alpha: info.alpha,
+        scaling: info.scaling,
+        dtype,
+        sourceDtype: info.sourceDtype,
+      });
+      this.release(end - begin); // the span's bytes are gone; the factors stay reserved until they land
+      held = cost;
+      if (this.adapters.get(reg.id) === reg && !this.entries.has(key)) {
+        this.reserved -= cost;
+        this.resident += cost;
+        held = 0;
+        this.entries.set(key, { cost, value, id: reg.id, version: reg.version });
+      }
+      return value;
+    } finally {
+      if (held) this.release(held);
+    }
+  }
+
+  /** Waits until `n` more bytes fit in the budget, evicting least recently used entries; then counts them as in flight. */
+  async reserve(n, signal) {
+    for (;;) {
+      throwIfAborted(signal);
+      while (this.resident + this.reserved + n > this.budget && this.entries.size > 0) {
+        const [key, entry] = this.entries.entries().next().value;
+        this.entries.delete(key);
+        this.resident -= entry.cost;
+        this.counts.evictions += 1;
+      }
+      if (this.resident + this.reserved + n <= this.budget) {
+        this.reserved += n;
+        this.counts.peak = Math.max(this.counts.peak, this.resident + this.reserved);
+        return;
+      }
+      // Only fetches in flight hold the budget: wait for one to land or fail.
+      await new Promise((resolve) => this.waiters.push(resolve));
+    }
+  }
+
+  release(n) {
+    this.reserved -= n;
+    this.wake();
+  }
+
+  wake() {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const resolve of waiters) resolve();
+  }
+
+  async mathHandle() {
+    if (!this.math) {
+      const module = await getModule();
+      this.math = new NativeHandle(module, new module.ServingMath());
+    }
+    return this.math;
+  }
+
+  /**
+   * The composition of several adapters for one module: [{id, scale}] → {A, B, shapes, rank, dtype, scaling: 1,
+   * terms, applyTo(weight, {dtype, shape, outDtype?, layout?})}, the exact cat form (A = [c₁A₁; c₂A₂; …],
+   * B = [B₁ B₂ …], cᵢ = scaleᵢ·sᵢ), so that B·A = Σ scaleᵢ·sᵢ·Bᵢ·Aᵢ up to one rounding to `dtype`. Adapters without
+   * the module are left out; null when none has it. The factors are read through the cache in f32 (exact for
+   * f32, bf16 and f16 adapters).
+   */
+  async compose(list, name, options = {}) {
+    if (!Array.isArray(list) || list.length === 0) throw new TypeError('peft-bridge: compose needs a non-empty array of {id, scale}');
+    const dtype = checkDtype(options.dtype ?? this.dtype);
+    const present = [];
+    for (const item of list) {
+      if (!item || typeof item !== 'object' || typeof item.id !== 'string') throw new TypeError('peft-bridge: compose takes [{id, scale}]');
+      const scale = item.scale ?? 1;
+      if (typeof scale !== 'number' || !Number.isFinite(scale)) throw new TypeError('peft-bridge: a scale must be a finite number');
+      const reg = this.registration(item.id);
+      const info = this.resolve(reg, name, false);
+      if (info !== null) present.push({ id: item.id, scale });
+    }
+    if (present.length === 0) return null;
+    const factors = await Promise.all(present.map((p) => this.module(p.id, name, { dtype: 'f32', signal: options.signal })));
+    const terms = factors.map((f, i) => ({ dtype: 'f32', kind: f.kind, aShape: f.shapes.A, bShape: f.shapes.B, weight: present[i].scale, scaling: f.scaling }));
+    const bytes = concat(factors.flatMap((f) => [f.A, f.B]));
+    const math = await this.mathHandle();
+    const out = callWindow(math, 'compose', bytes, JSON.stringify(terms), dtype);
+    const rank = terms.reduce((r, t) => r + t.aShape[0], 0);
+    const aShape = [rank, ...factors[0].shapes.A.slice(1)];
+    const bShape = [factors[0].shapes.B[0], rank, ...factors[0].shapes.B.slice(2)];
+    return {
+      name: factors[0].name,
+      A: out[0].bytes,
+      B: out[1].bytes,
+      shapes: { A: aShape, B: bShape },
+      rank,
+      dtype,
+      scaling: 1,
+      terms: present.map((p, i) => ({ id: p.id, scale: p.scale, scaling: factors[i].scaling, rank: factors[i].rank })),
+      /**
+       * The base weight plus this delta, by the merge kernel: `weight` (bytes in `dtype`: 'BF16', 'bf16'…, of
+       * `shape`) → bytes in `outDtype` (default the weight's). One adapter at scale 1 gives `merge`'s bytes.
+       * `layout`: 'auto' (default), 'out-in' (Linear, Conv), 'in-out' (Conv1D), 'embedding'.
+       */
+      applyTo: (weight, o = {}) => {
+        if (!(weight instanceof Uint8Array)) throw new TypeError('peft-bridge: applyTo takes the weight as a Uint8Array');
+        if (!o || typeof o.dtype !== 'string' || !Array.isArray(o.shape)) throw new TypeError('peft-bridge: applyTo needs {dtype, shape}');
+        const [merged] = callWindow(math, 'apply', concat([bytes, weight]), JSON.stringify(terms), o.dtype, JSON.stringify(o.shape), o.outDtype ?? '', o.layout ?? 'auto');
+        return merged.bytes;
+      },
+    };
+  }
+
+  /**
+   * {registered, entries, residentBytes, inFlightBytes, peakResidentBytes (resident + in flight, at most), budgetBytes,
+   * hits, misses, shared (requests that joined a fetch in flight), evictions, invalidated (dropped by a revision
+   * change or unregister), bytesFetched, spanReads}.
+   */
+  stats() {
+    const { peak, ...counts } = this.counts;
+    return {
+      registered: this.adapters.size,
+      entries: this.entries.size,
+      residentBytes: this.resident,
+      inFlightBytes: this.reserved,
+      peakResidentBytes: peak,
+      budgetBytes: this.budget,
+      ...counts,
+    };
+  }
+
+  /** Unregisters everything and frees the native handles. */
+  async close() {
+    for (const id of [...this.adapters.keys()]) await this.unregister(id);
+    this.math?.close();
+    this.math = null;
+  }
+}
+
+/** Calls a handle's method with `bytes` (whole) in its window; returns its output chunks. */
+function callWindow(math, method, bytes, ...args) {
+  const native = math.handle;
+  const ptr = native.window(bytes.length);
+  if (!ptr) throw new SafetensorsError('IoError', `out of memory: cannot reserve ${bytes.length} bytes`);
+  math.module.HEAPU8.set(bytes, ptr);
+  const ok = native[method](bytes.length, ...args);
+  const chunks = math.takeChunks(ptr);
+  if (!ok) throw errorFromHandle(native);
+  return chunks;
+}
+
+function describe(reg) {
+  return { id: reg.id, repo: reg.spec.repo, revision: reg.revision, etag: reg.etag, format: reg.format, modules: reg.modules.length, plan: reg.plan };
+}
+
+async function closeRegistration(reg) {
+  reg.handle.close();
+  await reg.src.close().catch(() => {});
+  await reg.dir.close();
+}
