@@ -433,3 +433,30 @@ export async function createUsage(bytes: Uint8Array): Promise<number> {
   for (const f of created.files) n += f.size + (f.path === 'adapter_config.json' ? 1 : 0) + (f.stream.locked ? 1 : 0);
   return n + created.config.length;
 }
+
+// The adapter cache: register against a base, a module in a dtype, a composition applied to a weight, stats.
+import {
+  createAdapterCache, AdapterCache, type AdapterCacheOptions, type AdapterRegistration, type RegisteredAdapter,
+  type CachedModule, type CachedModuleInfo, type ComposedDelta, type AdapterCacheStats, type CacheDtype,
+} from '../../web/src/index.js';
+
+export async function adapterCacheUsage(weight: Uint8Array, fetchImpl: typeof fetch): Promise<number> {
+  const options: AdapterCacheOptions = { budgetBytes: 64 << 20, dtype: 'bf16', fetch: fetchImpl, base: { repo: 'owner/base' } };
+  const cache: AdapterCache = createAdapterCache(options);
+  const spec: AdapterRegistration = { repo: 'owner/sql-lora', revision: 'main', base: null };
+  const registered: RegisteredAdapter = await cache.register('sql', spec);
+  const dtype: CacheDtype = 'f16';
+  const m: CachedModule = await cache.module('sql', 'model.layers.3.self_attn.q_proj', { dtype });
+  const infos: CachedModuleInfo[] = cache.info('sql').modules;
+  const d: ComposedDelta | null = await cache.compose([{ id: 'sql', scale: 0.7 }, { id: 'chat' }], 'model.layers.3.self_attn.q_proj');
+  const merged = d ? d.applyTo(weight, { dtype: 'BF16', shape: [4096, 4096], layout: 'out-in' }) : weight;
+  // @ts-expect-error budgetBytes is required
+  createAdapterCache({ dtype: 'f32' });
+  // @ts-expect-error no such dtype
+  await cache.module('sql', 'x', { dtype: 'f64' });
+  const s: AdapterCacheStats = cache.stats();
+  const { changed } = await cache.refresh('sql');
+  await cache.unregister('sql');
+  await cache.close();
+  return m.A.length + infos.length + merged.length + s.peakResidentBytes + registered.modules + (changed ? 1 : 0);
+}
