@@ -366,3 +366,30 @@ test('a revision change replaces the cached modules; unregister drops them', asy
     await cache.close();
   });
 });
+
+test('an aborted caller leaves the shared fetch to the others; unregister during a fetch lets it complete uncached', async () => {
+  await withHub(async (hub, o) => {
+    const cache = createAdapterCache({ ...o, budgetBytes: 8 << 20 });
+    await cache.register('sql', { repo: 'me/sql' });
+    const name = 'model.layers.5.self_attn.q_proj';
+    hub.faults.push({ type: 'slow', delay: 20, chunk: 4096, times: 1 });
+    const controller = new AbortController();
+    const first = cache.module('sql', name, { signal: controller.signal });
+    const second = cache.module('sql', name);
+    controller.abort(new Error('gone'));
+    await assert.rejects(first, /gone/);
+    const m = await second;
+    assert.equal(m.rank, 8);
+    assert.equal(await cache.module('sql', name), m, 'cached');
+    assert.deepEqual([cache.stats().misses, cache.stats().shared, cache.stats().hits], [1, 1, 1]);
+    // Unregistered while its fetch runs: the caller still gets the factors; nothing is cached; nothing leaks.
+    hub.faults.push({ type: 'slow', delay: 20, chunk: 4096, times: 1 });
+    const late = cache.module('sql', 'model.layers.5.self_attn.v_proj');
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    assert.equal(await cache.unregister('sql'), true);
+    assert.equal((await late).rank, 8);
+    const s = cache.stats();
+    assert.deepEqual([s.entries, s.residentBytes, s.inFlightBytes, s.registered], [0, 0, 0, 0]);
+    await cache.close();
+  });
+});

@@ -13,6 +13,7 @@ import { openAdapterDirectory } from './adapter-dir.js';
 import { openAdapterSource, readRange } from './adapter-source.js';
 import { LIMIT_OPTIONS } from './range-client.js';
 import { planRemote } from './remote.js';
+import { raceAbort } from './sources.js';
 
 const DTYPES = new Set(['f32', 'bf16', 'f16']);
 const HEADER_STEPS = { length: 'adapterHeaderLength', header: 'setAdapterHeader', ranges: 'adapterInlineRanges' };
@@ -119,6 +120,8 @@ export class AdapterCache {
         format,
         modules,
         resolved: new Map(),
+        active: 0, // fetches running
+        closing: false,
         revision: dir.revision,
         etag: dir.weights.etag ?? null,
         // Entries are keyed by the weights' ETag (the file's content), else the commit read.
@@ -209,22 +212,21 @@ export class AdapterCache {
       this.counts.hits += 1;
       return entry.value;
     }
-    const pending = this.inflight.get(key);
+    // One fetch per entry, whoever asks; a caller's signal abandons its own wait, not the fetch the others share.
+    throwIfAborted(options.signal);
+    let pending = this.inflight.get(key);
     if (pending) {
       this.counts.shared += 1;
-      return pending;
+    } else {
+      this.counts.misses += 1;
+      pending = this.fetchModule(reg, info, dtype, key).finally(() => this.inflight.delete(key));
+      this.inflight.set(key, pending);
+      pending.catch(() => {}); // its callers see the failure; a fetch every caller has abandoned fails quietly
     }
-    this.counts.misses += 1;
-    const promise = this.fetchModule(reg, info, dtype, key, options.signal);
-    this.inflight.set(key, promise);
-    try {
-      return await promise;
-    } finally {
-      this.inflight.delete(key);
-    }
+    return raceAbort(pending, options.signal);
   }
 
-  async fetchModule(reg, info, dtype, key, signal) {
+  async fetchModule(reg, info, dtype, key) {
     const [begin, end] = info.span;
     const cost = info.bytes[dtype];
     const need = cost + (end - begin);
@@ -232,10 +234,12 @@ export class AdapterCache {
       throw invalid(
         `${reg.label}: module \`${info.name}\` needs ${need} bytes (${cost} of ${dtype} factors, ${end - begin} fetched), more than the cache's budget of ${this.budget} bytes`,
       );
-    await this.reserve(need, signal);
-    let held = need;
+    reg.active += 1; // the registration's file stays open until its fetches end
+    let held = 0;
     try {
-      const span = await readRange(reg.src, begin, end - begin, signal);
+      await this.reserve(need);
+      held = need;
+      const span = await readRange(reg.src, begin, end - begin);
       this.counts.spanReads += 1;
       this.counts.bytesFetched += span.length;
       const parts = callWindow(reg.handle, 'factors', span, info.name, dtype);
@@ -255,7 +259,8 @@ export class AdapterCache {
       });
       this.release(end - begin); // the span's bytes are gone; the factors stay reserved until they land
       held = cost;
-      if (this.adapters.get(reg.id) === reg && !this.entries.has(key)) {
+      // Cached unless the adapter was unregistered, or re-registered at another version, meanwhile.
+      if (this.adapters.get(reg.id)?.version === reg.version && !this.entries.has(key)) {
         this.reserved -= cost;
         this.resident += cost;
         held = 0;
@@ -264,13 +269,14 @@ export class AdapterCache {
       return value;
     } finally {
       if (held) this.release(held);
+      reg.active -= 1;
+      if (reg.closing && reg.active === 0) await closeNow(reg);
     }
   }
 
   /** Waits until `n` more bytes fit in the budget, evicting least recently used entries; then counts them as in flight. */
-  async reserve(n, signal) {
+  async reserve(n) {
     for (;;) {
-      throwIfAborted(signal);
       while (this.resident + this.reserved + n > this.budget && this.entries.size > 0) {
         const [key, entry] = this.entries.entries().next().value;
         this.entries.delete(key);
@@ -399,7 +405,15 @@ function describe(reg) {
   return { id: reg.id, repo: reg.spec.repo, revision: reg.revision, etag: reg.etag, format: reg.format, modules: reg.modules.length, plan: reg.plan };
 }
 
+/** Closes a registration once its fetches in flight have ended (they complete for their callers). */
 async function closeRegistration(reg) {
+  reg.closing = true;
+  if (reg.active === 0) await closeNow(reg);
+}
+
+async function closeNow(reg) {
+  if (reg.closed) return;
+  reg.closed = true;
   reg.handle.close();
   await reg.src.close().catch(() => {});
   await reg.dir.close();
