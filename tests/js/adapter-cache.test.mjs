@@ -393,3 +393,24 @@ test('an aborted caller leaves the shared fetch to the others; unregister during
     await cache.close();
   });
 });
+
+test('another format the core reads: an mlx-lm adapter is served in PEFT orientation, the same bytes', async () => {
+  const weights = new Uint8Array(readFileSync(join(files('sql'), 'adapter_model.safetensors')));
+  const config = readFileSync(join(files('sql'), 'adapter_config.json'), 'utf8');
+  const mlx = await pb.translateAdapter({ weights, config }, { to: 'mlx' });
+  const hub = await startHub({ files: { 'me/mlx': Object.fromEntries(mlx.files.map((f) => [f.name, f.bytes])), 'me/sql': files('sql') } });
+  try {
+    const cache = createAdapterCache({ endpoint: hub.endpoint, budgetBytes: 8 << 20 });
+    assert.equal((await cache.register('mlx', { repo: 'me/mlx' })).format, 'mlx');
+    await cache.register('sql', { repo: 'me/sql' });
+    for (const name of [Q0, 'model.layers.5.self_attn.v_proj']) {
+      const [a, b] = await Promise.all([cache.module('mlx', name), cache.module('sql', name)]);
+      assert.deepEqual([a.shapes, a.scaling], [b.shapes, b.scaling]);
+      assert.deepEqual(a.A, b.A, name); // mlx-lm stores A transposed: the core rearranges it
+      assert.deepEqual(a.B, b.B, name);
+    }
+    await cache.close();
+  } finally {
+    await hub.close();
+  }
+});
