@@ -61,6 +61,8 @@ export class AdapterCache {
    * Reads the folder listing, adapter_config.json and the weights' header (Range), and, when a base is declared
    * (here or in the cache's options), the base's index, config.json and shard headers, failing with the errors of
    * `merge --dry-run`. Registering an id again replaces it; if the weights' ETag changed, its cached modules go.
+   * Of overlapping register() calls for one id the last decides: an earlier one's result is discarded, and if the
+   * last fails the id keeps the registration it had before.
    */
   async register(id, spec) {
     if (typeof id !== 'string' || id === '') throw new TypeError('peft-bridge: an adapter id must be a non-empty string');
@@ -112,7 +114,7 @@ export class AdapterCache {
       const { format, modules } = JSON.parse(handle.handle.modules());
       return {
         id,
-        spec,
+        spec: { ...spec, signal: undefined }, // for refresh(); the signal was this call's
         label,
         dir,
         src,
