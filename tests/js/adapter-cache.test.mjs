@@ -347,6 +347,10 @@ test('a revision change replaces the cached modules; unregister drops them', asy
     bytes[bytes.length - 1] ^= 1; // q/v of the last layer; make the file differ
     const m0 = readTensor(new Uint8Array(bytes), `base_model.model.${Q0}.lora_A.weight`);
     hub.setFile('me/sql', 'adapter_model.safetensors', bytes);
+    // Before a refresh the registration still reads its commit, which this server no longer serves: the fetch
+    // fails (the real Hub keeps old commits, and the old bytes would come), nothing is cached.
+    await rejectsWith(cache.module('sql', 'model.layers.5.self_attn.v_proj'), 'IoError', /HTTP 404/);
+    assert.deepEqual([cache.stats().entries, cache.stats().inFlightBytes], [1, 0]);
     r = await cache.refresh('sql');
     assert.equal(r.changed, true);
     assert.notEqual(r.etag, first.etag);
