@@ -1041,6 +1041,7 @@ export function workerHubAccess(
   request: { headers: { get(name: string): string | null } },
   worker?: { token?: string; secret?: string },
 ): { token: string | undefined; trusted: boolean };
+
 // ---- The adapter cache (docs/adapter-cache.md) ----
 
 export type CacheDtype = 'f32' | 'bf16' | 'f16';
