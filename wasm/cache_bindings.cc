@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "adapter/adapter_io.h"
+#include "app/combine_args.h"
 #include "app/command_line.h"
+#include "compose/combine_plan.h"
 #include "compose/lora_serving.h"
 #include "core/json.h"
 #include "merge_io.h"
@@ -86,6 +88,9 @@ class ServedAdapter : public MergeIo {
     return ModuleJson(*m.value()).dump();
   }
 
+  const std::string& label() const { return label_; }
+  const adapter::Adapter& adapter() const { return read_.adapter; }
+
   // Window: the n bytes of the module's span. Output chunks: A (tensor 0), B (tensor 1) in `dtype`.
   bool factors(size_t n, const std::string& name, const std::string& dtype) {
     auto bytes = Begin(n);
@@ -156,7 +161,8 @@ Result<std::vector<compose::ServedFactors>> TermFactors(const nlohmann::json& j,
 class ServingMath : public Handle {
  public:
   // Output chunks: A (tensor 0), B (tensor 1) of the cat form in `dtype`.
-  bool compose(size_t n, const std::string& terms_json, const std::string& dtype) {
+  // `rank`: 0 for Σrᵢ, or the rank to pad to (ComposeCat).
+  bool compose(size_t n, const std::string& terms_json, const std::string& dtype, double rank) {
     auto bytes = Begin(n);
     if (!bytes) return false;
     auto d = DtypeOption(dtype);
@@ -168,7 +174,7 @@ class ServingMath : public Handle {
     auto factors = TermFactors(j.value(), *bytes, terms, rest);
     if (!factors.ok()) return Fail(factors.error());
     for (size_t i = 0; i < terms.size(); ++i) terms[i].factors = &factors.value()[i];  // after the vector settled
-    auto out = compose::ComposeCat(terms, *d);
+    auto out = compose::ComposeCat(terms, *d, static_cast<uint64_t>(rank));
     if (!out.ok()) return Fail(out.error());
     return Check(chunks_.Add(0, 0, out->a)) && Check(chunks_.Add(1, 0, out->b));
   }
@@ -207,6 +213,63 @@ class ServingMath : public Handle {
   }
 };
 
+// The PEFT adapter a composition is served as (examples/adapter-router): combine's own plan of `--method cat` over
+// the registered adapters (compose::PlanCombine), so its tensor names, shapes, dtype, order and adapter_config.json
+// are those `combine` writes, while the factors come from the cache (ComposeCat, the same maths).
+class ComposeLayout : public Handle {
+ public:
+  void add(const ServedAdapter& a) { inputs_.push_back({a.label(), &a.adapter()}); }
+
+  // options: CombineOptionsFromJson's ({"weights": [...], "dtype": ...}; the method is cat). Returns
+  // {"config", "size" (of the weights file), "weightsName", "order", "metadata", "rank", "tensors": [{name, dtype,
+  // shape, module, factor: "A"|"B"}]}, or """"
+  // (error set). modules_to_save copies are refused: the cache serves LoRA factors only.
+  std::string plan(const std::string& options_json) {
+    auto j = ParseJson(options_json, "compose options");
+    if (!j.ok()) return Fail(MakeError(ErrorCode::InvalidArgument, j.error().message)), std::string();
+    Json o = j.value();
+    o["method"] = "cat";
+    auto options = app::CombineOptionsFromJson(o);
+    if (!options.ok()) return Fail(options.error()), std::string();
+    auto planned = compose::PlanCombine(inputs_, options.value());
+    if (!planned.ok()) return Fail(planned.error()), std::string();
+    const compose::CombinePlan& p = planned.value();
+    if (!p.extras.empty())
+      return Fail(MakeError(ErrorCode::UnsupportedAdapter, "`" + p.extras.front().key +
+                                                               "` is a modules_to_save copy: a composition through the "
+                                                               "adapter cache serves LoRA factors only")),
+             std::string();
+    const auto& tensors = p.output.weights.tensors;
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& m : p.modules)
+      for (auto [index, factor] : {std::pair{m.a_tensor, "A"}, std::pair{m.b_tensor, "B"}})
+        list.push_back({{"name", tensors.at(index).name},
+                        {"dtype", DtypeName(tensors.at(index).dtype)},
+                        {"shape", tensors.at(index).shape},
+                        {"module", m.path},
+                        {"rank", m.rank},
+                        {"factor", factor}});
+    nlohmann::json metadata = nullptr;
+    if (p.output.weights.metadata) {
+      metadata = nlohmann::json::object();
+      for (const auto& [k, v] : *p.output.weights.metadata) metadata[k] = v;
+    }
+    auto file = adapter::PlanSafetensors(p.output.weights);
+    if (!file.ok()) return Fail(file.error()), std::string();
+    return nlohmann::json{{"config", p.output.config_text},
+                          {"size", file.value().total_size()},
+                          {"weightsName", p.output.weights_name},
+                          {"order", p.output.weights.order == TensorOrder::kInput ? "input" : "reference"},
+                          {"metadata", metadata},
+                          {"rank", p.rank},
+                          {"tensors", list}}
+        .dump();
+  }
+
+ private:
+  std::vector<compose::CombineInput> inputs_;
+};
+
 }  // namespace
 }  // namespace pb::wasm
 
@@ -224,4 +287,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge_cache) {
       .constructor<>()
       .function("compose", &ServingMath::compose)
       .function("apply", &ServingMath::apply);
+  class_<pb::wasm::ComposeLayout, base<pb::wasm::Handle>>("ComposeLayout")
+      .constructor<>()
+      .function("add", &pb::wasm::ComposeLayout::add)
+      .function("plan", &pb::wasm::ComposeLayout::plan);
 }

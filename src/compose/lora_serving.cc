@@ -147,7 +147,7 @@ Status CheckTerms(const std::vector<ServedTerm>& terms) {
 
 }  // namespace
 
-Result<ServedFactors> ComposeCat(const std::vector<ServedTerm>& terms, Dtype dtype) {
+Result<ServedFactors> ComposeCat(const std::vector<ServedTerm>& terms, Dtype dtype, uint64_t padded_rank) {
   PB_RETURN_IF_ERROR(CheckTerms(terms));
   std::vector<Term> math_terms;
   uint64_t rank = 0;
@@ -163,6 +163,10 @@ Result<ServedFactors> ComposeCat(const std::vector<ServedTerm>& terms, Dtype dty
     rank += f.a_shape[0];
     math_terms.push_back(std::move(t));
   }
+  if (padded_rank != 0 && padded_rank < rank)
+    return MakeError(ErrorCode::InvalidArgument, "rank " + std::to_string(padded_rank) + " is less than the terms' " +
+                                                     std::to_string(rank));
+  if (padded_rank != 0) rank = padded_rank;
   ModuleMath math;
   math.method = CombineMethod::kCat;
   math.rank = rank;

@@ -51,7 +51,9 @@ struct ServedTerm {
 // The exact cat form: A = [c₁·A₁; c₂·A₂; …] (Σrᵢ × in), B = [B₁ B₂ …] (out × Σrᵢ), cᵢ = weightᵢ·scalingᵢ,
 // computed in float64 and rounded once to `dtype`, so that B·A = Σ cᵢ·Bᵢ·Aᵢ up to that rounding: the bytes
 // `combine --method cat --dtype` writes for the module when every input has it. Shapes must agree (ShapeMismatch).
-Result<ServedFactors> ComposeCat(const std::vector<ServedTerm>& terms, Dtype dtype);
+// `rank` above Σrᵢ pads A's rows and B's columns with zeros at the end, as `combine` pads a module only some
+// inputs have to the combined rank (0: Σrᵢ; below it: InvalidArgument).
+Result<ServedFactors> ComposeCat(const std::vector<ServedTerm>& terms, Dtype dtype, uint64_t rank = 0);
 
 // How a base weight holds the delta: [out, in…] (Linear, Conv), [in, out] (transformers' Conv1D), or an
 // embedding's [num, dim] (PEFT rounds an embedding's delta to the weight's dtype first).

@@ -305,6 +305,31 @@ test('compose: exactly Σ scale·s·B·A (float64 reference), and combine --meth
   });
 });
 
+test('composeAdapter: the files combine --method cat writes (config and weights, byte for byte), streamed through the cache', async () => {
+  await withHub(async (hub, o) => {
+    const cache = createAdapterCache({ ...o, budgetBytes: 8 << 20 });
+    await cache.register('sql', { repo: 'me/sql' });
+    await cache.register('chat', { repo: 'me/chat' });
+    const list = [{ id: 'sql', scale: 0.7 }, { id: 'chat', scale: -0.3 }];
+    for (const dtype of ['f32', 'bf16']) {
+      const composed = await cache.composeAdapter(list, { dtype });
+      const weights = new Uint8Array(await new Response(composed.stream()).arrayBuffer());
+      const combined = await combineAdapters([{ repo: 'me/sql' }, { repo: 'me/chat' }], { ...o, weights: [0.7, -0.3], dtype });
+      const want = (name) => combined.files.find((f) => f.name === name).bytes;
+      assert.equal(composed.weightsName, 'adapter_model.safetensors');
+      assert.equal(weights.length, composed.size, dtype);
+      assert.ok(Buffer.from(weights).equals(Buffer.from(want('adapter_model.safetensors'))), `${dtype} weights`);
+      assert.equal(composed.config, new TextDecoder().decode(want('adapter_config.json')), `${dtype} config`);
+      assert.equal(JSON.parse(composed.config).lora_alpha, composed.rank);
+    }
+    // Every module went through the cache: a second composition is all hits.
+    const before = cache.stats();
+    await new Response((await cache.composeAdapter(list)).stream()).arrayBuffer();
+    assert.equal(cache.stats().spanReads, before.spanReads);
+    await cache.close();
+  });
+});
+
 test('applyTo: one adapter at scale 1 gives the merge\'s bytes; several apply Σ', async () => {
   await withHub(async (hub, o) => {
     const cache = createAdapterCache({ ...o, budgetBytes: 8 << 20 });

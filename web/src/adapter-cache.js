@@ -14,6 +14,7 @@ import { openAdapterSource, readRange } from './adapter-source.js';
 import { LIMIT_OPTIONS } from './range-client.js';
 import { planRemote } from './remote.js';
 import { raceAbort } from './sources.js';
+import { writeSafetensors } from './writer.js';
 
 const DTYPES = new Set(['f32', 'bf16', 'f16']);
 const HEADER_STEPS = { length: 'adapterHeaderLength', header: 'setAdapterHeader', ranges: 'adapterInlineRanges' };
@@ -338,8 +339,9 @@ export class AdapterCache {
     const terms = factors.map((f, i) => ({ dtype: 'f32', kind: f.kind, aShape: f.shapes.A, bShape: f.shapes.B, weight: present[i].scale, scaling: f.scaling }));
     const bytes = concat(factors.flatMap((f) => [f.A, f.B]));
     const math = await this.mathHandle();
-    const out = callWindow(math, 'compose', bytes, JSON.stringify(terms), dtype);
-    const rank = terms.reduce((r, t) => r + t.aShape[0], 0);
+    const padTo = options.rank ?? 0; // composeAdapter: a module only some adapters have, padded as combine pads it
+    const out = callWindow(math, 'compose', bytes, JSON.stringify(terms), dtype, padTo);
+    const rank = Math.max(padTo, terms.reduce((r, t) => r + t.aShape[0], 0));
     const aShape = [rank, ...factors[0].shapes.A.slice(1)];
     const bShape = [factors[0].shapes.B[0], rank, ...factors[0].shapes.B.slice(2)];
     return {
@@ -361,6 +363,58 @@ export class AdapterCache {
         if (!o || typeof o.dtype !== 'string' || !Array.isArray(o.shape)) throw new TypeError('peft-bridge: applyTo needs {dtype, shape}');
         const [merged] = callWindow(math, 'apply', concat([bytes, weight]), JSON.stringify(terms), o.dtype, JSON.stringify(o.shape), o.outDtype ?? '', o.layout ?? 'auto');
         return merged.bytes;
+      },
+    };
+  }
+
+  /**
+   * The PEFT adapter a composition is served as, for a runtime that loads adapter files (vLLM, LoRAX): [{id, scale}]
+   * → {config (adapter_config.json text), weightsName, size (of the weights file), rank, tensors, stream()}.
+   * Names, shapes, order and config are `combine --method cat`'s plan for these adapters and weights (the core's
+   * PlanCombine); stream() writes the weights file module by module, each composed through the cache when the
+   * reader reaches it (compose()), so it holds one module's factors besides the cache and equals the file
+   * `combine --method cat --weights … --dtype …` writes.
+   */
+  async composeAdapter(list, options = {}) {
+    if (!Array.isArray(list) || list.length === 0) throw new TypeError('peft-bridge: composeAdapter needs a non-empty array of {id, scale}');
+    const dtype = checkDtype(options.dtype ?? this.dtype);
+    const module = await getModule();
+    const layout = new NativeHandle(module, new module.ComposeLayout());
+    let plan;
+    try {
+      for (const item of list) {
+        if (!item || typeof item !== 'object' || typeof item.id !== 'string') throw new TypeError('peft-bridge: composeAdapter takes [{id, scale}]');
+        layout.handle.add(this.registration(item.id).handle.handle);
+      }
+      const text = layout.handle.plan(JSON.stringify({ weights: list.map((i) => i.scale ?? 1), dtype }));
+      if (text === '') throw errorFromHandle(layout.handle);
+      plan = JSON.parse(text);
+    } finally {
+      layout.close();
+    }
+    return {
+      config: plan.config,
+      weightsName: plan.weightsName,
+      size: plan.size,
+      rank: plan.rank,
+      tensors: plan.tensors,
+      stream: () => {
+        const pending = new Map(); // module → its composition, until both factors were written
+        const factor = (t) => ({
+          [Symbol.asyncIterator]: async function* () {
+            let p = pending.get(t.module);
+            if (!p) pending.set(t.module, (p = { delta: this.compose(list, t.module, { dtype, rank: t.rank, signal: options.signal }), left: 2 }));
+            const delta = await p.delta;
+            if (--p.left === 0) pending.delete(t.module);
+            yield delta[t.factor];
+          }.bind(this),
+        });
+        return writeSafetensors({
+          tensors: plan.tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape, data: factor(t) })),
+          metadata: plan.metadata,
+          order: plan.order,
+          signal: options.signal,
+        });
       },
     };
   }

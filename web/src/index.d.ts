@@ -1155,7 +1155,17 @@ export class AdapterCache {
   unregister(id: string): Promise<boolean>;
   info(id: string): Omit<RegisteredAdapter, 'modules'> & { modules: CachedModuleInfo[] };
   module(id: string, name: string, options?: { dtype?: CacheDtype; signal?: AbortSignal }): Promise<CachedModule>;
-  compose(list: { id: string; scale?: number }[], name: string, options?: { dtype?: CacheDtype; signal?: AbortSignal }): Promise<ComposedDelta | null>;
+  compose(list: { id: string; scale?: number }[], name: string, options?: { dtype?: CacheDtype; rank?: number; signal?: AbortSignal }): Promise<ComposedDelta | null>;
+  /** The composition as the PEFT adapter `combine --method cat --weights … --dtype …` writes (same bytes): its
+   * adapter_config.json text, and the weights file streamed module by module through the cache. */
+  composeAdapter(list: { id: string; scale?: number }[], options?: { dtype?: CacheDtype; signal?: AbortSignal }): Promise<{
+    config: string;
+    weightsName: string;
+    size: number;
+    rank: number;
+    tensors: { name: string; dtype: string; shape: number[]; module: string; rank: number; factor: 'A' | 'B' }[];
+    stream(): ReadableStream<Uint8Array>;
+  }>;
   stats(): AdapterCacheStats;
   close(): Promise<void>;
 }
