@@ -36,3 +36,9 @@ test('wrangler deploy --dry-run: examples/edge-worker', { skip }, (t) => {
   const log = dryRun(t, 'edge-worker');
   assert.match(log, /HF_ENDPOINT: "https:\/\/huggingface\.co"/);
 });
+
+test('wrangler deploy --dry-run: examples/adapter-router (the SQLite Durable Object registry)', { skip }, (t) => {
+  const log = dryRun(t, 'adapter-router');
+  assert.match(log, /REGISTRY: AdapterRegistry/);
+  assert.match(log, /CACHE_BUDGET_MB: "64"/);
+});

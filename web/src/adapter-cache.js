@@ -13,6 +13,7 @@ import { openAdapterDirectory } from './adapter-dir.js';
 import { openAdapterSource, readRange } from './adapter-source.js';
 import { LIMIT_OPTIONS } from './range-client.js';
 import { planRemote } from './remote.js';
+import { openFile } from './hub.js';
 import { raceAbort } from './sources.js';
 import { writeSafetensors } from './writer.js';
 
@@ -20,6 +21,27 @@ const DTYPES = new Set(['f32', 'bf16', 'f16']);
 const HEADER_STEPS = { length: 'adapterHeaderLength', header: 'setAdapterHeader', ranges: 'adapterInlineRanges' };
 
 const invalid = (message) => new SafetensorsError('InvalidArgument', message);
+
+const IN_WORKERD = globalThis.navigator?.userAgent === 'Cloudflare-Workers';
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * `promise`, settled in the caller's request. workerd runs what follows a promise another request settled in that
+ * other request's context, so a request waiting for a fetch another one shares would make its own I/O (its next
+ * reads, its response) on behalf of that request, and lose it when that request ends (tests/js/adapter-router.test.mjs,
+ * staggered requests). There the wait polls a timer of its own instead; elsewhere it is the promise itself.
+ */
+export async function inOwnRequest(promise) {
+  if (!IN_WORKERD) return promise;
+  let settled = false;
+  promise.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  while (!settled) await sleep(1);
+  return promise;
+}
 
 function checkDtype(dtype) {
   if (!DTYPES.has(dtype)) throw new TypeError("peft-bridge: dtype must be 'f32', 'bf16' or 'f16'");
@@ -226,7 +248,28 @@ export class AdapterCache {
       this.inflight.set(key, pending);
       pending.catch(() => {}); // its callers see the failure; a fetch every caller has abandoned fails quietly
     }
-    return raceAbort(pending, options.signal);
+    return raceAbort(inOwnRequest(pending), options.signal);
+  }
+
+  /**
+   * `length` bytes of the registration's weights at `begin`. In workerd an I/O object belongs to the request that
+   * made it: a file shared by the isolate's requests would send one request's reads from another's context (its
+   * queue, its open body), and they break when that request ends first (tests/js/adapter-router.test.mjs, staggered
+   * requests). There each span is read on a file opened for the read, in the caller's request, and held to the
+   * registration's ETag; elsewhere the registration's file serves every read (its CDN URL reused).
+   */
+  async readSpan(reg, begin, length) {
+    const shared = reg.dir.weights;
+    if (!IN_WORKERD || typeof shared?.url !== 'string') return readRange(reg.src, begin, length);
+    const file = await openFile({ url: shared.url, label: shared.label }, { ...this.reading, token: shared.token ?? this.reading.token });
+    try {
+      const bytes = await readRange(file, begin, length);
+      if (shared.etag && file.etag && file.etag !== shared.etag)
+        throw new SafetensorsError('IoError', `\`${shared.label}\` changed while being read (ETag ${shared.etag} became ${file.etag})`);
+      return bytes;
+    } finally {
+      await file.close();
+    }
   }
 
   async fetchModule(reg, info, dtype, key) {
@@ -242,7 +285,7 @@ export class AdapterCache {
     try {
       await this.reserve(need);
       held = need;
-      const span = await readRange(reg.src, begin, end - begin);
+      const span = await this.readSpan(reg, begin, end - begin);
       this.counts.spanReads += 1;
       this.counts.bytesFetched += span.length;
       const parts = callWindow(reg.handle, 'factors', span, info.name, dtype);
@@ -291,8 +334,9 @@ export class AdapterCache {
         this.counts.peak = Math.max(this.counts.peak, this.resident + this.reserved);
         return;
       }
-      // Only fetches in flight hold the budget: wait for one to land or fail.
-      await new Promise((resolve) => this.waiters.push(resolve));
+      // Only fetches in flight hold the budget: wait for one to land or fail (in workerd, by polling: see inOwnRequest).
+      if (IN_WORKERD) await sleep(1);
+      else await new Promise((resolve) => this.waiters.push(resolve));
     }
   }
 

@@ -104,7 +104,8 @@ function target(module, source, givenOptions) {
   return { url, label: url, token: source.token ?? options.token, tokenOrigin: originOf(source.endpoint ?? defaultEndpoint()) };
 }
 
-async function openFile(source, options) {
+/** A remote file opened without any request yet (its first read sends the first). Internal. */
+export async function openFile(source, options) {
   throwIfAborted(options.signal);
   const module = await getModule();
   const t = target(module, source, options);

@@ -214,66 +214,77 @@ export function writeSafetensors(spec) {
     }
     await Promise.all(pending);
   };
+  let started = null; // start()'s work: pull() waits for it (workerd may pull before an async start() settles)
   return new ReadableStream({
-    async start(controller) {
-      try {
-        throwIfAborted(signal);
-        const module = await getModule();
-        ({ handle, layout } = plan(module, spec));
-        onAbort = () => {
-          const reason = abortReason(signal);
-          controller.error(reason);
-          cleanup(reason);
-        };
-        signal?.addEventListener('abort', onAbort, { once: true });
-        const header = handle.call('begin');
-        if (header) controller.enqueue(header);
-      } catch (error) {
-        await cleanup(error);
-        throw error;
-      }
+    start(controller) {
+      started = startWriting(controller);
+      return started;
     },
     async pull(controller) {
-      try {
-        for (;;) {
-          throwIfAborted(signal);
-          if (src === null) {
-            if (++current >= layout.tensors.length) {
-              handle.call('finish');
-              await cleanup();
-              controller.close();
-              return;
-            }
-            const t = layout.tensors[current];
-            const data = spec.tensors[t.index].data;
-            if (data === undefined || data === null) {
-              if (t.byteLength !== 0) throw lengthError(t, 0);
-              continue;
-            }
-            src = await openSource(data, { signal });
-            got = 0;
-          }
-          const t = layout.tensors[current];
-          const chunk = await src.next();
-          if (chunk === null) {
-            await src.close();
-            src = null;
-            if (got !== t.byteLength) throw lengthError(t, got);
-            continue;
-          }
-          got += chunk.length;
-          if (got > t.byteLength) throw lengthError(t, got, true);
-          if (handle.inputToBytes('write', chunk, (out) => controller.enqueue(out))) return;
-        }
-      } catch (error) {
-        await cleanup(error);
-        throw error;
-      }
+      await started;
+      return pullWriting(controller);
     },
     async cancel(reason) {
       await cleanup(reason ?? new Error('peft-bridge: stream was cancelled'));
     },
   });
+
+  async function startWriting(controller) {
+    try {
+      throwIfAborted(signal);
+      const module = await getModule();
+      ({ handle, layout } = plan(module, spec));
+      onAbort = () => {
+        const reason = abortReason(signal);
+        controller.error(reason);
+        cleanup(reason);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const header = handle.call('begin');
+      if (header) controller.enqueue(header);
+    } catch (error) {
+      await cleanup(error);
+      throw error;
+    }
+  }
+
+  async function pullWriting(controller) {
+    try {
+      for (;;) {
+        throwIfAborted(signal);
+        if (src === null) {
+          if (++current >= layout.tensors.length) {
+            handle.call('finish');
+            await cleanup();
+            controller.close();
+            return;
+          }
+          const t = layout.tensors[current];
+          const data = spec.tensors[t.index].data;
+          if (data === undefined || data === null) {
+            if (t.byteLength !== 0) throw lengthError(t, 0);
+            continue;
+          }
+          src = await openSource(data, { signal });
+          got = 0;
+        }
+        const t = layout.tensors[current];
+        const chunk = await src.next();
+        if (chunk === null) {
+          await src.close();
+          src = null;
+          if (got !== t.byteLength) throw lengthError(t, got);
+          continue;
+        }
+        got += chunk.length;
+        if (got > t.byteLength) throw lengthError(t, got, true);
+        if (handle.inputToBytes('write', chunk, (out) => controller.enqueue(out))) return;
+      }
+    } catch (error) {
+      await cleanup(error);
+      throw error;
+    }
+  }
 }
 
 function lengthError(t, got, atLeast = false) {

@@ -28,10 +28,11 @@ const capnpText = (value) => JSON.stringify(String(value)); // capnp text litera
  * @param {import('node:test').TestContext} t
  * @param {{worker: string, dir: string, bindings?: Record<string, string>, durableObjects?: Record<string, string>}} options
  *   bindings: text bindings (HF_ENDPOINT, HF_TOKEN, ...); durableObjects: binding name → a Durable Object class the
- *   worker exports, SQLite-backed (as wrangler's new_sqlite_classes), stored in memory.
+ *   worker exports, SQLite-backed (as wrangler's new_sqlite_classes), stored in the test's temporary folder.
  */
 export async function startWorkerd(t, { worker, dir, bindings = {}, durableObjects = {} }) {
   const root = mkdtempSync(join(dir, 'workerd-'));
+  mkdirSync(join(root, 'do-storage'));
   const pkg = join(root, 'node_modules', 'peft-bridge');
   mkdirSync(join(pkg, 'src'), { recursive: true });
   mkdirSync(join(pkg, 'dist'));
@@ -79,6 +80,8 @@ const config :Workerd.Config = (
     (name = "main", worker = .worker),
     # The default outbound reaches only public addresses; the fake Hub listens on 127.0.0.1.
     (name = "internet", network = (allow = ["public", "private", "local"])),
+    # SQLite-backed Durable Objects need disk storage (in-memory storage has no SQL API).
+    (name = "do-storage", disk = (path = ${capnpText(join(root, 'do-storage'))}, writable = true)),
   ],
   sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ],
 );
@@ -92,7 +95,7 @@ const worker :Workerd.Worker = (
   ],
   compatibilityDate = "2025-06-01",
   bindings = [ ${[...textBindings, ...doBindings].join(', ')} ],
-  ${namespaces.length ? `durableObjectNamespaces = [ ${namespaces.join(', ')} ],\n  durableObjectStorage = (inMemory = void),` : ''}
+  ${namespaces.length ? `durableObjectNamespaces = [ ${namespaces.join(', ')} ],\n  durableObjectStorage = (localDisk = "do-storage"),` : ''}
   globalOutbound = "internet",
 );
 `,

@@ -1,0 +1,287 @@
+// An edge router that serves LoRA adapters to inference servers (vLLM's load_lora_adapter, LoRAX, llama-server):
+// a registry of adapters (id → Hub repo, revision, base, default scale) in a SQLite-backed Durable Object, and
+// every adapter, or a per-request weighted composition of several, served in the format the engine loads. Tensor
+// bytes come through one adapter cache per isolate (createAdapterCache): fetched by Range on first use, one request
+// per module, held in an LRU bounded by CACHE_BUDGET_MB, so a worker serves many adapters larger in sum than its
+// memory.
+//
+//   GET    /adapters                               the registry, and the cache's figures
+//   POST   /adapters  {id, repo, revision?, base, scale?}   register: the adapter is read (headers and config only)
+//                                                  and validated against its base; the commit read is pinned
+//   GET    /adapters/{id}                          one entry
+//   DELETE /adapters/{id}                          unregister
+//   GET    /adapters/{id}/peft/adapter_config.json     the adapter as PEFT loads it (its scale folded into B,
+//   GET    /adapters/{id}/peft/adapter_model.safetensors   r = lora_alpha so the runtime scaling is 1)
+//   GET    /adapters/{id}/gguf                     a llama.cpp GGUF LoRA (llama-server --lora), ?outtype=f32|f16|bf16|q8_0
+//   GET    /compose/peft/adapter_config.json?adapters=sql:0.7,chat:0.3      Σ scaleᵢ·sᵢ·Bᵢ·Aᵢ exactly, as one PEFT
+//   GET    /compose/peft/adapter_model.safetensors?adapters=sql:0.7,chat:0.3  adapter (the cat form)
+// Options: dtype=f32|bf16|f16 on the safetensors routes (default: the cache's, CACHE_DTYPE).
+//
+// Access: with ACCESS_SECRET set, every route needs `Authorization: Bearer <ACCESS_SECRET>` (HF_TOKEN, the Hub token
+// the cache reads with, requires it: workerHubAccess). Without one, the registry is read-only and public adapters
+// only are served. Bindings: REGISTRY (Durable Object namespace of AdapterRegistry), HF_ENDPOINT, HF_TOKEN,
+// ACCESS_SECRET, CACHE_BUDGET_MB (default 64), CACHE_DTYPE (default f32), MAX_ACTIVE (weights files produced at once,
+// default 4).
+import { DurableObject } from 'cloudflare:workers';
+import wasmModule from 'peft-bridge/peft_bridge_wasm.wasm';
+import { createAdapterCache, init, openRemote, SafetensorsError, translateAdapter, workerHubAccess } from 'peft-bridge';
+
+/** The registry: one SQLite-backed object holds every entry, so all isolates and regions see one list. */
+export class AdapterRegistry extends DurableObject {
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    this.sql.exec(`CREATE TABLE IF NOT EXISTS adapters (
+      id TEXT PRIMARY KEY, repo TEXT NOT NULL, revision TEXT NOT NULL, base TEXT NOT NULL,
+      base_revision TEXT NOT NULL, scale REAL NOT NULL, registered_at TEXT NOT NULL)`);
+  }
+
+  list() {
+    return this.sql.exec('SELECT * FROM adapters ORDER BY id').toArray().map(entryOf);
+  }
+
+  get(id) {
+    const rows = this.sql.exec('SELECT * FROM adapters WHERE id = ?', id).toArray();
+    return rows.length ? entryOf(rows[0]) : null;
+  }
+
+  put(e) {
+    this.sql.exec('INSERT OR REPLACE INTO adapters VALUES (?, ?, ?, ?, ?, ?, ?)', e.id, e.repo, e.revision, e.base.repo, e.base.revision, e.scale, e.registeredAt);
+  }
+
+  remove(id) {
+    const existed = this.get(id) !== null;
+    this.sql.exec('DELETE FROM adapters WHERE id = ?', id);
+    return existed;
+  }
+}
+
+const entryOf = (r) => ({
+  id: r.id,
+  repo: r.repo,
+  revision: r.revision,
+  base: { repo: r.base, revision: r.base_revision },
+  scale: r.scale,
+  registeredAt: r.registered_at,
+});
+
+// One cache per isolate, shared by its requests (workerd runs many requests in one isolate).
+let cache = null;
+const registering = new Map(); // id@revision → the registration in flight or done, shared by concurrent requests
+
+function cacheFor(env) {
+  cache ??= createAdapterCache({
+    budgetBytes: Number(env.CACHE_BUDGET_MB ?? 64) * 2 ** 20,
+    endpoint: env.HF_ENDPOINT || 'https://huggingface.co',
+    token: env.HF_TOKEN || undefined,
+    dtype: env.CACHE_DTYPE || 'f32',
+  });
+  return cache;
+}
+
+/** Registers `entry` in this isolate's cache (once per id and revision): registry entries outlive isolates. */
+function ensureRegistered(env, entry) {
+  const key = `${entry.id}@${entry.revision}`;
+  let p = registering.get(key);
+  if (!p) {
+    p = cacheFor(env).register(entry.id, { repo: entry.repo, revision: entry.revision, base: entry.base });
+    registering.set(key, p);
+    p.catch(() => registering.delete(key));
+  }
+  return p;
+}
+
+const registry = (env) => env.REGISTRY.get(env.REGISTRY.idFromName('registry'));
+const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+export default {
+  async fetch(request, env) {
+    try {
+      await init({ wasmModule }); // compiled at deploy time: workers may not compile WebAssembly at run time
+      const { trusted } = workerHubAccess(request, { token: env.HF_TOKEN, secret: env.ACCESS_SECRET });
+      if (env.ACCESS_SECRET && !trusted) return json(401, failure('Unauthorized', 'this router needs `Authorization: Bearer <ACCESS_SECRET>`'));
+      const url = new URL(request.url);
+      const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+      const method = request.method;
+      if (parts[0] === 'adapters') {
+        if (parts.length === 1 && method === 'GET') return json(200, { adapters: await registry(env).list(), cache: cacheFor(env).stats() });
+        if (parts.length === 1 && method === 'POST') return await register(request, env, trusted);
+        const entry = await registry(env).get(parts[1] ?? '');
+        if (!entry) return json(404, failure('NotFound', `no adapter \`${parts[1]}\` is registered`));
+        if (parts.length === 2 && method === 'GET') return json(200, entry);
+        if (parts.length === 2 && method === 'DELETE') {
+          if (!trusted) return json(403, failure('Forbidden', 'unregistering needs ACCESS_SECRET'));
+          await registry(env).remove(entry.id);
+          registering.delete(`${entry.id}@${entry.revision}`);
+          cacheFor(env).unregister(entry.id);
+          return json(200, { ok: true, removed: entry.id });
+        }
+        if (method !== 'GET') return json(405, failure('MethodNotAllowed', `${method} ${url.pathname}`));
+        if (parts[2] === 'peft' && parts.length === 4) return await servePeft(env, [{ entry, scale: entry.scale }], parts[3], url);
+        if (parts[2] === 'gguf' && parts.length === 3) return await serveGguf(env, entry, url);
+      }
+      if (parts[0] === 'compose' && parts[1] === 'peft' && parts.length === 3 && method === 'GET')
+        return await servePeft(env, await composition(env, url.searchParams.get('adapters')), parts[2], url);
+      return json(404, failure('NotFound', 'see the routes at the top of examples/adapter-router/worker.mjs'));
+    } catch (error) {
+      return errorResponse(error);
+    }
+  },
+};
+
+/** POST /adapters: validate against the base (headers and configs only) and pin the commits read. */
+async function register(request, env, trusted) {
+  if (!trusted) return json(403, failure('Forbidden', 'registering needs ACCESS_SECRET (the router holds none: set one to allow it)'));
+  let body;
+  try {
+    body = await request.json();
+  } catch {
+    return json(400, failure('InvalidArgument', 'the body must be JSON: {id, repo, revision?, base, scale?}'));
+  }
+  const { id, repo, revision = 'main', scale = 1 } = body ?? {};
+  const base = typeof body?.base === 'string' ? { repo: body.base, revision: 'main' } : { revision: 'main', ...body?.base };
+  if (typeof id !== 'string' || !ID.test(id)) return json(400, failure('InvalidArgument', '`id` must be 1-64 letters, digits, `.`, `_` or `-`'));
+  if (typeof repo !== 'string' || typeof base.repo !== 'string') return json(400, failure('InvalidArgument', '`repo` and `base` (a repo id or {repo, revision}) are required'));
+  if (typeof scale !== 'number' || !Number.isFinite(scale)) return json(400, failure('InvalidArgument', '`scale` must be a finite number'));
+  const c = cacheFor(env);
+  const info = await c.register(id, { repo, revision, base });
+  const entry = {
+    id,
+    repo,
+    revision: info.revision ?? revision, // the commit read: every later fetch reads the same files
+    base: { repo: base.repo, revision: info.plan?.revision ?? base.revision },
+    scale,
+    registeredAt: new Date().toISOString(),
+  };
+  registering.set(`${id}@${entry.revision}`, Promise.resolve(info));
+  await registry(env).put(entry);
+  return json(201, { ...entry, format: info.format, modules: info.modules });
+}
+
+/** `adapters=sql:0.7,chat:0.3` (a missing scale is the entry's default) → [{entry, scale}]. */
+async function composition(env, text) {
+  if (!text) throw new SafetensorsError('InvalidArgument', 'say which adapters: ?adapters=id[:scale],id[:scale]...');
+  const out = [];
+  for (const item of text.split(',')) {
+    const m = /^([^:]+)(?::(.+))?$/.exec(item.trim());
+    const entry = m && (await registry(env).get(m[1]));
+    if (!entry) throw new SafetensorsError('InvalidArgument', `no adapter \`${m?.[1] ?? item}\` is registered`);
+    const scale = m[2] === undefined ? entry.scale : Number(m[2]);
+    if (!Number.isFinite(scale)) throw new SafetensorsError('InvalidArgument', `the scale of \`${entry.id}\` is not a number: \`${m[2]}\``);
+    out.push({ entry, scale });
+  }
+  return out;
+}
+
+/**
+ * A PEFT adapter directory's file for Σ scaleᵢ·sᵢ·Bᵢ·Aᵢ over `parts`: `combine --method cat`'s layout and config,
+ * the weights streamed module by module, each composed through the cache when the response reaches it (memory: one
+ * module's factors, plus the cache).
+ */
+async function servePeft(env, parts, file, url) {
+  const c = cacheFor(env);
+  await Promise.all(parts.map(({ entry }) => ensureRegistered(env, entry)));
+  const list = parts.map(({ entry, scale }) => ({ id: entry.id, scale }));
+  const composed = await c.composeAdapter(list, { dtype: url.searchParams.get('dtype') ?? undefined });
+  if (file === 'adapter_config.json') return new Response(composed.config, { headers: { 'Content-Type': 'application/json' } });
+  if (file !== composed.weightsName) return json(404, failure('NotFound', `a PEFT adapter has adapter_config.json and ${composed.weightsName}`));
+  return fixedLength(await gated(env, () => composed.stream()), composed.size, composed.weightsName);
+}
+
+// At most MAX_ACTIVE weights files are produced at once (default 4); later requests wait for a slot. Each one in
+// production holds a module's factors and its writer's buffers besides the shared cache, so this bounds the
+// isolate's memory whatever the number of concurrent requests (the load test: tests/js/adapter-router.test.mjs).
+// A waiting request polls a timer of its own: woken by the request that releases a slot, it would run (and fetch)
+// in that request's context, which workerd ends with it (see inOwnRequest in web/src/adapter-cache.js).
+let active = 0;
+
+async function gated(env, open) {
+  const limit = Math.max(1, Number(env.MAX_ACTIVE ?? 4));
+  while (active >= limit) await new Promise((resolve) => setTimeout(resolve, 2));
+  active += 1;
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    active -= 1;
+  };
+  let reader;
+  try {
+    reader = open().getReader();
+  } catch (error) {
+    release();
+    throw error;
+  }
+  return new ReadableStream(
+    {
+      async pull(controller) {
+        try {
+          const { done, value } = await reader.read();
+          if (done) {
+            release();
+            controller.close();
+          } else controller.enqueue(value);
+        } catch (error) {
+          release();
+          throw error;
+        }
+      },
+      async cancel(reason) {
+        release();
+        await reader.cancel(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
+
+/** A GGUF LoRA for llama-server: the core translates the adapter (read by Range), with the base's head counts. */
+async function serveGguf(env, entry, url) {
+  const reading = { endpoint: env.HF_ENDPOINT || 'https://huggingface.co', token: env.HF_TOKEN || undefined };
+  const r = await translateAdapter(
+    { repo: entry.repo, revision: entry.revision },
+    { to: 'gguf', outtype: url.searchParams.get('outtype') ?? undefined, baseConfig: await baseConfig(entry.base, reading), ...reading },
+  );
+  const file = r.files.find((f) => f.name.endsWith('.gguf'));
+  return new Response(file.bytes, {
+    headers: { 'Content-Type': 'application/octet-stream', 'Content-Length': String(file.bytes.length), 'Content-Disposition': `attachment; filename="${entry.id}.gguf"` },
+  });
+}
+
+/** The base's config.json text (llama.cpp's q/k row order needs its head counts), or null when it has none. */
+async function baseConfig(base, reading) {
+  let file;
+  try {
+    file = await openRemote({ repo: base.repo, revision: base.revision, path: 'config.json', ...reading }, reading);
+    return new TextDecoder().decode(await file.read(0, file.size));
+  } catch (error) {
+    if (error?.status === 404) return null;
+    throw error;
+  } finally {
+    await file?.close();
+  }
+}
+
+/** A response of a known size: a stream that fails midway ends it short of Content-Length, which clients see. */
+function fixedLength(stream, size, name) {
+  let body = stream;
+  if (typeof FixedLengthStream === 'function') {
+    const fixed = new FixedLengthStream(size);
+    stream.pipeTo(fixed.writable).catch((error) => console.error(`${name} failed: ${error?.message ?? error}`));
+    body = fixed.readable;
+  }
+  return new Response(body, { headers: { 'Content-Type': 'application/octet-stream', 'Content-Length': String(size) } });
+}
+
+const failure = (code, message) => ({ ok: false, error: { code, message } });
+
+function errorResponse(error) {
+  const upstream = error?.status; // the Hub's answer, when that is what failed
+  let status = 500;
+  if (upstream === 401 || upstream === 403 || upstream === 404) status = upstream;
+  else if (error instanceof SafetensorsError) status = error.code === 'IoError' ? 502 : error.code === 'InvalidArgument' ? 400 : 422;
+  else if (error instanceof TypeError) status = 400;
+  return json(status, failure(error?.code ?? error?.name ?? 'Error', String(error?.message ?? error)));
+}
+
+const json = (status, value) => new Response(`${JSON.stringify(value)}\n`, { status, headers: { 'Content-Type': 'application/json' } });
