@@ -238,6 +238,14 @@ export async function startHub(options = {}) {
     return status;
   }
 
+  /** The commit API's errors: JSON {error} as the Hub's API answers (and @huggingface/hub reads), same headers. */
+  function apiError(res, status, code, message, extra = {}) {
+    const body = JSON.stringify({ error: message });
+    res.writeHead(status, { 'Content-Type': 'application/json', 'X-Error-Code': code, 'X-Error-Message': message, ...extra });
+    res.end(body);
+    return status;
+  }
+
   /** Serves `bytes` (HEAD: headers only) with Range support and the faults in `hits`. Returns the status. */
   async function sendFile(req, res, file, hits, extraHeaders) {
     const { bytes, hash } = file;
@@ -378,7 +386,7 @@ export async function startHub(options = {}) {
     if (status) {
       await readBody(req).catch(() => {});
       const headers = status.retryAfter !== undefined ? { 'Retry-After': String(status.retryAfter) } : {};
-      return error(res, status.status ?? 503, 'ServiceUnavailable', 'Injected failure', headers);
+      return apiError(res, status.status ?? 503, 'ServiceUnavailable', 'Injected failure', headers);
     }
     return null;
   }
@@ -393,13 +401,13 @@ export async function startHub(options = {}) {
   /** Write access to `repo` (which may not exist yet: its namespace decides): null when allowed, else the status sent. */
   function writeDenied(req, res, repo) {
     const m = /^Bearer (.+)$/.exec(req.headers.authorization ?? '');
-    if (!m) return error(res, 401, 'Unauthorized', 'You must be authenticated to write to this repository');
+    if (!m) return apiError(res, 401, 'Unauthorized', 'You must be authenticated to write to this repository');
     const token = m[1];
     if (owners.get(repo.split('/')[0]) === token || tokens.get(repo) === token) return null;
     const known = [...owners.values(), ...tokens.values()].includes(token);
-    if (!known) return error(res, 401, 'Unauthorized', 'Invalid credentials in Authorization header');
-    if (tokens.has(repo)) return error(res, 404, 'RepoNotFound', 'Repository not found');
-    return error(res, 403, 'Forbidden', `You don't have the rights to write to ${repo}`);
+    if (!known) return apiError(res, 401, 'Unauthorized', 'Invalid credentials in Authorization header');
+    if (tokens.has(repo)) return apiError(res, 404, 'RepoNotFound', 'Repository not found');
+    return apiError(res, 403, 'Forbidden', `You don't have the rights to write to ${repo}`);
   }
 
   const badPath = (path) =>
@@ -412,7 +420,7 @@ export async function startHub(options = {}) {
     try {
       body = JSON.parse(Buffer.from((await readBody(req, 64 * 2 ** 20)).bytes).toString('utf8'));
     } catch {
-      error(res, 400, 'BadRequest', 'Malformed JSON body');
+      apiError(res, 400, 'BadRequest', 'Malformed JSON body');
       return undefined;
     }
     return body;
@@ -424,15 +432,15 @@ export async function startHub(options = {}) {
     const body = await parseJson(req, res);
     if (body === undefined) return 400;
     const namespace = body.organization ?? Object.entries(Object.fromEntries(owners)).find(([, t]) => req.headers.authorization === `Bearer ${t}`)?.[0];
-    if (!validName(body.name) || !validName(namespace ?? '')) return error(res, 400, 'BadRequest', 'Invalid repo name');
-    if (body.type !== undefined && body.type !== 'model') return error(res, 400, 'BadRequest', 'Only model repos here');
+    if (!validName(body.name) || !validName(namespace ?? '')) return apiError(res, 400, 'BadRequest', 'Invalid repo name');
+    if (body.type !== undefined && body.type !== 'model') return apiError(res, 400, 'BadRequest', 'Only model repos here');
     const repo = `${namespace}/${body.name}`;
     entry.repo = repo;
     const refused = writeDenied(req, res, repo);
     if (refused) return refused;
     const fault = await apiFault(req, res, 'create', repo);
     if (fault !== null) return fault;
-    if (repos.has(repo)) return error(res, 409, 'Conflict', 'You already created this model repo', {});
+    if (repos.has(repo)) return apiError(res, 409, 'Conflict', 'You already created this model repo', {});
     addRepo(repo, {});
     if (body.private) tokens.set(repo, owners.get(namespace));
     return json(res, 200, { url: `${endpoint}/${repo}`, name: repo, id: repo });
@@ -445,7 +453,7 @@ export async function startHub(options = {}) {
     const r = repos.get(repo);
     if (!r) {
       await readBody(req).catch(() => {});
-      return error(res, 404, 'RepoNotFound', 'Repository not found');
+      return apiError(res, 404, 'RepoNotFound', 'Repository not found');
     }
     const refused = writeDenied(req, res, repo);
     if (refused) return refused;
@@ -456,11 +464,11 @@ export async function startHub(options = {}) {
       const body = (await parseJson(req, res)) ?? null;
       if (body === null) return 400;
       if (typeof revision !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._/-]*$/.test(revision) || revision.startsWith('refs/') || revision === 'main') {
-        return error(res, 400, 'BadRequest', `Invalid branch name: ${revision}`);
+        return apiError(res, 400, 'BadRequest', `Invalid branch name: ${revision}`);
       }
-      if (r.branches.has(revision)) return error(res, 409, 'Conflict', `Reference already exists: refs/heads/${revision}`);
+      if (r.branches.has(revision)) return apiError(res, 409, 'Conflict', `Reference already exists: refs/heads/${revision}`);
       const from = refOf(r, body.startingPoint ?? 'main');
-      if (!from) return error(res, 404, 'RevisionNotFound', `Invalid rev id: ${body.startingPoint}`);
+      if (!from) return apiError(res, 404, 'RevisionNotFound', `Invalid rev id: ${body.startingPoint}`);
       r.branches.set(revision, { files: new Map(from.files), commit: from.commit });
       return json(res, 200, {});
     }
@@ -468,16 +476,16 @@ export async function startHub(options = {}) {
     const ref = refOf(r, revision);
     if (!ref) {
       await readBody(req).catch(() => {});
-      return error(res, 404, 'RevisionNotFound', `Invalid rev id: ${revision}`);
+      return apiError(res, 404, 'RevisionNotFound', `Invalid rev id: ${revision}`);
     }
 
     if (action === 'preupload') {
       const body = await parseJson(req, res);
       if (body === undefined) return 400;
-      if (!Array.isArray(body?.files)) return error(res, 400, 'BadRequest', 'files must be an array');
+      if (!Array.isArray(body?.files)) return apiError(res, 400, 'BadRequest', 'files must be an array');
       const files = [];
       for (const f of body.files) {
-        if (badPath(f?.path) || !Number.isSafeInteger(f?.size) || f.size < 0) return error(res, 400, 'BadRequest', `Invalid file: ${JSON.stringify(f?.path)}`);
+        if (badPath(f?.path) || !Number.isSafeInteger(f?.size) || f.size < 0) return apiError(res, 400, 'BadRequest', `Invalid file: ${JSON.stringify(f?.path)}`);
         files.push({ path: f.path, uploadMode: f.size > lfsThreshold || isLfs(f.path) ? 'lfs' : 'regular', shouldIgnore: false });
       }
       return json(res, 200, { files, commitOid: ref.commit });
@@ -488,51 +496,51 @@ export async function startHub(options = {}) {
     try {
       text = Buffer.from((await readBody(req, 2 ** 31)).bytes).toString('utf8');
     } catch {
-      return error(res, 400, 'BadRequest', 'Unreadable body');
+      return apiError(res, 400, 'BadRequest', 'Unreadable body');
     }
     let lines;
     try {
       lines = text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l));
     } catch {
-      return error(res, 400, 'BadRequest', 'Malformed NDJSON');
+      return apiError(res, 400, 'BadRequest', 'Malformed NDJSON');
     }
     const header = lines[0];
     if (header?.key !== 'header' || typeof header.value?.summary !== 'string' || header.value.summary.trim() === '') {
-      return error(res, 400, 'BadRequest', 'The first line must be the header, with a summary');
+      return apiError(res, 400, 'BadRequest', 'The first line must be the header, with a summary');
     }
     if (header.value.parentCommit && header.value.parentCommit !== ref.commit) {
-      return error(res, 412, 'PreconditionFailed', `A commit has happened since ${header.value.parentCommit}`);
+      return apiError(res, 412, 'PreconditionFailed', `A commit has happened since ${header.value.parentCommit}`);
     }
     const files = new Map(ref.files);
     const seen = new Set();
     const adopted = [];
     for (const line of lines.slice(1)) {
       const v = line?.value;
-      if (badPath(v?.path)) return error(res, 400, 'BadRequest', `Invalid path: ${JSON.stringify(v?.path)}`);
-      if (seen.has(v.path)) return error(res, 400, 'BadRequest', `${v.path} appears twice in the commit`);
+      if (badPath(v?.path)) return apiError(res, 400, 'BadRequest', `Invalid path: ${JSON.stringify(v?.path)}`);
+      if (seen.has(v.path)) return apiError(res, 400, 'BadRequest', `${v.path} appears twice in the commit`);
       seen.add(v.path);
       if (line.key === 'file') {
-        if (v.encoding !== 'base64' || typeof v.content !== 'string') return error(res, 400, 'BadRequest', `${v.path}: content must be base64`);
+        if (v.encoding !== 'base64' || typeof v.content !== 'string') return apiError(res, 400, 'BadRequest', `${v.path}: content must be base64`);
         const bytes = new Uint8Array(Buffer.from(v.content, 'base64'));
         files.set(v.path, { bytes, hash: sha256(bytes), lfs: false });
       } else if (line.key === 'lfsFile') {
         if (v.algo !== 'sha256' || !/^[0-9a-f]{64}$/.test(v.oid ?? '') || !Number.isSafeInteger(v.size)) {
-          return error(res, 400, 'BadRequest', `${v.path}: invalid LFS pointer`);
+          return apiError(res, 400, 'BadRequest', `${v.path}: invalid LFS pointer`);
         }
         const bytes = pending.get(v.oid) ?? blobs.get(v.oid)?.bytes;
         if (!bytes || bytes.length !== v.size) {
-          return error(res, 422, 'LfsObjectNotFound', `Your push was rejected because an LFS pointer pointed to a file that does not exist (${v.path})`);
+          return apiError(res, 422, 'LfsObjectNotFound', `Your push was rejected because an LFS pointer pointed to a file that does not exist (${v.path})`);
         }
         files.set(v.path, { bytes, hash: v.oid, lfs: true });
         adopted.push([v.oid, bytes, v.path]);
       } else if (line.key === 'deletedFile') {
-        if (!files.delete(v.path)) return error(res, 404, 'EntryNotFound', `${v.path} does not exist on "${ref.name}"`);
+        if (!files.delete(v.path)) return apiError(res, 404, 'EntryNotFound', `${v.path} does not exist on "${ref.name}"`);
       } else if (line.key === 'deletedFolder') {
         const prefix = `${v.path}/`;
         let any = false;
         for (const path of [...files.keys()]) if (path.startsWith(prefix)) any = files.delete(path) || any;
-        if (!any) return error(res, 404, 'EntryNotFound', `${v.path} does not exist on "${ref.name}"`);
-      } else return error(res, 400, 'BadRequest', `Unknown key: ${JSON.stringify(line?.key)}`);
+        if (!any) return apiError(res, 404, 'EntryNotFound', `${v.path} does not exist on "${ref.name}"`);
+      } else return apiError(res, 400, 'BadRequest', `Unknown key: ${JSON.stringify(line?.key)}`);
     }
     let name = ref.name;
     let pullRequestUrl;
@@ -555,7 +563,7 @@ export async function startHub(options = {}) {
     entry.repo = repo;
     if (!repos.has(repo)) {
       await readBody(req).catch(() => {});
-      return error(res, 404, 'RepoNotFound', 'Repository not found');
+      return apiError(res, 404, 'RepoNotFound', 'Repository not found');
     }
     const refused = writeDenied(req, res, repo);
     if (refused) return refused;
@@ -563,7 +571,7 @@ export async function startHub(options = {}) {
     if (fault !== null) return fault;
     const body = await parseJson(req, res);
     if (body === undefined) return 400;
-    if (body?.operation !== 'upload' || !Array.isArray(body.objects)) return error(res, 400, 'BadRequest', 'Only upload batches here');
+    if (body?.operation !== 'upload' || !Array.isArray(body.objects)) return apiError(res, 400, 'BadRequest', 'Only upload batches here');
     const base = `http://${req.headers.host}`;
     let anyMultipart = false;
     const objects = body.objects.map(({ oid, size }) => {
@@ -599,46 +607,46 @@ export async function startHub(options = {}) {
     entry.path = oid ?? null;
     if (what === 'upload' ? !expected.has(oid) : !job) {
       await readBody(req).catch(() => {});
-      return error(res, 404, 'NoSuchUpload', 'No such upload');
+      return apiError(res, 404, 'NoSuchUpload', 'No such upload');
     }
     const fault = await apiFault(req, res, entry.kind, null);
     if (fault !== null) return fault;
     if (what === 'upload') {
-      if (req.method !== 'PUT') return error(res, 405, 'MethodNotAllowed', 'Method not allowed');
+      if (req.method !== 'PUT') return apiError(res, 405, 'MethodNotAllowed', 'Method not allowed');
       const { bytes, hash } = await readBody(req);
-      if (bytes.length !== expected.get(oid) || hash !== oid) return error(res, 400, 'BadDigest', `The uploaded bytes do not match ${oid}`);
+      if (bytes.length !== expected.get(oid) || hash !== oid) return apiError(res, 400, 'BadDigest', `The uploaded bytes do not match ${oid}`);
       pending.set(oid, bytes);
       res.writeHead(200, { ETag: `"${oid}"`, 'Content-Length': '0' });
       res.end();
       return 200;
     }
     if (what === 'part') {
-      if (req.method !== 'PUT') return error(res, 405, 'MethodNotAllowed', 'Method not allowed');
+      if (req.method !== 'PUT') return apiError(res, 405, 'MethodNotAllowed', 'Method not allowed');
       const index = Number(n);
       const count = Math.ceil(job.size / partSize);
       const { bytes } = await readBody(req);
       const want = Math.min(partSize, job.size - (index - 1) * partSize);
-      if (!Number.isInteger(index) || index < 1 || index > count || bytes.length !== want) return error(res, 400, 'InvalidPart', `Part ${n} has the wrong size`);
+      if (!Number.isInteger(index) || index < 1 || index > count || bytes.length !== want) return apiError(res, 400, 'InvalidPart', `Part ${n} has the wrong size`);
       const etag = `"${createHash('md5').update(bytes).digest('hex')}"`;
       job.parts.set(index, { bytes, etag });
       res.writeHead(200, { ETag: etag, 'Content-Length': '0' });
       res.end();
       return 200;
     }
-    if (req.method !== 'POST') return error(res, 405, 'MethodNotAllowed', 'Method not allowed');
+    if (req.method !== 'POST') return apiError(res, 405, 'MethodNotAllowed', 'Method not allowed');
     const body = await parseJson(req, res);
     if (body === undefined) return 400;
     const count = Math.ceil(job.size / partSize);
-    if (body?.oid !== job.oid || !Array.isArray(body.parts) || body.parts.length !== count) return error(res, 400, 'InvalidPart', 'Wrong part list');
+    if (body?.oid !== job.oid || !Array.isArray(body.parts) || body.parts.length !== count) return apiError(res, 400, 'InvalidPart', 'Wrong part list');
     const pieces = [];
     for (let i = 1; i <= count; i++) {
       const part = job.parts.get(i);
       const named = body.parts.find((p) => p.partNumber === i);
-      if (!part || !named || named.etag !== part.etag) return error(res, 400, 'InvalidPart', `Part ${i} is missing or its ETag differs`);
+      if (!part || !named || named.etag !== part.etag) return apiError(res, 400, 'InvalidPart', `Part ${i} is missing or its ETag differs`);
       pieces.push(part.bytes);
     }
     const bytes = new Uint8Array(Buffer.concat(pieces));
-    if (sha256(bytes) !== job.oid) return error(res, 400, 'BadDigest', `The uploaded bytes do not match ${job.oid}`);
+    if (sha256(bytes) !== job.oid) return apiError(res, 400, 'BadDigest', `The uploaded bytes do not match ${job.oid}`);
     multipart.delete(id);
     pending.set(job.oid, bytes);
     return json(res, 200, {});
@@ -652,7 +660,7 @@ export async function startHub(options = {}) {
     try {
       dec = segments.map(decodeURIComponent);
     } catch {
-      return error(res, 400, 'BadRequest', 'Malformed URL');
+      return apiError(res, 400, 'BadRequest', 'Malformed URL');
     }
     if (segments[0] === 'lfs' && (segments.length === 3 || segments.length === 4)) return lfsStorage(req, res, entry, dec);
     if (req.method !== 'POST') return null;
@@ -682,7 +690,7 @@ export async function startHub(options = {}) {
       const status = await writeRoutes(req, res, entry);
       if (status !== null) return status;
       await readBody(req).catch(() => {});
-      return error(res, 404, 'NotFound', 'Not found');
+      return apiError(res, 404, 'NotFound', 'Not found');
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') return error(res, 405, 'MethodNotAllowed', 'Method not allowed');
     const url = new URL(req.url, 'http://hub.invalid');

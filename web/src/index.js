@@ -15,3 +15,4 @@ export { createAdapter } from './create.js';
 export { extractAdapter } from './extract.js';
 export { createMergeStream, mergeShards, planMerge } from './merge.js';
 export { mergeRemote, mergeRemoteIndex, mergeRemoteShard, planRemote, saveStreams } from './remote.js';
+export { pushToHub } from './push.js';
