@@ -10,6 +10,7 @@
 #include "cli/file_io.h"
 #include "app/cli_text.h"
 #include "app/command_line.h"
+#include "app/push_target.h"
 #include "app/report.h"
 
 namespace pb::cli {
@@ -69,6 +70,8 @@ int Run(const std::vector<std::string>& args) {
     print(std::string("peft-bridge ") + std::string(pb::kVersion) + "\n");
     return 0;
   }
+  // Parsed as the npm CLI parses it (app/push_target.h), then refused before anything is read or written.
+  if (line.Has("push-to")) return pb::cli::UsageError(line.command, std::string(pb::app::kNativePushRefusal));
   if (line.command == "inspect") return pb::cli::RunInspect(line);
   // convert --quantize writes a model folder (shards, index, config.json) as merge does, with no adapter.
   if (line.command == "convert") return line.Has("quantize") ? pb::cli::RunMerge(line) : pb::cli::RunConvert(line);
