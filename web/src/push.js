@@ -15,6 +15,13 @@ import { requireLocalFiles } from './sources.js';
 const DEFAULT_ENDPOINT = 'https://huggingface.co';
 const PIECE = 4 << 20; // bytes read from a file per step
 
+/** How uploads (PUTs of a Blob) are sent when no `fetch` is given: node.js installs node-upload.js. */
+let uploadTransport = null;
+/** Installs the upload transport (the Node entry and the npm CLI do). Internal. */
+export function setUploadTransport(transport) {
+  uploadTransport = transport;
+}
+
 let hubLibrary = null;
 /** @huggingface/hub, imported once (a bundler keeps it as its own chunk). */
 async function loadHub() {
@@ -26,20 +33,21 @@ async function loadHub() {
 }
 
 /**
- * A repo id as the Hub accepts it: `owner/name`, each part 1–96 characters of letters, digits, `-`, `_`, `.`,
- * starting with a letter or digit, no `--` or `..`, the name not ending in `.git`. Returns an error message or null.
- * (The CLIs check `--push-to` with the same rules, in src/app/push_target.cc.)
+ * Why `repo` is not a Hub repo id `owner/name`, or null: huggingface_hub's validate_repo_id rules, as the CLIs
+ * check `--push-to` (src/app/push_target.cc, the same messages): each part 1-96 letters, digits, '-', '_' or
+ * '.', starting and ending with a letter, digit or '_', no '--' or '..', the name not ending in .git.
  */
 export function repoIdProblem(repo) {
-  if (typeof repo !== 'string') return 'the repo must be a string `owner/name`';
+  if (typeof repo !== 'string') return 'repo must be a string OWNER/NAME';
+  const shown = `\`${repo.length > 200 ? `${repo.slice(0, 200)}…` : repo}\``;
   const parts = repo.split('/');
-  if (parts.length !== 2) return `\`${repo}\` is not a repo id: expected \`owner/name\``;
+  if (parts.length !== 2) return `${shown} is not a repo id: expected OWNER/NAME`;
   for (const part of parts) {
-    if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$/.test(part) || part.includes('--') || part.includes('..') || part.endsWith('.')) {
-      return `\`${repo}\` is not a repo id: each part is 1-96 letters, digits, '-', '_' or '.', starting with a letter or digit, without '--' or '..'`;
+    if (!/^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?$/.test(part) || part.includes('--') || part.includes('..')) {
+      return `${shown} is not a repo id: OWNER and NAME are 1-96 letters, digits, '-', '_' or '.', starting and ending with a letter, digit or '_', without '--' or '..'`;
     }
   }
-  if (parts[1].endsWith('.git')) return `\`${repo}\` is not a repo id: the name may not end in .git`;
+  if (parts[1].endsWith('.git')) return `${shown} is not a repo id: NAME may not end in .git`;
   return null;
 }
 
@@ -173,7 +181,7 @@ function generatedOpener(path, size, make) {
         const to = Math.min(end, chunkEnd) - chunkStart;
         if (to < chunk.length) run.carry = chunk.subarray(to);
         run.position = chunkStart + to;
-        if (to > from) yield chunk.subarray(from, to);
+        if (to > from) yield from === 0 && to === chunk.length ? chunk : chunk.subarray(from, to);
       }
       if (end === size && !run.carry) {
         const next = await run.iterator.next();
@@ -273,7 +281,7 @@ async function sendable(blob, counter) {
  * The fetch the library is given: retries (except the commit call), byte progress of uploads, and bodies this
  * platform can send.
  */
-function makeFetch({ baseFetch, retries, retryDelay, signal, onUpload, log }) {
+function makeFetch({ baseFetch, upload, retries, retryDelay, signal, onUpload, log }) {
   return async function pushFetch(url, init = {}) {
     const href = String(url);
     const isCommit = (init.method ?? 'GET') === 'POST' && /\/api\/[a-z]+s\/[^/]+\/[^/]+\/commit\//.test(new URL(href).pathname);
@@ -314,7 +322,8 @@ function makeFetch({ baseFetch, retries, retryDelay, signal, onUpload, log }) {
       let response = null;
       let failure = null;
       try {
-        response = await baseFetch(url, request);
+        const put = upload && (request.method ?? 'GET') === 'PUT' && typeof Blob !== 'undefined' && request.body instanceof Blob;
+        response = await (put ? upload(url, request) : baseFetch(url, request));
       } catch (error) {
         if (signal?.aborted || error?.name === 'AbortError') throw signal?.aborted ? abortReason(signal) : error;
         failure = error;
@@ -343,7 +352,7 @@ function hubError(error, what) {
   if (error instanceof SafetensorsError || error?.name === 'AbortError') return error;
   const status = error?.statusCode;
   const message = error?.message ?? String(error);
-  const code = status === 400 || status === 422 ? 'InvalidArgument' : 'IoError';
+  const code = status === 400 || status === 422 || (!status && error instanceof TypeError && !error.cause) ? 'InvalidArgument' : 'IoError';
   return new SafetensorsError(code, `${what}: ${message}${status ? ` (HTTP ${status})` : ''}`, { cause: error });
 }
 
@@ -369,8 +378,9 @@ export async function pushToHub(options = {}) {
     retries = 5,
     retryDelay = 250,
     useXet = false,
-    fetch: baseFetch = globalThis.fetch,
+    fetch: customFetch,
   } = options;
+  const baseFetch = customFetch ?? globalThis.fetch;
   const problem = repoIdProblem(repo);
   if (problem) throw new SafetensorsError('InvalidArgument', problem);
   if (typeof branch !== 'string' || branch === '' || /\s|\.\.|^\/|\/$|\/\//.test(branch)) {
@@ -407,7 +417,8 @@ export async function pushToHub(options = {}) {
     }
   };
   const fetchImpl = makeFetch({
-    baseFetch: baseFetch.bind(globalThis),
+    baseFetch: customFetch ?? baseFetch.bind(globalThis),
+    upload: customFetch ? null : uploadTransport,
     retries,
     retryDelay,
     signal,

@@ -2,11 +2,18 @@
 // command has written its outputs as it does without the option, the files it wrote are pushed to the Hub repo
 // in one commit with pushToHub (web/src/push.js), read from disk (hashed in one pass, uploaded in a second).
 // The token and endpoint are the ones remote reads use (HF_TOKEN or huggingface_hub's token file, HF_ENDPOINT).
-import { pushToHub } from '../push.js';
+import { nodeFiles } from '../node-files.js';
+import { nodeUpload } from '../node-upload.js';
+import { pushToHub, setUploadTransport } from '../push.js';
+import { setLocalFiles } from '../sources.js';
 import { CliFailure, err, fail, flag, module, option } from './io.js';
 import { remoteOptions } from './inputs.js';
 import { committedOutputs } from './output.js';
 import { stderrProgress } from './progress.js';
+
+// the written files are read from disk, and uploads go through node:http (node-upload.js), as in the Node entry
+setLocalFiles(nodeFiles);
+setUploadTransport(nodeUpload);
 
 /** Pushes what the command wrote (status 0 or 1). */
 export async function pushOutputs(line) {
