@@ -15,7 +15,8 @@
 //   show); unknown repos, revisions and files are 404 with X-Error-Code / X-Error-Message like the Hub's.
 //
 // The commit API, as the Hub documents it and @huggingface/hub's commit() uses it (write access: see `owners`):
-//   POST /api/repos/create {name, organization?, type?, private?}: a new empty model repo (409 if it exists).
+//   POST /api/repos/create {name, organization?, type?, visibility?: 'private'|'public' (or private: bool)}: a new
+//     empty model repo (409 if it exists).
 //   POST /api/models/{owner}/{repo}/branch/{branch} {startingPoint?}: a branch at main (or startingPoint).
 //   POST /api/models/{owner}/{repo}/preupload/{revision}[?create_pr=1] {files: [{path, size, sample}]}:
 //     {files: [{path, uploadMode: 'lfs'|'regular', shouldIgnore: false}], commitOid}; 'lfs' for files over
@@ -442,7 +443,7 @@ export async function startHub(options = {}) {
     if (fault !== null) return fault;
     if (repos.has(repo)) return apiError(res, 409, 'Conflict', 'You already created this model repo', {});
     addRepo(repo, {});
-    if (body.private) tokens.set(repo, owners.get(namespace));
+    if (body.private === true || body.visibility === 'private') tokens.set(repo, owners.get(namespace));
     return json(res, 200, { url: `${endpoint}/${repo}`, name: repo, id: repo });
   }
 

@@ -179,5 +179,5 @@ test('the grammar: bad targets and combinations are usage errors (exit 2), the s
     assert.match(refused.stderr, /^error: --push-to is done by the npm CLI/);
     assert.deepEqual(readdirSync(work).includes('never'), false, 'nothing written');
   }
-  assert.equal(hub.requests.filter((x) => x.url.includes('/me/m')).length, 0);
+  assert.equal(hub.requests.filter((x) => x.repo === 'me/m').length, 0);
 });

@@ -52,6 +52,10 @@ export function repoIdProblem(repo) {
 }
 
 const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined';
+const isWorkerd = typeof navigator !== 'undefined' && navigator.userAgent === 'Cloudflare-Workers';
+// @huggingface/hub hashes a file of this size or more with node:crypto (Node) or hash-wasm (browsers); workerd has
+// neither (its browser build's Node hashing chunk is empty, and workerd compiles no WebAssembly at run time).
+const LIBRARY_STREAMING_HASH_SIZE = 10_000_000;
 
 /**
  * A Blob whose bytes are read on demand: `open(start, end)` gives an async iterable of Uint8Array chunks for
@@ -258,7 +262,11 @@ const sleep = (ms, signal) =>
 /** A Blob body as something this platform's fetch sends with its Content-Length, read as it goes. */
 async function sendable(blob, counter) {
   if (!(blob instanceof ReplayBlob)) {
-    if (!counter || !isNode) return blob;
+    if (!counter) return blob;
+    if (!isNode) {
+      counter(blob.size); // sent whole by the platform's fetch
+      return blob;
+    }
     // a plain Blob: count it as it is read (Node's fetch reads a Blob-like body through stream())
     const inner = blob;
     blob = new ReplayBlob(inner.size, (start, end) => chunksOf(inner.slice(start, end).stream()));
@@ -274,7 +282,9 @@ async function sendable(blob, counter) {
   }
   // browsers send a stream only over HTTP/2 and chunked; an upload URL wants Content-Length: read this part
   // (or this small file) into memory
-  return new Uint8Array(await blob.arrayBuffer());
+  const bytes = new Uint8Array(await blob.arrayBuffer());
+  counter?.(bytes.length);
+  return bytes;
 }
 
 /**
@@ -408,6 +418,15 @@ export async function pushToHub(options = {}) {
     blobs.push(item);
   }
   const sizes = new Map(blobs.map((b) => [b.path, b.blob.size]));
+  if (isWorkerd) {
+    const big = blobs.find((b) => b.blob.size >= LIBRARY_STREAMING_HASH_SIZE);
+    if (big) {
+      throw new SafetensorsError(
+        'InvalidArgument',
+        `\`${big.path}\` is ${big.blob.size} bytes: in workerd, @huggingface/hub hashes only files under 10 MB (larger ones need node:crypto or run-time WebAssembly); push it from Node or a browser`,
+      );
+    }
+  }
   const uploaded = new Map();
   const report = (event) => {
     try {
