@@ -31,7 +31,7 @@ std::string_view CliHelp(std::string_view command) {
            "  --no-progress     no progress bar on the terminal\n"
            "\n"
            "merge, translate, combine, create and extract take --push-to OWNER/REPO[@BRANCH]: the files written are\n"
-           "then pushed to that Hub repo in one commit (npm CLI; see `peft-bridge merge --help`).\n"
+           "then pushed to that Hub repo in one commit (see `peft-bridge merge --help`).\n"
            "\n"
            "merge, unmerge, convert, translate and create --dora draw a progress line on stderr when it is a terminal\n"
            "(bytes done and total, rate, ETA, current file); merge, convert and create print their plan before the work.\n"

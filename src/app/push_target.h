@@ -1,7 +1,7 @@
 // `--push-to OWNER/REPO[@BRANCH]` (merge, translate, combine, extract, create): the grammar, its messages and the
-// summary printed after a push, written once for both CLIs. The npm CLI writes the outputs as without the option,
-// then pushes the files it wrote with pushToHub (web/src/push.js, over @huggingface/hub); the native CLI refuses the
-// option (kNativePushRefusal) until it has an uploader. Sans-I/O, like the rest of app/.
+// summary printed after a push, written once for both CLIs. Both write the outputs as without the option, then
+// push the files they wrote: the npm CLI with pushToHub (web/src/push.js, over @huggingface/hub), the native CLI
+// with the same requests (src/cli/push_command.cc, over app/hub_commit.h). Sans-I/O, like the rest of app/.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +15,8 @@ namespace pb::app {
 
 // The help lines the pushing commands share (adjacent to their literal help texts).
 #define PB_PUSH_HELP                                                                                              \
-  "  --push-to OWNER/REPO[@BRANCH]  then push the files written to that Hub model repo, in one commit (npm CLI;\n" \
-  "                      HF_TOKEN or huggingface_hub's token file, HF_ENDPOINT; a missing BRANCH is created)\n"   \
+  "  --push-to OWNER/REPO[@BRANCH]  then push the files written to that Hub model repo, in one commit\n"          \
+  "                      (HF_TOKEN or huggingface_hub's token file, HF_ENDPOINT; a missing BRANCH is created)\n"  \
   "  --create-pr         push as a pull request (refs/pr/N) against BRANCH (default main)\n"                        \
   "  --commit-message M  the commit's title (default: peft-bridge COMMAND: N file(s))\n"                            \
   "  --create-repo       create the repo first if it does not exist (--private: as a private repo)\n"
@@ -72,11 +72,5 @@ std::string RenderPushOutcomeJson(std::string_view json);
 inline constexpr std::string_view kPushNeedsToken =
     "--push-to needs a token with write access: set HF_TOKEN, or log in with `hf auth login` (huggingface_hub's "
     "token file)";
-
-// The native CLI's refusal of --push-to (usage error, exit 2): the npm CLI does it.
-inline constexpr std::string_view kNativePushRefusal =
-    "--push-to is done by the npm CLI (`npx peft-bridge ... --push-to OWNER/REPO`), which writes the same files "
-    "and then uploads them; this native build does not upload. Write the output here and push the folder with the "
-    "npm CLI or `hf upload OWNER/REPO DIR`";
 
 }  // namespace pb::app

@@ -357,13 +357,19 @@ function makeFetch({ baseFetch, upload, retries, retryDelay, signal, onUpload, l
   }
 }
 
-/** The library's HubApiError (or a fetch failure) as our error, with the Hub's message. */
+/** The library's HubApiError (or a fetch failure) as our error: `WHAT: <the Hub's message> (HTTP <status>)`, the
+ * words the native CLI uses (app::HubErrorText). */
 function hubError(error, what) {
   if (error instanceof SafetensorsError || error?.name === 'AbortError') return error;
   const status = error?.statusCode;
-  const message = error?.message ?? String(error);
-  const code = status === 400 || status === 422 || (!status && error instanceof TypeError && !error.cause) ? 'InvalidArgument' : 'IoError';
-  return new SafetensorsError(code, `${what}: ${message}${status ? ` (HTTP ${status})` : ''}`, { cause: error });
+  if (!status) {
+    const code = error instanceof TypeError && !error.cause ? 'InvalidArgument' : 'IoError';
+    return new SafetensorsError(code, `${what}: ${error?.message ?? String(error)}`, { cause: error });
+  }
+  const data = error.data ?? {};
+  const detail = (typeof data.error === 'string' && data.error) || (typeof data.message === 'string' && data.message.trim()) || '';
+  const code = status === 400 || status === 422 ? 'InvalidArgument' : 'IoError';
+  return new SafetensorsError(code, detail ? `${what}: ${detail} (HTTP ${status})` : `${what}: HTTP ${status}`, { cause: error });
 }
 
 /**

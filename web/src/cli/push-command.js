@@ -22,7 +22,7 @@ export async function pushOutputs(line) {
   let progress = null;
   try {
     if (target.error) throw new CliFailure('InvalidArgument', target.error); // the grammar checked it already
-    const { token, endpoint } = remoteOptions();
+    const { token, endpoint, http } = remoteOptions();
     if (!token) throw new CliFailure('InvalidArgument', module.pushNeedsToken());
     const files = committedOutputs.map((f) => ({ path: f.path, content: f.file }));
     if (!files.length) throw new CliFailure('IoError', 'nothing was written to push');
@@ -39,6 +39,9 @@ export async function pushOutputs(line) {
       files,
       token,
       endpoint,
+      // the retries of remote reads (docs/remote.md), as the native CLI reads them
+      retries: http.PB_HTTP_RETRIES !== undefined ? Number(http.PB_HTTP_RETRIES) : undefined,
+      retryDelay: http.PB_HTTP_BACKOFF_MS !== undefined ? Number(http.PB_HTTP_BACKOFF_MS) : undefined,
       createPr: flag(line, 'create-pr'),
       createRepo: flag(line, 'create-repo'),
       private: flag(line, 'private'),
