@@ -770,9 +770,11 @@ export async function startHub(options = {}) {
     if (!r) return error(res, 404, 'RepoNotFound', 'Repository not found');
     const refused = denied(req, res, repo);
     if (refused) return refused;
-    if (!refOf(r, revision)) return error(res, 404, 'RevisionNotFound', `Invalid rev id: ${revision}`);
+    const named = refOf(r, revision);
+    if (!named) return error(res, 404, 'RevisionNotFound', `Invalid rev id: ${revision}`);
     applyChanges(repo, path);
-    const ref = refOf(r, revision);
+    // the branch as it is now (a 'change' fault moves it on: a read pinned to the old commit sees the new bytes)
+    const ref = refOf(r, named.name);
     const file = ref.files.get(path);
     if (!file) return error(res, 404, 'EntryNotFound', 'Entry not found', { 'X-Repo-Commit': ref.commit });
     const repoHeaders = { 'X-Repo-Commit': ref.commit };
