@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/json.h"
 #include "adapter/adapter_io.h"
 #include "adapter/adapter_report.h"
@@ -40,6 +41,7 @@
 #include "core/writer.h"
 #include "failure_value.h"
 #include "handle.h"
+#include "header_table.h"
 
 namespace pb::wasm {
 namespace {
@@ -70,8 +72,11 @@ class Reader : public Handle, private ReaderEvents {
   double bytes_fed() const { return double(reader_.bytes_fed()); }
   std::string header_json() const { return reader_.header() ? RenderInspectJson(*reader_.header()) : std::string(); }
   std::string header_text() const { return reader_.header() ? RenderInspectText(*reader_.header()) : std::string(); }
+  std::string header_summary_json() const { return reader_.header() ? RenderInspectSummaryJson(*reader_.header()) : ""; }
+  val header_table() { return reader_.header() ? HeaderTableView(*reader_.header(), table_) : val::null(); }
 
  private:
+  std::vector<uint32_t> table_;
   Status OnHeader(const Header&) override { return Status::Ok(); }
   Status OnTensorData(size_t tensor, uint64_t offset, std::span<const uint8_t> bytes) override {
     return chunks_.Add(double(tensor), double(offset), bytes);
@@ -201,6 +206,8 @@ class StreamConverter : public Handle {
   }
   bool header_done() const { return converter_ && converter_->plan() != nullptr; }
   std::string header_json() const { return header_done() ? RenderInspectJson(*converter_->header()) : ""; }
+  std::string header_summary_json() const { return header_done() ? RenderInspectSummaryJson(*converter_->header()) : ""; }
+  val header_table() { return header_done() ? HeaderTableView(*converter_->header(), table_) : val::null(); }
   std::string summary_text() const {
     return header_done() ? RenderConvertText(*converter_->plan(), *converter_->header()) : "";
   }
@@ -211,6 +218,7 @@ class StreamConverter : public Handle {
 
  private:
   std::unique_ptr<StreamingConverter> converter_;
+  std::vector<uint32_t> table_;
 };
 
 // Random-access conversion: the header is fed through a StreamingReader (with the file size, so every check
@@ -260,11 +268,14 @@ class RangeConverter : public Handle, private ReaderEvents {
     return converter_ && Check(converter_->Finish());
   }
   std::string header_json() const { return reader_.header() ? RenderInspectJson(*reader_.header()) : ""; }
+  std::string header_summary_json() const { return reader_.header() ? RenderInspectSummaryJson(*reader_.header()) : ""; }
+  val header_table() { return reader_.header() ? HeaderTableView(*reader_.header(), table_) : val::null(); }
   std::string summary_text() const { return planned() ? RenderConvertText(converter_->plan(), *reader_.header()) : ""; }
   std::string summary_json() const { return planned() ? RenderConvertJson(converter_->plan(), *reader_.header()) : ""; }
   double output_size() const { return planned() ? double(converter_->plan().write.total_size()) : -1; }
 
  private:
+  std::vector<uint32_t> table_;
   TensorInfo Source(size_t i) const { return reader_.header()->tensor(converter_->plan().source_tensor.at(i)); }
   Status OnHeader(const Header&) override { return Status::Ok(); }
   Status OnTensorData(size_t, uint64_t, std::span<const uint8_t>) override { return Status::Ok(); }
@@ -336,6 +347,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .function("bytesUntilHeader", &Reader::bytes_until_header)
       .function("bytesFed", &Reader::bytes_fed)
       .function("headerJson", &Reader::header_json)
+      .function("headerSummaryJson", &Reader::header_summary_json)
+      .function("headerTable", &Reader::header_table)
       .function("headerText", &Reader::header_text);
   class_<Writer, base<Handle>>("Writer")
       .constructor<std::string>()
@@ -357,6 +370,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .function("finish", &StreamConverter::finish)
       .function("headerDone", &StreamConverter::header_done)
       .function("headerJson", &StreamConverter::header_json)
+      .function("headerSummaryJson", &StreamConverter::header_summary_json)
+      .function("headerTable", &StreamConverter::header_table)
       .function("summaryText", &StreamConverter::summary_text)
       .function("summaryJson", &StreamConverter::summary_json)
       .function("outputSize", &StreamConverter::output_size);
@@ -373,6 +388,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .function("push", &RangeConverter::push)
       .function("finish", &RangeConverter::finish)
       .function("headerJson", &RangeConverter::header_json)
+      .function("headerSummaryJson", &RangeConverter::header_summary_json)
+      .function("headerTable", &RangeConverter::header_table)
       .function("summaryText", &RangeConverter::summary_text)
       .function("summaryJson", &RangeConverter::summary_json)
       .function("outputSize", &RangeConverter::output_size);
@@ -404,6 +421,12 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
     return names;
   });
   function("heapInUse", +[] { return static_cast<double>(mallinfo().uordblks); });
+  // The dtype names by code, one per line: the codes of headerTable() rows.
+  function("dtypeNames", +[] {
+    std::string names;
+    for (int code = 0; code < pb::kDtypeCount; ++code) names.append(pb::DtypeName(static_cast<pb::Dtype>(code))).push_back('\n');
+    return names;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------------------

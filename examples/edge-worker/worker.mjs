@@ -8,10 +8,11 @@
 // Options: revision, adapter_revision, dtype (bf16|f16|f32), unmerge=1, safe=1, arch.
 // Pass /plan's `revision` to every /merge and /index request so that all read the same commit.
 //
-// Bindings (env): HF_ENDPOINT (text, default https://huggingface.co); HF_TOKEN (secret, optional; a request's own
-// `Authorization: Bearer …` wins).
+// Bindings (env): HF_ENDPOINT (text, default https://huggingface.co); HF_TOKEN (secret, optional) and ACCESS_SECRET
+// (secret, required with HF_TOKEN): the worker's token is used only for requests carrying
+// `Authorization: Bearer <ACCESS_SECRET>`; another bearer value is the caller's own Hub token; none is anonymous.
 import wasmModule from 'peft-bridge/peft_bridge_wasm.wasm';
-import { init, mergeRemoteIndex, mergeRemoteShard, planRemote, SafetensorsError } from 'peft-bridge';
+import { init, mergeRemoteIndex, mergeRemoteShard, planRemote, SafetensorsError, workerHubAccess } from 'peft-bridge';
 
 export default {
   async fetch(request, env) {
@@ -47,12 +48,12 @@ function mergeOptions(params, request, env) {
     // Fetching any URL a caller names would make the worker an open proxy (and could send it the token).
     throw new SafetensorsError('InvalidArgument', `a base URL must be on ${new URL(endpoint).origin}`);
   }
-  const auth = /^Bearer (.+)$/.exec(request.headers.get('Authorization') ?? '');
+  const { token } = workerHubAccess(request, { token: env.HF_TOKEN, secret: env.ACCESS_SECRET });
   return {
     base: /^https?:/i.test(base) ? base : { repo: base, revision: params.get('revision') ?? undefined },
     adapter: { repo: required('adapter'), revision: params.get('adapter_revision') ?? undefined },
     endpoint,
-    token: auth?.[1] ?? env.HF_TOKEN,
+    token,
     dtype: params.get('dtype') ?? undefined,
     unmerge: params.get('unmerge') === '1',
     safe: params.get('safe') === '1',

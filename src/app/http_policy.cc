@@ -157,7 +157,8 @@ HttpStep HttpFilePolicy::Next(int64_t now_ms) {
   }
   uint64_t stop = Stop();
   HttpRequest request;
-  request_url_ = redirect_url_.empty() ? t_.url : redirect_url_;
+  from_landed_ = redirect_url_.empty() && !landed_url_.empty();
+  request_url_ = !redirect_url_.empty() ? redirect_url_ : from_landed_ ? landed_url_ : t_.url;
   request.url = request_url_;
   request.range = "bytes=" + std::to_string(pos_) + "-" + (stop == kUnbounded ? "" : std::to_string(stop - 1));
   if (!t_.token.empty() && !t_.token_origin.empty() && UrlOrigin(request_url_) == t_.token_origin)
@@ -179,6 +180,14 @@ void HttpFilePolicy::Failure(int64_t now_ms, Error error, bool retryable, std::o
   phase_ = Phase::kNone;
   redirect_url_.clear();
   redirects_ = 0;
+  if (from_landed_ && status != 0) {
+    // The CDN URL reused from an earlier answer answered an HTTP error (expired, moved, or the file changed):
+    // forget it and go back through the start URL at once, without counting an attempt; that answer decides. A
+    // body cut short or a broken connection there is retried there, counted as anywhere.
+    landed_url_.clear();
+    from_landed_ = false;
+    return;
+  }
   if (!retryable || failures_ >= limits_.retries || (retry_after_s && *retry_after_s > limits_.max_retry_after_s))
     return Fail(std::move(error), status);
   ++failures_;
@@ -262,9 +271,15 @@ void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
     phase_ = Phase::kNone;
     return;
   }
+  // Answered at the end of a chain this policy followed (or, for a browser, that its fetch followed): remember
+  // where, for the next requests of this file. Kept only once the answer passes Pin below (an error drops it).
+  std::string landed = !head.final_url.empty() && head.final_url != request_url_ ? head.final_url
+                       : redirects_ > 0                                          ? request_url_
+                                                                                 : std::string();
   redirect_url_.clear();
   redirects_ = 0;
   uint64_t stop = Stop();
+  if ((status == 206 || status == 200) && !landed.empty()) landed_url_ = landed;
   if (status == 416) {
     std::string range = head.content_range.value_or("");
     auto total = range.starts_with("bytes */") ? ParseU64(std::string_view(range).substr(8)) : std::nullopt;

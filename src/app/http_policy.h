@@ -185,7 +185,12 @@ class HttpFilePolicy {
   // The request in flight and its body.
   Phase phase_ = Phase::kNone;
   std::string request_url_;
-  std::string redirect_url_;  // the next hop of a redirect chain ("" to start at t_.url)
+  std::string redirect_url_;  // the next hop of a redirect chain ("" to start at the start URL)
+  // Where the last redirect chain landed and was answered (the CDN URL a Hub resolve redirects to): later requests
+  // for this file start there, held to the pinned ETag like every answer, which saves a round trip per range. A
+  // an HTTP error there drops it and the read goes back through t_.url at once (a signed URL may have expired).
+  std::string landed_url_;
+  bool from_landed_ = false;  // the request in flight started at landed_url_ (not reached through a redirect)
   uint32_t redirects_ = 0;
   bool sent_token_ = false;  // the request in flight carries the token
   uint64_t body_pos_ = 0, body_end_ = kUnbounded;  // file offsets of the body's next byte and of its end

@@ -105,7 +105,11 @@ std::string RenderInspectFilesJson(std::span<const RenderedReport> files) {
   return out + "]}\n";
 }
 
-std::string RenderInspectJson(const Header& h) {
+std::string RenderInspectJson(const Header& h) { return RenderInspectJsonWith(h, true); }
+
+std::string RenderInspectSummaryJson(const Header& h) { return RenderInspectJsonWith(h, false); }
+
+std::string RenderInspectJsonWith(const Header& h, bool with_tensors) {
   // Written directly rather than through a JSON DOM: a 200,000-tensor header would otherwise build
   // 200,000 objects (hundreds of MB in the WASM heap) just to print them.
   // Reserve the exact size (give or take a few bytes of the fixed parts) so the output, 30 MB for a
@@ -116,7 +120,8 @@ std::string RenderInspectJson(const Header& h) {
     return n;
   };
   size_t estimate = 256;
-  for (size_t i = 0; i < h.tensor_count(); ++i) {
+  const size_t listed = with_tensors ? h.tensor_count() : 0;
+  for (size_t i = 0; i < listed; ++i) {
     TensorInfo t = h.tensor(i);
     // {"name":…,"dtype":"…","shape":[…],"dataOffsets":[b,e],"byteLength":n}, plus a comma.
     estimate += 80 + JsonStringLength(t.name) + digits(t.begin) + digits(t.end) + digits(t.byte_length());
@@ -149,7 +154,7 @@ std::string RenderInspectJson(const Header& h) {
     out += "null";
   }
   out += ",\"tensors\":[";
-  for (size_t i = 0; i < h.tensor_count(); ++i) {
+  for (size_t i = 0; i < listed; ++i) {
     TensorInfo t = h.tensor(i);
     if (i) out += ',';
     out += "{\"name\":";

@@ -14,6 +14,12 @@ namespace pb {
 std::string RenderInspectText(const Header& header);
 // `peft-bridge inspect --json`: {"ok":true, headerSize, dataSize, fileSize, metadata, tensors, parameters…}
 std::string RenderInspectJson(const Header& header);
+// The same document with an empty "tensors" list: sizes, metadata and parameter counts. The JS edge reads the
+// tensors from a compact table instead (wasm/header_table.h): rendering and parsing 200,000 of them as JSON
+// cost seconds and tens of MB of WASM heap.
+std::string RenderInspectSummaryJson(const Header& header);
+// RenderInspectJson when `with_tensors`, else RenderInspectSummaryJson.
+std::string RenderInspectJsonWith(const Header& header, bool with_tensors);
 // `inspect` of a sharded model or a Hub repo: every file's report, as RenderInspectText (or Json) made it, under
 // the file's name ("==> name <==" lines between the text reports, as `head` shows several files; in JSON
 // {"ok":true,"files":[{"path":name,"report":{...}}...]}). The edges render each file and join them here.

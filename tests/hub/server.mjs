@@ -47,9 +47,11 @@
 //   {type: 'hang'}                    never answer (the connection stays open until the client leaves)
 //   {type: 'redirect', location, status}  answer `status` (default 302) with this Location; 'self' redirects to
 //                                     the request's own URL (a loop)
-//   {type: 'change', after, bytes}    after `after` requests for the file (counted from when the fault is added),
-//                                     the file becomes `bytes`
-//                                     (default: the same bytes with the last one flipped), with a new ETag
+//   {type: 'change', after, bytes}    after `after` reads of the file (requests for its current bytes: at the CDN
+//                                     for large files, at resolve for small ones, counted from when the fault is
+//                                     added), the file becomes `bytes`
+//                                     (default: the same bytes with the last one flipped), with a new ETag; the
+//                                     old bytes' CDN URL then answers 403, as a signed URL does once expired
 // Faults with `on` apply to the commit API instead: on: 'preupload' | 'batch' | 'upload' (a basic PUT) | 'part' |
 //   'complete' | 'commit' | 'create' | 'branch', with type 'status' (as above; the request's body is read and
 //   dropped) or 'reset' (read `at` body bytes, default half, then destroy the socket), and optional `repo`.
@@ -223,7 +225,9 @@ export async function startHub(options = {}) {
         next = old.slice();
         if (next.length) next[next.length - 1] ^= 1;
       }
+      const before = repos.get(repo).files.get(path).hash;
       setFile(repo, path, next);
+      if (blobs.get(before) !== blobs.get(repos.get(repo).files.get(path).hash)) blobs.get(before).expired = true;
       f.done = true;
     }
   }
@@ -703,6 +707,8 @@ export async function startHub(options = {}) {
       if (!blob) return error(res, 404, 'EntryNotFound', 'Entry not found');
       entry.repo = blob.repo;
       entry.path = blob.path;
+      if (repos.get(blob.repo)?.files.get(blob.path)?.hash === segments[1]) applyChanges(blob.repo, blob.path);
+      if (blob.expired) return error(res, 403, 'Expired', 'Request has expired');
       return sendFile(req, res, { bytes: blob.bytes, hash: segments[1] }, faultsFor(blob.repo, blob.path), {});
     }
 
@@ -772,7 +778,8 @@ export async function startHub(options = {}) {
     if (refused) return refused;
     const named = refOf(r, revision);
     if (!named) return error(res, 404, 'RevisionNotFound', `Invalid rev id: ${revision}`);
-    applyChanges(repo, path);
+    // an LFS file's reads are counted at the CDN, where each ends
+    if (!(named.files.get(path)?.lfs ?? isLfs(path))) applyChanges(repo, path);
     // the branch as it is now (a 'change' fault moves it on: a read pinned to the old commit sees the new bytes)
     const ref = refOf(r, named.name);
     const file = ref.files.get(path);

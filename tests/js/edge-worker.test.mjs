@@ -3,120 +3,27 @@
 // the native CLI's merge; a 503 and a truncated body survived with the same bytes; a base changing mid-merge ends
 // the download short; and a 168 MB base merged with a small WASM heap, workerd's resident growth about that of a
 // worker merely downloading the base (workerd's I/O buffers and V8's lazily freed ArrayBuffers, ~80-100 MiB here).
-//
-// workerd gets the modules a bundler (wrangler) would produce: the package under node_modules/peft-bridge, the .wasm
-// as a CompiledWasm module, and the two bare specifiers the worker imports ('peft-bridge' resolved with the
-// "workerd" export condition, 'peft-bridge/peft_bridge_wasm.wasm') as small re-exporting modules.
+// The worker's Hub token serves only requests carrying its ACCESS_SECRET. workerd runs as tests/js/helpers/workerd.mjs
+// sets it up (the modules wrangler would bundle).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { hasNativeCli, pb, repoRoot, rng, webDir } from './helpers/common.mjs';
+import { hasNativeCli, pb, repoRoot, rng } from './helpers/common.mjs';
 import { nativeMerge, writeAdapter, writeShardedBase, writeSingleBase } from './helpers/remote-model.mjs';
 import { startHub } from '../hub/server.mjs';
+import { hasWorkerd, startWorkerd } from './helpers/workerd.mjs';
 
-const workerdBin = join(repoRoot, 'node_modules', 'workerd', 'bin', 'workerd');
-const skip = !existsSync(workerdBin) ? 'workerd is not installed (npm ci)' : !hasNativeCli ? 'build/native/peft-bridge not built' : false;
+const skip = !hasWorkerd ? 'workerd is not installed (npm ci)' : !hasNativeCli ? 'build/native/peft-bridge not built' : false;
 
 const dir = mkdtempSync(join(tmpdir(), 'pb-edge-'));
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 const MiB = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
 
-async function freePort() {
-  const server = createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** workerd serving the example worker on a free port; the Hub endpoint is the HF_ENDPOINT binding. */
-async function startWorkerd(t, endpoint) {
-  const root = mkdtempSync(join(dir, 'workerd-'));
-  const pkg = join(root, 'node_modules', 'peft-bridge');
-  mkdirSync(join(pkg, 'src'), { recursive: true });
-  mkdirSync(join(pkg, 'dist'));
-  const modules = [];
-  for (const name of readdirSync(join(webDir, 'src')).filter((n) => n.endsWith('.js'))) {
-    copyFileSync(join(webDir, 'src', name), join(pkg, 'src', name));
-    modules.push(`(name = "node_modules/peft-bridge/src/${name}", esModule = embed "node_modules/peft-bridge/src/${name}")`);
-  }
-  for (const name of ['peft_bridge_wasm.mjs', 'peft_bridge_wasm.wasm']) copyFileSync(join(webDir, 'dist', name), join(pkg, 'dist', name));
-  modules.push('(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.mjs", esModule = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.mjs")');
-  modules.push('(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm", wasm = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm")');
-  copyFileSync(join(repoRoot, 'examples', 'edge-worker', 'worker.mjs'), join(root, 'worker.mjs'));
-  // The worker as deployed, behind two test-only routes: the WASM heap's size, and a plain download to compare with.
-  writeFileSync(
-    join(root, 'main.mjs'),
-    `import worker from './worker.mjs';
-import { getModule } from './node_modules/peft-bridge/src/init.js';
-export default {
-  async fetch(request, env, ctx) {
-    const url = new URL(request.url);
-    if (url.pathname === '/__heap') return new Response(String((await getModule()).heapSize()));
-    if (url.pathname === '/__download') {
-      let n = 0;
-      for await (const chunk of (await fetch(url.searchParams.get('url'))).body) n += chunk.length;
-      return new Response(String(n));
-    }
-    return worker.fetch(request, env, ctx);
-  },
-};
-`,
-  );
-  writeFileSync(join(root, 'pkg.js'), 'export * from "./node_modules/peft-bridge/src/workerd.js";\n');
-  writeFileSync(join(root, 'pkg-wasm.js'), 'export { default } from "../node_modules/peft-bridge/dist/peft_bridge_wasm.wasm";\n');
-  const port = await freePort();
-  writeFileSync(
-    join(root, 'config.capnp'),
-    `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [
-    (name = "main", worker = .worker),
-    # The default outbound reaches only public addresses; the fake Hub listens on 127.0.0.1.
-    (name = "internet", network = (allow = ["public", "private", "local"])),
-  ],
-  sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ],
-);
-const worker :Workerd.Worker = (
-  modules = [
-    (name = "main.mjs", esModule = embed "main.mjs"),
-    (name = "worker.mjs", esModule = embed "worker.mjs"),
-    (name = "peft-bridge", esModule = embed "pkg.js"),
-    (name = "peft-bridge/peft_bridge_wasm.wasm", esModule = embed "pkg-wasm.js"),
-    ${modules.join(',\n    ')}
-  ],
-  compatibilityDate = "2025-06-01",
-  bindings = [ (name = "HF_ENDPOINT", text = "${endpoint}") ],
-  globalOutbound = "internet",
-);
-`,
-  );
-  const child = spawn(workerdBin, ['serve', join(root, 'config.capnp'), '--verbose'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  child.stdout.on('data', (d) => (log += d));
-  child.stderr.on('data', (d) => (log += d));
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  t.after(async () => {
-    child.kill('SIGTERM');
-    await exited;
-  });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; ++i) {
-    try {
-      await fetch(`${url}/`);
-      break;
-    } catch {
-      if (i > 200 || child.exitCode !== null) throw new Error(`workerd did not start:\n${log}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-  return { url, pid: child.pid, log: () => log };
-}
+const edgeWorker = join(repoRoot, 'examples', 'edge-worker', 'worker.mjs');
+const startEdge = (t, endpoint, bindings = {}) => startWorkerd(t, { worker: edgeWorker, dir, bindings: { HF_ENDPOINT: endpoint, ...bindings } });
 
 const query = (params) => new URLSearchParams(params).toString();
 const bytesOf = async (res) => new Uint8Array(await res.arrayBuffer());
@@ -131,7 +38,7 @@ test('workerd: every shard by a concurrent request, the index and config.json = 
   const expectedF32 = nativeMerge(join(dir, 'base'), join(dir, 'lora'), join(dir, 'out-f32'), ['--dtype', 'f32']);
   const hub = await startHub({ files: { 'me/base': join(dir, 'base'), 'me/single': join(dir, 'single'), 'me/lora': join(dir, 'lora') } });
   t.after(() => hub.close());
-  const worker = await startWorkerd(t, hub.endpoint);
+  const worker = await startEdge(t, hub.endpoint);
   const started = Date.now();
 
   // (a) Each output file by its own request, all at once; /index too.
@@ -247,7 +154,7 @@ test('workerd: a 168 MB base merges holding about what a plain download of it ho
 
   /** A fresh workerd (VmHWM is a process's lifetime peak), warmed up by a plan, then `run(worker)` measured. */
   async function measured(run) {
-    const worker = await startWorkerd(t, hub.endpoint);
+    const worker = await startEdge(t, hub.endpoint);
     assert.equal((await fetch(`${worker.url}/plan?${query(common)}`)).status, 200);
     const ready = memory(worker.pid).rss;
     const started = Date.now();
@@ -288,4 +195,48 @@ test('workerd: a 168 MB base merges holding about what a plain download of it ho
   // the output in flight) is tens of MiB, whatever the base's size.
   assert.ok(merge.peak - merge.ready < download.peak - download.ready + 64 * 2 ** 20, 'the merge holds what a download does, plus < 64 MiB');
   assert.ok(merge.peak - merge.ready < baseBytes, `the merge added ${MiB(merge.peak - merge.ready)} for a ${MiB(baseBytes)} base`);
+});
+
+test("workerd: the worker's Hub token serves only holders of its ACCESS_SECRET; a token without a secret is refused", { skip }, async (t) => {
+  const root = mkdtempSync(join(dir, 'private-'));
+  await writeSingleBase(join(root, 'base'));
+  await writeAdapter(join(root, 'lora'));
+  const hubToken = 'hf_worker_token';
+  const hub = await startHub({
+    files: { 'me/private-base': join(root, 'base'), 'me/private-lora': join(root, 'lora') },
+    tokens: { 'me/private-base': hubToken, 'me/private-lora': hubToken },
+  });
+  t.after(() => hub.close());
+  const secret = 's3cret-for-the-worker';
+  const worker = await startEdge(t, hub.endpoint, { HF_TOKEN: hubToken, ACCESS_SECRET: secret });
+  const plan = (headers = {}) => fetch(`${worker.url}/plan?${query({ base: 'me/private-base', adapter: 'me/private-lora' })}`, { headers });
+  const authOf = () => hub.requests.filter((r) => r.repo === 'me/private-base' || r.repo === 'me/private-lora').map((r) => r.auth);
+
+  // Anyone who knows the URL: anonymous, so the Hub refuses the private repos.
+  const anonymous = await plan();
+  assert.equal(anonymous.status, 401, await anonymous.text());
+  assert.ok(authOf().every((a) => !a), 'no token sent for an anonymous request');
+  // A wrong secret is taken as the caller's own Hub token: forwarded, and refused by the Hub.
+  hub.requests.length = 0;
+  const wrong = await plan({ Authorization: 'Bearer not-the-secret' });
+  assert.equal(wrong.status, 401, await wrong.text());
+  assert.ok(authOf().every((a) => !a || a === 'Bearer not-the-secret'), 'the worker token is not sent for a wrong secret');
+  // The secret: the worker's token is used.
+  hub.requests.length = 0;
+  const trusted = await plan({ Authorization: `Bearer ${secret}` });
+  const body = await trusted.json();
+  assert.equal(trusted.status, 200, JSON.stringify(body));
+  assert.ok(body.modules?.length > 0 || body.matched > 0 || Array.isArray(body.outputs), JSON.stringify(body).slice(0, 200));
+  assert.ok(authOf().some((a) => a === `Bearer ${hubToken}`), 'the worker token reached the Hub');
+  // The caller's own valid Hub token works without the secret.
+  const own = await plan({ Authorization: `Bearer ${hubToken}` });
+  assert.equal(own.status, 200, await own.text());
+
+  // A worker with a token but no secret refuses everything rather than lend it.
+  const unguarded = await startEdge(t, hub.endpoint, { HF_TOKEN: hubToken });
+  const refused = await fetch(`${unguarded.url}/plan?${query({ base: 'me/private-base', adapter: 'me/private-lora' })}`);
+  assert.equal(refused.status, 500);
+  const error = (await refused.json()).error;
+  assert.equal(error.code, 'WorkerMisconfigured');
+  assert.match(error.message, /ACCESS_SECRET/);
 });

@@ -122,3 +122,23 @@ test('bad source types throw TypeError; an aborted signal rejects', async () => 
   controller.abort(new Error('stop'));
   await assert.rejects(inspect(file('{}'), { signal: controller.signal }), /stop/);
 });
+
+test('the header built from the compact table equals the JSON rendering: escapes, non-ASCII names, uint64 dims, scalars', async () => {
+  const { inspectRendered, headerFromJson } = await import('../../web/src/inspect.js');
+  const json = JSON.stringify({
+    __metadata__: { format: 'pt', 'ключ': 'значение \u00e9' },
+    'plain.weight': { dtype: 'BF16', shape: [2, 3], data_offsets: [0, 12] },
+    'esc\\"aped\n\u0001name': { dtype: 'F32', shape: [1], data_offsets: [12, 16] },
+    'ünïcödé.名前.🙂': { dtype: 'I8', shape: [], data_offsets: [16, 17] },
+    'zero.huge': { dtype: 'F64', shape: [0, 'BIG1', 'BIG2'], data_offsets: [17, 17] },
+    'bools': { dtype: 'BOOL', shape: [3], data_offsets: [17, 20] },
+  }).replace('"BIG1"', '18446744073709551615').replace('"BIG2"', '9007199254740993'); // uint64 text JS numbers cannot spell
+  const bytes = file(json, new Uint8Array(20));
+  const viaTable = await inspect(bytes);
+  const viaJson = headerFromJson((await inspectRendered(bytes, { render: 'json' })).json);
+  assert.deepEqual(viaTable, viaJson);
+  assert.deepEqual(viaTable.tensors.map((t) => t.name).sort(), ['bools', 'esc\\"aped\n\u0001name', 'plain.weight', 'zero.huge', 'ünïcödé.名前.🙂'].sort());
+  assert.deepEqual(viaTable.tensors.find((t) => t.name === 'zero.huge').shape, [0, 18446744073709551615, 9007199254740993]);
+  assert.deepEqual(viaTable.tensors.find((t) => t.name.startsWith('ü')).shape, []);
+  assert.deepEqual(viaTable.metadata, { format: 'pt', 'ключ': 'значение \u00e9' });
+});

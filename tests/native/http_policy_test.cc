@@ -451,6 +451,83 @@ TEST(HttpPolicy, RedirectChainRestartsFromTheOriginalUrlAfterAFailure) {
   EXPECT_EQ(p.commit().value(), "abc123");  // the Hub names the commit on the resolve hop
 }
 
+TEST(HttpPolicy, LaterRangesGoStraightToWhereTheRedirectLanded) {
+  HttpFilePolicy p = Make({}, "hf_tok");
+  p.BeginRead(0, 10, 0);
+  Send(p, 0);
+  p.OnHead(0, Redirect("https://cdn.test/blob?sig=1"));
+  EXPECT_EQ(Send(p, 0).request.authorization, "");  // another origin: no token
+  p.OnHead(0, Partial(0, 9, 1000));
+  EXPECT_EQ(p.OnBody(0, 10).take, 10u);
+  EXPECT_EQ(p.Next(0).action, HttpAction::kDone);
+  // The next read of the file: one request, at the CDN URL, still without the token; the ETag still pinned.
+  p.BeginRead(500, 600, 1);
+  HttpStep s = Send(p, 1);
+  EXPECT_EQ(s.request.url, "https://cdn.test/blob?sig=1");
+  EXPECT_EQ(s.request.authorization, "");
+  p.OnHead(1, Partial(500, 599, 1000));
+  EXPECT_EQ(p.OnBody(1, 100).take, 100u);
+  EXPECT_EQ(p.Next(1).action, HttpAction::kDone);
+  EXPECT_EQ(p.requests(), 3u);  // resolve + CDN, then CDN only
+  // A later answer there with another ETag is the file changing, as anywhere.
+  p.BeginRead(700, 710, 2);
+  Send(p, 2);
+  p.OnHead(2, Partial(700, 709, 1000, "\"e2\""));
+  EXPECT_NE(FailMessage(p, 2).find("changed while being read"), std::string::npos);
+}
+
+TEST(HttpPolicy, AFailureAtTheLandedUrlGoesBackThroughTheStartUrlAtOnce) {
+  HttpFilePolicy p = Make({.retries = 0});
+  p.BeginRead(0, 10, 0);
+  Send(p, 0);
+  p.OnHead(0, Redirect("https://cdn.test/blob?sig=old"));
+  Send(p, 0);
+  p.OnHead(0, Partial(0, 9, 1000));
+  p.OnBody(0, 10);
+  EXPECT_EQ(p.Next(0).action, HttpAction::kDone);
+  // The signed URL expired: 403 there is not the read's failure (even with no retries left); the start URL is
+  // asked again at once, and its redirect gives the new CDN URL.
+  p.BeginRead(10, 20, 1);
+  EXPECT_EQ(Send(p, 1).request.url, "https://cdn.test/blob?sig=old");
+  p.OnHead(1, StatusHead(403));
+  EXPECT_EQ(Send(p, 1).request.url, kUrl);
+  p.OnHead(1, Redirect("https://cdn.test/blob?sig=new"));
+  EXPECT_EQ(Send(p, 1).request.url, "https://cdn.test/blob?sig=new");
+  p.OnHead(1, Partial(10, 19, 1000));
+  EXPECT_EQ(p.OnBody(1, 10).take, 10u);
+  EXPECT_EQ(p.Next(1).action, HttpAction::kDone);
+  // A CDN that keeps failing costs one free attempt per landing, never a loop: with no retries, a failure reached
+  // through the start URL's redirect is the read's.
+  p.BeginRead(20, 30, 2);
+  EXPECT_EQ(Send(p, 2).request.url, "https://cdn.test/blob?sig=new");
+  p.OnHead(2, StatusHead(503));
+  EXPECT_EQ(Send(p, 2).request.url, kUrl);
+  p.OnHead(2, Redirect("https://cdn.test/blob?sig=new"));
+  Send(p, 2);
+  p.OnHead(2, StatusHead(503));
+  EXPECT_NE(FailMessage(p, 2).find("HTTP 503"), std::string::npos);
+}
+
+TEST(HttpPolicy, ABodyCutShortAtTheLandedUrlIsRetriedThereAndCounted) {
+  HttpFilePolicy p = Make({.retries = 1, .backoff_ms = 1});
+  p.BeginRead(0, 10, 0);
+  Send(p, 0);
+  p.OnHead(0, Redirect("https://cdn.test/blob"));
+  Send(p, 0);
+  p.OnHead(0, Partial(0, 9, 1000));
+  p.OnBody(0, 10);
+  p.BeginRead(100, 200, 1);
+  EXPECT_EQ(Send(p, 1).request.url, "https://cdn.test/blob");
+  p.OnHead(1, Partial(100, 199, 1000));
+  EXPECT_EQ(p.OnBody(1, 30).take, 30u);
+  p.OnTransportError(1, TransportError::kBroken);
+  HttpStep w = p.Next(1);
+  ASSERT_EQ(w.action, HttpAction::kWait);  // a counted retry, after the backoff, at the same CDN URL
+  HttpStep s = Send(p, w.deadline_ms);
+  EXPECT_EQ(s.request.url, "https://cdn.test/blob");
+  EXPECT_EQ(s.request.range, "bytes=130-199");
+}
+
 TEST(HttpPolicy, IdleDeadlineFailsTheAttemptAndIsRetried) {
   HttpFilePolicy p = Make({.retries = 1, .backoff_ms = 10, .idle_ms = 500});
   p.BeginRead(0, 10, 0);

@@ -3,7 +3,7 @@
 // read in plan order (TensorBytesConverter), as the native CLI does with pread.
 import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
 import { NativeHandle } from './handles.js';
-import { feedRandomHeader, headerFromJson } from './inspect.js';
+import { feedRandomHeader, headerFromHandle } from './inspect.js';
 import { getModule } from './init.js';
 import { openSource, raceAbort } from './sources.js';
 
@@ -68,7 +68,7 @@ export function createConversion(source, options = {}) {
       converted: info.converted,
       inputSize: info.inputSize,
       outputSize: info.outputSize,
-      header: headerFromJson(native.headerJson()),
+      header: headerFromHandle(handle.module, native),
       text: native.summaryText(),
       json,
     });

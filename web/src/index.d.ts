@@ -1099,3 +1099,11 @@ export interface PushResult {
  * nothing is committed. Errors are SafetensorsError (InvalidArgument for a bad repo id, path or option, IoError for
  * the Hub's refusals, with its message and status). */
 export function pushToHub(options: PushOptions): Promise<PushResult>;
+
+/** What a worker request may do with the Hub: with `Authorization: Bearer <secret>` the worker's own `token`
+ * (`trusted: true`); with another bearer value that value, as the caller's own Hub token; with none, no token.
+ * Throws (code `WorkerMisconfigured`) when a token is given without a secret to guard it. */
+export function workerHubAccess(
+  request: { headers: { get(name: string): string | null } },
+  worker?: { token?: string; secret?: string },
+): { token: string | undefined; trusted: boolean };

@@ -16,3 +16,4 @@ export { extractAdapter } from './extract.js';
 export { createMergeStream, mergeShards, planMerge } from './merge.js';
 export { mergeRemote, mergeRemoteIndex, mergeRemoteShard, planRemote, saveStreams } from './remote.js';
 export { pushToHub } from './push.js';
+export { workerHubAccess } from './edge-auth.js';

@@ -102,7 +102,10 @@ async function instantiator(options) {
   }
   const url = wasmUrl !== undefined ? new URL(String(wasmUrl), import.meta.url) : new URL('../dist/peft_bridge_wasm.wasm', import.meta.url);
   if (isNode && url.protocol === 'file:') {
-    const { readFile } = await import(/* webpackIgnore: true */ /* @vite-ignore */ 'node:fs/promises');
+    // A specifier held in a variable: bundlers for browsers and workers (esbuild in wrangler, Vite, webpack) then
+    // neither try to resolve node:fs nor warn about it; only Node reaches this line.
+    const fsModule = 'node:fs/promises';
+    const { readFile } = await import(/* webpackIgnore: true */ /* @vite-ignore */ fsModule);
     const bytes = await readFile(url);
     return (imports) => WebAssembly.instantiate(bytes, imports);
   }

@@ -1,7 +1,7 @@
 // readSafetensors(): the streaming reader as an async iterator of events.
 import { throwIfAborted } from './errors.js';
 import { NativeHandle } from './handles.js';
-import { headerFromJson } from './inspect.js';
+import { headerFromHandle } from './inspect.js';
 import { getModule } from './init.js';
 import { openSource, raceAbort } from './sources.js';
 
@@ -42,7 +42,7 @@ export async function* readSafetensors(source, options = {}) {
       try {
         handle.input('feed', chunk, (chunks) => {
           if (!header && native.headerDone()) {
-            header = headerFromJson(native.headerJson());
+            header = headerFromHandle(handle.module, native);
             events.push({ type: 'header', header });
           }
           for (const c of chunks) {

@@ -1,0 +1,120 @@
+// Runs an example worker in real workerd, with the modules a bundler (wrangler) would produce: the package under
+// node_modules/peft-bridge, the .wasm as a CompiledWasm module, and the two bare specifiers workers import
+// ('peft-bridge' resolved with the "workerd" export condition, 'peft-bridge/peft_bridge_wasm.wasm') as small
+// re-exporting modules. Two test-only routes wrap the worker: /__heap (the WASM heap's size) and
+// /__download?url= (a plain download through the worker, to compare throughput and memory with).
+import { spawn } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { basename, join } from 'node:path';
+import { repoRoot, webDir } from './common.mjs';
+
+export const workerdBin = join(repoRoot, 'node_modules', 'workerd', 'bin', 'workerd');
+export const hasWorkerd = existsSync(workerdBin);
+
+export async function freePort() {
+  const server = createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const capnpText = (value) => JSON.stringify(String(value)); // capnp text literals take JSON's escapes
+
+/**
+ * workerd serving `worker` (a module file whose default export is the worker; other named exports, e.g. Durable
+ * Object classes, are re-exported) on a free port, stopped when the test ends.
+ * @param {import('node:test').TestContext} t
+ * @param {{worker: string, dir: string, bindings?: Record<string, string>, durableObjects?: Record<string, string>}} options
+ *   bindings: text bindings (HF_ENDPOINT, HF_TOKEN, ...); durableObjects: binding name → a Durable Object class the
+ *   worker exports, SQLite-backed (as wrangler's new_sqlite_classes), stored in memory.
+ */
+export async function startWorkerd(t, { worker, dir, bindings = {}, durableObjects = {} }) {
+  const root = mkdtempSync(join(dir, 'workerd-'));
+  const pkg = join(root, 'node_modules', 'peft-bridge');
+  mkdirSync(join(pkg, 'src'), { recursive: true });
+  mkdirSync(join(pkg, 'dist'));
+  const modules = [];
+  for (const name of readdirSync(join(webDir, 'src')).filter((n) => n.endsWith('.js'))) {
+    copyFileSync(join(webDir, 'src', name), join(pkg, 'src', name));
+    modules.push(`(name = "node_modules/peft-bridge/src/${name}", esModule = embed "node_modules/peft-bridge/src/${name}")`);
+  }
+  for (const name of ['peft_bridge_wasm.mjs', 'peft_bridge_wasm.wasm']) copyFileSync(join(webDir, 'dist', name), join(pkg, 'dist', name));
+  modules.push('(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.mjs", esModule = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.mjs")');
+  modules.push('(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm", wasm = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm")');
+  const workerFile = basename(worker);
+  copyFileSync(worker, join(root, workerFile));
+  writeFileSync(
+    join(root, 'main.mjs'),
+    `import worker from './${workerFile}';
+import { getModule } from './node_modules/peft-bridge/src/init.js';
+export * from './${workerFile}';
+export default {
+  async fetch(request, env, ctx) {
+    const url = new URL(request.url);
+    if (url.pathname === '/__heap') return new Response(String((await getModule()).heapSize()));
+    if (url.pathname === '/__download') {
+      let n = 0;
+      for await (const chunk of (await fetch(url.searchParams.get('url'))).body) n += chunk.length;
+      return new Response(String(n));
+    }
+    return worker.fetch(request, env, ctx);
+  },
+};
+`,
+  );
+  writeFileSync(join(root, 'pkg.js'), 'export * from "./node_modules/peft-bridge/src/workerd.js";\n');
+  writeFileSync(join(root, 'pkg-wasm.js'), 'export { default } from "../node_modules/peft-bridge/dist/peft_bridge_wasm.wasm";\n');
+  const port = await freePort();
+  const textBindings = Object.entries(bindings).map(([name, value]) => `(name = ${capnpText(name)}, text = ${capnpText(value)})`);
+  const objects = Object.entries(durableObjects);
+  const doBindings = objects.map(([name, c]) => `(name = ${capnpText(name)}, durableObjectNamespace = ${capnpText(c)})`);
+  const namespaces = objects.map(([, c]) => `(className = ${capnpText(c)}, uniqueKey = ${capnpText(`pb-test-${c}`)}, enableSql = true)`);
+  writeFileSync(
+    join(root, 'config.capnp'),
+    `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [
+    (name = "main", worker = .worker),
+    # The default outbound reaches only public addresses; the fake Hub listens on 127.0.0.1.
+    (name = "internet", network = (allow = ["public", "private", "local"])),
+  ],
+  sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ],
+);
+const worker :Workerd.Worker = (
+  modules = [
+    (name = "main.mjs", esModule = embed "main.mjs"),
+    (name = "${workerFile}", esModule = embed "${workerFile}"),
+    (name = "peft-bridge", esModule = embed "pkg.js"),
+    (name = "peft-bridge/peft_bridge_wasm.wasm", esModule = embed "pkg-wasm.js"),
+    ${modules.join(',\n    ')}
+  ],
+  compatibilityDate = "2025-06-01",
+  bindings = [ ${[...textBindings, ...doBindings].join(', ')} ],
+  ${namespaces.length ? `durableObjectNamespaces = [ ${namespaces.join(', ')} ],\n  durableObjectStorage = (inMemory = void),` : ''}
+  globalOutbound = "internet",
+);
+`,
+  );
+  const child = spawn(workerdBin, ['serve', join(root, 'config.capnp'), '--verbose'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  child.stdout.on('data', (d) => (log += d));
+  child.stderr.on('data', (d) => (log += d));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  t.after(async () => {
+    child.kill('SIGTERM');
+    await exited;
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; ++i) {
+    try {
+      await fetch(`${url}/`);
+      break;
+    } catch {
+      if (i > 200 || child.exitCode !== null) throw new Error(`workerd did not start:\n${log}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  return { url, pid: child.pid, log: () => log };
+}
