@@ -130,7 +130,6 @@ test('workerd: pushToHub with the modules a bundler makes: a generated file in p
   // workerd resolves a bare specifier as a path beside the importing module: each import a bundler would resolve is
   // a small module there re-exporting the package's entry
   const importers = {
-    'node_modules/peft-bridge/src': ['@huggingface/hub'],
     'node_modules/@huggingface/hub/dist/browser': ['@huggingface/xetchunk-wasm'],
     'node_modules/@huggingface/xetchunk-wasm/dist/esm': ['@huggingface/blake3-jit', 'gearhash-jit'],
   };
@@ -146,13 +145,14 @@ test('workerd: pushToHub with the modules a bundler makes: a generated file in p
   writeFileSync(
     join(root, 'main.mjs'),
     `import { pushToHub } from './node_modules/peft-bridge/src/index.js';
+import * as hub from './node_modules/@huggingface/hub/dist/browser/index.mjs'; // what a bundler gives the worker
 const generate = ${GENERATOR};
 export default {
   async fetch(request, env) {
     const size = Number(new URL(request.url).searchParams.get('size'));
     try {
       const r = await pushToHub({
-        repo: 'me/edge', token: ${JSON.stringify(TOKEN)}, endpoint: env.HF_ENDPOINT, branch: 'edge',
+        repo: 'me/edge', token: ${JSON.stringify(TOKEN)}, endpoint: env.HF_ENDPOINT, branch: 'edge', hub,
         files: [{ path: 'model.safetensors', content: () => generate(size), size }, { path: 'config.json', content: new TextEncoder().encode('{}') }],
       });
       return Response.json({ ok: true, r });

@@ -1081,6 +1081,10 @@ export interface PushOptions {
   /** Let @huggingface/hub upload through Xet when the Hub offers it (default false: LFS basic / multipart). */
   useXet?: boolean;
   fetch?: typeof fetch;
+  /** The @huggingface/hub module (`import * as hub from '@huggingface/hub'`), for bundled browser apps and workers:
+   * pushToHub imports it itself only where the specifier resolves at run time (Node, import maps), since bundlers
+   * would pick the package's Node build. */
+  hub?: unknown;
 }
 
 export interface PushResult {

@@ -8,7 +8,7 @@
 //     commit call itself is not retried (it may have been applied): a failed push leaves no commit, and a
 //     second push reuses the LFS objects the first uploaded.
 //   - byte progress, abort, repo and branch creation, and errors as SafetensorsError (IoError / InvalidArgument).
-// The library is imported on first use, so loading the package never needs it.
+// The library is imported on first use, so loading the package never needs it (a bundled app passes it as `hub`).
 import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
 import { requireLocalFiles } from './sources.js';
 
@@ -23,11 +23,21 @@ export function setUploadTransport(transport) {
 }
 
 let hubLibrary = null;
-/** @huggingface/hub, imported once (a bundler keeps it as its own chunk). */
+/**
+ * @huggingface/hub, imported once. The specifier is held in a variable so that bundlers (esbuild in wrangler, Vite,
+ * webpack) leave it alone: the package's exports map gives them its Node build (fs, stream, os), which a worker or
+ * a browser bundle cannot hold. Node and import maps resolve it at run time; a bundled app passes the module it
+ * bundled (`import * as hub from '@huggingface/hub'`, the browser build) as the `hub` option.
+ */
 async function loadHub() {
-  hubLibrary ??= import('@huggingface/hub').catch((error) => {
+  const specifier = '@huggingface/hub';
+  hubLibrary ??= import(/* webpackIgnore: true */ /* @vite-ignore */ specifier).catch((error) => {
     hubLibrary = null;
-    throw new SafetensorsError('InvalidArgument', `pushToHub needs the @huggingface/hub package (${error?.message ?? error})`, { cause: error });
+    throw new SafetensorsError(
+      'InvalidArgument',
+      `pushToHub needs the @huggingface/hub package: install it, or pass the module as the \`hub\` option (${error?.message ?? error})`,
+      { cause: error },
+    );
   });
   return hubLibrary;
 }
@@ -395,6 +405,7 @@ export async function pushToHub(options = {}) {
     retryDelay = 250,
     useXet = false,
     fetch: customFetch,
+    hub: givenHub,
   } = options;
   const baseFetch = customFetch ?? globalThis.fetch;
   const problem = repoIdProblem(repo);
@@ -455,7 +466,8 @@ export async function pushToHub(options = {}) {
     log: (event) => report({ phase: 'retry', ...event }),
   });
 
-  const hub = await loadHub();
+  const hub = givenHub ?? (await loadHub());
+  if (typeof hub?.commitIter !== 'function') throw new SafetensorsError('InvalidArgument', 'the `hub` option must be the @huggingface/hub module');
   const credentials = { accessToken: token, hubUrl, fetch: fetchImpl };
   if (createRepo) {
     try {
