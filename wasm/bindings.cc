@@ -34,6 +34,7 @@
 #include "app/cli_text.h"
 #include "app/command_line.h"
 #include "app/input_hint.h"
+#include "app/push_target.h"
 #include "convert/convert_stream.h"
 #include "core/reader.h"
 #include "app/report.h"
@@ -407,6 +408,13 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
         if (a.is_string()) args.push_back(a.get<std::string>());
     return pb::app::CommandLineJson(args);
   });
+  // --push-to (src/app/push_target.h): the target parsed, the default commit title, the summary, the no-token text.
+  function("pushTarget", +[](const std::string& value) { return pb::app::PushTargetJson(value); });
+  function("pushCommitTitle", +[](const std::string& command, double files) {
+    return pb::app::PushCommitTitle(command, static_cast<size_t>(files));
+  });
+  function("renderPushOutcome", +[](const std::string& json) { return pb::app::RenderPushOutcomeJson(json); });
+  function("pushNeedsToken", +[] { return std::string(pb::app::kPushNeedsToken); });
   function("errorCodes", +[] {
     std::string names;
     for (auto name : pb::ErrorCodeNames()) names.append(name).push_back('\n');

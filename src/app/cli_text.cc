@@ -2,6 +2,7 @@
 
 #include "app/create_report.h"
 #include "app/extract_report.h"
+#include "app/push_target.h"
 
 namespace pb {
 
@@ -28,6 +29,9 @@ std::string_view CliHelp(std::string_view command) {
            "  -V, --version     print the version\n"
            "  -q, --quiet       print no summary or progress (errors, warnings and --json output still appear)\n"
            "  --no-progress     no progress bar on the terminal\n"
+           "\n"
+           "merge, translate, combine, create and extract take --push-to OWNER/REPO[@BRANCH]: the files written are\n"
+           "then pushed to that Hub repo in one commit (see `peft-bridge merge --help`).\n"
            "\n"
            "merge, unmerge, convert, translate and create --dora draw a progress line on stderr when it is a terminal\n"
            "(bytes done and total, rate, ETA, current file); merge, convert and create print their plan before the work.\n"
@@ -115,6 +119,7 @@ std::string_view CliHelp(std::string_view command) {
            "  --allow-partial     write even if tensors are dropped (a warning line per tensor on stderr)\n"
            "  --follow-links      read files in IN_DIR that are links leading outside it\n"
            "  --from, --arch, --naming-table, --base-config, --json   as for adapter-info\n"
+           PB_PUSH_HELP
            "  --help              show this help\n";
   if (command == "combine")
     return "usage: peft-bridge combine ADAPTER ADAPTER... [--weights W1,W2,...] -o|--out DIR\n"
@@ -147,6 +152,7 @@ std::string_view CliHelp(std::string_view command) {
            "  --dry-run           print the plan, write nothing\n"
            "  --force             write into a non-empty DIR, as translate does\n"
            "  --from, --arch, --naming-table, --base-config, --strict, --follow-links, --json   as for adapter-info\n"
+           PB_PUSH_HELP
            "  --help              show this help\n";
   if (command == "create") return app::CreateCliHelp();
   if (command == "extract") return app::ExtractCliHelp();
@@ -189,6 +195,7 @@ std::string_view CliHelp(std::string_view command) {
                  "  --allow-partial    merge even if adapter tensors cannot be applied (a warning per tensor)\n"
                  "  --follow-links     read shards and configs that are links leading outside their directory\n"
                  "  --no-copy-extra    copy none of the base's other files (tokenizer, generation config...)\n"
+                 PB_PUSH_HELP
                  "  --help             show this help\n"
                : "usage: peft-bridge unmerge --base PATH --adapter DIR -o|--out DIR [options as for merge]\n"
                  "\n"

@@ -9,6 +9,7 @@
 #include "app/combine_args.h"
 #include "app/create_report.h"
 #include "app/extract_report.h"
+#include "app/push_target.h"
 #include "core/utf8.h"
 #include "merge/quantize_plan.h"
 
@@ -65,6 +66,10 @@ const std::vector<CommandSpec>& Commands() {
     const OptionSpec quantize{"quantize", 0, Kind::kValue, "fp8|int8|int4"};
     const OptionSpec scheme{"scheme", 0, Kind::kValue, "per-channel|per-group|block"};
     const OptionSpec group_size{"group-size", 0, Kind::kValue};
+    // --push-to and its companions (app/push_target.h): merge, translate, combine, extract, create.
+    const std::vector<OptionSpec> push = {{"push-to", 0, Kind::kValue}, {"create-pr", 0, Kind::kFlag},
+                                          {"commit-message", 0, Kind::kValue}, {"create-repo", 0, Kind::kFlag},
+                                          {"private", 0, Kind::kFlag}};
     std::vector<CommandSpec> list = {
         {"inspect", 1, 1, "exactly one FILE", {json}, {}},
         // --quantize: IN is a model (as merge's --base) and OUT a folder; --dtype is then optional.
@@ -127,6 +132,10 @@ const std::vector<CommandSpec>& Commands() {
                      {"modules", 0, Kind::kValue}, {"embeddings", 0, Kind::kValue, "save|lora|skip"}, dtype, dry_run,
                      json, force, base_config, arch, naming_table, follow_links},
                     {"base", "tuned"}});
+    for (auto& spec : list)
+      if (spec.name == "merge" || spec.name == "translate" || spec.name == "combine" || spec.name == "extract" ||
+          spec.name == "create")
+        spec.options.insert(spec.options.end(), push.begin(), push.end());
     return list;
   }();
   return commands;
@@ -253,6 +262,16 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     if (auto problem = CreateUsageProblem(line)) return usage(*problem);
   if (spec.name == "extract")
     if (auto problem = ExtractUsageProblem(line)) return usage(*problem);
+  if (line.Has("push-to")) {
+    auto target = ParsePushTarget(*line.Value("push-to"));
+    if (auto* problem = std::get_if<std::string>(&target)) return usage(*problem);
+    if (line.Has("dry-run")) return usage("--push-to pushes what the command writes, and --dry-run writes nothing");
+    if (line.Has("commit-message") && line.Value("commit-message")->empty()) return usage("--commit-message is empty");
+  } else {
+    for (const char* name : {"create-pr", "commit-message", "create-repo", "private"})
+      if (line.Has(name)) return usage("--" + std::string(name) + " applies to --push-to OWNER/REPO[@BRANCH]");
+  }
+  if (line.Has("private") && !line.Has("create-repo")) return usage("--private applies to --create-repo");
   if (spec.name == "translate" && line.Has("outtype") && line.Value("to") != "gguf")
     return usage("--outtype applies to --to gguf only (the other formats keep the adapter's dtypes)");
   return line;

@@ -5,6 +5,7 @@
 #include "adapter/naming_tables.h"
 #include "adapter/python_json.h"
 #include "app/remote_address.h"
+#include "app/push_target.h"
 #include "app/size_text.h"
 
 namespace pb::app {
@@ -88,6 +89,7 @@ std::string_view CreateCliHelp() {
          "  --arch NAME         naming table to use (default: from config.json, else detected)\n"
          "  --naming-table FILE a naming table to add (repeatable)\n"
          "  --follow-links      read shards and configs that are links leading outside their directory\n"
+         PB_PUSH_HELP
          "  --help              show this help\n";
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "app/push_target.h"
 #include "app/size_text.h"
 
 namespace pb::app {
@@ -97,6 +98,7 @@ std::string_view ExtractCliHelp() {
          "  --arch NAME         naming table to use (default: from config.json, else detected)\n"
          "  --naming-table FILE a naming table to add (repeatable)\n"
          "  --follow-links      read shards and configs that are links leading outside their directory\n"
+         PB_PUSH_HELP
          "  --help              show this help\n";
 }
 

@@ -56,6 +56,8 @@ std::string GetEnv(const char* name) {
   return v ? v : "";
 }
 
+}  // namespace
+
 // HF_TOKEN, else the token file huggingface_hub writes: $HF_TOKEN_PATH, else $HF_HOME/token, else
 // $XDG_CACHE_HOME/huggingface/token, else ~/.cache/huggingface/token. web/bin/peft-bridge.mjs reads the same.
 std::string HubToken() {
@@ -77,6 +79,8 @@ std::string HubToken() {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return Trim(text);
 }
+
+namespace {
 
 // The PB_HTTP_* variables (docs/remote.md): both CLIs read the same ones and the policy checks them.
 Result<net::HttpLimits> LimitsFromEnv() {

@@ -28,6 +28,8 @@ bool IsRemoteAddress(const std::string& arg);
 
 // HF_ENDPOINT, else https://huggingface.co (without a trailing '/').
 std::string HubEndpoint();
+// HF_TOKEN, else the token file huggingface_hub writes (empty when there is none).
+std::string HubToken();
 // `arg` as app::ParseRemoteAddress reads it against HubEndpoint().
 Result<app::RemoteAddress> ParseRemote(const std::string& arg);
 

@@ -73,11 +73,13 @@ int Run(const std::vector<std::string>& args) {
   // convert --quantize writes a model folder (shards, index, config.json) as merge does, with no adapter.
   if (line.command == "convert") return line.Has("quantize") ? pb::cli::RunMerge(line) : pb::cli::RunConvert(line);
   if (line.command == "adapter-info") return pb::cli::RunAdapterInfo(line);
-  if (line.command == "translate") return pb::cli::RunTranslate(line);
-  if (line.command == "combine") return pb::cli::RunCombine(line);
-  if (line.command == "create") return pb::cli::RunCreate(line);
-  if (line.command == "extract") return pb::cli::RunExtract(line);
-  return pb::cli::RunMerge(line);  // merge or unmerge: the grammar knows no other command
+  // --push-to (merge, translate, combine, create, extract): what the command wrote, pushed once it succeeded.
+  auto push = [&](int status) { return status == 0 && line.Has("push-to") ? pb::cli::RunPush(line) : status; };
+  if (line.command == "create") return push(pb::cli::RunCreate(line));
+  if (line.command == "extract") return push(pb::cli::RunExtract(line));
+  if (line.command == "translate") return push(pb::cli::RunTranslate(line));
+  if (line.command == "combine") return push(pb::cli::RunCombine(line));
+  return push(pb::cli::RunMerge(line));  // merge or unmerge: the grammar knows no other command
 }
 
 }  // namespace

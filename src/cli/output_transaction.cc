@@ -24,7 +24,14 @@ void SyncDirectory(const std::string& dir) {
   ::close(fd);
 }
 
+std::vector<CommittedOutput>& MutableCommittedOutputs() {
+  static std::vector<CommittedOutput> outputs;
+  return outputs;
+}
+
 }  // namespace
+
+const std::vector<CommittedOutput>& CommittedOutputs() { return MutableCommittedOutputs(); }
 
 Result<std::unique_ptr<OutputTransaction>> OutputTransaction::Begin(std::string dir, app::OutputPlan plan) {
   PB_ASSIGN_OR_RETURN(auto created, EnsureDirectory(dir));
@@ -106,6 +113,9 @@ Status OutputTransaction::Commit() {
   }
   for (const auto& a : asides) ::unlink(a.temp.c_str());
   committed_ = true;
+  for (size_t i = 0; i < files_.size(); ++i)
+    MutableCommittedOutputs().push_back(
+        {single_file_ ? files_[i]->final_path().substr(files_[i]->final_path().rfind('/') + 1) : names_[i], files_[i]->final_path()});
   SyncDirectory(single_file_ ? DirectoryOf(dir_) : dir_);
   return Status::Ok();
 }

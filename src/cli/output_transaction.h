@@ -14,6 +14,15 @@
 
 namespace pb::cli {
 
+// A file a transaction of this process committed: its name in the output (the repo path --push-to gives it) and
+// where it was written.
+struct CommittedOutput {
+  std::string name;
+  std::string path;
+};
+// Every file committed so far, in order.
+const std::vector<CommittedOutput>& CommittedOutputs();
+
 class OutputTransaction {
  public:
   // Creates `dir` unless it is a directory already. `plan` comes from app::PlanOutput.

@@ -14,6 +14,30 @@
 //   Private repos need `Authorization: Bearer <token>` (401 otherwise, as the Hub answers for a repo it will not
 //   show); unknown repos, revisions and files are 404 with X-Error-Code / X-Error-Message like the Hub's.
 //
+// The commit API, as the Hub documents it and @huggingface/hub's commit() uses it (write access: see `owners`):
+//   POST /api/repos/create {name, organization?, type?, visibility?: 'private'|'public' (or private: bool)}: a new
+//     empty model repo (409 if it exists).
+//   POST /api/models/{owner}/{repo}/branch/{branch} {startingPoint?}: a branch at main (or startingPoint).
+//   POST /api/models/{owner}/{repo}/preupload/{revision}[?create_pr=1] {files: [{path, size, sample}]}:
+//     {files: [{path, uploadMode: 'lfs'|'regular', shouldIgnore: false}], commitOid}; 'lfs' for files over
+//     `lfsThreshold` (10 MB) or whose name the resolve rule above keeps in LFS.
+//   POST /{owner}/{repo}.git/info/lfs/objects/batch {operation: 'upload', objects: [{oid, size}]}: per object
+//     either no action (already stored) or actions.upload: a basic PUT URL on this server, or (objects of at
+//     least `multipartThreshold` bytes) the Hub's multipart form: header {chunk_size, '00001': part URL, ...} and
+//     href the completion URL (POST {oid, parts: [{partNumber, etag}]}).
+//   PUT /lfs/upload/{oid}, PUT /lfs/part/{id}/{n}, POST /lfs/complete/{id}: the upload URLs (no token needed,
+//     they are pre-signed like S3's). The bytes are checked against the oid's sha256 and size. An uploaded object
+//     is invisible (the CDN answers 404) until a commit names it.
+//   POST /api/models/{owner}/{repo}/commit/{revision}[?create_pr=1] (NDJSON: {key: 'header', value: {summary,
+//     description?, parentCommit?}}, then {key: 'file', value: {path, content, encoding: 'base64'}},
+//     {key: 'lfsFile', value: {path, algo: 'sha256', size, oid}}, {key: 'deletedFile', value: {path}}): checked
+//     whole first, then applied at once (one new commit), on the branch or, with create_pr=1, on a new
+//     refs/pr/N branched from the revision: {commitOid, commitUrl, pullRequestUrl?, hookOutput: ''}. Nothing
+//     changes unless it answers 200.
+//   Write access: `Authorization: Bearer T` where T is `owners[namespace]` (the repo's owner) or the private
+//   repo's token in `tokens`; none → 401, another valid token → 403. Revisions: 'main', a branch name
+//   ('refs/pr/1' too, URL-encoded) or a branch's current commit.
+//
 // Faults, injected on the responses that carry file bytes (CDN answers, and small files at resolve):
 //   {type: 'truncate', at}            send `at` body bytes, then close the socket
 //   {type: 'status', status, retryAfter}  answer `status` (e.g. 503) with an optional Retry-After (seconds)
@@ -28,6 +52,9 @@
 //                                     added), the file becomes `bytes`
 //                                     (default: the same bytes with the last one flipped), with a new ETag; the
 //                                     old bytes' CDN URL then answers 403, as a signed URL does once expired
+// Faults with `on` apply to the commit API instead: on: 'preupload' | 'batch' | 'upload' (a basic PUT) | 'part' |
+//   'complete' | 'commit' | 'create' | 'branch', with type 'status' (as above; the request's body is read and
+//   dropped) or 'reset' (read `at` body bytes, default half, then destroy the socket), and optional `repo`.
 // Each fault may have `path` (a string, matched against "repo/path" or "path", or a RegExp) and `times` (apply
 // to that many matching requests, default every one) and `skip` (let that many pass first). Every matching fault
 // applies to a request (and spends its budget), so give sequential faults increasing `skip`s. Faults live in
@@ -96,28 +123,60 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 /**
  * Starts the fake Hub on 127.0.0.1 (a free port unless `port` is given).
  * @param {{files?: Record<string, Record<string, Uint8Array|string> | string>, tokens?: Record<string, string>,
- *   faults?: object[], port?: number, host?: string}} [options]
+ *   faults?: object[], port?: number, host?: string, owners?: Record<string, string>, lfsThreshold?: number,
+ *   multipartThreshold?: number, partSize?: number}} [options]
  *   files: repo → {path → bytes} or repo → a directory to serve; tokens: repo → the token that opens it (the
- *   repo is then private).
+ *   repo is then private, and the token writes to it); owners: namespace → the token that writes to (and
+ *   creates) its repos; lfsThreshold: preupload's size limit for regular files (10 MB); multipartThreshold /
+ *   partSize: LFS objects at least this large are uploaded in parts of partSize (64 MiB / 16 MiB).
  */
 export async function startHub(options = {}) {
-  const repos = new Map(); // repo → {files: Map(path → {bytes, etag}), commit, version}
+  // repo → {files: Map(path → {bytes, hash, lfs}), commit, version (counts every commit of the repo),
+  //   branches: Map(name → {files, commit}) for branches other than main (refs/pr/N too), prs}
+  const repos = new Map();
   const blobs = new Map(); // sha256 → {bytes, repo, path}: the CDN, content-addressed (old versions stay)
   const tokens = new Map(Object.entries(options.tokens ?? {}));
+  const owners = new Map(Object.entries(options.owners ?? {})); // namespace → the token that writes there
+  const lfsThreshold = options.lfsThreshold ?? 10_000_000;
+  const multipartThreshold = options.multipartThreshold ?? 64 * 2 ** 20;
+  const partSize = options.partSize ?? 16 * 2 ** 20;
+  const pending = new Map(); // sha256 → bytes: uploaded LFS objects no commit has named yet (invisible)
+  const expected = new Map(); // sha256 → size, from the LFS batch call (what the upload URLs accept)
+  const multipart = new Map(); // upload id → {oid, size, parts: Map(n → {bytes, etag})}
+  let uploadCount = 0;
   const faults = [...(options.faults ?? [])];
   const requests = [];
 
   function commitOf(repo, version) {
     return createHash('sha1').update(`${repo}@${version}`).digest('hex');
   }
+  const newRepo = () => ({ files: new Map(), version: 0, commit: '', branches: new Map(), prs: 0 });
+
+  /** The branch a revision names: {name, files, commit} ('main', a branch, or a branch's current commit), or null. */
+  function refOf(r, revision) {
+    if (revision === 'main' || revision === r.commit) return { name: 'main', files: r.files, commit: r.commit };
+    for (const [name, b] of r.branches) if (revision === name || revision === b.commit) return { name, files: b.files, commit: b.commit };
+    return null;
+  }
+
+  /** Points a branch at new files, as one new commit. */
+  function setRef(repo, r, name, files) {
+    r.version += 1;
+    const commit = commitOf(repo, r.version);
+    if (name === 'main') {
+      r.files = files;
+      r.commit = commit;
+    } else r.branches.set(name, { files, commit });
+    return commit;
+  }
 
   /** Adds or replaces a file; the repo gets a new commit. */
   function setFile(repo, path, contents) {
     let r = repos.get(repo);
-    if (!r) repos.set(repo, (r = { files: new Map(), version: 0, commit: '' }));
+    if (!r) repos.set(repo, (r = newRepo()));
     const bytes = toBytes(contents);
     const hash = sha256(bytes);
-    r.files.set(path, { bytes, hash });
+    r.files.set(path, { bytes, hash, lfs: isLfs(path) });
     blobs.set(hash, { bytes, repo, path });
     r.version += 1;
     r.commit = commitOf(repo, r.version);
@@ -125,7 +184,7 @@ export async function startHub(options = {}) {
 
   function addRepo(repo, files) {
     const entries = typeof files === 'string' ? readDirectory(files) : files;
-    if (!repos.has(repo)) repos.set(repo, { files: new Map(), version: 0, commit: '' });
+    if (!repos.has(repo)) repos.set(repo, newRepo());
     for (const [path, bytes] of Object.entries(entries)) setFile(repo, path, bytes);
   }
   for (const [repo, files] of Object.entries(options.files ?? {})) addRepo(repo, files);
@@ -137,7 +196,7 @@ export async function startHub(options = {}) {
     const hits = [];
     for (const f of faults) {
       const match = f.path === undefined || (f.path instanceof RegExp ? f.path.test(key) : f.path === key || f.path === path);
-      if (!match || f.type === 'change') continue;
+      if (!match || f.type === 'change' || f.on) continue;
       if ((f.skip ?? 0) > 0) {
         f.skip -= 1;
         continue;
@@ -155,7 +214,7 @@ export async function startHub(options = {}) {
   function applyChanges(repo, path) {
     const key = `${repo}/${path}`;
     for (const f of faults) {
-      if (f.type !== 'change' || f.done) continue;
+      if (f.type !== 'change' || f.done || f.on) continue;
       const match = f.path === undefined || (f.path instanceof RegExp ? f.path.test(key) : f.path === key || f.path === path);
       if (!match || !repos.get(repo).files.has(path)) continue;
       f.seen = (f.seen ?? 0) + 1;
@@ -181,6 +240,14 @@ export async function startHub(options = {}) {
   function error(res, status, code, message, extra = {}) {
     res.writeHead(status, { 'Content-Type': 'text/plain', 'X-Error-Code': code, 'X-Error-Message': message, ...extra });
     res.end(`${message}\n`);
+    return status;
+  }
+
+  /** The commit API's errors: JSON {error} as the Hub's API answers (and @huggingface/hub reads), same headers. */
+  function apiError(res, status, code, message, extra = {}) {
+    const body = JSON.stringify({ error: message });
+    res.writeHead(status, { 'Content-Type': 'application/json', 'X-Error-Code': code, 'X-Error-Message': message, ...extra });
+    res.end(body);
     return status;
   }
 
@@ -254,17 +321,381 @@ export async function startHub(options = {}) {
     return error(res, 401, 'RepoNotFound', 'Repository not found');
   }
 
+  /** The commit-API faults that apply to this request (consuming their budgets). */
+  function apiFaults(on, repo) {
+    const hits = [];
+    for (const f of faults) {
+      if (f.on !== on || (f.repo !== undefined && f.repo !== repo)) continue;
+      if ((f.skip ?? 0) > 0) {
+        f.skip -= 1;
+        continue;
+      }
+      if (f.times !== undefined) {
+        if (f.times <= 0) continue;
+        f.times -= 1;
+      }
+      hits.push(f);
+    }
+    return hits;
+  }
+
+  /** Reads a request's body whole (at most `limit` bytes), hashing it on the way. */
+  function readBody(req, limit = 2 ** 31) {
+    return new Promise((resolve, reject) => {
+      const chunks = [];
+      const hash = createHash('sha256');
+      let length = 0;
+      req.on('data', (chunk) => {
+        length += chunk.length;
+        if (length > limit) {
+          req.destroy();
+          reject(new Error('body too large'));
+          return;
+        }
+        hash.update(chunk);
+        chunks.push(chunk);
+      });
+      req.on('end', () => resolve({ bytes: new Uint8Array(Buffer.concat(chunks, length)), hash: hash.digest('hex') }));
+      req.on('error', reject);
+      req.on('aborted', () => reject(new Error('client aborted')));
+    });
+  }
+
+  /** Applies a commit-API fault, if one is due: the status sent (0 when the socket was dropped), or null. */
+  async function apiFault(req, res, on, repo) {
+    const hits = apiFaults(on, repo);
+    if (hits.some((f) => f.type === 'hang')) {
+      await new Promise((resolve) => res.on('close', resolve));
+      return 0;
+    }
+    const reset = hits.find((f) => f.type === 'reset');
+    if (reset) {
+      const want = reset.at ?? Math.floor(Number(req.headers['content-length'] ?? 0) / 2);
+      await new Promise((resolve) => {
+        let seen = 0;
+        const drop = () => {
+          req.socket?.destroy();
+          resolve();
+        };
+        if (want <= 0) return drop();
+        req.on('data', (chunk) => {
+          seen += chunk.length;
+          if (seen >= want) drop();
+        });
+        req.on('end', drop);
+        req.on('error', resolve);
+      });
+      return 0;
+    }
+    const status = hits.find((f) => f.type === 'status');
+    if (status) {
+      await readBody(req).catch(() => {});
+      const headers = status.retryAfter !== undefined ? { 'Retry-After': String(status.retryAfter) } : {};
+      return apiError(res, status.status ?? 503, 'ServiceUnavailable', 'Injected failure', headers);
+    }
+    return null;
+  }
+
+  function json(res, status, value) {
+    const body = JSON.stringify(value);
+    res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) });
+    res.end(body);
+    return status;
+  }
+
+  /** Write access to `repo` (which may not exist yet: its namespace decides): null when allowed, else the status sent. */
+  function writeDenied(req, res, repo) {
+    const m = /^Bearer (.+)$/.exec(req.headers.authorization ?? '');
+    if (!m) return apiError(res, 401, 'Unauthorized', 'You must be authenticated to write to this repository');
+    const token = m[1];
+    if (owners.get(repo.split('/')[0]) === token || tokens.get(repo) === token) return null;
+    const known = [...owners.values(), ...tokens.values()].includes(token);
+    if (!known) return apiError(res, 401, 'Unauthorized', 'Invalid credentials in Authorization header');
+    if (tokens.has(repo)) return apiError(res, 404, 'RepoNotFound', 'Repository not found');
+    return apiError(res, 403, 'Forbidden', `You don't have the rights to write to ${repo}`);
+  }
+
+  const badPath = (path) =>
+    typeof path !== 'string' || path === '' || path.startsWith('/') || path.endsWith('/') ||
+    path.split('/').some((part) => part === '' || part === '.' || part === '..') || /[\0\\]/.test(path);
+  const validName = (name) => typeof name === 'string' && /^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$/.test(name) && !/\.\.|--/.test(name) && !name.endsWith('.git');
+
+  async function parseJson(req, res) {
+    let body;
+    try {
+      body = JSON.parse(Buffer.from((await readBody(req, 64 * 2 ** 20)).bytes).toString('utf8'));
+    } catch {
+      apiError(res, 400, 'BadRequest', 'Malformed JSON body');
+      return undefined;
+    }
+    return body;
+  }
+
+  /** POST /api/repos/create */
+  async function createRepo(req, res, entry) {
+    entry.kind = 'create';
+    const body = await parseJson(req, res);
+    if (body === undefined) return 400;
+    const namespace = body.organization ?? Object.entries(Object.fromEntries(owners)).find(([, t]) => req.headers.authorization === `Bearer ${t}`)?.[0];
+    if (!validName(body.name) || !validName(namespace ?? '')) return apiError(res, 400, 'BadRequest', 'Invalid repo name');
+    if (body.type !== undefined && body.type !== 'model') return apiError(res, 400, 'BadRequest', 'Only model repos here');
+    const repo = `${namespace}/${body.name}`;
+    entry.repo = repo;
+    const refused = writeDenied(req, res, repo);
+    if (refused) return refused;
+    const fault = await apiFault(req, res, 'create', repo);
+    if (fault !== null) return fault;
+    if (repos.has(repo)) return apiError(res, 409, 'Conflict', 'You already created this model repo', {});
+    addRepo(repo, {});
+    if (body.private === true || body.visibility === 'private') tokens.set(repo, owners.get(namespace));
+    return json(res, 200, { url: `${endpoint}/${repo}`, name: repo, id: repo });
+  }
+
+  /** POST /api/models/{owner}/{repo}/{branch|preupload|commit}/{revision} */
+  async function repoApi(req, res, entry, repo, action, revision, url) {
+    entry.kind = action;
+    Object.assign(entry, { repo, revision });
+    const r = repos.get(repo);
+    if (!r) {
+      await readBody(req).catch(() => {});
+      return apiError(res, 404, 'RepoNotFound', 'Repository not found');
+    }
+    const refused = writeDenied(req, res, repo);
+    if (refused) return refused;
+    const fault = await apiFault(req, res, action, repo);
+    if (fault !== null) return fault;
+
+    if (action === 'branch') {
+      const body = (await parseJson(req, res)) ?? null;
+      if (body === null) return 400;
+      if (typeof revision !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._/-]*$/.test(revision) || revision.startsWith('refs/') || revision === 'main') {
+        return apiError(res, 400, 'BadRequest', `Invalid branch name: ${revision}`);
+      }
+      if (r.branches.has(revision)) return apiError(res, 409, 'Conflict', `Reference already exists: refs/heads/${revision}`);
+      const from = refOf(r, body.startingPoint ?? 'main');
+      if (!from) return apiError(res, 404, 'RevisionNotFound', `Invalid rev id: ${body.startingPoint}`);
+      r.branches.set(revision, { files: new Map(from.files), commit: from.commit });
+      return json(res, 200, {});
+    }
+
+    const ref = refOf(r, revision);
+    if (!ref) {
+      await readBody(req).catch(() => {});
+      return apiError(res, 404, 'RevisionNotFound', `Invalid rev id: ${revision}`);
+    }
+
+    if (action === 'preupload') {
+      const body = await parseJson(req, res);
+      if (body === undefined) return 400;
+      if (!Array.isArray(body?.files)) return apiError(res, 400, 'BadRequest', 'files must be an array');
+      const files = [];
+      for (const f of body.files) {
+        if (badPath(f?.path) || !Number.isSafeInteger(f?.size) || f.size < 0) return apiError(res, 400, 'BadRequest', `Invalid file: ${JSON.stringify(f?.path)}`);
+        files.push({ path: f.path, uploadMode: f.size > lfsThreshold || isLfs(f.path) ? 'lfs' : 'regular', shouldIgnore: false });
+      }
+      return json(res, 200, { files, commitOid: ref.commit });
+    }
+
+    // commit: parse and check every line, then apply them all
+    let text;
+    try {
+      text = Buffer.from((await readBody(req, 2 ** 31)).bytes).toString('utf8');
+    } catch {
+      return apiError(res, 400, 'BadRequest', 'Unreadable body');
+    }
+    let lines;
+    try {
+      lines = text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l));
+    } catch {
+      return apiError(res, 400, 'BadRequest', 'Malformed NDJSON');
+    }
+    const header = lines[0];
+    if (header?.key !== 'header' || typeof header.value?.summary !== 'string' || header.value.summary.trim() === '') {
+      return apiError(res, 400, 'BadRequest', 'The first line must be the header, with a summary');
+    }
+    if (header.value.parentCommit && header.value.parentCommit !== ref.commit) {
+      return apiError(res, 412, 'PreconditionFailed', `A commit has happened since ${header.value.parentCommit}`);
+    }
+    const files = new Map(ref.files);
+    const seen = new Set();
+    const adopted = [];
+    for (const line of lines.slice(1)) {
+      const v = line?.value;
+      if (badPath(v?.path)) return apiError(res, 400, 'BadRequest', `Invalid path: ${JSON.stringify(v?.path)}`);
+      if (seen.has(v.path)) return apiError(res, 400, 'BadRequest', `${v.path} appears twice in the commit`);
+      seen.add(v.path);
+      if (line.key === 'file') {
+        if (v.encoding !== 'base64' || typeof v.content !== 'string') return apiError(res, 400, 'BadRequest', `${v.path}: content must be base64`);
+        const bytes = new Uint8Array(Buffer.from(v.content, 'base64'));
+        files.set(v.path, { bytes, hash: sha256(bytes), lfs: false });
+      } else if (line.key === 'lfsFile') {
+        if (v.algo !== 'sha256' || !/^[0-9a-f]{64}$/.test(v.oid ?? '') || !Number.isSafeInteger(v.size)) {
+          return apiError(res, 400, 'BadRequest', `${v.path}: invalid LFS pointer`);
+        }
+        const bytes = pending.get(v.oid) ?? blobs.get(v.oid)?.bytes;
+        if (!bytes || bytes.length !== v.size) {
+          return apiError(res, 422, 'LfsObjectNotFound', `Your push was rejected because an LFS pointer pointed to a file that does not exist (${v.path})`);
+        }
+        files.set(v.path, { bytes, hash: v.oid, lfs: true });
+        adopted.push([v.oid, bytes, v.path]);
+      } else if (line.key === 'deletedFile') {
+        if (!files.delete(v.path)) return apiError(res, 404, 'EntryNotFound', `${v.path} does not exist on "${ref.name}"`);
+      } else if (line.key === 'deletedFolder') {
+        const prefix = `${v.path}/`;
+        let any = false;
+        for (const path of [...files.keys()]) if (path.startsWith(prefix)) any = files.delete(path) || any;
+        if (!any) return apiError(res, 404, 'EntryNotFound', `${v.path} does not exist on "${ref.name}"`);
+      } else return apiError(res, 400, 'BadRequest', `Unknown key: ${JSON.stringify(line?.key)}`);
+    }
+    let name = ref.name;
+    let pullRequestUrl;
+    if (url.searchParams.get('create_pr') === '1') {
+      r.prs += 1;
+      name = `refs/pr/${r.prs}`;
+      pullRequestUrl = `${endpoint}/${repo}/discussions/${r.prs}`;
+    }
+    for (const [oid, bytes, path] of adopted) {
+      pending.delete(oid);
+      if (!blobs.has(oid)) blobs.set(oid, { bytes, repo, path });
+    }
+    const commit = setRef(repo, r, name, files);
+    return json(res, 200, { commitOid: commit, commitUrl: `${endpoint}/${repo}/commit/${commit}`, pullRequestUrl, hookOutput: '' });
+  }
+
+  /** POST /{owner}/{repo}.git/info/lfs/objects/batch */
+  async function lfsBatch(req, res, entry, repo) {
+    entry.kind = 'batch';
+    entry.repo = repo;
+    if (!repos.has(repo)) {
+      await readBody(req).catch(() => {});
+      return apiError(res, 404, 'RepoNotFound', 'Repository not found');
+    }
+    const refused = writeDenied(req, res, repo);
+    if (refused) return refused;
+    const fault = await apiFault(req, res, 'batch', repo);
+    if (fault !== null) return fault;
+    const body = await parseJson(req, res);
+    if (body === undefined) return 400;
+    if (body?.operation !== 'upload' || !Array.isArray(body.objects)) return apiError(res, 400, 'BadRequest', 'Only upload batches here');
+    const base = `http://${req.headers.host}`;
+    let anyMultipart = false;
+    const objects = body.objects.map(({ oid, size }) => {
+      if (!/^[0-9a-f]{64}$/.test(oid ?? '') || !Number.isSafeInteger(size) || size < 0) {
+        return { oid, size, error: { code: 422, message: 'Invalid oid or size' } };
+      }
+      const stored = blobs.get(oid)?.bytes ?? pending.get(oid);
+      if (stored && stored.length === size) return { oid, size, authenticated: true };
+      expected.set(oid, size);
+      if (size >= multipartThreshold) {
+        anyMultipart = true;
+        const id = `${oid}-${++uploadCount}`;
+        multipart.set(id, { oid, size, parts: new Map() });
+        const header = { chunk_size: String(partSize) };
+        const n = Math.ceil(size / partSize);
+        for (let i = 1; i <= n; i++) header[String(i).padStart(5, '0')] = `${base}/lfs/part/${id}/${i}`;
+        return { oid, size, authenticated: true, actions: { upload: { href: `${base}/lfs/complete/${id}`, header, expires_in: 86400 } } };
+      }
+      return { oid, size, authenticated: true, actions: { upload: { href: `${base}/lfs/upload/${oid}`, expires_in: 86400 } } };
+    });
+    res.setHeader('X-Request-Id', `req-${requests.length}`);
+    res.writeHead(200, { 'Content-Type': 'application/vnd.git-lfs+json' });
+    res.end(JSON.stringify({ transfer: anyMultipart ? 'multipart' : 'basic', objects }));
+    return 200;
+  }
+
+  /** PUT /lfs/upload/{oid}, PUT /lfs/part/{id}/{n}, POST /lfs/complete/{id}: the pre-signed storage URLs. */
+  async function lfsStorage(req, res, entry, segments) {
+    const [, what, id, n] = segments;
+    entry.kind = what === 'upload' ? 'upload' : what;
+    const job = what === 'upload' ? null : multipart.get(id);
+    const oid = what === 'upload' ? id : job?.oid;
+    entry.path = oid ?? null;
+    if (what === 'upload' ? !expected.has(oid) : !job) {
+      await readBody(req).catch(() => {});
+      return apiError(res, 404, 'NoSuchUpload', 'No such upload');
+    }
+    const fault = await apiFault(req, res, entry.kind, null);
+    if (fault !== null) return fault;
+    if (what === 'upload') {
+      if (req.method !== 'PUT') return apiError(res, 405, 'MethodNotAllowed', 'Method not allowed');
+      const { bytes, hash } = await readBody(req);
+      if (bytes.length !== expected.get(oid) || hash !== oid) return apiError(res, 400, 'BadDigest', `The uploaded bytes do not match ${oid}`);
+      pending.set(oid, bytes);
+      res.writeHead(200, { ETag: `"${oid}"`, 'Content-Length': '0' });
+      res.end();
+      return 200;
+    }
+    if (what === 'part') {
+      if (req.method !== 'PUT') return apiError(res, 405, 'MethodNotAllowed', 'Method not allowed');
+      const index = Number(n);
+      const count = Math.ceil(job.size / partSize);
+      const { bytes } = await readBody(req);
+      const want = Math.min(partSize, job.size - (index - 1) * partSize);
+      if (!Number.isInteger(index) || index < 1 || index > count || bytes.length !== want) return apiError(res, 400, 'InvalidPart', `Part ${n} has the wrong size`);
+      const etag = `"${createHash('md5').update(bytes).digest('hex')}"`;
+      job.parts.set(index, { bytes, etag });
+      res.writeHead(200, { ETag: etag, 'Content-Length': '0' });
+      res.end();
+      return 200;
+    }
+    if (req.method !== 'POST') return apiError(res, 405, 'MethodNotAllowed', 'Method not allowed');
+    const body = await parseJson(req, res);
+    if (body === undefined) return 400;
+    const count = Math.ceil(job.size / partSize);
+    if (body?.oid !== job.oid || !Array.isArray(body.parts) || body.parts.length !== count) return apiError(res, 400, 'InvalidPart', 'Wrong part list');
+    const pieces = [];
+    for (let i = 1; i <= count; i++) {
+      const part = job.parts.get(i);
+      const named = body.parts.find((p) => p.partNumber === i);
+      if (!part || !named || named.etag !== part.etag) return apiError(res, 400, 'InvalidPart', `Part ${i} is missing or its ETag differs`);
+      pieces.push(part.bytes);
+    }
+    const bytes = new Uint8Array(Buffer.concat(pieces));
+    if (sha256(bytes) !== job.oid) return apiError(res, 400, 'BadDigest', `The uploaded bytes do not match ${job.oid}`);
+    multipart.delete(id);
+    pending.set(job.oid, bytes);
+    return json(res, 200, {});
+  }
+
+  /** Routes the commit API's requests (POST/PUT); null for anything else. */
+  async function writeRoutes(req, res, entry) {
+    const url = new URL(req.url, 'http://hub.invalid');
+    const segments = url.pathname.split('/').slice(1);
+    let dec;
+    try {
+      dec = segments.map(decodeURIComponent);
+    } catch {
+      return apiError(res, 400, 'BadRequest', 'Malformed URL');
+    }
+    if (segments[0] === 'lfs' && (segments.length === 3 || segments.length === 4)) return lfsStorage(req, res, entry, dec);
+    if (req.method !== 'POST') return null;
+    if (dec[0] === 'api' && dec[1] === 'repos' && dec[2] === 'create' && dec.length === 3) return createRepo(req, res, entry);
+    if (dec[0] === 'api' && dec[1] === 'models' && ['preupload', 'commit', 'branch'].includes(dec[4]) && dec.length === 6) {
+      return repoApi(req, res, entry, `${dec[2]}/${dec[3]}`, dec[4], dec[5], url);
+    }
+    if (dec.length === 6 && dec[1].endsWith('.git') && dec.slice(2).join('/') === 'info/lfs/objects/batch') {
+      return lfsBatch(req, res, entry, `${dec[0]}/${dec[1].slice(0, -4)}`);
+    }
+    return null;
+  }
+
   async function handle(req, res, entry) {
     cors(res);
     if (req.method === 'OPTIONS') {
       entry.kind = 'preflight';
       res.writeHead(204, {
-        'Access-Control-Allow-Methods': 'GET, HEAD, OPTIONS',
+        'Access-Control-Allow-Methods': 'GET, HEAD, OPTIONS, POST, PUT',
         'Access-Control-Allow-Headers': req.headers['access-control-request-headers'] ?? 'Authorization, Range',
         'Access-Control-Max-Age': '600',
       });
       res.end();
       return 204;
+    }
+    if (req.method === 'POST' || req.method === 'PUT') {
+      const status = await writeRoutes(req, res, entry);
+      if (status !== null) return status;
+      await readBody(req).catch(() => {});
+      return apiError(res, 404, 'NotFound', 'Not found');
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') return error(res, 405, 'MethodNotAllowed', 'Method not allowed');
     const url = new URL(req.url, 'http://hub.invalid');
@@ -289,7 +720,10 @@ export async function startHub(options = {}) {
       try {
         repo = `${decodeURIComponent(segments[2])}/${decodeURIComponent(segments[3])}`;
         revision = decodeURIComponent(segments[5]);
-        folder = segments.slice(6).filter((x) => x !== '').map(decodeURIComponent).join('/');
+        // refs/pr/N (or refs/convert/…) unencoded, as @huggingface/hub's listFiles sends it
+        const refsLen = revision === 'refs' && segments.length >= 8 ? 3 : 1;
+        if (refsLen === 3) revision = segments.slice(5, 8).map(decodeURIComponent).join('/');
+        folder = segments.slice(5 + refsLen).filter((x) => x !== '').map(decodeURIComponent).join('/');
       } catch {
         return error(res, 400, 'BadRequest', 'Malformed URL');
       }
@@ -298,15 +732,25 @@ export async function startHub(options = {}) {
       if (!r) return error(res, 404, 'RepoNotFound', 'Repository not found');
       const refused = denied(req, res, repo);
       if (refused) return refused;
-      if (revision !== 'main' && revision !== r.commit) return error(res, 404, 'RevisionNotFound', `Invalid rev id: ${revision}`);
+      const ref = refOf(r, revision);
+      if (!ref) return error(res, 404, 'RevisionNotFound', `Invalid rev id: ${revision}`);
+      const recursive = url.searchParams.get('recursive') === 'true' || url.searchParams.get('recursive') === '1';
       const prefix = folder ? `${folder}/` : '';
       const entries = new Map();
-      for (const [path, file] of r.files) {
+      for (const [path, file] of ref.files) {
         if (!path.startsWith(prefix)) continue;
         const rest = path.slice(prefix.length);
-        const slash = rest.indexOf('/');
-        if (slash === -1) entries.set(path, { type: 'file', oid: file.hash, size: file.bytes.length, path });
-        else entries.set(prefix + rest.slice(0, slash), { type: 'directory', oid: r.commit, path: prefix + rest.slice(0, slash) });
+        const parts = rest.split('/');
+        // LFS files carry the Hub's lfs field: {oid: sha256, size, pointerSize}
+        const fileEntry = { type: 'file', oid: file.hash, size: file.bytes.length, path, ...(file.lfs ? { lfs: { oid: file.hash, size: file.bytes.length, pointerSize: 134 } } : {}) };
+        if (parts.length === 1) entries.set(path, fileEntry);
+        else if (recursive) {
+          for (let i = 1; i < parts.length; i++) {
+            const d = prefix + parts.slice(0, i).join('/');
+            entries.set(d, { type: 'directory', oid: ref.commit, path: d });
+          }
+          entries.set(path, fileEntry);
+        } else entries.set(prefix + parts[0], { type: 'directory', oid: ref.commit, path: prefix + parts[0] });
       }
       if (folder && entries.size === 0) return error(res, 404, 'EntryNotFound', `${folder} does not exist on "${revision}"`);
       const body = JSON.stringify([...entries.values()]);
@@ -332,12 +776,16 @@ export async function startHub(options = {}) {
     if (!r) return error(res, 404, 'RepoNotFound', 'Repository not found');
     const refused = denied(req, res, repo);
     if (refused) return refused;
-    if (revision !== 'main' && revision !== r.commit) return error(res, 404, 'RevisionNotFound', `Invalid rev id: ${revision}`);
-    if (!isLfs(path)) applyChanges(repo, path); // an LFS file's reads are counted at the CDN, where each ends
-    const file = r.files.get(path);
-    if (!file) return error(res, 404, 'EntryNotFound', 'Entry not found', { 'X-Repo-Commit': r.commit });
-    const repoHeaders = { 'X-Repo-Commit': r.commit };
-    if (!isLfs(path)) return sendFile(req, res, file, faultsFor(repo, path), repoHeaders);
+    const named = refOf(r, revision);
+    if (!named) return error(res, 404, 'RevisionNotFound', `Invalid rev id: ${revision}`);
+    // an LFS file's reads are counted at the CDN, where each ends
+    if (!(named.files.get(path)?.lfs ?? isLfs(path))) applyChanges(repo, path);
+    // the branch as it is now (a 'change' fault moves it on: a read pinned to the old commit sees the new bytes)
+    const ref = refOf(r, named.name);
+    const file = ref.files.get(path);
+    if (!file) return error(res, 404, 'EntryNotFound', 'Entry not found', { 'X-Repo-Commit': ref.commit });
+    const repoHeaders = { 'X-Repo-Commit': ref.commit };
+    if (!file.lfs) return sendFile(req, res, file, faultsFor(repo, path), repoHeaders);
     const location = `http://${req.headers.host}/cdn/${file.hash}`;
     res.writeHead(302, {
       ...repoHeaders,
@@ -397,8 +845,20 @@ export async function startHub(options = {}) {
     faults,
     setFile,
     addRepo,
-    /** The commit a repo is at now. */
-    commit: (repo) => repos.get(repo)?.commit ?? null,
+    /** The commit a repo (or one of its branches) is at now. */
+    commit: (repo, branch = 'main') => {
+      const r = repos.get(repo);
+      return (r && refOf(r, branch)?.commit) ?? null;
+    },
+    /** A branch's files now: Map(path → {bytes, hash, lfs}), or null. */
+    files: (repo, branch = 'main') => {
+      const r = repos.get(repo);
+      return (r && refOf(r, branch)?.files) ?? null;
+    },
+    /** The branches other than main (refs/pr/N included). */
+    branches: (repo) => [...(repos.get(repo)?.branches.keys() ?? [])],
+    /** LFS objects uploaded that no commit names (invisible to readers). */
+    pendingObjects: () => [...pending.keys()],
     /** The requests (optionally of one kind, for one file path) logged since the last clearLog(). */
     log: (kind, path) => requests.filter((r) => (!kind || r.kind === kind) && (!path || r.path === path)),
     clearLog: () => {
@@ -413,10 +873,13 @@ export async function startHub(options = {}) {
 }
 
 // Standalone: node tests/hub/server.mjs [--port N] [--dir owner/repo=DIR]... [--token owner/repo=TOKEN]...
+//   [--owner NAMESPACE=TOKEN]... [--multipart-threshold BYTES]
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const files = {};
   const tokens = {};
+  const owners = {};
   let port = 0;
+  let multipartThreshold;
   const args = process.argv.slice(2);
   for (let i = 0; i + 1 < args.length; i += 2) {
     const [flag, value] = [args[i], args[i + 1]];
@@ -424,8 +887,10 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     if (flag === '--port') port = Number(value);
     else if (flag === '--dir' && eq > 0) files[value.slice(0, eq)] = value.slice(eq + 1);
     else if (flag === '--token' && eq > 0) tokens[value.slice(0, eq)] = value.slice(eq + 1);
-    else throw new Error(`usage: node tests/hub/server.mjs [--port N] [--dir owner/repo=DIR]... [--token owner/repo=TOKEN]...`);
+    else if (flag === '--owner' && eq > 0) owners[value.slice(0, eq)] = value.slice(eq + 1);
+    else if (flag === '--multipart-threshold') multipartThreshold = Number(value);
+    else throw new Error(`usage: node tests/hub/server.mjs [--port N] [--dir owner/repo=DIR]... [--token owner/repo=TOKEN]... [--owner NAMESPACE=TOKEN]... [--multipart-threshold BYTES]`);
   }
-  const hub = await startHub({ files, tokens, port });
+  const hub = await startHub({ files, tokens, owners, port, multipartThreshold });
   console.log(hub.endpoint);
 }

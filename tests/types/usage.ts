@@ -22,6 +22,8 @@ import {
   type MergeOptions, type MergeStreamOptions, type ShardSource, type MergeBase, type MergeShardsOptions,
   type MergedFile, type PlanMergeOptions, type PlannedMergeTensor, type MergePlanSummary,
   type HubRepo, type RemoteMergeOptions, type DirectoryHandle, type LocalPath, type AdapterDirectory,
+  // Pushing to the Hub
+  pushToHub, type PushFile, type PushOptions, type PushProgress, type PushResult,
 } from '../../web/src/index.js';
 
 // ---- Files ----
@@ -459,4 +461,20 @@ export async function adapterCacheUsage(weight: Uint8Array, fetchImpl: typeof fe
   await cache.unregister('sql');
   await cache.close();
   return m.A.length + infos.length + merged.length + s.peakResidentBytes + registered.modules + (changed ? 1 : 0);
+}
+
+// Pushing outputs to the Hub (pushToHub): bytes, a Blob, a file path, or a deterministic output replayed.
+export async function pushUsage(bytes: Uint8Array, blob: Blob): Promise<string> {
+  const files: PushFile[] = [
+    { path: 'config.json', content: bytes },
+    { path: 'README.md', content: blob },
+    { path: 'adapter_model.safetensors', content: './out/adapter_model.safetensors' },
+    { path: 'model.safetensors', content: () => mergeRemoteShard({ base: { repo: 'owner/base' }, adapter: { repo: 'owner/lora' } }).then((f) => f.stream), size: 1 << 30 },
+  ];
+  const options: PushOptions = { repo: 'owner/merged', files, token: 'hf_x', createPr: true, branch: 'dev', retries: 3,
+    onProgress: (p: PushProgress) => void (p.phase === 'uploading' ? p.bytes / p.total : 0) };
+  const result: PushResult = await pushToHub(options);
+  // @ts-expect-error the repo is required
+  await pushToHub({ files, token: 'hf_x' });
+  return result.pullRequestUrl ?? result.commit + result.files.filter((f) => f.lfs).length;
 }

@@ -1034,6 +1034,76 @@ export function saveStreams(
   options: { directoryHandle: DirectoryHandle },
 ): Promise<{ path: string; size?: number }[]>;
 
+/** One file of a push: `path` in the repo and its bytes. `content` is bytes, a Blob, a local file's path or
+ * file: URL (Node), or a function giving a fresh ReadableStream / async iterable of the file's bytes each time it
+ * is called (a deterministic output, e.g. `() => mergeRemoteShard({...}).then((f) => f.stream)`), with `size`. */
+export interface PushFile {
+  path: string;
+  content: Uint8Array | ArrayBuffer | Blob | string | URL | (() => ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | Promise<ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>>);
+  /** Required when `content` is a function. */
+  size?: number;
+}
+
+export type PushProgress =
+  | { phase: 'createdRepo'; repo: string }
+  | { phase: 'createdBranch'; branch: string }
+  | { phase: 'preuploading' | 'uploadingLargeFiles' | 'committing' }
+  /** bytes of `path` hashed (first pass, LFS files only) or sent (second pass) so far */
+  | { phase: 'hashing' | 'uploading'; path: string; bytes: number; total: number }
+  /** a failed storage or API call about to be tried again after `wait` ms */
+  | { phase: 'retry'; retry: number; url: string; status: number | null; error: string | null; wait: number }
+  | { phase: 'done'; commit: string };
+
+export interface PushOptions {
+  /** `owner/name` (a model repo). */
+  repo: string;
+  files: PushFile[];
+  /** A token with write access to the repo. */
+  token: string;
+  /** Default `https://huggingface.co`. */
+  endpoint?: string;
+  /** The commit's title; default `Upload <file or N files> with peft-bridge`. */
+  commitMessage?: string;
+  commitDescription?: string;
+  /** Open a pull request (refs/pr/N) against `branch` instead of committing to it. */
+  createPr?: boolean;
+  /** Default 'main'. A branch that does not exist is created from main first (`refs/…` are not created). */
+  branch?: string;
+  /** Create the repo first if it does not exist (default false); `private` then makes it private. */
+  createRepo?: boolean;
+  private?: boolean;
+  onProgress?: (progress: PushProgress) => void;
+  signal?: AbortSignal;
+  /** Failed attempts in a row retried for each storage or API call except the commit itself (default 5). */
+  retries?: number;
+  /** First backoff wait in ms, doubled per failure up to 8000; a Retry-After (≤ 10 s) wins (default 250). */
+  retryDelay?: number;
+  /** Let @huggingface/hub upload through Xet when the Hub offers it (default false: LFS basic / multipart). */
+  useXet?: boolean;
+  fetch?: typeof fetch;
+  /** The @huggingface/hub module (`import * as hub from '@huggingface/hub'`), for bundled browser apps and workers:
+   * pushToHub imports it itself only where the specifier resolves at run time (Node, import maps), since bundlers
+   * would pick the package's Node build. */
+  hub?: unknown;
+}
+
+export interface PushResult {
+  commit: string;
+  url: string;
+  /** The pull request's URL with `createPr`, else null. */
+  pullRequestUrl: string | null;
+  branch: string;
+  /** Every file pushed; `lfs`: uploaded through LFS storage (the Hub's preupload said so), else in the commit. */
+  files: { path: string; size: number; lfs: boolean }[];
+}
+
+/** Pushes files to a Hub model repo in one commit, with @huggingface/hub's commit: LFS files are hashed in one
+ * streaming pass and uploaded in a second (basic or multipart), nothing held whole in Node and workerd (a browser
+ * holds one upload part at a time); storage and API calls are retried, the commit call is not; on any failure
+ * nothing is committed. Errors are SafetensorsError (InvalidArgument for a bad repo id, path or option, IoError for
+ * the Hub's refusals, with its message and status). */
+export function pushToHub(options: PushOptions): Promise<PushResult>;
+
 /** What a worker request may do with the Hub: with `Authorization: Bearer <secret>` the worker's own `token`
  * (`trusted: true`); with another bearer value that value, as the caller's own Hub token; with none, no token.
  * Throws (code `WorkerMisconfigured`) when a token is given without a secret to guard it. */

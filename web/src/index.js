@@ -15,5 +15,6 @@ export { createAdapter } from './create.js';
 export { extractAdapter } from './extract.js';
 export { createMergeStream, mergeShards, planMerge } from './merge.js';
 export { mergeRemote, mergeRemoteIndex, mergeRemoteShard, planRemote, saveStreams } from './remote.js';
+export { pushToHub } from './push.js';
 export { workerHubAccess } from './edge-auth.js';
 export { AdapterCache, createAdapterCache } from './adapter-cache.js';

@@ -3,9 +3,12 @@
 import { readFile } from 'node:fs/promises';
 import { setDefaultWasm } from './init.js';
 import { nodeFiles } from './node-files.js';
+import { nodeUpload } from './node-upload.js';
+import { setUploadTransport } from './push.js';
 import { setLocalFiles } from './sources.js';
 
 setDefaultWasm(async () => ({ wasmBinary: await readFile(new URL('../dist/peft_bridge_wasm.wasm', import.meta.url)) }));
 setLocalFiles(nodeFiles);
+setUploadTransport(nodeUpload);
 
 export * from './index.js';

@@ -118,6 +118,10 @@ export function checkDropped(command, dropped, allowPartial) {
 }
 
 export const SIGNAL_STATUS = { SIGHUP: 129, SIGINT: 130, SIGTERM: 143 };
+
+/** Every file a transaction of this process committed, in order: {path (its name in the output: the repo path
+ * --push-to gives it), file (where it was written)}. */
+export const committedOutputs = [];
 export const randomSuffix = () => randomBytes(6).toString('base64url').slice(0, 6);
 
 /**
@@ -178,7 +182,7 @@ export class OutputTransaction {
   /** A new temporary file for `name` (one of the plan's commit names). */
   async add(name) {
     const final = this.pathOf(name);
-    const file = { temp: `${final}.tmp-${randomSuffix()}`, final, handle: null, renamed: false };
+    const file = { temp: `${final}.tmp-${randomSuffix()}`, final, name: this.singleFile ? baseName(final) : name, handle: null, renamed: false };
     this.files.push(file);
     const opening = open(file.temp, 'wx', 0o666);
     this.opening.add(opening);
@@ -277,6 +281,7 @@ export class OutputTransaction {
     }
     for (const a of asides) await unlink(a.temp).catch(() => {});
     this.committed = true;
+    for (const f of this.files) committedOutputs.push({ path: f.name, file: f.final });
   }
 
   async close() {

@@ -1,0 +1,76 @@
+// `--push-to OWNER/REPO[@BRANCH]` (merge, translate, combine, extract, create): the grammar, its messages and the
+// summary printed after a push, written once for both CLIs. Both write the outputs as without the option, then
+// push the files they wrote: the npm CLI with pushToHub (web/src/push.js, over @huggingface/hub), the native CLI
+// with the same requests (src/cli/push_command.cc, over app/hub_commit.h). Sans-I/O, like the rest of app/.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace pb::app {
+
+// The help lines the pushing commands share (adjacent to their literal help texts).
+#define PB_PUSH_HELP                                                                                              \
+  "  --push-to OWNER/REPO[@BRANCH]  then push the files written to that Hub model repo, in one commit\n"          \
+  "                      (HF_TOKEN or huggingface_hub's token file, HF_ENDPOINT; a missing BRANCH is created)\n"  \
+  "  --create-pr         push as a pull request (refs/pr/N) against BRANCH (default main)\n"                        \
+  "  --commit-message M  the commit's title (default: peft-bridge COMMAND: N file(s))\n"                            \
+  "  --create-repo       create the repo first if it does not exist (--private: as a private repo)\n"
+
+struct PushTarget {
+  std::string repo;    // owner/name
+  std::string branch;  // "main" when not given
+};
+
+// Why `repo` is not a Hub repo id `owner/name` (huggingface_hub's validate_repo_id rules: each part 1-96 of
+// letters, digits, '-', '_', '.', starting and ending with a letter, digit or '_', no '--' or '..', the name not
+// ending in .git), or nullopt. The message names `repo` as given.
+std::optional<std::string> RepoIdProblem(std::string_view repo);
+
+// Why `branch` is no branch name git and the Hub take, or nullopt.
+std::optional<std::string> BranchProblem(std::string_view branch);
+
+// `OWNER/REPO[@BRANCH]` (the branch after the first '@'), or the usage message for the value.
+std::variant<PushTarget, std::string> ParsePushTarget(std::string_view value);
+
+// {"repo","branch"} or {"error": message}: ParsePushTarget for the npm CLI.
+std::string PushTargetJson(std::string_view value);
+
+// The commit title when --commit-message is not given: "peft-bridge merge: 3 files".
+std::string PushCommitTitle(std::string_view command, size_t files);
+
+struct PushedFile {
+  std::string path;
+  uint64_t size = 0;
+  bool lfs = false;
+};
+
+struct PushOutcome {
+  PushTarget target;
+  bool create_pr = false;
+  std::string commit;
+  std::string commit_url;
+  std::string pull_request_url;
+  std::vector<PushedFile> files;
+};
+
+// What the CLIs print on stderr after a push (not with --quiet):
+//   pushed 3 files (2 through LFS), 1.20 GB to me/model@main: commit 0123456789ab
+//     http://…/commit/…
+// or "opened a pull request on me/model (against main) with …: http://…/discussions/1".
+std::string RenderPushOutcome(const PushOutcome& outcome);
+
+// RenderPushOutcome of {repo, branch, createPr, commit, url, pullRequestUrl, files: [{path, size, lfs}]} (the JS
+// PushResult plus the target), for the npm CLI. Malformed input renders what it can.
+std::string RenderPushOutcomeJson(std::string_view json);
+
+// The message when no token is found (both CLIs; exit 1).
+inline constexpr std::string_view kPushNeedsToken =
+    "--push-to needs a token with write access: set HF_TOKEN, or log in with `hf auth login` (huggingface_hub's "
+    "token file)";
+
+}  // namespace pb::app

@@ -1,0 +1,326 @@
+// --push-to for the native CLI (docs/push.md): the files the command's transaction committed are pushed to a Hub
+// model repo in one commit, with the requests @huggingface/hub's commit makes (the npm CLI's path): optional repo
+// and branch creation, preupload, a sha256 pass over each LFS file, the LFS batch call, basic or multipart PUTs
+// read from the file (never held), the NDJSON commit. The bodies, answers and URLs are app/hub_commit.h's;
+// this file is the libcurl transport, the file reads and the retries (every call but the commit, which is the
+// only one that changes the repo and is never retried).
+#include <curl/curl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/hub_commit.h"
+#include "app/push_target.h"
+#include "app/sha256.h"
+#include "cli/commands.h"
+#include "cli/http_source.h"
+#include "cli/output_transaction.h"
+
+namespace pb::cli {
+namespace {
+
+constexpr size_t kPiece = 4 << 20;
+constexpr size_t kMaxAnswer = 64 << 20;
+
+struct Answer {
+  long status = 0;
+  std::string body;
+  std::string etag;
+  std::string error_message;  // X-Error-Message
+  std::string retry_after;
+};
+
+struct FileRange {
+  FILE* file = nullptr;
+  uint64_t left = 0;
+};
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+size_t OnHeader(char* data, size_t size, size_t count, void* user) {
+  auto* a = static_cast<Answer*>(user);
+  std::string line(data, size * count);
+  size_t colon = line.find(':');
+  if (colon != std::string::npos) {
+    std::string name = Lower(line.substr(0, colon));
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(0, 1);
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.pop_back();
+    if (name == "etag") a->etag = value;
+    if (name == "x-error-message") a->error_message = value;
+    if (name == "retry-after") a->retry_after = value;
+  }
+  return size * count;
+}
+
+size_t OnWrite(char* data, size_t size, size_t count, void* user) {
+  auto* a = static_cast<Answer*>(user);
+  if (a->body.size() + size * count > kMaxAnswer) return 0;
+  a->body.append(data, size * count);
+  return size * count;
+}
+
+size_t OnRead(char* buffer, size_t size, size_t count, void* user) {
+  auto* r = static_cast<FileRange*>(user);
+  size_t want = std::min<uint64_t>(size * count, r->left);
+  if (want == 0) return 0;
+  size_t got = std::fread(buffer, 1, want, r->file);
+  if (got == 0) return CURL_READFUNC_ABORT;
+  r->left -= got;
+  return got;
+}
+
+struct Body {
+  const std::string* text = nullptr;  // or
+  std::string path;                   // a file range
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+// One request. A transport failure is an IoError; any HTTP status is an Answer.
+Result<Answer> Send(const std::string& method, const std::string& url, const std::vector<std::string>& header_lines, const Body& body) {
+  static const bool initialized = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+  (void)initialized;
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> easy(curl_easy_init(), &curl_easy_cleanup);
+  if (!easy) return MakeError(ErrorCode::IoError, "cannot start an HTTP request");
+  curl_slist* headers = nullptr;
+  for (const auto& h : header_lines) headers = curl_slist_append(headers, h.c_str());
+  headers = curl_slist_append(headers, "Expect:");
+  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_list(headers, &curl_slist_free_all);
+  Answer answer;
+  CURL* e = easy.get();
+  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_USERAGENT, "peft-bridge/" PB_VERSION);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);  // a call making under 1 kB/s for 30 s fails (retried)
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 30L);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &OnHeader);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, &answer);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnWrite);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, &answer);
+  std::unique_ptr<FILE, decltype(&std::fclose)> file(nullptr, &std::fclose);
+  FileRange range;
+  if (body.text) {
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body.text->data());
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.text->size()));
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method.c_str());
+  } else if (!body.path.empty()) {
+    file.reset(std::fopen(body.path.c_str(), "rb"));
+    if (!file || ::fseeko(file.get(), static_cast<off_t>(body.offset), SEEK_SET) != 0)
+      return MakeError(ErrorCode::IoError, "cannot read `" + body.path + "`");
+    range = {file.get(), body.length};
+    curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(e, CURLOPT_READFUNCTION, &OnRead);
+    curl_easy_setopt(e, CURLOPT_READDATA, &range);
+    curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(body.length));
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method.c_str());
+  } else {
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method.c_str());
+  }
+  CURLcode code = curl_easy_perform(e);
+  if (code != CURLE_OK) return MakeError(ErrorCode::IoError, std::string(curl_easy_strerror(code)));
+  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &answer.status);
+  return answer;
+}
+
+long EnvNumber(const char* name, long fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return end && *end == '\0' && n >= 0 ? n : fallback;
+}
+
+// Send, retried on transport failures, 408, 429 and 5xx (PB_HTTP_RETRIES times, PB_HTTP_BACKOFF_MS doubled up to
+// 8 s, Retry-After up to 10 s), unless `retry` is false.
+Result<Answer> Call(const std::string& method, const std::string& url, const std::vector<std::string>& headers, const Body& body,
+                    bool retry) {
+  const long retries = retry ? EnvNumber("PB_HTTP_RETRIES", 5) : 0;
+  long wait = EnvNumber("PB_HTTP_BACKOFF_MS", 250);
+  for (long failures = 0;; ++failures) {
+    auto r = Send(method, url, headers, body);
+    bool retryable = !r.ok() || r->status == 408 || r->status == 429 || r->status >= 500;
+    if (!retryable || failures >= retries) return r;
+    long ms = std::min(wait, 8000L);
+    if (r.ok() && !r->retry_after.empty()) ms = std::min(std::atol(r->retry_after.c_str()) * 1000, 10000L);
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    wait *= 2;
+  }
+}
+
+Error HubFailure(const std::string& what, const Answer& a) {
+  return MakeError(ErrorCode::IoError, what + ": " + app::HubErrorText(static_cast<int>(a.status), a.body, a.error_message));
+}
+
+Result<std::string> ReadPrefix(const std::string& path, uint64_t n) {
+  std::unique_ptr<FILE, decltype(&std::fclose)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return MakeError(ErrorCode::IoError, "cannot read `" + path + "`");
+  std::string out(n, '\0');
+  size_t got = std::fread(out.data(), 1, n, f.get());
+  out.resize(got);
+  return out;
+}
+
+Result<std::string> HashFile(const std::string& path) {
+  std::unique_ptr<FILE, decltype(&std::fclose)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return MakeError(ErrorCode::IoError, "cannot read `" + path + "`");
+  app::Sha256 sha;
+  std::vector<uint8_t> piece(kPiece);
+  for (;;) {
+    size_t got = std::fread(piece.data(), 1, piece.size(), f.get());
+    if (got == 0) break;
+    sha.Update({piece.data(), got});
+  }
+  if (std::ferror(f.get())) return MakeError(ErrorCode::IoError, "cannot read `" + path + "`");
+  return sha.HexDigest();
+}
+
+struct PushFile {
+  std::string name;
+  std::string path;
+  uint64_t size = 0;
+  bool lfs = false;
+  std::string oid;
+};
+
+Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarget& target, const std::string& token) {
+  const bool create_pr = line.Has("create-pr");
+  const std::string endpoint = HubEndpoint();
+  const auto urls = app::MakeHubCommitUrls(endpoint, target.repo, target.branch, create_pr);
+  const std::string auth = "Authorization: Bearer " + token;
+  const std::string json = "Content-Type: application/json";
+  const std::string pushing = "pushing to " + target.repo;
+
+  std::vector<PushFile> files;
+  for (const auto& c : CommittedOutputs()) {
+    struct stat st;
+    if (::stat(c.path.c_str(), &st) != 0) return MakeError(ErrorCode::IoError, "cannot read `" + c.path + "`");
+    files.push_back({c.name, c.path, static_cast<uint64_t>(st.st_size)});
+  }
+  if (files.empty()) return MakeError(ErrorCode::IoError, "nothing was written to push");
+
+  if (line.Has("create-repo")) {
+    size_t slash = target.repo.find('/');
+    nlohmann::json request = {{"name", target.repo.substr(slash + 1)}, {"organization", target.repo.substr(0, slash)}, {"type", "model"}};
+    if (line.Has("private")) request["visibility"] = "private";
+    std::string text = request.dump();
+    PB_ASSIGN_OR_RETURN(auto a, Call("POST", urls.create_repo, {auth, json}, {.text = &text}, true));
+    if (a.status != 200 && a.status != 409) return HubFailure("creating " + target.repo, a);
+  }
+  if (target.branch != "main" && !target.branch.starts_with("refs/")) {
+    std::string text = "{}";
+    PB_ASSIGN_OR_RETURN(auto a, Call("POST", urls.branch, {auth, json}, {.text = &text}, true));
+    if (a.status != 200 && a.status != 409) return HubFailure("creating branch " + target.branch + " of " + target.repo, a);
+  }
+
+  // preupload: which files go through LFS
+  std::vector<app::PreuploadFile> samples;
+  for (const auto& f : files) {
+    PB_ASSIGN_OR_RETURN(auto sample, ReadPrefix(f.path, 512));
+    samples.push_back({f.name, f.size, std::move(sample)});
+  }
+  std::string preupload = app::PreuploadRequestJson(samples);
+  PB_ASSIGN_OR_RETURN(auto pre, Call("POST", urls.preupload, {auth, json}, {.text = &preupload}, true));
+  if (pre.status != 200) return HubFailure(pushing, pre);
+  PB_ASSIGN_OR_RETURN(auto lfs_paths, app::ParsePreuploadLfsPaths(pre.body));
+
+  // the first pass: each LFS file's sha256
+  std::vector<app::LfsObject> objects;
+  std::vector<PushFile*> lfs_files;
+  for (auto& f : files) {
+    if (std::find(lfs_paths.begin(), lfs_paths.end(), f.name) == lfs_paths.end()) continue;
+    f.lfs = true;
+    PB_ASSIGN_OR_RETURN(f.oid, HashFile(f.path));
+    objects.push_back({f.oid, f.size});
+    lfs_files.push_back(&f);
+  }
+
+  // the second pass: the uploads the LFS batch asks for
+  if (!objects.empty()) {
+    std::string batch = app::LfsBatchRequestJson(objects, create_pr ? std::nullopt : std::optional<std::string_view>(target.branch));
+    const std::vector<std::string> lfs_headers = {auth, "Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"};
+    PB_ASSIGN_OR_RETURN(auto b, Call("POST", urls.lfs_batch, lfs_headers, {.text = &batch}, true));
+    if (b.status != 200) return HubFailure(pushing, b);
+    PB_ASSIGN_OR_RETURN(auto uploads, app::ParseLfsBatch(b.body));
+    for (const auto& u : uploads) {
+      if (!u.needed) continue;
+      const PushFile* f = nullptr;
+      for (const auto* candidate : lfs_files)
+        if (candidate->oid == u.oid) f = candidate;
+      if (!f) return MakeError(ErrorCode::IoError, pushing + ": the Hub answered for an object not asked for");
+      const std::string uploading = pushing + ": uploading " + f->name;
+      if (u.chunk_size == 0) {
+        PB_ASSIGN_OR_RETURN(auto put, Call("PUT", u.href, {}, {.path = f->path, .offset = 0, .length = f->size}, true));
+        if (put.status < 200 || put.status >= 300) return HubFailure(uploading, put);
+        continue;
+      }
+      uint64_t parts = (f->size + u.chunk_size - 1) / u.chunk_size;
+      if (u.part_urls.size() != parts) return MakeError(ErrorCode::IoError, uploading + ": the Hub asked for a wrong number of parts");
+      std::vector<std::string> etags;
+      for (uint64_t i = 0; i < parts; ++i) {
+        uint64_t offset = i * u.chunk_size, length = std::min(u.chunk_size, f->size - offset);
+        PB_ASSIGN_OR_RETURN(auto put, Call("PUT", u.part_urls[i], {}, {.path = f->path, .offset = offset, .length = length}, true));
+        if (put.status < 200 || put.status >= 300) return HubFailure(uploading + " (part " + std::to_string(i + 1) + ")", put);
+        if (put.etag.empty()) return MakeError(ErrorCode::IoError, uploading + ": the storage gave no ETag for part " + std::to_string(i + 1));
+        etags.push_back(put.etag);
+      }
+      std::string completion = app::MultipartCompletionJson(u.oid, etags);
+      PB_ASSIGN_OR_RETURN(auto done, Call("POST", u.href, {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
+                                          {.text = &completion}, true));
+      if (done.status < 200 || done.status >= 300) return HubFailure(uploading, done);
+    }
+  }
+
+  // the commit: the only call that changes the repo, never retried
+  std::vector<app::CommitEntry> entries;
+  for (const auto& f : files) {
+    app::CommitEntry e{f.name, f.lfs, f.oid, f.size, {}};
+    if (!f.lfs) {
+      PB_ASSIGN_OR_RETURN(e.content, ReadPrefix(f.path, f.size));
+    }
+    entries.push_back(std::move(e));
+  }
+  auto title = line.Value("commit-message");
+  std::string commit = app::CommitNdjson(title ? *title : app::PushCommitTitle(line.command, files.size()), "", entries);
+  PB_ASSIGN_OR_RETURN(auto c, Call("POST", urls.commit, {auth, "Content-Type: application/x-ndjson"}, {.text = &commit}, false));
+  if (c.status != 200) return HubFailure(pushing, c);
+  PB_ASSIGN_OR_RETURN(auto answer, app::ParseCommitAnswer(c.body));
+  app::PushOutcome outcome{target, create_pr, answer.commit_oid, answer.commit_url, answer.pull_request_url, {}};
+  for (const auto& f : files) outcome.files.push_back({f.name, f.size, f.lfs});
+  return outcome;
+}
+
+}  // namespace
+
+int RunPush(const app::CommandLine& line) {
+  auto parsed = app::ParsePushTarget(*line.Value("push-to"));
+  if (auto* problem = std::get_if<std::string>(&parsed)) return ReportFailure(MakeError(ErrorCode::InvalidArgument, *problem), false);
+  std::string token = HubToken();
+  if (token.empty()) return ReportFailure(MakeError(ErrorCode::InvalidArgument, std::string(app::kPushNeedsToken)), false);
+  auto outcome = Push(line, std::get<app::PushTarget>(parsed), token);
+  if (!outcome.ok()) return ReportFailure(outcome.error(), false);  // on stderr: stdout holds the command's summary
+  if (!line.Has("quiet")) {
+    std::string text = app::RenderPushOutcome(outcome.value());
+    std::fwrite(text.data(), 1, text.size(), stderr);
+  }
+  return 0;
+}
+
+}  // namespace pb::cli
