@@ -38,12 +38,6 @@ Result<std::vector<float>> F32Of(const std::vector<uint8_t>& bytes, Dtype dtype,
   return out;
 }
 
-std::vector<float> Transposed(const std::vector<float>& m, size_t rows, size_t cols) {
-  std::vector<float> t(m.size());
-  for (size_t i = 0; i < rows; ++i)
-    for (size_t j = 0; j < cols; ++j) t[j * rows + i] = m[i * cols + j];
-  return t;
-}
 
 }  // namespace
 
@@ -235,8 +229,8 @@ Result<std::vector<uint8_t>> ApplyTerms(const std::vector<ServedTerm>& terms, st
     left = std::move(b);   // B [out, R]
     right = std::move(a);  // A [R, in]
   } else {
-    left = Transposed(a, rank, in_features);    // Aᵀ [in, R]
-    right = Transposed(b, out_features, rank);  // Bᵀ [R, out]
+    left = kernels::Transposed(a, rank, in_features);    // Aᵀ [in, R]
+    right = kernels::Transposed(b, out_features, rank);  // Bᵀ [R, out]
   }
   kernels::LowRankFactors factors{left.data(), right.data(), static_cast<size_t>(rank), scale, 1.0f};
   std::vector<uint8_t> out(rows * cols * DtypeBits(out_dtype) / 8);

@@ -819,5 +819,12 @@ bool ScaleRowsTo(const float* v, size_t rows, size_t cols, const float* factor, 
 
 bool AllFinite(const float* v, size_t n) { return PB_LR_CALL(AllFiniteImpl)(v, n); }
 
+std::vector<float> Transposed(const std::vector<float>& m, size_t rows, size_t cols) {
+  std::vector<float> t(m.size());
+  for (size_t i = 0; i < rows; ++i)
+    for (size_t j = 0; j < cols; ++j) t[j * rows + i] = m[i * cols + j];
+  return t;
+}
+
 }  // namespace pb::kernels
 #endif  // HWY_ONCE

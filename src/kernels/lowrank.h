@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -55,5 +56,9 @@ bool ScaleRowsTo(const float* v, size_t rows, size_t cols, const float* factor, 
 
 // True when every element of v is finite (for --safe).
 bool AllFinite(const float* v, size_t n);
+
+// m [rows, cols] transposed to [cols, rows]: the factors of a weight stored [in, out] (Conv1D) or an embedding's,
+// whose merge runs on Aᵀ and Bᵀ.
+std::vector<float> Transposed(const std::vector<float>& m, size_t rows, size_t cols);
 
 }  // namespace pb::kernels

@@ -23,12 +23,6 @@ std::vector<float> ToF32(const adapter::Tensor& t) {
   return out;
 }
 
-std::vector<float> Transposed(const std::vector<float>& m, size_t rows, size_t cols) {
-  std::vector<float> t(m.size());
-  for (size_t i = 0; i < rows; ++i)
-    for (size_t j = 0; j < cols; ++j) t[j * rows + i] = m[i * cols + j];
-  return t;
-}
 
 Error NonFinite(const PlannedTensor& p) {
   std::string module = p.module ? "module `" + p.module->path + "`" : "`" + p.name + "`";
@@ -126,8 +120,8 @@ class ShardMerger::TensorState {
       left_ = std::move(b);   // B [out, r] (conv: [out, r, 1...])
       right_ = std::move(a);  // A [r, in * kernel]
     } else {
-      left_ = Transposed(a, r, a.size() / r);   // A^T [in, r]
-      right_ = Transposed(b, b.size() / r, r);  // B^T [r, out]
+      left_ = kernels::Transposed(a, r, a.size() / r);   // A^T [in, r]
+      right_ = kernels::Transposed(b, b.size() / r, r);  // B^T [r, out]
     }
     factors_.right = right_.data();
   }

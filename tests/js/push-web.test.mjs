@@ -5,18 +5,16 @@
 // FixedLengthStream, and a file of 10 MB or more refused up front (the library cannot hash it there).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { downloadFile, listFiles } from '@huggingface/hub';
 import { repoRoot, webDir } from './helpers/common.mjs';
 import { startHub } from '../hub/server.mjs';
+import { freePort, hasWorkerd, serveWorkerd } from './helpers/workerd.mjs';
 
 const CHROMIUM = '/usr/bin/chromium';
-const workerdBin = join(repoRoot, 'node_modules', 'workerd', 'bin', 'workerd');
 const TOKEN = 'hf_web_writer';
 const dir = mkdtempSync(join(tmpdir(), 'pb-push-web-'));
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
@@ -100,16 +98,9 @@ pushToHub({
   assert.deepEqual(await lfsOf(hub, 'me/web'), { 'README.md': false, 'model.safetensors': true, 'config.json': false });
 });
 
-async function freePort() {
-  const server = createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 test('workerd: pushToHub with the modules a bundler makes: a generated file in parts, a 10 MB file refused', { timeout: 120000 }, async (t) => {
-  if (!existsSync(workerdBin)) return t.skip('workerd is not installed (npm ci)');
+  if (!hasWorkerd) return t.skip('workerd is not installed (npm ci)');
   const hub = await startHub({ owners: { me: TOKEN }, files: { 'me/edge': { 'README.md': 'x' } }, multipartThreshold: 2 ** 20, partSize: 512 * 1024 });
   t.after(() => hub.close());
   const root = mkdtempSync(join(dir, 'workerd-'));
@@ -185,29 +176,13 @@ const worker :Workerd.Worker = (
 );
 `,
   );
-  const child = spawn(workerdBin, ['serve', join(root, 'config.capnp'), '--verbose'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  child.stdout.on('data', (d) => (log += d));
-  child.stderr.on('data', (d) => (log += d));
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  t.after(async () => {
-    child.kill('SIGTERM');
-    await exited;
-  });
-  const url = `http://127.0.0.1:${port}`;
-  const ask = async (size) => {
-    for (let i = 0; ; ++i) {
-      try {
-        return await (await fetch(`${url}/?size=${size}`)).json();
-      } catch (e) {
-        if (i > 200 || child.exitCode !== null) throw new Error(`workerd did not answer: ${e.message}\n${log}`);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    }
-  };
+  const worker = await serveWorkerd(t, root, port);
+  const { url } = worker;
+  const log = () => worker.log();
+  const ask = async (size) => (await fetch(`${url}/?size=${size}`)).json();
   const size = 3_000_000;
   const ok = await ask(size);
-  assert.ok(ok.ok, `${JSON.stringify(ok)}\n${log}`);
+  assert.ok(ok.ok, `${JSON.stringify(ok)}\n${log()}`);
   assert.equal(ok.r.commit, hub.commit('me/edge', 'edge'));
   assert.equal(hub.log('part').filter((r) => r.status === 200).length, Math.ceil(size / (512 * 1024)));
   assert.equal(await pushedSha(hub, 'me/edge', 'model.safetensors', 'edge'), await shaOfGenerated(size));

@@ -5,7 +5,7 @@
 // /__download?url= (a plain download through the worker, to compare throughput and memory with).
 import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { basename, join } from 'node:path';
 import { repoRoot, webDir } from './common.mjs';
 
@@ -100,6 +100,14 @@ const worker :Workerd.Worker = (
 );
 `,
   );
+  return serveWorkerd(t, root, port);
+}
+
+/**
+ * Runs `workerd serve ROOT/config.capnp` (listening on `port`), stopped when the test ends, once it accepts a
+ * connection (no request is sent: a worker's routes may have effects): {url, pid, log()}.
+ */
+export async function serveWorkerd(t, root, port) {
   const child = spawn(workerdBin, ['serve', join(root, 'config.capnp'), '--verbose'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   child.stdout.on('data', (d) => (log += d));
@@ -112,7 +120,10 @@ const worker :Workerd.Worker = (
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; ; ++i) {
     try {
-      await fetch(`${url}/`);
+      await new Promise((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1', () => socket.end(resolve));
+        socket.once('error', reject);
+      });
       break;
     } catch {
       if (i > 200 || child.exitCode !== null) throw new Error(`workerd did not start:\n${log}`);
