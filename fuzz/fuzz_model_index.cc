@@ -103,7 +103,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // A plan's tensor names come from validated safetensors headers: always UTF-8 (the writer escapes, and a
       // name that is not UTF-8 could not come back as the same bytes).
       if (!pb::IsValidUtf8(name)) continue;
-      auto& shard = plan.shards[k % plan.shards.size()];
+      // A name the index maps stays in its shard, as in a real plan (the index check holds every entry to the
+      // shard that has it); only new names go round the shards. Moving an entry could empty a shard, and the
+      // output index would then rightly name fewer shards (the finding of 2026-12-03, a harness bug).
+      auto& shard = weight_map.contains(name) && weight_map[name].is_string()
+                        ? plan.shards[std::lower_bound(shard_names.begin(), shard_names.end(), weight_map[name].get<std::string>()) -
+                                      shard_names.begin()]
+                        : plan.shards[k % plan.shards.size()];
       pb::merge::PlannedTensor t;
       t.name = name;
       t.op = pb::merge::TensorOp::kAdd;
