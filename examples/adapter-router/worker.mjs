@@ -24,7 +24,7 @@
 // default 4).
 import { DurableObject } from 'cloudflare:workers';
 import wasmModule from 'peft-bridge/peft_bridge_wasm.wasm';
-import { createAdapterCache, init, openRemote, SafetensorsError, translateAdapter, workerHubAccess } from 'peft-bridge';
+import { createAdapterCache, init, inOwnRequest, openRemote, SafetensorsError, translateAdapter, workerHubAccess } from 'peft-bridge';
 
 /** The registry: one SQLite-backed object holds every entry, so all isolates and regions see one list. */
 export class AdapterRegistry extends DurableObject {
@@ -88,7 +88,7 @@ function ensureRegistered(env, entry) {
     registering.set(key, p);
     p.catch(() => registering.delete(key));
   }
-  return p;
+  return inOwnRequest(p); // another request's registration: resume in this request's context
 }
 
 const registry = (env) => env.REGISTRY.get(env.REGISTRY.idFromName('registry'));

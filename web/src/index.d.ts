@@ -1242,3 +1242,8 @@ export class AdapterCache {
 
 /** An LRU cache of LoRA modules read by Range from the Hub, with per-request composition (docs/adapter-cache.md). */
 export function createAdapterCache(options: AdapterCacheOptions): AdapterCache;
+
+/** `promise`, settled in the caller's request: in workerd, what follows a promise another request settled runs in
+ * that request's context (and its I/O dies with it), so there this waits by polling a timer of its own; elsewhere it
+ * is the promise itself. For workers that share work between requests (the adapter cache uses it). */
+export function inOwnRequest<T>(promise: Promise<T>): Promise<T>;

@@ -17,4 +17,4 @@ export { createMergeStream, mergeShards, planMerge } from './merge.js';
 export { mergeRemote, mergeRemoteIndex, mergeRemoteShard, planRemote, saveStreams } from './remote.js';
 export { pushToHub } from './push.js';
 export { workerHubAccess } from './edge-auth.js';
-export { AdapterCache, createAdapterCache } from './adapter-cache.js';
+export { AdapterCache, createAdapterCache, inOwnRequest } from './adapter-cache.js';
