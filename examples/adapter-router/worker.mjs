@@ -24,7 +24,7 @@
 // default 4).
 import { DurableObject } from 'cloudflare:workers';
 import wasmModule from 'peft-bridge/peft_bridge_wasm.wasm';
-import { createAdapterCache, init, inOwnRequest, openRemote, SafetensorsError, translateAdapter, workerHubAccess } from 'peft-bridge';
+import { createAdapterCache, init, inOwnRequest, openRemote, SafetensorsError, translateAdapter, workerErrorStatus, workerHubAccess } from 'peft-bridge';
 
 /** The registry: one SQLite-backed object holds every entry, so all isolates and regions see one list. */
 export class AdapterRegistry extends DurableObject {
@@ -276,12 +276,7 @@ function fixedLength(stream, size, name) {
 const failure = (code, message) => ({ ok: false, error: { code, message } });
 
 function errorResponse(error) {
-  const upstream = error?.status; // the Hub's answer, when that is what failed
-  let status = 500;
-  if (upstream === 401 || upstream === 403 || upstream === 404) status = upstream;
-  else if (error instanceof SafetensorsError) status = error.code === 'IoError' ? 502 : error.code === 'InvalidArgument' ? 400 : 422;
-  else if (error instanceof TypeError) status = 400;
-  return json(status, failure(error?.code ?? error?.name ?? 'Error', String(error?.message ?? error)));
+  return json(workerErrorStatus(error), { ok: false, error: { code: error?.code ?? error?.name ?? 'Error', message: String(error?.message ?? error) } });
 }
 
 const json = (status, value) => new Response(`${JSON.stringify(value)}\n`, { status, headers: { 'Content-Type': 'application/json' } });

@@ -12,7 +12,7 @@
 // (secret, required with HF_TOKEN): the worker's token is used only for requests carrying
 // `Authorization: Bearer <ACCESS_SECRET>`; another bearer value is the caller's own Hub token; none is anonymous.
 import wasmModule from 'peft-bridge/peft_bridge_wasm.wasm';
-import { init, mergeRemoteIndex, mergeRemoteShard, planRemote, SafetensorsError, workerHubAccess } from 'peft-bridge';
+import { init, mergeRemoteIndex, mergeRemoteShard, planRemote, SafetensorsError, workerErrorStatus, workerHubAccess } from 'peft-bridge';
 
 export default {
   async fetch(request, env) {
@@ -79,12 +79,7 @@ function fileResponse(file) {
 }
 
 function errorResponse(error) {
-  const upstream = error?.status; // the Hub's answer, when that is what failed
-  let status = 500;
-  if (upstream === 401 || upstream === 403 || upstream === 404) status = upstream;
-  else if (error instanceof SafetensorsError) status = error.code === 'IoError' ? 502 : error.code === 'InvalidArgument' ? 400 : 422;
-  else if (error instanceof TypeError) status = 400;
-  return json(status, { ok: false, error: { code: error?.code ?? error?.name ?? 'Error', message: String(error?.message ?? error) } });
+  return json(workerErrorStatus(error), { ok: false, error: { code: error?.code ?? error?.name ?? 'Error', message: String(error?.message ?? error) } });
 }
 
 const json = (status, value) => new Response(`${JSON.stringify(value)}\n`, { status, headers: { 'Content-Type': 'application/json' } });

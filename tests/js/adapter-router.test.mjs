@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pb, repoRoot } from './helpers/common.mjs';
 import { writeAdapter, writeSingleBase } from './helpers/remote-model.mjs';
-import { hasWorkerd, startWorkerd } from './helpers/workerd.mjs';
+import { hasWorkerd, processMemory, startWorkerd } from './helpers/workerd.mjs';
 import { startHub } from '../hub/server.mjs';
 
 const { combineAdapters, planRemote, translateAdapter } = pb;
@@ -112,12 +112,6 @@ test('router: registry in a Durable Object, validation, PEFT / composition / GGU
   assert.equal((await post(open.url, { id: 'sql', repo: 'me/sql', base: 'me/base' }, {})).status, 403);
 });
 
-/** /proc/<pid>/status in bytes: VmRSS (now) and VmHWM (peak). */
-function memory(pid) {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kib = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)[1]) * 1024;
-  return { rss: kib('VmRSS'), hwm: kib('VmHWM') };
-}
 
 test('router load: N concurrent requests over M adapters larger in sum than the budget', { skip }, async (t) => {
   const M = 8;
@@ -134,7 +128,7 @@ test('router load: N concurrent requests over M adapters larger in sum than the 
   const worker = await startRouter(t, hub, { CACHE_BUDGET_MB: String(budgetMiB), MAX_ACTIVE: process.env.PB_MAX_ACTIVE ?? '4' });
   t.after(() => process.env.PB_DEBUG && console.error(worker.log().slice(-3000)));
   for (let i = 0; i < M; ++i) assert.equal((await post(worker.url, { id: `a${i}`, repo: `me/load-${i}`, base: 'me/base' })).status, 201);
-  const ready = memory(worker.pid);
+  const ready = processMemory(worker.pid);
 
   // Each request: one adapter or a composition of two or three, picked by a fixed sequence; all at once.
   const requests = Array.from({ length: N }, (_, k) => {
@@ -157,7 +151,7 @@ test('router load: N concurrent requests over M adapters larger in sum than the 
   );
   const wall = performance.now() - started;
   const { cache } = await (await get(worker.url, '/adapters')).json();
-  const peak = memory(worker.pid);
+  const peak = processMemory(worker.pid);
   const heap = Number(await (await fetch(`${worker.url}/__heap`)).text());
   latencies.sort((a, b) => a - b);
   const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))].toFixed(0);

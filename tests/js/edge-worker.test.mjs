@@ -8,13 +8,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hasNativeCli, pb, repoRoot, rng } from './helpers/common.mjs';
 import { nativeMerge, writeAdapter, writeShardedBase, writeSingleBase } from './helpers/remote-model.mjs';
 import { startHub } from '../hub/server.mjs';
-import { hasWorkerd, startWorkerd } from './helpers/workerd.mjs';
+import { hasWorkerd, processMemory, startWorkerd } from './helpers/workerd.mjs';
 
 const skip = !hasWorkerd ? 'workerd is not installed (npm ci)' : !hasNativeCli ? 'build/native/peft-bridge not built' : false;
 
@@ -101,12 +101,6 @@ test('workerd: every shard by a concurrent request, the index and config.json = 
   t.diagnostic(`(b), (c) and the rest: ${Date.now() - t0} ms in all`);
 });
 
-/** /proc/<pid>/status fields in bytes: VmRSS (now) and VmHWM (peak). */
-function memory(pid) {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kib = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)[1]) * 1024;
-  return { rss: kib('VmRSS'), hwm: kib('VmHWM') };
-}
 
 test('workerd: a 168 MB base merges holding about what a plain download of it holds, and a small WASM heap', { skip }, async (t) => {
   // 20 BF16 q_proj weights of 2048 x 2048 (8 MiB each), written in pieces; a rank-8 adapter on every one.
@@ -156,10 +150,10 @@ test('workerd: a 168 MB base merges holding about what a plain download of it ho
   async function measured(run) {
     const worker = await startEdge(t, hub.endpoint);
     assert.equal((await fetch(`${worker.url}/plan?${query(common)}`)).status, 200);
-    const ready = memory(worker.pid).rss;
+    const ready = processMemory(worker.pid).rss;
     const started = Date.now();
     const result = await run(worker);
-    return { ...result, ready, peak: memory(worker.pid).hwm, seconds: (Date.now() - started) / 1000 };
+    return { ...result, ready, peak: processMemory(worker.pid).hwm, seconds: (Date.now() - started) / 1000 };
   }
 
   // The merge, its bytes hashed as they arrive.

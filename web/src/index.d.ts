@@ -1247,3 +1247,7 @@ export function createAdapterCache(options: AdapterCacheOptions): AdapterCache;
  * that request's context (and its I/O dies with it), so there this waits by polling a timer of its own; elsewhere it
  * is the promise itself. For workers that share work between requests (the adapter cache uses it). */
 export function inOwnRequest<T>(promise: Promise<T>): Promise<T>;
+
+/** The HTTP status a worker answers an error with: the Hub's 401 / 403 / 404, 502 for other I/O failures, 400 for
+ * a bad request, 422 for inputs the core refuses, 500 otherwise. */
+export function workerErrorStatus(error: unknown): number;

@@ -16,5 +16,5 @@ export { extractAdapter } from './extract.js';
 export { createMergeStream, mergeShards, planMerge } from './merge.js';
 export { mergeRemote, mergeRemoteIndex, mergeRemoteShard, planRemote, saveStreams } from './remote.js';
 export { pushToHub } from './push.js';
-export { workerHubAccess } from './edge-auth.js';
+export { workerErrorStatus, workerHubAccess } from './edge-auth.js';
 export { AdapterCache, createAdapterCache, inOwnRequest } from './adapter-cache.js';

@@ -4,7 +4,7 @@
 // re-exporting modules. Two test-only routes wrap the worker: /__heap (the WASM heap's size) and
 // /__download?url= (a plain download through the worker, to compare throughput and memory with).
 import { spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { basename, join } from 'node:path';
 import { repoRoot, webDir } from './common.mjs';
@@ -131,4 +131,11 @@ export async function serveWorkerd(t, root, port) {
     }
   }
   return { url, pid: child.pid, log: () => log };
+}
+
+/** /proc/<pid>/status in bytes: VmRSS (now) and VmHWM (peak). */
+export function processMemory(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kib = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)[1]) * 1024;
+  return { rss: kib('VmRSS'), hwm: kib('VmHWM') };
 }
