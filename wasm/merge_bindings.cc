@@ -203,29 +203,24 @@ class Merger : public MergeHandle {
     plan_ = std::make_unique<merge::MergePlan>(std::move(plan.value()));
     return true;
   }
-  // {"sourceBytes", "shards": [{"name", "outputSize", "sourceBytes", "ranges": [[begin, end], ...]}]}: per
-  // output shard, the absolute source ranges to push in order (adjacent tensors coalesced, so a shard whose
-  // tensors are all merged or copied is one range: its data section).
+  // {"sourceBytes", "shards": [{"name", "outputSize", "sourceBytes", "runs": [[begin, end, forward], ...]}]}: per
+  // output shard, the absolute source ranges to read in order (merge::SourceRuns): those marked forward hold
+  // tensors the merge copies unchanged, which JS writes to the output itself (then forwarded(n)); the others go
+  // through push(n). So only the tensors the adapter changes enter the heap.
   std::string plan_json() const {
     if (!plan_) return "";
     nlohmann::json shards = nlohmann::json::array();
     for (size_t s = 0; s < plan_->shards.size(); ++s) {
-      const Header& h = *headers_[s];
-      nlohmann::json ranges = nlohmann::json::array();
+      nlohmann::json runs = nlohmann::json::array();
       uint64_t total = 0;
-      for (const auto& t : plan_->shards[s].tensors) {
-        if (!t.source) continue;
-        TensorInfo info = h.tensor(*t.source);
-        uint64_t b = h.data_start() + info.begin, e = h.data_start() + info.end;
-        if (b == e) continue;
-        total += e - b;
-        if (!ranges.empty() && ranges.back()[1].get<uint64_t>() == b) ranges.back()[1] = e;
-        else ranges.push_back({b, e});
+      for (const auto& r : merge::SourceRuns(plan_->shards[s], *headers_[s], options_)) {
+        total += r.end - r.begin;
+        runs.push_back({r.begin, r.end, r.forward});
       }
       shards.push_back({{"name", plan_->shards[s].name},
                         {"outputSize", plan_->shards[s].write.total_size()},
                         {"sourceBytes", total},
-                        {"ranges", ranges}});
+                        {"runs", runs}});
     }
     return nlohmann::json({{"sourceBytes", SourceTotal()}, {"shards", shards}}).dump();
   }
@@ -240,6 +235,14 @@ class Merger : public MergeHandle {
     auto bytes = Begin(n);
     if (!merger_) return Fail(MakeError(ErrorCode::InvalidArgument, "push outside a shard"));
     return bytes && Check(merger_->Push(*bytes));
+  }
+  // The next n source bytes (of a run plan_json marks forward) were written to the output by JS itself, after
+  // every chunk the merge produced so far. May produce output (what follows them, once complete).
+  bool forwarded(double n) {
+    chunks_.Clear();
+    if (!merger_) return Fail(MakeError(ErrorCode::InvalidArgument, "forwarded outside a shard"));
+    if (!(n >= 0)) return Fail(MakeError(ErrorCode::InvalidArgument, "forwarded: not a byte count"));
+    return Check(merger_->Forwarded(uint64_t(n)));
   }
   bool finish() {
     chunks_.Clear();
@@ -559,6 +562,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("baseComplete", &Merger::base_complete)
       .function("plan", &Merger::plan)
       .function("planJson", &Merger::plan_json)
+      .function("forwarded", &Merger::forwarded)
       .function("begin", &Merger::begin)
       .function("push", &Merger::push)
       .function("finish", &Merger::finish)

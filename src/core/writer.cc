@@ -154,6 +154,13 @@ Status StreamingWriter::Commit(size_t filled) {
   return sink_.Commit(filled);
 }
 
+Status StreamingWriter::Forwarded(uint64_t n) {
+  if (!begun_) return MakeError(ErrorCode::InvalidArgument, "Forwarded called before Begin");
+  if (n > plan_.data_size - written_) return MakeError(ErrorCode::InvalidArgument, "more tensor bytes than planned");
+  written_ += n;
+  return Status::Ok();
+}
+
 size_t StreamingWriter::current_tensor() const {
   // The planned tensors are contiguous, so the first one whose end lies beyond the bytes written.
   const auto& t = plan_.tensors;

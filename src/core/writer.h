@@ -85,6 +85,9 @@ class StreamingWriter {
   // The sink's zero-copy path (see ByteSink::Lend), limited to the bytes still planned.
   std::span<uint8_t> Lend(size_t max);
   Status Commit(size_t filled);
+  // n tensor bytes the caller put in the output itself, after everything this writer gave the sink (an edge that
+  // forwards unchanged tensors from its input straight to its output): counted, not written.
+  Status Forwarded(uint64_t n);
   // Fails with InvalidArgument unless every planned byte was written.
   Status Finish();
 

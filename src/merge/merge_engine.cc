@@ -46,6 +46,11 @@ std::vector<const adapter::Tensor*> AdapterTensorsOf(const PlannedTensor& p) {
   return t;
 }
 
+// A tensor the merge passes through byte for byte: an edge may forward its bytes itself (SourceRuns).
+bool Forwardable(const PlannedTensor& p, const MergeOptions& o) {
+  return p.source && p.op == TensorOp::kCopy && !(p.quantized && o.quantize);
+}
+
 }  // namespace
 
 // Everything about the tensor being processed: its factors, a partial row carried between pushes, and the
@@ -442,6 +447,42 @@ Status ShardMerger::PushNow(std::span<const uint8_t> bytes) {
     }
   }
   return Status::Ok();
+}
+
+Status ShardMerger::Forwarded(uint64_t n) {
+  if (!started_) return MakeError(ErrorCode::InvalidArgument, "Forwarded before Begin");
+  while (n > 0) {
+    if (current_ >= plan_.tensors.size())
+      return MakeError(ErrorCode::InvalidArgument, "more source bytes than the plan expects");
+    const PlannedTensor& p = plan_.tensors[current_];
+    if (waiting() || !Forwardable(p, options_))
+      return MakeError(ErrorCode::InvalidArgument, "forwarded bytes of `" + p.name + "`, which the merge changes", p.name);
+    const uint64_t take = std::min<uint64_t>(n, SourceBytes(p) - consumed_in_tensor_);
+    PB_RETURN_IF_ERROR(writer_.Forwarded(take));
+    consumed_in_tensor_ += take;
+    consumed_total_ += take;
+    n -= take;
+    if (consumed_in_tensor_ == SourceBytes(p)) {
+      consumed_in_tensor_ = 0;
+      PB_RETURN_IF_ERROR(FinishCurrent());
+      PB_RETURN_IF_ERROR(StartNext());
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<SourceRun> SourceRuns(const ShardPlan& plan, const Header& header, const MergeOptions& options) {
+  std::vector<SourceRun> runs;
+  for (const auto& t : plan.tensors) {
+    if (!t.source) continue;
+    const TensorInfo info = header.tensor(*t.source);
+    const uint64_t begin = header.data_start() + info.begin, end = header.data_start() + info.end;
+    if (begin == end) continue;
+    const bool forward = Forwardable(t, options);
+    if (!runs.empty() && runs.back().end == begin && runs.back().forward == forward) runs.back().end = end;
+    else runs.push_back({begin, end, forward});
+  }
+  return runs;
 }
 
 Status ShardMerger::Finish() {

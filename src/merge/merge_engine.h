@@ -23,6 +23,17 @@
 
 namespace pb::merge {
 
+// A shard's source bytes as an edge reads them: file ranges in push order (adjacent tensors of the same kind
+// coalesced), each either pushed through ShardMerger::Push or - a run of tensors the merge copies unchanged -
+// forwarded by the edge from its input to its output itself, the merger told only how many bytes went by
+// (ShardMerger::Forwarded). So the bytes of tensors the adapter does not touch never need to enter the
+// merger's memory (in WASM, the heap): the merger sees only the tensors that change.
+struct SourceRun {
+  uint64_t begin = 0, end = 0;  // absolute offsets in the shard's file
+  bool forward = false;
+};
+std::vector<SourceRun> SourceRuns(const ShardPlan& plan, const Header& header, const MergeOptions& options);
+
 class ShardMerger final : public adapter::AdapterBytesConsumer {
  public:
   ShardMerger(const ShardPlan& plan, const MergeOptions& options, ByteSink& sink);
@@ -31,6 +42,10 @@ class ShardMerger final : public adapter::AdapterBytesConsumer {
   // The source bytes of the plan's tensors, concatenated in plan order, in chunks of any size. After Begin and
   // after every Push, supply what adapter_needs() lists.
   Status Push(std::span<const uint8_t> bytes);
+  // Instead of Push, for the bytes of a run SourceRuns marks `forward`: the caller wrote these n source bytes to
+  // the output itself, after everything this merger gave the sink so far. Fails (nothing counted past the
+  // error) when they are not all bytes of tensors copied unchanged.
+  Status Forwarded(uint64_t n);
   std::span<const adapter::ByteRange> adapter_needs() const override { return fetch_.needs(); }
   Status SupplyAdapter(std::span<const uint8_t> bytes) override;
   // Checks everything was written (the tensors that need no source bytes, additions, come after the last

@@ -283,6 +283,34 @@ test('mergeShards: a single-file base (no index) and a stream not read to its en
   assert.equal(openMergeHandles(), 0);
 });
 
+test('mergeShards: only the tensors the adapter changes enter the WASM heap; the others go from input to output', async (t) => {
+  const dir = tempDir(t);
+  const adapter = await writeAdapter(join(dir, 'adapter'), LLAMA_MODULES, { target_modules: ['q_proj', 'v_proj'] });
+  const tensors = llamaBase('BF16', [0], { hidden: 32, kv: 16, vocab: 4096 }); // embeddings and head: 256 KiB each
+  const base = await safetensors(tensors);
+  const expected = await streamMerge(base, { adapter: adapterOf(adapter) });
+  const { getModule } = await import(join(webDir, 'src', 'init.js'));
+  const proto = (await getModule()).Merger.prototype;
+  const counted = { push: 0, forwarded: 0 };
+  const originals = { push: proto.push, forwarded: proto.forwarded };
+  for (const name of ['push', 'forwarded'])
+    proto[name] = function (n) {
+      counted[name] += n;
+      return originals[name].call(this, n);
+    };
+  t.after(() => Object.assign(proto, originals));
+  const changed = 2 * (32 * 32 + 16 * 32); // q_proj and v_proj, BF16
+  for (const open of [() => new Blob([base]), () => base, () => new Blob([base]).stream()]) {
+    counted.push = counted.forwarded = 0;
+    const files = [];
+    for await (const f of mergeShards({ base: { open }, adapter: adapterOf(adapter) })) files.push(await collect(f.stream));
+    assert.ok(Buffer.from(files[0]).equals(Buffer.from(expected)), 'the same bytes as the streamed merge');
+    assert.equal(counted.push, changed, 'bytes pushed into the heap: the changed tensors only');
+    assert.equal(counted.push + counted.forwarded, base.length - 8 - new DataView(base.buffer, base.byteOffset).getUint32(0, true), 'every data byte once');
+  }
+  assert.equal(openMergeHandles(), 0);
+});
+
 // ---- (c) plan-time mismatches: before any output ----
 
 test('a base/adapter shape mismatch rejects with ShapeMismatch before any output', async (t) => {

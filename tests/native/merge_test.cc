@@ -218,7 +218,7 @@ struct AdapterFeed {
 };
 
 MergeRun MergeShard(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
-                    const MergeOptions& options, size_t chunk, AdapterFeed* feed = nullptr) {
+                    const MergeOptions& options, size_t chunk, AdapterFeed* feed = nullptr, bool forward = false) {
   MergeRun run;
   auto header = ParseWholeFile(base);
   if (!header.ok()) {
@@ -246,14 +246,31 @@ MergeRun MergeShard(const Bytes& base, const adapter::Adapter& a, const std::opt
   if (Status s = merger.Begin(); !s.ok()) return fail(s);
   if (Status s = supply(); !s.ok()) return fail(s);
   uint64_t expected_source = 0;
-  for (const auto& p : shard.tensors) {
-    if (!p.source) continue;
-    TensorInfo t = header->tensor(*p.source);
-    expected_source += t.byte_length();
-    std::span<const uint8_t> bytes(base.data() + header->data_start() + t.begin, t.byte_length());
+  for (const auto& p : shard.tensors)
+    if (p.source) expected_source += header->tensor(*p.source).byte_length();
+  // forward: the edge SourceRuns describes, writing the unchanged tensors' bytes to the sink itself.
+  std::vector<SourceRun> runs;
+  if (forward) {
+    runs = SourceRuns(shard, header.value(), options);
+  } else {
+    for (const auto& p : shard.tensors) {
+      if (!p.source) continue;
+      TensorInfo t = header->tensor(*p.source);
+      runs.push_back({header->data_start() + t.begin, header->data_start() + t.end, false});
+    }
+  }
+  for (const SourceRun& r : runs) {
+    std::span<const uint8_t> bytes(base.data() + r.begin, r.end - r.begin);
     while (!bytes.empty()) {
       size_t n = chunk == 0 ? bytes.size() : std::min(chunk, bytes.size());
-      if (Status s = merger.Push(bytes.first(n)); !s.ok()) return fail(s);
+      Status s = Status::Ok();
+      if (r.forward) {
+        s = sink.Write(bytes.first(n));
+        if (s.ok()) s = merger.Forwarded(n);
+      } else {
+        s = merger.Push(bytes.first(n));
+      }
+      if (!s.ok()) return fail(s);
       if (Status s = supply(); !s.ok()) return fail(s);
       bytes = bytes.subspan(n);
     }
@@ -305,6 +322,10 @@ MergeRun MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::
     MergeRun r = MergeShard(base, a, config, options, chunk);
     EXPECT_EQ(r.ok(), whole.ok()) << "chunk " << chunk << ": " << r.message() << whole.message();
     EXPECT_TRUE(r.output == whole.output) << "ShardMerger output differs with " << chunk << "-byte pushes";
+    // The unchanged tensors forwarded by the edge (SourceRuns), the rest pushed: the same bytes.
+    MergeRun f = MergeShard(base, a, config, options, chunk, nullptr, /*forward=*/true);
+    EXPECT_EQ(f.ok(), whole.ok()) << "forwarded, chunk " << chunk << ": " << f.message() << whole.message();
+    EXPECT_TRUE(f.output == whole.output) << "output differs with unchanged tensors forwarded, " << chunk << "-byte pieces";
   }
   for (uint64_t seed : {1, 2}) {
     MergeRun s = MergeStreaming(base, a, config, options, seed);
@@ -320,7 +341,7 @@ MergeRun MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::
   for (uint64_t mode : {0, 1, 5}) {
     for (size_t chunk : {size_t{0}, size_t{7}}) {
       AdapterFeed feed{&external, {mode}, 0};
-      MergeRun r = MergeShard(base, external.adapter, config, options, chunk, &feed);
+      MergeRun r = MergeShard(base, external.adapter, config, options, chunk, &feed, /*forward=*/mode == 5);
       EXPECT_EQ(r.ok(), whole.ok()) << "referenced adapter, chunking " << mode << ": " << r.message() << whole.message();
       EXPECT_TRUE(r.output == whole.output) << "referenced adapter: output differs (chunking " << mode << ")";
       if (!r.ok() && !whole.ok()) EXPECT_EQ(r.error->message, whole.error->message);
@@ -497,6 +518,58 @@ TEST(MergeNumerics, LinearQAndVProjectionsMatchPeftInEveryDtypeAndChunking) {
     for (const auto& name : b.Names())
       if (name != kQ + ".weight" && name != kV + ".weight") ExpectPassedThrough(b, m, name);
   }
+}
+
+// SourceRuns: the shard's source bytes in push order, the unchanged tensors marked for the edge to forward; the
+// merger refuses forwarded bytes of a tensor it changes (nothing written past them), and a dtype change or
+// --quantize means nothing is forwarded.
+TEST(MergeForwarding, RunsMarkOnlyUnchangedTensorsAndTheMergerRefusesTheOthers) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  const Bytes base = BuildFile(LlamaBase(Dtype::BF16, 1));
+  auto header = ParseWholeFile(base);
+  ASSERT_TRUE(header.ok());
+  auto plan = PlanMerge({{"model.safetensors", &header.value()}}, *lora.adapter, std::nullopt, {});
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  const ShardPlan& shard = plan->shards.at(0);
+  const std::vector<SourceRun> runs = SourceRuns(shard, header.value(), {});
+  uint64_t covered = 0, pushed = 0, at = header->data_start();
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.begin, at) << "the runs cover the data section in order";
+    at = r.end;
+    covered += r.end - r.begin;
+    if (!r.forward) pushed += r.end - r.begin;
+  }
+  EXPECT_EQ(covered, header->data_size());
+  size_t q = 0;
+  for (size_t i = 0; i < header->tensor_count(); ++i)
+    if (header->tensor(i).name == kQ + ".weight") q = i;
+  EXPECT_EQ(pushed, header->tensor(q).byte_length()) << "only q_proj's weight goes through the merger";
+  for (size_t i = 1; i < runs.size(); ++i) EXPECT_NE(runs[i].forward, runs[i - 1].forward) << "adjacent runs coalesce";
+
+  // The merger refuses the changed tensor's bytes as forwarded ones.
+  VectorSink sink;
+  ShardMerger merger(shard, {}, sink);
+  ASSERT_TRUE(merger.Begin().ok());
+  for (const auto& r : runs) {
+    if (!r.forward) {
+      Status s = merger.Forwarded(r.end - r.begin);
+      ASSERT_FALSE(s.ok());
+      EXPECT_EQ(s.error().code, ErrorCode::InvalidArgument);
+      EXPECT_NE(s.error().message.find(kQ + ".weight"), std::string::npos) << s.error().message;
+      break;
+    }
+    ASSERT_TRUE(merger.Forwarded(r.end - r.begin).ok());
+  }
+
+  // Every tensor converted (--dtype) or quantized: nothing is forwarded.
+  MergeOptions f32;
+  f32.dtype = Dtype::F32;
+  auto converted = PlanMerge({{"model.safetensors", &header.value()}}, *lora.adapter, std::nullopt, f32);
+  ASSERT_TRUE(converted.ok());
+  for (const auto& r : SourceRuns(converted->shards.at(0), header.value(), f32)) EXPECT_FALSE(r.forward);
 }
 
 // --- transformers Conv1D (GPT-2) -------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 //
 // Rules kept here so no other file has to think about them:
 //  - No heap view outlives a call: HEAPU8/HEAPF64 are re-read after every call into wasm (a call may grow the
-//    memory, which detaches old views), and bytes leave the heap as copies (`slice`), never as views.
+//    memory, which detaches old views), and bytes leave the heap as copies (`slice`), never as views - except
+//    through inputToViews, whose caller promises to be done with them before the handle's next call.
 //  - Input is copied into the handle's reusable window in pieces of at most `windowSize` bytes, so a huge
 //    Uint8Array never needs a heap allocation of its size.
 //  - Every handle is deleted by close(); a FinalizationRegistry frees the ones callers forget.
@@ -99,6 +100,22 @@ export class NativeHandle {
     return produced;
   }
 
+  /**
+   * Like inputToBytes for `bytes` no longer than the window (one call), but the output comes as views of the
+   * heap, not copies: valid only until the handle's next call (which may reuse or move that memory). For a
+   * consumer that writes each view out before anything else calls into the handle (the npm CLI's merge).
+   */
+  inputToViews(method, bytes) {
+    if (bytes.length > this.windowSize) throw new RangeError('peft-bridge: inputToViews takes one window at most');
+    const native = this.handle;
+    const ptr = bytes.length > MAX_WINDOW ? 0 : native.window(bytes.length);
+    if (!ptr) throw outOfMemory(bytes.length);
+    this.module.HEAPU8.set(bytes, ptr);
+    const ok = native[method](bytes.length);
+    if (!ok) throw errorFromHandle(native);
+    return this.takeChunks(ptr, true).map((c) => c.bytes);
+  }
+
   /** Calls a method that takes no window bytes; returns what it produced as one Uint8Array or null. */
   call(method, ...args) {
     const native = this.handle;
@@ -108,7 +125,7 @@ export class NativeHandle {
     return out;
   }
 
-  takeChunks(windowPtr) {
+  takeChunks(windowPtr, views = false) {
     const native = this.handle;
     const count = native.chunkCount();
     if (count === 0) return [];
@@ -120,7 +137,8 @@ export class NativeHandle {
     const chunks = new Array(count);
     for (let i = 0, t = table / 8; i < count; ++i, t += TABLE_STRIDE) {
       const start = (f64[t + 2] ? windowPtr : owned) + f64[t + 3];
-      chunks[i] = { tensor: f64[t], offset: f64[t + 1], bytes: heap.slice(start, start + f64[t + 4]) };
+      const end = start + f64[t + 4];
+      chunks[i] = { tensor: f64[t], offset: f64[t + 1], bytes: views ? heap.subarray(start, end) : heap.slice(start, end) };
     }
     return chunks;
   }

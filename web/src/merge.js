@@ -131,7 +131,7 @@ export class MergeSession {
     yield* out;
   }
 
-  /** Plans the merge: {sourceBytes, shards: [{name, outputSize, sourceBytes, ranges}]}. */
+  /** Plans the merge: {sourceBytes, shards: [{name, outputSize, sourceBytes, runs: [[begin, end, forward]...]}]}. */
   plan() {
     this.check(this.handle.handle.plan());
     return JSON.parse(this.handle.handle.planJson());
@@ -146,20 +146,36 @@ export class MergeSession {
   }
 
   /**
-   * The merged bytes of shard `i` of the plan, as output chunks: the output header, the merge of the source
-   * ranges read a piece at a time from `src` (an opened source of the whole shard file), then what the shard
-   * adds at its end. `counts.bytesIn` grows with the source bytes pushed.
+   * The merged bytes of shard `i` of the plan, as output chunks: the output header, then the plan's source runs
+   * read a piece at a time from `src` (an opened source of the whole shard file) - the tensors the merge
+   * changes pushed through the handle, the ones it copies unchanged passed straight from input to output (they
+   * never enter the WASM heap) - then what the shard adds at its end. `counts.bytesIn` grows with the source
+   * bytes consumed.
+   *
+   * `reuse`: each chunk is valid only until the next one is asked for (its memory - a read buffer, the heap -
+   * is reused), which saves an allocation and a copy per piece; for a consumer that writes each chunk out before
+   * asking for the next (the npm CLI).
    */
-  async *mergeShard(i, shard, src, signal, counts = { bytesIn: 0 }) {
+  async *mergeShard(i, shard, src, signal, counts = { bytesIn: 0 }, { reuse = false, pieceSize = DEFAULT_READ_SIZE } = {}) {
     const head = this.handle.call('begin', i);
     if (head) yield head;
     yield* this.serveAdapter(signal);
-    const next = rangePieces(src, shard.ranges, signal);
+    const buffers = reuse && src.readInto ? [new Uint8Array(pieceSize), new Uint8Array(pieceSize)] : null;
+    const next = runPieces(src, shard.runs, signal, pieceSize, buffers);
     for (let piece; (piece = await next()) !== null; ) {
-      const out = [];
-      this.handle.inputToBytes('push', piece, (bytes) => out.push(bytes));
-      counts.bytesIn += piece.length;
-      yield* out;
+      const { bytes, forward } = piece;
+      counts.bytesIn += bytes.length;
+      if (forward) {
+        yield bytes;
+        const after = this.handle.call('forwarded', bytes.length);
+        if (after) yield after;
+      } else if (reuse && bytes.length <= this.handle.windowSize) {
+        for (const view of this.handle.inputToViews('push', bytes)) yield view;
+      } else {
+        const out = [];
+        this.handle.inputToBytes('push', bytes, (b) => out.push(b));
+        yield* out;
+      }
       yield* this.serveAdapter(signal);
     }
     yield* this.serveAdapter(signal);
@@ -343,44 +359,69 @@ function bytesStream(bytes) {
 }
 
 /**
- * The source bytes of a shard's plan ranges, in order, a piece at a time (null at the end): ranges read from a
- * random-access source, or cut out of a stream of the whole file.
+ * The source bytes of a shard's plan runs ([begin, end, forward], file order), in order, a piece at a time
+ * ({bytes, forward}, null at the end): read from a random-access source - the next piece's read started before
+ * this one is handed over, so reading overlaps with whatever the consumer does with it (writing it) - or cut out
+ * of a stream of the whole file. `buffers` (two, with src.readInto): pieces are read into them in turn.
  */
-function rangePieces(src, ranges, signal) {
+function runPieces(src, runs, signal, pieceSize, buffers = null) {
   let r = 0;
-  let pos = src.random ? (ranges[0]?.[0] ?? 0) : 0; // file offset of the next byte to read / of `pending`
+  let turn = 0; // buffers: the one the next read fills (two: one read ahead while the other is used)
+  let pos = src.random ? (runs[0]?.[0] ?? 0) : 0; // file offset of the next byte to read / of `pending`
   let pending = null;
+  let ahead = null; // random access: the next piece's read, already started
+  const readNext = () => {
+    while (r < runs.length && pos >= runs[r][1]) {
+      ++r;
+      if (r < runs.length && pos < runs[r][0]) pos = runs[r][0];
+    }
+    if (r >= runs.length) return null;
+    const [, end, forward] = runs[r];
+    const at = pos;
+    const n = Math.min(pieceSize, end - at);
+    pos += n;
+    const into = buffers?.[turn++ % buffers.length].subarray(0, n);
+    const read = Promise.resolve()
+      .then(() => raceAbort(Promise.resolve(into ? src.readInto(at, into) : src.read(at, n)), signal))
+      .then((chunk) => {
+        const bytes = chunkBytes(chunk);
+        if (bytes.length !== n) throw endedAt(at + bytes.length);
+        return { bytes, forward };
+      });
+    read.catch(() => {}); // a read still ahead when the merge stops is nobody's failure
+    return read;
+  };
   return async () => {
+    throwIfAborted(signal);
+    if (src.random) {
+      const piece = ahead ?? readNext();
+      if (piece === null) return null;
+      const result = await piece;
+      ahead = readNext();
+      return result;
+    }
     for (;;) {
       throwIfAborted(signal);
-      if (r >= ranges.length) return null;
-      const [begin, end] = ranges[r];
-      if (pos < begin && src.random) pos = begin;
+      if (r >= runs.length) return null;
+      const [begin, end, forward] = runs[r];
       if (pos >= end) {
         ++r;
         continue;
-      }
-      if (src.random) {
-        const n = Math.min(DEFAULT_READ_SIZE, end - pos);
-        const bytes = chunkBytes(await raceAbort(Promise.resolve(src.read(pos, n)), signal));
-        if (bytes.length !== n) throw endedAt(pos + bytes.length);
-        pos += n;
-        return bytes;
       }
       if (!pending || pending.length === 0) {
         pending = await src.next();
         if (pending === null) throw endedAt(pos);
       }
-      // Skip what precedes the range (the header), then take what lies inside it.
+      // Skip what precedes the run (the header), then take what lies inside it.
       const skip = Math.min(pending.length, Math.max(0, begin - pos));
       pending = pending.subarray(skip);
       pos += skip;
       if (pending.length === 0) continue;
       const take = Math.min(pending.length, end - pos);
-      const piece = pending.subarray(0, take);
+      const bytes = pending.subarray(0, take);
       pending = pending.subarray(take);
       pos += take;
-      return piece;
+      return { bytes, forward };
     }
   };
 }

@@ -55,7 +55,7 @@ export function toPath(source) {
   return source;
 }
 
-/** A regular file opened for positional reads: {size, read(offset, length), close()}. */
+/** A regular file opened for positional reads: {size, read(offset, length), readInto(offset, target), close()}. */
 async function openFile(source) {
   const path = toPath(source);
   // Checked before opening: opening a FIFO for reading blocks until a writer appears.
@@ -76,24 +76,25 @@ async function openFile(source) {
     throw error instanceof SafetensorsError ? error : ioError('cannot stat', path, error);
   }
   let closed = false;
+  // Fills `target` from `offset` (the caller keeps it within the file); returns it.
+  const readInto = async (offset, target) => {
+    if (closed) throw new SafetensorsError('IoError', `cannot read \`${path}\`: the file was closed`);
+    for (let done = 0; done < target.length; ) {
+      let got;
+      try {
+        ({ bytesRead: got } = await handle.read(target, done, target.length - done, offset + done));
+      } catch (error) {
+        throw ioError('cannot read', path, error);
+      }
+      if (got === 0) throw new SafetensorsError('IoError', `\`${path}\` shrank while being read`, { offset: offset + done });
+      done += got;
+    }
+    return target;
+  };
   return {
     size,
-    async read(offset, length) {
-      if (closed) throw new SafetensorsError('IoError', `cannot read \`${path}\`: the file was closed`);
-      const n = Math.max(0, Math.min(length, size - offset));
-      const buffer = new Uint8Array(n);
-      for (let done = 0; done < n; ) {
-        let got;
-        try {
-          ({ bytesRead: got } = await handle.read(buffer, done, n - done, offset + done));
-        } catch (error) {
-          throw ioError('cannot read', path, error);
-        }
-        if (got === 0) throw new SafetensorsError('IoError', `\`${path}\` shrank while being read`, { offset: offset + done });
-        done += got;
-      }
-      return buffer;
-    },
+    read: (offset, length) => readInto(offset, new Uint8Array(Math.max(0, Math.min(length, size - offset)))),
+    readInto,
     async close() {
       if (closed) return;
       closed = true;

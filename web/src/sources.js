@@ -13,6 +13,7 @@ export const DEFAULT_READ_SIZE = 4 << 20;
  * @property {boolean} random   true if read(offset, length) is available
  * @property {number | null} size  total size in bytes, when known
  * @property {(offset: number, length: number) => Promise<Uint8Array>} [read]  random access (may return fewer bytes at the end)
+ * @property {(offset: number, target: Uint8Array) => Promise<Uint8Array>} [readInto]  a local file's: fills `target`
  * @property {() => Promise<Uint8Array | null>} next  the next chunk in file order, null at the end
  * @property {(reason?: unknown) => Promise<void>} close  releases the source; cancels a stream or iterator not
  *   read to its end (a stream's cancel() gets `reason`)
@@ -58,7 +59,9 @@ export async function openSource(source, options = {}) {
       await file.close();
       throw abortReason(options.signal);
     }
-    return randomSource(file.size, (offset, length) => file.read(offset, length), readSize, () => file.close());
+    const src = randomSource(file.size, (offset, length) => file.read(offset, length), readSize, () => file.close());
+    src.readInto = file.readInto; // into a buffer the caller reuses (the npm CLI's merge)
+    return src;
   }
   const bytes = asBytes(source);
   if (bytes) {
@@ -75,7 +78,9 @@ export async function openSource(source, options = {}) {
     return streamSource(source, options.signal);
   }
   if (source && typeof source === 'object' && typeof source.read === 'function' && Number.isSafeInteger(source.size)) {
-    return randomSource(source.size, async (offset, length) => chunkBytes(await source.read(offset, length)), readSize);
+    const src = randomSource(source.size, async (offset, length) => chunkBytes(await source.read(offset, length)), readSize);
+    if (typeof source.readInto === 'function') src.readInto = (offset, target) => source.readInto(offset, target);
+    return src;
   }
   if (source && (typeof source[Symbol.asyncIterator] === 'function' || typeof source[Symbol.iterator] === 'function')) {
     return iteratorSource(source, options.signal);

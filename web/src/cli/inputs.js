@@ -31,24 +31,23 @@ export async function openInput(path) {
       throw ioFailure('cannot stat', path, error);
     }
     if (!st.isFile()) throw new IoFailure(`\`${path}\` is not a regular file`);
-    const source = {
-      size: st.size,
-      async read(offset, length) {
-        const buffer = new Uint8Array(length);
-        let done = 0;
-        while (done < length) {
-          let n;
-          try {
-            ({ bytesRead: n } = await handle.read(buffer, done, length - done, offset + done));
-          } catch (error) {
-            throw ioFailure('cannot read', path, error);
-          }
-          if (n === 0) throw new IoFailure(`\`${path}\` shrank while being read`);
-          done += n;
+    // readInto fills a buffer the caller reuses (the merge's pieces); read allocates one.
+    const readInto = async (offset, buffer) => {
+      const length = buffer.length;
+      let done = 0;
+      while (done < length) {
+        let n;
+        try {
+          ({ bytesRead: n } = await handle.read(buffer, done, length - done, offset + done));
+        } catch (error) {
+          throw ioFailure('cannot read', path, error);
         }
-        return buffer;
-      },
+        if (n === 0) throw new IoFailure(`\`${path}\` shrank while being read`);
+        done += n;
+      }
+      return buffer;
     };
+    const source = { size: st.size, read: (offset, length) => readInto(offset, new Uint8Array(length)), readInto };
     return { handle, source, stat: st };
   } catch (error) {
     await handle.close();

@@ -185,7 +185,7 @@ export async function runMerge(line) {
       for (let s = 0; s < plan.shards.length; ++s) {
         const file = await output.add(plan.shards[s].name);
         progress.startFile(plan.shards[s].name, counts.bytesIn);
-        for await (const bytes of session.mergeShard(s, plan.shards[s], await openSource(base.inputs[s].source), undefined, counts)) {
+        for await (const bytes of session.mergeShard(s, plan.shards[s], await openSource(base.inputs[s].source), undefined, counts, { reuse: true, pieceSize: Number(process.env.PB_PIECE ?? 4 << 20) })) {
           await output.write(file, bytes);
           progress.update(counts.bytesIn);
         }
