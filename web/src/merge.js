@@ -160,7 +160,7 @@ export class MergeSession {
     const head = this.handle.call('begin', i);
     if (head) yield head;
     yield* this.serveAdapter(signal);
-    const buffers = reuse && src.readInto ? [new Uint8Array(pieceSize), new Uint8Array(pieceSize)] : null;
+    const buffers = reuse && src.readInto ? Array.from({ length: READ_AHEAD + 1 }, () => new Uint8Array(pieceSize)) : null;
     const next = runPieces(src, shard.runs, signal, pieceSize, buffers);
     for (let piece; (piece = await next()) !== null; ) {
       const { bytes, forward } = piece;
@@ -366,10 +366,11 @@ function bytesStream(bytes) {
  */
 function runPieces(src, runs, signal, pieceSize, buffers = null) {
   let r = 0;
-  let turn = 0; // buffers: the one the next read fills (two: one read ahead while the other is used)
+  let turn = 0; // buffers: the one the next read fills (they take turns: one in use, the others read ahead)
   let pos = src.random ? (runs[0]?.[0] ?? 0) : 0; // file offset of the next byte to read / of `pending`
   let pending = null;
-  let ahead = null; // random access: the next piece's read, already started
+  const ahead = []; // random access: the reads already started, in order
+  const depth = buffers ? buffers.length - 1 : READ_AHEAD;
   const readNext = () => {
     while (r < runs.length && pos >= runs[r][1]) {
       ++r;
@@ -394,11 +395,14 @@ function runPieces(src, runs, signal, pieceSize, buffers = null) {
   return async () => {
     throwIfAborted(signal);
     if (src.random) {
-      const piece = ahead ?? readNext();
-      if (piece === null) return null;
-      const result = await piece;
-      ahead = readNext();
-      return result;
+      // Reads in flight: this piece and up to `depth` after it, so several reads overlap each other too.
+      while (ahead.length <= depth) {
+        const read = readNext();
+        if (read === null) break;
+        ahead.push(read);
+      }
+      if (ahead.length === 0) return null;
+      return ahead.shift();
     }
     for (;;) {
       throwIfAborted(signal);
@@ -425,6 +429,9 @@ function runPieces(src, runs, signal, pieceSize, buffers = null) {
     }
   };
 }
+
+// How many pieces a random-access source is read ahead of the one being merged (each holds a piece of memory).
+const READ_AHEAD = 2;
 
 const endedAt = (offset) => new SafetensorsError('IoError', `source ended at byte ${offset}, inside a tensor`, { offset });
 

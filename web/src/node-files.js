@@ -55,6 +55,15 @@ export function toPath(source) {
   return source;
 }
 
+/**
+ * A Uint8Array of n bytes that are not zeroed first (the read overwrites them all): a plain Uint8Array over the
+ * memory Buffer.allocUnsafe gives, so callers get no Buffer semantics (Buffer's slice is a view).
+ */
+export function uninitialized(n) {
+  const b = Buffer.allocUnsafe(n);
+  return new Uint8Array(b.buffer, b.byteOffset, n);
+}
+
 /** A regular file opened for positional reads: {size, read(offset, length), readInto(offset, target), close()}. */
 async function openFile(source) {
   const path = toPath(source);
@@ -93,7 +102,7 @@ async function openFile(source) {
   };
   return {
     size,
-    read: (offset, length) => readInto(offset, new Uint8Array(Math.max(0, Math.min(length, size - offset)))),
+    read: (offset, length) => readInto(offset, uninitialized(Math.max(0, Math.min(length, size - offset)))),
     readInto,
     async close() {
       if (closed) return;

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
 import { DEFAULT_ENDPOINT, isRemote, readRemoteWhole, withRemoteHeader } from '../hub.js';
 import { inspectRendered } from '../inspect.js';
+import { uninitialized } from '../node-files.js';
 import { ADAPTER_CAP, LIMIT_OPTIONS } from '../range-client.js';
 import { CliFailure, IoFailure, coreError, errorFields, flag, ioFailure, isDirectory, isRegularFile, joinPath, module, option } from './io.js';
 
@@ -47,7 +48,7 @@ export async function openInput(path) {
       }
       return buffer;
     };
-    const source = { size: st.size, read: (offset, length) => readInto(offset, new Uint8Array(length)), readInto };
+    const source = { size: st.size, read: (offset, length) => readInto(offset, uninitialized(length)), readInto };
     return { handle, source, stat: st };
   } catch (error) {
     await handle.close();

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The npm CLI's merge (WASM under Node) against the native CLI's on the same model, to tmpfs, with `cp` + `sync`
+# of the same bytes as the baseline, interleaved round by round after one warm-up; medians and peak RSS.
+#   bash bench/merge_npm_bench.sh [LAYERS=3] [ROUNDS=5]
+# Needs the native and WASM builds (bash scripts/build.sh); the model goes to $TMPDIR (page cache warm), the
+# outputs to /dev/shm.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+layers=${1:-3}
+rounds=${2:-5}
+work=$(mktemp -d "${TMPDIR:-/tmp}/pb-npm-bench.XXXXXX")
+out=$(mktemp -d /dev/shm/pb-npm-bench.XXXXXX)
+trap 'rm -rf "$work" "$out"' EXIT
+cmake --build build/native --target pb_make_llama_model peft-bridge >/dev/null
+build/native/bench/pb_make_llama_model "$work" "$layers" >/dev/null
+cat "$work"/*.safetensors >/dev/null
+bytes=$(cat "$work"/*.safetensors | wc -c)
+# The VM returns freed memory to its host: write and drop a file as large as the output first, so every
+# command below finds warm pages (reference/perf-findings.md).
+warm() { head -c "$bytes" /dev/zero >"$out/warm" && rm -f "$out/warm"; }
+time_of() {  # prints "seconds peak_kib" of the command
+  /usr/bin/time -o "$work/time" -f "%e %M" "$@" >/dev/null
+  tail -1 "$work/time"
+}
+declare -A secs rss
+for r in $(seq 0 "$rounds"); do
+  for what in cp native npm; do
+    rm -rf "$out/o"; mkdir -p "$out/o"; warm
+    case $what in
+      cp) res=$(time_of sh -c "cp $work/*.safetensors $out/o/ && sync $out/o/*") ;;
+      native) rm -rf "$out/o"; res=$(time_of build/native/peft-bridge merge --base "$work" --adapter "$work/adapter" --out "$out/o" --quiet) ;;
+      npm) rm -rf "$out/o"; res=$(time_of node web/bin/peft-bridge.mjs merge --base "$work" --adapter "$work/adapter" --out "$out/o" --quiet) ;;
+    esac
+    [[ $r == 0 ]] && continue  # warm-up round
+    secs[$what]+="${res% *} "; rss[$what]+="${res#* } "
+  done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "model: $layers layers, $bytes bytes of safetensors; $rounds rounds after a warm-up; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+c=$(echo "${secs[cp]}" | median)
+n=$(echo "${secs[native]}" | median)
+for what in cp native npm; do
+  s=$(echo "${secs[$what]}" | median); m=$(echo "${rss[$what]}" | median)
+  printf '%-7s median %6.3f s  (%s)  %5.2f x cp  %5.2f x native  peak RSS %6.1f MiB\n' "$what" "$s" "${secs[$what]% }" \
+    "$(echo "$s / $c" | bc -l)" "$(echo "$s / $n" | bc -l)" "$(echo "$m / 1024" | bc -l)"
+done
+rm -rf "$out/n" "$out/j"
+build/native/peft-bridge merge --base "$work" --adapter "$work/adapter" --out "$out/n" --quiet
+node web/bin/peft-bridge.mjs merge --base "$work" --adapter "$work/adapter" --out "$out/j" --quiet
+for f in "$out"/n/*; do cmp "$f" "$out/j/$(basename "$f")"; done && echo "npm and native outputs identical"
