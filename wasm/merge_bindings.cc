@@ -336,6 +336,22 @@ class StreamMerger : public MergeHandle {
     if (const auto* errors = merger_->quant_errors()) quant_errors_ = *errors;
     return true;
   }
+  // {bytes, forward}: how many bytes from the stream's position make up the run it is in (Infinity while the
+  // header's length is unknown), and whether JS may write them to the output itself (then forwarded(n)) instead
+  // of feeding them (merge::StreamingMerger::NextRun).
+  val next_run() {
+    val r = val::object();
+    merge::SourceRun run = read_ && Start() ? merger_->NextRun() : merge::SourceRun{0, UINT64_MAX, false};
+    r.set("bytes", run.end == UINT64_MAX ? val::global("Infinity") : val(double(run.end - run.begin)));
+    r.set("forward", run.forward);
+    return r;
+  }
+  bool forwarded(double n) {
+    chunks_.Clear();
+    if (!merger_) return Fail(MakeError(ErrorCode::InvalidArgument, "forwarded before the header"));
+    if (!(n >= 0)) return Fail(MakeError(ErrorCode::InvalidArgument, "forwarded: not a byte count"));
+    return Check(merger_->Forwarded(uint64_t(n)));
+  }
   bool planned() const { return merger_ && merger_->plan(); }
   std::string summary(double source_bytes, double seconds, bool json) const {
     return planned() ? Summary(*merger_->plan(), source_bytes, seconds, false, json) : "";
@@ -576,6 +592,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
   class_<StreamMerger, base<MergeHandle>>("StreamMerger")
       .constructor<std::string>()
       .function("feed", &StreamMerger::feed)
+      .function("nextRun", &StreamMerger::next_run)
+      .function("forwarded", &StreamMerger::forwarded)
       .function("finish", &StreamMerger::finish)
       .function("planned", &StreamMerger::planned)
       .function("summary", &StreamMerger::summary);

@@ -88,6 +88,18 @@ Status StreamingReader::Feed(std::span<const uint8_t> chunk, ReaderEvents& event
   return Status::Ok();
 }
 
+Status StreamingReader::Skip(uint64_t n) {
+  if (state_ == State::kFailed) return *error_;
+  if (state_ != State::kData) return FailWith(MakeError(ErrorCode::InvalidArgument, "Skip before the header"));
+  const Header& h = *header_;
+  if (n > h.data_size() - data_pos_)
+    return FailWith(MakeError(ErrorCode::InvalidArgument, "Skip past the last tensor", std::nullopt, fed_));
+  fed_ += n;
+  data_pos_ += n;
+  while (tensor_cursor_ < h.tensor_count() && h.tensor(tensor_cursor_).end <= data_pos_) ++tensor_cursor_;
+  return Status::Ok();
+}
+
 Status StreamingReader::Finish(ReaderEvents& events) {
   (void)events;
   switch (state_) {

@@ -43,6 +43,9 @@ class StreamingReader {
 
   Status Feed(std::span<const uint8_t> chunk, ReaderEvents& events);
   Status Finish(ReaderEvents& events);
+  // Once the header is in: the next n data bytes go by without being fed (an edge forwarded them elsewhere
+  // itself); no events fire for them. Fails past the data's end.
+  Status Skip(uint64_t n);
 
   // Available once the header event has fired.
   const Header* header() const { return header_ ? &*header_ : nullptr; }

@@ -506,7 +506,29 @@ Status StreamingMerger::OnHeader(const Header& header) {
   PB_ASSIGN_OR_RETURN(auto plan, PlanMerge({{"model.safetensors", &header}}, adapter_, base_config_, options_));
   plan_ = std::make_unique<MergePlan>(std::move(plan));
   merger_ = std::make_unique<ShardMerger>(plan_->shards[0], options_, sink_);
+  runs_ = SourceRuns(plan_->shards[0], header, options_);
   return merger_->Begin();
+}
+
+SourceRun StreamingMerger::NextRun() const {
+  const uint64_t pos = reader_.bytes_fed();
+  if (!merger_) {
+    const uint64_t rest = reader_.bytes_until_header();
+    return {pos, rest == 0 ? UINT64_MAX : pos + rest, false};
+  }
+  // The runs are few (they alternate), so a scan costs nothing next to the bytes they describe.
+  for (const SourceRun& r : runs_)
+    if (pos < r.end) return {pos, r.end, r.forward};
+  return {pos, pos, false};
+}
+
+Status StreamingMerger::Forwarded(uint64_t n) {
+  if (!merger_) return MakeError(ErrorCode::InvalidArgument, "forwarded bytes before the header");
+  const SourceRun run = NextRun();
+  if (!run.forward || n > run.end - run.begin)
+    return MakeError(ErrorCode::InvalidArgument, "forwarded bytes outside a run of unchanged tensors");
+  PB_RETURN_IF_ERROR(reader_.Skip(n));
+  return merger_->Forwarded(n);
 }
 
 Status StreamingMerger::OnTensorData(size_t, uint64_t, std::span<const uint8_t> bytes) {

@@ -86,6 +86,11 @@ class StreamingMerger final : private ReaderEvents, public adapter::AdapterBytes
                   ByteSink& sink, ReaderOptions reader_options = {});
   ~StreamingMerger() override;
   Status Feed(std::span<const uint8_t> chunk) { return reader_.Feed(chunk, *this); }
+  // The bytes from the stream's current position to the end of the run it is in (SourceRuns; until the header is
+  // planned: the rest of the header, or UINT64_MAX while its length is unknown), and whether that run may be
+  // forwarded: the edge writes those bytes to the output itself and calls Forwarded, instead of Feed.
+  SourceRun NextRun() const;
+  Status Forwarded(uint64_t n);
   Status Finish();
   const MergePlan* plan() const { return plan_ ? plan_.get() : nullptr; }
   // As ShardMerger's: after every Feed, supply what is listed.
@@ -104,6 +109,7 @@ class StreamingMerger final : private ReaderEvents, public adapter::AdapterBytes
   StreamingReader reader_;
   std::unique_ptr<MergePlan> plan_;
   std::unique_ptr<ShardMerger> merger_;
+  std::vector<SourceRun> runs_;  // the plan's, once the header is in
 };
 
 }  // namespace pb::merge

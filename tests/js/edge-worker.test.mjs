@@ -174,6 +174,15 @@ test('workerd: a 168 MB base merges holding about what a plain download of it ho
     const url = `${hub.endpoint}/me/big/resolve/main/model.safetensors`;
     return { received: Number(await (await fetch(`${worker.url}/__download?${query({ url })}`)).text()) };
   });
+  // The throughput floor: the base passed through the worker to the client, as the merge passes its output.
+  const proxy = await measured(async (worker) => {
+    const url = `${hub.endpoint}/me/big/resolve/main/model.safetensors`;
+    let received = 0;
+    for await (const chunk of (await fetch(`${worker.url}/__proxy?${query({ url })}`)).body) received += chunk.length;
+    return { received };
+  });
+  assert.equal(proxy.received, baseBytes);
+  t.diagnostic(`merge throughput / the same file passed through the worker: ${(proxy.seconds / merge.seconds).toFixed(2)} (${proxy.seconds.toFixed(2)} s)`);
   t.diagnostic(
     `base ${MiB(baseBytes)} merged through the worker in ${merge.seconds.toFixed(2)} s (${(baseBytes / merge.seconds / 1e6).toFixed(0)} MB/s): ` +
       `workerd RSS ${MiB(merge.ready)} ready, peak ${MiB(merge.peak)} (+${MiB(merge.peak - merge.ready)}); WASM heap ${MiB(merge.heap)}. ` +

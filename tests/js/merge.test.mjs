@@ -308,6 +308,37 @@ test('mergeShards: only the tensors the adapter changes enter the WASM heap; the
     assert.equal(counted.push, changed, 'bytes pushed into the heap: the changed tensors only');
     assert.equal(counted.push + counted.forwarded, base.length - 8 - new DataView(base.buffer, base.byteOffset).getUint32(0, true), 'every data byte once');
   }
+  // A consumer that transfers (detaches) every chunk it reads, as one posting them to a worker does: the merge
+  // never looks at a chunk once handed over.
+  const transferred = [];
+  for await (const f of mergeShards({ base: { open: () => new Blob([base]) }, adapter: adapterOf(adapter) })) {
+    const reader = f.stream.getReader();
+    for (let r; !(r = await reader.read()).done; ) transferred.push(structuredClone(r.value, { transfer: [r.value.buffer] }));
+  }
+  assert.ok(Buffer.concat(transferred).equals(Buffer.from(expected)), 'mergeShards, chunks transferred by the consumer');
+  transferred.length = 0;
+  const copies = split(base, randomCuts(rng(5), base.length, 40)).map((c) => c.slice());
+  const detaching = new WritableStream({ write: (c) => void transferred.push(structuredClone(c, { transfer: [c.buffer] })) });
+  await new Blob(copies).stream().pipeThrough(createMergeStream({ adapter: adapterOf(adapter) })).pipeTo(detaching);
+  assert.ok(Buffer.concat(transferred).equals(Buffer.from(expected)), 'createMergeStream, chunks transferred by the consumer');
+
+  // createMergeStream: the header and the changed tensors are fed, whatever the chunking; the rest is forwarded.
+  const streamProto = (await getModule()).StreamMerger.prototype;
+  const streamCounted = { feed: 0, forwarded: 0 };
+  const streamOriginals = { feed: streamProto.feed, forwarded: streamProto.forwarded };
+  for (const name of ['feed', 'forwarded'])
+    streamProto[name] = function (n) {
+      streamCounted[name] += n;
+      return streamOriginals[name].call(this, n);
+    };
+  t.after(() => Object.assign(streamProto, streamOriginals));
+  const headerBytes = 8 + new DataView(base.buffer, base.byteOffset).getUint32(0, true);
+  for (const seed of [3, 4]) {
+    streamCounted.feed = streamCounted.forwarded = 0;
+    assert.ok(Buffer.from(await streamMerge(base, { adapter: adapterOf(adapter) }, seed)).equals(Buffer.from(expected)));
+    assert.equal(streamCounted.feed, headerBytes + changed, 'bytes fed into the heap: the header and the changed tensors');
+    assert.equal(streamCounted.forwarded, base.length - headerBytes - changed);
+  }
   assert.equal(openMergeHandles(), 0);
 });
 

@@ -286,7 +286,7 @@ MergeRun MergeShard(const Bytes& base, const adapter::Adapter& a, const std::opt
 
 // StreamingMerger fed the whole base file in pseudo-random chunk sizes (mostly small, some large).
 MergeRun MergeStreaming(const Bytes& base, const adapter::Adapter& a, const std::optional<std::string>& config,
-                        const MergeOptions& options, uint64_t seed, AdapterFeed* feed = nullptr) {
+                        const MergeOptions& options, uint64_t seed, AdapterFeed* feed = nullptr, bool forward = false) {
   MergeRun run;
   VectorSink sink;
   StreamingMerger merger(a, config, options, sink);
@@ -296,7 +296,26 @@ MergeRun MergeStreaming(const Bytes& base, const adapter::Adapter& a, const std:
     const double u = 0.5 * (v.Next() + 1.0);
     size_t n = u < 0.2 ? 1 : u < 0.8 ? 1 + static_cast<size_t>(u * 997) : 1 + static_cast<size_t>(u * 70001);
     n = std::min(n, base.size() - at);
-    Status s = merger.Feed(std::span<const uint8_t>(base).subspan(at, n));
+    const std::span<const uint8_t> piece = std::span<const uint8_t>(base).subspan(at, n);
+    Status s = Status::Ok();
+    if (!forward) {
+      s = merger.Feed(piece);
+    } else {  // as the JS TransformStream does: the run at a time, unchanged tensors written to the sink directly
+      for (size_t done = 0; done < n && s.ok();) {
+        const SourceRun r = merger.NextRun();
+        EXPECT_EQ(r.begin, at + done);
+        const size_t take = r.end > r.begin ? static_cast<size_t>(std::min<uint64_t>(n - done, r.end - r.begin)) : n - done;
+        if (r.forward) {
+          s = sink.Write(piece.subspan(done, take));
+          if (s.ok()) s = merger.Forwarded(take);
+        } else {
+          s = merger.Feed(piece.subspan(done, take));
+        }
+        if (s.ok() && feed)
+          s = testing::SupplyFrom(merger, feed->external->blob, feed->external->base_offset, feed->chunking);
+        done += take;
+      }
+    }
     if (s.ok() && feed)
       s = testing::SupplyFrom(merger, feed->external->blob, feed->external->base_offset, feed->chunking);
     if (!s.ok()) {
@@ -327,8 +346,8 @@ MergeRun MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::
     EXPECT_EQ(f.ok(), whole.ok()) << "forwarded, chunk " << chunk << ": " << f.message() << whole.message();
     EXPECT_TRUE(f.output == whole.output) << "output differs with unchanged tensors forwarded, " << chunk << "-byte pieces";
   }
-  for (uint64_t seed : {1, 2}) {
-    MergeRun s = MergeStreaming(base, a, config, options, seed);
+  for (uint64_t seed : {1, 2, 3}) {
+    MergeRun s = MergeStreaming(base, a, config, options, seed, nullptr, /*forward=*/seed == 3);
     EXPECT_EQ(s.ok(), whole.ok()) << "StreamingMerger: " << s.message() << whole.message();
     if (s.ok() && whole.ok())
       EXPECT_TRUE(s.output == whole.output) << "StreamingMerger output differs from ShardMerger's";
@@ -348,7 +367,7 @@ MergeRun MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::
       if (r.ok()) EXPECT_LE(feed.peak, bound) << "adapter bytes held at once";
     }
     AdapterFeed feed{&external, {mode}, 0};
-    MergeRun st = MergeStreaming(base, external.adapter, config, options, mode + 3, &feed);
+    MergeRun st = MergeStreaming(base, external.adapter, config, options, mode + 3, &feed, /*forward=*/mode == 1);
     EXPECT_EQ(st.ok(), whole.ok()) << "referenced adapter, streaming: " << st.message() << whole.message();
     EXPECT_TRUE(st.output == whole.output) << "referenced adapter, streaming: output differs";
   }

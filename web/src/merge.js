@@ -152,22 +152,23 @@ export class MergeSession {
    * never enter the WASM heap) - then what the shard adds at its end. `counts.bytesIn` grows with the source
    * bytes consumed.
    *
-   * `reuse`: each chunk is valid only until the next one is asked for (its memory - a read buffer, the heap -
-   * is reused), which saves an allocation and a copy per piece; for a consumer that writes each chunk out before
-   * asking for the next (the npm CLI).
+   * `reuse`: a chunk that is a view of the heap (its `buffer` is the module's memory) is valid only until the next
+   * chunk is asked for, any other (a read buffer) until `keep` more have been asked for; reusing that memory
+   * saves an allocation and a copy per piece. For a consumer that writes each chunk out in time (the npm CLI).
    */
-  async *mergeShard(i, shard, src, signal, counts = { bytesIn: 0 }, { reuse = false, pieceSize = DEFAULT_READ_SIZE } = {}) {
+  async *mergeShard(i, shard, src, signal, counts = { bytesIn: 0 }, { reuse = false, keep = 0, pieceSize = DEFAULT_READ_SIZE } = {}) {
     const head = this.handle.call('begin', i);
     if (head) yield head;
     yield* this.serveAdapter(signal);
-    const buffers = reuse && src.readInto ? Array.from({ length: READ_AHEAD + 1 }, () => new Uint8Array(pieceSize)) : null;
+    const buffers = reuse && src.readInto ? Array.from({ length: READ_AHEAD + 1 + keep }, () => new Uint8Array(pieceSize)) : null;
     const next = runPieces(src, shard.runs, signal, pieceSize, buffers);
     for (let piece; (piece = await next()) !== null; ) {
       const { bytes, forward } = piece;
-      counts.bytesIn += bytes.length;
+      const n = bytes.length; // read before the consumer has the bytes: it may transfer (detach) them
+      counts.bytesIn += n;
       if (forward) {
         yield bytes;
-        const after = this.handle.call('forwarded', bytes.length);
+        const after = this.handle.call('forwarded', n);
         if (after) yield after;
       } else if (reuse && bytes.length <= this.handle.windowSize) {
         for (const view of this.handle.inputToViews('push', bytes)) yield view;
@@ -322,10 +323,27 @@ export function createMergeStream(options) {
     }),
     transform: guard(async (chunk, controller) => {
       throwIfAborted(signal);
-      const bytes = chunkBytes(chunk);
+      let bytes = chunkBytes(chunk);
       bytesIn += bytes.length;
-      session.handle.inputToBytes('feed', bytes, emit(controller));
-      for await (const out of session.serveAdapter(signal)) emit(controller)(out);
+      // The chunk a run at a time: the header and the tensors the merge changes are fed to the core; the
+      // unchanged ones are passed on as they came (views of the chunk) and the core only told how many. The
+      // output is enqueued once the whole chunk is through: a consumer may transfer (detach) what it reads,
+      // and the views share the chunk's buffer.
+      const out = [];
+      while (bytes.length > 0) {
+        const run = session.handle.handle.nextRun();
+        const n = run.bytes > 0 ? Math.min(bytes.length, run.bytes) : bytes.length;
+        if (run.forward) {
+          out.push(ownBuffer(bytes.subarray(0, n), chunk));
+          const after = session.handle.call('forwarded', n);
+          if (after) out.push(after);
+        } else {
+          session.handle.inputToBytes('feed', bytes.subarray(0, n), (b) => out.push(b));
+        }
+        bytes = bytes.subarray(n);
+        for await (const b of session.serveAdapter(signal)) out.push(b);
+      }
+      for (const b of out) emit(controller)(b);
       onProgress?.({ bytesIn, bytesOut });
     }),
     flush: guard(async (controller) => {
@@ -369,8 +387,9 @@ function runPieces(src, runs, signal, pieceSize, buffers = null) {
   let turn = 0; // buffers: the one the next read fills (they take turns: one in use, the others read ahead)
   let pos = src.random ? (runs[0]?.[0] ?? 0) : 0; // file offset of the next byte to read / of `pending`
   let pending = null;
+  let chunk = null; // the stream's chunk `pending` is part of
   const ahead = []; // random access: the reads already started, in order
-  const depth = buffers ? buffers.length - 1 : READ_AHEAD;
+  const depth = READ_AHEAD;
   const readNext = () => {
     while (r < runs.length && pos >= runs[r][1]) {
       ++r;
@@ -413,7 +432,7 @@ function runPieces(src, runs, signal, pieceSize, buffers = null) {
         continue;
       }
       if (!pending || pending.length === 0) {
-        pending = await src.next();
+        pending = chunk = await src.next();
         if (pending === null) throw endedAt(pos);
       }
       // Skip what precedes the run (the header), then take what lies inside it.
@@ -425,9 +444,19 @@ function runPieces(src, runs, signal, pieceSize, buffers = null) {
       const bytes = pending.subarray(0, take);
       pending = pending.subarray(take);
       pos += take;
-      return { bytes, forward };
+      return { bytes: forward ? ownBuffer(bytes, chunk) : bytes, forward };
     }
   };
+}
+
+/**
+ * `part` of an input chunk, passed on as output: the chunk itself when it is all of it, else a copy. Every output
+ * chunk then owns its buffer, as a consumer that transfers (detaches) what it reads needs; only the pieces cut
+ * at a run's edge are copied.
+ */
+function ownBuffer(part, chunk) {
+  const whole = chunkBytes(chunk);
+  return part.byteOffset === whole.byteOffset && part.length === whole.length && part.buffer === whole.buffer ? part : part.slice();
 }
 
 // How many pieces a random-access source is read ahead of the one being merged (each holds a piece of memory).

@@ -1,8 +1,9 @@
 // Runs an example worker in real workerd, with the modules a bundler (wrangler) would produce: the package under
 // node_modules/peft-bridge, the .wasm as a CompiledWasm module, and the two bare specifiers workers import
 // ('peft-bridge' resolved with the "workerd" export condition, 'peft-bridge/peft_bridge_wasm.wasm') as small
-// re-exporting modules. Two test-only routes wrap the worker: /__heap (the WASM heap's size) and
-// /__download?url= (a plain download through the worker, to compare throughput and memory with).
+// re-exporting modules. Three test-only routes wrap the worker: /__heap (the WASM heap's size), /__download?url=
+// (a plain download by the worker, to compare memory with) and /__proxy?url= (the file passed on to the client
+// through the worker, to compare throughput with).
 import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
@@ -60,6 +61,8 @@ export default {
       for await (const chunk of (await fetch(url.searchParams.get('url'))).body) n += chunk.length;
       return new Response(String(n));
     }
+    // The same file fetched and passed on to the client through a stream in the worker, as a merge passes its output.
+    if (url.pathname === '/__proxy') return new Response((await fetch(url.searchParams.get('url'))).body.pipeThrough(new TransformStream()));
     return worker.fetch(request, env, ctx);
   },
 };

@@ -12,6 +12,11 @@ import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory,
 
 // ---- merge and unmerge (src/cli/merge_command.cc) ----
 
+// The merge's pieces (read buffers of this size, READ_AHEAD + 1 + WRITE_BEHIND of them) and how many writes may
+// run behind it: several reads and writes in flight keep Node's I/O threads busy while the module merges.
+const MERGE_PIECE = Number(process.env.PB_PIECE ?? 4 << 20);
+const WRITE_BEHIND = Number(process.env.PB_BEHIND ?? 2);
+
 
 /** OpenBase (src/cli/base_model.cc): the shard names (from the index, or the one file), config.json, and every
  * shard's header; a remote base by Range requests, in the order the core's ChooseRemoteBase gives. */
@@ -185,10 +190,21 @@ export async function runMerge(line) {
       for (let s = 0; s < plan.shards.length; ++s) {
         const file = await output.add(plan.shards[s].name);
         progress.startFile(plan.shards[s].name, counts.bytesIn);
-        for await (const bytes of session.mergeShard(s, plan.shards[s], await openSource(base.inputs[s].source), undefined, counts, { reuse: true, pieceSize: Number(process.env.PB_PIECE ?? 4 << 20) })) {
-          await output.write(file, bytes);
+        // Writes run behind the merge, WRITE_BEHIND at most, each at its offset; a heap view is written before
+        // the merge goes on (the next call into the module may reuse that memory).
+        const writes = [];
+        let offset = 0;
+        const pieces = session.mergeShard(s, plan.shards[s], await openSource(base.inputs[s].source), undefined, counts, { reuse: true, keep: WRITE_BEHIND, pieceSize: MERGE_PIECE });
+        for await (const bytes of pieces) {
+          const write = output.writeAt(file, offset, bytes);
+          offset += bytes.length;
+          write.catch(() => {}); // awaited below, in order
+          writes.push(write);
+          if (bytes.buffer === session.module.HEAPU8.buffer) while (writes.length) await writes.shift();
+          else if (writes.length > WRITE_BEHIND) await writes.shift();
           progress.update(counts.bytesIn);
         }
+        while (writes.length) await writes.shift();
         await output.prepare(file);
       }
       for (const [name, text] of texts) await output.write(await output.add(name), new TextEncoder().encode(text));
