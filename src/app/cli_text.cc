@@ -161,7 +161,7 @@ std::string_view CliHelp(std::string_view command) {
                ? "usage: peft-bridge merge --base PATH --adapter DIR -o|--out DIR [--dtype bf16|f16|f32] [--safe]\n"
                  "       [--quantize fp8|int8|int4 [--scheme per-channel|per-group|block] [--group-size 128]]\n"
                  "       [--dry-run] [--json] [--base-config FILE] [--arch NAME] [--force] [--allow-partial]\n"
-                 "       [--follow-links] [--no-copy-extra] [--naming-table FILE]...\n"
+                 "       [--follow-links] [--no-copy-extra] [--naming-table FILE]... [--threads N]\n"
                  "\n"
                  "Merges a LoRA adapter into a base model as PEFT's merge_and_unload does (fp32 delta, one rounding),\n"
                  "streaming: memory stays flat whatever the model's size. PATH is a .safetensors file or a directory\n"
@@ -195,6 +195,9 @@ std::string_view CliHelp(std::string_view command) {
                  "  --allow-partial    merge even if adapter tensors cannot be applied (a warning per tensor)\n"
                  "  --follow-links     read shards and configs that are links leading outside their directory\n"
                  "  --no-copy-extra    copy none of the base's other files (tokenizer, generation config...)\n"
+                 "  --threads N        merge with N threads, each a region of the shard (default: the cores this\n"
+                 "                     process may use); the output bytes do not depend on N. The native CLI's: the\n"
+                 "                     npm CLI accepts it and merges on one thread\n"
                  PB_PUSH_HELP
                  "  --help             show this help\n"
                : "usage: peft-bridge unmerge --base PATH --adapter DIR -o|--out DIR [options as for merge]\n"
