@@ -195,9 +195,10 @@ std::string_view CliHelp(std::string_view command) {
                  "  --allow-partial    merge even if adapter tensors cannot be applied (a warning per tensor)\n"
                  "  --follow-links     read shards and configs that are links leading outside their directory\n"
                  "  --no-copy-extra    copy none of the base's other files (tokenizer, generation config...)\n"
-                 "  --threads N        merge with N threads, each a region of the shard (default: the cores this\n"
-                 "                     process may use); the output bytes do not depend on N. The native CLI's: the\n"
-                 "                     npm CLI accepts it and merges on one thread\n"
+                 "  --threads N        merge with N threads, each a region of the shard; the output bytes do not\n"
+                 "                     depend on N (default: the cores this process may use when the low-rank\n"
+                 "                     products are at least half the work, else 1). The native CLI's: the npm\n"
+                 "                     CLI accepts it and merges on one thread\n"
                  PB_PUSH_HELP
                  "  --help             show this help\n"
                : "usage: peft-bridge unmerge --base PATH --adapter DIR -o|--out DIR [options as for merge]\n"

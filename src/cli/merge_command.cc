@@ -1,6 +1,7 @@
 // `merge` and `unmerge`: plan against every base shard's header, then stream each shard through the core
-// merger with pread (regions of it on --threads threads, each written in place with pwrite), writing every output (shards, index, config.json) to temporary files that are renamed
-// into place only when all of them are complete.
+// merger with pread (regions of it on --threads threads, each written in place with pwrite), writing every
+// output (shards, index, config.json) to temporary files that are renamed into place only when all of them are
+// complete.
 #include <dirent.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -217,8 +218,7 @@ int RunMerge(const app::CommandLine& line) {
     options.quantize = q.value();
   }
   const bool json = line.Has("json"), dry_run = line.Has("dry-run"), allow_partial = line.Has("allow-partial");
-  // --threads (checked by the grammar): regions of each shard merged at once; the bytes do not depend on it.
-  const size_t threads = line.Has("threads") ? std::stoul(*line.Value("threads")) : AvailableCores();
+
   app::OutputFlags flags;
   flags.force = line.Has("force");
   flags.follow_links = line.Has("follow-links");
@@ -253,6 +253,21 @@ int RunMerge(const app::CommandLine& line) {
 
   uint64_t source_total = 0;
   for (const auto& h : base->headers) source_total += h.data_size();
+  // --threads (checked by the grammar): regions of each shard merged at once; the bytes do not depend on it. By
+  // default every core, when the low-rank products are at least half the work; else one thread, since the
+  // copying does not get faster with more (one file's writes take its lock in turn: docs/benchmarks.md, issue 15).
+  size_t threads = 1;
+  if (line.Has("threads")) {
+    threads = std::stoul(*line.Value("threads"));
+  } else {
+    uint64_t all = 0, products = 0;
+    for (const auto& shard : plan->shards)
+      for (const auto& t : shard.tensors) {
+        all += merge::MergeCostOf(t);
+        products += merge::LowRankCostOf(t);
+      }
+    if (products * 2 >= all) threads = AvailableCores();
+  }
 
   // The policy: no link out of an input directory, no silent loss, no output over an input or into a
   // non-empty directory.

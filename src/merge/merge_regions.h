@@ -36,6 +36,8 @@ WritePlan RegionWritePlan(const ShardPlan& plan, TensorRange range);
 // (source plus output bytes, plus the low-rank product's work per element, which dominates at large ranks).
 uint64_t SourceBytesOf(const PlannedTensor& p);
 uint64_t MergeCostOf(const PlannedTensor& p);
+// The low-rank product's part of MergeCostOf (0 for a tensor that is copied, converted or replaced).
+uint64_t LowRankCostOf(const PlannedTensor& p);
 
 // Splits the plan's tensors into at most `pieces` contiguous regions of about equal cost (a tensor is never
 // split, so one large tensor may be a region on its own), in file order, covering every tensor. An empty plan
