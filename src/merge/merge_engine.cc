@@ -458,7 +458,7 @@ Status ShardMerger::PushNow(std::span<const uint8_t> bytes) {
 Status ShardMerger::Forwarded(uint64_t n) {
   if (!started_) return MakeError(ErrorCode::InvalidArgument, "Forwarded before Begin");
   while (n > 0) {
-    if (current_ >= plan_.tensors.size())
+    if (current_ >= last_)
       return MakeError(ErrorCode::InvalidArgument, "more source bytes than the plan expects");
     const PlannedTensor& p = plan_.tensors[current_];
     if (waiting() || !Forwardable(p, options_))
