@@ -4,7 +4,10 @@
 // (bench/merge_model_bench.sh). Values are cheap deterministic patterns: the merge's speed does not depend
 // on them.
 //
-//   make_llama_model OUT_DIR LAYERS
+//   make_llama_model OUT_DIR LAYERS [RANK=16] [--rank N] [--single-file] [--targets q_proj,v_proj,...]
+//
+// --single-file writes one model.safetensors (no index) instead of two shards (bench/merge_threads_bench.sh);
+// --targets chooses the adapter's modules among the attention projections (default q_proj,k_proj,v_proj,o_proj).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -68,11 +71,37 @@ void WriteFile(const std::string& path, const std::vector<TensorSpec>& specs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 && argc != 4) return std::fprintf(stderr, "usage: make_llama_model OUT_DIR LAYERS [RANK=16]\n"), 2;
+  if (argc < 3) {
+    return std::fprintf(stderr, "usage: make_llama_model OUT_DIR LAYERS [RANK=16] [--rank N] [--single-file] "
+                                "[--targets q_proj,v_proj,...]\n"), 2;
+  }
   const std::string out = argv[1];
   const int layers = std::atoi(argv[2]);
   // A larger rank makes a large adapter (r = 2048 on 4 layers: 1 GiB) for the adapter-memory measurement.
-  const uint64_t kRank = argc == 4 ? std::strtoull(argv[3], nullptr, 10) : 16;
+  uint64_t kRank = 16;
+  bool single = false;
+  std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  for (int i = 3; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--rank" && i + 1 < argc) {
+      kRank = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--single-file") {
+      single = true;
+    } else if (a == "--targets" && i + 1 < argc) {
+      targets.clear();
+      for (std::string list = argv[++i]; !list.empty();) {
+        const size_t comma = list.find(',');
+        targets.push_back(list.substr(0, comma));
+        list = comma == std::string::npos ? "" : list.substr(comma + 1);
+      }
+    } else if (i == 3 && a[0] != '-') {
+      kRank = std::strtoull(a.c_str(), nullptr, 10);
+    } else {
+      return std::fprintf(stderr, "make_llama_model: unknown argument `%s`\n", a.c_str()), 2;
+    }
+  }
+  std::string target_list;
+  for (const auto& t : targets) target_list += std::string(target_list.empty() ? "" : ", ") + "\"" + t + "\"";
   std::vector<std::vector<TensorSpec>> shards(2);
   std::string weight_map;
   auto add = [&](size_t shard, std::string name, std::vector<uint64_t> shape) {
@@ -82,7 +111,7 @@ int main(int argc, char** argv) {
   };
   add(0, "model.embed_tokens.weight", {kVocab, kHidden});
   for (int l = 0; l < layers; ++l) {
-    size_t s = l < layers / 2 ? 0 : 1;
+    size_t s = single || l < layers / 2 ? 0 : 1;
     std::string p = "model.layers." + std::to_string(l) + ".";
     for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj"}) add(s, p + "self_attn." + m + ".weight", {kHidden, kHidden});
     add(s, p + "mlp.gate_proj.weight", {kInter, kHidden});
@@ -91,10 +120,18 @@ int main(int argc, char** argv) {
     add(s, p + "input_layernorm.weight", {kHidden});
     add(s, p + "post_attention_layernorm.weight", {kHidden});
   }
-  add(1, "model.norm.weight", {kHidden});
-  add(1, "lm_head.weight", {kVocab, kHidden});
+  add(single ? 0 : 1, "model.norm.weight", {kHidden});
+  add(single ? 0 : 1, "lm_head.weight", {kVocab, kHidden});
   uint64_t total = 0;
-  for (size_t s = 0; s < 2; ++s) {
+  if (single) {
+    for (const auto& t : shards[0]) {
+      uint64_t n = 2;
+      for (auto d : t.shape) n *= d;
+      total += n;
+    }
+    WriteFile(out + "/model.safetensors", shards[0]);
+  }
+  for (size_t s = 0; s < 2 && !single; ++s) {
     for (const auto& t : shards[s]) {
       uint64_t n = 2;
       for (auto d : t.shape) n *= d;
@@ -102,10 +139,13 @@ int main(int argc, char** argv) {
     }
     WriteFile(out + "/model-0000" + std::to_string(s + 1) + "-of-00002.safetensors", shards[s]);
   }
-  FILE* f = std::fopen((out + "/model.safetensors.index.json").c_str(), "w");
-  std::fprintf(f, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {\n%s\n  }\n}\n",
-               static_cast<unsigned long long>(total), weight_map.c_str());
-  std::fclose(f);
+  FILE* f = nullptr;
+  if (!single) {
+    f = std::fopen((out + "/model.safetensors.index.json").c_str(), "w");
+    std::fprintf(f, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {\n%s\n  }\n}\n",
+                 static_cast<unsigned long long>(total), weight_map.c_str());
+    std::fclose(f);
+  }
   f = std::fopen((out + "/config.json").c_str(), "w");
   std::fprintf(f,
                "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 4096,\n  \"intermediate_size\": 11008,\n"
@@ -114,10 +154,10 @@ int main(int argc, char** argv) {
                "  \"vocab_size\": 32000\n}\n",
                layers);
   std::fclose(f);
-  // The adapter: F32 like PEFT's default, r = RANK (16), alpha 2r on the four attention projections.
+  // The adapter: F32 like PEFT's default, r = RANK (16), alpha 2r on the attention projections --targets names.
   std::vector<TensorSpec> lora;
   for (int l = 0; l < layers; ++l)
-    for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+    for (const auto& m : targets) {
       std::string p = "base_model.model.model.layers." + std::to_string(l) + ".self_attn." + m;
       lora.push_back({p + ".lora_A.weight", Dtype::F32, {kRank, kHidden}});
       lora.push_back({p + ".lora_B.weight", Dtype::F32, {kHidden, kRank}});
@@ -140,8 +180,8 @@ int main(int argc, char** argv) {
   }
   f = std::fopen((adir + "/adapter_config.json").c_str(), "w");
   std::fprintf(f, "{\"peft_type\": \"LORA\", \"task_type\": \"CAUSAL_LM\", \"r\": %llu, \"lora_alpha\": %llu, "
-                  "\"target_modules\": [\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\"]}",
-               static_cast<unsigned long long>(kRank), static_cast<unsigned long long>(2 * kRank));
+                  "\"target_modules\": [%s]}",
+               static_cast<unsigned long long>(kRank), static_cast<unsigned long long>(2 * kRank), target_list.c_str());
   std::fclose(f);
   std::printf("wrote %d layers, %.2f GB of weights, to %s\n", layers, static_cast<double>(total) / 1e9, out.c_str());
   return 0;

@@ -109,7 +109,7 @@ const std::vector<CommandSpec>& Commands() {
                       "no positional arguments (use --base, --adapter and -o/--out)",
                       {{"base", 0, Kind::kValue}, {"adapter", 0, Kind::kValue}, {"out", 'o', Kind::kValue}, dtype,
                        {"safe", 0, Kind::kFlag}, dry_run, json, base_config, arch, naming_table, force, allow_partial,
-                       follow_links, {"no-copy-extra", 0, Kind::kFlag}},
+                       follow_links, {"no-copy-extra", 0, Kind::kFlag}, {"threads", 0, Kind::kValue}},
                       {"base", "adapter"}});
       if (name == "merge") list.back().options.insert(list.back().options.end(), {quantize, scheme, group_size});
     }
@@ -243,6 +243,12 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     return usage("-o/--out is required (or --dry-run)");
   if (spec.name == "combine")
     if (auto bad = CheckCombineNumbers(line)) return usage(*bad);
+  if (auto threads = line.Value("threads")) {  // merge, unmerge: read by the native CLI (the npm CLI merges on one)
+    const std::string& t = *threads;
+    if (t.empty() || t.size() > 4 || t.find_first_not_of("0123456789") != std::string::npos || std::stoul(t) < 1 ||
+        std::stoul(t) > 1024)
+      return usage("--threads must be a whole number from 1 to 1024, not `" + ClipForMessage(t) + "`");
+  }
   if (spec.name == "convert") {
     if (!line.Has("quantize") && !line.Has("dtype")) return usage("--dtype is required");
     for (const char* only : {"dry-run", "base-config"})

@@ -33,6 +33,7 @@ class LocalShard final : public ShardBytes {
     }
     return Status::Ok();
   }
+  bool ConcurrentStreams() const override { return true; }
   const InputFile& file() const { return file_; }
 
  private:

@@ -27,6 +27,8 @@ class ShardBytes {
   virtual ~ShardBytes() = default;
   // Bytes [begin, end) of the file, in order, handed to `deliver` (which may stop the read with an error).
   virtual Status Stream(uint64_t begin, uint64_t end, const Deliver& deliver) = 0;
+  // Whether several threads may Stream at once (a local file: pread; not a remote one's connection).
+  virtual bool ConcurrentStreams() const { return false; }
 };
 
 struct BaseModel {

@@ -167,6 +167,10 @@ Status AtomicOutputFile::Commit(size_t filled) {
 
 Status AtomicOutputFile::WriteAt(uint64_t offset, std::span<const uint8_t> bytes) {
   PB_RETURN_IF_ERROR(Flush());
+  return WriteRegionAt(offset, bytes);
+}
+
+Status AtomicOutputFile::WriteRegionAt(uint64_t offset, std::span<const uint8_t> bytes) const {
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, off_t(offset + done));

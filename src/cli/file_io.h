@@ -45,6 +45,9 @@ class AtomicOutputFile final : public ByteSink {
   // Overwrites bytes already written at `offset` (after flushing what is buffered): for a header that is known
   // only once the data after it is written (extract reserves its region, then fills it).
   Status WriteAt(uint64_t offset, std::span<const uint8_t> bytes);
+  // Writes `bytes` at `offset` with pwrite, leaving the write-behind buffer alone: threads that fill disjoint
+  // ranges of the file (merge --threads) may call it at once. Nothing may be written with Write meanwhile.
+  Status WriteRegionAt(uint64_t offset, std::span<const uint8_t> bytes) const;
   // Flushes, syncs and closes the temporary file (Persist does this too). Commands writing several files
   // prepare them all before renaming any, so a failure leaves none of them under its final name.
   Status Prepare();

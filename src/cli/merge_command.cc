@@ -1,13 +1,22 @@
 // `merge` and `unmerge`: plan against every base shard's header, then stream each shard through the core
-// merger with pread, writing every output (shards, index, config.json) to temporary files that are renamed
-// into place only when all of them are complete.
+// merger with pread (regions of it on --threads threads, each written in place with pwrite), writing every
+// output (shards, index, config.json) to temporary files that are renamed into place only when all of them are
+// complete.
 #include <dirent.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <numeric>
+#include <thread>
 
 #include "adapter/python_json.h"
 #include "cli/adapter_dir.h"
@@ -30,39 +39,154 @@
 namespace pb::cli {
 namespace {
 
-// The shard's planned tensors stream through the core merger, one read per run of adjacent tensors (a whole
-// shard is one run: its data has no holes); the adapter's factors are supplied as the merger asks for them
-// (before each merged tensor).
-Status MergeShard(ShardBytes& in, const Header& header, const merge::ShardPlan& plan, const AdapterDir& adapter,
-                  const merge::MergeOptions& options, ByteSink& sink, StderrProgress& progress, uint64_t& done,
-                  std::vector<merge::QuantError>& quant_errors) {
-  merge::ShardMerger merger(plan, options, sink);
+// The output of one region: its bytes at their place in the output file, with pwrite, through a small buffer;
+// large writes (a read's worth of untouched bytes, a merged row block) go straight from the caller's span.
+class RegionSink final : public ByteSink {
+ public:
+  static constexpr size_t kBuffer = 256 << 10;  // perf-findings: writes of <= 256 KiB avoid the VM's cold pages
+  RegionSink(const AtomicOutputFile& file, uint64_t offset) : file_(file), pos_(offset) {}
+  Status Write(std::span<const uint8_t> bytes) override {
+    if (bytes.size() >= kBuffer) {
+      PB_RETURN_IF_ERROR(Flush());
+      PB_RETURN_IF_ERROR(file_.WriteRegionAt(pos_, bytes));
+      pos_ += bytes.size();
+      return Status::Ok();
+    }
+    if (used_ + bytes.size() > kBuffer) PB_RETURN_IF_ERROR(Flush());
+    if (buffer_.empty()) buffer_.resize(kBuffer);
+    std::memcpy(buffer_.data() + used_, bytes.data(), bytes.size());
+    used_ += bytes.size();
+    return Status::Ok();
+  }
+  Status Flush() {
+    if (used_ == 0) return Status::Ok();
+    PB_RETURN_IF_ERROR(file_.WriteRegionAt(pos_, std::span<const uint8_t>(buffer_.data(), used_)));
+    pos_ += used_;
+    used_ = 0;
+    return Status::Ok();
+  }
+
+ private:
+  const AtomicOutputFile& file_;
+  uint64_t pos_;
+  std::vector<uint8_t> buffer_;
+  size_t used_ = 0;
+};
+
+// The progress line fed by every thread: the bytes moved add up atomically, and one thread at a time draws.
+class SharedProgress {
+ public:
+  SharedProgress(StderrProgress& progress, uint64_t before) : progress_(progress), before_(before) {}
+  void Add(uint64_t bytes) {
+    moved_.fetch_add(bytes, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mutex_);
+    progress_.Update(before_ + moved_.load(std::memory_order_relaxed));  // read under the lock: never goes back
+  }
+  uint64_t moved() const { return moved_.load(); }
+
+ private:
+  StderrProgress& progress_;
+  const uint64_t before_;
+  std::atomic<uint64_t> moved_{0};
+  std::mutex mutex_;
+};
+
+struct ShardWork {
+  ShardBytes& in;
+  const Header& header;
+  const merge::ShardPlan& plan;
+  const AdapterDir& adapter;
+  const merge::MergeOptions& options;
+  const AtomicOutputFile& out;
+};
+
+// One region of a shard (merge/merge_regions.h) through its own merger, one read per run of adjacent tensors
+// (a whole shard is one run: its data has no holes); the adapter's factors are supplied as the merger asks
+// for them (before each merged tensor), read by range with pread. `stop` says the region's result is no longer
+// wanted (an earlier region failed).
+Status MergeRegion(const ShardWork& w, merge::TensorRange range, SharedProgress& progress,
+                   const std::function<bool()>& stop, std::vector<merge::QuantError>& quant_errors) {
+  RegionSink sink(w.out, w.plan.write.header.size() + merge::RegionOutputOf(w.plan, range).data_begin);
+  merge::ShardMerger merger(w.plan, w.options, sink, range);
   PB_RETURN_IF_ERROR(merger.Begin());
-  PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, adapter));
+  PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, w.adapter));
   auto push = [&](std::span<const uint8_t> bytes) -> Status {
+    if (stop()) return MakeError(ErrorCode::IoError, "stopped: an earlier region failed");
     PB_RETURN_IF_ERROR(merger.Push(bytes));
-    PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, adapter));
-    done += bytes.size();
-    progress.Update(done);
+    PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, w.adapter));
+    progress.Add(bytes.size());
     return Status::Ok();
   };
   std::optional<std::pair<uint64_t, uint64_t>> run;  // [begin, end) of the data not yet read
-  for (const auto& t : plan.tensors) {
+  for (size_t i = range.first; i < range.last; ++i) {
+    const auto& t = w.plan.tensors[i];
     if (!t.source) continue;
-    const TensorInfo info = header.tensor(*t.source);
-    const uint64_t begin = header.data_start() + info.begin, end = header.data_start() + info.end;
+    const TensorInfo info = w.header.tensor(*t.source);
+    const uint64_t begin = w.header.data_start() + info.begin, end = w.header.data_start() + info.end;
     if (run && run->second == begin) {
       run->second = end;
       continue;
     }
-    if (run) PB_RETURN_IF_ERROR(in.Stream(run->first, run->second, push));
+    if (run) PB_RETURN_IF_ERROR(w.in.Stream(run->first, run->second, push));
     run = {begin, end};
   }
-  if (run) PB_RETURN_IF_ERROR(in.Stream(run->first, run->second, push));
-  PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, adapter));
+  if (run) PB_RETURN_IF_ERROR(w.in.Stream(run->first, run->second, push));
+  PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, w.adapter));
   PB_RETURN_IF_ERROR(merger.Finish());
-  quant_errors.insert(quant_errors.end(), merger.quant_errors().begin(), merger.quant_errors().end());
+  PB_RETURN_IF_ERROR(sink.Flush());
+  quant_errors = merger.quant_errors();
   return Status::Ok();
+}
+
+// A shard merged by up to `threads` threads: the header first, then its regions (a few per thread, of about
+// equal cost; the largest are taken first), each written at its offset. The outcome is the single-threaded
+// one: the error of the earliest failing region in file order (the regions after it stop early, those before
+// it finish), and the quantization errors in file order.
+Status MergeShard(const ShardWork& w, size_t threads, StderrProgress& progress, uint64_t& done,
+                  std::vector<merge::QuantError>& quant_errors) {
+  if (!w.in.ConcurrentStreams()) threads = 1;
+  const std::vector<merge::TensorRange> regions = merge::SplitIntoRegions(w.plan, threads == 1 ? 1 : threads * 4);
+  const auto& header = w.plan.write.header;
+  PB_RETURN_IF_ERROR(w.out.WriteRegionAt(0, {reinterpret_cast<const uint8_t*>(header.data()), header.size()}));
+  std::vector<uint64_t> cost(regions.size(), 0);
+  for (size_t r = 0; r < regions.size(); ++r)
+    for (size_t i = regions[r].first; i < regions[r].last; ++i) cost[r] += merge::MergeCostOf(w.plan.tensors[i]);
+  std::vector<size_t> order(regions.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+
+  SharedProgress shared(progress, done);
+  std::vector<std::optional<Error>> errors(regions.size());
+  std::vector<std::vector<merge::QuantError>> quant(regions.size());
+  std::atomic<size_t> next{0}, failed{SIZE_MAX};  // the earliest region (in file order) known to have failed
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < regions.size();) {
+      const size_t r = order[k];
+      if (failed.load() < r) continue;
+      Status s = MergeRegion(w, regions[r], shared, [&] { return failed.load(std::memory_order_relaxed) < r; }, quant[r]);
+      if (s.ok() || failed.load() < r) continue;
+      errors[r] = s.error();
+      for (size_t f = failed.load(); r < f && !failed.compare_exchange_weak(f, r);) {
+      }
+    }
+  };
+  threads = std::min(threads, regions.size());
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  done += shared.moved();
+  for (size_t r = 0; r < regions.size(); ++r)
+    if (errors[r]) return *errors[r];
+  for (auto& q : quant) quant_errors.insert(quant_errors.end(), q.begin(), q.end());
+  return Status::Ok();
+}
+
+// The cores this process may run on (its affinity mask), else what the hardware reports.
+size_t AvailableCores() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return static_cast<size_t>(CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 uint64_t PeakRssBytes() {
@@ -94,6 +218,7 @@ int RunMerge(const app::CommandLine& line) {
     options.quantize = q.value();
   }
   const bool json = line.Has("json"), dry_run = line.Has("dry-run"), allow_partial = line.Has("allow-partial");
+
   app::OutputFlags flags;
   flags.force = line.Has("force");
   flags.follow_links = line.Has("follow-links");
@@ -128,6 +253,21 @@ int RunMerge(const app::CommandLine& line) {
 
   uint64_t source_total = 0;
   for (const auto& h : base->headers) source_total += h.data_size();
+  // --threads (checked by the grammar): regions of each shard merged at once; the bytes do not depend on it. By
+  // default every core, when the low-rank products are at least half the work; else one thread, since the
+  // copying does not get faster with more (one file's writes take its lock in turn: docs/benchmarks.md, issue 15).
+  size_t threads = 1;
+  if (line.Has("threads")) {
+    threads = std::stoul(*line.Value("threads"));
+  } else {
+    uint64_t all = 0, products = 0;
+    for (const auto& shard : plan->shards)
+      for (const auto& t : shard.tensors) {
+        all += merge::MergeCostOf(t);
+        products += merge::LowRankCostOf(t);
+      }
+    if (products * 2 >= all) threads = AvailableCores();
+  }
 
   // The policy: no link out of an input directory, no silent loss, no output over an input or into a
   // non-empty directory.
@@ -181,8 +321,8 @@ int RunMerge(const app::CommandLine& line) {
       auto out = transaction.value()->Add(plan->shards[s].name);
       if (!out.ok()) { status = out.error(); break; }
       progress.StartFile(plan->shards[s].name, done);
-      status = MergeShard(*base->shards[s], base->headers[s], plan->shards[s], adapter_dir.value(), options, *out.value(), progress, done,
-                          quant_errors);
+      const ShardWork work{*base->shards[s], base->headers[s], plan->shards[s], adapter_dir.value(), options, *out.value()};
+      status = MergeShard(work, threads, progress, done, quant_errors);
       if (status.ok()) status = out.value()->Prepare();
     }
     auto write_text = [&](const std::string& name, const std::string& text) {

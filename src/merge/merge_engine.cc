@@ -359,7 +359,13 @@ class ShardMerger::TensorState {
 };
 
 ShardMerger::ShardMerger(const ShardPlan& plan, const MergeOptions& options, ByteSink& sink)
-    : plan_(plan), options_(options), sink_(sink), writer_(plan.write, sink) {}
+    : plan_(plan), options_(options), sink_(sink), writer_(plan.write, sink), last_(plan.tensors.size()) {}
+
+ShardMerger::ShardMerger(const ShardPlan& plan, const MergeOptions& options, ByteSink& sink, TensorRange range)
+    : plan_(plan), options_(options), sink_(sink), writer_(RegionWritePlan(plan, range), sink),
+      last_(std::min(range.last, plan.tensors.size())) {
+  first_ = current_ = std::min(range.first, last_);
+}
 
 ShardMerger::~ShardMerger() = default;
 
@@ -372,7 +378,7 @@ static uint64_t SourceBytes(const PlannedTensor& p) {
 
 uint64_t ShardMerger::source_bytes() const {
   uint64_t total = 0;
-  for (const auto& p : plan_.tensors) total += SourceBytes(p);
+  for (size_t i = first_; i < last_; ++i) total += SourceBytes(plan_.tensors[i]);
   return total;
 }
 
@@ -385,7 +391,7 @@ Status ShardMerger::Begin() {
 // Opens plan_.tensors[current_], completing in passing every tensor that takes no source bytes. Stops (state_
 // empty) while the tensor's adapter bytes are awaited.
 Status ShardMerger::StartNext() {
-  while (current_ < plan_.tensors.size()) {
+  while (current_ < last_) {
     const PlannedTensor& p = plan_.tensors[current_];
     if (!fetch_requested_) {
       fetch_.Request(AdapterTensorsOf(p));
@@ -431,7 +437,7 @@ Status ShardMerger::PushNow(std::span<const uint8_t> bytes) {
       pending_.insert(pending_.end(), bytes.begin(), bytes.end());
       return Status::Ok();
     }
-    if (current_ >= plan_.tensors.size())
+    if (current_ >= last_)
       return MakeError(ErrorCode::InvalidArgument, "more source bytes than the plan expects");
     const uint64_t need = SourceBytes(plan_.tensors[current_]);
     const uint64_t done = consumed_in_tensor_;
@@ -452,7 +458,7 @@ Status ShardMerger::PushNow(std::span<const uint8_t> bytes) {
 Status ShardMerger::Forwarded(uint64_t n) {
   if (!started_) return MakeError(ErrorCode::InvalidArgument, "Forwarded before Begin");
   while (n > 0) {
-    if (current_ >= plan_.tensors.size())
+    if (current_ >= last_)
       return MakeError(ErrorCode::InvalidArgument, "more source bytes than the plan expects");
     const PlannedTensor& p = plan_.tensors[current_];
     if (waiting() || !Forwardable(p, options_))
@@ -489,7 +495,7 @@ Status ShardMerger::Finish() {
   if (waiting() && !fetch_.ready())
     return MakeError(ErrorCode::InvalidArgument, "the adapter bytes for `" + plan_.tensors[current_].name +
                                                      "` were not supplied", plan_.tensors[current_].name);
-  if (current_ < plan_.tensors.size())
+  if (current_ < last_)
     return MakeError(ErrorCode::InvalidArgument, "the source ended before tensor `" + plan_.tensors[current_].name + "`",
                      plan_.tensors[current_].name);
   return writer_.Finish();

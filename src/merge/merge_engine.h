@@ -19,6 +19,7 @@
 #include "adapter/tensor_fetch.h"
 #include "core/reader.h"
 #include "merge/merge_plan.h"
+#include "merge/merge_regions.h"
 #include "merge/quantize_stream.h"
 
 namespace pb::merge {
@@ -37,6 +38,10 @@ std::vector<SourceRun> SourceRuns(const ShardPlan& plan, const Header& header, c
 class ShardMerger final : public adapter::AdapterBytesConsumer {
  public:
   ShardMerger(const ShardPlan& plan, const MergeOptions& options, ByteSink& sink);
+  // One region of the shard (merge/merge_regions.h): only tensors [range.first, range.last) - their source
+  // bytes in, their output data bytes out (no header: those bytes belong at RegionOutputOf(plan, range)'s
+  // data_begin). Regions of one plan may be merged at once, each by its own merger.
+  ShardMerger(const ShardPlan& plan, const MergeOptions& options, ByteSink& sink, TensorRange range);
   ~ShardMerger() override;
   Status Begin();
   // The source bytes of the plan's tensors, concatenated in plan order, in chunks of any size. After Begin and
@@ -62,11 +67,12 @@ class ShardMerger final : public adapter::AdapterBytesConsumer {
   Status StartNext();
   Status FinishCurrent();
   Status PushNow(std::span<const uint8_t> bytes);
-  bool waiting() const { return started_ && current_ < plan_.tensors.size() && !state_; }
+  bool waiting() const { return started_ && current_ < last_ && !state_; }
   const ShardPlan& plan_;
   const MergeOptions& options_;
   ByteSink& sink_;
   StreamingWriter writer_;
+  size_t first_ = 0, last_ = 0;  // the planned tensors this merger handles (all of them but for a region)
   size_t current_ = 0;
   bool started_ = false;
   uint64_t consumed_total_ = 0;

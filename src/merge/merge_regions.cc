@@ -1,0 +1,103 @@
+#include "merge/merge_regions.h"
+
+#include <algorithm>
+
+namespace pb::merge {
+
+namespace {
+
+// The WritePlan entries a planned tensor produces (merge_plan.cc writes them in this order).
+size_t WriteEntriesOf(const PlannedTensor& p) {
+  if (!p.quantized) return 1;
+  return p.quantized->shape.empty() ? 2 : 3;
+}
+
+// A low-rank product costs about 2·rank flops per element; at 1 cost unit per 8 rank-elements, a BF16 weight
+// (4 bytes moved per element) merged at r = 32 costs twice its copy. Checked against a profile (docs/benchmarks.md,
+// issue 15): LLaMA-shaped, 3 layers, q/v at r = 64 to tmpfs, the kernel was 17 % of the CPU; this model says 19 %.
+constexpr uint64_t kRankElementsPerUnit = 8;
+
+}  // namespace
+
+RegionOutput RegionOutputOf(const ShardPlan& plan, TensorRange range) {
+  const size_t last = std::min(range.last, plan.tensors.size()), first = std::min(range.first, last);
+  RegionOutput out;
+  size_t w = 0;
+  for (size_t i = 0; i < first; ++i) w += WriteEntriesOf(plan.tensors[i]);
+  out.write_first = w;
+  for (size_t i = first; i < last; ++i) w += WriteEntriesOf(plan.tensors[i]);
+  out.write_last = std::min(w, plan.write.tensors.size());
+  out.write_first = std::min(out.write_first, out.write_last);
+  const auto& t = plan.write.tensors;
+  out.data_begin = out.write_first < t.size() ? t[out.write_first].begin : plan.write.data_size;
+  out.data_end = out.write_last > out.write_first ? t[out.write_last - 1].end : out.data_begin;
+  return out;
+}
+
+WritePlan RegionWritePlan(const ShardPlan& plan, TensorRange range) {
+  const RegionOutput r = RegionOutputOf(plan, range);
+  WritePlan w;
+  for (size_t i = r.write_first; i < r.write_last; ++i) {
+    pb::PlannedTensor t = plan.write.tensors[i];
+    t.begin -= r.data_begin;
+    t.end -= r.data_begin;
+    w.tensors.push_back(t);
+  }
+  w.data_size = r.data_end - r.data_begin;
+  return w;
+}
+
+uint64_t SourceBytesOf(const PlannedTensor& p) {
+  if (!p.source) return 0;
+  uint64_t n = 1;
+  for (uint64_t d : p.shape) n *= d;
+  return n * DtypeBits(p.in_dtype) / 8;
+}
+
+uint64_t LowRankCostOf(const PlannedTensor& p) {
+  switch (p.op) {
+    case TensorOp::kLowRank:
+    case TensorOp::kLowRankEmbedding:
+    case TensorOp::kLowRankExperts:
+    case TensorOp::kDoraRows:
+    case TensorOp::kDoraColumns: {
+      if (!p.module) return 0;
+      uint64_t elements = 1;
+      for (uint64_t d : p.shape) elements *= d;
+      return elements * p.module->rank() / kRankElementsPerUnit;
+    }
+    default: return 0;
+  }
+}
+
+uint64_t MergeCostOf(const PlannedTensor& p) {
+  uint64_t elements = 1;
+  for (uint64_t d : p.shape) elements *= d;
+  return SourceBytesOf(p) + elements * DtypeBits(p.out_dtype) / 8 + LowRankCostOf(p);
+}
+
+std::vector<TensorRange> SplitIntoRegions(const ShardPlan& plan, size_t pieces) {
+  const size_t n = plan.tensors.size();
+  pieces = std::max<size_t>(1, std::min(pieces, n));
+  uint64_t total = 0;
+  for (const auto& p : plan.tensors) total += MergeCostOf(p);
+  std::vector<TensorRange> regions;
+  size_t first = 0;
+  uint64_t before = 0, in_region = 0;  // cost of the regions closed so far, and of the open one
+  for (size_t i = 0; i < n; ++i) {
+    in_region += MergeCostOf(plan.tensors[i]);
+    // Close the region once it reaches its share of what is left, leaving a tensor for each region still to come.
+    const size_t left = pieces - regions.size();
+    const uint64_t share = (total - before + left - 1) / left;
+    if (left > 1 && in_region >= share && n - (i + 1) >= left - 1) {
+      regions.push_back({first, i + 1});
+      first = i + 1;
+      before += in_region;
+      in_region = 0;
+    }
+  }
+  regions.push_back({first, n});
+  return regions;
+}
+
+}  // namespace pb::merge

@@ -1,0 +1,47 @@
+// A shard's merge split into regions: contiguous runs of its planned tensors that independent ShardMergers
+// (merge_engine.h, constructed with a TensorRange) can merge at once, each writing only its tensors' output
+// bytes, which belong at a known place in the output file: the output header (plan.write.header) is fixed
+// before any data, so every tensor's output offset is known from the plan. Sans-I/O: the edge owns the threads,
+// the reads and the positional writes (the native CLI, cli/merge_command.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "merge/merge_plan.h"
+
+namespace pb::merge {
+
+// Planned tensors [first, last) of a ShardPlan (last is clamped to the plan's size).
+struct TensorRange {
+  size_t first = 0;
+  size_t last = SIZE_MAX;
+};
+
+// Where a region's output goes: bytes [data_begin, data_end) of the output's data section (add
+// plan.write.header.size() for the file offset), and the WritePlan entries [write_first, write_last) its
+// tensors produce (one per tensor; two or three for a weight written quantized).
+struct RegionOutput {
+  uint64_t data_begin = 0, data_end = 0;
+  size_t write_first = 0, write_last = 0;
+};
+RegionOutput RegionOutputOf(const ShardPlan& plan, TensorRange range);
+
+// The WritePlan a region's merger writes through: no header, the region's entries with offsets relative to
+// data_begin, data_size = data_end - data_begin.
+WritePlan RegionWritePlan(const ShardPlan& plan, TensorRange range);
+
+// The source bytes planned tensor `p` takes (0 for an addition), and a rough cost of merging it in bytes moved
+// (source plus output bytes, plus the low-rank product's work per element, which dominates at large ranks).
+uint64_t SourceBytesOf(const PlannedTensor& p);
+uint64_t MergeCostOf(const PlannedTensor& p);
+// The low-rank product's part of MergeCostOf (0 for a tensor that is copied, converted or replaced).
+uint64_t LowRankCostOf(const PlannedTensor& p);
+
+// Splits the plan's tensors into at most `pieces` contiguous regions of about equal cost (a tensor is never
+// split, so one large tensor may be a region on its own), in file order, covering every tensor. An empty plan
+// gives one empty region.
+std::vector<TensorRange> SplitIntoRegions(const ShardPlan& plan, size_t pieces);
+
+}  // namespace pb::merge
