@@ -359,14 +359,21 @@ HWY_INLINE void Block(const typename Src::T* w, size_t ldw, typename Dst::T* out
     HWY_UNROLL(16)
     for (size_t v = 0; v < NV; ++v) acc[r][v] = hn::Zero(df);
   }
+  // Pointers advanced once per k step (rather than k * kstride and r * rank + k per access): em++ kept an
+  // i32.mul and several adds per step for those, and V8's code for the WASM k loop is bound by how many
+  // instructions it issues per cycle, not by the multiplies and adds alone.
+  const float* HWY_RESTRICT rk = rp;
+  const float* HWY_RESTRICT lk[MR];
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < MR; ++r) lk[r] = lp + r * rank;
   for (size_t k = 0; k < rank; ++k) {
-    const float* HWY_RESTRICT rk = rp + k * kstride;
     VF b[NV];
     HWY_UNROLL(16)
     for (size_t v = 0; v < NV; ++v) b[v] = hn::LoadU(df, rk + v * N);
+    rk += kstride;
     HWY_UNROLL(16)
     for (size_t r = 0; r < MR; ++r) {
-      const VF a = hn::Set(df, lp[r * rank + k]);
+      const VF a = hn::Set(df, *lk[r]++);
       HWY_UNROLL(16)
       for (size_t v = 0; v < NV; ++v) acc[r][v] = hn::Add(acc[r][v], MulNoFuse(a, b[v]));
     }
