@@ -29,6 +29,13 @@
 // which shares the vector pipes with the arithmetic. Tried and dropped (no gain or slower): non-temporal
 // stores for large outputs (neutral with AVX-512, +35 % time with AVX2: half-line streaming stores from
 // four interleaved rows), 512-bit vectors (see DF below), a smaller (L1-sized) pack tile.
+// The epilogue's cost per 8 elements is what separates the kernel from its floor at low rank (issue 15,
+// docs/benchmarks.md "Merge kernel, fused"): with AVX-512 the BF16 rounding is a bit test into a mask and a
+// masked add (FmtBF16::RoundedHigh); on WASM, where a per-vector NaN fix is f32x4.ne plus a three-instruction
+// bitselect in V8, each register-block row is tested for NaN once (kNaNCheckPerRow) and rounded without the fix.
+// Tried for issue 15 and dropped: vmulps with an embedded broadcast of left[i, k] (fewer instructions per k
+// step, but 5-20 % slower on Zen 4), unrolling the k loop by 2 (no change), the per-row NaN test natively
+// (no gain: fpclass plus a masked move is cheap with AVX-512).
 // Natively the best target is chosen at run time; the WASM build (PB_STATIC_DISPATCH) compiles SIMD128 only.
 
 #include "kernels/lowrank.h"
@@ -142,6 +149,13 @@ constexpr size_t kMR = 2, kNV = 4;
 constexpr size_t kMR = 4, kNV = 2;
 #endif
 
+// The pair epilogue tests a whole row of the register block for NaN at once (see Block) where a per-vector
+// NaN fix costs more than the sum: on WASM (f32x4.ne plus a three-instruction bitselect per vector in V8).
+#ifndef PB_LR_NAN_CHECK_PER_ROW
+#define PB_LR_NAN_CHECK_PER_ROW (HWY_TARGET == HWY_WASM)
+#endif
+constexpr bool kNaNCheckPerRow = PB_LR_NAN_CHECK_PER_ROW;
+
 // ---- no fused multiply-add ----
 // An empty asm statement that claims to modify its operand: the compiler must materialise the rounded
 // product in a register, so it cannot contract product and sum into an FMA. Emits no instruction.
@@ -224,14 +238,39 @@ struct FmtBF16 {
   }
   // f32 bits + rounding bias: the bf16 result (RNE) is the high half; NaN -> 0x7FC0 in the high half.
   static HWY_INLINE hn::Vec<DU> RoundedHigh(VF v) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    // AVX-512 (DF is 256-bit here): the bias is 0x7FFF, or 0x8000 where the lowest kept bit (bit 16) is
+    // set, i.e. a test into a mask and a masked add instead of a shift, an and and a second add; the NaN
+    // lanes are found by fpclass (quiet | signalling) and overwritten by a masked move. Same bits, one
+    // vector operation fewer per 8 elements in an epilogue that shares the pipes with the k loop.
+    const __m256i u = _mm256_castps_si256(v.raw);
+    const __mmask8 odd = _mm256_test_epi32_mask(u, _mm256_set1_epi32(0x10000));
+    __m256i r = _mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF));
+    r = _mm256_mask_add_epi32(r, odd, u, _mm256_set1_epi32(0x8000));
+    r = _mm256_mask_mov_epi32(r, _mm256_fpclass_ps_mask(v.raw, 0x81), _mm256_set1_epi32(0x7FC00000));
+    return hn::Vec<DU>{r};
+#else
     const DU du;
     const auto u = hn::BitCast(du, v);
     const auto r = hn::Add(u, hn::Add(hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)), hn::Set(du, 0x7FFFu)));
     return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Set(du, 0x7FC00000u), r);
+#endif
   }
   static HWY_INLINE void StorePair(VF even, VF odd, T* p) {
     const DU du;
     const auto packed = hn::Or(hn::ShiftRight<16>(RoundedHigh(even)), hn::And(RoundedHigh(odd), hn::Set(du, 0xFFFF0000u)));
+    hn::StoreU(packed, du, reinterpret_cast<uint32_t*>(p));
+  }
+  // StorePair for values known not to be NaN (the caller checked): the rounding alone.
+  static HWY_INLINE hn::Vec<DU> RoundedHighNotNaN(VF v) {
+    const DU du;
+    const auto u = hn::BitCast(du, v);
+    return hn::Add(u, hn::Add(hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)), hn::Set(du, 0x7FFFu)));
+  }
+  static HWY_INLINE void StorePairNotNaN(VF even, VF odd, T* p) {
+    const DU du;
+    const auto packed = hn::Or(hn::ShiftRight<16>(RoundedHighNotNaN(even)),
+                               hn::And(RoundedHighNotNaN(odd), hn::Set(du, 0xFFFF0000u)));
     hn::StoreU(packed, du, reinterpret_cast<uint32_t*>(p));
   }
 };
@@ -320,14 +359,21 @@ HWY_INLINE void Block(const typename Src::T* w, size_t ldw, typename Dst::T* out
     HWY_UNROLL(16)
     for (size_t v = 0; v < NV; ++v) acc[r][v] = hn::Zero(df);
   }
+  // Pointers advanced once per k step (rather than k * kstride and r * rank + k per access): em++ kept an
+  // i32.mul and several adds per step for those, and V8's code for the WASM k loop is bound by how many
+  // instructions it issues per cycle, not by the multiplies and adds alone.
+  const float* HWY_RESTRICT rk = rp;
+  const float* HWY_RESTRICT lk[MR];
+  HWY_UNROLL(16)
+  for (size_t r = 0; r < MR; ++r) lk[r] = lp + r * rank;
   for (size_t k = 0; k < rank; ++k) {
-    const float* HWY_RESTRICT rk = rp + k * kstride;
     VF b[NV];
     HWY_UNROLL(16)
     for (size_t v = 0; v < NV; ++v) b[v] = hn::LoadU(df, rk + v * N);
+    rk += kstride;
     HWY_UNROLL(16)
     for (size_t r = 0; r < MR; ++r) {
-      const VF a = hn::Set(df, lp[r * rank + k]);
+      const VF a = hn::Set(df, *lk[r]++);
       HWY_UNROLL(16)
       for (size_t v = 0; v < NV; ++v) acc[r][v] = hn::Add(acc[r][v], MulNoFuse(a, b[v]));
     }
@@ -335,6 +381,7 @@ HWY_INLINE void Block(const typename Src::T* w, size_t ldw, typename Dst::T* out
   HWY_UNROLL(16)
   for (size_t r = 0; r < MR; ++r) {
     if constexpr (kPairs) {
+      // y = float(w) + t for the row's NV vectors, kept in the accumulators.
       HWY_UNROLL(16)
       for (size_t v = 0; v < NV; v += 2) {
         VF w_even, w_odd;
@@ -345,8 +392,24 @@ HWY_INLINE void Block(const typename Src::T* w, size_t ldw, typename Dst::T* out
           t_even = Src::RoundTrip(t_even);
           t_odd = Src::RoundTrip(t_odd);
         }
-        Dst::StorePair(hn::Add(w_even, t_even), hn::Add(w_odd, t_odd), out + r * ldo + v * N);
+        acc[r][v] = hn::Add(w_even, t_even);
+        acc[r][v + 1] = hn::Add(w_odd, t_odd);
       }
+      if constexpr (kNaNCheckPerRow) {
+        // One NaN test for the row instead of one per vector: the sum of all its y is NaN if any y is
+        // (Inf + -Inf also gives NaN: a false alarm that only costs the careful path). Without NaN, the
+        // rounding needs no NaN fix.
+        VF sum = acc[r][0];
+        HWY_UNROLL(16)
+        for (size_t v = 1; v < NV; ++v) sum = hn::Add(sum, acc[r][v]);
+        if (HWY_LIKELY(hn::AllFalse(df, hn::IsNaN(sum)))) {
+          HWY_UNROLL(16)
+          for (size_t v = 0; v < NV; v += 2) Dst::StorePairNotNaN(acc[r][v], acc[r][v + 1], out + r * ldo + v * N);
+          continue;
+        }
+      }
+      HWY_UNROLL(16)
+      for (size_t v = 0; v < NV; v += 2) Dst::StorePair(acc[r][v], acc[r][v + 1], out + r * ldo + v * N);
     } else {
       HWY_UNROLL(16)
       for (size_t v = 0; v < NV; ++v) {

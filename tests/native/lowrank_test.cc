@@ -300,6 +300,45 @@ TEST(LowRank, MergeRowsF32BitExact) {
   }
 }
 
+// Random shapes against the scalar reference: rows 1..17 (below and above the packing threshold, partial
+// register blocks), cols with odd tails (and a few wide enough for several packed column super-tiles), rank
+// 1..80, every dtype pair through MergeRows and MergeRowsRoundDeltaFirst, MergeRowsF32, merge and unmerge.
+TEST(LowRank, RandomShapesAllDtypePairsBitExact) {
+  XorShift32 rng{0x5EED1234u};
+  for (int trial = 0; trial < 28; ++trial) {
+    const size_t rows = 1 + rng.Next() % 17;
+    const size_t cols = trial % 7 == 6 ? 1000 + rng.Next() % 1700 : 1 + rng.Next() % 300;
+    const size_t rank = 1 + rng.Next() % 80;
+    const float sign = (rng.Next() & 1) ? 1.0f : -1.0f;
+    const float scale = RandomFloat(rng, 125, 129);
+    const Problem p = MakeProblem(rows, cols, rank, scale, sign, rng.Next());
+    const size_t n = rows * cols;
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + " r" + std::to_string(rank) +
+                              (sign < 0 ? " unmerge" : "");
+    for (Dtype in : kAllFloat) {
+      const std::vector<uint8_t> w = MakeWeights(in, n, rng.Next(), true);
+      for (Dtype out_dtype : kAllFloat) {
+        const std::vector<uint8_t> want = ExpectedMerge(p, in, w.data(), out_dtype, false);
+        const std::vector<uint8_t> want_df = ExpectedMerge(p, in, w.data(), out_dtype, true);
+        const std::string what = Name(in) + "->" + Name(out_dtype) + " " + shape;
+        ForEachTarget([&] {
+          std::vector<uint8_t> got(want.size(), 0xAB);
+          ASSERT_TRUE(k::MergeRows(in, w.data(), out_dtype, got.data(), rows, cols, p.Factors()));
+          ExpectSameElements(got, want, Width(out_dtype), what);
+          std::fill(got.begin(), got.end(), 0xCD);
+          ASSERT_TRUE(k::MergeRowsRoundDeltaFirst(in, w.data(), out_dtype, got.data(), rows, cols, p.Factors()));
+          ExpectSameElements(got, want_df, Width(out_dtype), "delta-first " + what);
+          if (out_dtype == Dtype::F32) {
+            std::fill(got.begin(), got.end(), 0xEF);
+            ASSERT_TRUE(k::MergeRowsF32(in, w.data(), reinterpret_cast<float*>(got.data()), rows, cols, p.Factors()));
+            ExpectSameElements(got, want, 4, "MergeRowsF32 " + what);
+          }
+        });
+      }
+    }
+  }
+}
+
 // NaN and Inf in w come out as the reference says (and as NaN / Inf at all).
 TEST(LowRank, NonFiniteWeightsPropagate) {
   const Problem p = MakeProblem(6, 40, 9, 0.75f, 1.0f, 7);
