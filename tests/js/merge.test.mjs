@@ -290,15 +290,19 @@ test('mergeShards: only the tensors the adapter changes enter the WASM heap; the
   const base = await safetensors(tensors);
   const expected = await streamMerge(base, { adapter: adapterOf(adapter) });
   const { getModule } = await import(join(webDir, 'src', 'init.js'));
-  const proto = (await getModule()).Merger.prototype;
-  const counted = { push: 0, forwarded: 0 };
-  const originals = { push: proto.push, forwarded: proto.forwarded };
-  for (const name of ['push', 'forwarded'])
-    proto[name] = function (n) {
-      counted[name] += n;
-      return originals[name].call(this, n);
-    };
-  t.after(() => Object.assign(proto, originals));
+  // Counts the bytes each handle method is called with (its first argument), until the test ends.
+  const countBytes = (proto, names) => {
+    const counted = Object.fromEntries(names.map((name) => [name, 0]));
+    const originals = Object.fromEntries(names.map((name) => [name, proto[name]]));
+    for (const name of names)
+      proto[name] = function (n, ...rest) {
+        counted[name] += n;
+        return originals[name].call(this, n, ...rest);
+      };
+    t.after(() => Object.assign(proto, originals));
+    return counted;
+  };
+  const counted = countBytes((await getModule()).Merger.prototype, ['push', 'forwarded']);
   const changed = 2 * (32 * 32 + 16 * 32); // q_proj and v_proj, BF16
   for (const open of [() => new Blob([base]), () => base, () => new Blob([base]).stream()]) {
     counted.push = counted.forwarded = 0;
@@ -323,15 +327,7 @@ test('mergeShards: only the tensors the adapter changes enter the WASM heap; the
   assert.ok(Buffer.concat(transferred).equals(Buffer.from(expected)), 'createMergeStream, chunks transferred by the consumer');
 
   // createMergeStream: the header and the changed tensors are fed, whatever the chunking; the rest is forwarded.
-  const streamProto = (await getModule()).StreamMerger.prototype;
-  const streamCounted = { feed: 0, forwarded: 0 };
-  const streamOriginals = { feed: streamProto.feed, forwarded: streamProto.forwarded };
-  for (const name of ['feed', 'forwarded'])
-    streamProto[name] = function (n) {
-      streamCounted[name] += n;
-      return streamOriginals[name].call(this, n);
-    };
-  t.after(() => Object.assign(streamProto, streamOriginals));
+  const streamCounted = countBytes((await getModule()).StreamMerger.prototype, ['feed', 'forwarded']);
   const headerBytes = 8 + new DataView(base.buffer, base.byteOffset).getUint32(0, true);
   for (const seed of [3, 4]) {
     streamCounted.feed = streamCounted.forwarded = 0;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
 #include "test_util.h"
 
 namespace pb::testing {
@@ -14,22 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int status;
-  std::string out;
-};
+using CliRun = CliResult;
 
-// Runs the CLI with a shell-quoted argument string; captures stdout (stderr goes to /dev/null).
-CliRun Cli(const std::string& args) {
-  std::string cmd = std::string(PB_CLI_PATH) + " " + args + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+CliRun Cli(const std::string& args) { return RunCli(args); }
 
 class CliTest : public ::testing::Test {
  protected:

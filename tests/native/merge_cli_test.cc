@@ -9,32 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "adapter_fixtures.h"
+#include "cli_runner.h"
 
 namespace pb::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int status;
-  std::string out;
-};
-
-CliResult Cli(const std::string& args) {
-  std::string cmd = std::string(PB_CLI_PATH) + " " + args + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-
-void WriteFile(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
-void WriteFile(const fs::path& p, const Bytes& b) {
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
-}
+CliResult Cli(const std::string& args) { return RunCli(args); }
 
 class MergeCli : public ::testing::Test {
  protected:
