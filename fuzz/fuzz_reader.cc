@@ -10,6 +10,7 @@
 // same final status (code, message, tensor, offset). Errors must be sticky: feeding on after a failure
 // returns the same error and reports nothing more. Finally ParseWholeFile's verdict must have the same
 // error code as both configurations, and the same header when it succeeds. Any mismatch abort()s.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -103,6 +104,18 @@ class Recorder : public pb::ReaderEvents {
     return Status::Ok();
   }
 
+  // n data bytes from data offset `at` that the reader was told to Skip: counted as received, with no event.
+  void Skipped(uint64_t at, uint64_t n) {
+    Check(header_ != nullptr, "skip without a header");
+    for (size_t k = 0; k < header_->tensor_count() && n > 0; ++k) {
+      pb::TensorInfo t = header_->tensor(k);
+      if (at >= t.end || at + n <= t.begin) continue;
+      const uint64_t from = std::max(at, t.begin), to = std::min(at + n, t.end);
+      Check(from - t.begin == received_[k], "skip not contiguous with the tensor's bytes");
+      received_[k] += to - from;
+    }
+  }
+
   std::string Summary() const {
     std::string s = header_ ? rendered_ : std::string("<no header>");
     s += "\nreceived:";
@@ -129,7 +142,9 @@ struct Outcome {
 };
 
 // Feeds `file` in the given chunk sizes (the last chunk takes the rest), then Finish.
-Outcome Run(std::span<const uint8_t> file, const std::vector<size_t>& chunks, bool with_total) {
+// skip: once the header is in, every other chunk's data bytes are Skipped instead of fed (as an edge forwarding
+// unchanged tensors does); the outcome must be the same as feeding them.
+Outcome Run(std::span<const uint8_t> file, const std::vector<size_t>& chunks, bool with_total, bool skip = false) {
   pb::ReaderOptions opts;
   if (with_total) opts.total_size = file.size();
   pb::StreamingReader reader(opts);
@@ -147,9 +162,20 @@ Outcome Run(std::span<const uint8_t> file, const std::vector<size_t>& chunks, bo
       failure = s;
     }
   };
+  size_t turn = 0;
   for (size_t c : chunks) {
     if (pos > file.size()) break;
     size_t n = std::min(c, file.size() - pos);
+    const Header* h = reader.header();
+    if (skip && !failure && h && ++turn % 2 == 0 && reader.bytes_fed() >= h->data_start()) {
+      const uint64_t data_at = reader.bytes_fed() - h->data_start();
+      const uint64_t k = std::min<uint64_t>(n, h->data_size() - std::min(h->data_size(), data_at));
+      Status s = reader.Skip(k);
+      if (!s.ok()) Mismatch("Skip within the data failed", RenderStatus(s), "");
+      rec.Skipped(data_at, k);
+      pos += k;
+      n -= k;
+    }
     feed(file.subspan(pos, n));
     pos += n;
   }
@@ -220,6 +246,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Outcome a = Run(file, whole, with_total);
     Outcome b = Run(file, random, with_total);
     Compare(with_total ? "random chunks vs whole (total_size known)" : "random chunks vs whole", a, b);
+    Outcome skipped = Run(file, random, with_total, /*skip=*/true);
+    Compare(with_total ? "random chunks, some skipped, vs whole (total_size known)" : "random chunks, some skipped, vs whole",
+            a, skipped);
     if (!bytewise.empty()) {
       Outcome c = Run(file, bytewise, with_total);
       Compare(with_total ? "bytewise vs whole (total_size known)" : "bytewise vs whole", a, c);
