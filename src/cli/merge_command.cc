@@ -142,7 +142,7 @@ Status MergeRegion(const ShardWork& w, merge::TensorRange range, SharedProgress&
 // equal cost; the largest are taken first), each written at its offset. The outcome is the single-threaded
 // one: the error of the earliest failing region in file order (the regions after it stop early, those before
 // it finish), and the quantization errors in file order.
-Status MergeShard(const ShardWork& w, size_t threads, StderrProgress& progress, uint64_t& done,
+Status MergeShard(const ShardWork& w, size_t threads, SharedProgress& shared,
                   std::vector<merge::QuantError>& quant_errors) {
   if (!w.in.ConcurrentStreams()) threads = 1;
   const std::vector<merge::TensorRange> regions = merge::SplitIntoRegions(w.plan, threads == 1 ? 1 : threads * 4);
@@ -155,7 +155,6 @@ Status MergeShard(const ShardWork& w, size_t threads, StderrProgress& progress, 
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
 
-  SharedProgress shared(progress, done);
   std::vector<std::optional<Error>> errors(regions.size());
   std::vector<std::vector<merge::QuantError>> quant(regions.size());
   std::atomic<size_t> next{0}, failed{SIZE_MAX};  // the earliest region (in file order) known to have failed
@@ -175,9 +174,33 @@ Status MergeShard(const ShardWork& w, size_t threads, StderrProgress& progress, 
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
-  done += shared.moved();
   for (size_t r = 0; r < regions.size(); ++r)
     if (errors[r]) return *errors[r];
+  for (auto& q : quant) quant_errors.insert(quant_errors.end(), q.begin(), q.end());
+  return Status::Ok();
+}
+
+// Whole shards merged at once, one per thread, the largest first: files are written in parallel where the
+// writes of one file are not (docs/benchmarks.md, "Native CLI threads"). The outcome is the sequential one: the
+// error of the first failing shard in file order, the quantization errors in shard order.
+Status MergeShardsAtOnce(const std::vector<ShardWork>& works, size_t threads, SharedProgress& shared,
+                         std::vector<merge::QuantError>& quant_errors) {
+  std::vector<size_t> order(works.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return works[a].header.data_size() > works[b].header.data_size(); });
+  std::vector<Status> results(works.size(), Status::Ok());
+  std::vector<std::vector<merge::QuantError>> quant(works.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < works.size();) results[order[k]] = MergeShard(works[order[k]], 1, shared, quant[order[k]]);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(threads, works.size()); ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (const Status& r : results)
+    if (!r.ok()) return r;
   for (auto& q : quant) quant_errors.insert(quant_errors.end(), q.begin(), q.end());
   return Status::Ok();
 }
@@ -317,13 +340,30 @@ int RunMerge(const app::CommandLine& line) {
       if (!out.ok()) { status = out.error(); break; }
       status = CopyBaseFile(base.value(), extra.copy[i], *out.value());
     }
+    // With threads and several local shards, the shards go at once (their files' writes run in parallel);
+    // otherwise one after another, each by regions on the threads.
+    bool at_once = threads > 1 && plan->shards.size() > 1;
+    for (const auto& shard : base->shards) at_once = at_once && shard->ConcurrentStreams();
+    std::vector<AtomicOutputFile*> outs;
+    std::vector<ShardWork> works;
     for (size_t s = 0; s < plan->shards.size() && status.ok(); ++s) {
       auto out = transaction.value()->Add(plan->shards[s].name);
       if (!out.ok()) { status = out.error(); break; }
+      outs.push_back(out.value());
+      works.push_back({*base->shards[s], base->headers[s], plan->shards[s], adapter_dir.value(), options, *out.value()});
+      if (at_once) continue;
       progress.StartFile(plan->shards[s].name, done);
-      const ShardWork work{*base->shards[s], base->headers[s], plan->shards[s], adapter_dir.value(), options, *out.value()};
-      status = MergeShard(work, threads, progress, done, quant_errors);
+      SharedProgress shared(progress, done);
+      status = MergeShard(works.back(), threads, shared, quant_errors);
+      done += shared.moved();
       if (status.ok()) status = out.value()->Prepare();
+    }
+    if (at_once && status.ok()) {
+      progress.StartFile(plan->shards[0].name, done);
+      SharedProgress shared(progress, done);
+      status = MergeShardsAtOnce(works, threads, shared, quant_errors);
+      done += shared.moved();
+      for (size_t s = 0; s < outs.size() && status.ok(); ++s) status = outs[s]->Prepare();
     }
     auto write_text = [&](const std::string& name, const std::string& text) {
       auto out = transaction.value()->Add(name);

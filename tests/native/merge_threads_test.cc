@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "adapter_fixtures.h"
@@ -154,6 +155,45 @@ TEST_F(MergeThreads, AFailureIsTheSingleThreadedOneAndLeavesNothing) {
                       " --out " + (dir_ / "out").string() + " --safe --no-progress -q --threads " + std::to_string(threads));
     EXPECT_EQ(r.status, 1) << r.out;
     EXPECT_NE(r.out.find("model.layers.1.self_attn.q_proj"), std::string::npos) << r.out;
+    if (threads == 1) first = r.out;
+    EXPECT_EQ(r.out, first) << "--threads " << threads;
+    EXPECT_FALSE(fs::exists(dir_ / "out")) << "--threads " << threads;
+  }
+}
+
+// A sharded base, merged shard by shard (--threads 1) or with its shards at once: a q_proj made NaN in every
+// shard; the first shard's is reported whatever the thread count, and nothing is left.
+TEST_F(MergeThreads, AFailureInShardsMergedAtOnceIsTheFirstShardsOne) {
+  MakeModel(4, true);
+  std::vector<fs::path> shards;
+  for (const auto& e : fs::directory_iterator(dir_ / "base"))
+    if (e.path().extension() == ".safetensors") shards.push_back(e.path());
+  std::sort(shards.begin(), shards.end());
+  ASSERT_GE(shards.size(), 2u);
+  std::string first_name;
+  for (const auto& path : shards) {
+    auto file = ReadAll(path);
+    auto header = ParseWholeFile(file);
+    ASSERT_TRUE(header.ok());
+    for (size_t k = 0; k < header->tensor_count(); ++k) {
+      TensorInfo t = header->tensor(k);
+      if (std::string(t.name).find("q_proj.weight") == std::string::npos) continue;
+      if (first_name.empty()) first_name = std::string(t.name);
+      for (uint64_t i = header->data_start() + t.begin; i < header->data_start() + t.end; i += 2) {
+        file[i] = 0xC0;  // BF16 0x7FC0: NaN
+        file[i + 1] = 0x7F;
+      }
+      break;
+    }
+    WriteFile(path, file);
+  }
+  ASSERT_FALSE(first_name.empty());
+  std::string first;
+  for (int threads : {1, 2, 3}) {
+    CliResult r = Cli("merge --base " + (dir_ / "base").string() + " --adapter " + (dir_ / "adapter").string() +
+                      " --out " + (dir_ / "out").string() + " --safe --no-progress -q --threads " + std::to_string(threads));
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_NE(r.out.find(first_name), std::string::npos) << r.out;
     if (threads == 1) first = r.out;
     EXPECT_EQ(r.out, first) << "--threads " << threads;
     EXPECT_FALSE(fs::exists(dir_ / "out")) << "--threads " << threads;
