@@ -583,6 +583,42 @@ TEST(MergeForwarding, RunsMarkOnlyUnchangedTensorsAndTheMergerRefusesTheOthers) 
     ASSERT_TRUE(merger.Forwarded(r.end - r.begin).ok());
   }
 
+  // The streamed merger: nothing may be forwarded before the header, nor past a forward run's end, nor bytes of
+  // the changed tensor; its reader refuses to skip past the data.
+  {
+    VectorSink streamed;
+    StreamingMerger stream(*lora.adapter, std::nullopt, {}, streamed);
+    Status early = stream.Forwarded(1);
+    ASSERT_FALSE(early.ok());
+    EXPECT_EQ(early.error().message, "forwarded bytes before the header");
+    ASSERT_TRUE(stream.Feed(std::span<const uint8_t>(base).first(header->data_start())).ok());
+    const SourceRun first = stream.NextRun();
+    EXPECT_EQ(first.begin, header->data_start());
+    EXPECT_EQ(first.forward, runs.front().forward);
+    EXPECT_EQ(first.end, runs.front().end);
+    if (first.forward) {
+      Status past = stream.Forwarded(first.end - first.begin + 1);
+      ASSERT_FALSE(past.ok());
+      EXPECT_EQ(past.error().message, "forwarded bytes outside a run of unchanged tensors");
+    }
+  }
+  {
+    StreamingReader reader;
+    Status early = reader.Skip(1);
+    ASSERT_FALSE(early.ok());
+    EXPECT_EQ(early.error().message, "Skip before the header");
+    struct NoEvents : ReaderEvents {
+      Status OnHeader(const Header&) override { return Status::Ok(); }
+      Status OnTensorData(size_t, uint64_t, std::span<const uint8_t>) override { return Status::Ok(); }
+    } events;
+    StreamingReader fresh;
+    ASSERT_TRUE(fresh.Feed(std::span<const uint8_t>(base).first(header->data_start()), events).ok());
+    Status past = fresh.Skip(header->data_size() + 1);
+    ASSERT_FALSE(past.ok());
+    EXPECT_EQ(past.error().message, "Skip past the last tensor");
+    EXPECT_EQ(past.error().offset, header->data_start());
+  }
+
   // Every tensor converted (--dtype) or quantized: nothing is forwarded.
   MergeOptions f32;
   f32.dtype = Dtype::F32;
