@@ -117,20 +117,18 @@ Status MergeRegion(const ShardWork& w, merge::TensorRange range, SharedProgress&
     progress.Add(bytes.size());
     return Status::Ok();
   };
-  std::optional<std::pair<uint64_t, uint64_t>> run;  // [begin, end) of the data not yet read
-  for (size_t i = range.first; i < range.last; ++i) {
-    const auto& t = w.plan.tensors[i];
-    if (!t.source) continue;
-    const TensorInfo info = w.header.tensor(*t.source);
-    const uint64_t begin = w.header.data_start() + info.begin, end = w.header.data_start() + info.end;
-    if (run && run->second == begin) {
-      run->second = end;
+  // Everything is pushed (natively the merger writes unchanged bytes straight from the read buffer), so adjacent
+  // runs of either kind are one read.
+  std::optional<merge::SourceRun> run;  // the data not yet read
+  for (const merge::SourceRun& r : merge::SourceRuns(w.plan, w.header, w.options, range)) {
+    if (run && run->end == r.begin) {
+      run->end = r.end;
       continue;
     }
-    if (run) PB_RETURN_IF_ERROR(w.in.Stream(run->first, run->second, push));
-    run = {begin, end};
+    if (run) PB_RETURN_IF_ERROR(w.in.Stream(run->begin, run->end, push));
+    run = r;
   }
-  if (run) PB_RETURN_IF_ERROR(w.in.Stream(run->first, run->second, push));
+  if (run) PB_RETURN_IF_ERROR(w.in.Stream(run->begin, run->end, push));
   PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, w.adapter));
   PB_RETURN_IF_ERROR(merger.Finish());
   PB_RETURN_IF_ERROR(sink.Flush());

@@ -477,9 +477,11 @@ Status ShardMerger::Forwarded(uint64_t n) {
   return Status::Ok();
 }
 
-std::vector<SourceRun> SourceRuns(const ShardPlan& plan, const Header& header, const MergeOptions& options) {
+std::vector<SourceRun> SourceRuns(const ShardPlan& plan, const Header& header, const MergeOptions& options,
+                                  TensorRange range) {
   std::vector<SourceRun> runs;
-  for (const auto& t : plan.tensors) {
+  for (size_t i = range.first; i < std::min(range.last, plan.tensors.size()); ++i) {
+    const PlannedTensor& t = plan.tensors[i];
     if (!t.source) continue;
     const TensorInfo info = header.tensor(*t.source);
     const uint64_t begin = header.data_start() + info.begin, end = header.data_start() + info.end;

@@ -33,7 +33,9 @@ struct SourceRun {
   uint64_t begin = 0, end = 0;  // absolute offsets in the shard's file
   bool forward = false;
 };
-std::vector<SourceRun> SourceRuns(const ShardPlan& plan, const Header& header, const MergeOptions& options);
+// `range`: the runs of one region's tensors only (merge/merge_regions.h).
+std::vector<SourceRun> SourceRuns(const ShardPlan& plan, const Header& header, const MergeOptions& options,
+                                  TensorRange range = {});
 
 class ShardMerger final : public adapter::AdapterBytesConsumer {
  public:
