@@ -72,10 +72,7 @@ export class NativeHandle {
     let pos = 0;
     do {
       const n = Math.min(this.windowSize, bytes.length - pos);
-      const ptr = n > MAX_WINDOW ? 0 : native.window(n);
-      // 0: the heap cannot hold n more bytes (the old window is kept). Nothing may be copied to address 0.
-      if (!ptr) throw outOfMemory(n);
-      this.module.HEAPU8.set(bytes.subarray(pos, pos + n), ptr);
+      const ptr = this.fillWindow(bytes.subarray(pos, pos + n));
       const ok = native[method](n);
       const chunks = this.takeChunks(ptr);
       onPiece?.(chunks);
@@ -108,12 +105,19 @@ export class NativeHandle {
   inputToViews(method, bytes) {
     if (bytes.length > this.windowSize) throw new RangeError('peft-bridge: inputToViews takes one window at most');
     const native = this.handle;
-    const ptr = bytes.length > MAX_WINDOW ? 0 : native.window(bytes.length);
-    if (!ptr) throw outOfMemory(bytes.length);
-    this.module.HEAPU8.set(bytes, ptr);
+    const ptr = this.fillWindow(bytes);
     const ok = native[method](bytes.length);
     if (!ok) throw errorFromHandle(native);
     return this.takeChunks(ptr, true).map((c) => c.bytes);
+  }
+
+  /** Copies `bytes` (at most one window) into the window; returns its address. */
+  fillWindow(bytes) {
+    const ptr = bytes.length > MAX_WINDOW ? 0 : this.handle.window(bytes.length);
+    // 0: the heap cannot hold the bytes (the old window is kept). Nothing may be copied to address 0.
+    if (!ptr) throw outOfMemory(bytes.length);
+    this.module.HEAPU8.set(bytes, ptr);
+    return ptr;
   }
 
   /** Calls a method that takes no window bytes; returns what it produced as one Uint8Array or null. */

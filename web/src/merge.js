@@ -50,11 +50,8 @@ function optionsJson(options) {
 
 /** Copies `bytes` whole into the handle's window and calls `method(n, ...args)`; returns its result. */
 function callWithBytes(handle, method, bytes, ...args) {
-  const native = handle.handle;
-  const ptr = native.window(bytes.length);
-  if (!ptr) throw new SafetensorsError('IoError', `out of memory: cannot reserve ${bytes.length} bytes`);
-  handle.module.HEAPU8.set(bytes, ptr);
-  return native[method](bytes.length, ...args);
+  handle.fillWindow(bytes);
+  return handle.handle[method](bytes.length, ...args);
 }
 
 /**
