@@ -72,7 +72,7 @@ export class NativeHandle {
     let pos = 0;
     do {
       const n = Math.min(this.windowSize, bytes.length - pos);
-      const ptr = this.fillWindow(bytes.subarray(pos, pos + n));
+      const ptr = this.fillWindow(bytes, pos, n);
       const ok = native[method](n);
       const chunks = this.takeChunks(ptr);
       onPiece?.(chunks);
@@ -111,12 +111,15 @@ export class NativeHandle {
     return this.takeChunks(ptr, true).map((c) => c.bytes);
   }
 
-  /** Copies `bytes` (at most one window) into the window; returns its address. */
-  fillWindow(bytes) {
-    const ptr = bytes.length > MAX_WINDOW ? 0 : this.handle.window(bytes.length);
+  /**
+   * Copies `n` bytes of `bytes` from `pos` (at most one window) into the window; returns its address. The
+   * window is reserved before `bytes` is touched, so a failed reservation copies (and slices) nothing.
+   */
+  fillWindow(bytes, pos = 0, n = bytes.length - pos) {
+    const ptr = n > MAX_WINDOW ? 0 : this.handle.window(n);
     // 0: the heap cannot hold the bytes (the old window is kept). Nothing may be copied to address 0.
-    if (!ptr) throw outOfMemory(bytes.length);
-    this.module.HEAPU8.set(bytes, ptr);
+    if (!ptr) throw outOfMemory(n);
+    this.module.HEAPU8.set(pos === 0 && n === bytes.length ? bytes : bytes.subarray(pos, pos + n), ptr);
     return ptr;
   }
 
