@@ -52,6 +52,30 @@ export function renderedError(error, asJson) {
   return r ? (asJson ? r.json : r.text) : null;
 }
 
+/**
+ * An error as a structured-clone-safe message (a worker's failure sent to the page): a SafetensorsError keeps its
+ * code, details and the core's renderings; anything else its name and message. Internal.
+ */
+export function errorToMessage(error) {
+  if (error instanceof SafetensorsError) {
+    const { code, message, tensor, offset, problems } = error;
+    return { kind: 'SafetensorsError', code, message, tensor, offset, problems, rendered: error[RENDERED] ?? null };
+  }
+  return { kind: 'Error', name: error?.name ?? 'Error', message: String(error?.message ?? error) };
+}
+
+/** The error errorToMessage described, rebuilt on this side. Internal. */
+export function errorFromMessage(m) {
+  if (m.kind === 'SafetensorsError') {
+    const e = new SafetensorsError(m.code, m.message, { tensor: m.tensor, offset: m.offset, problems: m.problems });
+    if (m.rendered) Object.defineProperty(e, RENDERED, { value: m.rendered });
+    return e;
+  }
+  const e = new Error(m.message);
+  e.name = m.name;
+  return e;
+}
+
 /** The abort reason as an error: the signal's reason, or an AbortError. Internal. */
 export function abortReason(signal) {
   if (signal.reason !== undefined) return signal.reason;

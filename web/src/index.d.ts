@@ -901,6 +901,32 @@ export interface MergedFile {
  * are streamed, never held whole; breaking out of the loop, an error or an abort frees everything. */
 export function mergeShards(options: MergeShardsOptions): AsyncGenerator<MergedFile, void, undefined>;
 
+/** What a Web Worker offers {@link mergeInWorkers} (a browser `Worker` has it). */
+export interface MergeWorkerLike {
+  postMessage(message: unknown, transfer?: unknown[]): void;
+  onmessage: ((event: { data: any }) => void) | null;
+  onerror: ((event: any) => void) | null;
+  terminate(): void;
+}
+
+export interface MergeInWorkersOptions extends MergeShardsOptions {
+  /** How many workers (one module instance each); at most one per shard. Default `navigator.hardwareConcurrency`. */
+  workers?: number;
+  /** Makes a module worker running the package's `src/merge-worker.js`. Default
+   * `new Worker(new URL('./merge-worker.js', import.meta.url), {type: 'module'})`, the form bundlers follow. */
+  createWorker?: () => MergeWorkerLike;
+}
+
+/** {@link mergeShards} with the shards merged at once by Web Workers, one module instance each (the .wasm compiled
+ * once by the page and sent to them), by plain message passing: output chunks are transferred, not copied, so the
+ * page need not be cross-origin isolated. Resolves, once the page has planned the merge (a mismatch rejects before
+ * any worker starts), to every output file at once, the same files and bytes as mergeShards. The streams may be
+ * read in any order and at once ({@link saveStreams} writes an array's files at once); each is merged while it is
+ * read, at most two chunks ahead. Read every stream to its end or cancel it; a failure in any worker, or an abort,
+ * errors every stream not yet ended and stops the workers. Every shard `base.open` gives and the adapter weights
+ * must be a Blob / File (sent by reference) or bytes (copied into each worker). */
+export function mergeInWorkers(options: MergeInWorkersOptions): Promise<MergedFile[]>;
+
 /** Options of {@link planMerge}: those of {@link mergeShards} without progress. */
 export interface PlanMergeOptions extends MergeOptions {
   base: MergeBase;
@@ -1027,8 +1053,8 @@ export interface DirectoryHandle {
 }
 
 /** Writes output files into a directory from the File System Access API (`showDirectoryPicker()`), each through
- * `createWritable()` (replaced only when complete). On failure the files this call wrote are removed and it rejects.
- * Resolves to the files written. */
+ * `createWritable()` (replaced only when complete): an array's files at once, an iterable's in turn. On failure the
+ * files this call wrote are removed and it rejects. Resolves to the files written. */
 export function saveStreams(
   files: AsyncIterable<{ path: string; size?: number; stream: ReadableStream<Uint8Array> }> | Iterable<{ path: string; size?: number; stream: ReadableStream<Uint8Array> }>,
   options: { directoryHandle: DirectoryHandle },

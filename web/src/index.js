@@ -14,6 +14,7 @@ export { combineAdapters } from './combine.js';
 export { createAdapter } from './create.js';
 export { extractAdapter } from './extract.js';
 export { createMergeStream, mergeShards, planMerge } from './merge.js';
+export { mergeInWorkers } from './merge-workers.js';
 export { mergeRemote, mergeRemoteIndex, mergeRemoteShard, planRemote, saveStreams } from './remote.js';
 export { pushToHub } from './push.js';
 export { workerErrorStatus, workerHubAccess } from './edge-auth.js';

@@ -9,6 +9,8 @@ const isNode = typeof process === 'object' && process !== null && typeof process
 let loading = null;
 /** @type {any} */
 let loaded = null;
+/** @type {WebAssembly.Module | null} */
+let compiled = null;
 
 /**
  * Loads and instantiates the WebAssembly module. Memoized: later calls return the first call's promise
@@ -61,6 +63,11 @@ export async function getModule() {
   return loaded;
 }
 
+/** The compiled `WebAssembly.Module` the loaded module was instantiated from (for workers), else null. Internal. */
+export function compiledModule() {
+  return compiled;
+}
+
 /** The module if it is already loaded, else null. Internal. */
 export function loadedModule() {
   return loaded;
@@ -77,7 +84,10 @@ async function load(options) {
     // Emscripten 3.1.6's own loader cannot fetch a file path under Node 20 (global fetch) and compiles from
     // bytes; this hook makes every runtime go through one path that also accepts a precompiled module.
     instantiateWasm(imports, receive) {
-      instantiate(imports).then(({ instance, module }) => receive(instance, module), failed);
+      instantiate(imports).then(({ instance, module }) => {
+        compiled = module;
+        receive(instance, module);
+      }, failed);
       return {};
     },
     // Never used to fetch (instantiateWasm above does that), but without it the glue resolves the .wasm against

@@ -23,7 +23,7 @@ const MERGE_ADAPTER = {
   needs: 'adapterNeeds',
   supply: 'supplyAdapter',
 };
-const INDEX_NAME = 'model.safetensors.index.json';
+export const INDEX_NAME = 'model.safetensors.index.json';
 
 // Open merge handles, so tests can check that completion, errors and aborts free them. Internal.
 const live = new Set();
@@ -249,7 +249,7 @@ function checkAdapter(adapter) {
 }
 
 /** The adapter's files as the core takes them (weights as given: MergeSession.loadAdapter reads them by range). */
-async function adapterFiles(adapter, baseConfig, signal) {
+export async function adapterFiles(adapter, baseConfig, signal) {
   checkAdapter(adapter);
   throwIfAborted(signal);
   const { weights } = adapter;
@@ -462,10 +462,10 @@ const READ_AHEAD = 2;
 const endedAt = (offset) => new SafetensorsError('IoError', `source ended at byte ${offset}, inside a tensor`, { offset });
 
 /**
- * Reads every shard's header and plans a whole-model merge. Internal: mergeShards() and the npm CLI's sharded
- * path build on the session it returns.
+ * Reads every shard's header and plans a whole-model merge. Internal: mergeShards(), the npm CLI's sharded path
+ * and mergeInWorkers (in the page and in each worker) build on the session it returns.
  */
-async function planShards(options, signal) {
+export async function planShards(options, signal) {
   const { base } = options;
   if (!base || typeof base !== 'object' || typeof base.open !== 'function') {
     throw new TypeError('peft-bridge: mergeShards needs base: {open(name), index?, config?}');
@@ -497,7 +497,7 @@ async function planShards(options, signal) {
 }
 
 /** Closes the random-access shard sources `base.open(name)` gave, once the merge is done with them. */
-async function closeShards(random) {
+export async function closeShards(random) {
   await Promise.all([...random.values()].map((source) => closeRandomAccess(source)));
 }
 
