@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Native CLI `merge --threads 1` vs `--threads 2` (issue 15) on a generated single-file LLaMA-7B-shaped BF16 model
-# (bench/make_llama_model.cc --single-file, adapter on q_proj and v_proj) at each rank given, output on tmpfs
+# (bench/make_llama_model.cc --single-file, adapter on q_proj and v_proj unless TARGETS says) at each rank given, output on tmpfs
 # (/dev/shm), with `cp MODEL /dev/shm/x && sync` as the baseline in the same run. Rounds are interleaved
 # (cp, 1 thread, 2 threads, ...); before every timed command the page pool is warmed by writing and deleting a
 # file as large as the output (docs/perf: freed memory returns to the host and cold pages slow writes); the
 # model is read once first so the page cache is warm. Prints medians and peak RSS (/usr/bin/time %M), and checks
 # the two outputs are the same bytes.
-#   bash bench/merge_threads_bench.sh [LAYERS=3] [RANKS="16 64 128"] [ROUNDS=5]
+#   bash bench/merge_threads_bench.sh [LAYERS=3] [RANKS="16 64 128"] [ROUNDS=5] [TARGETS=q_proj,v_proj]
 # Needs the native build (build/native) and 2 x the model size free in $TMPDIR and in /dev/shm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 layers=${1:-3}
 ranks=${2:-"16 64 128"}
 rounds=${3:-5}
+targets=${4:-q_proj,v_proj}  # the adapter's modules (make_llama_model --targets)
 cli=build/native/peft-bridge
 work=$(mktemp -d "${TMPDIR:-/tmp}/pb-threads-bench.XXXXXX")
 shm=$(mktemp -d /dev/shm/pb-threads-bench.XXXXXX)
@@ -52,7 +53,7 @@ printf '|---|---|---|---|---|---|---|---|---|---|\n'
 for rank in $ranks; do
   dir="$work/model-r$rank"
   mkdir -p "$dir"
-  build/native/bench/pb_make_llama_model "$dir" "$layers" --rank "$rank" --single-file --targets q_proj,v_proj >/dev/null
+  build/native/bench/pb_make_llama_model "$dir" "$layers" --rank "$rank" --single-file --targets "$targets" >/dev/null
   model="$dir/model.safetensors"
   size=$(stat -c %s "$model")
   cat "$model" "$dir/adapter/adapter_model.safetensors" >/dev/null
