@@ -278,9 +278,13 @@ Status HeaderBuilder::ParseU64(uint64_t& out, std::string_view field, std::strin
       return FailTensor(start, tensor, "invalid type: floating point `" + std::string(num) + "` in `" +
                                            std::string(field) + "`, expected usize");
     uint64_t v = 0;
+    // Up to 19 digits always fit (10^19 - 1 < 2^64), so only longer numbers pay for the overflow check: its
+    // 64-bit division has no multiply-high replacement in WebAssembly, and a 200,000-tensor header has ~10^6
+    // numbers (docs/benchmarks.md, "Header-heavy inspect").
+    const bool may_overflow = num.size() > 19;
     for (char d : num) {
       uint64_t digit = static_cast<uint64_t>(d - '0');
-      if (v > (UINT64_MAX - digit) / 10)
+      if (may_overflow && v > (UINT64_MAX - digit) / 10)
         return FailTensor(start, tensor, "number `" + std::string(num) + "` in `" + std::string(field) +
                                              "` does not fit in 64 bits");
       v = v * 10 + digit;

@@ -56,6 +56,11 @@ std::vector<Vector> Vectors() {
   v.push_back({"exponent dim", MakeFile(R"({"a":{"dtype":"U8","shape":[1E0],"data_offsets":[0,1]}})", Zeros(1)), E::InvalidHeaderDeserialization});
   v.push_back({"quoted dim", MakeFile(R"({"a":{"dtype":"U8","shape":["1"],"data_offsets":[0,1]}})", Zeros(1)), E::InvalidHeaderDeserialization});
   v.push_back({"dim > u64", MakeFile(R"({"a":{"dtype":"U8","shape":[18446744073709551616],"data_offsets":[0,1]}})", Zeros(1)), E::InvalidHeaderDeserialization});
+  // The largest u64 (20 digits, checked digit by digit) and the largest 19-digit number (read unchecked) parse;
+  // their element counts then overflow in validation.
+  v.push_back({"dim = u64 max", MakeFile(R"({"a":{"dtype":"U16","shape":[18446744073709551615],"data_offsets":[0,1]}})", Zeros(1)), E::ValidationOverflow});
+  v.push_back({"dim of 19 nines", MakeFile(R"({"a":{"dtype":"U16","shape":[9999999999999999999],"data_offsets":[0,1]}})", Zeros(1)), E::ValidationOverflow});
+  v.push_back({"dim > u64 by 10x", MakeFile(R"({"a":{"dtype":"U8","shape":[99999999999999999999],"data_offsets":[0,1]}})", Zeros(1)), E::InvalidHeaderDeserialization});
   v.push_back({"three offsets", MakeFile(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1,1]}})", Zeros(1)), E::InvalidHeaderDeserialization});
   v.push_back({"missing shape", MakeFile(R"({"a":{"dtype":"U8","data_offsets":[0,1]}})", Zeros(1)), E::InvalidHeaderDeserialization});
   v.push_back({"missing dtype", MakeFile(R"({"a":{"shape":[1],"data_offsets":[0,1]}})", Zeros(1)), E::InvalidHeaderDeserialization});
