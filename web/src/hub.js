@@ -109,7 +109,7 @@ export async function openFile(source, options) {
   throwIfAborted(options.signal);
   const module = await getModule();
   const t = target(module, source, options);
-  return new RemoteFile(new RangeClient(module, t, options), t);
+  return new RemoteFile(new RangeClient(module, t, options), t, { readers: options.readers });
 }
 
 /**
