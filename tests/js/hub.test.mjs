@@ -357,6 +357,31 @@ test('reads of one file run several at a time once the first has landed: one res
   });
 });
 
+test('reads in flight follow the caller\'s signal with one listener per file, none once they end; abort ends them all', async () => {
+  const { getEventListeners } = await import('node:events');
+  await withHub(async (hub) => {
+    const controller = new AbortController();
+    const { signal } = controller;
+    const file = await openRemote('hf://me/small/tail.safetensors', { endpoint: hub.endpoint, readers: 4, signal });
+    try {
+      assert.equal(getEventListeners(signal, 'abort').length, 0);
+      hub.latency = 200;
+      const reads = Array.from({ length: 8 }, (_, i) => file.read(65536 + i * 1000, 1000));
+      for (let i = 0; i < 50 && hub.inFlight < 4; ++i) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.equal(hub.inFlight, 4);
+      assert.equal(getEventListeners(signal, 'abort').length, 1);
+      const reason = new Error('stop');
+      controller.abort(reason);
+      for (const r of await Promise.allSettled(reads)) assert.equal(r.reason, reason);
+      for (let i = 0; i < 50 && hub.inFlight > 0; ++i) await new Promise((resolve) => setTimeout(resolve, 5));
+      assert.equal(hub.inFlight, 0, 'the four requests were dropped, well before their answers');
+      assert.equal(getEventListeners(signal, 'abort').length, 0);
+    } finally {
+      await file.close();
+    }
+  });
+});
+
 test('a server that ignores Range is read one read at a time (the policy allows no second reader)', async () => {
   await withHub(async (hub) => {
     hub.faults.push({ type: 'ignoreRange' });

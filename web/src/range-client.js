@@ -298,8 +298,16 @@ export const DEFAULT_READERS = 4;
  * A read that continues an open body (a server that ignores Range, read as one stream) reuses it.
  */
 export class RemoteFile {
-  /** @param {RangeClient} client @param {{url: string, label: string, token?: string | null}} target @param {{readers?: number}} [options] */
+  /**
+   * @param {RangeClient} client
+   * @param {{url: string, label: string, token?: string | null}} target
+   * @param {{readers?: number, signal?: AbortSignal, follow?: AbortController}} [options] `follow`: the controller
+   *   of the clients' signal, aborted when `signal` aborts while reads are running or asked for
+   */
   constructor(client, target, options = {}) {
+    this.signal = options.signal ?? null;
+    this.follow = options.follow ?? null;
+    this.onAbort = () => this.follow.abort(abortReason(this.signal));
     this.client = client; // the first client: it makes the first request
     this.clients = [client];
     this.idle = [client]; // clients with no read running
@@ -363,9 +371,21 @@ export class RemoteFile {
       }
     })();
     const tracked = run.catch(() => {});
+    if (this.running.size === 0) this.watch(true);
     this.running.add(tracked);
-    tracked.then(() => this.running.delete(tracked));
+    tracked.then(() => {
+      this.running.delete(tracked);
+      if (this.running.size === 0) this.watch(false);
+    });
     return run;
+  }
+
+  /** Follows the caller's signal (`on`), or stops following it. */
+  watch(on) {
+    if (!this.follow || !this.signal || this.follow.signal.aborted) return;
+    if (!on) return this.signal.removeEventListener('abort', this.onAbort);
+    if (this.signal.aborted) this.onAbort();
+    else this.signal.addEventListener('abort', this.onAbort, { once: true });
   }
 
   closedError() {
