@@ -401,7 +401,7 @@ function runPieces(src, runs, signal, pieceSize, buffers = null, depth = READ_AH
     pos += n;
     const into = buffers?.[turn++ % buffers.length].subarray(0, n);
     const read = Promise.resolve()
-      .then(() => raceAbort(Promise.resolve(into ? src.readInto(at, into) : src.read(at, n)), signal))
+      .then(() => (signal?.aborted ? Promise.reject(abortReason(signal)) : into ? src.readInto(at, into) : src.read(at, n)))
       .then((chunk) => {
         const bytes = chunkBytes(chunk);
         if (bytes.length !== n) throw endedAt(at + bytes.length);
@@ -420,7 +420,8 @@ function runPieces(src, runs, signal, pieceSize, buffers = null, depth = READ_AH
         ahead.push(read);
       }
       if (ahead.length === 0) return null;
-      return ahead.shift();
+      // Only the piece handed over races the abort: one listener on the signal, however many reads are ahead.
+      return raceAbort(ahead.shift(), signal);
     }
     for (;;) {
       throwIfAborted(signal);
