@@ -286,7 +286,8 @@ export class RangeClient {
 
 /**
  * How many ranges of one remote file are read at the same time (one client each, the first one's redirect and
- * ETag shared by the others). Chosen by measurement: docs/benchmarks.md, "Remote: ranges in flight".
+ * ETag shared by the others). Chosen by measurement, with the memory and connections it takes (docs/
+ * benchmarks.md, "Remote: later ranges at the CDN URL, several in flight").
  */
 export const DEFAULT_READERS = 4;
 

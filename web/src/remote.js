@@ -117,8 +117,8 @@ async function eachLimit(items, limit, fn) {
 }
 
 /**
- * Bytes per Range request in a remote merge's data pass. Chosen by measurement: docs/benchmarks.md, "Remote:
- * ranges in flight".
+ * Bytes per Range request in a remote merge's data pass. Chosen by measurement, with the memory it holds (docs/
+ * benchmarks.md, "Remote: later ranges at the CDN URL, several in flight").
  */
 export const REMOTE_PIECE = 4 << 20;
 
