@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "app/http_policy.h"
 #include "app/http_url.h"
@@ -42,6 +43,11 @@ class HttpFile {
     if (!opened.ok()) error_ = opened.error();
     else policy_.emplace(std::move(opened.value()));
   }
+
+  // Another reader of the same file (HttpFilePolicy::Reader): its own read and request, the file's ETag, size and
+  // landed URL shared with this one. Only once parallelReads().
+  HttpFile reader() const { return HttpFile(policy_->Reader()); }
+  bool parallel_reads() const { return policy_ && policy_->ParallelReads(); }
 
   bool ok() const { return policy_.has_value(); }
   std::string error_json() const { return error_ ? RenderErrorJson(*error_) : std::string(); }
@@ -121,6 +127,7 @@ class HttpFile {
   double max_json_bytes() const { return static_cast<double>(policy_->limits().max_json_bytes); }
 
  private:
+  explicit HttpFile(net::HttpFilePolicy policy) : policy_(std::move(policy)) {}
   static int64_t Now(double now) { return static_cast<int64_t>(now); }
 
   std::optional<net::HttpFilePolicy> policy_;
@@ -139,6 +146,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge_http) {
   class_<HttpFile>("HttpFile")
       .constructor<std::string, std::string, std::string, std::string, std::string>()
       .function("ok", &HttpFile::ok)
+      .function("reader", &HttpFile::reader)
+      .function("parallelReads", &HttpFile::parallel_reads)
       .function("errorJson", &HttpFile::error_json)
       .function("errorText", &HttpFile::error_text)
       .function("beginRead", &HttpFile::begin_read)

@@ -83,7 +83,7 @@ Result<HttpFilePolicy> HttpFilePolicy::Open(HttpTarget target, HttpLimits limits
   if (UrlHasUserInfo(target.url))
     return MakeError(ErrorCode::InvalidArgument,
                      "`" + target.label + "`: URLs with user info (user:password@) are refused; use a token instead");
-  return HttpFilePolicy(std::move(target), limits);
+  return HttpFilePolicy(std::move(target), limits, std::make_shared<HttpFileState>());
 }
 
 void HttpFilePolicy::BeginRead(uint64_t start, uint64_t end, int64_t now_ms) {
@@ -120,7 +120,7 @@ std::string HttpFilePolicy::CapText() const {
 
 void HttpFilePolicy::SetEnd(uint64_t end) { end_ = end; }
 
-uint64_t HttpFilePolicy::Stop() const { return size_ ? std::min(end_, *size_) : end_; }
+uint64_t HttpFilePolicy::Stop() const { return file_->size ? std::min(end_, *file_->size) : end_; }
 
 int64_t HttpFilePolicy::Deadline() const {
   int64_t d = std::min<int64_t>(read_deadline_, last_progress_ + limits_.idle_ms);
@@ -157,8 +157,8 @@ HttpStep HttpFilePolicy::Next(int64_t now_ms) {
   }
   uint64_t stop = Stop();
   HttpRequest request;
-  from_landed_ = redirect_url_.empty() && !landed_url_.empty();
-  request_url_ = !redirect_url_.empty() ? redirect_url_ : from_landed_ ? landed_url_ : t_.url;
+  from_landed_ = redirect_url_.empty() && !file_->landed_url.empty();
+  request_url_ = !redirect_url_.empty() ? redirect_url_ : from_landed_ ? file_->landed_url : t_.url;
   request.url = request_url_;
   request.range = "bytes=" + std::to_string(pos_) + "-" + (stop == kUnbounded ? "" : std::to_string(stop - 1));
   if (!t_.token.empty() && !t_.token_origin.empty() && UrlOrigin(request_url_) == t_.token_origin)
@@ -167,7 +167,7 @@ HttpStep HttpFilePolicy::Next(int64_t now_ms) {
   phase_ = Phase::kHead;
   last_progress_ = now_ms;
   attempt_progress_ = false;
-  ++requests_;
+  ++file_->requests;
   return {.action = HttpAction::kSend, .request = std::move(request), .deadline_ms = Deadline()};
 }
 
@@ -183,8 +183,9 @@ void HttpFilePolicy::Failure(int64_t now_ms, Error error, bool retryable, std::o
   if (from_landed_ && status != 0) {
     // The CDN URL reused from an earlier answer answered an HTTP error (expired, moved, or the file changed):
     // forget it and go back through the start URL at once, without counting an attempt; that answer decides. A
-    // body cut short or a broken connection there is retried there, counted as anywhere.
-    landed_url_.clear();
+    // body cut short or a broken connection there is retried there, counted as anywhere. (Another reader may have
+    // landed somewhere newer meanwhile: that URL is kept.)
+    if (file_->landed_url == request_url_) file_->landed_url.clear();
     from_landed_ = false;
     return;
   }
@@ -228,20 +229,21 @@ void HttpFilePolicy::HttpError(int64_t now_ms, const HttpHead& head) {
 bool HttpFilePolicy::Pin(const HttpHead& head, std::optional<uint64_t> size) {
   std::optional<std::string> etag = head.etag;
   if (etag && etag->starts_with("W/")) etag->erase(0, 2);
-  if (!answered_) {
-    answered_ = true;
-    etag_ = etag;
-  } else if (etag && etag_ && *etag != *etag_) {
-    Fail(Io("`" + t_.label + "` changed while being read (ETag " + ClipForMessage(*etag_) + " became " + ClipForMessage(*etag) + ")"));
+  HttpFileState& f = *file_;
+  if (!f.answered) {
+    f.answered = true;
+    f.etag = etag;
+  } else if (etag && f.etag && *etag != *f.etag) {
+    Fail(Io("`" + t_.label + "` changed while being read (ETag " + ClipForMessage(*f.etag) + " became " + ClipForMessage(*etag) + ")"));
     return false;
   }
   if (!size) return true;
-  if (size_ && *size != *size_) {
-    Fail(Io("`" + t_.label + "` changed while being read (size " + std::to_string(*size_) + " became " +
+  if (f.size && *size != *f.size) {
+    Fail(Io("`" + t_.label + "` changed while being read (size " + std::to_string(*f.size) + " became " +
             std::to_string(*size) + ")"));
     return false;
   }
-  size_ = size;
+  f.size = size;
   if (cap_ && *size > *cap_) {
     Fail(Io("`" + t_.label + "` is " + std::to_string(*size) + " bytes, more than the cap of " +
             std::to_string(*cap_) + " " + CapText()));
@@ -253,7 +255,7 @@ bool HttpFilePolicy::Pin(const HttpHead& head, std::optional<uint64_t> size) {
 void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
   if (phase_ != Phase::kHead) return;
   last_progress_ = now_ms;
-  if (head.repo_commit && !commit_) commit_ = head.repo_commit;  // the Hub names it on the resolve hop
+  if (head.repo_commit && !file_->commit) file_->commit = head.repo_commit;  // the Hub names it on the resolve hop
   if (!head.final_url.empty() && head.final_url != request_url_ && !CheckRedirectTarget(head.final_url, "redirected to"))
     return;
   int status = head.status;
@@ -279,7 +281,7 @@ void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
   redirect_url_.clear();
   redirects_ = 0;
   uint64_t stop = Stop();
-  if ((status == 206 || status == 200) && !landed.empty()) landed_url_ = landed;
+  if ((status == 206 || status == 200) && !landed.empty()) file_->landed_url = landed;
   if (status == 416) {
     std::string range = head.content_range.value_or("");
     auto total = range.starts_with("bytes */") ? ParseU64(std::string_view(range).substr(8)) : std::nullopt;
@@ -308,6 +310,7 @@ void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
       return Fail(Io("cannot read `" + t_.label + "`: wrong Content-Range `" + range + "` in answer to bytes=" +
                      std::to_string(pos_) + "-" + (stop == kUnbounded ? "" : std::to_string(stop - 1))));
     if (!Pin(head, total)) return;
+    file_->ranged = true;
     phase_ = Phase::kBody;
     body_pos_ = *a;
     body_end_ = *b + 1;
@@ -354,7 +357,7 @@ void HttpFilePolicy::OnBodyEnd(int64_t now_ms) {
   if (phase_ != Phase::kBody) return;
   if (body_end_ == kUnbounded) {
     phase_ = Phase::kNone;
-    size_ = body_pos_;  // a body of unknown length ended: so does the file
+    file_->size = body_pos_;  // a body of unknown length ended: so does the file
     return;
   }
   if (body_pos_ < body_end_)

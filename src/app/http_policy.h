@@ -4,7 +4,8 @@
 // reports what happened, so the native CLI, the npm CLI and the JS API make the same requests, wait the same
 // times and fail with the same messages.
 //
-// One HttpFilePolicy per remote file. A read asks for bytes [start, end) (or the whole file under a size cap);
+// One HttpFilePolicy per remote file (and one Reader() more per range read at the same time, sharing what the
+// file's answers told: ETag, size, where its redirects landed). A read asks for bytes [start, end) (or the whole file under a size cap);
 // the transport then loops:
 //   step = Next(now)
 //     kSend: drop any open body; send step.request; report OnHead / OnTransportError (or OnTimer at step.deadline)
@@ -28,6 +29,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -109,10 +111,34 @@ struct HttpTarget {
   std::string token_origin;  // UrlOrigin of the endpoint the token belongs to
 };
 
+// What a file's answers told, shared by every reader of the file (HttpFilePolicy::Reader): its size and ETag as
+// the first answer pinned them, the commit the Hub named, where its redirect chain landed, the requests made.
+struct HttpFileState {
+  std::optional<uint64_t> size;
+  std::optional<std::string> etag, commit;
+  bool answered = false;  // an answer was pinned (size and ETag are the file's from then on)
+  bool ranged = false;    // an answer was a 206: the server honours Range
+  // Where the last redirect chain landed and was answered (the CDN URL a Hub resolve redirects to): later requests
+  // for this file, by any of its readers, start there, held to the pinned ETag like every answer, which saves a
+  // round trip per range. An HTTP error there drops it and the read goes back through the start URL at once (a
+  // signed URL may have expired).
+  std::string landed_url;
+  uint32_t requests = 0;
+};
+
 class HttpFilePolicy {
  public:
   // InvalidArgument for a URL that is not http(s) or that carries user info: refused before any request.
   static Result<HttpFilePolicy> Open(HttpTarget target, HttpLimits limits);
+
+  // Another reader of the same file, for reading other ranges at the same time: the same target and limits, and
+  // the same HttpFileState (an ETag pinned by either holds both to it; the landed URL either learns or drops is
+  // both's; requests() counts both), with a read and a request of its own. Readers of one file are driven from one
+  // thread. Open one only once ParallelReads() says so.
+  HttpFilePolicy Reader() const { return HttpFilePolicy(t_, limits_, file_); }
+  // True once reads of other ranges may run on Readers: an answer pinned the ETag and the size and was a 206 (a
+  // server that ignores Range would send each reader the whole file from its first byte).
+  bool ParallelReads() const { return file_->answered && file_->ranged && file_->size.has_value(); }
 
   // Starts a read of bytes [start, end) (end clamped to the file's size once known; kUnbounded for "to the end").
   void BeginRead(uint64_t start, uint64_t end, int64_t now_ms);
@@ -140,10 +166,10 @@ class HttpFilePolicy {
   int64_t deadline_ms() const { return Deadline(); }
 
   uint64_t position() const { return pos_; }  // the next byte the read wants
-  std::optional<uint64_t> size() const { return size_; }
-  const std::optional<std::string>& etag() const { return etag_; }
-  const std::optional<std::string>& commit() const { return commit_; }
-  uint32_t requests() const { return requests_; }
+  std::optional<uint64_t> size() const { return file_->size; }
+  const std::optional<std::string>& etag() const { return file_->etag; }
+  const std::optional<std::string>& commit() const { return file_->commit; }
+  uint32_t requests() const { return file_->requests; }  // by every reader of the file
   const HttpLimits& limits() const { return limits_; }
   // The HTTP status of the error the read failed with (0 if none, or not an HTTP status).
   int failed_status() const { return failed_status_; }
@@ -151,11 +177,12 @@ class HttpFilePolicy {
  private:
   enum class Phase : uint8_t { kNone, kHead, kBody };
 
-  HttpFilePolicy(HttpTarget target, HttpLimits limits) : t_(std::move(target)), limits_(limits) {}
+  HttpFilePolicy(HttpTarget target, HttpLimits limits, std::shared_ptr<HttpFileState> file)
+      : t_(std::move(target)), limits_(limits), file_(std::move(file)) {}
 
   uint64_t Stop() const;
   int64_t Deadline() const;
-  std::string Verb() const { return answered_ ? "read" : "open"; }
+  std::string Verb() const { return file_->answered ? "read" : "open"; }
   void Fail(Error error, int status = 0);
   // A failure of the attempt in flight: retried after a backoff if the policy allows, else the read's error.
   void Failure(int64_t now_ms, Error error, bool retryable, std::optional<uint64_t> retry_after_s = std::nullopt,
@@ -167,11 +194,7 @@ class HttpFilePolicy {
 
   HttpTarget t_;
   HttpLimits limits_;
-  // The file, as the first answer told it.
-  std::optional<uint64_t> size_;
-  std::optional<std::string> etag_, commit_;
-  bool answered_ = false;
-  uint32_t requests_ = 0;
+  std::shared_ptr<HttpFileState> file_;  // the file, as its answers told it (shared with its other readers)
   // The read.
   uint64_t pos_ = 0, end_ = 0;
   std::optional<uint64_t> cap_;  // a whole-file read's size cap
@@ -186,11 +209,7 @@ class HttpFilePolicy {
   Phase phase_ = Phase::kNone;
   std::string request_url_;
   std::string redirect_url_;  // the next hop of a redirect chain ("" to start at the start URL)
-  // Where the last redirect chain landed and was answered (the CDN URL a Hub resolve redirects to): later requests
-  // for this file start there, held to the pinned ETag like every answer, which saves a round trip per range. A
-  // an HTTP error there drops it and the read goes back through t_.url at once (a signed URL may have expired).
-  std::string landed_url_;
-  bool from_landed_ = false;  // the request in flight started at landed_url_ (not reached through a redirect)
+  bool from_landed_ = false;  // the request in flight started at file_->landed_url (not reached through a redirect)
   uint32_t redirects_ = 0;
   bool sent_token_ = false;  // the request in flight carries the token
   uint64_t body_pos_ = 0, body_end_ = kUnbounded;  // file offsets of the body's next byte and of its end

@@ -60,6 +60,10 @@
 // applies to a request (and spends its budget), so give sequential faults increasing `skip`s. Faults live in
 // `hub.faults`, so a test can push one just before the request it should hit.
 //
+// Latency: `latency` (ms, option or hub.latency, default 0) delays every answer's head, as a round trip to a far
+// server would (a Hub resolve and its CDN redirect then cost two). hub.maxInFlight is the most requests that were
+// open at once (since the last clearLog()).
+//
 //   const hub = await startHub({ files: { 'me/model': { 'model.safetensors': bytes } }, tokens: { 'me/private': 'hf_x' } });
 //   hub.endpoint  // http://127.0.0.1:PORT
 //   hub.requests  // [{method, url, kind: 'resolve'|'cdn'|'tree'|'preflight'|'other', repo, path, revision, range, status,
@@ -798,7 +802,13 @@ export async function startHub(options = {}) {
     return 302;
   }
 
-  const server = createServer((req, res) => {
+  let latency = options.latency ?? 0;
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const server = createServer(async (req, res) => {
+    inFlight += 1;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    res.on('close', () => (inFlight -= 1));
     const entry = {
       method: req.method,
       url: req.url,
@@ -821,6 +831,7 @@ export async function startHub(options = {}) {
     res.on('close', () => {
       entry.completed = res.writableFinished;
     });
+    if (latency > 0) await sleep(latency);
     handle(req, res, entry).then(
       (status) => {
         entry.status = status;
@@ -863,6 +874,20 @@ export async function startHub(options = {}) {
     log: (kind, path) => requests.filter((r) => (!kind || r.kind === kind) && (!path || r.path === path)),
     clearLog: () => {
       requests.length = 0;
+      maxInFlight = inFlight;
+    },
+    get latency() {
+      return latency;
+    },
+    set latency(ms) {
+      latency = ms;
+    },
+    get maxInFlight() {
+      return maxInFlight;
+    },
+    /** The requests open now (their answers not ended, nor their connections closed). */
+    get inFlight() {
+      return inFlight;
     },
     close: () =>
       new Promise((resolve) => {
@@ -873,13 +898,14 @@ export async function startHub(options = {}) {
 }
 
 // Standalone: node tests/hub/server.mjs [--port N] [--dir owner/repo=DIR]... [--token owner/repo=TOKEN]...
-//   [--owner NAMESPACE=TOKEN]... [--multipart-threshold BYTES]
+//   [--owner NAMESPACE=TOKEN]... [--multipart-threshold BYTES] [--latency MS]
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const files = {};
   const tokens = {};
   const owners = {};
   let port = 0;
   let multipartThreshold;
+  let latency = 0;
   const args = process.argv.slice(2);
   for (let i = 0; i + 1 < args.length; i += 2) {
     const [flag, value] = [args[i], args[i + 1]];
@@ -889,8 +915,9 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     else if (flag === '--token' && eq > 0) tokens[value.slice(0, eq)] = value.slice(eq + 1);
     else if (flag === '--owner' && eq > 0) owners[value.slice(0, eq)] = value.slice(eq + 1);
     else if (flag === '--multipart-threshold') multipartThreshold = Number(value);
-    else throw new Error(`usage: node tests/hub/server.mjs [--port N] [--dir owner/repo=DIR]... [--token owner/repo=TOKEN]... [--owner NAMESPACE=TOKEN]... [--multipart-threshold BYTES]`);
+    else if (flag === '--latency') latency = Number(value);
+    else throw new Error(`usage: node tests/hub/server.mjs [--port N] [--dir owner/repo=DIR]... [--token owner/repo=TOKEN]... [--owner NAMESPACE=TOKEN]... [--multipart-threshold BYTES] [--latency MS]`);
   }
-  const hub = await startHub({ files, tokens, owners, port, multipartThreshold });
+  const hub = await startHub({ files, tokens, owners, port, multipartThreshold, latency });
   console.log(hub.endpoint);
 }

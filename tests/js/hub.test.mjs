@@ -330,6 +330,94 @@ test('readTensor fetches one tensor with one Range request after the header', as
   });
 });
 
+test('reads of one file run several at a time once the first has landed: one resolve, the same bytes', async () => {
+  await withHub(async (hub) => {
+    hub.latency = 60;
+    const file = await openRemote('hf://me/small/tail.safetensors', { endpoint: hub.endpoint, readers: 4 });
+    try {
+      hub.clearLog();
+      const piece = 4096;
+      const offsets = Array.from({ length: 12 }, (_, i) => 65536 + i * piece);
+      const t0 = performance.now();
+      const parts = await Promise.all(offsets.map((o) => file.read(o, piece)));
+      const elapsed = performance.now() - t0;
+      offsets.forEach((o, i) => assert.deepEqual(parts[i], TAIL.slice(o, o + piece), `at ${o}`));
+      // 12 round trips one at a time take 720 ms at least; four at a time about 180.
+      assert.ok(elapsed < 12 * 60 * 0.6, `${elapsed} ms`);
+      assert.equal(file.maxInFlight, 4);
+      assert.ok(hub.maxInFlight >= 3, `${hub.maxInFlight} requests at once at the stand-in`);
+      // Every read went straight to the CDN URL the first request landed at, held to its ETag: no second resolve.
+      assert.equal(hub.log('resolve').length, 0);
+      assert.equal(hub.log('cdn').length, 12);
+      assert.ok(hub.log('cdn').every((r) => r.status === 206));
+      assert.equal(file.requests, 2 + 12, 'resolve + CDN, then one CDN request per read (counted over the readers)');
+    } finally {
+      await file.close();
+    }
+  });
+});
+
+test('reads in flight follow the caller\'s signal with one listener per file, none once they end; abort ends them all', async () => {
+  const { getEventListeners } = await import('node:events');
+  await withHub(async (hub) => {
+    const controller = new AbortController();
+    const { signal } = controller;
+    const file = await openRemote('hf://me/small/tail.safetensors', { endpoint: hub.endpoint, readers: 4, signal });
+    try {
+      assert.equal(getEventListeners(signal, 'abort').length, 0);
+      hub.latency = 200;
+      const reads = Array.from({ length: 8 }, (_, i) => file.read(65536 + i * 1000, 1000));
+      for (let i = 0; i < 50 && hub.inFlight < 4; ++i) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.equal(hub.inFlight, 4);
+      assert.equal(getEventListeners(signal, 'abort').length, 1);
+      const reason = new Error('stop');
+      controller.abort(reason);
+      for (const r of await Promise.allSettled(reads)) assert.equal(r.reason, reason);
+      for (let i = 0; i < 50 && hub.inFlight > 0; ++i) await new Promise((resolve) => setTimeout(resolve, 5));
+      assert.equal(hub.inFlight, 0, 'the four requests were dropped, well before their answers');
+      assert.equal(getEventListeners(signal, 'abort').length, 0);
+    } finally {
+      await file.close();
+    }
+  });
+});
+
+test('a server that ignores Range is read one read at a time (the policy allows no second reader)', async () => {
+  await withHub(async (hub) => {
+    hub.faults.push({ type: 'ignoreRange' });
+    const file = await openRemote('hf://me/small/tail.safetensors', { endpoint: hub.endpoint, readers: 4 });
+    try {
+      const parts = await Promise.all([70000, 80000, 90000].map((o) => file.read(o, 100)));
+      [70000, 80000, 90000].forEach((o, i) => assert.deepEqual(parts[i], TAIL.slice(o, o + 100)));
+      assert.equal(file.maxInFlight, 1);
+    } finally {
+      await file.close();
+    }
+  });
+});
+
+test('a file that changes under one of several reads in flight fails that read with the change; the others are held to the ETag', async () => {
+  await withHub(async (hub) => {
+    const file = await openRemote('hf://me/small/tail.safetensors', { endpoint: hub.endpoint, readers: 4, retryDelay: 10 });
+    try {
+      hub.latency = 30;
+      // The file changes after two more CDN reads: its old CDN URL then answers 403, and the start URL the new ETag.
+      hub.faults.push({ type: 'change', path: 'tail.safetensors', after: 2 });
+      const reads = [70000, 80000, 90000, 100000, 110000, 120000].map((o) => file.read(o, 1000));
+      const results = await Promise.allSettled(reads);
+      const failed = results.filter((r) => r.status === 'rejected');
+      assert.equal(failed.length, 4, 'the two reads served before the change succeed, the four after it fail');
+      for (const r of failed) assert.match(r.reason.message, /^`hf:\/\/me\/small\/tail\.safetensors` changed while being read \(ETag "[0-9a-f]{64}" became "[0-9a-f]{64}"\)$/);
+      // What did come back is the first version's.
+      results.forEach((r, i) => r.status === 'fulfilled' && assert.deepEqual(r.value, TAIL.slice(70000 + i * 10000, 71000 + i * 10000)));
+      // Back through the start URL after a 403 at the old CDN URL: at most once per failed read.
+      assert.ok(hub.log('resolve', 'tail.safetensors').length <= 1 + 4);
+    } finally {
+      await file.close();
+    }
+  });
+});
+
 test('openRemote gives a {size, read} source the streaming reader accepts', async () => {
   await withHub(async (hub) => {
     const file = await openRemote('hf://me/small/tail.safetensors', { endpoint: hub.endpoint });

@@ -134,6 +134,75 @@ test('faults: a 503 and a truncated body are retried, resuming, with the same ou
   });
 });
 
+test('the data pass keeps several ranges of a shard in flight: well under one round trip a piece, one resolve, the native bytes', async (t) => {
+  await withHub(async (hub, options) => {
+    const D = 100;
+    const pieceSize = 256 << 10;
+    hub.latency = D;
+    const file = await mergeRemoteShard({ ...options, shard: shards[0], pieceSize, readers: 4 });
+    hub.clearLog();
+    const t0 = performance.now();
+    const bytes = await collect(file.stream);
+    const elapsed = performance.now() - t0;
+    const data = hub.log('cdn', shards[0]);
+    assert.ok(data.length >= 16, `${data.length} data requests`);
+    assert.ok(data.every((r) => r.status === 206 && r.completed));
+    // One at a time, N pieces take N round trips at least; four at a time about a quarter of that.
+    assert.ok(elapsed < data.length * D * 0.5, `${elapsed} ms for ${data.length} pieces of ${D} ms each`);
+    assert.ok(hub.maxInFlight >= 3, `${hub.maxInFlight} requests at once`);
+    // Every piece went straight to the CDN URL the shard's header read landed at: its one resolve was before.
+    assert.equal(hub.log('resolve', shards[0]).length, 0);
+    assert.ok(data.every((r) => Number(/^bytes=(\d+)-(\d+)$/.exec(r.range).slice(1).reduce((a, b) => b - a + 1)) <= pieceSize));
+    if (!skipWithoutNative(t)) assert.ok(same(bytes, expected[shards[0]]));
+    assert.equal(openMergeHandles(), 0);
+  });
+});
+
+test('mergeRemote with several ranges in flight and small pieces = the native merge; a change under concurrent reads fails cleanly', async (t) => {
+  if (skipWithoutNative(t)) return;
+  await withHub(async (hub, options) => {
+    hub.latency = 5;
+    const files = {};
+    for await (const { path, stream } of mergeRemote({ ...options, pieceSize: 100_000, readers: 3 })) files[path] = await collect(stream);
+    for (const name of Object.keys(expected)) assert.ok(same(files[name], expected[name]), name);
+    // One resolve per base shard (its header read); the data went to the CDN URLs.
+    for (const name of shards) assert.equal(hub.log('resolve', name).length, 1, name);
+
+    const url = `${hub.endpoint}/me/single/resolve/main/model.safetensors`;
+    hub.faults.push({ type: 'change', path: 'model.safetensors', after: 6 });
+    const changing = await mergeRemoteShard({ base: url, adapter: options.adapter, endpoint: hub.endpoint, retryDelay: 10, pieceSize: 100_000, readers: 4 });
+    await assert.rejects(collect(changing.stream), (e) => e instanceof SafetensorsError && /changed while being read/.test(e.message));
+    assert.equal(openMergeHandles(), 0);
+    for (let i = 0; i < 50 && hub.inFlight > 0; ++i) await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(hub.inFlight, 0, 'no read left running');
+  });
+});
+
+test('abort cancels every range in flight', async () => {
+  await withHub(async (hub, options) => {
+    hub.latency = 200;
+    const controller = new AbortController();
+    const file = await mergeRemoteShard({ ...options, shard: shards[0], signal: controller.signal, pieceSize: 256 << 10, readers: 4 });
+    const reader = file.stream.getReader();
+    await reader.read();
+    hub.clearLog();
+    const next = reader.read();
+    for (let i = 0; i < 50 && hub.inFlight < 3; ++i) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.ok(hub.inFlight >= 3, `${hub.inFlight} requests in flight`);
+    const reason = new Error('stop');
+    controller.abort(reason);
+    await assert.rejects(next, (e) => e === reason);
+    const made = hub.requests.length;
+    // The requests in flight are dropped (well before their 200 ms), and none is made after.
+    for (let i = 0; i < 50 && hub.inFlight > 0; ++i) await new Promise((resolve) => setTimeout(resolve, 5));
+    assert.equal(hub.inFlight, 0);
+    assert.ok(hub.requests.every((r) => r.completed === false), JSON.stringify(hub.requests));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(hub.requests.length, made);
+    assert.equal(openMergeHandles(), 0);
+  });
+});
+
 test('abort mid-stream errors with the reason and frees everything; a missing repo is a 404 IoError', async (t) => {
   await withHub(async (hub, options) => {
     const controller = new AbortController();

@@ -528,6 +528,88 @@ TEST(HttpPolicy, ABodyCutShortAtTheLandedUrlIsRetriedThereAndCounted) {
   EXPECT_EQ(s.request.range, "bytes=130-199");
 }
 
+TEST(HttpPolicy, ReadersOfOneFileShareItsEtagSizeAndLandedUrl) {
+  HttpFilePolicy p = Make({}, "hf_tok");
+  p.BeginRead(0, 10, 0);
+  Send(p, 0);
+  HttpHead r = Redirect("https://cdn.test/blob?sig=1");
+  r.repo_commit = "abc123";
+  p.OnHead(0, r);
+  EXPECT_FALSE(p.ParallelReads());  // nothing pinned yet: a second reader would resolve again
+  Send(p, 0);
+  p.OnHead(0, Partial(0, 9, 1000));
+  EXPECT_TRUE(p.ParallelReads());
+  p.OnBody(0, 10);
+  // Two more readers, each with a read in flight at the same time: both go straight to the CDN URL, no token.
+  HttpFilePolicy a = p.Reader(), b = p.Reader();
+  a.BeginRead(100, 200, 1);
+  b.BeginRead(200, 300, 1);
+  HttpStep sa = Send(a, 1), sb = Send(b, 1);
+  EXPECT_EQ(sa.request.url, "https://cdn.test/blob?sig=1");
+  EXPECT_EQ(sb.request.url, "https://cdn.test/blob?sig=1");
+  EXPECT_EQ(sa.request.range, "bytes=100-199");
+  EXPECT_EQ(sb.request.range, "bytes=200-299");
+  EXPECT_EQ(sa.request.authorization, "");
+  EXPECT_EQ(b.commit().value(), "abc123");
+  EXPECT_EQ(b.size().value(), 1000u);
+  a.OnHead(1, Partial(100, 199, 1000));
+  EXPECT_EQ(a.OnBody(1, 100).take, 100u);
+  EXPECT_EQ(a.Next(1).action, HttpAction::kDone);
+  // The file changed under b: its answer carries another ETag than the one p pinned.
+  b.OnHead(1, Partial(200, 299, 1000, "\"e2\""));
+  EXPECT_NE(FailMessage(b, 1).find("changed while being read (ETag \"e1\" became \"e2\")"), std::string::npos);
+  EXPECT_EQ(p.requests(), 4u);  // resolve + CDN, then one CDN request per reader: counted for the file
+  // A size change is seen by every reader as well.
+  HttpFilePolicy c = p.Reader();
+  c.BeginRead(300, 310, 2);
+  Send(c, 2);
+  c.OnHead(2, Partial(300, 309, 999));
+  EXPECT_NE(FailMessage(c, 2).find("changed while being read (size 1000 became 999)"), std::string::npos);
+}
+
+TEST(HttpPolicy, AReaderKeepsTheLandedUrlAnotherFoundMeanwhile) {
+  HttpFilePolicy p = Make({.retries = 0});
+  p.BeginRead(0, 10, 0);
+  Send(p, 0);
+  p.OnHead(0, Redirect("https://cdn.test/blob?sig=old"));
+  Send(p, 0);
+  p.OnHead(0, Partial(0, 9, 1000));
+  p.OnBody(0, 10);
+  HttpFilePolicy a = p.Reader(), b = p.Reader();
+  a.BeginRead(10, 20, 1);
+  b.BeginRead(20, 30, 1);
+  EXPECT_EQ(Send(a, 1).request.url, "https://cdn.test/blob?sig=old");
+  EXPECT_EQ(Send(b, 1).request.url, "https://cdn.test/blob?sig=old");
+  // The signed URL expired: a goes back through the start URL and lands at a new one...
+  a.OnHead(1, StatusHead(403));
+  EXPECT_EQ(Send(a, 1).request.url, kUrl);
+  a.OnHead(1, Redirect("https://cdn.test/blob?sig=new"));
+  EXPECT_EQ(Send(a, 1).request.url, "https://cdn.test/blob?sig=new");
+  a.OnHead(1, Partial(10, 19, 1000));
+  EXPECT_EQ(a.OnBody(1, 10).take, 10u);
+  // ...then b's 403 from the old one does not drop the new one: b asks again at once, there (no attempt counted).
+  b.OnHead(1, StatusHead(403));
+  EXPECT_EQ(Send(b, 1).request.url, "https://cdn.test/blob?sig=new");
+  b.OnHead(1, Partial(20, 29, 1000));
+  EXPECT_EQ(b.OnBody(1, 10).take, 10u);
+  EXPECT_EQ(b.Next(1).action, HttpAction::kDone);
+  HttpFilePolicy c = p.Reader();
+  c.BeginRead(30, 40, 2);
+  EXPECT_EQ(Send(c, 2).request.url, "https://cdn.test/blob?sig=new");
+}
+
+TEST(HttpPolicy, NoParallelReadsFromAServerThatIgnoresRange) {
+  HttpFilePolicy p = Make();
+  p.BeginRead(0, 10, 0);
+  Send(p, 0);
+  HttpHead h;
+  h.status = 200;
+  h.content_length = "1000";
+  h.etag = "\"e1\"";
+  p.OnHead(0, h);
+  EXPECT_FALSE(p.ParallelReads());
+}
+
 TEST(HttpPolicy, IdleDeadlineFailsTheAttemptAndIsRetried) {
   HttpFilePolicy p = Make({.retries = 1, .backoff_ms = 10, .idle_ms = 500});
   p.BeginRead(0, 10, 0);

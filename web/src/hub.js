@@ -109,7 +109,10 @@ export async function openFile(source, options) {
   throwIfAborted(options.signal);
   const module = await getModule();
   const t = target(module, source, options);
-  return new RemoteFile(new RangeClient(module, t, options), t);
+  // The file's clients wait on a signal of the file's own, which follows the caller's while reads run: one
+  // listener on the caller's signal per file being read, not one per read in flight.
+  const follow = new AbortController();
+  return new RemoteFile(new RangeClient(module, t, { ...options, signal: follow.signal }), t, { readers: options.readers, signal: options.signal, follow });
 }
 
 /**

@@ -196,6 +196,11 @@ export interface RemoteOptions {
   http?: Record<string, string>;
   /** The fetch to use (default the global one). */
   fetch?: typeof fetch;
+  /** Ranges of one file read at once (default 4): once the first answer pinned the ETag and showed Range honoured,
+   * further reads run on readers of the file's policy, straight to the CDN URL it landed at, held to the same ETag. */
+  readers?: number;
+  /** Bytes per Range request in a remote merge's data pass (default 4 MiB); `readers` of them are kept in flight. */
+  pieceSize?: number;
 }
 
 /** A remote file read by Range requests, from {@link openRemote}. Redirects are followed hop by hop; the first answer's
@@ -211,9 +216,12 @@ export interface RemoteFile {
   readonly etag: string | null;
   /** The first answer's `X-Repo-Commit`, when the server sent (and exposed) it. */
   readonly commit: string | null;
-  /** HTTP requests made so far (each redirect hop counts). */
+  /** HTTP requests made so far, by all the file's readers (each redirect hop counts). */
   readonly requests: number;
-  /** `length` bytes at `offset`, fewer only at the end of the file. Reads run one at a time. */
+  /** The most reads that ran at the same time. */
+  readonly maxInFlight: number;
+  /** `length` bytes at `offset`, fewer only at the end of the file. Up to `readers` reads run at once (after the
+   * first, and only when the server honours Range); further ones wait their turn. */
   read(offset: number, length: number): Promise<Uint8Array>;
   /** Cancels a response body left open. */
   close(): Promise<void>;

@@ -158,7 +158,9 @@ export class MergeSession {
     if (head) yield head;
     yield* this.serveAdapter(signal);
     const buffers = reuse && src.readInto ? Array.from({ length: READ_AHEAD + 1 + keep }, () => new Uint8Array(pieceSize)) : null;
-    const next = runPieces(src, shard.runs, signal, pieceSize, buffers);
+    // A source that says how it is best read (a remote file: pieces per Range request, requests in flight) is read
+    // so, unless the pieces go into the caller's buffers.
+    const next = buffers ? runPieces(src, shard.runs, signal, pieceSize, buffers) : runPieces(src, shard.runs, signal, src.pieceSize ?? pieceSize, null, src.readAhead);
     for (let piece; (piece = await next()) !== null; ) {
       const { bytes, forward } = piece;
       const n = bytes.length; // read before the consumer has the bytes: it may transfer (detach) them
@@ -377,16 +379,16 @@ function bytesStream(bytes) {
  * The source bytes of a shard's plan runs ([begin, end, forward], file order), in order, a piece at a time
  * ({bytes, forward}, null at the end): read from a random-access source - the next piece's read started before
  * this one is handed over, so reading overlaps with whatever the consumer does with it (writing it) - or cut out
- * of a stream of the whole file. `buffers` (two, with src.readInto): pieces are read into them in turn.
+ * of a stream of the whole file. `buffers` (two, with src.readInto): pieces are read into them in turn. `depth`:
+ * how many reads are kept in flight past the piece handed over.
  */
-function runPieces(src, runs, signal, pieceSize, buffers = null) {
+function runPieces(src, runs, signal, pieceSize, buffers = null, depth = READ_AHEAD) {
   let r = 0;
   let turn = 0; // buffers: the one the next read fills (they take turns: one in use, the others read ahead)
   let pos = src.random ? (runs[0]?.[0] ?? 0) : 0; // file offset of the next byte to read / of `pending`
   let pending = null;
   let chunk = null; // the stream's chunk `pending` is part of
   const ahead = []; // random access: the reads already started, in order
-  const depth = READ_AHEAD;
   const readNext = () => {
     while (r < runs.length && pos >= runs[r][1]) {
       ++r;
@@ -399,7 +401,7 @@ function runPieces(src, runs, signal, pieceSize, buffers = null) {
     pos += n;
     const into = buffers?.[turn++ % buffers.length].subarray(0, n);
     const read = Promise.resolve()
-      .then(() => raceAbort(Promise.resolve(into ? src.readInto(at, into) : src.read(at, n)), signal))
+      .then(() => (signal?.aborted ? Promise.reject(abortReason(signal)) : into ? src.readInto(at, into) : src.read(at, n)))
       .then((chunk) => {
         const bytes = chunkBytes(chunk);
         if (bytes.length !== n) throw endedAt(at + bytes.length);
@@ -418,7 +420,8 @@ function runPieces(src, runs, signal, pieceSize, buffers = null) {
         ahead.push(read);
       }
       if (ahead.length === 0) return null;
-      return ahead.shift();
+      // Only the piece handed over races the abort: one listener on the signal, however many reads are ahead.
+      return raceAbort(ahead.shift(), signal);
     }
     for (;;) {
       throwIfAborted(signal);

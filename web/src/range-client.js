@@ -100,13 +100,16 @@ export class RangeClient {
    * @param {{url: string, label: string, token?: string | null, tokenOrigin: string}} target
    * @param {object} options signal, fetch and the limits of LIMIT_OPTIONS
    */
-  constructor(module, target, options = {}) {
-    this.policy = new module.HttpFile(target.url, target.label, target.token ?? '', target.tokenOrigin ?? '', limitsText(options));
+  constructor(module, target, options = {}, policy = null) {
+    this.policy = policy ?? new module.HttpFile(target.url, target.label, target.token ?? '', target.tokenOrigin ?? '', limitsText(options));
     if (!this.policy.ok()) {
       const error = errorFromHandle(this.policy);
       this.policy.delete();
       throw error;
     }
+    this.module = module;
+    this.target = target;
+    this.options = options;
     this.signal = options.signal;
     this.fetch = options.fetch ?? ((url, init) => globalThis.fetch(url, init));
     this.follow = false; // set once the runtime answers a manual redirect with an opaque one (browsers)
@@ -134,6 +137,22 @@ export class RangeClient {
     const parts = [];
     await this.run(parts);
     return concat(parts) ?? new Uint8Array(0);
+  }
+
+  /** True once the policy allows reads of other ranges on this file's other clients (sibling()). */
+  get parallel() {
+    return this.policy.parallelReads();
+  }
+
+  /**
+   * Another client of the same file, for a read at the same time as this one's: its own request and body, the
+   * file's pinned ETag and size and where its redirects landed shared with this client (the policy's Reader), so
+   * it starts at the CDN URL and is held to the same ETag.
+   */
+  sibling() {
+    const client = new RangeClient(this.module, this.target, this.options, this.policy.reader());
+    client.follow = this.follow;
+    return client;
   }
 
   get size() {
@@ -266,14 +285,37 @@ export class RangeClient {
 }
 
 /**
+ * How many ranges of one remote file are read at the same time (one client each, the first one's redirect and
+ * ETag shared by the others). Chosen by measurement, with the memory and connections it takes (docs/
+ * benchmarks.md, "Remote: later ranges at the CDN URL, several in flight").
+ */
+export const DEFAULT_READERS = 4;
+
+/**
  * A file read over HTTP by ranges. Use openRemote (hub.js). Reads are served from what the first request fetched
- * when they can, run one at a time, and reuse an open body when the next read continues it (a server that
- * ignores Range is read as one stream, only as far as needed).
+ * when they can. The first read runs alone; once its answer pinned the ETag and size and showed that the server
+ * honours Range (the policy's parallelReads()), up to `readers` reads run at once, each on a client of its own
+ * (the policy's Reader: straight to the CDN URL, held to the same ETag); further reads wait their turn, in order.
+ * A read that continues an open body (a server that ignores Range, read as one stream) reuses it.
  */
 export class RemoteFile {
-  /** @param {RangeClient} client @param {{url: string, label: string, token?: string | null}} target */
-  constructor(client, target) {
-    this.client = client;
+  /**
+   * @param {RangeClient} client
+   * @param {{url: string, label: string, token?: string | null}} target
+   * @param {{readers?: number, signal?: AbortSignal, follow?: AbortController}} [options] `follow`: the controller
+   *   of the clients' signal, aborted when `signal` aborts while reads are running or asked for
+   */
+  constructor(client, target, options = {}) {
+    this.signal = options.signal ?? null;
+    this.follow = options.follow ?? null;
+    this.onAbort = () => this.follow.abort(abortReason(this.signal));
+    this.client = client; // the first client: it makes the first request
+    this.clients = [client];
+    this.idle = [client]; // clients with no read running
+    this.waiting = []; // reads waiting for a client: resolve functions, in order
+    this.running = new Set(); // the reads asked for and not settled (their promises), waiting ones included
+    this.active = 0; // reads that have a client
+    this.readers = Math.max(1, Math.floor(options.readers ?? DEFAULT_READERS));
     this.url = target.url;
     this.label = target.label;
     this.token = target.token ?? null;
@@ -283,31 +325,72 @@ export class RemoteFile {
     this.etag = null;
     /** X-Repo-Commit of the first answer that named one (the Hub does on its resolve answers). */
     this.commit = null;
-    /** HTTP requests made so far (each redirect hop counts). */
+    /** HTTP requests made so far, by all the file's clients (each redirect hop counts). */
     this.requests = 0;
+    /** The most reads that ran at the same time. */
+    this.maxInFlight = 0;
     this.head = new Uint8Array(0); // the file's first bytes, as far as fetched for the header
-    this.queue = Promise.resolve();
     this.closed = false;
   }
 
-  /** Runs `fn(client)` after the reads queued before it, then copies what the policy learnt. Internal. */
+  /** A client for one read: an idle one, a new reader when the policy allows one more, else the next one freed. */
+  acquire() {
+    if (this.idle.length > 0) return Promise.resolve(this.idle.pop());
+    if (this.clients.length < this.readers && this.client.policy && this.client.parallel) {
+      const client = this.client.sibling();
+      this.clients.push(client);
+      return Promise.resolve(client);
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  release(client) {
+    const next = this.waiting.shift();
+    if (next) next(client);
+    else this.idle.push(client);
+  }
+
+  /** Runs `fn(client)` on a client of its own, then copies what the policy learnt. Internal. */
   run(fn) {
-    const run = this.queue.then(async () => {
-      if (this.closed) throw new SafetensorsError('IoError', `cannot read \`${this.label}\`: the file was closed`);
+    const run = (async () => {
+      if (this.closed) throw this.closedError();
+      const client = await this.acquire();
+      this.maxInFlight = Math.max(this.maxInFlight, ++this.active);
       try {
-        return await fn(this.client);
+        if (this.closed) throw this.closedError();
+        return await fn(client);
       } finally {
-        const p = this.client.policy;
+        const p = client.policy;
         if (p) {
-          this.size = this.client.size;
+          this.size = client.size;
           this.etag = p.etag() || null;
           this.commit = p.commit() || null;
           this.requests = p.requests();
         }
+        --this.active;
+        this.release(client);
       }
+    })();
+    const tracked = run.catch(() => {});
+    if (this.running.size === 0) this.watch(true);
+    this.running.add(tracked);
+    tracked.then(() => {
+      this.running.delete(tracked);
+      if (this.running.size === 0) this.watch(false);
     });
-    this.queue = run.catch(() => {});
     return run;
+  }
+
+  /** Follows the caller's signal (`on`), or stops following it. */
+  watch(on) {
+    if (!this.follow || !this.signal || this.follow.signal.aborted) return;
+    if (!on) return this.signal.removeEventListener('abort', this.onAbort);
+    if (this.signal.aborted) this.onAbort();
+    else this.signal.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  closedError() {
+    return new SafetensorsError('IoError', `cannot read \`${this.label}\`: the file was closed`);
   }
 
   /** `length` bytes at `offset`: fewer only at the end of the file. */
@@ -354,11 +437,14 @@ export class RemoteFile {
     return { size: this.size, read: (offset, length) => this.read(offset, length) };
   }
 
-  /** Cancels an open response body and frees the policy. */
+  /** Waits for the reads running, then cancels any open response body and frees the policies. */
   async close() {
-    await this.queue;
+    while (this.running.size > 0) await Promise.all([...this.running]);
     if (this.closed) return;
     this.closed = true;
-    await this.client.close();
+    const clients = this.clients;
+    this.clients = [];
+    this.idle = [];
+    await Promise.all(clients.map((c) => c.close()));
   }
 }

@@ -117,25 +117,40 @@ async function eachLimit(items, limit, fn) {
 }
 
 /**
- * `file` as a {size, read} source that, once reads come in order and of one size (the merge's data pass), asks
- * for the next piece while the current one is being merged: one request's latency hidden for one piece of memory.
+ * Bytes per Range request in a remote merge's data pass. Chosen by measurement, with the memory it holds (docs/
+ * benchmarks.md, "Remote: later ranges at the CDN URL, several in flight").
  */
-export function readAhead(file) {
+export const REMOTE_PIECE = 4 << 20;
+
+/**
+ * `file` as a {size, read} source for a merge's data pass, with how it is best read: `pieceSize` bytes a read and
+ * `readAhead` reads in flight past the piece being merged (the merge's runPieces honours both), one per reader
+ * of the file (options.readers, the RemoteFile's), so memory stays at (readers + 1) pieces. A consumer that asks
+ * one read at a time, in order and of one size, gets the next piece asked for while it works on the current one.
+ */
+export function readAhead(file, options = {}) {
   let last = null; // {end, length} of the previous read
   let ahead = null; // {offset, length, promise}: the guessed next read
+  let outstanding = 0; // the consumer's reads not settled yet
   return {
     size: file.size,
+    pieceSize: Math.max(1, Math.floor(options.pieceSize ?? REMOTE_PIECE)),
+    readAhead: file.readers ?? 1,
     read(offset, length) {
       const hit = ahead && ahead.offset === offset && length <= ahead.length;
       const bytes = hit ? ahead.promise.then((b) => b.subarray(0, length)) : file.read(offset, length);
       ahead = null;
       const end = offset + length;
-      if (last && last.end === offset && last.length === length && end < file.size) {
+      // A consumer with reads of its own in flight reads ahead itself: no guess then.
+      if (outstanding === 0 && last && last.end === offset && last.length === length && end < file.size) {
         const n = Math.min(length, file.size - end);
         ahead = { offset: end, length: n, promise: file.read(end, n) };
         ahead.promise.catch(() => {}); // a wrong guess is never awaited; its error (if any) is not the merge's
       }
       last = { end, length };
+      ++outstanding;
+      const settled = () => --outstanding;
+      bytes.then(settled, settled);
       return bytes;
     },
   };
@@ -151,7 +166,15 @@ export function remoteReading(options) {
   const controller = new AbortController(); // the user's signal, or our own abort when the output is given up
   const onAbort = () => controller.abort(abortReason(signal));
   signal?.addEventListener('abort', onAbort, { once: true });
-  const ro = { signal: controller.signal, token: options.token ?? options.accessToken, endpoint: options.endpoint ?? options.hubUrl, fetch: options.fetch, http: options.http };
+  const ro = {
+    signal: controller.signal,
+    token: options.token ?? options.accessToken,
+    endpoint: options.endpoint ?? options.hubUrl,
+    fetch: options.fetch,
+    http: options.http,
+    readers: options.readers, // ranges of one file read at once
+    pieceSize: options.pieceSize, // bytes per range in the data pass
+  };
   for (const name of Object.keys(LIMIT_OPTIONS)) ro[name] = options[name]; // the HTTP policy's limits
   const files = new Map();
   const close = async (reason) => {
@@ -173,7 +196,7 @@ export async function openRemoteModel(given, reading, key) {
     const file = await openRemote(base.shard(name), reading.ro);
     reading.files.set(key + name, file);
     if (file.size === null) throw new SafetensorsError('IoError', `cannot read \`${file.url}\` by ranges: the server does not tell its size`);
-    return readAhead(file);
+    return readAhead(file, reading.ro);
   };
   return { base: { index: base.index, config: base.config, open }, revision: base.revision };
 }
@@ -203,7 +226,7 @@ async function openModel(options) {
       files.set(name, file);
       if (file.size === null) throw new SafetensorsError('IoError', `cannot read \`${file.url}\` by ranges: the server does not tell its size`);
     });
-    const sources = new Map(names.map((name) => [name, readAhead(files.get(name))]));
+    const sources = new Map(names.map((name) => [name, readAhead(files.get(name), ro)]));
     return { base, adapter, names, files, sources, close, signal: ro.signal };
   } catch (error) {
     await close(error);

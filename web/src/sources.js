@@ -15,6 +15,8 @@ export const DEFAULT_READ_SIZE = 4 << 20;
  * @property {(offset: number, length: number) => Promise<Uint8Array>} [read]  random access (may return fewer bytes at the end)
  * @property {(offset: number, target: Uint8Array) => Promise<Uint8Array>} [readInto]  a local file's: fills `target`
  * @property {() => Promise<Uint8Array | null>} next  the next chunk in file order, null at the end
+ * @property {number} [pieceSize]  the bytes per read the source is best read in (a remote file's)
+ * @property {number} [readAhead]  how many reads it serves at once past the one being used (a remote file's)
  * @property {(reason?: unknown) => Promise<void>} close  releases the source; cancels a stream or iterator not
  *   read to its end (a stream's cancel() gets `reason`)
  */
@@ -80,6 +82,9 @@ export async function openSource(source, options = {}) {
   if (source && typeof source === 'object' && typeof source.read === 'function' && Number.isSafeInteger(source.size)) {
     const src = randomSource(source.size, async (offset, length) => chunkBytes(await source.read(offset, length)), readSize);
     if (typeof source.readInto === 'function') src.readInto = (offset, target) => source.readInto(offset, target);
+    // How the source is best read (a remote file's: remote.js readAhead), for a reader that keeps pieces in flight.
+    if (Number.isSafeInteger(source.pieceSize) && source.pieceSize > 0) src.pieceSize = source.pieceSize;
+    if (Number.isSafeInteger(source.readAhead) && source.readAhead >= 0) src.readAhead = source.readAhead;
     return src;
   }
   if (source && (typeof source[Symbol.asyncIterator] === 'function' || typeof source[Symbol.iterator] === 'function')) {
