@@ -1,7 +1,7 @@
 // The streaming merge of one safetensors file (one shard): the output header first, then every tensor as
 // its source bytes arrive, merged row block by row block. Memory: one row block in and out (about a MiB), the
-// current module's factors in fp32, and - only for DoRA on a Conv1D or embedding weight, whose norms run
-// across rows - that one weight in fp32.
+// current module's factors in fp32 (F32 ones as fetched; a large B one block of rows at a time, see below), and
+// - only for DoRA on a Conv1D or embedding weight, whose norms run across rows - that one weight in fp32.
 //
 // Adapter tensors that are references (read from the adapter's header only) are fetched per planned tensor:
 // before a merged tensor's base bytes are used, the merger asks for its module's factors (adapter_needs(): A,
