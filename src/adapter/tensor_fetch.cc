@@ -40,6 +40,20 @@ void TensorFetch::Request(std::vector<const Tensor*> tensors) {
   pending_status_ = CompleteEmpty();
 }
 
+size_t TensorFetch::Add(const Tensor* t) {
+  // Every earlier tensor is complete (ready()), so the next byte supplied belongs to this one: filling_ already
+  // points past the last lazy tensor, where this one goes.
+  const size_t i = requested_.size();
+  requested_.push_back(t);
+  if (!t || t->held()) return i;
+  lazy_.push_back(i);
+  stored_.emplace_back();
+  made_.emplace_back();
+  if (t->ref->range.size() > 0) needs_.push_back(t->ref->range);
+  pending_status_ = CompleteEmpty();
+  return i;
+}
+
 const TensorRef& TensorFetch::RefOf(size_t k) const { return *requested_[lazy_[k]]->ref; }
 
 // Completes the lazy tensors from filling_ on that need no bytes (empty tensors).

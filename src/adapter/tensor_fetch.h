@@ -28,10 +28,15 @@ class TensorFetch {
  public:
   // Starts a new set (the previous set's bytes are released). Held tensors (or null) need nothing.
   void Request(std::vector<const Tensor*> tensors);
+  // Once ready(): one more tensor for the current set (e.g. the next block of a factor's rows), its index returned
+  // for get() and ReleaseOne(); the tensors held so far stay. `t` must outlive the set. Invalidates the Tensor
+  // pointers get() returned (their bytes stay where they are).
+  size_t Add(const Tensor* t);
   std::span<const ByteRange> needs() const { return needs_; }  // empty once every byte has arrived
   Status Supply(std::span<const uint8_t> bytes);
   bool ready() const { return needs_.empty(); }
-  // The i-th requested tensor, held (valid until the next Request or Release); null where null was requested.
+  // The i-th requested tensor, held (valid until the next Request, Release or Add; its bytes until the next Request,
+  // Release or ReleaseOne(i)); null where null was requested.
   const Tensor* get(size_t i) const;
   void Release();
   // Frees the i-th tensor's bytes once the consumer has taken what it needs (e.g. converted it to fp32).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <map>
 
 #include "kernels/convert.h"
@@ -34,11 +35,24 @@ Error NonFinite(const PlannedTensor& p) {
 // are usually adjacent in the file, so they come in one read).
 enum AdapterSlot { kSlotA, kSlotB, kSlotMagnitude, kSlotBias, kSlotReplacement, kSlotCount };
 
-std::vector<const adapter::Tensor*> AdapterTensorsOf(const PlannedTensor& p) {
+// Whether the tensor's left factor is fetched a block of rows at a time (MergeOptions::factor_block_bytes): B
+// [out, r] of a weight stored [out, in] merged row by row, stored as it is used (no rearrangement, so a block of
+// its rows is one contiguous range of the file) and larger than the bound.
+bool LeftInBlocks(const PlannedTensor& p, const MergeOptions& o) {
+  if (!p.module || p.replacement || o.factor_block_bytes == 0 || p.orientation != Orientation::kOutIn) return false;
+  if (p.op != TensorOp::kLowRank && p.op != TensorOp::kLowRankEmbedding && p.op != TensorOp::kDoraRows) return false;
+  const adapter::Tensor& b = p.module->b;
+  if (b.held() || !b.ref->steps.empty() || b.ref->stored_gguf_type) return false;
+  if (p.rows == 0 || b.element_count() != p.rows * p.module->rank() || b.ref->range.size() != b.byte_length())
+    return false;
+  return b.byte_length() > o.factor_block_bytes;
+}
+
+std::vector<const adapter::Tensor*> AdapterTensorsOf(const PlannedTensor& p, const MergeOptions& o) {
   std::vector<const adapter::Tensor*> t(kSlotCount, nullptr);
   if (p.module && p.op != TensorOp::kAddBias) {
     t[kSlotA] = &p.module->a;
-    t[kSlotB] = &p.module->b;
+    if (!LeftInBlocks(p, o)) t[kSlotB] = &p.module->b;  // else fetched by TensorState, a block at a time
     if (p.op == TensorOp::kDoraRows || p.op == TensorOp::kDoraColumns) t[kSlotMagnitude] = &*p.module->magnitude;
   }
   if (p.op == TensorOp::kAddBias) t[kSlotBias] = &*p.module->b_bias;
@@ -61,6 +75,7 @@ class ShardMerger::TensorState {
       : p_(p), adapter_(adapter), options_(o), writer_(w) {
     in_width_ = Width(p.in_dtype);
     out_width_ = Width(p.out_dtype);
+    split_ = LeftInBlocks(p, o);
     if (p.module && p.op != TensorOp::kAddBias) PrepareFactors();
     if (p.op == TensorOp::kDoraRows || p.op == TensorOp::kDoraColumns) {
       magnitude_ = ToF32(*adapter_.get(kSlotMagnitude));
@@ -74,15 +89,22 @@ class ShardMerger::TensorState {
   // --quantize: the quantized weight's error, once it is written.
   const QuantizedTensorWriter* quantized() const { return quant_.get(); }
 
-  Status Push(std::span<const uint8_t> bytes) {
+  // Takes the tensor's next source bytes: all of them (`used`), unless its left factor is fetched in blocks
+  // (split_) and the next whole row's block is not in yet: then it stops before that row, having asked the fetch
+  // for the block (the caller supplies it and pushes the rest again; an empty push then merges a carried row).
+  Status Push(std::span<const uint8_t> bytes, size_t& used) {
+    used = bytes.size();
     if (p_.replacement && p_.module) return Status::Ok();  // merging into the adapter's saved copy instead
     switch (p_.op) {
-      case TensorOp::kCopy: return quant_ ? PushRows(bytes) : writer_.Write(bytes);
+      case TensorOp::kCopy: return quant_ ? PushRows(bytes, used) : writer_.Write(bytes);
       case TensorOp::kReplace: return Status::Ok();  // the base's bytes are dropped
       case TensorOp::kAddBias: held_.insert(held_.end(), bytes.begin(), bytes.end()); return Status::Ok();
-      default: return PushRows(bytes);
+      default: return PushRows(bytes, used);
     }
   }
+
+  // A whole row is carried, waiting for its block of the left factor.
+  bool stalled() const { return split_ && !carry_.empty() && carry_.size() == p_.cols * in_width_; }
 
   Status Finish() {
     if (!carry_.empty() && p_.op != TensorOp::kAddBias)
@@ -93,7 +115,8 @@ class ShardMerger::TensorState {
       std::vector<uint8_t> as_base(saved.element_count() * in_width_);
       if (!kernels::ConvertElements(saved.dtype, p_.in_dtype, saved.bytes.data(), as_base.data(), saved.element_count()))
         return MakeError(ErrorCode::UnsupportedDtype, "cannot convert `" + p_.replacement->key + "`", p_.name);
-      PB_RETURN_IF_ERROR(PushRows(as_base));
+      size_t used = 0;
+      PB_RETURN_IF_ERROR(PushRows(as_base, used));  // never split (LeftInBlocks): all of it
     }
     Status s = Status::Ok();
     switch (p_.op) {
@@ -113,22 +136,76 @@ class ShardMerger::TensorState {
     factors_.rank = m.rank();
     factors_.scale = static_cast<float>(m.settings.scaling);
     factors_.sign = options_.unmerge ? -1.0f : 1.0f;
+    const size_t r = m.rank();
+    left_end_ = p_.rows;
+    if (p_.orientation == Orientation::kOutIn && p_.op != TensorOp::kLowRankExperts) {
+      // Used as they are: no copy of an fp32 factor (PEFT's default), else an fp32 copy and the fetched bytes freed.
+      factors_.right = F32Of(kSlotA, right_);  // A [r, in * kernel]
+      if (split_) {
+        // B [out, r] (conv: [out, r, 1...]) a block of rows at a time, as the rows arrive (HeldRows).
+        const uint64_t row_bytes = r * Width(p_.module->b.dtype);
+        block_rows_ = std::max<uint64_t>(1, options_.factor_block_bytes / std::max<uint64_t>(1, row_bytes));
+        left_end_ = 0;
+      } else {
+        left_base_ = F32Of(kSlotB, left_);
+      }
+      return;
+    }
     // Each factor's fetched bytes go as soon as it is widened, so the fp32 copies do not add to them.
     std::vector<float> a = ToF32(*adapter_.get(kSlotA));
     adapter_.ReleaseOne(kSlotA);
     std::vector<float> b = ToF32(*adapter_.get(kSlotB));
     adapter_.ReleaseOne(kSlotB);
-    const size_t r = m.rank();
     if (p_.op == TensorOp::kLowRankExperts) {
       PrepareExpertFactors(a, b, r);
-    } else if (p_.orientation == Orientation::kOutIn) {
-      left_ = std::move(b);   // B [out, r] (conv: [out, r, 1...])
-      right_ = std::move(a);  // A [r, in * kernel]
     } else {
       left_ = kernels::Transposed(a, r, a.size() / r);   // A^T [in, r]
       right_ = kernels::Transposed(b, b.size() / r, r);  // B^T [r, out]
     }
+    left_base_ = left_.data();
     factors_.right = right_.data();
+  }
+
+  // The slot's tensor as fp32: its own bytes when it is F32 (held by the fetch until the tensor is done), else
+  // widened into `copy` and the fetched bytes released.
+  const float* F32Of(size_t slot, std::vector<float>& copy) {
+    const adapter::Tensor& t = *adapter_.get(slot);
+    if (t.dtype == Dtype::F32 && reinterpret_cast<uintptr_t>(t.bytes.data()) % alignof(float) == 0)
+      return reinterpret_cast<const float*>(t.bytes.data());
+    copy = ToF32(t);
+    adapter_.ReleaseOne(slot);
+    return copy.data();
+  }
+
+  // split_: how many rows from next_row_ on have their left factor rows held. At the end of a block, the next
+  // one: taken if it has arrived, else asked for (0 returned; the caller waits for the fetch to be ready).
+  // Only one block is held at a time: the previous one is released before the next is asked for.
+  uint64_t HeldRows() {
+    if (!split_) return UINT64_MAX;
+    if (next_row_ < left_end_) return left_end_ - next_row_;
+    if (!block_slot_) {
+      if (held_block_) adapter_.ReleaseOne(*held_block_);
+      held_block_.reset();
+      left_ = {};
+      left_base_ = nullptr;
+      const adapter::Tensor& b = p_.module->b;
+      const uint64_t r = p_.module->rank(), row_bytes = r * Width(b.dtype);
+      const uint64_t first = next_row_, end = std::min<uint64_t>(p_.rows, first + block_rows_);
+      adapter::Tensor& block = blocks_.emplace_back();
+      block.dtype = b.dtype;
+      block.shape = {end - first, r};
+      block.ref = adapter::TensorRef{{b.ref->range.begin + first * row_bytes, b.ref->range.begin + end * row_bytes},
+                                     block.shape, {}};
+      block_slot_ = adapter_.Add(&block);
+      block_first_ = first;
+    }
+    if (!adapter_.ready()) return 0;
+    left_base_ = F32Of(*block_slot_, left_);
+    if (left_base_ != left_.data()) held_block_ = block_slot_;  // its bytes are the factor itself
+    left_first_ = block_first_;
+    left_end_ = block_first_ + blocks_.back().shape[0];
+    block_slot_.reset();
+    return left_end_ - next_row_;
   }
 
   // PEFT's ParamWrapper layout (adapter/param_wrapper.h): expert e's factors are A's rows e·r + k and B's
@@ -185,32 +262,43 @@ class ShardMerger::TensorState {
 
   kernels::LowRankFactors FactorsFrom(uint64_t row) const {
     kernels::LowRankFactors f = factors_;
-    f.left = left_.data() + row * f.rank;
+    f.left = left_base_ + (row - left_first_) * f.rank;
     return f;
   }
 
   // Collects whole rows (or, for plain conversions, whole elements) and processes them block by block,
   // straight from the caller's span when no partial row is pending.
-  Status PushRows(std::span<const uint8_t> bytes) {
+  // Stops early (`used` < bytes.size()) only at a row whose block of the left factor is not in (split_).
+  Status PushRows(std::span<const uint8_t> bytes, size_t& used) {
+    used = 0;
     const bool elements = (p_.op == TensorOp::kConvert || p_.op == TensorOp::kCopy) && !quant_;
     const size_t unit = elements ? in_width_ : p_.cols * in_width_;
-    if (unit == 0) return Status::Ok();
+    if (unit == 0) {
+      used = bytes.size();
+      return Status::Ok();
+    }
     if (!carry_.empty()) {
       size_t take = std::min(bytes.size(), unit - carry_.size());
       carry_.insert(carry_.end(), bytes.begin(), bytes.begin() + take);
       bytes = bytes.subspan(take);
+      used += take;
       if (carry_.size() < unit) return Status::Ok();
+      if (HeldRows() == 0) return Status::Ok();  // the whole row stays carried
       std::vector<uint8_t> one = std::move(carry_);
       carry_.clear();
       PB_RETURN_IF_ERROR(ProcessUnits(one, 1));
     }
     const size_t per_block = std::max<size_t>(1, kBlockBytes / unit);
     while (bytes.size() >= unit) {
-      size_t n = std::min(bytes.size() / unit, per_block);
+      const uint64_t held = HeldRows();
+      if (held == 0) return Status::Ok();
+      size_t n = static_cast<size_t>(std::min<uint64_t>(std::min(bytes.size() / unit, per_block), held));
       PB_RETURN_IF_ERROR(ProcessUnits(bytes.first(n * unit), n));
       bytes = bytes.subspan(n * unit);
+      used += n * unit;
     }
     carry_.assign(bytes.begin(), bytes.end());
+    used += bytes.size();
     return Status::Ok();
   }
 
@@ -350,6 +438,16 @@ class ShardMerger::TensorState {
   size_t in_width_ = 0, out_width_ = 0;
   std::vector<float> left_, right_, magnitude_, v_, whole_, check_;
   kernels::LowRankFactors factors_{};
+  // The left factor's rows [left_first_, left_end_) are held, from left_base_ (left_'s data, or the fetched bytes).
+  const float* left_base_ = nullptr;
+  uint64_t left_first_ = 0, left_end_ = 0;
+  // split_ (LeftInBlocks): B fetched block_rows_ rows at a time; blocks_ are the requested ranges (the fetch keeps
+  // pointers to them), block_slot_ the fetch slot of the block asked for, held_block_ that of the block in use
+  // when its fetched bytes are the factor itself.
+  bool split_ = false;
+  uint64_t block_rows_ = 0, block_first_ = 0;
+  std::deque<adapter::Tensor> blocks_;
+  std::optional<size_t> block_slot_, held_block_;
   std::vector<uint8_t> carry_, out_, held_;
   uint64_t next_row_ = 0;
   std::vector<uint8_t> replaced_rows_;          // kReplaceRows: the adapter's rows in the weight's dtype
@@ -394,7 +492,7 @@ Status ShardMerger::StartNext() {
   while (current_ < last_) {
     const PlannedTensor& p = plan_.tensors[current_];
     if (!fetch_requested_) {
-      fetch_.Request(AdapterTensorsOf(p));
+      fetch_.Request(AdapterTensorsOf(p, options_));
       fetch_requested_ = true;
     }
     if (!fetch_.ready()) return Status::Ok();
@@ -420,39 +518,60 @@ Status ShardMerger::SupplyAdapter(std::span<const uint8_t> bytes) {
   if (!waiting()) return MakeError(ErrorCode::InvalidArgument, "adapter bytes that were not asked for");
   PB_RETURN_IF_ERROR(fetch_.Supply(bytes));
   if (!fetch_.ready()) return Status::Ok();
-  PB_RETURN_IF_ERROR(StartNext());
-  std::vector<uint8_t> pending = std::move(pending_);
-  pending_.clear();
-  return Push(pending);
+  if (!state_) PB_RETURN_IF_ERROR(StartNext());  // else a block of the current tensor's factor came in
+  // The kept bytes, taken in place: if the merger waits again part way (the next block), the rest stays where it is.
+  size_t used = 0;
+  PB_RETURN_IF_ERROR(PushNow(std::span<const uint8_t>(pending_).subspan(pending_at_), used));
+  pending_at_ += used;
+  if (pending_at_ == pending_.size()) {
+    std::vector<uint8_t>().swap(pending_);
+    pending_at_ = 0;
+  }
+  return Status::Ok();
 }
 
 Status ShardMerger::Push(std::span<const uint8_t> bytes) {
   if (!started_) return MakeError(ErrorCode::InvalidArgument, "Push before Begin");
-  return PushNow(bytes);
+  size_t used = 0;
+  if (pending_at_ == pending_.size()) PB_RETURN_IF_ERROR(PushNow(bytes, used));
+  // The rest is kept until the adapter bytes are in (after earlier kept bytes, if the edge pushed before supplying).
+  pending_.insert(pending_.end(), bytes.begin() + static_cast<std::ptrdiff_t>(used), bytes.end());
+  return Status::Ok();
 }
 
-Status ShardMerger::PushNow(std::span<const uint8_t> bytes) {
-  while (!bytes.empty()) {
-    if (waiting()) {  // kept until the adapter bytes are in
-      pending_.insert(pending_.end(), bytes.begin(), bytes.end());
-      return Status::Ok();
-    }
-    if (current_ >= last_)
+// Takes bytes until the merger waits for adapter bytes (`used`: how many; the caller keeps the rest). Also called
+// with no bytes once a block of the current tensor's factor is in (SupplyAdapter): a whole row the tensor carried
+// while waiting for it is merged then, and the tensor finished if that row was its last.
+Status ShardMerger::PushNow(std::span<const uint8_t> bytes, size_t& used) {
+  const size_t total = bytes.size();
+  for (;;) {
+    used = total - bytes.size();
+    if (waiting()) return Status::Ok();
+    if (current_ >= last_) {
+      if (bytes.empty()) return Status::Ok();
       return MakeError(ErrorCode::InvalidArgument, "more source bytes than the plan expects");
+    }
     const uint64_t need = SourceBytes(plan_.tensors[current_]);
-    const uint64_t done = consumed_in_tensor_;
-    size_t take = static_cast<size_t>(std::min<uint64_t>(bytes.size(), need - done));
-    PB_RETURN_IF_ERROR(state_->Push(bytes.first(take)));
-    consumed_in_tensor_ += take;
-    consumed_total_ += take;
-    bytes = bytes.subspan(take);
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(bytes.size(), need - consumed_in_tensor_));
+    if (take == 0 && !state_->stalled()) return Status::Ok();
+    size_t took = 0;
+    PB_RETURN_IF_ERROR(state_->Push(bytes.first(take), took));
+    consumed_in_tensor_ += took;
+    consumed_total_ += took;
+    bytes = bytes.subspan(took);
+    if (!fetch_.ready()) continue;  // the tensor asked for the next block of its factor: the rest waits
+    if (took < take)
+      return MakeError(ErrorCode::InvalidArgument, "internal: the merge stopped inside `" + plan_.tensors[current_].name + "`");
     if (consumed_in_tensor_ == need) {
       consumed_in_tensor_ = 0;
       PB_RETURN_IF_ERROR(FinishCurrent());
       PB_RETURN_IF_ERROR(StartNext());
     }
+    if (bytes.empty()) {
+      used = total;
+      return Status::Ok();
+    }
   }
-  return Status::Ok();
 }
 
 Status ShardMerger::Forwarded(uint64_t n) {

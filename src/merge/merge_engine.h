@@ -1,13 +1,17 @@
 // The streaming merge of one safetensors file (one shard): the output header first, then every tensor as
 // its source bytes arrive, merged row block by row block. Memory: one row block in and out (about a MiB), the
-// current module's factors in fp32, and - only for DoRA on a Conv1D or embedding weight, whose norms run
-// across rows - that one weight in fp32.
+// current module's factors in fp32 (F32 ones as fetched; a large B one block of rows at a time, see below), and
+// - only for DoRA on a Conv1D or embedding weight, whose norms run across rows - that one weight in fp32.
 //
 // Adapter tensors that are references (read from the adapter's header only) are fetched per planned tensor:
 // before a merged tensor's base bytes are used, the merger asks for its module's factors (adapter_needs(): A,
 // B, magnitude, coalesced where adjacent in the file) and the edge supplies them (SupplyAdapter). Base bytes
 // pushed while the merger waits are kept (at most what one Push brought) and used once the factors are in. So
-// the adapter bytes held at once are bounded by the largest module's factors (peak_adapter_bytes()).
+// the adapter bytes held at once are bounded by the largest module's factors (peak_adapter_bytes()). A module
+// whose B is larger than MergeOptions::factor_block_bytes (a weight stored [out, in]: B [out, r] is contiguous by
+// rows) is fetched as A (and magnitude), then one block of B's rows at a time as the weight's rows arrive: the
+// merger stops at the first row whose block is not in, asks for it (adapter_needs()) and keeps the rest of the
+// push, so such a module holds A plus one block. F32 factors are used as fetched, without an fp32 copy.
 //
 // With --quantize (MergeOptions::quantize), a weight the plan marks quantized leaves through a
 // QuantizedTensorWriter (merge/quantize_stream.h): its rows in the output dtype in, its quantized layout out.
@@ -68,8 +72,10 @@ class ShardMerger final : public adapter::AdapterBytesConsumer {
   class TensorState;
   Status StartNext();
   Status FinishCurrent();
-  Status PushNow(std::span<const uint8_t> bytes);
-  bool waiting() const { return started_ && current_ < last_ && !state_; }
+  Status PushNow(std::span<const uint8_t> bytes, size_t& used);
+  // Until the current tensor's adapter bytes are in: its factors, or (MergeOptions::factor_block_bytes) the next
+  // block of its left factor's rows.
+  bool waiting() const { return started_ && current_ < last_ && (!state_ || !fetch_.ready()); }
   const ShardPlan& plan_;
   const MergeOptions& options_;
   ByteSink& sink_;
@@ -83,6 +89,7 @@ class ShardMerger final : public adapter::AdapterBytesConsumer {
   adapter::TensorFetch fetch_;          // the current tensor's adapter tensors
   bool fetch_requested_ = false;
   std::vector<uint8_t> pending_;        // source bytes pushed while waiting for adapter bytes
+  size_t pending_at_ = 0;               // of which the merger has taken this many
   std::vector<QuantError> quant_errors_;
 };
 

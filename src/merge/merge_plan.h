@@ -101,6 +101,12 @@ struct MergeOptions {
   std::optional<std::string> arch;
   const adapter::NamingTables* tables = nullptr;
   std::optional<QuantizeOptions> quantize;
+  // The most bytes of a module's left factor fetched at once (issue 15). For a weight stored [out, in], B [out, r]
+  // is the left factor and a block of its rows is contiguous in the file: when B is larger than this, the merge
+  // fetches it one block of rows at a time, as the weight's rows arrive, next to the whole A, so a 1 GB adapter's
+  // r = 2048 module holds A and a few MiB of B instead of both. The output does not change (each weight row's
+  // arithmetic is the same). 0: every factor whole.
+  uint64_t factor_block_bytes = 4 << 20;
 };
 
 // The quantization a plan applies: which weights, which 2-D weights it keeps (and why), and the module names the

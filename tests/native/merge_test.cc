@@ -371,6 +371,24 @@ MergeRun MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::
     EXPECT_EQ(st.ok(), whole.ok()) << "referenced adapter, streaming: " << st.message() << whole.message();
     EXPECT_TRUE(st.output == whole.output) << "referenced adapter, streaming: output differs";
   }
+  // Left factors larger than MergeOptions::factor_block_bytes fetched a block of rows at a time (1 byte: one row
+  // per block; 100: a few rows), the merger stopping mid-push for each block: the same bytes (or error).
+  for (uint64_t block : {uint64_t{1}, uint64_t{100}}) {
+    MergeOptions blocked = options;
+    blocked.factor_block_bytes = block;
+    for (uint64_t mode : {0, 5}) {
+      AdapterFeed feed{&external, {mode}, 0};
+      MergeRun r = MergeShard(base, external.adapter, config, blocked, mode == 0 ? 0 : 7, &feed, /*forward=*/mode == 5);
+      EXPECT_EQ(r.ok(), whole.ok()) << "blocks of " << block << ": " << r.message() << whole.message();
+      EXPECT_TRUE(r.output == whole.output) << "factor blocks of " << block << " bytes: output differs (chunking " << mode << ")";
+      if (!r.ok() && !whole.ok()) EXPECT_EQ(r.error->message, whole.error->message);
+      if (r.ok()) EXPECT_LE(feed.peak, bound) << "adapter bytes held at once";
+    }
+    AdapterFeed feed{&external, {2}, 0};
+    MergeRun st = MergeStreaming(base, external.adapter, config, blocked, block + 7, &feed, /*forward=*/block == 1);
+    EXPECT_EQ(st.ok(), whole.ok()) << "blocks of " << block << ", streaming: " << st.message() << whole.message();
+    EXPECT_TRUE(st.output == whole.output) << "factor blocks of " << block << " bytes, streaming: output differs";
+  }
   return whole;
 }
 
@@ -1296,6 +1314,96 @@ TEST(MergeNumerics, LargerMatricesEveryElement) {
     ExpectPeft(CheckLowRank(b, m, "h.0.mlp.c_fc.weight", FactorsOf(lora.weights, "transformer.h.0.mlp.c_fc", 1.5),
                             ref::Layout::kInOut, Rule::kSingleRounding),
                d);
+  }
+}
+
+// Issue 15: a module whose B is larger than MergeOptions::factor_block_bytes is fetched as A, then one block of
+// B's rows at a time as the weight's rows arrive. Held at once: A and one block, not A and B; the output is the
+// whole-factor merge's, byte for byte, however the base and the adapter bytes are cut. F32 factors are used as
+// fetched; BF16 ones are widened (a block at a time).
+TEST(MergeMemory, ALargeLeftFactorIsFetchedABlockOfRowsAtATime) {
+  constexpr uint64_t kOut = 512, kIn = 96, kRank = 64, kBlock = 8 << 10;
+  for (Dtype factors : {Dtype::F32, Dtype::BF16}) {
+    SCOPED_TRACE(DtypeTrace(factors));
+    std::vector<T> lt;
+    AddLora(lt, kQ, {kRank, kIn}, {kOut, kRank}, 0.3f, 0.1f, factors);
+    Lora lora = MakeLora(R"("r": 64, "lora_alpha": 128, "target_modules": ["q_proj"])", lt);
+    ASSERT_TRUE(lora.adapter) << lora.error;
+    const Bytes base = BuildFile(Seeded({{kQ + ".weight", Dtype::BF16, {kOut, kIn}},
+                                         {"model.layers.0.self_attn.o_proj.weight", Dtype::BF16, {kIn, kIn}}},
+                                        31));
+    const testing::ExternalAdapter external = testing::Externalized(*lora.adapter);
+    const uint64_t a_bytes = lora.adapter->modules[0].a.byte_length(), b_bytes = lora.adapter->modules[0].b.byte_length();
+    ASSERT_GE(b_bytes, 8 * kBlock);
+    MergeOptions whole_options;
+    whole_options.factor_block_bytes = 0;
+    AdapterFeed whole_feed{&external, {0}, 0};
+    MergeRun whole = MergeShard(base, external.adapter, std::nullopt, whole_options, 0, &whole_feed);
+    ASSERT_TRUE(whole.ok()) << whole.message();
+    EXPECT_EQ(whole_feed.peak, a_bytes + b_bytes);  // the whole-factor path holds both
+    // The held adapter (no fetching) agrees, and so does PEFT.
+    EXPECT_TRUE(MergeShard(base, *lora.adapter, std::nullopt, {}, 0).output == whole.output);
+    View b(base), m(whole.output);
+    ExpectPeft(CheckLowRank(b, m, kQ + ".weight", FactorsOf(lora.weights, kQ, 2.0), ref::Layout::kOutIn,
+                            Rule::kSingleRounding),
+               Dtype::BF16);
+    MergeOptions blocked;
+    blocked.factor_block_bytes = kBlock;
+    for (size_t chunk : {size_t{0}, size_t{1}, size_t{7}, size_t{4093}, size_t{100000}}) {
+      for (uint64_t mode : {0, 1, 9}) {
+        AdapterFeed feed{&external, {mode}, 0};
+        MergeRun r = MergeShard(base, external.adapter, std::nullopt, blocked, chunk, &feed);
+        ASSERT_TRUE(r.ok()) << r.message();
+        EXPECT_TRUE(r.output == whole.output) << "pushes of " << chunk << " bytes, adapter chunking " << mode;
+        EXPECT_LE(feed.peak, a_bytes + kBlock) << "pushes of " << chunk << " bytes, adapter chunking " << mode;
+      }
+    }
+    AdapterFeed feed{&external, {3}, 0};
+    MergeRun st = MergeStreaming(base, external.adapter, std::nullopt, blocked, 11, &feed);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_TRUE(st.output == whole.output);
+    // The reads asked for: A, then B's rows block by block, in order, each at most kBlock bytes.
+    auto header = ParseWholeFile(base);
+    ASSERT_TRUE(header.ok());
+    auto plan = PlanMerge({{"model.safetensors", &header.value()}}, external.adapter, std::nullopt, blocked);
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    VectorSink sink;
+    ShardMerger merger(plan->shards[0], blocked, sink);
+    ASSERT_EQ(merger.source_bytes(), base.size() - header->data_start());  // the data, in file order
+    ASSERT_TRUE(merger.Begin().ok());
+    std::vector<adapter::ByteRange> asked;
+    auto serve = [&]() -> Status {
+      for (;;) {
+        const std::vector<adapter::ByteRange> needs(merger.adapter_needs().begin(), merger.adapter_needs().end());
+        if (needs.empty()) return Status::Ok();
+        for (const auto& r : needs) {
+          asked.push_back(r);
+          PB_RETURN_IF_ERROR(merger.SupplyAdapter(
+              std::span<const uint8_t>(external.blob).subspan(r.begin - external.base_offset, r.size())));
+        }
+      }
+    };
+    ASSERT_TRUE(serve().ok());
+    for (uint64_t pos = header->data_start(); pos < base.size(); pos += 4096) {
+      ASSERT_TRUE(merger.Push(std::span<const uint8_t>(base).subspan(pos, std::min<uint64_t>(4096, base.size() - pos))).ok());
+      ASSERT_TRUE(serve().ok());
+    }
+    ASSERT_TRUE(merger.Finish().ok());
+    EXPECT_TRUE(sink.bytes == whole.output);
+    const adapter::ByteRange a_range = external.adapter.modules[0].a.ref->range;
+    const adapter::ByteRange b_range = external.adapter.modules[0].b.ref->range;
+    const uint64_t block_rows = kBlock / (kRank * ref::Width(factors));
+    ASSERT_EQ(asked.size(), 1 + (kOut + block_rows - 1) / block_rows);
+    EXPECT_EQ(asked[0].begin, a_range.begin);
+    EXPECT_EQ(asked[0].end, a_range.end);
+    uint64_t at = b_range.begin;
+    for (size_t i = 1; i < asked.size(); ++i) {
+      EXPECT_EQ(asked[i].begin, at);
+      EXPECT_LE(asked[i].size(), kBlock);
+      at = asked[i].end;
+    }
+    EXPECT_EQ(at, b_range.end);
+    EXPECT_LE(merger.peak_adapter_bytes(), a_bytes + kBlock);
   }
 }
 
