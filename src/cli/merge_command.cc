@@ -274,21 +274,10 @@ int RunMerge(const app::CommandLine& line) {
 
   uint64_t source_total = 0;
   for (const auto& h : base->headers) source_total += h.data_size();
-  // --threads (checked by the grammar): regions of each shard merged at once; the bytes do not depend on it. By
-  // default every core, when the low-rank products are at least half the work; else one thread, since the
-  // copying does not get faster with more (one file's writes take its lock in turn: docs/benchmarks.md, issue 15).
-  size_t threads = 1;
-  if (line.Has("threads")) {
-    threads = std::stoul(*line.Value("threads"));
-  } else {
-    uint64_t all = 0, products = 0;
-    for (const auto& shard : plan->shards)
-      for (const auto& t : shard.tensors) {
-        all += merge::MergeCostOf(t);
-        products += merge::LowRankCostOf(t);
-      }
-    if (products * 2 >= all) threads = AvailableCores();
-  }
+  // --threads (checked by the grammar): regions of each shard merged at once; the bytes do not depend on it.
+  // Without it, merge::DefaultMergeThreads: every core for a compute-bound merge, within a memory bound.
+  const size_t threads =
+      line.Has("threads") ? std::stoul(*line.Value("threads")) : merge::DefaultMergeThreads(plan.value(), AvailableCores());
 
   // The policy: no link out of an input directory, no silent loss, no output over an input or into a
   // non-empty directory.

@@ -76,6 +76,32 @@ uint64_t MergeCostOf(const PlannedTensor& p) {
   return SourceBytesOf(p) + elements * DtypeBits(p.out_dtype) / 8 + LowRankCostOf(p);
 }
 
+namespace {
+
+// The largest factor merging `p` holds whole, in fp32: rank x its longer dimension (A is r x in for a weight,
+// r x vocab for an embedding), an upper bound whatever the orientation.
+uint64_t WholeFactorBytesOf(const PlannedTensor& p) {
+  if (LowRankCostOf(p) == 0 || p.shape.empty()) return 0;
+  uint64_t longest = 0;
+  for (uint64_t d : p.shape) longest = std::max(longest, d);
+  return uint64_t{p.module->rank()} * longest * sizeof(float);
+}
+
+}  // namespace
+
+size_t DefaultMergeThreads(const MergePlan& plan, size_t cores) {
+  uint64_t all = 0, products = 0, factor = 0;
+  for (const auto& shard : plan.shards)
+    for (const auto& t : shard.tensors) {
+      all += MergeCostOf(t);
+      products += LowRankCostOf(t);
+      factor = std::max(factor, WholeFactorBytesOf(t));
+    }
+  if (products == 0 || products * 2 < all) return 1;
+  const uint64_t by_memory = factor == 0 ? cores : std::max<uint64_t>(1, kDefaultFactorBudget / factor);
+  return static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(cores, by_memory)));
+}
+
 std::vector<TensorRange> SplitIntoRegions(const ShardPlan& plan, size_t pieces) {
   const size_t n = plan.tensors.size();
   pieces = std::max<size_t>(1, std::min(pieces, n));

@@ -39,6 +39,14 @@ uint64_t MergeCostOf(const PlannedTensor& p);
 // The low-rank product's part of MergeCostOf (0 for a tensor that is copied, converted or replaced).
 uint64_t LowRankCostOf(const PlannedTensor& p);
 
+// How many threads a merge uses when --threads is not given, on a machine of `cores`: every core when the
+// low-rank products are at least half the estimated work (copying does not get faster with more threads: one
+// file's writes take its lock in turn, docs/benchmarks.md), else one; and never more than keep the factors the
+// regions hold whole at once (A, r x in in fp32, per thread) within kDefaultFactorBudget, so that a default merge
+// with a huge-rank adapter stays in bounded memory (docs/benchmarks.md, "Native merge with a 1 GB adapter").
+inline constexpr uint64_t kDefaultFactorBudget = 32ull << 20;
+size_t DefaultMergeThreads(const MergePlan& plan, size_t cores);
+
 // Splits the plan's tensors into at most `pieces` contiguous regions of about equal cost (a tensor is never
 // split, so one large tensor may be a region on its own), in file order, covering every tensor. An empty plan
 // gives one empty region.
