@@ -476,14 +476,19 @@ TEST(HttpPolicy, LaterRangesGoStraightToWhereTheRedirectLanded) {
   EXPECT_NE(FailMessage(p, 2).find("changed while being read"), std::string::npos);
 }
 
-TEST(HttpPolicy, AFailureAtTheLandedUrlGoesBackThroughTheStartUrlAtOnce) {
-  HttpFilePolicy p = Make({.retries = 0});
+// A first read of bytes [0, 10) of a 1000-byte file, redirected to the CDN URL https://cdn.test/blob?sig=old.
+void LandAtCdn(HttpFilePolicy& p) {
   p.BeginRead(0, 10, 0);
   Send(p, 0);
   p.OnHead(0, Redirect("https://cdn.test/blob?sig=old"));
   Send(p, 0);
   p.OnHead(0, Partial(0, 9, 1000));
   p.OnBody(0, 10);
+}
+
+TEST(HttpPolicy, AFailureAtTheLandedUrlGoesBackThroughTheStartUrlAtOnce) {
+  HttpFilePolicy p = Make({.retries = 0});
+  LandAtCdn(p);
   EXPECT_EQ(p.Next(0).action, HttpAction::kDone);
   // The signed URL expired: 403 there is not the read's failure (even with no retries left); the start URL is
   // asked again at once, and its redirect gives the new CDN URL.
@@ -569,12 +574,7 @@ TEST(HttpPolicy, ReadersOfOneFileShareItsEtagSizeAndLandedUrl) {
 
 TEST(HttpPolicy, AReaderKeepsTheLandedUrlAnotherFoundMeanwhile) {
   HttpFilePolicy p = Make({.retries = 0});
-  p.BeginRead(0, 10, 0);
-  Send(p, 0);
-  p.OnHead(0, Redirect("https://cdn.test/blob?sig=old"));
-  Send(p, 0);
-  p.OnHead(0, Partial(0, 9, 1000));
-  p.OnBody(0, 10);
+  LandAtCdn(p);
   HttpFilePolicy a = p.Reader(), b = p.Reader();
   a.BeginRead(10, 20, 1);
   b.BeginRead(20, 30, 1);
