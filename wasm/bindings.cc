@@ -74,6 +74,7 @@ class Reader : public Handle, private ReaderEvents {
   std::string header_text() const { return reader_.header() ? RenderInspectText(*reader_.header()) : std::string(); }
   std::string header_summary_json() const { return reader_.header() ? RenderInspectSummaryJson(*reader_.header()) : ""; }
   val header_table() { return reader_.header() ? HeaderTableView(*reader_.header(), table_) : val::null(); }
+  val header_json_view() const { return reader_.header() ? HeaderJsonView(*reader_.header()) : val::null(); }
 
  private:
   std::vector<uint32_t> table_;
@@ -208,6 +209,7 @@ class StreamConverter : public Handle {
   std::string header_json() const { return header_done() ? RenderInspectJson(*converter_->header()) : ""; }
   std::string header_summary_json() const { return header_done() ? RenderInspectSummaryJson(*converter_->header()) : ""; }
   val header_table() { return header_done() ? HeaderTableView(*converter_->header(), table_) : val::null(); }
+  val header_json_view() const { return header_done() ? HeaderJsonView(*converter_->header()) : val::null(); }
   std::string summary_text() const {
     return header_done() ? RenderConvertText(*converter_->plan(), *converter_->header()) : "";
   }
@@ -270,6 +272,7 @@ class RangeConverter : public Handle, private ReaderEvents {
   std::string header_json() const { return reader_.header() ? RenderInspectJson(*reader_.header()) : ""; }
   std::string header_summary_json() const { return reader_.header() ? RenderInspectSummaryJson(*reader_.header()) : ""; }
   val header_table() { return reader_.header() ? HeaderTableView(*reader_.header(), table_) : val::null(); }
+  val header_json_view() const { return reader_.header() ? HeaderJsonView(*reader_.header()) : val::null(); }
   std::string summary_text() const { return planned() ? RenderConvertText(converter_->plan(), *reader_.header()) : ""; }
   std::string summary_json() const { return planned() ? RenderConvertJson(converter_->plan(), *reader_.header()) : ""; }
   double output_size() const { return planned() ? double(converter_->plan().write.total_size()) : -1; }
@@ -349,6 +352,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .function("headerJson", &Reader::header_json)
       .function("headerSummaryJson", &Reader::header_summary_json)
       .function("headerTable", &Reader::header_table)
+      .function("headerJsonView", &Reader::header_json_view)
       .function("headerText", &Reader::header_text);
   class_<Writer, base<Handle>>("Writer")
       .constructor<std::string>()
@@ -372,6 +376,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .function("headerJson", &StreamConverter::header_json)
       .function("headerSummaryJson", &StreamConverter::header_summary_json)
       .function("headerTable", &StreamConverter::header_table)
+      .function("headerJsonView", &StreamConverter::header_json_view)
       .function("summaryText", &StreamConverter::summary_text)
       .function("summaryJson", &StreamConverter::summary_json)
       .function("outputSize", &StreamConverter::output_size);
@@ -390,6 +395,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .function("headerJson", &RangeConverter::header_json)
       .function("headerSummaryJson", &RangeConverter::header_summary_json)
       .function("headerTable", &RangeConverter::header_table)
+      .function("headerJsonView", &RangeConverter::header_json_view)
       .function("summaryText", &RangeConverter::summary_text)
       .function("summaryJson", &RangeConverter::summary_json)
       .function("outputSize", &RangeConverter::output_size);

@@ -142,3 +142,19 @@ test('the header built from the compact table equals the JSON rendering: escapes
   assert.deepEqual(viaTable.tensors.find((t) => t.name.startsWith('ü')).shape, []);
   assert.deepEqual(viaTable.metadata, { format: 'pt', 'ключ': 'значение \u00e9' });
 });
+
+test('an all-ASCII header: names cut from its decoded text, escaped ones (\\u00e9, \\") decoded apart, as the JSON rendering', async () => {
+  const { inspectRendered, headerFromJson } = await import('../../web/src/inspect.js');
+  // JSON.stringify keeps é as is; written as \u00e9 the header's bytes are all ASCII while the name is not.
+  const json = JSON.stringify({
+    'model.layers.0.self_attn.q_proj.weight': { dtype: 'BF16', shape: [2, 3], data_offsets: [0, 12] },
+    'caf\u00e9.weight': { dtype: 'F32', shape: [1], data_offsets: [12, 16] },
+    'quote"d': { dtype: 'I8', shape: [4], data_offsets: [16, 20] },
+    'b': { dtype: 'U8', shape: [1], data_offsets: [20, 21] },
+  }).replace('\u00e9', '\\u00e9');
+  assert.ok(/^[\x20-\x7e]*$/.test(json), 'the header is ASCII');
+  const bytes = file(json, new Uint8Array(21));
+  const viaTable = await inspect(bytes);
+  assert.deepEqual(viaTable, headerFromJson((await inspectRendered(bytes, { render: 'json' })).json));
+  assert.deepEqual(viaTable.tensors.map((t) => t.name), ['model.layers.0.self_attn.q_proj.weight', 'caf\u00e9.weight', 'quote"d', 'b']);
+});
