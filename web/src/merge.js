@@ -152,11 +152,18 @@ export class MergeSession {
    * `reuse`: a chunk that is a view of the heap (its `buffer` is the module's memory) is valid only until the next
    * chunk is asked for, any other (a read buffer) until `keep` more have been asked for; reusing that memory
    * saves an allocation and a copy per piece. For a consumer that writes each chunk out in time (the npm CLI).
+   *
+   * `forward(offset, length)`: the runs of unchanged tensors are not read but handed to this, for a caller that
+   * copies them into place itself (mergeForwardingRuns).
    */
-  async *mergeShard(i, shard, src, signal, counts = { bytesIn: 0 }, { reuse = false, keep = 0, pieceSize = DEFAULT_READ_SIZE } = {}) {
+  async *mergeShard(i, shard, src, signal, counts = { bytesIn: 0 }, { reuse = false, keep = 0, pieceSize = DEFAULT_READ_SIZE, forward = null } = {}) {
     const head = this.handle.call('begin', i);
     if (head) yield head;
     yield* this.serveAdapter(signal);
+    if (forward) {
+      yield* this.mergeForwardingRuns(shard, src, signal, counts, { reuse, keep, pieceSize, forward });
+      return;
+    }
     const buffers = reuse && src.readInto ? Array.from({ length: READ_AHEAD + 1 + keep }, () => new Uint8Array(pieceSize)) : null;
     // A source that says how it is best read (a remote file: pieces per Range request, requests in flight) is read
     // so, unless the pieces go into the caller's buffers.
@@ -177,6 +184,44 @@ export class MergeSession {
         yield* out;
       }
       yield* this.serveAdapter(signal);
+    }
+    yield* this.serveAdapter(signal);
+    const tail = this.handle.call('finish');
+    if (tail) yield tail;
+  }
+
+  /**
+   * mergeShard's body when the caller copies the runs of unchanged tensors itself (option `forward`): `forward(
+   * offset, length)` is told each such run of the source, whose bytes belong at the output's current end (after
+   * the bytes yielded so far), and counts them itself; only the tensors the merge changes are read, with
+   * read-ahead across the runs forwarded between them. For a random-access source.
+   */
+  async *mergeForwardingRuns(shard, src, signal, counts, { reuse, keep, pieceSize, forward }) {
+    const merged = shard.runs.filter((run) => !run[2]);
+    const buffers = reuse && src.readInto ? Array.from({ length: READ_AHEAD + 1 + keep }, () => new Uint8Array(pieceSize)) : null;
+    const next = runPieces(src, merged, signal, pieceSize, buffers);
+    for (const [begin, end, isForward] of shard.runs) {
+      if (isForward) {
+        forward(begin, end - begin);
+        const after = this.handle.call('forwarded', end - begin);
+        if (after) yield after;
+        continue;
+      }
+      for (let left = end - begin; left > 0; ) {
+        const piece = await next();
+        if (piece === null) throw endedAt(end - left);
+        const { bytes } = piece;
+        left -= bytes.length;
+        counts.bytesIn += bytes.length;
+        if (reuse && bytes.length <= this.handle.windowSize) {
+          for (const view of this.handle.inputToViews('push', bytes)) yield view;
+        } else {
+          const out = [];
+          this.handle.inputToBytes('push', bytes, (b) => out.push(b));
+          yield* out;
+        }
+        yield* this.serveAdapter(signal);
+      }
     }
     yield* this.serveAdapter(signal);
     const tail = this.handle.call('finish');

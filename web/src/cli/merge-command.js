@@ -5,6 +5,7 @@ import { MergeSession } from '../merge.js';
 import { openSource } from '../sources.js';
 import { CliFailure, coreError, err, explainInput, fail, flag, isDirectory, isRegularFile, joinPath, module, option, out } from './io.js';
 import { stderrProgress } from './progress.js';
+import { RunCopier } from './run-copier.js';
 import { isRemote, openRemote, readRemoteWhole } from '../hub.js';
 import { readAhead } from '../remote.js';
 import { decodeText, loadAdapterDir, namingTables, openInput, readWholeFile, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
@@ -12,13 +13,15 @@ import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory,
 
 // ---- merge and unmerge (src/cli/merge_command.cc) ----
 
-// The merge's pieces (read buffers of this size, READ_AHEAD + 1 + WRITE_BEHIND of them) and how many writes may
-// run behind it: several reads and writes in flight keep Node's I/O threads busy while the module merges.
-// Chosen by measurement (docs/benchmarks.md, "npm CLI merge"): 1 MiB pieces with 4 writes behind were the
-// fastest tried on a 1.74 GB model, and hold 27 MiB less than 4 MiB pieces.
+// How the npm CLI moves a shard's bytes, chosen by measurement (docs/benchmarks.md, "npm CLI vs native CLI"):
+// - the tensors the merge copies unchanged go from input to output in a copy lane of their own (RunCopier:
+//   COPY_LANES reads or writes of COPY_PIECE in flight), in the background, while the module merges the others;
+// - the tensors it changes are read MERGE_PIECE at a time (a few reads ahead) and written from heap views; the
+//   chunks that are not heap views may run WRITE_BEHIND writes behind the merge.
 const MERGE_PIECE = 1 << 20;
 const WRITE_BEHIND = 4;
-
+const COPY_LANES = 2;
+const COPY_PIECE = 4 << 20;
 
 /** OpenBase (src/cli/base_model.cc): the shard names (from the index, or the one file), config.json, and every
  * shard's header; a remote base by Range requests, in the order the core's ChooseRemoteBase gives. */
@@ -146,6 +149,7 @@ export async function runMerge(line) {
   let output = null;
   let progress = null;
   let adapterFiles = null; // the adapter's weights, open for reading by range
+  const copiers = []; // the shards' copy lanes
   try {
     // Errors opening either input are told as the native ExplainInput tells them.
     const base = await openMergeBase(session, o.base, o.baseConfig, inputs).catch(async (e) => {
@@ -192,21 +196,8 @@ export async function runMerge(line) {
       for (let s = 0; s < plan.shards.length; ++s) {
         const file = await output.add(plan.shards[s].name);
         progress.startFile(plan.shards[s].name, counts.bytesIn);
-        // Writes run behind the merge, WRITE_BEHIND at most, each at its offset; a heap view is written before
-        // the merge goes on (the next call into the module may reuse that memory).
-        const writes = [];
-        let offset = 0;
-        const pieces = session.mergeShard(s, plan.shards[s], await openSource(base.inputs[s].source), undefined, counts, { reuse: true, keep: WRITE_BEHIND, pieceSize: MERGE_PIECE });
-        for await (const bytes of pieces) {
-          const write = output.writeAt(file, offset, bytes);
-          offset += bytes.length;
-          write.catch(() => {}); // awaited below, in order
-          writes.push(write);
-          if (bytes.buffer === session.module.HEAPU8.buffer) while (writes.length) await writes.shift();
-          else if (writes.length > WRITE_BEHIND) await writes.shift();
-          progress.update(counts.bytesIn);
-        }
-        while (writes.length) await writes.shift();
+        const copier = await writeShard(session, s, plan.shards[s], base.inputs[s].source, output, file, counts, progress, copiers);
+        await copier?.finish();
         await output.prepare(file);
       }
       for (const [name, text] of texts) await output.write(await output.add(name), new TextEncoder().encode(text));
@@ -223,11 +214,56 @@ export async function runMerge(line) {
     return fail(error, o.json);
   } finally {
     progress?.close();
+    // A copy lane still writing after a failure is let finish before its file is closed and removed.
+    for (const copier of copiers) await copier.finish().catch(() => {});
     await output?.close();
     for (const input of inputs) await input.handle.close();
     await adapterFiles?.close();
     session.close();
   }
+}
+
+/**
+ * Writes shard `s`'s merged bytes into the transaction's file `file`: the chunks the merge gives, each at its
+ * offset, and - for a local shard - the runs of unchanged tensors, handed to a copy lane (added to `copiers`)
+ * that this returns still running: its finish() waits for it and throws its failure. A remote shard's runs come
+ * through the merge.
+ */
+async function writeShard(session, s, shard, source, output, file, counts, progress, copiers) {
+  const src = await openSource(source);
+  let offset = 0; // the output offset of the next chunk (and of the next forwarded run)
+  let copier = null;
+  let forward = null;
+  if (src.readInto) {
+    copier = new RunCopier(src.readInto, (at, bytes) => output.writeAt(file, at, bytes), { lanes: COPY_LANES, pieceSize: COPY_PIECE });
+    copier.onCopied = (n) => progress.update((counts.bytesIn += n));
+    copiers.push(copier);
+    forward = (from, length) => {
+      copier.add(from, offset, length);
+      offset += length;
+      if (copier.failure) throw copier.failure; // the merge stops at the next run once a copy has failed
+    };
+  }
+  try {
+    // Writes run behind the merge, WRITE_BEHIND at most, each at its offset; a heap view is written before the
+    // merge goes on (the next call into the module may reuse that memory).
+    const writes = [];
+    const pieces = session.mergeShard(s, shard, src, undefined, counts, { reuse: true, keep: forward ? 0 : WRITE_BEHIND, pieceSize: MERGE_PIECE, forward });
+    for await (const bytes of pieces) {
+      const write = output.writeAt(file, offset, bytes);
+      offset += bytes.length;
+      write.catch(() => {}); // awaited below, in order
+      writes.push(write);
+      if (bytes.buffer === session.module.HEAPU8.buffer) while (writes.length) await writes.shift();
+      else if (writes.length > WRITE_BEHIND) await writes.shift();
+      progress.update(counts.bytesIn);
+    }
+    while (writes.length) await writes.shift();
+  } catch (error) {
+    await copier?.finish().catch(() => {}); // nothing is written to the file once its removal may begin
+    throw error;
+  }
+  return copier;
 }
 
 /** The base directory's entries, kinds as links lead (a dangling link: 'other'), for the core's PlanExtraFiles. */
