@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The npm CLI's merge (WASM under Node) against the native CLI's on the same model, to tmpfs, with `cp` + `sync`
-# of the same bytes as the baseline, interleaved round by round after one warm-up; medians and peak RSS.
+# of the same bytes as the baseline, interleaved round by round after one warm-up; medians, peak RSS and CPU time
+# (user + system, all threads: on a machine of N cores no command can take less than its CPU time / N).
 #   bash bench/merge_npm_bench.sh [LAYERS=3] [ROUNDS=5]
 # Needs the native and WASM builds (bash scripts/build.sh); the model goes to $TMPDIR (page cache warm), the
 # outputs to /dev/shm.
@@ -18,11 +19,11 @@ bytes=$(cat "$work"/*.safetensors | wc -c)
 # The VM returns freed memory to its host: write and drop a file as large as the output first, so every
 # command below finds warm pages (reference/perf-findings.md).
 warm() { head -c "$bytes" /dev/zero >"$out/warm" && rm -f "$out/warm"; }
-time_of() {  # prints "seconds peak_kib" of the command
-  /usr/bin/time -o "$work/time" -f "%e %M" "$@" >/dev/null
-  tail -1 "$work/time"
+time_of() {  # prints "seconds peak_kib cpu_seconds" of the command
+  /usr/bin/time -o "$work/time" -f "%e %M %U %S" "$@" >/dev/null
+  tail -1 "$work/time" | awk '{print $1, $2, $3 + $4}'
 }
-declare -A secs rss
+declare -A secs rss cpu
 for r in $(seq 0 "$rounds"); do
   for what in cp native npm; do
     rm -rf "$out/o"; mkdir -p "$out/o"; warm
@@ -32,7 +33,8 @@ for r in $(seq 0 "$rounds"); do
       npm) rm -rf "$out/o"; res=$(time_of node web/bin/peft-bridge.mjs merge --base "$work" --adapter "$work/adapter" --out "$out/o" --quiet) ;;
     esac
     [[ $r == 0 ]] && continue  # warm-up round
-    secs[$what]+="${res% *} "; rss[$what]+="${res#* } "
+    read -r s m c <<<"$res"
+    secs[$what]+="$s "; rss[$what]+="$m "; cpu[$what]+="$c "
   done
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -40,9 +42,9 @@ echo "model: $layers layers, $bytes bytes of safetensors; $rounds rounds after a
 c=$(echo "${secs[cp]}" | median)
 n=$(echo "${secs[native]}" | median)
 for what in cp native npm; do
-  s=$(echo "${secs[$what]}" | median); m=$(echo "${rss[$what]}" | median)
-  printf '%-7s median %6.3f s  (%s)  %5.2f x cp  %5.2f x native  peak RSS %6.1f MiB\n' "$what" "$s" "${secs[$what]% }" \
-    "$(echo "$s / $c" | bc -l)" "$(echo "$s / $n" | bc -l)" "$(echo "$m / 1024" | bc -l)"
+  s=$(echo "${secs[$what]}" | median); m=$(echo "${rss[$what]}" | median); u=$(echo "${cpu[$what]}" | median)
+  printf '%-7s median %6.3f s  (%s)  %5.2f x cp  %5.2f x native  peak RSS %6.1f MiB  CPU %5.2f s\n' "$what" "$s" "${secs[$what]% }" \
+    "$(echo "$s / $c" | bc -l)" "$(echo "$s / $n" | bc -l)" "$(echo "$m / 1024" | bc -l)" "$u"
 done
 rm -rf "$out/n" "$out/j"
 build/native/peft-bridge merge --base "$work" --adapter "$work/adapter" --out "$out/n" --quiet

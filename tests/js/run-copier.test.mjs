@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { rng, webDir } from './helpers/common.mjs';
 
 const { RunCopier } = await import(join(webDir, 'src', 'cli', 'run-copier.js'));
+const buffers = (lanes, pieceSize) => Array.from({ length: lanes }, () => new Uint8Array(pieceSize));
 
 // An input of `size` pseudo-random bytes and an output of the same size, both with I/O that completes after a
 // random number of event-loop turns; counts the operations in flight and records every write.
@@ -45,7 +46,7 @@ function fakeFiles(size, seed, { failRead = null, failWrite = null } = {}) {
 test('runs are copied to their output offsets in pieces, with at most `lanes` reads or writes in flight', async () => {
   for (const [lanes, pieceSize] of [[1, 7], [2, 64], [3, 5], [8, 1000]]) {
     const f = fakeFiles(5000, lanes);
-    const copier = new RunCopier(f.readInto, f.writeAt, { lanes, pieceSize });
+    const copier = new RunCopier(f.readInto, f.writeAt, buffers(lanes, pieceSize));
     let copied = 0;
     copier.onCopied = (n) => (copied += n);
     // Runs added while earlier ones are being copied, and some moved: input [a, b) to output [c, c + b - a).
@@ -68,7 +69,7 @@ test('runs are copied to their output offsets in pieces, with at most `lanes` re
 test('the first failed read or write stops the copy; finish() throws it and later runs are ignored', async () => {
   for (const failure of [{ failRead: 2100 }, { failWrite: 2100 }]) {
     const f = fakeFiles(6000, 9, failure);
-    const copier = new RunCopier(f.readInto, f.writeAt, { lanes: 2, pieceSize: 256 });
+    const copier = new RunCopier(f.readInto, f.writeAt, buffers(2, 256));
     copier.add(0, 0, 6000);
     await assert.rejects(copier.finish(), /failed at 2048/);
     assert.ok(copier.failure instanceof Error);
@@ -83,7 +84,7 @@ test('the first failed read or write stops the copy; finish() throws it and late
 
 test('finish() on a copier given nothing returns at once', async () => {
   const f = fakeFiles(10, 1);
-  const copier = new RunCopier(f.readInto, f.writeAt);
+  const copier = new RunCopier(f.readInto, f.writeAt, buffers(2, 16));
   copier.add(3, 3, 0);
   await copier.finish();
   assert.equal(f.stats.reads, 0);

@@ -153,21 +153,22 @@ export class MergeSession {
    * chunk is asked for, any other (a read buffer) until `keep` more have been asked for; reusing that memory
    * saves an allocation and a copy per piece. For a consumer that writes each chunk out in time (the npm CLI).
    *
-   * `forward(offset, length)`: the runs of unchanged tensors are not read but handed to this, for a caller that
-   * copies them into place itself (mergeForwardingRuns).
+   * `forward(offset, length)` with `buffers`: the runs of unchanged tensors are not read but handed to `forward`,
+   * for a caller that copies them into place itself; the others are read into `buffers` (the caller's, each a
+   * piece long, one being merged while the others are read ahead) - mergeForwardingRuns.
    */
-  async *mergeShard(i, shard, src, signal, counts = { bytesIn: 0 }, { reuse = false, keep = 0, pieceSize = DEFAULT_READ_SIZE, forward = null } = {}) {
+  async *mergeShard(i, shard, src, signal, counts = { bytesIn: 0 }, { reuse = false, keep = 0, pieceSize = DEFAULT_READ_SIZE, forward = null, buffers = null } = {}) {
     const head = this.handle.call('begin', i);
     if (head) yield head;
     yield* this.serveAdapter(signal);
     if (forward) {
-      yield* this.mergeForwardingRuns(shard, src, signal, counts, { reuse, keep, pieceSize, forward });
+      yield* this.mergeForwardingRuns(shard, src, signal, counts, { reuse, forward, buffers });
       return;
     }
-    const buffers = reuse && src.readInto ? Array.from({ length: READ_AHEAD + 1 + keep }, () => new Uint8Array(pieceSize)) : null;
+    const pieces = reuse && src.readInto ? Array.from({ length: READ_AHEAD + 1 + keep }, () => new Uint8Array(pieceSize)) : null;
     // A source that says how it is best read (a remote file: pieces per Range request, requests in flight) is read
-    // so, unless the pieces go into the caller's buffers.
-    const next = buffers ? runPieces(src, shard.runs, signal, pieceSize, buffers) : runPieces(src, shard.runs, signal, src.pieceSize ?? pieceSize, null, src.readAhead);
+    // so, unless the pieces go into reused buffers.
+    const next = pieces ? runPieces(src, shard.runs, signal, pieceSize, pieces) : runPieces(src, shard.runs, signal, src.pieceSize ?? pieceSize, null, src.readAhead);
     for (let piece; (piece = await next()) !== null; ) {
       const { bytes, forward } = piece;
       const n = bytes.length; // read before the consumer has the bytes: it may transfer (detach) them
@@ -194,12 +195,12 @@ export class MergeSession {
    * mergeShard's body when the caller copies the runs of unchanged tensors itself (option `forward`): `forward(
    * offset, length)` is told each such run of the source, whose bytes belong at the output's current end (after
    * the bytes yielded so far), and counts them itself; only the tensors the merge changes are read, with
-   * read-ahead across the runs forwarded between them. For a random-access source.
+   * read-ahead across the runs forwarded between them. For a random-access source with readInto.
    */
-  async *mergeForwardingRuns(shard, src, signal, counts, { reuse, keep, pieceSize, forward }) {
+  async *mergeForwardingRuns(shard, src, signal, counts, { reuse, forward, buffers }) {
+    if (!src.random || !src.readInto || !(buffers?.length >= 2)) throw new TypeError('peft-bridge: forward needs a file source and two buffers or more');
     const merged = shard.runs.filter((run) => !run[2]);
-    const buffers = reuse && src.readInto ? Array.from({ length: READ_AHEAD + 1 + keep }, () => new Uint8Array(pieceSize)) : null;
-    const next = runPieces(src, merged, signal, pieceSize, buffers);
+    const next = runPieces(src, merged, signal, buffers[0].length, buffers, buffers.length - 1);
     for (const [begin, end, isForward] of shard.runs) {
       if (isForward) {
         forward(begin, end - begin);
@@ -424,7 +425,7 @@ function bytesStream(bytes) {
  * The source bytes of a shard's plan runs ([begin, end, forward], file order), in order, a piece at a time
  * ({bytes, forward}, null at the end): read from a random-access source - the next piece's read started before
  * this one is handed over, so reading overlaps with whatever the consumer does with it (writing it) - or cut out
- * of a stream of the whole file. `buffers` (two, with src.readInto): pieces are read into them in turn. `depth`:
+ * of a stream of the whole file. `buffers` (more than `depth`, with src.readInto): pieces are read into them in turn. `depth`:
  * how many reads are kept in flight past the piece handed over.
  */
 function runPieces(src, runs, signal, pieceSize, buffers = null, depth = READ_AHEAD) {

@@ -19,6 +19,7 @@ import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory,
 // - the tensors it changes are read MERGE_PIECE at a time (a few reads ahead) and written from heap views; the
 //   chunks that are not heap views may run WRITE_BEHIND writes behind the merge.
 const MERGE_PIECE = 1 << 20;
+const MERGE_READS = 3; // pieces being read or merged at once
 const WRITE_BEHIND = 4;
 const COPY_LANES = 2;
 const COPY_PIECE = 4 << 20;
@@ -193,10 +194,12 @@ export async function runMerge(line) {
       progress = stderrProgress(line, plan.sourceBytes);
       for (const name of extra.copy) await copyBaseFile(output, await output.add(name), base, name);
       const counts = { bytesIn: 0 };
+      // The read buffers of local shards, one shard at a time: its copy lanes' and its merge's.
+      const memory = { copy: pieceBuffers(COPY_LANES, COPY_PIECE), merge: pieceBuffers(MERGE_READS, MERGE_PIECE) };
       for (let s = 0; s < plan.shards.length; ++s) {
         const file = await output.add(plan.shards[s].name);
         progress.startFile(plan.shards[s].name, counts.bytesIn);
-        const copier = await writeShard(session, s, plan.shards[s], base.inputs[s].source, output, file, counts, progress, copiers);
+        const copier = await writeShard(session, s, plan.shards[s], base.inputs[s].source, output, file, counts, progress, copiers, memory);
         await copier?.finish();
         await output.prepare(file);
       }
@@ -223,19 +226,21 @@ export async function runMerge(line) {
   }
 }
 
+const pieceBuffers = (count, size) => Array.from({ length: count }, () => new Uint8Array(size));
+
 /**
  * Writes shard `s`'s merged bytes into the transaction's file `file`: the chunks the merge gives, each at its
  * offset, and - for a local shard - the runs of unchanged tensors, handed to a copy lane (added to `copiers`)
  * that this returns still running: its finish() waits for it and throws its failure. A remote shard's runs come
  * through the merge.
  */
-async function writeShard(session, s, shard, source, output, file, counts, progress, copiers) {
+async function writeShard(session, s, shard, source, output, file, counts, progress, copiers, memory) {
   const src = await openSource(source);
   let offset = 0; // the output offset of the next chunk (and of the next forwarded run)
   let copier = null;
   let forward = null;
   if (src.readInto) {
-    copier = new RunCopier(src.readInto, (at, bytes) => output.writeAt(file, at, bytes), { lanes: COPY_LANES, pieceSize: COPY_PIECE });
+    copier = new RunCopier(src.readInto, (at, bytes) => output.writeAt(file, at, bytes), memory.copy);
     copier.onCopied = (n) => progress.update((counts.bytesIn += n));
     copiers.push(copier);
     forward = (from, length) => {
@@ -248,7 +253,8 @@ async function writeShard(session, s, shard, source, output, file, counts, progr
     // Writes run behind the merge, WRITE_BEHIND at most, each at its offset; a heap view is written before the
     // merge goes on (the next call into the module may reuse that memory).
     const writes = [];
-    const pieces = session.mergeShard(s, shard, src, undefined, counts, { reuse: true, keep: forward ? 0 : WRITE_BEHIND, pieceSize: MERGE_PIECE, forward });
+    const reading = forward ? { buffers: memory.merge, forward } : { keep: WRITE_BEHIND, pieceSize: MERGE_PIECE };
+    const pieces = session.mergeShard(s, shard, src, undefined, counts, { reuse: true, ...reading });
     for await (const bytes of pieces) {
       const write = output.writeAt(file, offset, bytes);
       offset += bytes.length;

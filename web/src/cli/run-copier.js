@@ -1,19 +1,20 @@
 // The npm CLI's copy lane: runs of an input file copied to their places in an output file by positional reads and
 // writes, in the background, while the merge goes on with the tensors it changes (web/src/cli/merge-command.js).
-// Each lane reads a piece into its own buffer and writes it out, so at most `lanes` reads or writes are in flight
-// and the copier holds lanes x pieceSize bytes, however long the runs.
+// Each lane reads a piece into its own buffer and writes it out, so there are as many reads or writes in flight
+// at most as the copier was given buffers, and it holds no more memory than those, however long the runs.
 
 export class RunCopier {
   /**
    * @param {(offset: number, target: Uint8Array) => Promise<unknown>} readInto  fills target from the input
    * @param {(offset: number, bytes: Uint8Array) => Promise<unknown>} writeAt  writes bytes at an output offset
+   * @param {Uint8Array[]} buffers  one per lane, all of the piece size; the copier's until finish() returns
    */
-  constructor(readInto, writeAt, { lanes = 2, pieceSize = 4 << 20 } = {}) {
+  constructor(readInto, writeAt, buffers) {
     this.readInto = readInto;
     this.writeAt = writeAt;
-    this.pieceSize = pieceSize;
+    this.pieceSize = buffers[0].length;
     this.queue = []; // [inputOffset, outputOffset, length] still to copy, in the order added
-    this.idle = Array.from({ length: lanes }, () => new Uint8Array(pieceSize)); // the buffers of lanes not running
+    this.idle = [...buffers]; // the buffers of lanes not running
     this.running = new Set();
     this.failure = null; // the first error: nothing is copied after it
     this.onCopied = (n) => {}; // told the bytes of each piece once written
