@@ -22,7 +22,7 @@ const MERGE_PIECE = 1 << 20;
 const MERGE_READS = 3; // pieces being read or merged at once
 const WRITE_BEHIND = 4;
 const COPY_LANES = 2;
-const COPY_PIECE = 4 << 20;
+const COPY_PIECE = 1 << 20;
 
 /** OpenBase (src/cli/base_model.cc): the shard names (from the index, or the one file), config.json, and every
  * shard's header; a remote base by Range requests, in the order the core's ChooseRemoteBase gives. */
