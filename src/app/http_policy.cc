@@ -281,7 +281,6 @@ void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
   redirect_url_.clear();
   redirects_ = 0;
   uint64_t stop = Stop();
-  if ((status == 206 || status == 200) && !landed.empty()) file_->landed_url = landed;
   if (status == 416) {
     std::string range = head.content_range.value_or("");
     auto total = range.starts_with("bytes */") ? ParseU64(std::string_view(range).substr(8)) : std::nullopt;
@@ -310,6 +309,7 @@ void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
       return Fail(Io("cannot read `" + t_.label + "`: wrong Content-Range `" + range + "` in answer to bytes=" +
                      std::to_string(pos_) + "-" + (stop == kUnbounded ? "" : std::to_string(stop - 1))));
     if (!Pin(head, total)) return;
+    if (!landed.empty()) file_->landed_url = landed;
     file_->ranged = true;
     phase_ = Phase::kBody;
     body_pos_ = *a;
@@ -320,6 +320,7 @@ void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
     if (head.content_length && (!head.content_encoding || *head.content_encoding == "identity"))
       size = ParseU64(Trim(*head.content_length));
     if (!Pin(head, size)) return;
+    if (!landed.empty()) file_->landed_url = landed;
     phase_ = Phase::kBody;
     body_pos_ = 0;
     body_end_ = size.value_or(kUnbounded);

@@ -598,6 +598,27 @@ TEST(HttpPolicy, AReaderKeepsTheLandedUrlAnotherFoundMeanwhile) {
   EXPECT_EQ(Send(c, 2).request.url, "https://cdn.test/blob?sig=new");
 }
 
+TEST(HttpPolicy, ALandingWhoseAnswerFailsItsChecksIsNotKept) {
+  for (bool wrong_range : {false, true}) {
+    HttpFilePolicy p = Make({.retries = 0});
+    LandAtCdn(p);
+    HttpFilePolicy b = p.Reader();
+    b.BeginRead(10, 20, 1);
+    EXPECT_EQ(Send(b, 1).request.url, "https://cdn.test/blob?sig=old");
+    b.OnHead(1, StatusHead(403));  // expired: the old landing is dropped, b resolves again
+    EXPECT_EQ(Send(b, 1).request.url, kUrl);
+    b.OnHead(1, Redirect("https://cdn.test/blob?sig=new"));
+    EXPECT_EQ(Send(b, 1).request.url, "https://cdn.test/blob?sig=new");
+    // The answer there is of a changed file (another ETag) or for other bytes: b fails, and the URL it came
+    // from is no landing for the file's next reads, which resolve again.
+    b.OnHead(1, wrong_range ? Partial(0, 9, 1000) : Partial(10, 19, 1000, "\"e2\""));
+    EXPECT_NE(FailMessage(b, 1).find(wrong_range ? "wrong Content-Range" : "changed while being read"), std::string::npos);
+    HttpFilePolicy c = p.Reader();
+    c.BeginRead(30, 40, 2);
+    EXPECT_EQ(Send(c, 2).request.url, kUrl) << (wrong_range ? "wrong range" : "changed ETag");
+  }
+}
+
 TEST(HttpPolicy, NoParallelReadsFromAServerThatIgnoresRange) {
   HttpFilePolicy p = Make();
   p.BeginRead(0, 10, 0);
