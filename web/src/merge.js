@@ -161,10 +161,15 @@ export class MergeSession {
     const head = this.handle.call('begin', i);
     if (head) yield head;
     yield* this.serveAdapter(signal);
-    if (forward) {
-      yield* this.mergeForwardingRuns(shard, src, signal, counts, { reuse, forward, buffers });
-      return;
-    }
+    if (forward) yield* this.mergeForwardingRuns(shard, src, signal, counts, { reuse, forward, buffers });
+    else yield* this.mergeRuns(shard, src, signal, counts, { reuse, keep, pieceSize });
+    yield* this.serveAdapter(signal);
+    const tail = this.handle.call('finish');
+    if (tail) yield tail;
+  }
+
+  /** mergeShard's body for the runs of the shard: every one read from `src`, the unchanged ones yielded as read. */
+  async *mergeRuns(shard, src, signal, counts, { reuse, keep, pieceSize }) {
     const pieces = reuse && src.readInto ? Array.from({ length: READ_AHEAD + 1 + keep }, () => new Uint8Array(pieceSize)) : null;
     // A source that says how it is best read (a remote file: pieces per Range request, requests in flight) is read
     // so, unless the pieces go into reused buffers.
@@ -177,24 +182,25 @@ export class MergeSession {
         yield bytes;
         const after = this.handle.call('forwarded', n);
         if (after) yield after;
-      } else if (reuse && bytes.length <= this.handle.windowSize) {
-        for (const view of this.handle.inputToViews('push', bytes)) yield view;
       } else {
-        const out = [];
-        this.handle.inputToBytes('push', bytes, (b) => out.push(b));
-        yield* out;
+        yield* this.pushed(bytes, reuse);
       }
       yield* this.serveAdapter(signal);
     }
-    yield* this.serveAdapter(signal);
-    const tail = this.handle.call('finish');
-    if (tail) yield tail;
+  }
+
+  /** What pushing `bytes` of the changed tensors gives: views of the heap when `reuse` allows, else copies. */
+  pushed(bytes, reuse) {
+    if (reuse && bytes.length <= this.handle.windowSize) return this.handle.inputToViews('push', bytes);
+    const out = [];
+    this.handle.inputToBytes('push', bytes, (b) => out.push(b));
+    return out;
   }
 
   /**
-   * mergeShard's body when the caller copies the runs of unchanged tensors itself (option `forward`): `forward(
-   * offset, length)` is told each such run of the source, whose bytes belong at the output's current end (after
-   * the bytes yielded so far), and counts them itself; only the tensors the merge changes are read, with
+   * mergeShard's body for the runs when the caller copies those of unchanged tensors itself (option `forward`):
+   * `forward(offset, length)` is told each such run of the source, whose bytes belong at the output's current end
+   * (after the bytes yielded so far), and counts them itself; only the tensors the merge changes are read, with
    * read-ahead across the runs forwarded between them. For a random-access source with readInto.
    */
   async *mergeForwardingRuns(shard, src, signal, counts, { reuse, forward, buffers }) {
@@ -214,19 +220,10 @@ export class MergeSession {
         const { bytes } = piece;
         left -= bytes.length;
         counts.bytesIn += bytes.length;
-        if (reuse && bytes.length <= this.handle.windowSize) {
-          for (const view of this.handle.inputToViews('push', bytes)) yield view;
-        } else {
-          const out = [];
-          this.handle.inputToBytes('push', bytes, (b) => out.push(b));
-          yield* out;
-        }
+        yield* this.pushed(bytes, reuse);
         yield* this.serveAdapter(signal);
       }
     }
-    yield* this.serveAdapter(signal);
-    const tail = this.handle.call('finish');
-    if (tail) yield tail;
   }
 
   /** The base's other files the caller copies into the output (names, in order): the summary lists them. */
