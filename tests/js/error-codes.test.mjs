@@ -16,3 +16,23 @@ test('the .d.ts SafetensorsErrorCode union equals the core table', async () => {
   const names = [...union[1].matchAll(/'([A-Za-z]+)'/g)].map((m) => m[1]);
   assert.deepEqual(names, core);
 });
+
+test('an error sent to or from a worker comes back with its class, code, name and message', async () => {
+  const { SafetensorsError, errorFromMessage, errorToMessage } = await import(join(webDir, 'src', 'errors.js'));
+  const across = (error) => errorFromMessage(structuredClone(errorToMessage(error)));
+  for (const Class of [TypeError, RangeError, SyntaxError, ReferenceError, EvalError, URIError, Error]) {
+    const back = across(new Class('what went wrong'));
+    assert.equal(Object.getPrototypeOf(back), Class.prototype, Class.name);
+    assert.equal(back.name, Class.name);
+    assert.equal(back.message, 'what went wrong');
+  }
+  const aborted = new Error('The operation was aborted');
+  aborted.name = 'AbortError';
+  const back = across(aborted);
+  assert.equal(back.name, 'AbortError');
+  assert.ok(back instanceof Error);
+  const core = across(new SafetensorsError('ShapeMismatch', 'q_proj: 4 x 4 against 4 x 8', { tensor: 'q_proj' }));
+  assert.ok(core instanceof SafetensorsError);
+  assert.equal(core.code, 'ShapeMismatch');
+  assert.equal(core.tensor, 'q_proj');
+});

@@ -71,10 +71,14 @@ export function errorFromMessage(m) {
     if (m.rendered) Object.defineProperty(e, RENDERED, { value: m.rendered });
     return e;
   }
-  const e = new Error(m.message);
-  e.name = m.name;
+  // A built-in class comes back as itself (a TypeError stays one); any other error as an Error with its name.
+  const Class = BUILT_IN_ERRORS[m.name] ?? Error;
+  const e = new Class(m.message);
+  if (e.name !== m.name) e.name = m.name;
   return e;
 }
+
+const BUILT_IN_ERRORS = { TypeError, RangeError, SyntaxError, ReferenceError, EvalError, URIError };
 
 /** The abort reason as an error: the signal's reason, or an AbortError. Internal. */
 export function abortReason(signal) {
