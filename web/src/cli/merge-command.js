@@ -150,7 +150,6 @@ export async function runMerge(line) {
   let output = null;
   let progress = null;
   let adapterFiles = null; // the adapter's weights, open for reading by range
-  const copiers = []; // the shards' copy lanes
   try {
     // Errors opening either input are told as the native ExplainInput tells them.
     const base = await openMergeBase(session, o.base, o.baseConfig, inputs).catch(async (e) => {
@@ -199,8 +198,7 @@ export async function runMerge(line) {
       for (let s = 0; s < plan.shards.length; ++s) {
         const file = await output.add(plan.shards[s].name);
         progress.startFile(plan.shards[s].name, counts.bytesIn);
-        const copier = await writeShard(session, s, plan.shards[s], base.inputs[s].source, output, file, counts, progress, copiers, memory);
-        await copier?.finish();
+        await writeShard(session, s, plan.shards[s], base.inputs[s].source, output, file, counts, progress, memory);
         await output.prepare(file);
       }
       for (const [name, text] of texts) await output.write(await output.add(name), new TextEncoder().encode(text));
@@ -217,8 +215,6 @@ export async function runMerge(line) {
     return fail(error, o.json);
   } finally {
     progress?.close();
-    // A copy lane still writing after a failure is let finish before its file is closed and removed.
-    for (const copier of copiers) await copier.finish().catch(() => {});
     await output?.close();
     for (const input of inputs) await input.handle.close();
     await adapterFiles?.close();
@@ -230,11 +226,10 @@ const pieceBuffers = (count, size) => Array.from({ length: count }, () => new Ui
 
 /**
  * Writes shard `s`'s merged bytes into the transaction's file `file`: the chunks the merge gives, each at its
- * offset, and - for a local shard - the runs of unchanged tensors, handed to a copy lane (added to `copiers`)
- * that this returns still running: its finish() waits for it and throws its failure. A remote shard's runs come
- * through the merge.
+ * offset, and - for a local shard - the runs of unchanged tensors, handed to a copy lane that runs beside the
+ * merge; returns (or throws) once that lane has stopped. A remote shard's runs come through the merge.
  */
-async function writeShard(session, s, shard, source, output, file, counts, progress, copiers, memory) {
+async function writeShard(session, s, shard, source, output, file, counts, progress, memory) {
   const src = await openSource(source);
   let offset = 0; // the output offset of the next chunk (and of the next forwarded run)
   let copier = null;
@@ -242,7 +237,6 @@ async function writeShard(session, s, shard, source, output, file, counts, progr
   if (src.readInto) {
     copier = new RunCopier(src.readInto, (at, bytes) => output.writeAt(file, at, bytes), memory.copy);
     copier.onCopied = (n) => progress.update((counts.bytesIn += n));
-    copiers.push(copier);
     forward = (from, length) => {
       copier.add(from, offset, length);
       offset += length;
@@ -269,7 +263,7 @@ async function writeShard(session, s, shard, source, output, file, counts, progr
     await copier?.finish().catch(() => {}); // nothing is written to the file once its removal may begin
     throw error;
   }
-  return copier;
+  await copier?.finish();
 }
 
 /** The base directory's entries, kinds as links lead (a dangling link: 'other'), for the core's PlanExtraFiles. */
