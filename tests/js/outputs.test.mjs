@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hasNativeCli, makeFile } from './helpers/common.mjs';
@@ -277,6 +277,23 @@ test('a shard linked outside the base directory is refused unless --follow-links
   // Named directly, a file is read wherever it leads.
   const direct = both(t, setup, ['merge', '--base', 'base/model.safetensors', '--adapter', 'rob', '--out', 'out2']);
   assert.equal(direct.status, 0, direct.stderr);
+});
+
+test('merged shards of a read-only base get the mode of new files in both CLIs, not their input\'s', (t) => {
+  if (skipUnlessBoth(t)) return;
+  // The npm CLI copies a shard whose layout the merge keeps whole first (copyFile, which gives the copy its
+  // source's mode), then writes the merged tensors over it.
+  for (const sharded of [false, true]) {
+    const setup = (root) => {
+      writeAdapter(join(root, 'rob'));
+      writeBase(join(root, 'base'), { sharded });
+      for (const name of readdirSync(join(root, 'base'))) chmodSync(join(root, 'base', name), 0o400);
+    };
+    const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out']);
+    assert.equal(r.status, 0, r.stderr);
+    const shard = sharded ? 'out/model-00001-of-00002.safetensors' : 'out/model.safetensors';
+    assert.notEqual(r.after[shard], r.before[shard.replace('out/', 'base/')], 'the merge changed the shard');
+  }
 });
 
 test('an adapter file linked outside IN_DIR is refused unless --follow-links', (t) => {

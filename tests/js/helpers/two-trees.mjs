@@ -1,6 +1,6 @@
 // Both CLIs in two identical trees: the harness of the output-policy and merge-extras suites. Each case builds the
 // same tree twice, runs the native and the npm CLI in one each (relative paths, so messages match) and checks that
-// stdout, stderr, exit status and the tree afterwards agree.
+// stdout, stderr, exit status and the tree afterwards (files' bytes and modes) agree.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
@@ -14,8 +14,8 @@ const run = (command, args, cwd, env) => {
   return { status: r.status, stdout: r.stdout.toString('latin1'), stderr: r.stderr.toString('latin1') };
 };
 
-/** The tree under `dir`: path -> file bytes (base64), 'link -> target' or 'dir'. */
-function tree(dir) {
+/** The tree under `dir`: path -> file bytes (base64), 'link -> target' or 'dir'; `modes`: path -> a file's mode. */
+function tree(dir, modes = {}) {
   const out = {};
   const walk = (d, rel) => {
     for (const name of readdirSync(d).sort()) {
@@ -26,7 +26,10 @@ function tree(dir) {
       else if (st.isDirectory()) {
         out[r] = 'dir';
         walk(p, r);
-      } else out[r] = readFileSync(p).toString('base64');
+      } else {
+        out[r] = readFileSync(p).toString('base64');
+        modes[r] = (st.mode & 0o7777).toString(8);
+      }
     }
   };
   walk(dir, '');
@@ -41,8 +44,8 @@ const unmeasured = (s) =>
 
 /**
  * Builds the same tree twice with `setup(root)`, runs `args` in each with either CLI, and checks both agree:
- * stdout, stderr, exit status and the tree afterwards. Returns the native result and tree. `env`: variables added
- * to both CLIs' environment.
+ * stdout, stderr, exit status and the tree afterwards, files' modes too. Returns the native result and tree.
+ * `env`: variables added to both CLIs' environment.
  */
 export function both(t, setup, args, env = undefined) {
   const roots = ['native', 'js'].map((n) => {
@@ -60,8 +63,10 @@ export function both(t, setup, args, env = undefined) {
   assert.equal(js.status, native.status, `${label}: ${js.stderr} / ${native.stderr}`);
   assert.equal(js.stderr, native.stderr, label);
   assert.equal(unmeasured(js.stdout), unmeasured(native.stdout), label);
-  const after = tree(roots[0]);
-  assert.deepEqual(tree(roots[1]), after, `${label}: the trees differ`);
+  const modes = [{}, {}];
+  const after = tree(roots[0], modes[0]);
+  assert.deepEqual(tree(roots[1], modes[1]), after, `${label}: the trees differ`);
+  assert.deepEqual(modes[1], modes[0], `${label}: the files' modes differ`);
   for (const name of Object.keys(after)) assert.doesNotMatch(name, /\.(tmp|old)-/, `${label}: ${name} left behind`);
   return { ...native, before, after };
 }

@@ -6,6 +6,7 @@ import { openSource } from '../sources.js';
 import { CliFailure, coreError, err, explainInput, fail, flag, isDirectory, isRegularFile, joinPath, module, option, out } from './io.js';
 import { stderrProgress } from './progress.js';
 import { RunCopier } from './run-copier.js';
+import { WholeCopies, canCopyWhole, copyWhole } from './whole-copies.js';
 import { isRemote, openRemote, readRemoteWhole } from '../hub.js';
 import { readAhead } from '../remote.js';
 import { decodeText, loadAdapterDir, namingTables, openInput, readWholeFile, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
@@ -14,7 +15,9 @@ import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory,
 // ---- merge and unmerge (src/cli/merge_command.cc) ----
 
 // How the npm CLI moves a shard's bytes, chosen by measurement (docs/benchmarks.md, "npm CLI vs native CLI"):
-// - the tensors the merge copies unchanged go from input to output in a copy lane of their own (RunCopier:
+// - a local shard whose layout the merge keeps is first copied whole by the kernel (WholeCopies: COPY_LANES
+//   shards at a time, ahead of the merge), and the merge writes only what it changes over that copy;
+// - else the tensors the merge copies unchanged go from input to output in a copy lane of their own (RunCopier:
 //   COPY_LANES reads or writes of COPY_PIECE in flight), in the background, while the module merges the others;
 // - the tensors it changes are read MERGE_PIECE at a time (a few reads ahead) and written from heap views; the
 //   chunks that are not heap views may run WRITE_BEHIND writes behind the merge.
@@ -148,6 +151,7 @@ export async function runMerge(line) {
   const session = await MergeSession.create('Merger', o);
   const inputs = []; // the shards, open for reading
   let output = null;
+  let copies = null; // the shards' whole copies (WholeCopies)
   let progress = null;
   let adapterFiles = null; // the adapter's weights, open for reading by range
   try {
@@ -193,13 +197,18 @@ export async function runMerge(line) {
       progress = stderrProgress(line, plan.sourceBytes);
       for (const name of extra.copy) await copyBaseFile(output, await output.add(name), base, name);
       const counts = { bytesIn: 0 };
-      // The read buffers of local shards, one shard at a time: its copy lanes' and its merge's.
-      const memory = { copy: pieceBuffers(COPY_LANES, COPY_PIECE), merge: pieceBuffers(MERGE_READS, MERGE_PIECE) };
+      // The read buffers of local shards, one shard at a time: its merge's, and its copy lanes' once needed.
+      const memory = { copy: null, merge: pieceBuffers(MERGE_READS, MERGE_PIECE) };
+      const files = [];
+      for (const shard of plan.shards) files.push(await output.add(shard.name));
+      const keepsLayout = (shard, s) => canCopyWhole && !base.remote && shard.outputSize === base.inputs[s].source.size;
+      const copy = (s) => () => copyWhole(base.inputs[s].handle, files[s]);
+      copies = new WholeCopies(plan.shards.map((shard, s) => (keepsLayout(shard, s) ? copy(s) : null)), COPY_LANES);
       for (let s = 0; s < plan.shards.length; ++s) {
-        const file = await output.add(plan.shards[s].name);
         progress.startFile(plan.shards[s].name, counts.bytesIn);
-        await writeShard(session, s, plan.shards[s], base.inputs[s].source, output, file, counts, progress, memory);
-        await output.prepare(file);
+        const copied = await copies.results[s];
+        await writeShard(session, s, plan.shards[s], base.inputs[s].source, output, files[s], counts, progress, memory, copied);
+        await output.prepare(files[s]);
       }
       for (const [name, text] of texts) await output.write(await output.add(name), new TextEncoder().encode(text));
       await output.commit();
@@ -215,6 +224,7 @@ export async function runMerge(line) {
     return fail(error, o.json);
   } finally {
     progress?.close();
+    await copies?.stop(); // before the temporary files go: a copy still running would write one anew
     await output?.close();
     for (const input of inputs) await input.handle.close();
     await adapterFiles?.close();
@@ -226,21 +236,29 @@ const pieceBuffers = (count, size) => Array.from({ length: count }, () => new Ui
 
 /**
  * Writes shard `s`'s merged bytes into the transaction's file `file`: the chunks the merge gives, each at its
- * offset, and - for a local shard - the runs of unchanged tensors, handed to a copy lane that runs beside the
- * merge; returns (or throws) once that lane has stopped. A remote shard's runs come through the merge.
+ * offset, and - for a local shard - the runs of unchanged tensors: in place already where `copied` (the file holds
+ * a whole copy of the input) and the run's offset is the same in both, else handed to a copy lane that runs beside
+ * the merge; returns (or throws) once that lane has stopped. A remote shard's runs come through the merge.
  */
-async function writeShard(session, s, shard, source, output, file, counts, progress, memory) {
+async function writeShard(session, s, shard, source, output, file, counts, progress, memory, copied) {
   const src = await openSource(source);
   let offset = 0; // the output offset of the next chunk (and of the next forwarded run)
   let copier = null;
   let forward = null;
   if (src.readInto) {
-    copier = new RunCopier(src.readInto, (at, bytes) => output.writeAt(file, at, bytes), memory.copy);
-    copier.onCopied = (n) => progress.update((counts.bytesIn += n));
     forward = (from, length) => {
-      copier.add(from, offset, length);
+      if (copied && from === offset) {
+        progress.update((counts.bytesIn += length));
+      } else {
+        memory.copy ??= pieceBuffers(COPY_LANES, COPY_PIECE);
+        if (!copier) {
+          copier = new RunCopier(src.readInto, (at, bytes) => output.writeAt(file, at, bytes), memory.copy);
+          copier.onCopied = (n) => progress.update((counts.bytesIn += n));
+        }
+        copier.add(from, offset, length);
+        if (copier.failure) throw copier.failure; // the merge stops at the next run once a copy has failed
+      }
       offset += length;
-      if (copier.failure) throw copier.failure; // the merge stops at the next run once a copy has failed
     };
   }
   try {
