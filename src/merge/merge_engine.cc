@@ -322,22 +322,22 @@ class ShardMerger::TensorState {
     switch (p_.op) {
       case TensorOp::kLowRank:
       case TensorOp::kLowRankEmbedding: {
-        out_.resize(n * cols * out_width_);
+        std::span<uint8_t> out = OutRows(n);
         auto f = FactorsFrom(row0);
         // PEFT rounds the delta to the weight's dtype first for embeddings, and for every unmerge
         // (`W -= delta.to(W.dtype)`); a merge of Linear/Conv adds the fp32 delta and rounds once.
         const bool round_delta_first = p_.op == TensorOp::kLowRankEmbedding || options_.unmerge;
         bool ok = !round_delta_first
-                      ? kernels::MergeRows(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f)
-                      : kernels::MergeRowsRoundDeltaFirst(p_.in_dtype, in.data(), p_.out_dtype, out_.data(), n, cols, f);
+                      ? kernels::MergeRows(p_.in_dtype, in.data(), p_.out_dtype, out.data(), n, cols, f)
+                      : kernels::MergeRowsRoundDeltaFirst(p_.in_dtype, in.data(), p_.out_dtype, out.data(), n, cols, f);
         if (!ok) return KernelFailed();
-        if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
-        return Emit(n);
+        if (options_.safe && !OutputFinite(n * cols, out.data())) return NonFinite(p_);
+        return EmitRows(n, out);
       }
       case TensorOp::kLowRankExperts: {
         out_.resize(n * cols * out_width_);
         if (!MergeExpertRows(in.data(), row0, n)) return KernelFailed();
-        if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
+        if (options_.safe && !OutputFinite(n * cols, out_.data())) return NonFinite(p_);
         return Emit(n);
       }
       case TensorOp::kDoraRows: {
@@ -348,24 +348,24 @@ class ShardMerger::TensorState {
         std::vector<float> factor(n);
         for (size_t i = 0; i < n; ++i)
           factor[i] = magnitude_[row0 + i] / static_cast<float>(std::sqrt(norms[i]));
-        out_.resize(n * cols * out_width_);
-        if (!kernels::ScaleRowsTo(v_.data(), n, cols, factor.data(), /*per_column=*/false, p_.out_dtype, out_.data()))
+        std::span<uint8_t> out = OutRows(n);
+        if (!kernels::ScaleRowsTo(v_.data(), n, cols, factor.data(), /*per_column=*/false, p_.out_dtype, out.data()))
           return KernelFailed();
-        if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
-        return Emit(n);
+        if (options_.safe && !OutputFinite(n * cols, out.data())) return NonFinite(p_);
+        return EmitRows(n, out);
       }
       case TensorOp::kReplaceRows: {
         if (!rows_ok_) return KernelFailed();
-        out_.resize(n * cols * out_width_);
+        std::span<uint8_t> out = OutRows(n);
         for (size_t i = 0; i < n; ++i) {
           auto it = row_of_token_.find(row0 + i);
           const uint8_t* src = it == row_of_token_.end() ? in.data() + i * cols * in_width_
                                                           : replaced_rows_.data() + it->second * cols * in_width_;
-          if (!kernels::ConvertElements(p_.in_dtype, p_.out_dtype, src, out_.data() + i * cols * out_width_, cols))
+          if (!kernels::ConvertElements(p_.in_dtype, p_.out_dtype, src, out.data() + i * cols * out_width_, cols))
             return KernelFailed();
         }
-        if (options_.safe && !OutputFinite(n * cols)) return NonFinite(p_);
-        return Emit(n);
+        if (options_.safe && !OutputFinite(n * cols, out.data())) return NonFinite(p_);
+        return EmitRows(n, out);
       }
       case TensorOp::kDoraColumns:
         if (!kernels::MergeRowsF32(p_.in_dtype, in.data(), whole_.data() + row0 * cols, n, cols, FactorsFrom(row0)))
@@ -395,15 +395,15 @@ class ShardMerger::TensorState {
     out_.resize(rows * cols * out_width_);
     if (!kernels::ScaleRowsTo(whole_.data(), rows, cols, factor.data(), /*per_column=*/true, p_.out_dtype, out_.data()))
       return KernelFailed();
-    if (options_.safe && !OutputFinite(rows * cols)) return NonFinite(p_);
+    if (options_.safe && !OutputFinite(rows * cols, out_.data())) return NonFinite(p_);
     return Emit(rows);
   }
 
   // --safe checks what is written, as PEFT's safe_merge checks the final weight: the output block widened
   // back to fp32 (exact), so an overflow in the final rounding (e.g. into F16) is caught too.
-  bool OutputFinite(size_t n) {
+  bool OutputFinite(size_t n, const uint8_t* out) {
     check_.resize(n);
-    kernels::ConvertElements(p_.out_dtype, Dtype::F32, out_.data(), check_.data(), n);
+    kernels::ConvertElements(p_.out_dtype, Dtype::F32, out, check_.data(), n);
     return kernels::AllFinite(check_.data(), n);
   }
 
@@ -416,7 +416,7 @@ class ShardMerger::TensorState {
     for (size_t i = 0; i < b.size(); ++i) b[i] = b[i] + sign * (lb[i] * s);
     out_.resize(b.size() * out_width_);
     kernels::ConvertElements(Dtype::F32, p_.out_dtype, b.data(), out_.data(), b.size());
-    if (options_.safe && !OutputFinite(b.size())) return NonFinite(p_);
+    if (options_.safe && !OutputFinite(b.size(), out_.data())) return NonFinite(p_);
     return writer_.Write(out_);
   }
 
@@ -430,6 +430,19 @@ class ShardMerger::TensorState {
 
   // `n` finished rows in out_: written, or quantized (--quantize) and written.
   Status Emit(size_t n) { return quant_ ? quant_->Rows(out_.data(), n) : writer_.Write(out_); }
+
+  // Where the next `n` rows of output go: straight into the sink's own buffer when it lends one (the WASM chunk
+  // table: no copy of every merged byte out of out_), else out_. EmitRows then commits or writes them.
+  std::span<uint8_t> OutRows(size_t n) {
+    const size_t bytes = n * p_.cols * out_width_;
+    std::span<uint8_t> lent = quant_ || bytes == 0 ? std::span<uint8_t>() : writer_.Lend(bytes);
+    if (lent.size() >= bytes && bytes > 0) return lent.first(bytes);
+    out_.resize(bytes);
+    return out_;
+  }
+  Status EmitRows(size_t n, std::span<uint8_t> out) {
+    return out.data() == out_.data() ? Emit(n) : writer_.Commit(out.size());
+  }
 
   const PlannedTensor& p_;
   adapter::TensorFetch& adapter_;
