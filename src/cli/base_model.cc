@@ -34,7 +34,7 @@ class LocalShard final : public ShardBytes {
     return Status::Ok();
   }
   bool ConcurrentStreams() const override { return true; }
-  const InputFile& file() const { return file_; }
+  const InputFile* local_file() const override { return &file_; }
 
  private:
   InputFile file_;

@@ -14,6 +14,7 @@
 
 #include "app/base_extras.h"
 #include "app/output_policy.h"
+#include "cli/file_io.h"
 #include "core/header.h"
 #include "core/writer.h"
 #include "merge/model_index.h"
@@ -29,6 +30,9 @@ class ShardBytes {
   virtual Status Stream(uint64_t begin, uint64_t end, const Deliver& deliver) = 0;
   // Whether several threads may Stream at once (a local file: pread; not a remote one's connection).
   virtual bool ConcurrentStreams() const { return false; }
+  // A local shard's file (its ranges may be copied straight into an output: AtomicOutputFile::CopyRegionFrom),
+  // else nullptr.
+  virtual const InputFile* local_file() const { return nullptr; }
 };
 
 struct BaseModel {

@@ -1,9 +1,12 @@
 #include "cli/file_io.h"
 
+#include "cli/kernel_copy.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -14,6 +17,7 @@ namespace pb::cli {
 namespace {
 
 constexpr size_t kWriteBuffer = 4 << 20;
+constexpr size_t kReadChunk = 4 << 20;  // CopyRegionFrom's pieces where the kernel does not copy
 
 Error IoFailure(const std::string& what, const std::string& path) {
   return MakeError(ErrorCode::IoError, what + " `" + path + "`: " + std::strerror(errno));
@@ -179,6 +183,19 @@ Status AtomicOutputFile::WriteRegionAt(uint64_t offset, std::span<const uint8_t>
       return IoFailure("cannot write", temp_path_);
     }
     done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status AtomicOutputFile::CopyRegionFrom(const InputFile& in, uint64_t in_offset, uint64_t offset, uint64_t n) const {
+  uint64_t done = KernelCopy(in.fd_, in_offset, fd_, offset, n);
+  if (done == n) return Status::Ok();
+  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(kReadChunk, n - done)));
+  while (done < n) {
+    const auto piece = std::span<uint8_t>(buffer.data(), static_cast<size_t>(std::min<uint64_t>(buffer.size(), n - done)));
+    PB_RETURN_IF_ERROR(in.ReadAt(in_offset + done, piece));
+    PB_RETURN_IF_ERROR(WriteRegionAt(offset + done, piece));
+    done += piece.size();
   }
   return Status::Ok();
 }

@@ -12,6 +12,8 @@
 
 namespace pb::cli {
 
+class AtomicOutputFile;
+
 // A read-only file read with pread (random access; the file is never modified).
 class InputFile {
  public:
@@ -27,6 +29,7 @@ class InputFile {
   bool IsSameFile(const std::string& path) const;
 
  private:
+  friend class AtomicOutputFile;  // CopyRegionFrom hands both descriptors to the kernel
   InputFile(int fd, uint64_t size, std::string path) : fd_(fd), size_(size), path_(std::move(path)) {}
   int fd_ = -1;
   uint64_t size_ = 0;
@@ -48,6 +51,10 @@ class AtomicOutputFile final : public ByteSink {
   // Writes `bytes` at `offset` with pwrite, leaving the write-behind buffer alone: threads that fill disjoint
   // ranges of the file (merge --threads) may call it at once. Nothing may be written with Write meanwhile.
   Status WriteRegionAt(uint64_t offset, std::span<const uint8_t> bytes) const;
+  // Copies `n` bytes of `in` from `in_offset` to `offset`, a region as WriteRegionAt's: inside the kernel where it
+  // can (cli/kernel_copy.h: no trip through user memory), the rest with pread and pwrite, whose errors name the
+  // file.
+  Status CopyRegionFrom(const InputFile& in, uint64_t in_offset, uint64_t offset, uint64_t n) const;
   // Flushes, syncs and closes the temporary file (Persist does this too). Commands writing several files
   // prepare them all before renaming any, so a failure leaves none of them under its final name.
   Status Prepare();

@@ -1,5 +1,6 @@
 // `merge` and `unmerge`: plan against every base shard's header, then stream each shard through the core
-// merger with pread (regions of it on --threads threads, each written in place with pwrite), writing every
+// merger with pread (regions of it on --threads threads, each written in place with pwrite; a local shard's
+// unchanged tensors copied file to file by the kernel), writing every
 // output (shards, index, config.json) to temporary files that are renamed into place only when all of them are
 // complete.
 #include <dirent.h>
@@ -58,6 +59,13 @@ class RegionSink final : public ByteSink {
     used_ += bytes.size();
     return Status::Ok();
   }
+  // Leaves `n` bytes for the caller to put in place itself (a forwarded run): the region's next bytes go after them.
+  Status Skip(uint64_t n) {
+    PB_RETURN_IF_ERROR(Flush());
+    pos_ += n;
+    return Status::Ok();
+  }
+  uint64_t position() const { return pos_ + used_; }
   Status Flush() {
     if (used_ == 0) return Status::Ok();
     PB_RETURN_IF_ERROR(file_.WriteRegionAt(pos_, std::span<const uint8_t>(buffer_.data(), used_)));
@@ -100,27 +108,52 @@ struct ShardWork {
   const AtomicOutputFile& out;
 };
 
-// One region of a shard (merge/merge_regions.h) through its own merger, one read per run of adjacent tensors
-// (a whole shard is one run: its data has no holes); the adapter's factors are supplied as the merger asks
-// for them (before each merged tensor), read by range with pread. `stop` says the region's result is no longer
-// wanted (an earlier region failed).
+// A local shard's run of unchanged tensors, copied from the input file to its place in the output by the kernel
+// (AtomicOutputFile::CopyRegionFrom), a piece at a time so that progress moves and a failed region stops it soon.
+constexpr uint64_t kForwardPiece = 64 << 20;
+
+// One region of a shard (merge/merge_regions.h) through its own merger. From a local file, the runs of tensors the
+// merge leaves unchanged are forwarded (copied file to file inside the kernel: they never pass through memory
+// here) and the others read, one read per run of adjacent ones; from a remote base, everything is read and pushed
+// (the merger writes unchanged bytes straight from the read buffer), one read per run of adjacent tensors of
+// either kind. The adapter's factors are supplied as the merger asks for them (before each merged tensor), read
+// by range with pread. `stop` says the region's result is no longer wanted (an earlier region failed).
 Status MergeRegion(const ShardWork& w, merge::TensorRange range, SharedProgress& progress,
                    const std::function<bool()>& stop, std::vector<merge::QuantError>& quant_errors) {
   RegionSink sink(w.out, w.plan.write.header.size() + merge::RegionOutputOf(w.plan, range).data_begin);
   merge::ShardMerger merger(w.plan, w.options, sink, range);
   PB_RETURN_IF_ERROR(merger.Begin());
   PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, w.adapter));
+  const Status stopped = MakeError(ErrorCode::IoError, "stopped: an earlier region failed");
   auto push = [&](std::span<const uint8_t> bytes) -> Status {
-    if (stop()) return MakeError(ErrorCode::IoError, "stopped: an earlier region failed");
+    if (stop()) return stopped;
     PB_RETURN_IF_ERROR(merger.Push(bytes));
     PB_RETURN_IF_ERROR(SupplyAdapterBytes(merger, w.adapter));
     progress.Add(bytes.size());
     return Status::Ok();
   };
-  // Everything is pushed (natively the merger writes unchanged bytes straight from the read buffer), so adjacent
-  // runs of either kind are one read.
+  const InputFile* file = w.in.local_file();
+  auto forward = [&](const merge::SourceRun& r) -> Status {
+    const uint64_t to = sink.position();
+    PB_RETURN_IF_ERROR(sink.Skip(r.end - r.begin));  // before Forwarded, which may write what follows the run
+    for (uint64_t at = r.begin; at < r.end;) {
+      if (stop()) return stopped;
+      const uint64_t n = std::min(kForwardPiece, r.end - at);
+      PB_RETURN_IF_ERROR(w.out.CopyRegionFrom(*file, at, to + (at - r.begin), n));
+      at += n;
+      progress.Add(n);
+    }
+    PB_RETURN_IF_ERROR(merger.Forwarded(r.end - r.begin));
+    return SupplyAdapterBytes(merger, w.adapter);
+  };
   std::optional<merge::SourceRun> run;  // the data not yet read
   for (const merge::SourceRun& r : merge::SourceRuns(w.plan, w.header, w.options, range)) {
+    if (file && r.forward) {
+      if (run) PB_RETURN_IF_ERROR(w.in.Stream(run->begin, run->end, push));
+      run.reset();
+      PB_RETURN_IF_ERROR(forward(r));
+      continue;
+    }
     if (run && run->end == r.begin) {
       run->end = r.end;
       continue;
