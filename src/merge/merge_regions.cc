@@ -97,9 +97,11 @@ size_t DefaultMergeThreads(const MergePlan& plan, size_t cores) {
       products += LowRankCostOf(t);
       factor = std::max(factor, WholeFactorBytesOf(t));
     }
-  if (products == 0 || products * 2 < all) return 1;
+  // Copying one file does not get faster with more threads, but the files of several shards do, one per thread.
+  const bool compute_bound = products > 0 && products * 2 >= all;
+  const uint64_t useful = compute_bound ? cores : std::min<uint64_t>(cores, plan.shards.size());
   const uint64_t by_memory = factor == 0 ? cores : std::max<uint64_t>(1, kDefaultFactorBudget / factor);
-  return static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(cores, by_memory)));
+  return static_cast<size_t>(std::max<uint64_t>(1, std::min(useful, by_memory)));
 }
 
 std::vector<TensorRange> SplitIntoRegions(const ShardPlan& plan, size_t pieces) {

@@ -40,8 +40,9 @@ uint64_t MergeCostOf(const PlannedTensor& p);
 uint64_t LowRankCostOf(const PlannedTensor& p);
 
 // How many threads a merge uses when --threads is not given, on a machine of `cores`: every core when the
-// low-rank products are at least half the estimated work (copying does not get faster with more threads: one
-// file's writes take its lock in turn, docs/benchmarks.md), else one; and never more than keep the factors the
+// low-rank products are at least half the estimated work, else one per shard up to the cores (copying one file
+// does not get faster with more threads: its writes take its lock in turn; the files of several shards, written
+// at once, do: docs/benchmarks.md, "Native CLI: the kernel copies unchanged tensors"); and never more than keep the
 // regions hold whole at once (A, r x in in fp32, per thread) within kDefaultFactorBudget, so that a default merge
 // with a huge-rank adapter stays in bounded memory (docs/benchmarks.md, "Native merge with a 1 GB adapter").
 inline constexpr uint64_t kDefaultFactorBudget = 32ull << 20;

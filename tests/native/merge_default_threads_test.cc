@@ -1,6 +1,7 @@
-// merge::DefaultMergeThreads: the thread count the native CLI uses without --threads. Every core only where the
-// low-rank products are at least half the estimated work, and never more threads than keep the factors the
-// regions hold whole at once (A in fp32, per thread) within kDefaultFactorBudget.
+// merge::DefaultMergeThreads: the thread count the native CLI uses without --threads. Every core where the
+// low-rank products are at least half the estimated work, else a thread per shard (up to the cores), and never
+// more threads than keep the factors the regions hold whole at once (A in fp32, per thread) within
+// kDefaultFactorBudget.
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -40,6 +41,20 @@ TEST_F(DefaultThreads, CopyingBoundMergesUseOneThread) {
   // r = 16 on one of four 4096 x 4096 weights: the products are a small part of the bytes moved.
   MergePlan plan = Plan({Weight(4096, 4096, 16), Weight(4096, 4096, 0), Weight(4096, 4096, 0), Weight(4096, 4096, 0)});
   EXPECT_EQ(DefaultMergeThreads(plan, 8), 1u);
+}
+
+TEST_F(DefaultThreads, CopyingBoundMergesOfSeveralShardsUseAThreadPerShard) {
+  MergePlan plan = Plan({Weight(4096, 4096, 16), Weight(4096, 4096, 0)});
+  plan.shards.push_back({"model-00002-of-00003.safetensors", {Weight(4096, 4096, 0)}, {}});
+  EXPECT_EQ(DefaultMergeThreads(plan, 8), 2u);
+  EXPECT_EQ(DefaultMergeThreads(plan, 1), 1u);
+  plan.shards.push_back({"model-00003-of-00003.safetensors", {Weight(4096, 4096, 0)}, {}});
+  EXPECT_EQ(DefaultMergeThreads(plan, 8), 3u);
+  EXPECT_EQ(DefaultMergeThreads(plan, 2), 2u);
+  // Still within the factors' memory bound: r = 2048 holds 32 MiB of A per thread.
+  MergePlan huge = Plan({Weight(4096, 4096, 2048), Weight(4096, 4096, 0), Weight(4096, 4096, 0), Weight(4096, 4096, 0)});
+  huge.shards.push_back({"model-00002-of-00002.safetensors", {Weight(4096, 4096, 0), Weight(4096, 4096, 0)}, {}});
+  EXPECT_EQ(DefaultMergeThreads(huge, 8), 1u);
 }
 
 TEST_F(DefaultThreads, ComputeBoundMergesUseEveryCore) {
