@@ -48,6 +48,8 @@ ProgressSettings ProgressSettingsFor(const ProgressEnvironment& env) {
   return settings;
 }
 
+std::string FilesAtOnceLabel(size_t count) { return std::to_string(count) + " files at once"; }
+
 std::string DurationText(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0 || seconds >= 100 * 3600) return "--:--";
   const auto total = static_cast<uint64_t>(std::llround(seconds));

@@ -3,6 +3,7 @@
 // clock, the environment and whether stderr is a terminal, and write what the meter returns.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,6 +38,10 @@ ProgressSettings ProgressSettingsFor(const ProgressEnvironment& env);
 // Once done >= total the ETA gives way to the time taken ("in 0:12"). A zero total reads as complete. The file
 // name comes from the input: control bytes are shown as \xNN, and a long name is shortened from the left.
 std::string RenderProgressLine(uint64_t done, uint64_t total, double seconds, std::string_view file);
+
+// What the line names while several files move at once (the native CLI merging shards one per thread), in place
+// of a file name: "2 files at once".
+std::string FilesAtOnceLabel(size_t count);
 
 // "M:SS", or "H:MM:SS" from an hour on; "--:--" for a time that is negative, not finite or 100 hours or more.
 std::string DurationText(double seconds);

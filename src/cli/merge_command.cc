@@ -31,6 +31,7 @@
 #include "app/base_extras.h"
 #include "app/cli_text.h"
 #include "app/output_policy.h"
+#include "app/progress_text.h"
 #include "app/remote_address.h"
 #include "merge/merge_engine.h"
 #include "merge/quantize_plan.h"
@@ -379,7 +380,7 @@ int RunMerge(const app::CommandLine& line) {
       if (status.ok()) status = out.value()->Prepare();
     }
     if (at_once && status.ok()) {
-      progress.StartFile(plan->shards[0].name, done);
+      progress.StartFile(app::FilesAtOnceLabel(works.size()), done);
       SharedProgress shared(progress, done);
       status = MergeShardsAtOnce(works, threads, shared, quant_errors);
       done += shared.moved();

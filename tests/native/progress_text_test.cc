@@ -214,6 +214,12 @@ TEST(ProgressSettings, ShownOnATerminalUnlessJsonQuietOrNoProgress) {
   }
 }
 
+TEST(ProgressLine, SeveralFilesAtOnceAreCountedNotNamed) {
+  EXPECT_EQ(FilesAtOnceLabel(2), "2 files at once");
+  EXPECT_EQ(RenderProgressLine(50, 100, 2, FilesAtOnceLabel(3)),
+            "[##########          ]  50%  50 B / 100 B  25 B/s  ETA 0:02  3 files at once");
+}
+
 TEST(ProgressSettings, PbProgressAlwaysForcesItWithoutATerminal) {
   EXPECT_TRUE(ProgressSettingsFor({.progress_variable = "always"}).shown);
   EXPECT_FALSE(ProgressSettingsFor({.progress_variable = "yes"}).shown);
