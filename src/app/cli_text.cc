@@ -197,8 +197,8 @@ std::string_view CliHelp(std::string_view command) {
                  "  --no-copy-extra    copy none of the base's other files (tokenizer, generation config...)\n"
                  "  --threads N        merge with N threads, each a region of the shard; the output bytes do not\n"
                  "                     depend on N (default: the cores this process may use when the low-rank\n"
-                 "                     products are at least half the work, else 1). The native CLI's: the npm\n"
-                 "                     CLI accepts it and merges on one thread\n"
+                 "                     products are at least half the work, else one per shard up to them).\n"
+                 "                     The native CLI's: the npm CLI accepts it and merges on one thread\n"
                  PB_PUSH_HELP
                  "  --help             show this help\n"
                : "usage: peft-bridge unmerge --base PATH --adapter DIR -o|--out DIR [options as for merge]\n"
