@@ -3,8 +3,9 @@
 // copied over the shard's temporary file by the kernel (fs.copyFile: a reflink where the file system has them,
 // else copy_file_range or sendfile), one copy of each byte without a trip through JS buffers, on libuv's threads
 // while the module merges another shard; the header and the tensors the merge changes are then written over that
-// copy, and the unchanged runs need no I/O at all (web/src/cli/merge-command.js). Measured in docs/benchmarks.md,
-// "npm CLI vs native CLI, to tmpfs".
+// copy, and the unchanged runs need no I/O at all (web/src/cli/merge-command.js). Linux only (both files are
+// named by descriptor); measured in docs/benchmarks.md, "Native CLI: the kernel copies unchanged tensors (and the
+// npm CLI whole shards)".
 import { constants, existsSync } from 'node:fs';
 import { copyFile } from 'node:fs/promises';
 import { ioFailure } from './io.js';
