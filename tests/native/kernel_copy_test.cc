@@ -13,28 +13,21 @@
 
 #include "cli/file_io.h"
 #include "cli/kernel_copy.h"
-#include "test_util.h"
+#include "cli_runner.h"  // WriteFile (and ReadAll, from test_util.h)
 
 namespace pb::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using ::pb::testing::Bytes;
+using ::pb::testing::ReadAll;
+using ::pb::testing::WriteFile;
 
 Bytes Random(size_t n, uint32_t seed) {
   std::mt19937 gen(seed);
   Bytes b(n);
   for (auto& x : b) x = static_cast<uint8_t>(gen());
   return b;
-}
-
-void Put(const fs::path& path, const Bytes& bytes) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-}
-
-Bytes Get(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return Bytes(std::istreambuf_iterator<char>(in), {});
 }
 
 class KernelCopyTest : public ::testing::Test {
@@ -51,8 +44,8 @@ class KernelCopyTest : public ::testing::Test {
                         uint64_t out_offset, uint64_t n) {
     const Bytes input = Random(in_size, static_cast<uint32_t>(in_size + n));
     const Bytes before(out_offset + n + 4099, 0xEE);
-    Put(dir_ / "in", input);
-    Put(out_dir / "out", before);
+    WriteFile(dir_ / "in", input);
+    WriteFile(out_dir / "out", before);
     const int in = ::open((dir_ / "in").c_str(), O_RDONLY | O_CLOEXEC);
     const int out = ::open((out_dir / "out").c_str(), O_WRONLY | O_CLOEXEC);
     EXPECT_GE(in, 0);
@@ -64,7 +57,7 @@ class KernelCopyTest : public ::testing::Test {
     ::close(out);
     Bytes expected = before;
     std::copy_n(input.begin() + std::ptrdiff_t(in_offset), done, expected.begin() + std::ptrdiff_t(out_offset));
-    EXPECT_EQ(Get(out_dir / "out"), expected);
+    EXPECT_EQ(ReadAll(out_dir / "out"), expected);
     return done;
   }
 
@@ -106,19 +99,19 @@ TEST_F(KernelCopyTest, BothWaysTogetherCopyBetweenFileSystems) {
 }
 
 TEST_F(KernelCopyTest, NothingIsCopiedIntoAFileNotOpenForWriting) {
-  Put(dir_ / "in", Random(1000, 1));
-  Put(dir_ / "out", Bytes(1000, 0xEE));
+  WriteFile(dir_ / "in", Random(1000, 1));
+  WriteFile(dir_ / "out", Bytes(1000, 0xEE));
   const int in = ::open((dir_ / "in").c_str(), O_RDONLY | O_CLOEXEC);
   const int out = ::open((dir_ / "out").c_str(), O_RDONLY | O_CLOEXEC);
   EXPECT_EQ(KernelCopy(in, 0, out, 0, 1000), 0u);
   ::close(in);
   ::close(out);
-  EXPECT_EQ(Get(dir_ / "out"), Bytes(1000, 0xEE));
+  EXPECT_EQ(ReadAll(dir_ / "out"), Bytes(1000, 0xEE));
 }
 
 TEST_F(KernelCopyTest, CopyRegionFromFinishesWhatTheKernelLeavesAndReportsAShortInput) {
   const Bytes input = Random(3 * kMiB, 9);
-  Put(dir_ / "in", input);
+  WriteFile(dir_ / "in", input);
   auto in = InputFile::Open((dir_ / "in").string());
   ASSERT_TRUE(in.ok());
   auto out = AtomicOutputFile::Create((dir_ / "out").string());
@@ -133,7 +126,7 @@ TEST_F(KernelCopyTest, CopyRegionFromFinishesWhatTheKernelLeavesAndReportsAShort
   Bytes expected(4 * kMiB, 0xEE);
   std::copy(input.end() - 10, input.end(), expected.begin());  // the 10 bytes the kernel did copy
   std::copy(input.begin() + 5, input.end(), expected.begin() + 1000);
-  EXPECT_EQ(Get(dir_ / "out"), expected);
+  EXPECT_EQ(ReadAll(dir_ / "out"), expected);
 }
 
 }  // namespace
