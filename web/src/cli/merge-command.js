@@ -250,8 +250,8 @@ async function writeShard(session, s, shard, source, output, file, counts, progr
       if (copied && from === offset) {
         progress.update((counts.bytesIn += length));
       } else {
-        memory.copy ??= pieceBuffers(COPY_LANES, COPY_PIECE);
         if (!copier) {
+          memory.copy ??= pieceBuffers(COPY_LANES, COPY_PIECE);
           copier = new RunCopier(src.readInto, (at, bytes) => output.writeAt(file, at, bytes), memory.copy);
           copier.onCopied = (n) => progress.update((counts.bytesIn += n));
         }
