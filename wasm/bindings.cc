@@ -340,6 +340,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .function("chunkTable", &Handle::chunk_table)
       .function("chunkCount", &Handle::chunk_count)
       .function("ownedBytes", &Handle::owned_bytes)
+      .function("flipOutput", &Handle::flip_output)
       .function("errorJson", &Handle::error_json)
       .function("errorText", &Handle::error_text);
   class_<Reader, base<Handle>>("Reader")

@@ -116,6 +116,14 @@ class Chunks : public ByteSink {
     used_ += filled;
     return Status::Ok();
   }
+  // The calls from now on produce into the other owned buffer, leaving this one's bytes (the views JS took of
+  // the last call's output) untouched until the next Flip: JS may write them out while the module goes on.
+  void Flip() {
+    std::swap(owned_, spare_);
+    std::swap(capacity_, spare_capacity_);
+    table_.clear();
+    used_ = 0;
+  }
   uintptr_t table() const { return reinterpret_cast<uintptr_t>(table_.data()); }
   size_t count() const { return table_.size() / 5; }
   uintptr_t owned() const { return reinterpret_cast<uintptr_t>(owned_.get()); }
@@ -142,6 +150,8 @@ class Chunks : public ByteSink {
   std::unique_ptr<uint8_t, FreeDeleter> owned_;
   size_t used_ = 0;
   size_t capacity_ = 0;
+  std::unique_ptr<uint8_t, FreeDeleter> spare_;  // the other owned buffer (Flip), allocated on first use
+  size_t spare_capacity_ = 0;
 };
 
 // The parts every handle shares: window, chunk table, last error.
@@ -154,6 +164,8 @@ class Handle {
   uintptr_t chunk_table() const { return chunks_.table(); }
   size_t chunk_count() const { return chunks_.count(); }
   uintptr_t owned_bytes() const { return chunks_.owned(); }
+  // Keeps the last call's owned output as it is until the next flip_output() (Chunks::Flip).
+  void flip_output() { chunks_.Flip(); }
   std::string error_json() const { return error_ ? RenderErrorJson(*error_) : std::string(); }
   std::string error_text() const { return error_ ? RenderErrorText(*error_) : std::string(); }
 

@@ -4,7 +4,8 @@
 // Rules kept here so no other file has to think about them:
 //  - No heap view outlives a call: HEAPU8/HEAPF64 are re-read after every call into wasm (a call may grow the
 //    memory, which detaches old views), and bytes leave the heap as copies (`slice`), never as views - except
-//    through inputToViews, whose caller promises to be done with them before the handle's next call.
+//    through inputToViews, whose caller promises to be done with them before the handle's next call - or, if it
+//    calls flipOutput(), before it calls flipOutput() again.
 //  - Input is copied into the handle's reusable window in pieces of at most `windowSize` bytes, so a huge
 //    Uint8Array never needs a heap allocation of its size.
 //  - Every handle is deleted by close(); a FinalizationRegistry frees the ones callers forget.
@@ -46,6 +47,7 @@ export class NativeHandle {
     this.module = module;
     this.native = native;
     this.windowSize = Math.max(1, Math.floor(windowSize));
+    this.viewCalls = 0; // calls whose output inputToViews gave as views
     registry?.register(this, native, this);
   }
 
@@ -98,9 +100,12 @@ export class NativeHandle {
   }
 
   /**
-   * Like inputToBytes for `bytes` no longer than the window (one call), but the output comes as views of the
-   * heap, not copies: valid only until the handle's next call (which may reuse or move that memory). For a
-   * consumer that writes each view out before anything else calls into the handle (the npm CLI's merge).
+   * Like inputToBytes for `bytes` no longer than the window (one call), but the output the handle produced comes
+   * as views of the heap, not copies (bytes passed through from the window are copied: the next input replaces
+   * them): valid only until the handle's next call (which may reuse that memory). For a consumer that writes
+   * each view out before anything else calls into the handle (the npm CLI's merge) - or that calls flipOutput()
+   * after taking them, and then has until its next flipOutput() (this.viewCalls counts the calls, so a consumer
+   * handed views one at a time can tell the calls apart).
    */
   inputToViews(method, bytes) {
     if (bytes.length > this.windowSize) throw new RangeError('peft-bridge: inputToViews takes one window at most');
@@ -108,7 +113,17 @@ export class NativeHandle {
     const ptr = this.fillWindow(bytes);
     const ok = native[method](bytes.length);
     if (!ok) throw errorFromHandle(native);
-    return this.takeChunks(ptr, true).map((c) => c.bytes);
+    this.viewCalls += 1;
+    return this.takeChunks(ptr, 'owned').map((c) => c.bytes);
+  }
+
+  /**
+   * The calls from now on produce their output into the handle's other buffer, so the views inputToViews gave
+   * of this one stay as they are until the next flipOutput() (wasm/handle.h, Chunks::Flip). A grown memory still
+   * holds them where they were: a WebAssembly memory grows in place.
+   */
+  flipOutput() {
+    this.handle.flipOutput();
   }
 
   /**
@@ -132,6 +147,7 @@ export class NativeHandle {
     return out;
   }
 
+  /** The last call's output chunks: copies, or views (`views`: true), or views of the owned output only ('owned'). */
   takeChunks(windowPtr, views = false) {
     const native = this.handle;
     const count = native.chunkCount();
@@ -143,9 +159,11 @@ export class NativeHandle {
     const heap = this.module.HEAPU8;
     const chunks = new Array(count);
     for (let i = 0, t = table / 8; i < count; ++i, t += TABLE_STRIDE) {
-      const start = (f64[t + 2] ? windowPtr : owned) + f64[t + 3];
+      const inWindow = f64[t + 2] !== 0;
+      const start = (inWindow ? windowPtr : owned) + f64[t + 3];
       const end = start + f64[t + 4];
-      chunks[i] = { tensor: f64[t], offset: f64[t + 1], bytes: views ? heap.subarray(start, end) : heap.slice(start, end) };
+      const view = views === true || (views === 'owned' && !inWindow);
+      chunks[i] = { tensor: f64[t], offset: f64[t + 1], bytes: view ? heap.subarray(start, end) : heap.slice(start, end) };
     }
     return chunks;
   }

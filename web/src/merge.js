@@ -150,8 +150,10 @@ export class MergeSession {
    * bytes consumed.
    *
    * `reuse`: a chunk that is a view of the heap (its `buffer` is the module's memory) is valid only until the next
-   * chunk is asked for, any other (a read buffer) until `keep` more have been asked for; reusing that memory
-   * saves an allocation and a copy per piece. For a consumer that writes each chunk out in time (the npm CLI).
+   * chunk is asked for - or, if the consumer calls `this.handle.flipOutput()` once it has the first view of a
+   * call (`this.handle.viewCalls` tells the calls apart), until it flips again - any other (a read buffer) until
+   * `keep` more have been asked for; reusing that memory saves an allocation and a copy per piece. For a consumer
+   * that writes each chunk out in time (the npm CLI).
    *
    * `forward(offset, length)` with `buffers`: the runs of unchanged tensors are not read but handed to `forward`,
    * for a caller that copies them into place itself; the others are read into `buffers` (the caller's, each a

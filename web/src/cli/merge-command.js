@@ -262,18 +262,26 @@ async function writeShard(session, s, shard, source, output, file, counts, progr
     };
   }
   try {
-    // Writes run behind the merge, WRITE_BEHIND at most, each at its offset; a heap view is written before the
-    // merge goes on (the next call into the module may reuse that memory).
+    // Writes run behind the merge, each at its offset: WRITE_BEHIND at most of chunks that are not heap views,
+    // and the views of one call into the module while it produces the next call's output into its other buffer
+    // (flipOutput): before it flips back, every earlier write is done.
     const writes = [];
+    const native = session.handle;
+    let viewCall = -1; // the call whose views are being written
     const reading = forward ? { buffers: memory.merge, forward } : { keep: WRITE_BEHIND, pieceSize: MERGE_PIECE };
     const pieces = session.mergeShard(s, shard, src, undefined, counts, { reuse: true, ...reading });
     for await (const bytes of pieces) {
+      const view = bytes.buffer === session.module.HEAPU8.buffer;
+      if (view && native.viewCalls !== viewCall) {
+        while (writes.length) await writes.shift();
+        native.flipOutput();
+        viewCall = native.viewCalls;
+      }
       const write = output.writeAt(file, offset, bytes);
       offset += bytes.length;
-      write.catch(() => {}); // awaited below, in order
+      write.catch(() => {}); // awaited in order, here or below
       writes.push(write);
-      if (bytes.buffer === session.module.HEAPU8.buffer) while (writes.length) await writes.shift();
-      else if (writes.length > WRITE_BEHIND) await writes.shift();
+      if (!view && writes.length > WRITE_BEHIND) await writes.shift();
       progress.update(counts.bytesIn);
     }
     while (writes.length) await writes.shift();
