@@ -13,9 +13,11 @@
 #include <emscripten/heap.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -43,6 +45,7 @@
 #include "merge/merge_engine.h"
 #include "merge/quantize_plan.h"
 #include "merge/merge_plan.h"
+#include "merge/merge_regions.h"
 #include "app/merge_report.h"
 #include "merge/model_index.h"
 #include "failure_value.h"
@@ -229,6 +232,7 @@ class Merger : public MergeHandle {
     chunks_.Clear();
     if (!plan_ || shard >= plan_->shards.size()) return Fail(MakeError(ErrorCode::InvalidArgument, "no such shard"));
     merger_ = std::make_unique<merge::ShardMerger>(plan_->shards[shard], options_, chunks_);
+    shard_ = shard;
     return Check(merger_->Begin());
   }
   bool push(size_t n) {
@@ -248,9 +252,43 @@ class Merger : public MergeHandle {
     chunks_.Clear();
     if (!merger_) return Fail(MakeError(ErrorCode::InvalidArgument, "finish outside a shard"));
     bool ok = Check(merger_->Finish());
-    if (ok) quant_errors_.insert(quant_errors_.end(), merger_->quant_errors().begin(), merger_->quant_errors().end());
+    if (ok) SetShardQuantErrors(shard_, merger_->quant_errors());
     merger_.reset();
     return ok;
+  }
+
+  // Shards merged by other module instances (the npm CLI's shard workers): the --quantize errors of shard i as
+  // that instance's quant_errors_json(i) gave them, so the summary lists every shard's, in shard order.
+  std::string quant_errors_json(size_t shard) const {
+    nlohmann::json out = nlohmann::json::array();
+    if (shard < shard_quant_.size())
+      for (const auto& q : shard_quant_[shard])
+        out.push_back({{"tensor", q.tensor}, {"maxAbs", NumberJson(q.max_abs)}, {"sumSqErr", NumberJson(q.sum_sq_err)},
+                       {"sumSqRef", NumberJson(q.sum_sq_ref)}, {"count", q.count}});
+    return out.dump();
+  }
+  bool set_quant_errors(size_t shard, const std::string& text) {
+    if (!plan_ || shard >= plan_->shards.size()) return Fail(MakeError(ErrorCode::InvalidArgument, "no such shard"));
+    auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_array()) return Fail(MakeError(ErrorCode::InvalidArgument, "quantization errors: not a JSON array"));
+    std::vector<merge::QuantError> errors;
+    for (const auto& e : j) {
+      auto field = [&](const char* key) { return e.is_object() && e.contains(key) ? e[key] : nlohmann::json(); };
+      const nlohmann::json tensor = field("tensor"), count = field("count"), max_abs = field("maxAbs"),
+                           sum_sq_err = field("sumSqErr"), sum_sq_ref = field("sumSqRef");
+      const auto m = NumberFromJson(max_abs), e2 = NumberFromJson(sum_sq_err), r2 = NumberFromJson(sum_sq_ref);
+      if (!tensor.is_string() || !count.is_number_unsigned() || !m || !e2 || !r2)
+        return Fail(MakeError(ErrorCode::InvalidArgument, "quantization errors: malformed entry"));
+      errors.push_back({tensor.get<std::string>(), *m, *e2, *r2, count.get<uint64_t>()});
+    }
+    SetShardQuantErrors(shard, errors);
+    return true;
+  }
+
+  // The npm CLI's default --threads for the plan on `cores` cores (merge::DefaultWorkerThreads).
+  double default_threads(double cores) const {
+    if (!plan_) return 1;
+    return double(merge::DefaultWorkerThreads(*plan_, cores >= 1 && cores < 1e6 ? size_t(cores) : 1));
   }
 
   // The output index (the CLI's OutputIndex): the input's, total_size recomputed, added tensors mapped to the
@@ -312,12 +350,33 @@ class Merger : public MergeHandle {
     return total;
   }
   adapter::AdapterBytesConsumer* Consumer() const override { return merger_.get(); }
+  // A double as JSON that keeps it exactly: a number (17 significant digits), or "NaN", "Infinity", "-Infinity".
+  static nlohmann::json NumberJson(double x) {
+    if (std::isfinite(x)) return x;
+    return std::isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity";
+  }
+  static std::optional<double> NumberFromJson(const nlohmann::json& j) {
+    if (j.is_number()) return j.get<double>();
+    if (j == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    if (j == "Infinity") return std::numeric_limits<double>::infinity();
+    if (j == "-Infinity") return -std::numeric_limits<double>::infinity();
+    return std::nullopt;
+  }
+  // The summary lists the quantization errors shard after shard, whichever instance merged each and when.
+  void SetShardQuantErrors(size_t shard, const std::vector<merge::QuantError>& errors) {
+    if (shard_quant_.size() <= shard) shard_quant_.resize(shard + 1);
+    shard_quant_[shard] = errors;
+    quant_errors_.clear();
+    for (const auto& s : shard_quant_) quant_errors_.insert(quant_errors_.end(), s.begin(), s.end());
+  }
 
   std::optional<merge::ModelIndex> index_;
   std::vector<std::string> names_;
   std::vector<std::unique_ptr<Header>> headers_;  // stable addresses: the plan points into them
   std::unique_ptr<merge::MergePlan> plan_;
   std::unique_ptr<merge::ShardMerger> merger_;
+  size_t shard_ = 0;                                           // the shard merger_ merges
+  std::vector<std::vector<merge::QuantError>> shard_quant_;  // --quantize: each shard's errors, by shard index
 };
 
 // ---- one file, streamed in file order ----
@@ -588,7 +647,10 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("planText", &Merger::plan_text)
       .function("outcomeText", &Merger::outcome_text)
       .function("setCopiedFiles", &Merger::set_copied_files)
-      .function("planTensors", &Merger::plan_tensors);
+      .function("planTensors", &Merger::plan_tensors)
+      .function("quantErrorsJson", &Merger::quant_errors_json)
+      .function("setQuantErrors", &Merger::set_quant_errors)
+      .function("defaultThreads", &Merger::default_threads);
   class_<StreamMerger, base<MergeHandle>>("StreamMerger")
       .constructor<std::string>()
       .function("feed", &StreamMerger::feed)

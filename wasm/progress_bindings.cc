@@ -41,6 +41,10 @@ class Progress {
   std::string start_file(const std::string& name, double done, double seconds) {
     return meter_.StartFile(name, Bytes(done), seconds);
   }
+  // Shards merged at once (the npm CLI's shard workers): one line for all, named as the native CLI names it.
+  std::string start_files_at_once(double count, double done, double seconds) {
+    return meter_.StartFile(pb::app::FilesAtOnceLabel(static_cast<size_t>(Bytes(count))), Bytes(done), seconds);
+  }
   std::string update(double done, double seconds) { return meter_.Update(Bytes(done), seconds); }
   std::string finish(double seconds) { return meter_.Finish(seconds); }
   std::string abandon() { return meter_.Abandon(); }
@@ -55,6 +59,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_progress) {
   emscripten::class_<Progress>("ProgressMeter")
       .constructor<double, std::string>()
       .function("startFile", &Progress::start_file)
+      .function("startFilesAtOnce", &Progress::start_files_at_once)
       .function("update", &Progress::update)
       .function("finish", &Progress::finish)
       .function("abandon", &Progress::abandon);

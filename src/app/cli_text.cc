@@ -198,7 +198,9 @@ std::string_view CliHelp(std::string_view command) {
                  "  --threads N        merge with N threads, each a region of the shard; the output bytes do not\n"
                  "                     depend on N (default: the cores this process may use when the low-rank\n"
                  "                     products are at least half the work, else one per shard up to them).\n"
-                 "                     The native CLI's: the npm CLI accepts it and merges on one thread\n"
+                 "                     The npm CLI merges whole shards at once on worker threads, by default\n"
+                 "                     only when the products dominate or it quantizes; a one-file model, a\n"
+                 "                     remote base or a remote adapter on one thread\n"
                  PB_PUSH_HELP
                  "  --help             show this help\n"
                : "usage: peft-bridge unmerge --base PATH --adapter DIR -o|--out DIR [options as for merge]\n"

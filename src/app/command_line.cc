@@ -243,7 +243,7 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     return usage("-o/--out is required (or --dry-run)");
   if (spec.name == "combine")
     if (auto bad = CheckCombineNumbers(line)) return usage(*bad);
-  if (auto threads = line.Value("threads")) {  // merge, unmerge: read by the native CLI (the npm CLI merges on one)
+  if (auto threads = line.Value("threads")) {  // merge, unmerge: threads, or the npm CLI's worker threads
     const std::string& t = *threads;
     if (t.empty() || t.size() > 4 || t.find_first_not_of("0123456789") != std::string::npos || std::stoul(t) < 1 ||
         std::stoul(t) > 1024)

@@ -89,19 +89,34 @@ uint64_t WholeFactorBytesOf(const PlannedTensor& p) {
 
 }  // namespace
 
-size_t DefaultMergeThreads(const MergePlan& plan, size_t cores) {
-  uint64_t all = 0, products = 0, factor = 0;
+namespace {
+
+// Whether the low-rank products are at least half the estimated work.
+bool ComputeBound(const MergePlan& plan) {
+  uint64_t all = 0, products = 0;
   for (const auto& shard : plan.shards)
     for (const auto& t : shard.tensors) {
       all += MergeCostOf(t);
       products += LowRankCostOf(t);
-      factor = std::max(factor, WholeFactorBytesOf(t));
     }
+  return products > 0 && products * 2 >= all;
+}
+
+}  // namespace
+
+size_t DefaultMergeThreads(const MergePlan& plan, size_t cores) {
+  uint64_t factor = 0;
+  for (const auto& shard : plan.shards)
+    for (const auto& t : shard.tensors) factor = std::max(factor, WholeFactorBytesOf(t));
   // Copying one file does not get faster with more threads, but the files of several shards do, one per thread.
-  const bool compute_bound = products > 0 && products * 2 >= all;
-  const uint64_t useful = compute_bound ? cores : std::min<uint64_t>(cores, plan.shards.size());
+  const uint64_t useful = ComputeBound(plan) ? cores : std::min<uint64_t>(cores, plan.shards.size());
   const uint64_t by_memory = factor == 0 ? cores : std::max<uint64_t>(1, kDefaultFactorBudget / factor);
   return static_cast<size_t>(std::max<uint64_t>(1, std::min(useful, by_memory)));
+}
+
+size_t DefaultWorkerThreads(const MergePlan& plan, size_t cores) {
+  const bool module_work_dominates = ComputeBound(plan) || plan.quantize.has_value();
+  return module_work_dominates ? DefaultMergeThreads(plan, cores) : 1;
 }
 
 std::vector<TensorRange> SplitIntoRegions(const ShardPlan& plan, size_t pieces) {

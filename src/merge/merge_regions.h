@@ -48,6 +48,13 @@ uint64_t LowRankCostOf(const PlannedTensor& p);
 inline constexpr uint64_t kDefaultFactorBudget = 32ull << 20;
 size_t DefaultMergeThreads(const MergePlan& plan, size_t cores);
 
+// The npm CLI's default: its threads are worker threads, each with a module instance of its own that plans the
+// merge again (0.3 s of CPU more than one thread for a two-shard 1.74 GB model on 2 cores), and it copies
+// unchanged shards whole in the kernel with one thread anyway; so DefaultMergeThreads where the module's own work
+// dominates (the low-rank products are at least half the work, or the merge quantizes), else one thread
+// (docs/benchmarks.md, "npm CLI: shards on worker threads").
+size_t DefaultWorkerThreads(const MergePlan& plan, size_t cores);
+
 // Splits the plan's tensors into at most `pieces` contiguous regions of about equal cost (a tensor is never
 // split, so one large tensor may be a region on its own), in file order, covering every tensor. An empty plan
 // gives one empty region.

@@ -4,11 +4,9 @@
 // --no-progress turn it off. Every case runs the native and the npm CLI in two identical trees (helpers/two-trees).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { f32Bytes, hasNativeCli, makeFile, nativeCli, writePeftAdapterDir } from './helpers/common.mjs';
+import { f32Bytes, hasNativeCli, makeFile, writePeftAdapterDir } from './helpers/common.mjs';
 import { both } from './helpers/two-trees.mjs';
 
 function skipUnlessBoth(t) {
@@ -47,7 +45,7 @@ const drawn = (stderr) => stderr.split('\r').slice(1).map((l) => l.trimEnd());
 
 test('merge: the same progress bytes in both CLIs: each shard as it starts, then the total', (t) => {
   if (skipUnlessBoth(t)) return;
-  // One shard after the other (natively, the shards of a merge with threads go at once: one line for all, below).
+  // One shard after the other (the shards of a merge with threads go at once: one line for all, below).
   const r = both(t, setupMerge(), ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--threads', '1'], FORCED);
   assert.equal(r.status, 0, r.stderr);
   // 33,024 source bytes; every elapsed time reads 2 s.
@@ -64,13 +62,9 @@ test('merge: the same progress bytes in both CLIs: each shard as it starts, then
   assert.match(lines.at(-2), /^33\.0 kB in [\d.]+ s \([\d.]+ [kMG]?B\/s\), peak memory [\d.]+ [kMG]?B$/);
 });
 
-test('merge: the native CLI\'s shards merged at once draw one line that counts the files', (t) => {
+test('merge: shards merged at once (threads natively, worker threads in the npm CLI) draw one line that counts the files', (t) => {
   if (skipUnlessBoth(t)) return;
-  const root = mkdtempSync(join(tmpdir(), 'pb-progress-at-once-'));
-  t.after(() => rmSync(root, { recursive: true, force: true }));
-  setupMerge()(root);
-  const args = ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--threads', '2'];
-  const r = spawnSync(nativeCli, args, { cwd: root, env: { ...process.env, ...FORCED }, encoding: 'latin1' });
+  const r = both(t, setupMerge(), ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--threads', '2'], FORCED);
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(drawn(r.stderr), [
     '[                    ]   0%  0 B / 33.0 kB  0 B/s  ETA --:--  2 files at once',
@@ -80,7 +74,7 @@ test('merge: the native CLI\'s shards merged at once draw one line that counts t
 
 test('merge: the plan is printed before the work, so a failure mid-merge still shows it; the line is ended first', (t) => {
   if (skipUnlessBoth(t)) return;
-  // One shard after the other in both CLIs (natively, shards merged at once draw "2 files at once", above).
+  // One shard after the other (shards merged at once draw "2 files at once", above).
   const r = both(t, setupMerge({ weight: NaN }), ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--safe', '--threads', '1'], FORCED);
   assert.equal(r.status, 1);
   assert.match(r.stdout, /^merge 2 module\(s\) into 2 tensor\(s\)/);

@@ -1,7 +1,7 @@
 // merge::DefaultMergeThreads: the thread count the native CLI uses without --threads. Every core where the
 // low-rank products are at least half the estimated work, else a thread per shard (up to the cores), and never
 // more threads than keep the factors the regions hold whole at once (A in fp32, per thread) within
-// kDefaultFactorBudget.
+// kDefaultFactorBudget. And merge::DefaultWorkerThreads, the npm CLI's.
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -75,6 +75,20 @@ TEST_F(DefaultThreads, HugeRanksAreBoundByTheFactorsHeld) {
   // An embedding-shaped weight counts its longer side (A is r x vocab there).
   MergePlan embedding = Plan({Weight(32000, 4096, 512)});
   EXPECT_EQ(DefaultMergeThreads(embedding, 8), 1u);
+}
+
+// merge::DefaultWorkerThreads, the npm CLI's: a worker thread plans again in a module instance of its own, so
+// only merges where the module's work dominates (compute-bound, or quantizing) take more than one.
+TEST_F(DefaultThreads, WorkerThreadsOnlyWhereTheModulesWorkDominates) {
+  MergePlan copying = Plan({Weight(4096, 4096, 16), Weight(4096, 4096, 0)});
+  copying.shards.push_back({"model-00002-of-00002.safetensors", {Weight(4096, 4096, 0)}, {}});
+  EXPECT_EQ(DefaultMergeThreads(copying, 8), 2u);
+  EXPECT_EQ(DefaultWorkerThreads(copying, 8), 1u);
+  copying.quantize.emplace();
+  EXPECT_EQ(DefaultWorkerThreads(copying, 8), 2u);
+  MergePlan computing = Plan({Weight(4096, 4096, 256), Weight(4096, 4096, 256)});
+  EXPECT_EQ(DefaultWorkerThreads(computing, 8), 8u);
+  EXPECT_EQ(DefaultWorkerThreads(computing, 1), 1u);
 }
 
 TEST_F(DefaultThreads, NothingMergedIsOneThread) {

@@ -53,15 +53,18 @@ export function renderedError(error, asJson) {
 }
 
 /**
- * An error as a structured-clone-safe message (a worker's failure sent to the page): a SafetensorsError keeps its
- * code, details and the core's renderings; anything else its name and message. Internal.
+ * An error as a structured-clone-safe message (a worker's failure sent to the page or to the npm CLI's main
+ * thread): a SafetensorsError keeps its code, details and the core's renderings; anything else its name, message
+ * and code, if a string. Internal.
  */
 export function errorToMessage(error) {
   if (error instanceof SafetensorsError) {
     const { code, message, tensor, offset, problems } = error;
     return { kind: 'SafetensorsError', code, message, tensor, offset, problems, rendered: error[RENDERED] ?? null };
   }
-  return { kind: 'Error', name: error?.name ?? 'Error', message: String(error?.message ?? error) };
+  // A code (the npm CLI's own failures carry one, rendered as the core renders it) goes along too.
+  const code = typeof error?.code === 'string' ? error.code : undefined;
+  return { kind: 'Error', name: error?.name ?? 'Error', message: String(error?.message ?? error), code };
 }
 
 /** The error errorToMessage described, rebuilt on this side. Internal. */
@@ -75,6 +78,7 @@ export function errorFromMessage(m) {
   const Class = BUILT_IN_ERRORS[m.name] ?? Error;
   const e = new Class(m.message);
   if (e.name !== m.name) e.name = m.name;
+  if (m.code !== undefined) e.code = m.code;
   return e;
 }
 

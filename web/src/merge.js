@@ -138,6 +138,21 @@ export class MergeSession {
     return this.handle.handle.outputIndex();
   }
 
+  /** The native CLI's default --threads for this plan on `cores` cores (merge::DefaultMergeThreads). */
+  defaultThreads(cores) {
+    return this.handle.handle.defaultThreads(cores);
+  }
+
+  /** --quantize: shard `i`'s quantization errors (JSON), for the session that reports the merge. */
+  quantErrorsJson(i) {
+    return this.handle.handle.quantErrorsJson(i);
+  }
+
+  /** --quantize: shard `i`'s quantization errors as another session's quantErrorsJson(i) gave them. */
+  setQuantErrors(i, json) {
+    this.check(this.handle.handle.setQuantErrors(i, json));
+  }
+
   configJson() {
     return this.handle.handle.configJson();
   }

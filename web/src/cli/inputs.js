@@ -7,23 +7,20 @@ import { DEFAULT_ENDPOINT, isRemote, readRemoteWhole, withRemoteHeader } from '.
 import { inspectRendered } from '../inspect.js';
 import { uninitialized } from '../node-files.js';
 import { ADAPTER_CAP, LIMIT_OPTIONS } from '../range-client.js';
+import { descriptorHandle } from './descriptor-handle.js';
 import { CliFailure, IoFailure, coreError, errorFields, flag, ioFailure, isDirectory, isRegularFile, joinPath, module, option } from './io.js';
 
+// In a shard worker (shard-worker.js): the main thread's descriptors of the inputs it opened, by path.
+const inherited = new Map();
+
+/** Makes openInput(path) use the main thread's descriptor of `path` ({path: fd}) instead of opening it again. */
+export function inheritDescriptors(descriptors) {
+  for (const [path, fd] of Object.entries(descriptors)) inherited.set(path, fd);
+}
+
+/** A local file opened for reading by position: {handle (close), source ({size, read, readInto}), stat}. */
 export async function openInput(path) {
-  // Checked before opening: opening a FIFO for reading blocks until a writer appears.
-  let pathStat;
-  try {
-    pathStat = await stat(path);
-  } catch (error) {
-    throw ioFailure('cannot open', path, error);
-  }
-  if (!pathStat.isFile()) throw new IoFailure(`\`${path}\` is not a regular file`);
-  let handle;
-  try {
-    handle = await open(path, 'r');
-  } catch (error) {
-    throw ioFailure('cannot open', path, error);
-  }
+  const handle = inherited.has(path) ? descriptorHandle(inherited.get(path)) : await openRegularFile(path);
   try {
     let st;
     try {
@@ -53,6 +50,22 @@ export async function openInput(path) {
   } catch (error) {
     await handle.close();
     throw error;
+  }
+}
+
+async function openRegularFile(path) {
+  // Checked before opening: opening a FIFO for reading blocks until a writer appears.
+  let pathStat;
+  try {
+    pathStat = await stat(path);
+  } catch (error) {
+    throw ioFailure('cannot open', path, error);
+  }
+  if (!pathStat.isFile()) throw new IoFailure(`\`${path}\` is not a regular file`);
+  try {
+    return await open(path, 'r');
+  } catch (error) {
+    throw ioFailure('cannot open', path, error);
   }
 }
 
@@ -133,7 +146,8 @@ export async function loadAdapterDir(path, baseConfigPath) {
     const config = (await isRegularFile(configPath)) ? await readWholeFile(configPath) : null;
     const baseConfig = baseConfigPath !== null ? await readWholeFile(baseConfigPath) : null;
     const close = () => input.handle.close().catch(() => {});
-    return { weights: input.source, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), weightsPath, config, baseConfig, close };
+    const descriptor = input.handle.fd;
+    return { weights: input.source, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), weightsPath, descriptor, config, baseConfig, close };
   } catch (error) {
     await input.handle.close().catch(() => {});
     throw error;

@@ -1,11 +1,13 @@
 // merge and unmerge for the npm CLI (src/cli/merge_command.cc).
 import { open, readdir, stat } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { renderedError } from '../errors.js';
 import { MergeSession } from '../merge.js';
 import { openSource } from '../sources.js';
 import { CliFailure, coreError, err, explainInput, fail, flag, isDirectory, isRegularFile, joinPath, module, option, out } from './io.js';
 import { stderrProgress } from './progress.js';
 import { RunCopier } from './run-copier.js';
+import { ShardWorkers } from './shard-workers.js';
 import { WholeCopies, canCopyWhole, copyWhole } from './whole-copies.js';
 import { isRemote, openRemote, readRemoteWhole } from '../hub.js';
 import { readAhead } from '../remote.js';
@@ -117,11 +119,14 @@ async function openRemoteBase(session, path, inputs) {
   return base;
 }
 
-export async function runMerge(line) {
+/** The merge's options from the command line: runMerge's, and (cloned) its shard workers'. */
+function mergeOptions(line) {
   const command = line.command;
   // `convert IN OUT --quantize ...`: the same pass over a model with no adapter (src/cli/merge_command.cc).
   const convert = command === 'convert';
-  const o = {
+  return {
+    command,
+    convert,
     base: convert ? line.positional[0] : option(line, 'base'),
     adapter: option(line, 'adapter'),
     out: convert ? line.positional[1] : option(line, 'out'),
@@ -139,7 +144,38 @@ export async function runMerge(line) {
     allowPartial: flag(line, 'allow-partial'),
     followLinks: flag(line, 'follow-links'),
     copyExtra: !flag(line, 'no-copy-extra'),
+    threads: line.options.threads ? Number(option(line, 'threads')) : null, // checked by the grammar
+    namingTables: null,
   };
+}
+
+/**
+ * Opens the base (its shards into `inputs`, open for reading) and loads the adapter into `session`, as
+ * src/cli/merge_command.cc does; errors opening either are told as the native ExplainInput tells them. Returns
+ * {base, adapterFiles} (the adapter's weights, open for reading by range; null for convert). The caller plans.
+ */
+export async function openMergeInputs(session, o, inputs) {
+  const base = await openMergeBase(session, o.base, o.baseConfig, inputs).catch(async (e) => {
+    throw await explainInput(e, o.base, 'base');
+  });
+  if (o.convert) {
+    session.check(session.handle.handle.setNoAdapter(base.config ?? null));
+    return { base, adapterFiles: null };
+  }
+  let adapterFiles = null;
+  try {
+    adapterFiles = await loadAdapterDir(o.adapter, null);
+    await session.loadAdapter({ ...adapterFiles, baseConfig: base.config });
+  } catch (error) {
+    await adapterFiles?.close();
+    throw await explainInput(error, o.adapter, 'adapter');
+  }
+  return { base, adapterFiles };
+}
+
+export async function runMerge(line) {
+  const o = mergeOptions(line);
+  const { command, convert } = o;
   const quiet = flag(line, 'quiet');
   const t0 = performance.now();
 
@@ -152,24 +188,19 @@ export async function runMerge(line) {
   const inputs = []; // the shards, open for reading
   let output = null;
   let copies = null; // the shards' whole copies (WholeCopies)
+  let workers = null; // the shard workers (ShardWorkers), when shards are merged at once
   let progress = null;
   let adapterFiles = null; // the adapter's weights, open for reading by range
   try {
-    // Errors opening either input are told as the native ExplainInput tells them.
-    const base = await openMergeBase(session, o.base, o.baseConfig, inputs).catch(async (e) => {
-      throw await explainInput(e, o.base, 'base');
-    });
-    if (convert) {
-      session.check(session.handle.handle.setNoAdapter(base.config ?? null));
-    } else {
-      try {
-        adapterFiles = await loadAdapterDir(o.adapter, null);
-        await session.loadAdapter({ ...adapterFiles, baseConfig: base.config });
-      } catch (error) {
-        throw await explainInput(error, o.adapter, 'adapter');
-      }
-    }
+    const opened = await openMergeInputs(session, o, inputs);
+    const { base } = opened;
+    adapterFiles = opened.adapterFiles;
     const plan = session.plan();
+    // --threads, else the core's default for worker threads (merge::DefaultWorkerThreads): shards merged at once,
+    // one per thread - this one and worker threads started now, which plan again while this one goes on.
+    const threads = o.threads ?? session.defaultThreads(availableParallelism());
+    const atOnce = !o.dryRun && threads > 1 && plan.shards.length > 1 && ShardWorkers.canMerge(base, o);
+    if (atOnce) workers = new ShardWorkers(Math.min(threads, plan.shards.length) - 1, o, base, adapterFiles, plan);
     // The policy: no link out of an input directory, no silent loss, no output over an input or into a
     // non-empty directory.
     const facts = [...(await baseFacts(base, o.baseConfig)), ...(convert ? [] : await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath))];
@@ -197,18 +228,32 @@ export async function runMerge(line) {
       progress = stderrProgress(line, plan.sourceBytes);
       for (const name of extra.copy) await copyBaseFile(output, await output.add(name), base, name);
       const counts = { bytesIn: 0 };
-      // The read buffers of local shards, one shard at a time: its merge's, and its copy lanes' once needed.
-      const memory = { copy: null, merge: pieceBuffers(MERGE_READS, MERGE_PIECE) };
+      const memory = shardMemory();
       const files = [];
       for (const shard of plan.shards) files.push(await output.add(shard.name));
       const keepsLayout = (shard, s) => canCopyWhole && !base.remote && shard.outputSize === base.inputs[s].source.size;
       const copy = (s) => () => copyWhole(base.inputs[s].handle, files[s]);
       copies = new WholeCopies(plan.shards.map((shard, s) => (keepsLayout(shard, s) ? copy(s) : null)), COPY_LANES);
-      for (let s = 0; s < plan.shards.length; ++s) {
-        progress.startFile(plan.shards[s].name, counts.bytesIn);
+      const mergeHere = async (s) => {
         const copied = await copies.results[s];
         await writeShard(session, s, plan.shards[s], base.inputs[s].source, output, files[s], counts, progress, memory, copied);
         await output.prepare(files[s]);
+      };
+      if (workers) {
+        // One progress line for all, as natively.
+        progress.startFilesAtOnce(plan.shards.length, counts.bytesIn);
+        const mergeThere = async (worker, s) => {
+          const copied = await copies.results[s];
+          const quantErrors = await worker.merge(s, files[s], copied, (n) => progress.update((counts.bytesIn += n)));
+          session.setQuantErrors(s, quantErrors);
+          await output.prepare(files[s]);
+        };
+        await workers.mergeShards(plan.shards.length, mergeHere, mergeThere);
+      } else {
+        for (let s = 0; s < plan.shards.length; ++s) {
+          progress.startFile(plan.shards[s].name, counts.bytesIn);
+          await mergeHere(s);
+        }
       }
       for (const [name, text] of texts) await output.write(await output.add(name), new TextEncoder().encode(text));
       await output.commit();
@@ -224,6 +269,7 @@ export async function runMerge(line) {
     return fail(error, o.json);
   } finally {
     progress?.close();
+    await workers?.stop();
     await copies?.stop(); // before the temporary files go: a copy still running would write one anew
     await output?.close();
     for (const input of inputs) await input.handle.close();
@@ -234,13 +280,17 @@ export async function runMerge(line) {
 
 const pieceBuffers = (count, size) => Array.from({ length: count }, () => new Uint8Array(size));
 
+/** The read buffers of the local shards one thread merges, one shard at a time: its merge's, and its copy
+ * lanes' once needed. */
+export const shardMemory = () => ({ copy: null, merge: pieceBuffers(MERGE_READS, MERGE_PIECE) });
+
 /**
  * Writes shard `s`'s merged bytes into the transaction's file `file`: the chunks the merge gives, each at its
  * offset, and - for a local shard - the runs of unchanged tensors: in place already where `copied` (the file holds
  * a whole copy of the input) and the run's offset is the same in both, else handed to a copy lane that runs beside
  * the merge; returns (or throws) once that lane has stopped. A remote shard's runs come through the merge.
  */
-async function writeShard(session, s, shard, source, output, file, counts, progress, memory, copied) {
+export async function writeShard(session, s, shard, source, output, file, counts, progress, memory, copied) {
   const src = await openSource(source);
   let offset = 0; // the output offset of the next chunk (and of the next forwarded run)
   let copier = null;

@@ -132,6 +132,16 @@ export const randomSuffix = () => randomBytes(6).toString('base64url').slice(0, 
  * temporary files of an uncommitted transaction and the directory if it created it; SIGHUP/SIGINT/SIGTERM remove
  * them too and exit 128 + the signal.
  */
+/** Writes `bytes` at `offset` of a transaction's file `file` ({temp, handle}; a shard worker's handle is a
+ * descriptor-handle.js one), leaving its end where it is. */
+export async function writeFileAt(file, offset, bytes) {
+  try {
+    for (let done = 0; done < bytes.length; ) done += (await file.handle.write(bytes, done, bytes.length - done, offset + done)).bytesWritten;
+  } catch (error) {
+    throw ioFailure('cannot write', file.temp, error);
+  }
+}
+
 export class OutputTransaction {
   static async begin(dir, plan) {
     let created = false;
@@ -206,12 +216,8 @@ export class OutputTransaction {
   }
 
   /** Writes `bytes` at `offset` of a file being written (a region reserved before), leaving its end where it is. */
-  async writeAt(file, offset, bytes) {
-    try {
-      for (let done = 0; done < bytes.length; ) done += (await file.handle.write(bytes, done, bytes.length - done, offset + done)).bytesWritten;
-    } catch (error) {
-      throw ioFailure('cannot write', file.temp, error);
-    }
+  writeAt(file, offset, bytes) {
+    return writeFileAt(file, offset, bytes);
   }
 
   /** Syncs and closes a file written completely (AtomicOutputFile::Prepare). */

@@ -24,6 +24,11 @@ export function stderrProgress(line, total, { started: startedAlready = false } 
       started = true;
       draw(meter?.startFile(name, done, seconds()));
     },
+    /** Shards merged at once: one line for all ("N files at once", the core's words). */
+    startFilesAtOnce(count, done) {
+      started = true;
+      draw(meter?.startFilesAtOnce(count, done, seconds()));
+    },
     update(done) {
       if (started) draw(meter?.update(done, seconds()));
     },
