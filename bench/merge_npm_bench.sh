@@ -9,16 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 layers=${1:-3}
 rounds=${2:-5}
-work=$(mktemp -d "${TMPDIR:-/tmp}/pb-npm-bench.XXXXXX")
-out=$(mktemp -d /dev/shm/pb-npm-bench.XXXXXX)
-trap 'rm -rf "$work" "$out"' EXIT
-cmake --build build/native --target pb_make_llama_model peft-bridge >/dev/null
-build/native/bench/pb_make_llama_model "$work" "$layers" >/dev/null
-cat "$work"/*.safetensors >/dev/null
-bytes=$(cat "$work"/*.safetensors | wc -c)
-# The VM returns freed memory to its host: write and drop a file as large as the output first, so every
-# command below finds warm pages (reference/perf-findings.md).
-warm() { head -c "$bytes" /dev/zero >"$out/warm" && rm -f "$out/warm"; }
+source bench/two-shard-model.sh
+bench_model npm-bench "$layers"
 time_of() {  # prints "seconds peak_kib cpu_seconds" of the command
   /usr/bin/time -o "$work/time" -f "%e %M %U %S" "$@" >/dev/null
   tail -1 "$work/time" | awk '{print $1, $2, $3 + $4}'
@@ -37,7 +29,6 @@ for r in $(seq 0 "$rounds"); do
     secs[$what]+="$s "; rss[$what]+="$m "; cpu[$what]+="$c "
   done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "model: $layers layers, $bytes bytes of safetensors; $rounds rounds after a warm-up; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 c=$(echo "${secs[cp]}" | median)
 n=$(echo "${secs[native]}" | median)

@@ -9,14 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 layers=${1:-3}
 rounds=${2:-7}
-work=$(mktemp -d "${TMPDIR:-/tmp}/pb-npm-floor.XXXXXX")
-out=$(mktemp -d /dev/shm/pb-npm-floor.XXXXXX)
-trap 'rm -rf "$work" "$out"' EXIT
-cmake --build build/native --target pb_make_llama_model peft-bridge >/dev/null
-build/native/bench/pb_make_llama_model "$work" "$layers" >/dev/null
-cat "$work"/*.safetensors >/dev/null
-bytes=$(cat "$work"/*.safetensors | wc -c)
-warm() { head -c "$bytes" /dev/zero >"$out/warm" && rm -f "$out/warm"; }
+source bench/two-shard-model.sh
+bench_model npm-floor "$layers"
 copies="import fs from 'node:fs/promises';
 const names = (await fs.readdir('$work')).filter((n) => n.endsWith('.safetensors'));
 await fs.mkdir('$out/o', { recursive: true });
@@ -40,7 +34,6 @@ for r in $(seq 0 "$rounds"); do
     secs[$what]+="$s "; cpu[$what]+="$(echo "$u + $k" | bc) "
   done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 fastest() { tr ' ' '\n' | grep -v '^$' | sort -g | head -1; }
 echo "model: $layers layers, $bytes bytes; $rounds rounds after a warm-up; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for what in "${whats[@]}"; do

@@ -11,15 +11,8 @@ layers=${1:-3}
 rounds=${2:-5}
 rank=${3:-16}
 shift $(($# < 3 ? $# : 3))
-work=$(mktemp -d "${TMPDIR:-/tmp}/pb-npm-threads.XXXXXX")
-out=$(mktemp -d /dev/shm/pb-npm-threads.XXXXXX)
-trap 'rm -rf "$work" "$out"' EXIT
-cmake --build build/native --target pb_make_llama_model peft-bridge >/dev/null
-build/native/bench/pb_make_llama_model "$work" "$layers" "$rank" >/dev/null
-cat "$work"/*.safetensors >/dev/null
-bytes=$(cat "$work"/*.safetensors | wc -c)
-# The VM returns freed memory to its host: write and drop a file as large as the output first (perf-findings.md).
-warm() { head -c "$bytes" /dev/zero >"$out/warm" && rm -f "$out/warm"; }
+source bench/two-shard-model.sh
+bench_model npm-threads "$layers" "$rank"
 args=(merge --base "$work" --adapter "$work/adapter" --quiet "$@")
 declare -A secs rss cpu
 whats=(native npm-1 npm-2)
@@ -37,7 +30,6 @@ for r in $(seq 0 "$rounds"); do
     secs[$what]+="$s "; rss[$what]+="$m "; cpu[$what]+="$(echo "$u + $k" | bc) "
   done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "model: $layers layers, r = $rank, $bytes bytes; options: ${*:-none}; $rounds rounds after a warm-up; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for what in "${whats[@]}"; do
   s=$(echo "${secs[$what]}" | median); m=$(echo "${rss[$what]}" | median); u=$(echo "${cpu[$what]}" | median)
