@@ -49,7 +49,7 @@ inline constexpr uint64_t kDefaultFactorBudget = 32ull << 20;
 size_t DefaultMergeThreads(const MergePlan& plan, size_t cores);
 
 // The npm CLI's default: its threads are worker threads, each with a module instance of its own that plans the
-// merge again (0.3 s of CPU more than one thread for a two-shard 1.74 GB model on 2 cores), and it copies
+// merge again (0.3-0.4 s of CPU more than one thread for a two-shard 1.74 GB model on 2 cores), and it copies
 // unchanged shards whole in the kernel with one thread anyway; so DefaultMergeThreads where the module's own work
 // dominates (the low-rank products are at least half the work, or the merge quantizes), else one thread
 // (docs/benchmarks.md, "npm CLI: shards on worker threads").
