@@ -81,14 +81,17 @@ test('npm CLI --quantize with shards on workers: the summary lists every shard\'
 async function planned(root, fn) {
   const { MergeSession } = await import(join(webDir, 'src', 'merge.js'));
   const { openMergeInputs } = await import(join(webDir, 'src', 'cli', 'merge-command.js'));
+  const { recordWholeReads } = await import(join(webDir, 'src', 'cli', 'inputs.js'));
   const o = { base: join(root, 'base'), adapter: join(root, 'rob'), baseConfig: null, convert: false, namingTables: null };
   const session = await MergeSession.create('Merger', o);
   const inputs = [];
   let adapterFiles = null;
   try {
-    const opened = await openMergeInputs(session, o, inputs);
+    const wholeReads = new Map();
+    recordWholeReads(wholeReads);
+    const opened = await openMergeInputs(session, o, inputs).finally(() => recordWholeReads(null));
     adapterFiles = opened.adapterFiles;
-    return await fn({ o, session, base: opened.base, adapterFiles, plan: session.plan() });
+    return await fn({ o, session, base: opened.base, adapterFiles, plan: session.plan(), wholeReads });
   } finally {
     for (const input of inputs) await input.handle.close();
     await adapterFiles?.close();
@@ -96,20 +99,24 @@ async function planned(root, fn) {
   }
 }
 
-test('a shard worker reads the files the main thread opened, even once their paths name other files', async (t) => {
+test('a shard worker reads the files the main thread read, even once their paths name other files', async (t) => {
   const root = mkdtempSync(join(tmpdir(), 'pb-shard-workers-'));
   t.after(() => rmSync(root, { recursive: true, force: true }));
   (await modelFiles())(root);
   const reference = spawnSync(process.execPath, [cliPath, ...ARGS, '--threads', '1', '--quiet'], { cwd: root, encoding: 'latin1' });
   assert.equal(reference.status, 0, reference.stderr);
   const { ShardWorkers } = await import(join(webDir, 'src', 'cli', 'shard-workers.js'));
-  await planned(root, async ({ o, base, adapterFiles, plan }) => {
-    // Every input the worker plans from moves away; other bytes take the shards' and the adapter's paths.
+  await planned(root, async ({ o, base, adapterFiles, plan, wholeReads }) => {
+    // Every input the worker plans from moves away; other bytes take the shards' and the adapter's paths, and the
+    // adapter's config now scales by 4 times as much (the plan alone would not tell).
     for (const path of [...NAMES.map((n) => join(root, 'base', n)), join(root, 'rob', 'adapter_model.safetensors')]) {
       renameSync(path, `${path}.moved`);
       writeFileSync(path, 'not safetensors');
     }
-    const workers = new ShardWorkers(1, o, base, adapterFiles, plan);
+    const configPath = join(root, 'rob', 'adapter_config.json');
+    writeFileSync(configPath, JSON.stringify({ ...JSON.parse(readFileSync(configPath, 'utf8')), lora_alpha: 32 }));
+    assert.ok(wholeReads.has(configPath), [...wholeReads.keys()].join(', '));
+    const workers = new ShardWorkers(1, o, base, adapterFiles, plan, wholeReads);
     try {
       const [worker] = workers.workers;
       await worker.ready;
@@ -144,7 +151,7 @@ test('a shard worker whose plan differs from the main thread\'s fails the merge,
       const here = [];
       await assert.rejects(
         workers.mergeShards(3, async (s) => here.push(s), () => assert.fail('a worker that failed to plan takes no shard')),
-        (e) => e.code === 'IoError' && e.message === 'the base or the adapter changed while the merge was reading them',
+        (e) => e.code === 'IoError' && e.message === 'a merge worker planned the merge otherwise than the main thread',
       );
     } finally {
       await workers.stop();

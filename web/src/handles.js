@@ -47,7 +47,6 @@ export class NativeHandle {
     this.module = module;
     this.native = native;
     this.windowSize = Math.max(1, Math.floor(windowSize));
-    this.viewCalls = 0; // calls whose output inputToViews gave as views
     registry?.register(this, native, this);
   }
 
@@ -104,8 +103,8 @@ export class NativeHandle {
    * as views of the heap, not copies (bytes passed through from the window are copied: the next input replaces
    * them): valid only until the handle's next call (which may reuse that memory). For a consumer that writes
    * each view out before anything else calls into the handle (the npm CLI's merge) - or that calls flipOutput()
-   * after taking them, and then has until its next flipOutput() (this.viewCalls counts the calls, so a consumer
-   * handed views one at a time can tell the calls apart).
+   * after taking them, and then has until its next flipOutput(). A view is empty once the memory has grown:
+   * start its writes before anything else runs.
    */
   inputToViews(method, bytes) {
     if (bytes.length > this.windowSize) throw new RangeError('peft-bridge: inputToViews takes one window at most');
@@ -113,7 +112,6 @@ export class NativeHandle {
     const ptr = this.fillWindow(bytes);
     const ok = native[method](bytes.length);
     if (!ok) throw errorFromHandle(native);
-    this.viewCalls += 1;
     return this.takeChunks(ptr, 'owned').map((c) => c.bytes);
   }
 

@@ -138,7 +138,7 @@ export class MergeSession {
     return this.handle.handle.outputIndex();
   }
 
-  /** The native CLI's default --threads for this plan on `cores` cores (merge::DefaultMergeThreads). */
+  /** The npm CLI's default --threads for this plan on `cores` cores (merge::DefaultWorkerThreads). */
   defaultThreads(cores) {
     return this.handle.handle.defaultThreads(cores);
   }
@@ -165,8 +165,8 @@ export class MergeSession {
    * bytes consumed.
    *
    * `reuse`: a chunk that is a view of the heap (its `buffer` is the module's memory) is valid only until the next
-   * chunk is asked for - or, if the consumer calls `this.handle.flipOutput()` once it has the first view of a
-   * call (`this.handle.viewCalls` tells the calls apart), until it flips again - any other (a read buffer) until
+   * chunk is asked for - or, if the consumer calls `this.handle.flipOutput()` once it has the view (one at most
+   * per call into the module), until it flips again - any other (a read buffer) until
    * `keep` more have been asked for; reusing that memory saves an allocation and a copy per piece. For a consumer
    * that writes each chunk out in time (the npm CLI).
    *
@@ -206,9 +206,13 @@ export class MergeSession {
     }
   }
 
-  /** What pushing `bytes` of the changed tensors gives: views of the heap when `reuse` allows, else copies. */
+  /** What pushing `bytes` of the changed tensors gives: a view of the heap when `reuse` allows (one at most per
+   * call, so that a consumer can start writing all of a call's output before anything else runs), else copies. */
   pushed(bytes, reuse) {
-    if (reuse && bytes.length <= this.handle.windowSize) return this.handle.inputToViews('push', bytes);
+    if (reuse && bytes.length <= this.handle.windowSize) {
+      const views = this.handle.inputToViews('push', bytes);
+      return views.length <= 1 ? views : [concat(views)];
+    }
     const out = [];
     this.handle.inputToBytes('push', bytes, (b) => out.push(b));
     return out;

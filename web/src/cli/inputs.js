@@ -10,12 +10,22 @@ import { ADAPTER_CAP, LIMIT_OPTIONS } from '../range-client.js';
 import { descriptorHandle } from './descriptor-handle.js';
 import { CliFailure, IoFailure, coreError, errorFields, flag, ioFailure, isDirectory, isRegularFile, joinPath, module, option } from './io.js';
 
-// In a shard worker (shard-worker.js): the main thread's descriptors of the inputs it opened, by path.
+// In a shard worker (shard-worker.js): the main thread's descriptors of the inputs it opened, and the bytes of the
+// small files it read whole (index, configs), by path - so the worker plans from exactly what the main thread read.
 const inherited = new Map();
+const inheritedFiles = new Map();
+let recording = null; // the main thread's whole reads, while recordWholeReads has a map
 
-/** Makes openInput(path) use the main thread's descriptor of `path` ({path: fd}) instead of opening it again. */
-export function inheritDescriptors(descriptors) {
+/** Makes openInput(path) use the main thread's descriptor of `path` ({path: fd}) instead of opening it again,
+ * and readWholeFile(path) return the bytes the main thread read ({path: bytes}). */
+export function inheritDescriptors(descriptors, files = {}) {
   for (const [path, fd] of Object.entries(descriptors)) inherited.set(path, fd);
+  for (const [path, bytes] of Object.entries(files)) inheritedFiles.set(path, bytes);
+}
+
+/** Records every readWholeFile into `map` (path -> bytes) until called with null: what shard workers inherit. */
+export function recordWholeReads(map) {
+  recording = map;
 }
 
 /** A local file opened for reading by position: {handle (close), source ({size, read, readInto}), stat}. */
@@ -92,9 +102,12 @@ export function remoteOptions() {
 }
 
 export async function readWholeFile(path) {
+  if (inheritedFiles.has(path)) return inheritedFiles.get(path);
   const input = await openInput(path);
   try {
-    return input.source.size ? await input.source.read(0, input.source.size) : new Uint8Array(0);
+    const bytes = input.source.size ? await input.source.read(0, input.source.size) : new Uint8Array(0);
+    recording?.set(path, bytes);
+    return bytes;
   } finally {
     await input.handle.close();
   }

@@ -11,7 +11,7 @@ import { ShardWorkers } from './shard-workers.js';
 import { WholeCopies, canCopyWhole, copyWhole } from './whole-copies.js';
 import { isRemote, openRemote, readRemoteWhole } from '../hub.js';
 import { readAhead } from '../remote.js';
-import { decodeText, loadAdapterDir, namingTables, openInput, readWholeFile, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
+import { decodeText, loadAdapterDir, namingTables, openInput, readWholeFile, recordWholeReads, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
 import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, directoryFact, fileFact, planOutput } from './output.js';
 
 // ---- merge and unmerge (src/cli/merge_command.cc) ----
@@ -28,6 +28,9 @@ const MERGE_READS = 3; // pieces being read or merged at once
 const WRITE_BEHIND = 4;
 const COPY_LANES = 2;
 const COPY_PIECE = 1 << 20;
+// V8 reserves a WebAssembly memory's whole range on 64-bit hosts, so growing it never moves bytes a write of a
+// heap view is reading (writeShard).
+const GROWS_IN_PLACE = ['x64', 'arm64', 'ppc64', 's390x', 'riscv64', 'loong64'].includes(process.arch);
 
 /** OpenBase (src/cli/base_model.cc): the shard names (from the index, or the one file), config.json, and every
  * shard's header; a remote base by Range requests, in the order the core's ChooseRemoteBase gives. */
@@ -192,7 +195,9 @@ export async function runMerge(line) {
   let progress = null;
   let adapterFiles = null; // the adapter's weights, open for reading by range
   try {
-    const opened = await openMergeInputs(session, o, inputs);
+    const wholeReads = new Map(); // the index and configs, as read: shard workers plan from the same bytes
+    recordWholeReads(wholeReads);
+    const opened = await openMergeInputs(session, o, inputs).finally(() => recordWholeReads(null));
     const { base } = opened;
     adapterFiles = opened.adapterFiles;
     const plan = session.plan();
@@ -200,7 +205,7 @@ export async function runMerge(line) {
     // one per thread - this one and worker threads started now, which plan again while this one goes on.
     const threads = o.threads ?? session.defaultThreads(availableParallelism());
     const atOnce = !o.dryRun && threads > 1 && plan.shards.length > 1 && ShardWorkers.canMerge(base, o);
-    if (atOnce) workers = new ShardWorkers(Math.min(threads, plan.shards.length) - 1, o, base, adapterFiles, plan);
+    if (atOnce) workers = new ShardWorkers(Math.min(threads, plan.shards.length) - 1, o, base, adapterFiles, plan, wholeReads);
     // The policy: no link out of an input directory, no silent loss, no output over an input or into a
     // non-empty directory.
     const facts = [...(await baseFacts(base, o.baseConfig)), ...(convert ? [] : await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath))];
@@ -313,25 +318,27 @@ export async function writeShard(session, s, shard, source, output, file, counts
   }
   try {
     // Writes run behind the merge, each at its offset: WRITE_BEHIND at most of chunks that are not heap views,
-    // and the views of one call into the module while it produces the next call's output into its other buffer
-    // (flipOutput): before it flips back, every earlier write is done.
+    // and the view of one call into the module (one per call: MergeSession.pushed) while it produces the next
+    // call's output into its other buffer (flipOutput): before it flips back, every earlier write is done. The
+    // view's write starts first: once anything else runs (a progress update may grow the memory), a view taken
+    // before is empty. A memory grows in place only on a 64-bit host, so a 32-bit one writes each view first.
     const writes = [];
     const native = session.handle;
-    let viewCall = -1; // the call whose views are being written
     const reading = forward ? { buffers: memory.merge, forward } : { keep: WRITE_BEHIND, pieceSize: MERGE_PIECE };
     const pieces = session.mergeShard(s, shard, src, undefined, counts, { reuse: true, ...reading });
     for await (const bytes of pieces) {
       const view = bytes.buffer === session.module.HEAPU8.buffer;
-      if (view && native.viewCalls !== viewCall) {
-        while (writes.length) await writes.shift();
-        native.flipOutput();
-        viewCall = native.viewCalls;
-      }
       const write = output.writeAt(file, offset, bytes);
       offset += bytes.length;
       write.catch(() => {}); // awaited in order, here or below
       writes.push(write);
-      if (!view && writes.length > WRITE_BEHIND) await writes.shift();
+      if (view) {
+        if (!GROWS_IN_PLACE) while (writes.length) await writes.shift();
+        else {
+          while (writes.length > 1) await writes.shift();
+          native.flipOutput();
+        }
+      } else if (writes.length > WRITE_BEHIND) await writes.shift();
       progress.update(counts.bytesIn);
     }
     while (writes.length) await writes.shift();

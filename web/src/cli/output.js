@@ -124,14 +124,6 @@ export const SIGNAL_STATUS = { SIGHUP: 129, SIGINT: 130, SIGTERM: 143 };
 export const committedOutputs = [];
 export const randomSuffix = () => randomBytes(6).toString('base64url').slice(0, 6);
 
-/**
- * All-or-nothing output of several files into one directory, as the native OutputTransaction: every file under
- * a temporary name (PATH.tmp-XXXXXX, mode 0666 minus the umask); commit() checks every final name, moves aside
- * what the new files replace and the stale files --force removes, renames, and deletes what was moved aside only
- * once all renames succeeded, undoing the steps before a failure. close() (always, in a finally) removes the
- * temporary files of an uncommitted transaction and the directory if it created it; SIGHUP/SIGINT/SIGTERM remove
- * them too and exit 128 + the signal.
- */
 /** Writes `bytes` at `offset` of a transaction's file `file` ({temp, handle}; a shard worker's handle is a
  * descriptor-handle.js one), leaving its end where it is. */
 export async function writeFileAt(file, offset, bytes) {
@@ -142,6 +134,14 @@ export async function writeFileAt(file, offset, bytes) {
   }
 }
 
+/**
+ * All-or-nothing output of several files into one directory, as the native OutputTransaction: every file under
+ * a temporary name (PATH.tmp-XXXXXX, mode 0666 minus the umask); commit() checks every final name, moves aside
+ * what the new files replace and the stale files --force removes, renames, and deletes what was moved aside only
+ * once all renames succeeded, undoing the steps before a failure. close() (always, in a finally) removes the
+ * temporary files of an uncommitted transaction and the directory if it created it; SIGHUP/SIGINT/SIGTERM remove
+ * them too and exit 128 + the signal.
+ */
 export class OutputTransaction {
   static async begin(dir, plan) {
     let created = false;

@@ -2,7 +2,8 @@
 // compiled module), the merge planned again from the main thread's descriptors, then the shards it is handed
 // merged into the temporary files the main thread created, one at a time.
 //
-// workerData:   {wasmModule, o (runMerge's options), descriptors ({path: fd}), planned (the plan's shards, JSON)}.
+// workerData:   {wasmModule, o (runMerge's options), descriptors ({path: fd}), files ({path: bytes}: the index and
+//               configs the main thread read), planned (the plan's shards, JSON)}.
 // Messages in:  {type: 'merge', s, fd, temp, copied}.
 // Messages out: {type: 'ready'} or {type: 'error', error}; then per shard {type: 'progress', bytes} (source bytes
 //               moved since the last), and {type: 'done', s, quantErrors} or {type: 'failed', s, error}.
@@ -10,7 +11,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { errorToMessage } from '../errors.js';
 import { init } from '../init.js';
 
-const { wasmModule, o, descriptors, planned } = workerData;
+const { wasmModule, o, descriptors, files, planned } = workerData;
 const post = (message) => parentPort.postMessage(message);
 
 /** The merge planned here: {session, base, plan} and the modules the merge needs (loaded after the instance). */
@@ -22,12 +23,12 @@ async function start() {
   const { writeFileAt } = await import('./output.js');
   const { descriptorHandle } = await import('./descriptor-handle.js');
   const { CliFailure } = await import('./io.js');
-  inheritDescriptors(descriptors);
+  inheritDescriptors(descriptors, files);
   const session = await MergeSession.create('Merger', o);
   const { base } = await openMergeInputs(session, o, []);
   const plan = session.plan();
-  // The shards' and the adapter's bytes are the main thread's files; the index and the configs were read again.
-  if (JSON.stringify(plan.shards) !== planned) throw new CliFailure('IoError', 'the base or the adapter changed while the merge was reading them');
+  // Every input is what the main thread read: a plan that differs is a bug, not a changed file; still checked.
+  if (JSON.stringify(plan.shards) !== planned) throw new CliFailure('IoError', 'a merge worker planned the merge otherwise than the main thread');
   const output = { writeAt: writeFileAt };
   const memory = shardMemory();
   return async ({ s, fd, temp, copied }) => {

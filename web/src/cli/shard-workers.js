@@ -1,8 +1,9 @@
 // The npm CLI's shards merged at once, as the native CLI's MergeShardsAtOnce merges them on threads: this thread
 // and worker threads (shard-worker.js) each take the next shard in file order and merge it into its temporary
 // file. A worker has its own instance of the module (compiled once, here) and plans the merge again from the
-// main thread's own descriptors of the shards and the adapter, so it reads the files this thread planned from;
-// a plan that comes out different fails the merge. The outcome is the one-thread outcome: the same bytes, the
+// main thread's own descriptors of the shards and the adapter and the bytes of the index and configs it read, so
+// it plans from exactly what this thread planned from (and checks that the plans agree). The outcome is the
+// one-thread outcome: the same bytes, the
 // error of the first failing shard in file order, the quantization errors in shard order.
 import { Worker } from 'node:worker_threads';
 import { errorFromMessage } from '../errors.js';
@@ -67,16 +68,23 @@ export class ShardWorkers {
     return !base.remote && (o.convert || !isRemote(o.adapter));
   }
 
-  /** Starts `count` workers for the merge of options `o` that this thread planned as `plan`. */
-  constructor(count, o, base, adapterFiles, plan) {
+  /** Starts `count` workers for the merge of options `o` that this thread planned as `plan`, from the shards
+   * and adapter weights open in `base` and `adapterFiles` and the small files it read whole (`wholeReads`). */
+  constructor(count, o, base, adapterFiles, plan, wholeReads = new Map()) {
     const descriptors = {};
     base.names.forEach((name, i) => {
       descriptors[joinPath(base.dir, name)] = base.inputs[i].handle.fd;
     });
     if (adapterFiles) descriptors[adapterFiles.weightsPath] = adapterFiles.descriptor;
-    const job = { wasmModule: compiledModule(), o, descriptors, planned: JSON.stringify(plan.shards) };
+    const files = Object.fromEntries(wholeReads);
+    const job = { wasmModule: compiledModule(), o, descriptors, files, planned: JSON.stringify(plan.shards) };
     this.workers = [];
-    for (let k = 0; k < count; ++k) this.workers.push(new ShardWorker(job));
+    try {
+      for (let k = 0; k < count; ++k) this.workers.push(new ShardWorker(job));
+    } catch (error) {
+      for (const w of this.workers) w.stop(); // none may outlive a failed start (they hold this thread's files)
+      throw error;
+    }
   }
 
   /**
@@ -116,7 +124,7 @@ export class ShardWorkers {
     };
     await Promise.all([hereLane(), ...this.workers.map(workerLane)]);
     if (errors.size) throw errors.get(Math.min(...errors.keys()));
-    if (failure) throw failure;
+    if (failure && next < count) throw failure; // a worker that failed after every shard was merged changes nothing
   }
 
   /** Stops every worker (after mergeShards has settled, none is writing). */
