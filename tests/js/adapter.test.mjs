@@ -6,7 +6,10 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, countingIterable, countingStream, fixturePath, hasNativeCli, nativeCli, pb, peftAdapterBytes, randomCuts, repoRoot, rng, skipWithoutFixtures, split } from './helpers/common.mjs';
+import {
+  cliPath, countingIterable, countingStream, fixturePath, hasNativeCli, nativeCli, pb, peftAdapterBytes, randomCuts,
+  repoRoot, rng, skipWithoutFixtures, skipWithoutNativeCli, split,
+} from './helpers/common.mjs';
 
 const { adapterInfo, translateAdapter, SafetensorsError } = pb;
 
@@ -27,11 +30,7 @@ const runNative = (args, cwd) => {
 
 /** Skips without the native CLI or the fixtures; returns true if it did. */
 function skipWithoutBoth(t) {
-  if (!hasNativeCli) {
-    t.skip('build/native/peft-bridge not built');
-    return true;
-  }
-  return skipWithoutFixtures(t);
+  return skipWithoutNativeCli(t) || skipWithoutFixtures(t);
 }
 
 function tempDir(t) {
@@ -118,7 +117,7 @@ test('translate --dry-run and --old-peft match the native CLI; a dry run writes 
 });
 
 test('errors, usage errors and file rules: same bytes and exit statuses as the native CLI', (t) => {
-  if (!hasNativeCli) return t.skip('build/native/peft-bridge not built');
+  if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   const binOnly = join(dir, 'bin-only');
   mkdirSync(binOnly);
@@ -401,7 +400,7 @@ test('invalid adapters reject with SafetensorsError and the core code', async (t
 
 // LoRA on fused MoE experts (PEFT's target_parameters, nested ParamWrapper keys): the golden corpus's adapters.
 test('MoE experts (target_parameters): both CLIs agree on adapter-info, translate and merge', (t) => {
-  if (!hasNativeCli) return t.skip('build/native/peft-bridge not built');
+  if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   for (const name of ['mixtral_experts_bf16', 'qwen3_moe_experts_bf16']) {
     const corpus = join(repoRoot, 'tests', 'golden', 'corpus', name);

@@ -6,7 +6,10 @@ import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, copyFileSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, fixtureNames, fixturePath, fixturesDir, hasFixtures, hasNativeCli, nativeCli, readFixture, skipWithoutFixtures } from './helpers/common.mjs';
+import {
+  cliPath, fixtureNames, fixturePath, fixturesDir, hasFixtures, nativeCli, readFixture, skipWithoutFixtures,
+  skipWithoutNativeCli,
+} from './helpers/common.mjs';
 
 const run = (args, cwd, options = {}) => {
   const r = spawnSync(process.execPath, [cliPath, ...args], { cwd, encoding: 'buffer', timeout: 20000, ...options });
@@ -105,7 +108,7 @@ test('convert writes atomically and never touches IN', (t) => {
 });
 
 test('both CLIs print the same bytes and exit with the same status', (t) => {
-  if (!hasNativeCli) return t.skip('build/native/peft-bridge not built');
+  if (skipWithoutNativeCli(t)) return;
   const dir = mkdtempSync(join(tmpdir(), 'pb-cli-parity-'));
   try {
     const cases = [

@@ -6,8 +6,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  BAD_FIXTURES, collect, countingStream, fixtureNames, fixturePath, hasNativeCli, nativeCli, pb, randomCuts, readFixture,
-  rng, skipWithoutFixtures, split, makeFile,
+  BAD_FIXTURES, collect, countingStream, fixtureNames, fixturePath, makeFile, nativeCli, pb, randomCuts, readFixture,
+  rng, skipWithoutFixtures, skipWithoutNativeCli, split,
 } from './helpers/common.mjs';
 
 const { convert, inspect, readSafetensors, SafetensorsError } = pb;
@@ -17,7 +17,7 @@ const file = makeFile;
 
 test('convert output equals the native CLI output byte for byte (every fixture, dtype and order)', async (t) => {
   if (skipWithoutFixtures(t)) return;
-  if (!hasNativeCli) return t.skip('build/native/peft-bridge not built');
+  if (skipWithoutNativeCli(t)) return;
   const dir = mkdtempSync(join(tmpdir(), 'pb-convert-'));
   try {
     for (const name of fixtureNames()) {

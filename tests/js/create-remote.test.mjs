@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, collect, hasNativeCli, nativeCli, repoRoot, webDir } from './helpers/common.mjs';
+import { cliPath, collect, nativeCli, repoRoot, skipWithoutNativeCli, webDir } from './helpers/common.mjs';
 import { startHub } from '../hub/server.mjs';
 
 const { createAdapter } = await import(join(webDir, 'src', 'node.js'));
@@ -31,7 +31,7 @@ const run = (command, args) =>
 const filesOf = (dir) => Object.fromEntries(readdirSync(dir).sort().map((n) => [n, readFileSync(join(dir, n))]));
 
 test('create from a Hub base: both CLIs alike, and the local base\'s adapter', async (t) => {
-  if (!hasNativeCli) return t.skip('build/native/peft-bridge not built');
+  if (skipWithoutNativeCli(t)) return;
   let n = 0;
   for (const [repo, local, args] of [
     ['hf://me/llama', corpus('llama_dora'), ['--target-modules', 'all-linear', '--dora', '--seed', '4']],
@@ -59,7 +59,7 @@ test('create from a Hub base: both CLIs alike, and the local base\'s adapter', a
 });
 
 test('createAdapter from a Hub repo: the plan is `create --dry-run`\'s, the files the CLI\'s', async (t) => {
-  if (!hasNativeCli) return t.skip('build/native/peft-bridge not built');
+  if (skipWithoutNativeCli(t)) return;
   for (const [base, cli, options, args] of [
     [{ repo: 'me/llama' }, 'hf://me/llama', { targetModules: 'all-linear', dora: true, seed: 4 }, ['--target-modules', 'all-linear', '--dora', '--seed', '4']],
     [{ repo: 'me/sharded', revision: 'main' }, 'hf://me/sharded@main', { targetModules: ['q_proj', 'v_proj'], dora: true }, ['--target-modules', 'q_proj,v_proj', '--dora']],

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, collect, hasNativeCli, nativeCli, rejectsWith, repoRoot, webDir } from './helpers/common.mjs';
+import { cliPath, collect, nativeCli, rejectsWith, repoRoot, skipWithoutNativeCli, webDir } from './helpers/common.mjs';
 
 // The Node entry (local paths as bases).
 const { createAdapter } = await import(join(webDir, 'src', 'node.js'));
@@ -49,14 +49,9 @@ function both(t, args, env = {}) {
   return native;
 }
 
-const skip = (t) => {
-  if (hasNativeCli) return false;
-  t.skip('build/native/peft-bridge not built');
-  return true;
-};
 
 test('create: both CLIs write the same adapter, for every kind of target and setting', (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const runs = [
     [base('llama_lora_bf16'), '--target-modules', 'q_proj,v_proj'], // a sharded base
     [base('llama_lora_f32'), '--target-modules', 'all-linear', '--r', '4', '--alpha', '16'],
@@ -78,7 +73,7 @@ test('create: both CLIs write the same adapter, for every kind of target and set
 });
 
 test('create: --dry-run and --json print the plan, the same in both CLIs, and write nothing', (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   for (const extra of [['--dry-run'], ['--dry-run', '--json'], ['--json', '-o', 'OUT'], ['-q', '-o', 'OUT']]) {
     const r = both(t, ['--base', base('llama_dora'), '--target-modules', 'all-linear', '--dora', ...extra]);
     assert.equal(r.status, 0, r.stderr);
@@ -94,7 +89,7 @@ test('create: --dry-run and --json print the plan, the same in both CLIs, and wr
 });
 
 test('create: with a seed, the same bytes every run; another seed, other A values', (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const a = both(t, ['--base', base('llama_lora_f32'), '--target-modules', 'q_proj', '--seed', '9', '-o', 'OUT']);
   const b = both(t, ['--base', base('llama_lora_f32'), '--target-modules', 'q_proj', '--seed', '9', '-o', 'OUT']);
   const c = both(t, ['--base', base('llama_lora_f32'), '--target-modules', 'q_proj', '--seed', '10', '-o', 'OUT']);
@@ -104,7 +99,7 @@ test('create: with a seed, the same bytes every run; another seed, other A value
 });
 
 test('create: errors are the same bytes and statuses in both CLIs', (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   const full = join(dir, 'full');
   mkdirSync(full);
@@ -141,7 +136,7 @@ test('create: errors are the same bytes and statuses in both CLIs', (t) => {
 });
 
 test('create --dora: the progress line is the same bytes in both CLIs', (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const r = both(t, ['--base', base('llama_lora_bf16'), '--target-modules', 'all-linear', '--dora', '-o', 'OUT'],
     { PB_PROGRESS: 'always', PB_PROGRESS_CLOCK_MS: '2000' });
   assert.equal(r.status, 0);
@@ -159,7 +154,7 @@ async function streamsToFiles(files) {
 }
 
 test('createAdapter: the CLI files, from a path or a MergeBase, with progress and abort', async (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   const llama = base('llama_dora');
   for (const [options, args] of [

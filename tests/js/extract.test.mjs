@@ -7,7 +7,9 @@ import { spawnSync, execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, copyFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, collect, hasNativeCli, makeFile, nativeCli, rejectsWith, repoRoot, rng, webDir } from './helpers/common.mjs';
+import {
+  cliPath, collect, makeFile, nativeCli, rejectsWith, repoRoot, rng, skipWithoutNativeCli, webDir,
+} from './helpers/common.mjs';
 import { startHub } from '../hub/server.mjs';
 
 // The Node entry (local paths as models).
@@ -111,11 +113,6 @@ async function both(args, env = {}) {
   return native;
 }
 
-const skip = (t) => {
-  if (hasNativeCli) return false;
-  t.skip('build/native/peft-bridge not built');
-  return true;
-};
 
 async function streamsToFiles(files) {
   const out = {};
@@ -130,7 +127,7 @@ async function streamsToFiles(files) {
 const SETTINGS = [['--rank', '8'], ['--energy', '0.99'], ['--rank', '4', '--embeddings', 'lora'], ['--embeddings', 'skip', '--max-rank', '6'], ['--rank', '8', '--dtype', 'f32']];
 
 test('extract: both CLIs write the same adapter and print the same texts, for every golden case and setting', async (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   for (const name of CASES) {
     for (const settings of SETTINGS) {
       const r = await both(['--base', base(name), '--tuned', tuned(name), '-o', 'OUT', ...settings]);
@@ -147,7 +144,7 @@ test('extract: both CLIs write the same adapter and print the same texts, for ev
 });
 
 test('extract: --dry-run, --json and -q print the same in both CLIs; a dry run writes nothing', async (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const name = 'qwen2_lora_bias';
   for (const extra of [['--dry-run'], ['--dry-run', '--json'], ['--json', '-o', 'OUT'], ['-q', '-o', 'OUT']]) {
     const r = await both(['--base', base(name), '--tuned', tuned(name), '--rank', '4', ...extra]);
@@ -164,7 +161,7 @@ test('extract: --dry-run, --json and -q print the same in both CLIs; a dry run w
 });
 
 test('extract: the progress line is the same bytes in both CLIs', async (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const r = await both(['--base', base('llama_lora_bf16'), '--tuned', tuned('llama_lora_bf16'), '--rank', '4', '-o', 'OUT'],
     { PB_PROGRESS: 'always', PB_PROGRESS_CLOCK_MS: '2000' });
   assert.equal(r.status, 0);
@@ -189,7 +186,7 @@ function reshaped(src, tensor, shape) {
 }
 
 test('extract: usage errors and failures are the same bytes and statuses in both CLIs, and leave no output', async (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const llama = base('llama_lora_f32');
   const llamaTuned = tuned('llama_lora_f32');
   const full = freshDir();
@@ -237,7 +234,7 @@ test('extract: usage errors and failures are the same bytes and statuses in both
 });
 
 test('extractAdapter: the CLI files from local paths and from a MergeBase; dryRun is the --dry-run --json plan', async (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   for (const [name, options, args] of [
     ['llama_lora_f32', { rank: 8 }, ['--rank', '8']],
     ['gpt2_conv1d_f32', { energy: 0.99, dtype: 'bf16' }, ['--energy', '0.99', '--dtype', 'bf16']],
@@ -280,7 +277,7 @@ test('extractAdapter: the CLI files from local paths and from a MergeBase; dryRu
 });
 
 test('extractAdapter: the core\'s errors, with the CLI\'s messages; a stream base needs ranges', async (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const llama = base('llama_lora_f32');
   await rejectsWith(extractAdapter({ base: llama, tuned: tuned('llama_lora_f32'), rank: 0 }), 'InvalidArgument', /--rank/);
   await rejectsWith(extractAdapter({ base: llama, tuned: tuned('llama_lora_f32'), embeddings: 'keep' }), 'InvalidArgument', /--embeddings/);
@@ -294,7 +291,7 @@ test('extractAdapter: the core\'s errors, with the CLI\'s messages; a stream bas
 });
 
 test('extractAdapter: an AbortSignal stops it, before or while it reads, and frees the handle', async (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const name = 'llama_lora_bf16';
   const before = new AbortController();
   before.abort(new Error('stop now'));
@@ -326,7 +323,7 @@ test('extractAdapter: an AbortSignal stops it, before or while it reads, and fre
 });
 
 test('extract from two Hub repos: both CLIs and extractAdapter alike, the local models\' bytes, Range reads only', async (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   for (const [repos, local, args, options] of [
     [['me/base', 'me/tuned'], [base('llama_lora_f32'), tuned('llama_lora_f32')], ['--rank', '8'], { rank: 8 }],
     [['me/sharded-base', 'me/sharded-tuned'], [base('llama_lora_bf16'), tuned('llama_lora_bf16')], ['--energy', '0.99', '--embeddings', 'lora'], { energy: 0.99, embeddings: 'lora' }],
@@ -367,7 +364,7 @@ test('extract from two Hub repos: both CLIs and extractAdapter alike, the local 
 });
 
 test('extractAdapter: the WebAssembly heap holds one module\'s delta, not the models', async (t) => {
-  if (skip(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   // Two 2048x2048 float32 modules per model (32 MiB each); the fine-tune adds a rank-4 delta to each.
   const n = 2048;
   const dirs = [];

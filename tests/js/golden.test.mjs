@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, collect, hasNativeCli, nativeCli, pb, repoRoot, requireFixtures } from './helpers/common.mjs';
+import { cliPath, collect, nativeCli, pb, repoRoot, skipWithoutNativeCli } from './helpers/common.mjs';
 
 const goldenDir = join(repoRoot, 'tests', 'golden');
 const node = await import(join(repoRoot, 'web', 'src', 'node.js'));  // the entry that reads folders by path
@@ -208,11 +208,7 @@ for (const item of manifest.cases) {
 // the native CLI's in cli.test.mjs; spawning it here for all 76 cases x 6 steps took 6 minutes of the suite.
 for (const item of manifest.cases.filter((c) => c.translate)) {
   test(`golden ${item.name}: translate round trips equal PEFT's adapter, and the native CLI's bytes`, async (t) => {
-    if (!hasNativeCli) {
-      assert.ok(!requireFixtures, `${nativeCli} is not built (PB_REQUIRE_FIXTURES=1)`);
-      t.skip(`${nativeCli} not built`);
-      return;
-    }
+    if (skipWithoutNativeCli(t)) return;
     const dir = tempDir(t);
     const caseDir = join(goldenDir, 'corpus', item.name);
     const baseConfig = join(caseDir, 'base', 'config.json');

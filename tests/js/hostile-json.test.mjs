@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, collect, hasNativeCli, nativeCli, pb, webDir } from './helpers/common.mjs';
+import { cliPath, collect, nativeCli, pb, skipWithoutNativeCli, webDir } from './helpers/common.mjs';
 
 const { mergeShards, SafetensorsError } = pb;
 const { openMergeHandles } = await import(join(webDir, 'src', 'merge.js'));
@@ -26,10 +26,7 @@ const runBoth = (args) => {
 const outputs = ({ status, stdout, stderr }) => ({ status, stdout, stderr });
 
 function setup(t) {
-  if (!hasNativeCli) {
-    t.skip('build/native/peft-bridge not built');
-    return null;
-  }
+  if (skipWithoutNativeCli(t)) return null;
   const dir = mkdtempSync(join(tmpdir(), 'pb-hostile-json-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   return dir;

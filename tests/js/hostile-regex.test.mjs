@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, hasNativeCli, nativeCli, pb, peftAdapterBytes } from './helpers/common.mjs';
+import { cliPath, nativeCli, pb, peftAdapterBytes, skipWithoutNativeCli } from './helpers/common.mjs';
 
 const { adapterInfo, inspect, SafetensorsError } = pb;
 
@@ -43,7 +43,7 @@ const NESTED_CONFIG = { peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: 
 const NESTED_MODULES = [NESTED, `${NESTED}b`, 'a'.repeat(10000)];
 
 test('both CLIs: the same bytes and exit code for a 40,000-character module path and a "(a+)+$" target', (t) => {
-  if (!hasNativeCli) return t.skip('build/native/peft-bridge not built');
+  if (skipWithoutNativeCli(t)) return;
   const long = writeAdapter(t, LONG_MODULES, LONG_CONFIG);
   const nested = writeAdapter(t, NESTED_MODULES, NESTED_CONFIG);
   const out = mkdtempSync(join(tmpdir(), 'pb-hostile-regex-out-'));

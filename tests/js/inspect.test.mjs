@@ -3,8 +3,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import {
-  BAD_FIXTURES, countingIterable, countingStream, fixtureNames, fixturePath, hasNativeCli, nativeCli, pb, readFixture,
-  rejectsWith, skipWithoutFixtures, split, makeFile,
+  BAD_FIXTURES, countingIterable, countingStream, fixtureNames, fixturePath, makeFile, nativeCli, pb, readFixture,
+  rejectsWith, skipWithoutFixtures, skipWithoutNativeCli, split,
 } from './helpers/common.mjs';
 
 const { inspect } = pb;
@@ -43,7 +43,7 @@ test('the abuse fixture fails with InvalidHeaderLength at offset 0', async (t) =
 
 test('inspect matches the native CLI --json header', async (t) => {
   if (skipWithoutFixtures(t)) return;
-  if (!hasNativeCli) return t.skip('build/native/peft-bridge not built');
+  if (skipWithoutNativeCli(t)) return;
   for (const name of fixtureNames()) {
     if (BAD_FIXTURES[name]) continue;
     const native = JSON.parse(execFileSync(nativeCli, ['inspect', fixturePath(name), '--json'], { encoding: 'utf8' }));

@@ -6,15 +6,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { f32Bytes, hasNativeCli, makeFile, writePeftAdapterDir } from './helpers/common.mjs';
+import { f32Bytes, makeFile, skipWithoutNativeCli, writePeftAdapterDir } from './helpers/common.mjs';
 import { both } from './helpers/two-trees.mjs';
 
 
-function skipUnlessBoth(t) {
-  if (hasNativeCli) return false;
-  t.skip('build/native/peft-bridge not built');
-  return true;
-}
 
 const Q = 'model.layers.0.self_attn.q_proj';
 const V = 'model.layers.0.self_attn.v_proj';
@@ -51,7 +46,7 @@ const COPIED = ['chat_template.jinja', 'generation_config.json', 'tokenizer.json
 const outNames = (after) => Object.keys(after).filter((n) => n.startsWith('out/')).map((n) => n.slice(4));
 
 test('merge copies the base directory\'s other files, byte for byte, and lists them (text and --json)', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     writeAdapter(join(root, 'rob'));
     writeBase(join(root, 'base'));
@@ -76,7 +71,7 @@ test('merge copies the base directory\'s other files, byte for byte, and lists t
 });
 
 test('merge --no-copy-extra copies nothing else; unmerge copies too', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     writeAdapter(join(root, 'rob'));
     writeBase(join(root, 'base'));
@@ -91,7 +86,7 @@ test('merge --no-copy-extra copies nothing else; unmerge copies too', (t) => {
 });
 
 test('a base without config.json: a warning, the other files still copied', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     writeAdapter(join(root, 'rob'));
     writeBase(join(root, 'base'), { config: false });
@@ -108,7 +103,7 @@ test('a base without config.json: a warning, the other files still copied', (t) 
 });
 
 test('copied names are outputs: refused over an input, counted for --force, links out need --follow-links', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   // --out holding a tokenizer.json: not empty, refused without --force; with it, replaced.
   const existing = (root) => {
     writeAdapter(join(root, 'rob'));
@@ -153,7 +148,7 @@ test('copied names are outputs: refused over an input, counted for --force, link
 });
 
 test('a failure mid-merge (--safe meets NaN) leaves nothing: no copied file, no new --out', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     writeAdapter(join(root, 'rob'));
     writeBase(join(root, 'base'), { weight: NaN });
@@ -165,7 +160,7 @@ test('a failure mid-merge (--safe meets NaN) leaves nothing: no copied file, no 
 });
 
 test('--base naming a .safetensors file copies nothing from its directory', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     writeAdapter(join(root, 'rob'));
     writeBase(join(root, 'base'));

@@ -7,7 +7,10 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, collect, fixturePath, hasNativeCli, nativeCli, pb, randomCuts, rng, skipWithoutFixtures, split, webDir } from './helpers/common.mjs';
+import {
+  cliPath, collect, fixturePath, nativeCli, pb, randomCuts, rng, skipWithoutFixtures, skipWithoutNativeCli, split,
+  webDir,
+} from './helpers/common.mjs';
 
 const { createMergeStream, mergeShards, writeSafetensors, SafetensorsError } = pb;
 const { openMergeHandles } = await import(join(webDir, 'src', 'merge.js'));
@@ -20,11 +23,6 @@ const run = (command, args) => {
 const runJs = (args) => run(process.execPath, [cliPath, ...args]);
 const runNative = (args) => run(nativeCli, args);
 
-function skipWithoutNative(t) {
-  if (hasNativeCli) return false;
-  t.skip('build/native/peft-bridge not built');
-  return true;
-}
 
 function tempDir(t) {
   const dir = mkdtempSync(join(tmpdir(), 'pb-merge-'));
@@ -130,7 +128,7 @@ async function streamMerge(bytes, options, seed = 3) {
 // ---- (a) one file: createMergeStream = native merge ----
 
 test('createMergeStream: byte-identical to the native merge (BF16, F16, F32 bases; dtype; unmerge; DoRA; GPT-2 Conv1D)', async (t) => {
-  if (skipWithoutNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   const lora = await writeAdapter(join(dir, 'lora'), LLAMA_MODULES, { target_modules: ['q_proj', 'v_proj'] });
   const dora = await writeAdapter(join(dir, 'dora'), LLAMA_MODULES, { target_modules: ['q_proj', 'v_proj'], use_dora: true }, { dora: true });
@@ -239,7 +237,7 @@ async function jsMergeShards(baseDir, adapterDir, { streams = false, ...options 
 }
 
 test('mergeShards and the npm CLI: a two-shard base with index and config, every file identical to the native merge', async (t) => {
-  if (skipWithoutNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   const baseDir = await writeShardedBase(join(dir, 'base'));
   const adapter = await writeAdapter(join(dir, 'adapter'), shardedModules, { target_modules: ['q_proj', 'v_proj'] });
@@ -362,7 +360,7 @@ test('a base/adapter shape mismatch rejects with ShapeMismatch before any output
 });
 
 test('npm CLI: plan-time errors print what the native CLI prints and create nothing', async (t) => {
-  if (skipWithoutNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   const baseDir = await writeShardedBase(join(dir, 'base'));
   const bad = await writeAdapter(join(dir, 'bad'), [{ path: 'model.layers.1.self_attn.v_proj', in: 32, out: 24 }], { target_modules: ['v_proj'] });
@@ -432,7 +430,7 @@ const MEASURED = ['seconds', 'gbPerS', 'peakMemory'];
 const unmeasured = (json) => Object.fromEntries(Object.entries(JSON.parse(json)).filter(([k]) => !MEASURED.includes(k)));
 
 test('npm CLI merge --json / text: the native summary except the measured fields', async (t) => {
-  if (skipWithoutNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   const baseDir = await writeShardedBase(join(dir, 'base'));
   const adapter = await writeAdapter(join(dir, 'adapter'), shardedModules, { target_modules: ['q_proj', 'v_proj'] });
@@ -458,7 +456,7 @@ test('npm CLI merge --json / text: the native summary except the measured fields
 });
 
 test('npm CLI: a merge failing while writing (--safe, Inf in a merged tensor) leaves no OUT, as natively', async (t) => {
-  if (skipWithoutNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   const adapter = await writeAdapter(join(dir, 'adapter'), LLAMA_MODULES, { target_modules: ['q_proj', 'v_proj'] });
   const inf = new Float32Array(32 * 32).fill(0.5);
@@ -483,7 +481,7 @@ test('npm CLI: a merge failing while writing (--safe, Inf in a merged tensor) le
 // ---- the real GPT-2 adapter on a generated GPT-2-shaped base ----
 
 test('the real peft-gpt2-seqcls-cattn-cproj adapter merged into a GPT-2-shaped base: both CLIs write the same bytes', async (t) => {
-  if (skipWithoutNative(t) || skipWithoutFixtures(t)) return;
+  if (skipWithoutNativeCli(t) || skipWithoutFixtures(t)) return;
   const dir = tempDir(t);
   const baseDir = join(dir, 'base');
   mkdirSync(baseDir);

@@ -9,15 +9,10 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { hasNativeCli, makeFile } from './helpers/common.mjs';
+import { makeFile, skipWithoutNativeCli } from './helpers/common.mjs';
 import { both } from './helpers/two-trees.mjs';
 
 
-function skipUnlessBoth(t) {
-  if (hasNativeCli) return false;
-  t.skip('build/native/peft-bridge not built');
-  return true;
-}
 
 // ---- small inputs ----
 
@@ -84,7 +79,7 @@ function assertRefused(r, message, stdout = '') {
 // ---- aliasing ----
 
 test('translate DIR DIR is refused with exit 1 and leaves the adapter as it was', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   for (const extra of [[], ['--force']]) {
     for (const out of ['rob', 'rob/', './rob']) {
       const r = both(t, standard, ['translate', 'rob', out, '--to', 'kohya', ...extra]);
@@ -94,13 +89,13 @@ test('translate DIR DIR is refused with exit 1 and leaves the adapter as it was'
 });
 
 test('OUT inside IN is refused, and the directory is not created', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const r = both(t, standard, ['translate', 'rob', 'rob/out', '--to', 'mlx']);
   assertRefused(r, 'InvalidArgument: OUT_DIR `rob/out` is inside the input directory IN_DIR `rob`; translate never writes over its inputs');
 });
 
 test('merge --out equal to or inside the adapter or the base directory is refused', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   for (const [out, message] of [
     ['rob', "--out `rob` is the input directory --adapter `rob`"],
     ['rob/merged', "--out `rob/merged` is inside the input directory --adapter `rob`"],
@@ -113,7 +108,7 @@ test('merge --out equal to or inside the adapter or the base directory is refuse
 });
 
 test('an adapter whose weights file is model.safetensors cannot be merged into its own directory', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     writeAdapter(join(root, 'ad'), { weights: 'model.safetensors' });
     writeBase(join(root, 'base'));
@@ -126,7 +121,7 @@ test('an adapter whose weights file is model.safetensors cannot be merged into i
 });
 
 test('a --base-config inside --out is never written over', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     standard(root);
     mkdirSync(join(root, 'out'));
@@ -139,7 +134,7 @@ test('a --base-config inside --out is never written over', (t) => {
 });
 
 test('convert OUT equal to IN (or a hard link of it) is refused with exit 1', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const r = both(t, standard, ['convert', 'base/model.safetensors', 'base/model.safetensors', '--dtype', 'bf16']);
   assertRefused(r, 'InvalidArgument: OUT `base/model.safetensors` is IN `base/model.safetensors`; convert never writes over its inputs');
   const r2 = both(t, standard, ['convert', 'base/model.safetensors', 'base/../base/model.safetensors', '--dtype', 'f16']);
@@ -149,7 +144,7 @@ test('convert OUT equal to IN (or a hard link of it) is refused with exit 1', (t
 // ---- non-empty output directories and --force ----
 
 test('a non-empty --out is refused without --force; with it stale model files go and other files stay', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     standard(root);
     writeBase(join(root, 'out'), { sharded: true, config: false }); // an older sharded merge
@@ -171,7 +166,7 @@ test('a non-empty --out is refused without --force; with it stale model files go
 });
 
 test('translate --force into an older output: the new files replace, the other format\'s weights go', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     standard(root);
     mkdirSync(join(root, 'out'));
@@ -186,7 +181,7 @@ test('translate --force into an older output: the new files replace, the other f
 });
 
 test('a directory named config.json in --out: refused before anything is written or renamed', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     standard(root);
     mkdirSync(join(root, 'out', 'config.json'), { recursive: true });
@@ -201,7 +196,7 @@ test('a directory named config.json in --out: refused before anything is written
 // ---- dropped tensors ----
 
 test('translate to kohya of an adapter with a modules_to_save head fails listing it; --allow-partial warns', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   // A classifier head saved whole (modules_to_save), as PEFT writes it for sequence classification.
   const setup = (root) =>
     writeAdapter(join(root, 'cls'), { extra: { 'base_model.model.score.weight': [2, 4] }, config: { modules_to_save: ['score'], task_type: 'SEQ_CLS' } });
@@ -234,7 +229,7 @@ test('translate to kohya of an adapter with a modules_to_save head fails listing
 });
 
 test('merge with an adapter tensor it cannot apply fails listing it; --allow-partial warns and merges the rest', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     writeAdapter(join(root, 'rob'), { extra: { 'base_model.model.model.layers.0.self_attn.q_proj.lora_C.weight': [2] } });
     writeBase(join(root, 'base'));
@@ -254,7 +249,7 @@ test('merge with an adapter tensor it cannot apply fails listing it; --allow-par
 // ---- links ----
 
 test('a shard linked outside the base directory is refused unless --follow-links', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     standard(root);
     mkdirSync(join(root, 'elsewhere'));
@@ -280,7 +275,7 @@ test('a shard linked outside the base directory is refused unless --follow-links
 });
 
 test('merged shards of a read-only base get the mode of new files in both CLIs, not their input\'s', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   // The npm CLI copies a shard whose layout the merge keeps whole first (copyFile, which gives the copy its
   // source's mode), then writes the merged tensors over it.
   for (const sharded of [false, true]) {
@@ -297,7 +292,7 @@ test('merged shards of a read-only base get the mode of new files in both CLIs, 
 });
 
 test('an adapter file linked outside IN_DIR is refused unless --follow-links', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     writeAdapter(join(root, 'real'));
     mkdirSync(join(root, 'rob'));
@@ -314,7 +309,7 @@ test('an adapter file linked outside IN_DIR is refused unless --follow-links', (
 // ---- all or nothing ----
 
 test('a commit failing half-way restores every file it had moved aside (an immutable stale shard)', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   // chattr +i makes a file impossible to rename or remove, even for the owner: the commit meets the failure
   // after it has moved the files it replaces aside.
   const locked = [];

@@ -6,14 +6,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { f32Bytes, hasNativeCli, makeFile, writePeftAdapterDir } from './helpers/common.mjs';
+import { f32Bytes, makeFile, skipWithoutNativeCli, writePeftAdapterDir } from './helpers/common.mjs';
 import { both } from './helpers/two-trees.mjs';
 
-function skipUnlessBoth(t) {
-  if (hasNativeCli) return false;
-  t.skip('build/native/peft-bridge not built');
-  return true;
-}
 
 const FORCED = { PB_PROGRESS: 'always', PB_PROGRESS_CLOCK_MS: '2000' };
 const Q = 'model.layers.0.self_attn.q_proj';
@@ -44,7 +39,7 @@ const setupMerge = (options) => (root) => {
 const drawn = (stderr) => stderr.split('\r').slice(1).map((l) => l.trimEnd());
 
 test('merge: the same progress bytes in both CLIs: each shard as it starts, then the total', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   // One shard after the other (the shards of a merge with threads go at once: one line for all, below).
   const r = both(t, setupMerge(), ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--threads', '1'], FORCED);
   assert.equal(r.status, 0, r.stderr);
@@ -63,7 +58,7 @@ test('merge: the same progress bytes in both CLIs: each shard as it starts, then
 });
 
 test('merge: shards merged at once (threads natively, worker threads in the npm CLI) draw one line that counts the files', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const r = both(t, setupMerge(), ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--threads', '2'], FORCED);
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(drawn(r.stderr), [
@@ -73,7 +68,7 @@ test('merge: shards merged at once (threads natively, worker threads in the npm 
 });
 
 test('merge: the plan is printed before the work, so a failure mid-merge still shows it; the line is ended first', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   // One shard after the other (shards merged at once draw "2 files at once", above).
   const r = both(t, setupMerge({ weight: NaN }), ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--safe', '--threads', '1'], FORCED);
   assert.equal(r.status, 1);
@@ -85,7 +80,7 @@ test('merge: the plan is printed before the work, so a failure mid-merge still s
 });
 
 test('merge: no progress with --json, -q or --no-progress, nor without a terminal unless forced', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const args = ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out'];
   for (const extra of [['--json'], ['-q'], ['--quiet'], ['--no-progress']]) {
     const r = both(t, setupMerge(), [...args, ...extra], FORCED);
@@ -101,7 +96,7 @@ test('merge: no progress with --json, -q or --no-progress, nor without a termina
 });
 
 test('merge --dry-run: the plan alone, no progress', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const r = both(t, setupMerge(), ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--dry-run'], FORCED);
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stderr, '');
@@ -116,7 +111,7 @@ function writeTensors(root) {
 }
 
 test('convert: the plan on stdout first, the same progress bytes in both CLIs', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const r = both(t, writeTensors, ['convert', 'in.safetensors', 'out.safetensors', '--dtype', 'bf16'], FORCED);
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stdout, 'convert 2 of 2 tensors; output 82.1 kB\n');
@@ -133,7 +128,7 @@ test('convert: the plan on stdout first, the same progress bytes in both CLIs', 
 });
 
 test('convert: a refused output prints neither plan nor progress', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const r = both(t, writeTensors, ['convert', 'in.safetensors', 'in.safetensors', '--dtype', 'bf16'], FORCED);
   assert.equal(r.status, 1);
   assert.equal(r.stdout, '');
@@ -141,7 +136,7 @@ test('convert: a refused output prints neither plan nor progress', (t) => {
 });
 
 test('translate: the same progress bytes in both CLIs, over the adapter weights file', (t) => {
-  if (skipUnlessBoth(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = (root) => writeAdapter(join(root, 'rob'));
   const r = both(t, setup, ['translate', 'rob', 'out', '--to', 'mlx'], FORCED);
   assert.equal(r.status, 0, r.stderr);

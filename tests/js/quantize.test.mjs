@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, collect, hasNativeCli, nativeCli, pb, repoRoot, requireFixtures } from './helpers/common.mjs';
+import { cliPath, collect, hasNativeCli, nativeCli, pb, repoRoot, skipWithoutNativeCli } from './helpers/common.mjs';
 
 const corpus = join(repoRoot, 'tests', 'golden', 'corpus');
 // Sharded BF16, F16, F32, every linear layer, a MoE (routers and experts kept), GPT-2 (Conv1D: not Linear), LoRA on
@@ -56,11 +56,7 @@ const native = (args) => spawnSync(nativeCli, args, { encoding: 'utf8', timeout:
 
 for (const name of CASES) {
   test(`quantize ${name}: the npm CLI writes and prints the native CLI's bytes for every scheme`, async (t) => {
-    if (!hasNativeCli) {
-      assert.ok(!requireFixtures, `${nativeCli} is not built (PB_REQUIRE_FIXTURES=1)`);
-      t.skip(`${nativeCli} not built`);
-      return;
-    }
+    if (skipWithoutNativeCli(t)) return;
     const dir = tempDir(t);
     const base = join(corpus, name, 'base');
     const adapter = join(corpus, name, 'adapter');
@@ -135,11 +131,7 @@ test('createMergeStream({quantize}) on one file streams the CLI\'s model.safeten
 });
 
 test('convert MODEL OUT --quantize: both CLIs write merge --quantize\'s tensors for the plain merge', (t) => {
-  if (!hasNativeCli) {
-    assert.ok(!requireFixtures, `${nativeCli} is not built (PB_REQUIRE_FIXTURES=1)`);
-    t.skip(`${nativeCli} not built`);
-    return;
-  }
+  if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   const caseDir = join(corpus, 'llama_lora_f16');
   const plain = join(dir, 'plain');

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { collect, hasNativeCli, pb, webDir } from './helpers/common.mjs';
+import { collect, hasNativeCli, pb, skipWithoutNativeCli, webDir } from './helpers/common.mjs';
 import { nativeMerge, writeAdapter, writeShardedBase, writeSingleBase } from './helpers/remote-model.mjs';
 import { startHub } from '../hub/server.mjs';
 
@@ -34,14 +34,9 @@ async function withHub(fn) {
   }
 }
 
-function skipWithoutNative(t) {
-  if (hasNativeCli) return false;
-  t.skip('build/native/peft-bridge not built');
-  return true;
-}
 
 test('mergeRemote: a sharded Hub repo and a Hub adapter give the native merge, byte for byte', async (t) => {
-  if (skipWithoutNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   await withHub(async (hub, options) => {
     const files = {};
     let last = null;
@@ -60,7 +55,7 @@ test('mergeRemote: a sharded Hub repo and a Hub adapter give the native merge, b
 });
 
 test('mergeRemoteShard and mergeRemoteIndex: each output file on its own, concurrently, = the native merge', async (t) => {
-  if (skipWithoutNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   await withHub(async (hub, options) => {
     hub.clearLog();
     const files = await Promise.all(
@@ -101,7 +96,7 @@ test('planRemote: modules, files and the commit every worker should read', async
 });
 
 test('a URL base and adapter URLs or bytes; the adapter from local bytes', async (t) => {
-  if (skipWithoutNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   await withHub(async (hub) => {
     const url = (repo, path) => `${hub.endpoint}/${repo}/resolve/main/${path}`;
     const local = { weights: readFileSync(join(dir, 'lora', 'adapter_model.safetensors')), config: readFileSync(join(dir, 'lora', 'adapter_config.json'), 'utf8') };
@@ -115,7 +110,7 @@ test('a URL base and adapter URLs or bytes; the adapter from local bytes', async
 });
 
 test('faults: a 503 and a truncated body are retried, resuming, with the same output; a changed file fails cleanly', async (t) => {
-  if (skipWithoutNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   await withHub(async (hub, options) => {
     const path = shards[1];
     hub.faults.push({ type: 'status', status: 503, path, skip: 1, times: 1 }, { type: 'truncate', at: 100_000, path, skip: 2, times: 1 });
@@ -153,13 +148,13 @@ test('the data pass keeps several ranges of a shard in flight: well under one ro
     // Every piece went straight to the CDN URL the shard's header read landed at: its one resolve was before.
     assert.equal(hub.log('resolve', shards[0]).length, 0);
     assert.ok(data.every((r) => Number(/^bytes=(\d+)-(\d+)$/.exec(r.range).slice(1).reduce((a, b) => b - a + 1)) <= pieceSize));
-    if (!skipWithoutNative(t)) assert.ok(same(bytes, expected[shards[0]]));
+    if (!skipWithoutNativeCli(t)) assert.ok(same(bytes, expected[shards[0]]));
     assert.equal(openMergeHandles(), 0);
   });
 });
 
 test('mergeRemote with several ranges in flight and small pieces = the native merge; a change under concurrent reads fails cleanly', async (t) => {
-  if (skipWithoutNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   await withHub(async (hub, options) => {
     hub.latency = 5;
     const files = {};

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, hasNativeCli, webDir } from './helpers/common.mjs';
+import { cliPath, skipWithoutNativeCli, webDir } from './helpers/common.mjs';
 import { NAMES, makeShardedModel } from './helpers/sharded-model.mjs';
 import { both } from './helpers/two-trees.mjs';
 
@@ -31,14 +31,9 @@ async function modelFiles(options) {
 
 const drawn = (stderr) => stderr.split('\r').slice(1).map((l) => l.trimEnd());
 
-function skipUnlessNative(t) {
-  if (hasNativeCli) return false;
-  t.skip('build/native/peft-bridge not built');
-  return true;
-}
 
 test('npm CLI --threads N: the files of one thread and of the native CLI, one progress line counting the files', async (t) => {
-  if (skipUnlessNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = await modelFiles();
   let one = null;
   for (const threads of ['1', '2', '3', '8']) {
@@ -53,7 +48,7 @@ test('npm CLI --threads N: the files of one thread and of the native CLI, one pr
 });
 
 test('npm CLI: a shard that fails on a worker fails the merge as natively, the first failing shard\'s error, nothing written', async (t) => {
-  if (skipUnlessNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   for (const nanInShard of [1, 2]) {
     for (const threads of ['2', '3']) {
       const r = both(t, await modelFiles({ nanInShard }), [...ARGS, '--safe', '--threads', threads]);
@@ -65,7 +60,7 @@ test('npm CLI: a shard that fails on a worker fails the merge as natively, the f
 });
 
 test('npm CLI --quantize with shards on workers: the summary lists every shard\'s quantization errors in shard order', async (t) => {
-  if (skipUnlessNative(t)) return;
+  if (skipWithoutNativeCli(t)) return;
   const setup = await modelFiles();
   const args = [...ARGS, '--quantize', 'fp8', '--json'];
   const summaries = ['1', '3'].map((threads) => both(t, setup, [...args, '--threads', threads]).stdout);

@@ -8,18 +8,14 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cliPath, hasNativeCli, nativeCli, repoRoot, requireFixtures } from './helpers/common.mjs';
+import { cliPath, nativeCli, repoRoot, skipWithoutNativeCli } from './helpers/common.mjs';
 
 const caseDir = join(repoRoot, 'tests', 'golden', 'corpus', 'llama_trainable_tokens');
 const KEY = 'model.embed_tokens.token_adapter.trainable_tokens_delta';
 
 /** Runs both CLIs on `args` (each `{out}` becomes a folder of its own per CLI); asserts the same status and output. */
 function both(t, args, dir = '') {
-  if (!hasNativeCli) {
-    assert.ok(!requireFixtures, 'build/native/peft-bridge is not built (PB_REQUIRE_FIXTURES=1)');
-    t.skip('build/native/peft-bridge not built');
-    return null;
-  }
+  if (skipWithoutNativeCli(t)) return null;
   const run = (cmd, argv) => {
     const r = spawnSync(cmd, argv, { encoding: 'utf8', timeout: 60000 });
     return { status: r.status, stdout: r.stdout, stderr: r.stderr };

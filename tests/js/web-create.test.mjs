@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { hasNativeCli, nativeCli, repoRoot, webDir } from './helpers/common.mjs';
+import { nativeCli, repoRoot, skipWithoutNativeCli, webDir } from './helpers/common.mjs';
 import { startHub } from '../hub/server.mjs';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -47,7 +47,7 @@ const CASES = [
 
 test('web page: create a fresh adapter from a Hub repo or local files, plan = the core\'s text, save = native CLI', { timeout: 180000 }, async (t) => {
   if (!existsSync(CHROMIUM)) return t.skip(`${CHROMIUM} not installed`);
-  if (!hasNativeCli) return t.skip('build/native/peft-bridge not built');
+  if (skipWithoutNativeCli(t)) return;
   const { chromium } = await import('playwright-core');
   const { startStatic } = await import(join(webDir, 'app', 'serve.mjs'));
   const dir = mkdtempSync(join(tmpdir(), 'pb-web-create-'));

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { hasNativeCli, nativeCli, repoRoot, webDir } from './helpers/common.mjs';
+import { nativeCli, repoRoot, skipWithoutNativeCli, webDir } from './helpers/common.mjs';
 import { startHub } from '../hub/server.mjs';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -21,7 +21,7 @@ const OUTPUTS = ['adapter_model.safetensors', 'adapter_config.json'];
 
 test('web page: extract a LoRA from two Hub repos or local files, see the report, save = native CLI', { timeout: 120000 }, async (t) => {
   if (!existsSync(CHROMIUM)) return t.skip(`${CHROMIUM} not installed`);
-  if (!hasNativeCli) return t.skip('build/native/peft-bridge not built');
+  if (skipWithoutNativeCli(t)) return;
   const { chromium } = await import('playwright-core');
   const { startStatic } = await import(join(webDir, 'app', 'serve.mjs'));
   const dir = mkdtempSync(join(tmpdir(), 'pb-web-extract-'));

@@ -65,6 +65,15 @@ export function readFixture(name) {
   return new Uint8Array(readFileSync(fixturePath(name)));
 }
 
+/** Skips `t` where the native CLI the two-CLI tests compare against is not built; under PB_REQUIRE_FIXTURES=1
+ *  (.ci/run) that is a failure instead. Returns true if it skipped. */
+export function skipWithoutNativeCli(t) {
+  if (hasNativeCli) return false;
+  if (requireFixtures) throw new Error(`${nativeCli} is not built and PB_REQUIRE_FIXTURES=1`);
+  t.skip(`${nativeCli} not built`);
+  return true;
+}
+
 /** Skips the test when the fixtures are absent (returns true if it did); fails it under PB_REQUIRE_FIXTURES=1. */
 export function skipWithoutFixtures(t) {
   if (hasFixtures) return false;
