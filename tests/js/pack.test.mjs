@@ -1,5 +1,5 @@
 // The npm package as published: `npm pack` of web/, its file list (the whitelist only, a separate .wasm, no wasm
-// inlined as base64), installed offline into an empty project where a script imports "peft-bridge" (the "node"
+// inlined as base64), installed into an empty project where a script imports "peft-bridge" (the "node"
 // export condition), inspects a generated file and merges a tiny adapter; the export conditions resolve in order.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,7 +11,7 @@ import { webDir } from './helpers/common.mjs';
 
 const npm = (args, cwd) => execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd, encoding: 'utf8', timeout: 120000 });
 
-test('npm pack: whitelisted files, a separate .wasm; installed offline, "peft-bridge" inspects and merges', async (t) => {
+test('npm pack: whitelisted files, a separate .wasm; installed, "peft-bridge" inspects and merges', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'pb-pack-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const [packed] = JSON.parse(npm(['pack', '--json', '--pack-destination', dir], webDir));
@@ -24,8 +24,10 @@ test('npm pack: whitelisted files, a separate .wasm; installed offline, "peft-br
   const project = join(dir, 'project');
   mkdirSync(project);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
-  // offline: @huggingface/hub (the package's one dependency) and its own come from npm's cache, which `npm ci` filled
-  npm(['install', '--offline', join(dir, packed.filename)], project);
+  // @huggingface/hub (the package's one dependency) and its own come from npm's cache where `npm ci` put them. Not
+  // --offline: `npm ci` caches the registry's abbreviated metadata, and `npm install` of a tarball (npm 11.19) asks for
+  // the full one, so on a fresh machine it has to fetch that (ENOTCACHED offline).
+  npm(['install', '--prefer-offline', join(dir, packed.filename)], project);
 
   const installed = join(project, 'node_modules', 'peft-bridge', 'dist');
   const glue = readFileSync(join(installed, 'peft_bridge_wasm.mjs'), 'utf8');
