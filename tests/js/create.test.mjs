@@ -49,7 +49,6 @@ function both(t, args, env = {}) {
   return native;
 }
 
-
 test('create: both CLIs write the same adapter, for every kind of target and setting', (t) => {
   if (skipWithoutNativeCli(t)) return;
   const runs = [

@@ -113,7 +113,6 @@ async function both(args, env = {}) {
   return native;
 }
 
-
 async function streamsToFiles(files) {
   const out = {};
   for (const f of files) {

@@ -23,7 +23,6 @@ const run = (command, args) => {
 const runJs = (args) => run(process.execPath, [cliPath, ...args]);
 const runNative = (args) => run(nativeCli, args);
 
-
 function tempDir(t) {
   const dir = mkdtempSync(join(tmpdir(), 'pb-merge-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));

@@ -12,8 +12,6 @@ import { join } from 'node:path';
 import { makeFile, skipWithoutNativeCli } from './helpers/common.mjs';
 import { both } from './helpers/two-trees.mjs';
 
-
-
 // ---- small inputs ----
 
 const Q = 'model.layers.0.self_attn.q_proj';

@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { f32Bytes, makeFile, skipWithoutNativeCli, writePeftAdapterDir } from './helpers/common.mjs';
 import { both } from './helpers/two-trees.mjs';
 
-
 const FORCED = { PB_PROGRESS: 'always', PB_PROGRESS_CLOCK_MS: '2000' };
 const Q = 'model.layers.0.self_attn.q_proj';
 const V = 'model.layers.0.self_attn.v_proj';

@@ -34,7 +34,6 @@ async function withHub(fn) {
   }
 }
 
-
 test('mergeRemote: a sharded Hub repo and a Hub adapter give the native merge, byte for byte', async (t) => {
   if (skipWithoutNativeCli(t)) return;
   await withHub(async (hub, options) => {

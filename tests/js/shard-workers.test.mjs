@@ -31,7 +31,6 @@ async function modelFiles(options) {
 
 const drawn = (stderr) => stderr.split('\r').slice(1).map((l) => l.trimEnd());
 
-
 test('npm CLI --threads N: the files of one thread and of the native CLI, one progress line counting the files', async (t) => {
   if (skipWithoutNativeCli(t)) return;
   const setup = await modelFiles();
