@@ -27,6 +27,7 @@
 
 #include "core/dtype.h"
 #include "core/json.h"
+#include "core/printable.h"
 #include "adapter/adapter_io.h"
 #include "adapter/adapter_report.h"
 #include "adapter/translate.h"
@@ -404,6 +405,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
   function("explainInputError", &ExplainInputError);
   function("cliHelp", +[](const std::string& command) { return std::string(pb::CliHelp(command)); });
   function("version", +[] { return std::string(pb::kVersion); });
+  // What the npm CLI prints passes the native CLI's rule (core/printable.h): no raw control characters.
+  function("terminalSafe", +[](const std::string& text) { return pb::TerminalSafe(text); });
   // Bytes of the heap currently allocated by malloc (not its high-water mark): tests use it to prove that
   // failing calls free everything they allocated.
   // The shared command-line grammar (src/app/command_line.h): a JSON array of arguments in, CommandLineJson out.

@@ -10,6 +10,8 @@
 #include "app/create_report.h"
 #include "app/extract_report.h"
 #include "app/push_target.h"
+#include "app/report.h"
+#include "core/json.h"
 #include "core/utf8.h"
 #include "merge/quantize_plan.h"
 
@@ -150,6 +152,42 @@ const OptionSpec* FindOption(const CommandSpec& spec, std::string_view name, cha
   return nullptr;
 }
 
+// Edit distance (insertions, deletions, substitutions) between two short option names.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The option a mistyped or foreign `--name` most likely meant: the same name in PEFT's or Python's spelling
+// (`--lora-alpha`, `--lora_alpha`, `--target_modules`), else the closest within two edits; nullopt when
+// nothing is that close.
+std::optional<std::string_view> SuggestOption(const CommandSpec& spec, std::string_view name) {
+  if (name.size() > 64) return std::nullopt;
+  std::string plain(name);
+  std::replace(plain.begin(), plain.end(), '_', '-');
+  if (plain.starts_with("lora-")) plain = plain.substr(5);
+  std::optional<std::string_view> best;
+  size_t best_distance = 3;
+  auto consider = [&](const OptionSpec& o) {
+    if (o.name.empty() || o.name == "help") return;
+    const size_t d = o.name == plain ? 0 : EditDistance(plain, o.name);
+    if (d < best_distance) best_distance = d, best = o.name;
+  };
+  for (const auto& o : spec.options) consider(o);
+  for (const auto& o : CommonOptions()) consider(o);
+  return best;
+}
+
 // "a|b|c" as its items.
 std::vector<std::string_view> SplitChoices(std::string_view choices) {
   std::vector<std::string_view> items;
@@ -207,7 +245,13 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
       option = FindOption(spec, {}, a[1]);
       shown = a;
     }
-    if (!option) return usage("unknown option `" + ClipForMessage(a) + "`");
+    if (!option) {
+      std::string message = "unknown option `" + ClipForMessage(a) + "`";
+      if (a[1] == '-')
+        if (auto suggestion = SuggestOption(spec, a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2)))
+          message += " (did you mean `--" + std::string(*suggestion) + "`?)";
+      return usage(message);
+    }
     if (option->name == "help") {
       line.help = true;
       continue;
@@ -296,7 +340,21 @@ std::vector<std::string> CommandLine::Values(std::string_view name) const {
   return it == options.end() ? std::vector<std::string>{} : it->second;
 }
 
+static std::variant<CommandLine, UsageError> ParseArguments(std::span<const std::string> args);
+
 std::variant<CommandLine, UsageError> ParseCommandLine(std::span<const std::string> args) {
+  auto parsed = ParseArguments(args);
+  if (auto* error = std::get_if<UsageError>(&parsed)) {
+    // A script that asked for --json reads stdout as JSON: its usage error is one too.
+    for (const std::string& a : args) {
+      if (a == "--") break;
+      if (a == "--json") error->json = true;
+    }
+  }
+  return parsed;
+}
+
+static std::variant<CommandLine, UsageError> ParseArguments(std::span<const std::string> args) {
   if (args.empty()) return UsageError{"", "missing command"};
   const std::string& first = args[0];
   if (first == "--help" || first == "-h" || first == "help") {
@@ -321,6 +379,11 @@ std::variant<CommandLine, UsageError> ParseCommandLine(std::span<const std::stri
 
 std::string RenderUsageError(const UsageError& error) {
   std::string help = error.command.empty() ? "peft-bridge --help" : "peft-bridge " + error.command + " --help";
+  if (error.json) {
+    auto doc = Json::parse(RenderErrorJson(MakeError(ErrorCode::InvalidArgument, error.message)));
+    doc["usage"] = "run `" + help + "` for usage";
+    return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
   return "error: " + error.message + "\nrun `" + help + "` for usage\n";
 }
 
@@ -338,6 +401,7 @@ std::string CommandLineJson(std::span<const std::string> args) {
   nlohmann::json j;
   if (auto* error = std::get_if<UsageError>(&parsed)) {
     j["usageError"] = RenderUsageError(*error);
+    if (error->json) j["usageErrorJson"] = true;  // printed on stdout, as every --json document
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   const auto& line = std::get<CommandLine>(parsed);

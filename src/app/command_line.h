@@ -36,6 +36,7 @@ struct CommandLine {
 struct UsageError {
   std::string command;  // whose help the hint names ("" for the top level)
   std::string message;
+  bool json = false;    // the arguments ask for --json: the error is a JSON document on stdout
 };
 
 std::variant<CommandLine, UsageError> ParseCommandLine(std::span<const std::string> args);

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "app/printable.h"
+#include "core/printable.h"
 #include "app/size_text.h"
 
 namespace pb::app {

@@ -1,6 +1,6 @@
 #include "app/report.h"
 
-#include "app/printable.h"
+#include "core/printable.h"
 #include "app/size_text.h"
 
 #include "core/writer.h"
@@ -22,7 +22,7 @@ std::map<Dtype, uint64_t> ParametersByDtype(const Header& h) {
   return counts;
 }
 
-using app::Printable;
+using pb::Printable;
 
 std::string ShapeText(std::span<const uint64_t> shape) {
   std::string s = "[";

@@ -16,6 +16,7 @@
 #include "cli/stderr_progress.h"
 #include "app/cli_text.h"
 #include "app/output_policy.h"
+#include "cli/text_output.h"
 
 namespace pb::cli {
 namespace {
@@ -59,7 +60,7 @@ int RunAdapterInfo(const app::CommandLine& line) {
   if (Status s = SupplyAdapterBytes(norms, dir.value()); !s.ok()) return fail(s.error());
   read->delta_norms = norms.norms();
   std::string out = o.json ? adapter::RenderAdapterInfoJson(read.value()) : adapter::RenderAdapterInfoText(read.value());
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  WriteText(stdout, out);
   return 0;
 }
 
@@ -97,7 +98,7 @@ int RunTranslate(const app::CommandLine& line) {
     if (m.to.empty()) dropped.push_back({m.from, m.reason});
   auto warnings = app::CheckDropped("translate", dropped, allow_partial);
   if (!warnings.ok()) return fail(warnings.error());
-  std::fwrite(warnings->data(), 1, warnings->size(), stderr);
+  WriteText(stderr, warnings.value());
   const bool text_out = !o.json && !line.Has("quiet");
   if (!dry_run) {
     const auto& output = result->output;
@@ -113,7 +114,7 @@ int RunTranslate(const app::CommandLine& line) {
     // The plan is told before the work starts; the outcome line follows it.
     if (text_out) {
       std::string plan_text = adapter::RenderTranslatePlanText(result.value(), *to);
-      std::fwrite(plan_text.data(), 1, plan_text.size(), stdout);
+      WriteText(stdout, plan_text);
       std::fflush(stdout);
     }
     // Any return below before Commit succeeds removes the temporary files (and OUT_DIR if it was created).
@@ -144,7 +145,7 @@ int RunTranslate(const app::CommandLine& line) {
   std::string summary = o.json    ? adapter::RenderTranslateJson(result.value(), *to, dry_run)
                         : dry_run ? adapter::RenderTranslateText(result.value(), *to, true)
                                   : adapter::RenderTranslateOutcomeText(result.value());
-  if (o.json || !line.Has("quiet")) std::fwrite(summary.data(), 1, summary.size(), stdout);
+  if (o.json || !line.Has("quiet")) WriteText(stdout, summary);
   return 0;
 }
 

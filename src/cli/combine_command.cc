@@ -12,6 +12,7 @@
 #include "cli/naming_table_files.h"
 #include "cli/output_transaction.h"
 #include "compose/combine_writer.h"
+#include "cli/text_output.h"
 
 namespace pb::cli {
 namespace {
@@ -87,7 +88,7 @@ int RunCombine(const app::CommandLine& line) {
     // The plan is told before the work starts; the outcome follows it.
     if (text_out) {
       std::string text = app::RenderCombinePlanText(report);
-      std::fwrite(text.data(), 1, text.size(), stdout);
+      WriteText(stdout, text);
       std::fflush(stdout);
     }
     auto weights = transaction.value()->Add(output.weights_name);
@@ -109,7 +110,7 @@ int RunCombine(const app::CommandLine& line) {
   // A dry run's plan is all it prints; a combination's plan was printed before the work.
   std::string out = json ? app::RenderCombineJson(report)
                     : dry_run ? app::RenderCombinePlanText(report) : app::RenderCombineOutcomeText(report);
-  if (json || !line.Has("quiet")) std::fwrite(out.data(), 1, out.size(), stdout);
+  if (json || !line.Has("quiet")) WriteText(stdout, out);
   return 0;
 }
 

@@ -30,7 +30,7 @@ Error ExplainInput(Error error, const std::string& path, app::InputRole role);
 // Reports invalid input or an I/O failure (JSON on stdout, or text on stderr); returns 1.
 int ReportFailure(const Error& error, bool json);
 
-// Prints a usage error (one line and a hint) to stderr; returns 2.
-int UsageError(const std::string& command, const std::string& message);
+// Prints a usage error (one line and a hint) to stderr, or under --json a JSON error on stdout; returns 2.
+int UsageError(const app::UsageError& error);
 
 }  // namespace pb::cli

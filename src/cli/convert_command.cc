@@ -10,6 +10,7 @@
 #include "app/cli_text.h"
 #include "convert/convert_stream.h"
 #include "app/report.h"
+#include "cli/text_output.h"
 
 namespace pb::cli {
 namespace {
@@ -61,7 +62,7 @@ int RunConvert(const app::CommandLine& line) {
   const bool quiet = line.Has("quiet");
   if (!json && !quiet) {
     std::string text = RenderConvertText(plan.value(), header.value());
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    WriteText(stdout, text);
     std::fflush(stdout);
   }
   std::string summary = json ? RenderConvertJson(plan.value(), header.value()) : "";
@@ -77,7 +78,7 @@ int RunConvert(const app::CommandLine& line) {
     return fail(status.error());  // the temporary file is removed when `transaction` goes away
   }
   progress.Finish();
-  std::fwrite(summary.data(), 1, summary.size(), stdout);
+  WriteText(stdout, summary);
   return 0;
 }
 

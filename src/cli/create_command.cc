@@ -12,6 +12,7 @@
 #include "cli/output_transaction.h"
 #include "cli/stderr_progress.h"
 #include "compose/create_writer.h"
+#include "cli/text_output.h"
 
 namespace pb::cli {
 
@@ -54,7 +55,7 @@ int RunCreate(const app::CommandLine& line) {
     // The plan is told before the work starts; the outcome line follows it.
     if (!json && !quiet) {
       std::string text = app::RenderCreatePlanText(plan.value(), false);
-      std::fwrite(text.data(), 1, text.size(), stdout);
+      WriteText(stdout, text);
       std::fflush(stdout);
     }
     // DoRA: the targeted weights, streamed through the magnitude pass (progress counts their bytes; without
@@ -96,7 +97,7 @@ int RunCreate(const app::CommandLine& line) {
   std::string summary = json      ? app::RenderCreateJson(plan.value(), dry_run)
                         : dry_run ? app::RenderCreatePlanText(plan.value(), true)
                                   : app::RenderCreateOutcomeText(plan.value());
-  if (json || !quiet) std::fwrite(summary.data(), 1, summary.size(), stdout);
+  if (json || !quiet) WriteText(stdout, summary);
   return 0;
 }
 

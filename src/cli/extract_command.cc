@@ -13,6 +13,7 @@
 #include "cli/output_transaction.h"
 #include "cli/stderr_progress.h"
 #include "compose/extract_job.h"
+#include "cli/text_output.h"
 
 namespace pb::cli {
 namespace {
@@ -58,7 +59,7 @@ int RunExtract(const app::CommandLine& line) {
   if (Status s = app::CheckInputLinks("extract", inputs, flags); !s.ok()) return fail(s.error());
   if (dry_run) {
     std::string summary = json ? app::RenderExtractJson(plan.value(), nullptr) : app::RenderExtractPlanText(plan.value(), true);
-    if (json || !quiet) std::fwrite(summary.data(), 1, summary.size(), stdout);
+    if (json || !quiet) WriteText(stdout, summary);
     return 0;
   }
   const std::vector<std::string> names{std::string(compose::kExtractWeightsName), std::string(compose::kExtractConfigName)};
@@ -68,7 +69,7 @@ int RunExtract(const app::CommandLine& line) {
   if (!transaction.ok()) return fail(transaction.error());
   if (!json && !quiet) {
     std::string text = app::RenderExtractPlanText(plan.value(), false);
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    WriteText(stdout, text);
     std::fflush(stdout);
   }
   auto weights = transaction.value()->Add(std::string(compose::kExtractWeightsName));
@@ -106,7 +107,7 @@ int RunExtract(const app::CommandLine& line) {
   if (Status s = transaction.value()->Commit(); !s.ok()) return fail(s.error());
   std::string summary = json ? app::RenderExtractJson(plan.value(), &outcome.value())
                              : app::RenderExtractOutcomeText(plan.value(), outcome.value());
-  if (json || !quiet) std::fwrite(summary.data(), 1, summary.size(), stdout);
+  if (json || !quiet) WriteText(stdout, summary);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include "app/cli_text.h"
 #include "app/input_hint.h"
 #include "app/report.h"
+#include "cli/text_output.h"
 
 namespace pb::cli {
 
@@ -21,7 +22,7 @@ int RunInspect(const app::CommandLine& line) {
     if (app::NamesRemoteModel(address.value())) {
       auto out = InspectRemoteModel(address.value(), json);
       if (!out.ok()) return fail(out.error());
-      std::fwrite(out->data(), 1, out->size(), stdout);
+      WriteText(stdout, out.value());
       return 0;
     }
   }
@@ -34,7 +35,7 @@ int RunInspect(const app::CommandLine& line) {
   if (!header.ok() && IsRemoteAddress(positional[0])) return fail(header.error());
   if (!header.ok()) return fail(ExplainInput(header.error(), positional[0], app::InputRole::kTensorFile));
   std::string out = json ? RenderInspectJson(header.value()) : RenderInspectText(header.value());
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  WriteText(stdout, out);
   return 0;
 }
 

@@ -11,12 +11,12 @@
 #include "app/cli_text.h"
 #include "app/command_line.h"
 #include "app/report.h"
+#include "cli/text_output.h"
 
 namespace pb::cli {
 
-int UsageError(const std::string& command, const std::string& message) {
-  std::string text = app::RenderUsageError({command, message});
-  std::fwrite(text.data(), 1, text.size(), stderr);
+int UsageError(const app::UsageError& error) {
+  WriteText(error.json ? stdout : stderr, app::RenderUsageError(error));
   return 2;
 }
 
@@ -26,7 +26,7 @@ Error ExplainInput(Error error, const std::string& path, app::InputRole role) {
 
 int ReportFailure(const Error& error, bool json) {
   std::string out = json ? RenderErrorJson(error) : RenderErrorText(error);
-  std::fwrite(out.data(), 1, out.size(), json ? stdout : stderr);
+  WriteText(json ? stdout : stderr, out);
   return 1;
 }
 
@@ -57,9 +57,9 @@ int main(int argc, char** argv) {
 namespace {
 
 int Run(const std::vector<std::string>& args) {
-  auto print = [](std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); };
+  auto print = [](std::string_view text) { pb::cli::WriteText(stdout, text); };
   auto parsed = pb::app::ParseCommandLine(args);
-  if (auto* usage = std::get_if<pb::app::UsageError>(&parsed)) return pb::cli::UsageError(usage->command, usage->message);
+  if (auto* usage = std::get_if<pb::app::UsageError>(&parsed)) return pb::cli::UsageError(*usage);
   const auto& line = std::get<pb::app::CommandLine>(parsed);
   if (line.help) {
     print(pb::CliHelp(line.command));

@@ -37,6 +37,7 @@
 #include "merge/quantize_plan.h"
 #include "app/merge_report.h"
 #include "merge/model_index.h"
+#include "cli/text_output.h"
 
 namespace pb::cli {
 namespace {
@@ -333,8 +334,8 @@ int RunMerge(const app::CommandLine& line) {
   for (const auto& r : read->adapter.rejected) dropped.push_back({r.name, r.reason});
   auto warnings = app::CheckDropped(command, dropped, allow_partial);
   if (!warnings.ok()) return fail(warnings.error());
-  std::fwrite(warnings->data(), 1, warnings->size(), stderr);
-  std::fwrite(extra.warnings.data(), 1, extra.warnings.size(), stderr);
+  WriteText(stderr, warnings.value());
+  WriteText(stderr, extra.warnings);
   std::vector<merge::QuantError> quant_errors;
   auto summary_of = [&](double seconds, uint64_t peak_memory) {
     return merge::MergeSummary{&plan.value(), &read.value(), source_total, seconds, peak_memory, dry_run, unmerge, extra.copy,
@@ -349,7 +350,7 @@ int RunMerge(const app::CommandLine& line) {
     // The plan is told before the work starts; the outcome line follows it.
     if (!json && !line.Has("quiet")) {
       std::string plan_text = merge::RenderMergePlanText(summary_of(0, 0));
-      std::fwrite(plan_text.data(), 1, plan_text.size(), stdout);
+      WriteText(stdout, plan_text);
       std::fflush(stdout);
     }
     // Every output is written under a temporary name; any failure before Commit succeeds removes them all.
@@ -405,7 +406,7 @@ int RunMerge(const app::CommandLine& line) {
   // A dry run's plan is all it prints; a merge's plan was printed before the work.
   std::string out = json ? merge::RenderMergeJson(summary)
                     : dry_run ? merge::RenderMergePlanText(summary) : merge::RenderMergeOutcomeText(summary);
-  if (json || !line.Has("quiet")) std::fwrite(out.data(), 1, out.size(), stdout);
+  if (json || !line.Has("quiet")) WriteText(stdout, out);
   return 0;
 }
 

@@ -25,6 +25,7 @@
 #include "cli/commands.h"
 #include "cli/http_source.h"
 #include "cli/output_transaction.h"
+#include "cli/text_output.h"
 
 namespace pb::cli {
 namespace {
@@ -318,7 +319,7 @@ int RunPush(const app::CommandLine& line) {
   if (!outcome.ok()) return ReportFailure(outcome.error(), false);  // on stderr: stdout holds the command's summary
   if (!line.Has("quiet")) {
     std::string text = app::RenderPushOutcome(outcome.value());
-    std::fwrite(text.data(), 1, text.size(), stderr);
+    WriteText(stderr, text);
   }
   return 0;
 }

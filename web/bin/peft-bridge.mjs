@@ -18,7 +18,7 @@ import { pushOutputs } from '../src/cli/push-command.js';
 async function main(args) {
   const line = parseCommandLine(args);
   if (line.usageError) {
-    await err(line.usageError);
+    await (line.usageErrorJson ? out : err)(line.usageError);
     return 2;
   }
   if (line.help) {

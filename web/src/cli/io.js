@@ -20,8 +20,10 @@ export const write = (stream, text) =>
       resolve();
     }),
   );
-export const out = (text) => write(process.stdout, text);
-export const err = (text) => write(process.stderr, text);
+// Every text and JSON document printed passes the core's terminal rule (core/printable.h), as in the native CLI:
+// a name or message from a file cannot send escape sequences to the user's terminal.
+export const out = (text) => write(process.stdout, module.terminalSafe(text));
+export const err = (text) => write(process.stderr, module.terminalSafe(text));
 
 // The command line as the shared grammar parsed it (src/app/command_line.cc): {command, help, version,
 // positional, options: {name: [values]}} or {usageError: text}.
