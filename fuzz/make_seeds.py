@@ -227,6 +227,20 @@ def reader_seeds():
     long_name = b'{"base_model.model.' + rep(200000, "a") + b'.lora_A.weight":{"dtype":"F32","shape":[1,1],"data_offsets":[0,4]}}'
     yield "huge_long_name", parts(b"\x01\x00\x00", struct.pack("<Q", 200000 + len(long_name) - len(rep(200000, "a"))) + long_name + b"\0\0\0\0", cfg)
     yield "huge_deep_config", parts(b"\x01\x00\x00", peft, b'{"peft_type":"LORA","x":' + rep(100000, "[") + rep(100000, "]") + b"}")
+    # Sizes the file declares but does not back: zero-size factors of rank 2^62, r = 40,000 on a 4 x 4 module,
+    # 0-D and empty llama.cpp factors, and head counts whose products wrap (2^63, 3 * 6148914691236517206 = 2).
+    zero = safetensors([("base_model.model." + m + "q_proj.lora_A.weight", "F32", [1 << 62, 0]),
+                        ("base_model.model." + m + "q_proj.lora_B.weight", "F32", [0, 1 << 62])])
+    yield "zero_size_factors_rank_2_62", parts(b"\x01\x00\x00", zero, js(dict(PEFT_CONFIG, r=1)))
+    wide_header = safetensors([("base_model.model." + m + "q_proj.lora_A.weight", "F16", [40000, 4]),
+                               ("base_model.model." + m + "q_proj.lora_B.weight", "F16", [4, 40000])])[:-640000]
+    wide = wide_header + rep(320000, QUARTER["F16"])  # compactly: the 640,000 data bytes as one repetition
+    yield "rank_40000_on_4x4", parts(b"\x01\x00\x00", wide, js(dict(PEFT_CONFIG, r=40000, target_modules=["q_proj"])))
+    flat = safetensors([("blk.0.attn_q.weight.lora_a", "F32", []), ("blk.0.attn_q.weight.lora_b", "F32", [0, 4]),
+                        ("blk.0.attn_k.weight.lora_a", "F32", [4, 8]), ("blk.0.attn_k.weight.lora_b", "F32", [8, 4])])
+    for name, heads in (("2_63", 1 << 63), ("wrap_3n", 6148914691236517206)):
+        wrap = ('{"model_type":"llama","num_attention_heads":%d,"num_key_value_heads":%d,"hidden_size":8}' % (heads, heads)).encode()
+        yield "gguf_names_0d_heads_" + name, parts(b"\x04\x1a\x00", flat, b"", wrap)
 
 
 def gguf(keys, tensors, alignment=32, version=3):

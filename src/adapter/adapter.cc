@@ -8,12 +8,6 @@ namespace pb::adapter {
 
 namespace {
 
-std::string ShapeText(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 struct RoleSuffix {
   PeftRole role;
   std::string_view suffix;
@@ -34,6 +28,12 @@ Error Mismatch(const std::string& module, const std::string& what) {
 }
 
 }  // namespace
+
+std::string ShapeText(const std::vector<uint64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
 
 uint64_t Tensor::element_count() const {
   uint64_t n = 1;
@@ -175,6 +175,13 @@ Result<std::vector<LoraModule>> AssembleModules(std::vector<RoleTensor> tensors,
       return Mismatch(m.path, "has no lora_B (or lora_embedding_B) tensor");
     const auto& as = m.a.shape;
     const auto& bs = m.b.shape;
+    // A factor with a zero-size dimension holds no element, so no byte of the file backs the rank or the
+    // features it declares (PEFT creates none: r and the features are at least 1); taken, such a shape would
+    // size work and memory by numbers the file never paid for (r = 2^62 of [2^62, 0]).
+    for (const auto* f : {&m.a, &m.b})
+      if (std::find(f->shape.begin(), f->shape.end(), 0) != f->shape.end())
+        return Mismatch(m.path, std::string(f == &m.a ? "lora_A " : "lora_B ") + ShapeText(f->shape) +
+                                    " has a zero-size dimension; a LoRA factor has r >= 1 rows and columns");
     if (m.shape == LoraShape::kEmbedding) {
       if (as.size() != 2 || bs.size() != 2)
         return Mismatch(m.path, "embedding factors must be 2-D, found A " + ShapeText(as) + " and B " + ShapeText(bs));

@@ -32,6 +32,9 @@ struct Tensor {
   bool held() const { return !ref.has_value(); }
 };
 
+// A shape as messages print it: "[4096, 16]", "[]" for a scalar.
+std::string ShapeText(const std::vector<uint64_t>& shape);
+
 // The shape family of a LoRA module, read from its factors (the base layer type is the architecture's
 // business, see naming_tables.h ModuleKind).
 enum class LoraShape {

@@ -22,12 +22,6 @@ Json ShapeJson(const std::vector<uint64_t>& shape) {
   return a;
 }
 
-std::string ShapeText(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // Four significant digits, for human-facing summaries (the JSON keeps full precision).
 std::string ShortNumber(double v) {
   char buf[32];

@@ -71,7 +71,10 @@ Result<std::vector<uint64_t>> GgufRowOrder(const RowPermutation& permutation, ui
       // head count for k when the config has one. Within each head, the first and second halves of the rows
       // are interleaved: row h*d + 2j + t comes from h*d + t*d/2 + j.
       uint64_t n = permutation.heads == HeadCountField::kKeyValueHeads && kv_heads ? kv_heads : heads;
-      if (n == 0 || rows % (2 * n)) return bad(std::to_string(n) + " heads of an even size do not divide them");
+      // Every product and sum of head counts is bounded by `rows` before it is formed (a count of 2^63 would
+      // wrap), so the checks divide instead of multiplying.
+      if (n == 0 || (rows && (n > rows / 2 || rows % n || (rows / n) % 2)))
+        return bad(std::to_string(n) + " heads of an even size do not divide them");
       uint64_t d = rows / n, half = d / 2;
       order.resize(rows);
       for (uint64_t h = 0; h < n; ++h)
@@ -85,7 +88,8 @@ Result<std::vector<uint64_t>> GgufRowOrder(const RowPermutation& permutation, ui
       uint64_t n = heads, kv = kv_heads ? kv_heads : 1;
       if (n == 0 || n % kv)
         return bad(std::to_string(n) + " heads are not a multiple of " + std::to_string(kv) + " KV heads");
-      if (rows % (n + 2 * kv)) return bad("not (heads + 2 * kv_heads) rows of a common head size");
+      if (rows && (n > rows || kv > (rows - n) / 2 || rows % (n + 2 * kv)))
+        return bad("not (heads + 2 * kv_heads) rows of a common head size");
       uint64_t d = rows / (n + 2 * kv), g = n / kv;
       order.reserve(rows);
       for (uint64_t j = 0; j < kv; ++j)  // q heads of group j
@@ -98,7 +102,7 @@ Result<std::vector<uint64_t>> GgufRowOrder(const RowPermutation& permutation, ui
     case RowPermutationKind::kGptNeoxQkv: {
       // GPTNeoXModel: rows [heads, 3, d] (q, k, v per head) become [3, heads, d].
       uint64_t n = heads;
-      if (n == 0 || rows % (3 * n)) return bad("not 3 * " + std::to_string(n) + " heads of a common size");
+      if (n == 0 || (rows && (n > rows / 3 || rows % (3 * n)))) return bad("not 3 * " + std::to_string(n) + " heads of a common size");
       uint64_t d = rows / (3 * n);
       order.reserve(rows);
       for (uint64_t t = 0; t < 3; ++t)

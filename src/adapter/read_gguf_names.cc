@@ -72,6 +72,12 @@ Result<ReadResult> ReadLlamaCppLayout(ReadState& state, const LlamaCppFile& file
       continue;
     }
     Tensor t = std::move(loaded.value());
+    // llama.cpp's loader takes 2-D factors only (A [in, r], B [r, out] in ggml's order); anything else, a scalar
+    // or an empty factor included, is no LoRA tensor it could apply.
+    if (t.shape.size() != 2 || t.shape[0] == 0 || t.shape[1] == 0) {
+      state.Reject(name, "a llama.cpp LoRA factor is 2-D and non-empty; this one is " + ShapeText(t.shape));
+      continue;
+    }
     std::string action = "copy";
     if (embedding && is_a) {
       PB_ASSIGN_OR_RETURN(auto tr, Transpose2D(t));

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "adapter/adapter.h"
 #include "adapter/lora_config.h"
 #include "compose/model_modules.h"
 #include "compose/option_text.h"
@@ -16,6 +17,8 @@
 
 namespace pb::compose {
 namespace {
+
+using adapter::ShapeText;
 
 using adapter::ModuleKind;
 
@@ -32,12 +35,6 @@ ModelTensor TensorOf(size_t shard, const Header& h, size_t index) {
   m.begin = h.data_start() + t.begin;
   m.end = h.data_start() + t.end;
   return m;
-}
-
-std::string ShapeText(const std::vector<uint64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
 }
 
 std::optional<std::string> TaskTypeOf(const std::optional<std::string>& config) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "adapter/adapter.h"
 #include "adapter/tensor_fetch.h"
 #include "compose/combine_math.h"
 #include "compose/float_values.h"
@@ -12,13 +13,9 @@
 namespace pb::compose {
 namespace {
 
-Error Invalid(std::string message) { return MakeError(ErrorCode::InvalidArgument, std::move(message)); }
+using adapter::ShapeText;
 
-std::string ShapeText(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
+Error Invalid(std::string message) { return MakeError(ErrorCode::InvalidArgument, std::move(message)); }
 
 uint64_t Product(const std::vector<uint64_t>& shape, size_t from = 0) {
   uint64_t n = 1;

@@ -528,4 +528,39 @@ TEST(GgufAdapterRead, TensorsOfOtherGgmlTypesAreRejectedWithTheReason) {
 
 }  // namespace
 }  // namespace adapter
+
+// A .gguf adapter whose factors are 0-D (no dims at all) or empty: once a native SIGSEGV. Each is a rejected
+// tensor, named with its shape; with --strict the read fails with the same words.
+TEST(GgufAdapterRead, ZeroDimensionalAndEmptyFactorsAreRejectedTensors) {
+  auto adapter = [](std::vector<uint64_t> ne_a, std::vector<uint64_t> ne_b) {
+    Builder b;
+    b.Head(2, 4).KeyString("general.type", "adapter").KeyString("adapter.type", "lora");
+    b.KeyString("general.architecture", "llama").Str("adapter.lora.alpha").Put<uint32_t>(6).Put<float>(8.0f);
+    auto bytes_of = [](const std::vector<uint64_t>& ne) {
+      uint64_t n = 4;
+      for (uint64_t d : ne) n *= d;
+      return n;
+    };
+    const uint64_t b_offset = (bytes_of(ne_a) + 31) / 32 * 32;
+    b.Tensor("blk.0.attn_v.weight.lora_a", ne_a, 0, 0).Tensor("blk.0.attn_v.weight.lora_b", ne_b, 0, b_offset).PadTo(32);
+    b.Zeros(b_offset + bytes_of(ne_b));
+    return b.bytes;
+  };
+  for (const auto& [ne_a, ne_b] : std::vector<std::pair<std::vector<uint64_t>, std::vector<uint64_t>>>{
+           {{}, {}}, {{}, {2, 4}}, {{2, 0}, {2, 4}}}) {
+    const Bytes file = adapter(ne_a, ne_b);
+    adapter::AdapterSource source{"adapter_model.gguf", file, std::nullopt, std::nullopt};
+    auto r = adapter::ReadAdapter(source, {});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_TRUE(r->adapter.modules.empty());
+    ASSERT_FALSE(r->adapter.rejected.empty());
+    EXPECT_NE(r->adapter.rejected[0].reason.find("a llama.cpp LoRA factor is 2-D and non-empty; this one is ["),
+              std::string::npos)
+        << r->adapter.rejected[0].reason;
+    adapter::ReadOptions strict;
+    strict.strict = true;
+    EXPECT_FALSE(adapter::ReadAdapter(source, strict).ok());
+  }
+}
+
 }  // namespace pb
