@@ -177,7 +177,7 @@ Combined FromSvd(const linalg::Svd& svd, double total_energy, size_t out_rows, s
 
 // The SVD methods that prune full deltas: Δᵢ = sᵢ·Bᵢ·Aᵢ formed, merged elementwise with the weights wᵢ, then
 // truncated.
-Combined DenseSvd(const std::vector<Term>& terms, const ModuleMath& math) {
+Result<Combined> DenseSvd(const std::vector<Term>& terms, const ModuleMath& math) {
   const size_t out_rows = terms.front().b.rows(), in_cols = terms.front().a.cols();
   std::vector<std::vector<double>> deltas;
   std::vector<double> v;
@@ -192,6 +192,7 @@ Combined DenseSvd(const std::vector<Term>& terms, const ModuleMath& math) {
                         : math.method == CombineMethod::kDareTiesSvd    ? CombineMethod::kDareTies
                                                                         : CombineMethod::kMagnitudePrune;
   Matrix merged = FromFlat(MergeTaskTensors(std::move(deltas), v, inner, math, 2, Rounding{}), out_rows, in_cols);
+  PB_RETURN_IF_ERROR(RequireFinite(merged, Dtype::F64, "the weighted deltas"));  // before an SVD of Inf or NaN
   double energy = 0;
   for (double x : merged.data()) energy += x * x;
   return FromSvd(TruncatedSvd(merged, math.rank, math.seed ^ (math.module_index * 0x9E3779B97F4A7C15ull)), energy,
@@ -221,6 +222,9 @@ Result<Combined> CombineModule(const std::vector<Term>& terms, const ModuleMath&
   if (math.method == CombineMethod::kSvd) {
     Matrix a, b;
     CatForm(terms, false, a, b);
+    // Weights can overflow float64 itself (1e308 × a factor): refused here, before an SVD of Inf or NaN.
+    PB_RETURN_IF_ERROR(RequireFinite(a, Dtype::F64, "the weighted factors"));
+    PB_RETURN_IF_ERROR(RequireFinite(b, Dtype::F64, "the weighted factors"));
     linalg::Svd svd = linalg::LowRankSvd(b, a);
     double energy = 0;
     for (double s : svd.s) energy += s * s;
@@ -258,12 +262,31 @@ Matrix Stacked(const Matrix& p, const Matrix& q) {
   return out;
 }
 
+// ‖x·y − s·b·a‖ / ‖x·y‖ with both products formed: out × in values.
+double DenseRelativeError(const Matrix& x, const Matrix& y, const Matrix& b, const Matrix& a, double runtime_scale) {
+  const Matrix exact = linalg::Multiply(x, y), written = linalg::Multiply(b, a);
+  double exact2 = 0, diff2 = 0, written2 = 0;
+  for (size_t i = 0; i < exact.data().size(); ++i) {
+    const double e = exact.data()[i], w = runtime_scale * written.data()[i];
+    exact2 += e * e;
+    written2 += w * w;
+    diff2 += (e - w) * (e - w);
+  }
+  if (exact2 <= 0) return written2 > 0 ? 1.0 : 0.0;
+  return std::sqrt(diff2 / exact2);
+}
+
 }  // namespace
 
 double RelativeError(const std::vector<Term>& terms, const Matrix& a, const Matrix& b, double runtime_scale,
                      bool cat_form) {
   Matrix x, y;  // the exact Σ cᵢ·Bᵢ·Aᵢ = x·y (x: out × Σr, y: Σr × in)
   CatForm(terms, false, y, x);
+  // The routes below hold matrices of (Σr + rank)² values. Once that is more than a million and more than ΔW's
+  // out × in (ranks above the module's features), ΔW is the smaller object: the difference is formed densely,
+  // so memory never exceeds the factors' own size.
+  const uint64_t k_all = x.cols() + b.cols(), cells = static_cast<uint64_t>(x.rows()) * y.cols();
+  if (k_all > 1024 && k_all > cells / k_all) return DenseRelativeError(x, y, b, a, runtime_scale);
   const double exact2 = ProductNorm2(x, y);
   if (exact2 <= 0) return ProductNorm2(b, a) > 0 ? 1.0 : 0.0;
   const size_t k = x.cols();

@@ -86,6 +86,8 @@ Status CombineWriter::Compute(size_t item) {
     // The error of what is written: the factors rounded to the output dtype, applied as PEFT applies them.
     RoundAll(combined->a, plan_.dtype);
     RoundAll(combined->b, plan_.dtype);
+    PB_RETURN_IF_ERROR(RequireFinite(combined->a, plan_.dtype, pm.path));
+    PB_RETURN_IF_ERROR(RequireFinite(combined->b, plan_.dtype, pm.path));
     const bool cat_form = math.method == CombineMethod::kCat ||
                           (math.method == CombineMethod::kLinear && !CombinesFactorsSeparately(math.method, math.peft_compat));
     outcomes_[item] = {RelativeError(terms, combined->a, combined->b, plan_.runtime_scale, cat_form), combined->kept_energy};
@@ -105,6 +107,8 @@ Status CombineWriter::Compute(size_t item) {
       else
         for (size_t k = 0; k < m.data().size(); ++k) sum->data()[k] += m.data()[k];
     }
+    RoundAll(*sum, dtype);
+    PB_RETURN_IF_ERROR(RequireFinite(*sum, dtype, pe.key));
     held_[pe.tensor] = BytesOf(*sum, dtype);
   }
   for (auto& f : fetch_) f.Release();

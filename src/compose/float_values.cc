@@ -1,5 +1,7 @@
 #include "compose/float_values.h"
 
+#include <cmath>
+
 #include "kernels/convert_scalar.h"
 
 namespace pb::compose {
@@ -59,6 +61,15 @@ std::vector<uint8_t> BytesOf(const linalg::Matrix& m, Dtype dtype) {
 
 void RoundAll(linalg::Matrix& m, Dtype dtype) {
   for (double& v : m.data()) v = RoundTo(dtype, v);
+}
+
+Status RequireFinite(const linalg::Matrix& m, Dtype dtype, const std::string& what) {
+  for (double v : m.data())
+    if (!std::isfinite(v))
+      return MakeError(ErrorCode::InvalidArgument,
+                       what + ": the result has " + (std::isnan(v) ? "NaN" : "infinite") + " values in " +
+                           std::string(DtypeName(dtype)) + " (a weight too large for it, or an input that holds such values); nothing was written");
+  return Status::Ok();
 }
 
 }  // namespace pb::compose

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "adapter/adapter.h"
@@ -28,5 +29,9 @@ std::vector<uint8_t> BytesOf(const linalg::Matrix& m, Dtype dtype);
 
 // Every value of `m` replaced by RoundTo(dtype, value).
 void RoundAll(linalg::Matrix& m, Dtype dtype);
+
+// InvalidArgument naming `what` and the dtype when a value of `m` is Inf or NaN: a result that overflowed the
+// dtype it is written in (weights of 1e308, say) is refused, never written.
+Status RequireFinite(const linalg::Matrix& m, Dtype dtype, const std::string& what);
 
 }  // namespace pb::compose
