@@ -50,10 +50,15 @@ Result<AdapterFormat> DetectFormat(const Header& header, const std::optional<std
 
 namespace {
 
-// The NFA simulation one read may take (RegexWorkLimit): far above real configs (a few hundred steps per
-// module and regex pattern; 50,000 literal rank_pattern keys over 200 modules need none), 0.1 s natively
-// and 2 s in the instrumented fuzz build, so a hostile config cannot hold a tab or a worker for minutes.
+// The NFA simulation one read may take (RegexWorkLimit): a fixed 2^22 steps (0.1 s natively), far above what a
+// small adapter's patterns need, plus 16 steps per byte of the tensor names the patterns are matched against.
+// Matching is linear in a name's length (each character moves the few live threads of the patterns PEFT users
+// write), so a real adapter's work grows with its names and the allowance grows with it: size alone never
+// refuses an adapter (89,088 MoE tensor names against `.*\.(gate_proj|up_proj|down_proj)$`), while a hostile
+// config, whose cost grows with its pattern count instead, still ends in a precise error in bounded time.
 constexpr uint64_t kRegexStepsPerRead = uint64_t{1} << 22;
+constexpr uint64_t kRegexStepsPerNameByte = 16;
+uint64_t RegexStepsFor(uint64_t name_bytes) { return kRegexStepsPerRead + kRegexStepsPerNameByte * name_bytes; }
 
 Result<ReadResult> ReadAs(AdapterFormat format, ReadState& state) {
   switch (format) {
@@ -85,7 +90,9 @@ Result<ReadResult> ReadGgufAdapter(const AdapterSource& source, const ReadOption
   const gguf::GgufFile& file = source.gguf ? *source.gguf : *parsed;
   ReadState state{source, options, internal::TablesOf(options.tables), Header(), {}, {}, {}, {}, {}};
   state.result.adapter.source_format = std::string(FormatName(AdapterFormat::kGguf));
-  RegexWorkLimit limit(kRegexStepsPerRead);
+  uint64_t name_bytes = 0;
+  for (const auto& t : file.tensors) name_bytes += t.name.size();
+  RegexWorkLimit limit(RegexStepsFor(name_bytes));
   Result<ReadResult> read = internal::ReadGguf(state, file);
   if (limit.exceeded())
     return MakeError(ErrorCode::InvalidConfig, source.weights_name + ": matching the module patterns of its " +
@@ -134,7 +141,9 @@ Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& o
     }
   }
   state.result.adapter.source_format = std::string(FormatName(format));
-  RegexWorkLimit limit(kRegexStepsPerRead);
+  uint64_t name_bytes = 0;
+  for (size_t i = 0; i < state.header.tensor_count(); ++i) name_bytes += state.header.tensor(i).name.size();
+  RegexWorkLimit limit(RegexStepsFor(name_bytes));
   Result<ReadResult> read = ReadAs(format, state);
   if (limit.exceeded())
     return MakeError(ErrorCode::InvalidConfig,
