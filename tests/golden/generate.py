@@ -27,10 +27,13 @@ if os.environ.get("PYTHONHASHSEED") != "0":
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# The corpus's reference logits (logits.safetensors) were computed with torch's AVX2 kernels. On a CPU with
-# AVX-512 torch, MKL and oneDNN pick other kernels whose sums round differently (2026-12-03: 321 of 504 adapter
-# routes off by 3e-7 in f32 and 0.005 in bf16, tensors identical), so every live check pins the ISA to AVX2:
-# the same bits on any x86-64 machine with AVX2. Set before torch is imported; subprocesses inherit it.
+# The corpus's logits (logits.safetensors) were computed with torch's AVX2 kernels. On a CPU with AVX-512 torch,
+# MKL and oneDNN pick other kernels whose sums round differently (2026-12-03: 321 of 504 adapter routes off by
+# 3e-7 in f32 and 0.005 in bf16, tensors identical), so the generator and the live checks pin the ISA to AVX2
+# where they can: a rerun of the generator on an AVX2 machine writes the same bytes. The pin is no guarantee
+# (another CPU, another BLAS build, no AVX2 at all): no live check compares the stored logits bit for bit with
+# ones computed now; each computes its reference in its own process (tests/golden/README.md). Set before torch
+# is imported; subprocesses inherit it.
 for _isa_var, _isa in (("ATEN_CPU_CAPABILITY", "avx2"), ("MKL_ENABLE_INSTRUCTIONS", "AVX2"),
                        ("ONEDNN_MAX_CPU_ISA", "AVX2")):
     os.environ.setdefault(_isa_var, _isa)

@@ -80,7 +80,7 @@ def tensors_equal(a, b):
         x, y = a[k], b[k]
         if x.dtype != y.dtype or x.shape != y.shape:
             return f"{k}: {y.dtype}{list(y.shape)} vs {x.dtype}{list(x.shape)}"
-        if not torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8)):
+        if not torch.equal(x.reshape(-1).view(torch.uint8), y.reshape(-1).view(torch.uint8)):  # 0-dim too
             return f"{k}: values differ (max |Δ| {(x.float() - y.float()).abs().max().item():.3g})"
     return None
 
