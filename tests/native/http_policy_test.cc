@@ -679,7 +679,7 @@ TEST(HttpPolicy, TotalDeadlineBoundsTheWholeRead) {
   for (int64_t t = 100; t < 1000; t += 100) q.OnBody(t, 1);
   EXPECT_EQ(q.deadline_ms(), 1000);
   q.OnTimer(1000);
-  EXPECT_EQ(FailMessage(q, 1000), "cannot read `hf://o/r/model.safetensors`: the read did not finish within 2000 ms (PB_HTTP_TOTAL_MS)");
+  EXPECT_EQ(FailMessage(q, 1000), "cannot read `hf://o/r/model.safetensors`: the read did not finish within 1000 ms (PB_HTTP_TOTAL_MS)");
 }
 
 TEST(HttpPolicy, MinimumRatePerWindow) {
