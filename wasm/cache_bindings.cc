@@ -7,6 +7,7 @@
 // window, in order.
 #include <emscripten/bind.h>
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -158,8 +159,33 @@ Result<std::vector<compose::ServedFactors>> TermFactors(const nlohmann::json& j,
   return factors;
 }
 
+// The composition limits from the cache's options: a value <= 0 keeps the core's default.
+compose::CompositionLimits LimitsOf(double terms, double rank, double bytes) {
+  compose::CompositionLimits l;
+  if (terms > 0) l.max_terms = static_cast<uint64_t>(terms);
+  if (rank > 0) l.max_rank = static_cast<uint64_t>(rank);
+  if (bytes > 0) l.max_bytes = static_cast<uint64_t>(bytes);
+  return l;
+}
+
+// {maxTerms, maxRank, maxComposeBytes}: the limits a cache created with these options applies.
+std::string CompositionLimitsJson(double terms, double rank, double bytes) {
+  auto l = LimitsOf(terms, rank, bytes);
+  return nlohmann::json{{"maxTerms", l.max_terms}, {"maxRank", l.max_rank}, {"maxComposeBytes", l.max_bytes}}.dump();
+}
+
 class ServingMath : public Handle {
  public:
+  void setLimits(double terms, double rank, double bytes) { limits_ = LimitsOf(terms, rank, bytes); }
+
+  // False (error set) when a composition of `terms` adapters is refused (CheckCompositionTerms): a caller checks
+  // it before reading anything.
+  bool checkTerms(double terms) {
+    if (Status s = compose::CheckCompositionTerms(static_cast<uint64_t>(std::max(0.0, terms)), limits_); !s.ok())
+      return Fail(s.error());
+    return true;
+  }
+
   // Output chunks: A (tensor 0), B (tensor 1) of the cat form in `dtype`.
   // `rank`: 0 for Σrᵢ, or the rank to pad to (ComposeCat).
   bool compose(size_t n, const std::string& terms_json, const std::string& dtype, double rank) {
@@ -174,7 +200,7 @@ class ServingMath : public Handle {
     auto factors = TermFactors(j.value(), *bytes, terms, rest);
     if (!factors.ok()) return Fail(factors.error());
     for (size_t i = 0; i < terms.size(); ++i) terms[i].factors = &factors.value()[i];  // after the vector settled
-    auto out = compose::ComposeCat(terms, *d, static_cast<uint64_t>(rank));
+    auto out = compose::ComposeCat(terms, *d, static_cast<uint64_t>(rank), limits_);
     if (!out.ok()) return Fail(out.error());
     return Check(chunks_.Add(0, 0, out->a)) && Check(chunks_.Add(1, 0, out->b));
   }
@@ -211,6 +237,9 @@ class ServingMath : public Handle {
     if (!out.ok()) return Fail(out.error());
     return Check(chunks_.Add(0, 0, out.value()));
   }
+
+ private:
+  compose::CompositionLimits limits_;
 };
 
 // The PEFT adapter a composition is served as (examples/adapter-router): combine's own plan of `--method cat` over
@@ -219,12 +248,14 @@ class ServingMath : public Handle {
 class ComposeLayout : public Handle {
  public:
   void add(const ServedAdapter& a) { inputs_.push_back({a.label(), &a.adapter()}); }
+  void setLimits(double terms, double rank, double bytes) { limits_ = LimitsOf(terms, rank, bytes); }
 
   // options: CombineOptionsFromJson's ({"weights": [...], "dtype": ...}; the method is cat). Returns
   // {"config", "size" (of the weights file), "weightsName", "order", "metadata", "rank", "tensors": [{name, dtype,
   // shape, module, factor: "A"|"B"}]}, or """"
   // (error set). modules_to_save copies are refused: the cache serves LoRA factors only.
   std::string plan(const std::string& options_json) {
+    if (Status s = compose::CheckCompositionTerms(inputs_.size(), limits_); !s.ok()) return Fail(s.error()), std::string();
     auto j = ParseJson(options_json, "compose options");
     if (!j.ok()) return Fail(MakeError(ErrorCode::InvalidArgument, j.error().message)), std::string();
     Json o = j.value();
@@ -256,6 +287,9 @@ class ComposeLayout : public Handle {
     }
     auto file = adapter::PlanSafetensors(p.output.weights);
     if (!file.ok()) return Fail(file.error()), std::string();
+    if (Status s = compose::CheckComposition(inputs_.size(), p.rank, file.value().total_size(), "the composed adapter", limits_);
+        !s.ok())
+      return Fail(s.error()), std::string();
     return nlohmann::json{{"config", p.output.config_text},
                           {"size", file.value().total_size()},
                           {"weightsName", p.output.weights_name},
@@ -268,6 +302,7 @@ class ComposeLayout : public Handle {
 
  private:
   std::vector<compose::CombineInput> inputs_;
+  compose::CompositionLimits limits_;
 };
 
 }  // namespace
@@ -285,10 +320,14 @@ EMSCRIPTEN_BINDINGS(peft_bridge_cache) {
       .function("factors", &ServedAdapter::factors);
   class_<ServingMath, base<pb::wasm::Handle>>("ServingMath")
       .constructor<>()
+      .function("setLimits", &ServingMath::setLimits)
+      .function("checkTerms", &ServingMath::checkTerms)
       .function("compose", &ServingMath::compose)
       .function("apply", &ServingMath::apply);
   class_<pb::wasm::ComposeLayout, base<pb::wasm::Handle>>("ComposeLayout")
       .constructor<>()
       .function("add", &pb::wasm::ComposeLayout::add)
+      .function("setLimits", &pb::wasm::ComposeLayout::setLimits)
       .function("plan", &pb::wasm::ComposeLayout::plan);
+  function("compositionLimits", &pb::wasm::CompositionLimitsJson);
 }

@@ -22,21 +22,28 @@ using emscripten::val;
 
 uint64_t Offset(double v) { return v < 0 ? net::kUnbounded : static_cast<uint64_t>(v); }
 
+// HttpLimits from "NAME=value" lines (the PB_HTTP_* names).
+Result<net::HttpLimits> LimitsFromText(std::string_view rest) {
+  net::HttpLimits limits;
+  while (!rest.empty()) {
+    std::string_view line = rest.substr(0, rest.find('\n'));
+    rest.remove_prefix(std::min(rest.size(), line.size() + 1));
+    size_t eq = line.find('=');
+    if (eq == std::string_view::npos) continue;
+    PB_RETURN_IF_ERROR(net::SetHttpLimit(limits, line.substr(0, eq), line.substr(eq + 1)));
+  }
+  return limits;
+}
+
 class HttpFile {
  public:
   HttpFile(std::string url, std::string label, std::string token, std::string token_origin, std::string limits_text) {
-    net::HttpLimits limits;
-    std::string_view rest = limits_text;
-    while (!rest.empty()) {
-      std::string_view line = rest.substr(0, rest.find('\n'));
-      rest.remove_prefix(std::min(rest.size(), line.size() + 1));
-      size_t eq = line.find('=');
-      if (eq == std::string_view::npos) continue;
-      if (Status s = net::SetHttpLimit(limits, line.substr(0, eq), line.substr(eq + 1)); !s.ok()) {
-        error_ = s.error();
-        return;
-      }
+    auto parsed = LimitsFromText(limits_text);
+    if (!parsed.ok()) {
+      error_ = parsed.error();
+      return;
     }
+    const net::HttpLimits limits = parsed.value();
     auto opened = net::HttpFilePolicy::Open(
         {.url = std::move(url), .label = std::move(label), .token = std::move(token), .token_origin = std::move(token_origin)},
         limits);
@@ -135,6 +142,42 @@ class HttpFile {
   double skip_ = 0;
 };
 
+// The deadlines of one call that is not a file read (net::HttpCallClock), for web/src/push.js: the same limits
+// (PB_HTTP_* lines) and messages as the native CLI's push.
+class HttpCall {
+ public:
+  HttpCall(std::string what, std::string limits_text, double now) {
+    auto parsed = LimitsFromText(limits_text);
+    if (!parsed.ok()) error_ = parsed.error();
+    else clock_.emplace(parsed.value(), std::move(what), static_cast<int64_t>(now));
+  }
+  bool ok() const { return clock_.has_value(); }
+  std::string error_json() const { return error_ ? RenderErrorJson(*error_) : std::string(); }
+  std::string error_text() const { return error_ ? RenderErrorText(*error_) : std::string(); }
+  void begin_attempt(double now) { clock_->BeginAttempt(static_cast<int64_t>(now)); }
+  void on_progress(double now, double bytes) { clock_->OnProgress(static_cast<int64_t>(now), static_cast<uint64_t>(std::max(0.0, bytes))); }
+  void on_head(double now) { clock_->OnHead(static_cast<int64_t>(now)); }
+  double deadline() const { return static_cast<double>(clock_->deadline_ms()); }
+  // True when the attempt failed (the error in errorJson(); total() tells whether the call's deadline passed).
+  bool expired(double now) {
+    auto e = clock_->Expired(static_cast<int64_t>(now), &total_);
+    if (e) error_ = *e;
+    return e.has_value();
+  }
+  bool total() const { return total_; }
+  bool can_wait(double now, double ms) const { return clock_->CanWait(static_cast<int64_t>(now), static_cast<int64_t>(ms)); }
+  double retries() const { return clock_->limits().retries; }
+  double backoff_ms() const { return clock_->limits().backoff_ms; }
+  double backoff_max_ms() const { return clock_->limits().backoff_max_ms; }
+  double max_retry_after_s() const { return clock_->limits().max_retry_after_s; }
+  double max_json_bytes() const { return static_cast<double>(clock_->limits().max_json_bytes); }
+
+ private:
+  std::optional<net::HttpCallClock> clock_;
+  std::optional<Error> error_;
+  bool total_ = false;
+};
+
 std::string UrlOriginOf(const std::string& url) { return net::UrlOrigin(url); }
 
 }  // namespace
@@ -170,5 +213,22 @@ EMSCRIPTEN_BINDINGS(peft_bridge_http) {
       .function("commit", &HttpFile::commit)
       .function("requests", &HttpFile::requests)
       .function("maxJsonBytes", &HttpFile::max_json_bytes);
+  class_<HttpCall>("HttpCall")
+      .constructor<std::string, std::string, double>()
+      .function("ok", &HttpCall::ok)
+      .function("errorJson", &HttpCall::error_json)
+      .function("errorText", &HttpCall::error_text)
+      .function("beginAttempt", &HttpCall::begin_attempt)
+      .function("onProgress", &HttpCall::on_progress)
+      .function("onHead", &HttpCall::on_head)
+      .function("deadline", &HttpCall::deadline)
+      .function("expired", &HttpCall::expired)
+      .function("total", &HttpCall::total)
+      .function("canWait", &HttpCall::can_wait)
+      .function("retries", &HttpCall::retries)
+      .function("backoffMs", &HttpCall::backoff_ms)
+      .function("backoffMaxMs", &HttpCall::backoff_max_ms)
+      .function("maxRetryAfterS", &HttpCall::max_retry_after_s)
+      .function("maxJsonBytes", &HttpCall::max_json_bytes);
   function("urlOrigin", &UrlOriginOf);
 }

@@ -19,12 +19,24 @@
 //
 // Access: with ACCESS_SECRET set, every route needs `Authorization: Bearer <ACCESS_SECRET>` (HF_TOKEN, the Hub token
 // the cache reads with, requires it: workerHubAccess). Without one, the registry is read-only and public adapters
-// only are served. Bindings: REGISTRY (Durable Object namespace of AdapterRegistry), HF_ENDPOINT, HF_TOKEN,
-// ACCESS_SECRET, CACHE_BUDGET_MB (default 64), CACHE_DTYPE (default f32), MAX_ACTIVE (weights files produced at once,
-// default 4).
+// only are served. A registration reads from HF_ENDPOINT; its `endpoint` (the adapter's) or `base.endpoint` may name
+// another server only if ALLOWED_ENDPOINTS lists it (workerEndpoint), and HF_TOKEN goes to HF_ENDPOINT only.
+// Bindings (README.md has the defaults and why): REGISTRY (Durable Object namespace of AdapterRegistry),
+// HF_ENDPOINT, HF_TOKEN, ACCESS_SECRET, ALLOWED_ENDPOINTS, CACHE_BUDGET_MB, CACHE_DTYPE, MAX_ADAPTERS, MAX_TERMS,
+// MAX_RANK, MAX_RESPONSE_MB, MAX_ACTIVE, SLOT_WAIT_MS, RESPONSE_DEADLINE_MS, STALL_MS.
 import { DurableObject } from 'cloudflare:workers';
 import wasmModule from 'peft-bridge/peft_bridge_wasm.wasm';
-import { createAdapterCache, init, inOwnRequest, openRemote, SafetensorsError, translateAdapter, workerErrorStatus, workerHubAccess } from 'peft-bridge';
+import {
+  createAdapterCache,
+  init,
+  inOwnRequest,
+  openRemote,
+  SafetensorsError,
+  translateAdapter,
+  workerEndpoint,
+  workerErrorStatus,
+  workerHubAccess,
+} from 'peft-bridge';
 
 /** The registry: one SQLite-backed object holds every entry, so all isolates and regions see one list. */
 export class AdapterRegistry extends DurableObject {
@@ -34,6 +46,18 @@ export class AdapterRegistry extends DurableObject {
     this.sql.exec(`CREATE TABLE IF NOT EXISTS adapters (
       id TEXT PRIMARY KEY, repo TEXT NOT NULL, revision TEXT NOT NULL, base TEXT NOT NULL,
       base_revision TEXT NOT NULL, scale REAL NOT NULL, registered_at TEXT NOT NULL)`);
+    // Servers other than HF_ENDPOINT (ALLOWED_ENDPOINTS): null for HF_ENDPOINT. Added to a registry made before.
+    for (const column of ['endpoint', 'base_endpoint']) {
+      try {
+        this.sql.exec(`ALTER TABLE adapters ADD COLUMN ${column} TEXT`);
+      } catch {
+        // the column exists
+      }
+    }
+  }
+
+  count() {
+    return this.sql.exec('SELECT COUNT(*) AS n FROM adapters').one().n;
   }
 
   list() {
@@ -46,7 +70,11 @@ export class AdapterRegistry extends DurableObject {
   }
 
   put(e) {
-    this.sql.exec('INSERT OR REPLACE INTO adapters VALUES (?, ?, ?, ?, ?, ?, ?)', e.id, e.repo, e.revision, e.base.repo, e.base.revision, e.scale, e.registeredAt);
+    this.sql.exec(
+      `INSERT OR REPLACE INTO adapters (id, repo, revision, base, base_revision, scale, registered_at, endpoint, base_endpoint)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      e.id, e.repo, e.revision, e.base.repo, e.base.revision, e.scale, e.registeredAt, e.endpoint ?? null, e.base.endpoint ?? null,
+    );
   }
 
   remove(id) {
@@ -60,10 +88,43 @@ const entryOf = (r) => ({
   id: r.id,
   repo: r.repo,
   revision: r.revision,
-  base: { repo: r.base, revision: r.base_revision },
+  ...(r.endpoint ? { endpoint: r.endpoint } : {}),
+  base: { repo: r.base, revision: r.base_revision, ...(r.base_endpoint ? { endpoint: r.base_endpoint } : {}) },
   scale: r.scale,
   registeredAt: r.registered_at,
 });
+
+/** A positive whole-number binding, or its default (a bad value fails every request: WorkerMisconfigured). */
+function setting(env, name, fallback) {
+  const text = env[name];
+  if (text === undefined || text === '') return fallback;
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n <= 0) {
+    const error = new Error(`${name} must be a positive whole number, got \`${text}\``);
+    error.code = 'WorkerMisconfigured';
+    throw error;
+  }
+  return n;
+}
+
+const hubOf = (env) => env.HF_ENDPOINT || 'https://huggingface.co';
+
+/**
+ * Where an entry's adapter and base are read: {adapter, base}, each {endpoint, own} (workerEndpoint: HF_ENDPOINT, or
+ * a server ALLOWED_ENDPOINTS lists, checked again at every use, so removing one from the list stops its entries).
+ */
+function endpointsOf(env, entry) {
+  const worker = { endpoint: hubOf(env), allowed: env.ALLOWED_ENDPOINTS };
+  return { adapter: workerEndpoint(entry.endpoint, worker), base: workerEndpoint(entry.base?.endpoint, worker) };
+}
+
+/** The cache's registration spec of an entry: another server than HF_ENDPOINT is read without HF_TOKEN. */
+function specOf(env, entry) {
+  const at = endpointsOf(env, entry);
+  // '': no token (the cache's own rule too: its token goes to its endpoint only)
+  const where = (e) => ({ endpoint: e.endpoint, ...(e.own ? {} : { token: '' }) });
+  return { repo: entry.repo, revision: entry.revision, ...where(at.adapter), base: { repo: entry.base.repo, revision: entry.base.revision, ...where(at.base) } };
+}
 
 // One cache per isolate, shared by its requests (workerd runs many requests in one isolate).
 let cache = null;
@@ -71,10 +132,15 @@ const registering = new Map(); // id@revision → the registration in flight or 
 
 function cacheFor(env) {
   cache ??= createAdapterCache({
-    budgetBytes: Number(env.CACHE_BUDGET_MB ?? 64) * 2 ** 20,
-    endpoint: env.HF_ENDPOINT || 'https://huggingface.co',
+    budgetBytes: setting(env, 'CACHE_BUDGET_MB', 64) * 2 ** 20,
+    endpoint: hubOf(env),
     token: env.HF_TOKEN || undefined,
     dtype: env.CACHE_DTYPE || 'f32',
+    // The bounds of a composition (the core's rule, CompositionLimits): terms, rank, the weights file's size.
+    maxTerms: setting(env, 'MAX_TERMS', 8),
+    maxRank: setting(env, 'MAX_RANK', 512),
+    maxComposeBytes: setting(env, 'MAX_RESPONSE_MB', 256) * 2 ** 20,
+    maxRegistrations: setting(env, 'MAX_ADAPTERS', 64),
   });
   return cache;
 }
@@ -84,7 +150,7 @@ function ensureRegistered(env, entry) {
   const key = `${entry.id}@${entry.revision}`;
   let p = registering.get(key);
   if (!p) {
-    p = cacheFor(env).register(entry.id, { repo: entry.repo, revision: entry.revision, base: entry.base });
+    p = cacheFor(env).register(entry.id, specOf(env, entry));
     registering.set(key, p);
     p.catch(() => registering.delete(key));
   }
@@ -101,7 +167,12 @@ export default {
       const { trusted } = workerHubAccess(request, { token: env.HF_TOKEN, secret: env.ACCESS_SECRET });
       if (env.ACCESS_SECRET && !trusted) return json(401, failure('Unauthorized', 'this router needs `Authorization: Bearer <ACCESS_SECRET>`'));
       const url = new URL(request.url);
-      const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+      let parts;
+      try {
+        parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+      } catch {
+        return json(400, failure('InvalidArgument', `the path \`${url.pathname.slice(0, 200)}\` has a malformed percent-encoding`));
+      }
       const method = request.method;
       if (parts[0] === 'adapters') {
         if (parts.length === 1 && method === 'GET') return json(200, { adapters: await registry(env).list(), cache: cacheFor(env).stats() });
@@ -117,11 +188,11 @@ export default {
           return json(200, { ok: true, removed: entry.id });
         }
         if (method !== 'GET') return json(405, failure('MethodNotAllowed', `${method} ${url.pathname}`));
-        if (parts[2] === 'peft' && parts.length === 4) return await servePeft(env, [{ entry, scale: entry.scale }], parts[3], url);
+        if (parts[2] === 'peft' && parts.length === 4) return await servePeft(env, [{ entry, scale: entry.scale }], parts[3], url, request);
         if (parts[2] === 'gguf' && parts.length === 3) return await serveGguf(env, entry, url);
       }
       if (parts[0] === 'compose' && parts[1] === 'peft' && parts.length === 3 && method === 'GET')
-        return await servePeft(env, await composition(env, url.searchParams.get('adapters')), parts[2], url);
+        return await servePeft(env, await composition(env, url.searchParams.get('adapters')), parts[2], url, request);
       return json(404, failure('NotFound', 'see the routes at the top of examples/adapter-router/worker.mjs'));
     } catch (error) {
       return errorResponse(error);
@@ -138,18 +209,26 @@ async function register(request, env, trusted) {
   } catch {
     return json(400, failure('InvalidArgument', 'the body must be JSON: {id, repo, revision?, base, scale?}'));
   }
-  const { id, repo, revision = 'main', scale = 1 } = body ?? {};
-  const base = typeof body?.base === 'string' ? { repo: body.base, revision: 'main' } : { revision: 'main', ...body?.base };
+  const { id, repo, revision = 'main', scale = 1, endpoint } = body ?? {};
+  const given = typeof body?.base === 'string' ? { repo: body.base } : (body?.base ?? {});
   if (typeof id !== 'string' || !ID.test(id)) return json(400, failure('InvalidArgument', '`id` must be 1-64 letters, digits, `.`, `_` or `-`'));
-  if (typeof repo !== 'string' || typeof base.repo !== 'string') return json(400, failure('InvalidArgument', '`repo` and `base` (a repo id or {repo, revision}) are required'));
+  if (typeof repo !== 'string' || typeof given.repo !== 'string')
+    return json(400, failure('InvalidArgument', '`repo` and `base` (a repo id or {repo, revision?, endpoint?}) are required'));
   if (typeof scale !== 'number' || !Number.isFinite(scale)) return json(400, failure('InvalidArgument', '`scale` must be a finite number'));
+  // Only the fields read: anything else in `base` (a token...) is not passed on.
+  const proposed = { id, repo, revision, endpoint, base: { repo: given.repo, revision: given.revision ?? 'main', endpoint: given.endpoint } };
+  const at = endpointsOf(env, proposed); // InvalidArgument (400) for a server ALLOWED_ENDPOINTS does not list
+  const max = setting(env, 'MAX_ADAPTERS', 64);
+  if (!(await registry(env).get(id)) && (await registry(env).count()) >= max)
+    return json(507, failure('LimitExceeded', `the registry holds ${max} adapters, its maximum (MAX_ADAPTERS): unregister one first`));
   const c = cacheFor(env);
-  const info = await c.register(id, { repo, revision, base });
+  const info = await c.register(id, specOf(env, proposed));
   const entry = {
     id,
     repo,
     revision: info.revision ?? revision, // the commit read: every later fetch reads the same files
-    base: { repo: base.repo, revision: info.plan?.revision ?? base.revision },
+    ...(at.adapter.own ? {} : { endpoint: at.adapter.endpoint }),
+    base: { repo: given.repo, revision: info.plan?.revision ?? proposed.base.revision, ...(at.base.own ? {} : { endpoint: at.base.endpoint }) },
     scale,
     registeredAt: new Date().toISOString(),
   };
@@ -161,8 +240,10 @@ async function register(request, env, trusted) {
 /** `adapters=sql:0.7,chat:0.3` (a missing scale is the entry's default) → [{entry, scale}]. */
 async function composition(env, text) {
   if (!text) throw new SafetensorsError('InvalidArgument', 'say which adapters: ?adapters=id[:scale],id[:scale]...');
+  const items = text.split(',');
+  await cacheFor(env).checkTerms(items.length); // MAX_TERMS (the core's rule), before any look-up
   const out = [];
-  for (const item of text.split(',')) {
+  for (const item of items) {
     const m = /^([^:]+)(?::(.+))?$/.exec(item.trim());
     const entry = m && (await registry(env).get(m[1]));
     if (!entry) throw new SafetensorsError('InvalidArgument', `no adapter \`${m?.[1] ?? item}\` is registered`);
@@ -176,58 +257,113 @@ async function composition(env, text) {
 /**
  * A PEFT adapter directory's file for Σ scaleᵢ·sᵢ·Bᵢ·Aᵢ over `parts`: `combine --method cat`'s layout and config,
  * the weights streamed module by module, each composed through the cache when the response reaches it (memory: one
- * module's factors, plus the cache).
+ * module's factors, plus the cache). The composition is bounded by MAX_TERMS, MAX_RANK and MAX_RESPONSE_MB (400 / 413).
  */
-async function servePeft(env, parts, file, url) {
+async function servePeft(env, parts, file, url, request) {
   const c = cacheFor(env);
   await Promise.all(parts.map(({ entry }) => ensureRegistered(env, entry)));
   const list = parts.map(({ entry, scale }) => ({ id: entry.id, scale }));
   const composed = await c.composeAdapter(list, { dtype: url.searchParams.get('dtype') ?? undefined });
   if (file === 'adapter_config.json') return new Response(composed.config, { headers: { 'Content-Type': 'application/json' } });
   if (file !== composed.weightsName) return json(404, failure('NotFound', `a PEFT adapter has adapter_config.json and ${composed.weightsName}`));
-  return fixedLength(await gated(env, () => composed.stream()), composed.size, composed.weightsName);
+  const slot = await takeSlot(env, request);
+  if (!slot) {
+    const wait = setting(env, 'SLOT_WAIT_MS', 30_000);
+    return json(503, failure('Busy', `every one of the ${setting(env, 'MAX_ACTIVE', 4)} slots (MAX_ACTIVE) stayed busy for ${wait} ms (SLOT_WAIT_MS): retry later`), {
+      'Retry-After': String(Math.max(1, Math.ceil(wait / 1000))),
+    });
+  }
+  return fixedLength(gated(env, slot, () => composed.stream()), composed.size, composed.weightsName);
 }
 
-// At most MAX_ACTIVE weights files are produced at once (default 4); later requests wait for a slot. Each one in
-// production holds a module's factors and its writer's buffers besides the shared cache, so this bounds the
-// isolate's memory whatever the number of concurrent requests (the load test: tests/js/adapter-router.test.mjs).
+// At most MAX_ACTIVE weights files are produced at once (default 4); later requests wait for a slot, at most
+// SLOT_WAIT_MS (then 503). Each one in production holds a module's factors and its writer's buffers besides the shared
+// cache, so this bounds the isolate's memory whatever the number of concurrent requests (the load test:
+// tests/js/adapter-router.test.mjs). A slot is held until its response body is done, and no longer than
+// RESPONSE_DEADLINE_MS, nor than STALL_MS while the client reads nothing (a client that never reads would hold it
+// forever), nor once the client has gone: then the body is ended with an error and the slot released.
 // A waiting request polls a timer of its own: woken by the request that releases a slot, it would run (and fetch)
 // in that request's context, which workerd ends with it (see inOwnRequest in web/src/adapter-cache.js).
 let active = 0;
 
-async function gated(env, open) {
-  const limit = Math.max(1, Number(env.MAX_ACTIVE ?? 4));
-  while (active >= limit) await new Promise((resolve) => setTimeout(resolve, 2));
+/** A slot ({release()}), or null when none came free within SLOT_WAIT_MS (or the client left meanwhile). */
+async function takeSlot(env, request) {
+  const limit = setting(env, 'MAX_ACTIVE', 4);
+  const until = Date.now() + setting(env, 'SLOT_WAIT_MS', 30_000);
+  while (active >= limit) {
+    if (Date.now() >= until || request.signal?.aborted) return null;
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
   active += 1;
   let released = false;
-  const release = () => {
-    if (released) return;
-    released = true;
-    active -= 1;
+  return {
+    release() {
+      if (released) return;
+      released = true;
+      active -= 1;
+    },
   };
+}
+
+function gated(env, slot, open) {
+  const deadline = setting(env, 'RESPONSE_DEADLINE_MS', 300_000);
+  const stall = setting(env, 'STALL_MS', 30_000);
   let reader;
   try {
     reader = open().getReader();
   } catch (error) {
-    release();
+    slot.release();
     throw error;
   }
+  let stallTimer = null;
+  let deadlineTimer = null;
+  const finish = () => {
+    clearTimeout(stallTimer);
+    clearTimeout(deadlineTimer);
+    slot.release();
+  };
+  let controller;
+  const giveUp = (why) => {
+    finish();
+    const error = new Error(why);
+    reader.cancel(error).catch(() => {});
+    try {
+      controller.error(error);
+    } catch {
+      // already closed
+    }
+    console.error(why);
+  };
+  // STALL_MS counts from the last time the client took a chunk (the stream pulls only when it does).
+  const armStall = () => {
+    clearTimeout(stallTimer);
+    stallTimer = setTimeout(() => giveUp(`the client read nothing for ${stall} ms (STALL_MS): the response was ended`), stall);
+  };
   return new ReadableStream(
     {
-      async pull(controller) {
+      start(c) {
+        controller = c;
+        deadlineTimer = setTimeout(() => giveUp(`the response took more than ${deadline} ms (RESPONSE_DEADLINE_MS): it was ended`), deadline);
+        armStall();
+      },
+      async pull(c) {
+        clearTimeout(stallTimer);
         try {
           const { done, value } = await reader.read();
           if (done) {
-            release();
-            controller.close();
-          } else controller.enqueue(value);
+            finish();
+            c.close();
+          } else {
+            c.enqueue(value);
+            armStall();
+          }
         } catch (error) {
-          release();
+          finish();
           throw error;
         }
       },
       async cancel(reason) {
-        release();
+        finish(); // the client went away
         await reader.cancel(reason);
       },
     },
@@ -237,10 +373,11 @@ async function gated(env, open) {
 
 /** A GGUF LoRA for llama-server: the core translates the adapter (read by Range), with the base's head counts. */
 async function serveGguf(env, entry, url) {
-  const reading = { endpoint: env.HF_ENDPOINT || 'https://huggingface.co', token: env.HF_TOKEN || undefined };
+  const spec = specOf(env, entry);
+  const reading = { endpoint: spec.endpoint, token: spec.token ?? (env.HF_TOKEN || undefined) };
   const r = await translateAdapter(
     { repo: entry.repo, revision: entry.revision },
-    { to: 'gguf', outtype: url.searchParams.get('outtype') ?? undefined, baseConfig: await baseConfig(entry.base, reading), ...reading },
+    { to: 'gguf', outtype: url.searchParams.get('outtype') ?? undefined, baseConfig: await baseConfig(spec.base, env), ...reading },
   );
   const file = r.files.find((f) => f.name.endsWith('.gguf'));
   return new Response(file.bytes, {
@@ -249,7 +386,8 @@ async function serveGguf(env, entry, url) {
 }
 
 /** The base's config.json text (llama.cpp's q/k row order needs its head counts), or null when it has none. */
-async function baseConfig(base, reading) {
+async function baseConfig(base, env) {
+  const reading = { endpoint: base.endpoint, token: base.token ?? (env.HF_TOKEN || undefined) };
   let file;
   try {
     file = await openRemote({ repo: base.repo, revision: base.revision, path: 'config.json', ...reading }, reading);
@@ -279,4 +417,5 @@ function errorResponse(error) {
   return json(workerErrorStatus(error), { ok: false, error: { code: error?.code ?? error?.name ?? 'Error', message: String(error?.message ?? error) } });
 }
 
-const json = (status, value) => new Response(`${JSON.stringify(value)}\n`, { status, headers: { 'Content-Type': 'application/json' } });
+const json = (status, value, headers = {}) =>
+  new Response(`${JSON.stringify(value)}\n`, { status, headers: { 'Content-Type': 'application/json', ...headers } });

@@ -418,4 +418,57 @@ void HttpFilePolicy::OnClosed() {
   if (phase_ != Phase::kNone) phase_ = Phase::kNone;
 }
 
+HttpCallClock::HttpCallClock(HttpLimits limits, std::string what, int64_t now_ms)
+    : limits_(limits), what_(ClipForMessage(what, 1000)), call_deadline_(now_ms + limits.total_ms) {
+  BeginAttempt(now_ms);
+}
+
+void HttpCallClock::BeginAttempt(int64_t now_ms) {
+  last_progress_ = window_start_ = now_ms;
+  window_bytes_ = 0;
+  flowing_ = answered_ = false;
+}
+
+void HttpCallClock::OnProgress(int64_t now_ms, uint64_t bytes) {
+  if (bytes == 0) return;
+  if (!flowing_) {
+    flowing_ = true;
+    window_start_ = now_ms;
+    window_bytes_ = 0;
+  }
+  last_progress_ = now_ms;
+  window_bytes_ += bytes;
+}
+
+void HttpCallClock::OnHead(int64_t now_ms) {
+  answered_ = true;
+  last_progress_ = now_ms;
+}
+
+int64_t HttpCallClock::deadline_ms() const {
+  int64_t d = std::min<int64_t>(call_deadline_, last_progress_ + limits_.idle_ms);
+  if (flowing_ && limits_.min_rate > 0) d = std::min<int64_t>(d, window_start_ + limits_.rate_window_ms);
+  return d;
+}
+
+std::optional<Error> HttpCallClock::Expired(int64_t now_ms, bool* total) {
+  if (total) *total = false;
+  if (now_ms >= call_deadline_) {
+    if (total) *total = true;
+    return Io(what_ + ": did not finish within " + std::to_string(limits_.total_ms) + " ms (PB_HTTP_TOTAL_MS)");
+  }
+  if (now_ms >= last_progress_ + static_cast<int64_t>(limits_.idle_ms))
+    return Io(what_ + ": " + (answered_ ? "no data" : "no answer") + " for " + std::to_string(limits_.idle_ms) +
+              " ms (PB_HTTP_IDLE_MS)");
+  if (flowing_ && limits_.min_rate > 0 && now_ms >= window_start_ + limits_.rate_window_ms) {
+    const uint64_t elapsed = static_cast<uint64_t>(now_ms - window_start_);
+    if (window_bytes_ * 1000 < static_cast<uint64_t>(limits_.min_rate) * elapsed)
+      return Io(what_ + ": slower than " + std::to_string(limits_.min_rate) + " B/s for " +
+                std::to_string(limits_.rate_window_ms) + " ms (PB_HTTP_MIN_RATE)");
+    window_start_ = now_ms;
+    window_bytes_ = 0;
+  }
+  return std::nullopt;
+}
+
 }  // namespace pb::net

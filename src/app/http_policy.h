@@ -218,4 +218,41 @@ class HttpFilePolicy {
   uint64_t window_bytes_ = 0;
 };
 
+// The deadlines of one call that is not a file read (a push's repo and branch creation, preupload, LFS batch,
+// uploads, multipart completion, commit), from the same HttpLimits as a read's, so that no request of either CLI
+// or of the JS API waits forever: per attempt, nothing sent or received for idle_ms fails it (`no answer` once the
+// request is sent and its answer has not begun); once bytes flow either way, each rate window must bring min_rate
+// bytes/s; the call, every attempt and backoff wait included, ends by total_ms. Whether a failed attempt is retried
+// is the caller's rule (a push never retries its commit). Sans I/O, as HttpFilePolicy: the transport passes the
+// time, reports progress, and asks Expired() when deadline_ms() passes.
+class HttpCallClock {
+ public:
+  // Starts the call: `what` names it in errors (`POST https://…/preupload/main`).
+  HttpCallClock(HttpLimits limits, std::string what, int64_t now_ms);
+
+  void BeginAttempt(int64_t now_ms);
+  // `bytes` more of the request's body were sent, or of the answer's body received.
+  void OnProgress(int64_t now_ms, uint64_t bytes);
+  // The answer's head arrived.
+  void OnHead(int64_t now_ms);
+  // When Expired() may next report the attempt failed.
+  int64_t deadline_ms() const;
+  // The attempt's error once one of its deadlines passed (IoError naming the limit), else nullopt; `total` tells
+  // whether it was the call's own deadline (no attempt may follow).
+  std::optional<Error> Expired(int64_t now_ms, bool* total = nullptr);
+  // Whether a wait of `ms` before another attempt ends before the call's deadline.
+  bool CanWait(int64_t now_ms, int64_t ms) const { return now_ms + ms < call_deadline_; }
+  const HttpLimits& limits() const { return limits_; }
+
+ private:
+  HttpLimits limits_;
+  std::string what_;
+  int64_t call_deadline_ = 0;
+  int64_t last_progress_ = 0;
+  int64_t window_start_ = 0;
+  uint64_t window_bytes_ = 0;
+  bool flowing_ = false;   // bytes moved in this attempt: the minimum rate applies
+  bool answered_ = false;  // the answer's head arrived
+};
+
 }  // namespace pb::net

@@ -80,8 +80,6 @@ std::string HubToken() {
   return Trim(text);
 }
 
-namespace {
-
 // The PB_HTTP_* variables (docs/remote.md): both CLIs read the same ones and the policy checks them.
 Result<net::HttpLimits> LimitsFromEnv() {
   net::HttpLimits limits;
@@ -92,8 +90,6 @@ Result<net::HttpLimits> LimitsFromEnv() {
   }
   return limits;
 }
-
-}  // namespace
 
 // libcurl as a transport of the policy (app/http_policy.h): it sends what Next() says, without following
 // redirects (the policy follows them, scoping the token per hop as the JS transport does), and reports heads,

@@ -17,6 +17,7 @@
 
 namespace pb::net {
 class HttpFilePolicy;
+struct HttpLimits;
 }
 
 namespace pb::cli {
@@ -26,6 +27,8 @@ class CurlTransport;
 // True for an argument naming a remote file or folder: http://, https:// or hf://.
 bool IsRemoteAddress(const std::string& arg);
 
+// The HTTP policy's limits from the PB_HTTP_* variables (docs/remote.md), as both CLIs read them.
+Result<net::HttpLimits> LimitsFromEnv();
 // HF_ENDPOINT, else https://huggingface.co (without a trailing '/').
 std::string HubEndpoint();
 // HF_TOKEN, else the token file huggingface_hub writes (empty when there is none).

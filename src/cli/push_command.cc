@@ -13,12 +13,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "app/http_policy.h"
 #include "app/hub_commit.h"
 #include "app/push_target.h"
 #include "app/sha256.h"
@@ -39,7 +41,34 @@ struct Answer {
   std::string etag;
   std::string error_message;  // X-Error-Message
   std::string retry_after;
+  net::HttpCallClock* clock = nullptr;  // told when the head arrives
+  bool head_seen = false;
 };
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The call's deadlines (net::HttpCallClock) as libcurl's progress callback: bytes moved either way are progress,
+// and a passed deadline aborts the transfer with the clock's error.
+struct Progress {
+  net::HttpCallClock* clock = nullptr;
+  curl_off_t sent = 0, received = 0;
+  std::optional<Error> expired;
+  bool total = false;
+};
+
+int OnProgress(void* user, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t ulnow) {
+  auto* p = static_cast<Progress*>(user);
+  const int64_t now = NowMs();
+  const curl_off_t moved = (dlnow - p->received) + (ulnow - p->sent);
+  p->received = dlnow;
+  p->sent = ulnow;
+  if (moved > 0) p->clock->OnProgress(now, static_cast<uint64_t>(moved));
+  if (now < p->clock->deadline_ms()) return 0;
+  p->expired = p->clock->Expired(now, &p->total);
+  return p->expired ? 1 : 0;
+}
 
 struct FileRange {
   FILE* file = nullptr;
@@ -63,6 +92,10 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     if (name == "etag") a->etag = value;
     if (name == "x-error-message") a->error_message = value;
     if (name == "retry-after") a->retry_after = value;
+  }
+  if (!a->head_seen && a->clock && line.starts_with("HTTP/")) {
+    a->head_seen = true;
+    a->clock->OnHead(NowMs());
   }
   return size * count;
 }
@@ -91,8 +124,10 @@ struct Body {
   uint64_t length = 0;
 };
 
-// One request. A transport failure is an IoError; any HTTP status is an Answer.
-Result<Answer> Send(const std::string& method, const std::string& url, const std::vector<std::string>& header_lines, const Body& body) {
+// One attempt of a call, held to `clock`'s deadlines. A transport failure is an IoError (`*expired` set when it was
+// a deadline: the clock's error; `*total` when the call's own); any HTTP status is an Answer.
+Result<Answer> Send(const std::string& method, const std::string& url, const std::vector<std::string>& header_lines, const Body& body,
+                    net::HttpCallClock& clock, bool* total) {
   static const bool initialized = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
   (void)initialized;
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> easy(curl_easy_init(), &curl_easy_cleanup);
@@ -102,6 +137,8 @@ Result<Answer> Send(const std::string& method, const std::string& url, const std
   headers = curl_slist_append(headers, "Expect:");
   std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_list(headers, &curl_slist_free_all);
   Answer answer;
+  answer.clock = &clock;
+  Progress progress{&clock};
   CURL* e = easy.get();
   curl_easy_setopt(e, CURLOPT_URL, url.c_str());
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
@@ -109,9 +146,10 @@ Result<Answer> Send(const std::string& method, const std::string& url, const std
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_USERAGENT, "peft-bridge/" PB_VERSION);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-  curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);  // a call making under 1 kB/s for 30 s fails (retried)
-  curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 30L);
+  // the deadlines of every request (PB_HTTP_IDLE_MS, PB_HTTP_MIN_RATE, PB_HTTP_TOTAL_MS): net::HttpCallClock
+  curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, &OnProgress);
+  curl_easy_setopt(e, CURLOPT_XFERINFODATA, &progress);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &OnHeader);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, &answer);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &OnWrite);
@@ -135,34 +173,34 @@ Result<Answer> Send(const std::string& method, const std::string& url, const std
   } else {
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method.c_str());
   }
+  clock.BeginAttempt(NowMs());
   CURLcode code = curl_easy_perform(e);
+  *total = progress.total;
+  if (code == CURLE_ABORTED_BY_CALLBACK && progress.expired) return *progress.expired;
   if (code != CURLE_OK) return MakeError(ErrorCode::IoError, std::string(curl_easy_strerror(code)));
   curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &answer.status);
   return answer;
 }
 
-long EnvNumber(const char* name, long fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  return end && *end == '\0' && n >= 0 ? n : fallback;
-}
-
-// Send, retried on transport failures, 408, 429 and 5xx (PB_HTTP_RETRIES times, PB_HTTP_BACKOFF_MS doubled up to
-// 8 s, Retry-After up to 10 s), unless `retry` is false.
+// Send, retried on transport failures (a passed deadline included), 408, 429 and 5xx as remote reads are
+// (PB_HTTP_RETRIES times, PB_HTTP_BACKOFF_MS doubled up to 8 s, Retry-After up to 10 s), unless `retry` is false;
+// every attempt and wait within PB_HTTP_TOTAL_MS (net::HttpCallClock).
 Result<Answer> Call(const std::string& method, const std::string& url, const std::vector<std::string>& headers, const Body& body,
                     bool retry) {
-  const long retries = retry ? EnvNumber("PB_HTTP_RETRIES", 5) : 0;
-  long wait = EnvNumber("PB_HTTP_BACKOFF_MS", 250);
-  for (long failures = 0;; ++failures) {
-    auto r = Send(method, url, headers, body);
-    bool retryable = !r.ok() || r->status == 408 || r->status == 429 || r->status >= 500;
+  PB_ASSIGN_OR_RETURN(const net::HttpLimits limits, LimitsFromEnv());
+  net::HttpCallClock clock(limits, method + " " + url, NowMs());
+  const uint32_t retries = retry ? limits.retries : 0;
+  for (uint32_t failures = 0;; ++failures) {
+    bool total = false;
+    auto r = Send(method, url, headers, body, clock, &total);
+    bool retryable = !total && (!r.ok() || r->status == 408 || r->status == 429 || r->status >= 500);
     if (!retryable || failures >= retries) return r;
-    long ms = std::min(wait, 8000L);
-    if (r.ok() && !r->retry_after.empty()) ms = std::min(std::atol(r->retry_after.c_str()) * 1000, 10000L);
+    uint64_t ms = std::min<uint64_t>(static_cast<uint64_t>(limits.backoff_ms) << std::min(failures, 30u), limits.backoff_max_ms);
+    if (r.ok() && !r->retry_after.empty()) {
+      ms = std::min<uint64_t>(std::strtoull(r->retry_after.c_str(), nullptr, 10), limits.max_retry_after_s) * 1000;
+    }
+    if (!clock.CanWait(NowMs(), static_cast<int64_t>(ms))) return r;
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    wait *= 2;
   }
 }
 

@@ -138,8 +138,19 @@ Status CheckTerms(const std::vector<ServedTerm>& terms) {
 
 }  // namespace
 
-Result<ServedFactors> ComposeCat(const std::vector<ServedTerm>& terms, Dtype dtype, uint64_t padded_rank) {
+Result<ServedFactors> ComposeCat(const std::vector<ServedTerm>& terms, Dtype dtype, uint64_t padded_rank,
+                                 const CompositionLimits& limits) {
+  PB_RETURN_IF_ERROR(CheckCompositionTerms(terms.size(), limits));
   PB_RETURN_IF_ERROR(CheckTerms(terms));
+  {
+    // Bounded before anything is allocated: the result is rank × (in + out) values of `dtype`.
+    uint64_t sum = 0;
+    for (const ServedTerm& t : terms) sum += t.factors->a_shape[0];
+    const uint64_t r = std::max(sum, padded_rank);
+    const ServedFactors& lead = *terms.front().factors;
+    const uint64_t values = r * (Product(lead.a_shape, 1) + lead.b_shape[0]);
+    PB_RETURN_IF_ERROR(CheckComposition(terms.size(), r, values * DtypeBits(dtype) / 8, "the composed module", limits));
+  }
   std::vector<Term> math_terms;
   uint64_t rank = 0;
   for (size_t i = 0; i < terms.size(); ++i) {
@@ -171,6 +182,28 @@ Result<ServedFactors> ComposeCat(const std::vector<ServedTerm>& terms, Dtype dty
   out.b_shape = terms.front().factors->b_shape;
   out.b_shape[1] = rank;
   return out;
+}
+
+Status CheckCompositionTerms(uint64_t terms, const CompositionLimits& limits) {
+  if (terms == 0) return Invalid("a composition needs at least one adapter");
+  if (terms > limits.max_terms)
+    return Invalid("a composition of " + std::to_string(terms) + " adapters: at most " +
+                   std::to_string(limits.max_terms) + " may be composed at once (maxTerms)");
+  return Status::Ok();
+}
+
+Status CheckComposition(uint64_t terms, uint64_t rank, uint64_t bytes, std::string_view what,
+                        const CompositionLimits& limits) {
+  PB_RETURN_IF_ERROR(CheckCompositionTerms(terms, limits));
+  if (rank > limits.max_rank)
+    return MakeError(ErrorCode::LimitExceeded, std::string(what) + " would have rank " + std::to_string(rank) +
+                                                   ", more than the limit of " + std::to_string(limits.max_rank) +
+                                                   " (maxRank)");
+  if (bytes > limits.max_bytes)
+    return MakeError(ErrorCode::LimitExceeded, std::string(what) + " would be " + std::to_string(bytes) +
+                                                   " bytes, more than the limit of " +
+                                                   std::to_string(limits.max_bytes) + " bytes (maxComposeBytes)");
+  return Status::Ok();
 }
 
 WeightLayout AutoLayout(const ServedFactors& factors, bool embedding, const std::vector<uint64_t>& shape) {

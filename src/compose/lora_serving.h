@@ -41,6 +41,25 @@ struct ServedFactors {
 // (transposes, folded scales of other formats) and converted once to `dtype` (round to nearest even, as torch).
 Result<ServedFactors> FactorsFromSpan(const adapter::LoraModule& m, std::span<const uint8_t> span, Dtype dtype);
 
+// The bounds of one composition served per request (the adapter cache's compose() and composeAdapter(), the
+// edge router's ?adapters=): without them a request naming an adapter a thousand times makes a factor of rank
+// 1000·r, and the memory and the response grow with it. Defaults here; the cache's options (maxTerms, maxRank,
+// maxComposeBytes) and the router's MAX_TERMS, MAX_RANK, MAX_RESPONSE_MB set them.
+struct CompositionLimits {
+  uint64_t max_terms = 16;          // adapters (terms) in one composition
+  uint64_t max_rank = 1024;         // the composition's rank, Σrᵢ (a module's, and the adapter's padded rank)
+  uint64_t max_bytes = 1ull << 30;  // one composed module's factors, and a composed adapter's weights file
+};
+
+// InvalidArgument when `terms` is 0 or above limits.max_terms (the request names too many adapters: checked
+// before anything is read).
+Status CheckCompositionTerms(uint64_t terms, const CompositionLimits& limits);
+
+// CheckCompositionTerms, then LimitExceeded when `rank` is above limits.max_rank or `bytes` (what the composition
+// produces: a module's factors, or the whole weights file) above limits.max_bytes. `what` names the output.
+Status CheckComposition(uint64_t terms, uint64_t rank, uint64_t bytes, std::string_view what,
+                        const CompositionLimits& limits);
+
 // One adapter's part of a composition: its factors (any float dtype), the user's weight and its PEFT scaling.
 struct ServedTerm {
   const ServedFactors* factors = nullptr;
@@ -53,7 +72,9 @@ struct ServedTerm {
 // `combine --method cat --dtype` writes for the module when every input has it. Shapes must agree (ShapeMismatch).
 // `rank` above Σrᵢ pads A's rows and B's columns with zeros at the end, as `combine` pads a module only some
 // inputs have to the combined rank (0: Σrᵢ; below it: InvalidArgument).
-Result<ServedFactors> ComposeCat(const std::vector<ServedTerm>& terms, Dtype dtype, uint64_t rank = 0);
+// `limits` bound the terms, the rank and the result's bytes before any work (CheckComposition).
+Result<ServedFactors> ComposeCat(const std::vector<ServedTerm>& terms, Dtype dtype, uint64_t rank = 0,
+                                 const CompositionLimits& limits = {});
 
 // How a base weight holds the delta: [out, in…] (Linear, Conv), [in, out] (transformers' Conv1D), or an
 // embedding's [num, dim] (PEFT rounds an embedding's delta to the weight's dtype first).

@@ -39,7 +39,9 @@ namespace pb {
   X(UnresolvedTensor, "a tensor that maps to nothing (an error under --strict, a report line otherwise)")       \
   X(ShapeMismatch, "tensors whose shapes contradict each other or the config")                                 \
   /* Merging (src/merge). */                                                                                     \
-  X(ModulesNotFound, "adapter modules the base model does not have (most often: the adapter of another model)")
+  X(ModulesNotFound, "adapter modules the base model does not have (most often: the adapter of another model)") \
+  /* Serving (src/compose/lora_serving.h). */                                                                   \
+  X(LimitExceeded, "a request beyond a configured bound (a composition's rank or size, a cache's registrations)")
 
 enum class ErrorCode : uint8_t {
 #define PB_ERROR_CODE_ENUM(name, what) name,

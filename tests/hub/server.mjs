@@ -54,7 +54,8 @@
 //                                     old bytes' CDN URL then answers 403, as a signed URL does once expired
 // Faults with `on` apply to the commit API instead: on: 'preupload' | 'batch' | 'upload' (a basic PUT) | 'part' |
 //   'complete' | 'commit' | 'create' | 'branch', with type 'status' (as above; the request's body is read and
-//   dropped) or 'reset' (read `at` body bytes, default half, then destroy the socket), and optional `repo`.
+//   dropped), 'reset' (read `at` body bytes, default half, then destroy the socket) or 'hang' (accept the request
+//   and never answer, until the client leaves), and optional `repo`.
 // Each fault may have `path` (a string, matched against "repo/path" or "path", or a RegExp) and `times` (apply
 // to that many matching requests, default every one) and `skip` (let that many pass first). Every matching fault
 // applies to a request (and spends its budget), so give sequential faults increasing `skip`s. Faults live in

@@ -56,6 +56,7 @@ await writeChat(join(dir, 'chat'));
 
 const files = (name) => join(dir, name);
 const Q0 = 'model.layers.0.self_attn.q_proj';
+const exactly = (text) => new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
 
 async function withHub(fn) {
   const hub = await startHub({
@@ -443,4 +444,55 @@ test('another format the core reads: an mlx-lm adapter is served in PEFT orienta
   } finally {
     await hub.close();
   }
+});
+
+test('bounds: terms (InvalidArgument), rank and size (LimitExceeded) are the core\'s rule for compose and composeAdapter; registrations are bounded', async () => {
+  await withHub(async (hub, o) => {
+    const cache = createAdapterCache({ ...o, budgetBytes: 64 << 20, maxRank: 24, maxComposeBytes: 200_000, maxRegistrations: 2 });
+    assert.deepEqual(await cache.bounds(), { maxTerms: 16, maxRank: 24, maxComposeBytes: 200_000, maxRegistrations: 2 });
+    await cache.register('sql', { repo: 'me/sql' });
+    await cache.register('chat', { repo: 'me/chat' });
+    const many = Array.from({ length: 1000 }, (_, i) => ({ id: i % 2 ? 'sql' : 'chat', scale: 0.5 }));
+    hub.clearLog();
+    const terms = exactly('a composition of 1000 adapters: at most 16 may be composed at once (maxTerms)');
+    await rejectsWith(cache.composeAdapter(many), 'InvalidArgument', terms);
+    await rejectsWith(cache.compose(many, Q0), 'InvalidArgument', terms);
+    await rejectsWith(cache.checkTerms(17), 'InvalidArgument', exactly('a composition of 17 adapters: at most 16 may be composed at once (maxTerms)'));
+    assert.equal(hub.requests.length, 0, 'refused before anything is read');
+    // sql is rank 8 everywhere: 4 of them make rank 32 > 24.
+    const four = Array.from({ length: 4 }, () => ({ id: 'sql', scale: 1 }));
+    await rejectsWith(cache.composeAdapter(four), 'LimitExceeded', exactly('the composed adapter would have rank 32, more than the limit of 24 (maxRank)'));
+    await rejectsWith(cache.compose(four, Q0), 'LimitExceeded', exactly('the composed module would have rank 32, more than the limit of 24 (maxRank)'));
+    // Three: rank 24, 12 modules of f32 factors (A 24×512, B 512|256×24): 1.03 MB > 200,000 bytes; one module fits.
+    const three = four.slice(1);
+    await rejectsWith(cache.composeAdapter(three), 'LimitExceeded', /^the composed adapter would be \d+ bytes, more than the limit of 200000 bytes \(maxComposeBytes\)$/);
+    const d = await cache.compose(three, Q0, { dtype: 'bf16' });
+    assert.equal(d.rank, 24);
+    // A third registration: refused (registrations live outside the budget).
+    await rejectsWith(cache.register('third', { repo: 'me/sql' }), 'LimitExceeded', exactly('cannot register `third`: the cache holds 2 adapters, its maximum (maxRegistrations); unregister one first'));
+    await cache.close();
+  });
+});
+
+test('the cache\'s token goes to the cache\'s endpoint only; another endpoint is read with its own token or none', async () => {
+  await withHub(async (hub, o) => {
+    const other = await startHub({ files: { 'me/sql': files('sql'), 'me/base': files('base') } });
+    try {
+      const cache = createAdapterCache({ ...o, token: 'hf_cache_token', budgetBytes: 64 << 20 });
+      const withToken = (h, token) => h.requests.filter((r) => r.auth === `Bearer ${token}`).length;
+      await cache.register('home', { repo: 'me/sql', base: { repo: 'me/base' } });
+      assert.ok(withToken(hub, 'hf_cache_token') > 0);
+      await cache.register('away', { repo: 'me/sql', endpoint: other.endpoint, base: { repo: 'me/base', endpoint: hub.endpoint } });
+      await cache.register('away-base', { repo: 'me/sql', base: { repo: 'me/base', endpoint: other.endpoint } });
+      await cache.module('away', Q0);
+      assert.ok(other.requests.length > 0);
+      assert.equal(withToken(other, 'hf_cache_token'), 0, 'the cache\'s token never went to the other server');
+      await cache.register('own', { repo: 'me/sql', endpoint: other.endpoint, token: 'hf_other_token' });
+      assert.ok(withToken(other, 'hf_other_token') > 0, 'a registration\'s own token goes to its own endpoint');
+      assert.equal(withToken(other, 'hf_cache_token'), 0);
+      await cache.close();
+    } finally {
+      await other.close();
+    }
+  });
 });

@@ -6,6 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pb, repoRoot } from './helpers/common.mjs';
@@ -39,7 +40,7 @@ async function startRouter(t, hub, bindings = {}) {
 
 const auth = { Authorization: `Bearer ${SECRET}` };
 const post = (url, body, headers = auth) => fetch(`${url}/adapters`, { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-const get = (url, path) => fetch(`${url}${path}`, { headers: auth });
+const get = (url, path, init = {}) => fetch(`${url}${path}`, { headers: auth, ...init });
 const bytesOf = async (res) => new Uint8Array(await res.arrayBuffer());
 const same = (a, b) => Buffer.from(a).equals(Buffer.from(b));
 
@@ -125,7 +126,8 @@ test('router load: N concurrent requests over M adapters larger in sum than the 
   }
   const hub = await startHub({ files });
   t.after(() => hub.close());
-  const worker = await startRouter(t, hub, { CACHE_BUDGET_MB: String(budgetMiB), MAX_ACTIVE: process.env.PB_MAX_ACTIVE ?? '4' });
+  // SLOT_WAIT_MS: here every request queues for a slot as long as it takes (the latencies below).
+  const worker = await startRouter(t, hub, { CACHE_BUDGET_MB: String(budgetMiB), MAX_ACTIVE: process.env.PB_MAX_ACTIVE ?? '4', SLOT_WAIT_MS: '600000' });
   t.after(() => process.env.PB_DEBUG && console.error(worker.log().slice(-3000)));
   for (let i = 0; i < M; ++i) assert.equal((await post(worker.url, { id: `a${i}`, repo: `me/load-${i}`, base: 'me/base' })).status, 201);
   const ready = processMemory(worker.pid);
@@ -171,4 +173,160 @@ test('router load: N concurrent requests over M adapters larger in sum than the 
   // edge-worker.test.mjs, where a plain download through the worker grows about as much.
   assert.ok(peak.hwm - ready.rss < 128 * 2 ** 20, `workerd grew by ${MiB(peak.hwm - ready.rss)}`);
   assert.ok(heap <= 32 * 2 ** 20, `WASM heap ${MiB(heap)}`);
+});
+
+test('router: HF_TOKEN goes to HF_ENDPOINT only; a registration names another server only if ALLOWED_ENDPOINTS lists it', { skip }, async (t) => {
+  await writeBase(join(dir, 'base'));
+  await writeAdapter(join(dir, 'sql'));
+  const files = { 'me/base': join(dir, 'base'), 'me/sql': join(dir, 'sql') };
+  const hub = await startHub({ files });
+  const other = await startHub({ files }); // another origin (another port), serving the same repos
+  t.after(() => Promise.all([hub.close(), other.close()]));
+  const HF_TOKEN = 'hf_router_token';
+  const sentToken = (h) => h.requests.filter((r) => r.auth === `Bearer ${HF_TOKEN}`).length;
+
+  const strict = await startRouter(t, hub, { HF_TOKEN });
+  for (const body of [
+    { id: 'b1', repo: 'me/sql', base: { repo: 'me/base', endpoint: other.endpoint } },
+    { id: 'b2', repo: 'me/sql', endpoint: other.endpoint, base: 'me/base' },
+    { id: 'b3', repo: 'me/sql', endpoint: 'file:///etc', base: 'me/base' },
+  ]) {
+    const res = await post(strict.url, body);
+    const answer = await res.json();
+    assert.equal(res.status, 400, JSON.stringify(answer));
+    assert.equal(answer.error.code, 'InvalidArgument');
+    assert.match(answer.error.message, /^`endpoint` `[^`]+` is not allowed: this worker reads from its Hub \(http:\/\/127\.0\.0\.1:\d+\) only \(ALLOWED_ENDPOINTS lists other servers\)$/);
+  }
+  assert.equal(other.requests.length, 0, 'nothing was sent to the other server');
+
+  // Allowed: read there, without the worker's token (which still goes to HF_ENDPOINT, for the adapter).
+  const open = await startRouter(t, hub, { HF_TOKEN, ALLOWED_ENDPOINTS: `https://example.invalid, ${other.endpoint}` });
+  const res = await post(open.url, { id: 'sql', repo: 'me/sql', base: { repo: 'me/base', endpoint: other.endpoint } });
+  const entry = await res.json();
+  assert.equal(res.status, 201, JSON.stringify(entry));
+  assert.equal(entry.base.endpoint, other.endpoint);
+  assert.ok(other.requests.length > 0, 'the base was read from the other server');
+  assert.equal(sentToken(other), 0, 'HF_TOKEN never went to the other server');
+  assert.ok(sentToken(hub) > 0, 'HF_TOKEN went to HF_ENDPOINT');
+  assert.deepEqual((await (await get(open.url, '/adapters/sql')).json()).base, { repo: 'me/base', revision: other.commit('me/base'), endpoint: other.endpoint });
+  const weights = await get(open.url, '/adapters/sql/peft/adapter_model.safetensors');
+  assert.equal(weights.status, 200);
+  await weights.arrayBuffer();
+  assert.equal(sentToken(other), 0);
+  // The adapter itself on the other server: read there without the token too.
+  const moved = await post(open.url, { id: 'sql2', repo: 'me/sql', endpoint: other.endpoint, base: 'me/base' });
+  assert.equal(moved.status, 201, await moved.text());
+  assert.equal((await (await get(open.url, '/adapters/sql2/peft/adapter_model.safetensors')).arrayBuffer()).byteLength > 0, true);
+  assert.equal(sentToken(other), 0);
+});
+
+test('router: a malformed percent-encoding in the path is 400', { skip }, async (t) => {
+  const hub = await startHub({ files: {} });
+  t.after(() => hub.close());
+  const worker = await startRouter(t, hub);
+  for (const path of ['/adapters/%E0%A4%A', '/adapters/%zz/peft/adapter_config.json', '/compose/%/adapter_config.json']) {
+    const res = await get(worker.url, path);
+    const body = await res.json();
+    assert.equal(res.status, 400, `${path}: ${JSON.stringify(body)}`);
+    assert.equal(body.error.code, 'InvalidArgument');
+    assert.match(body.error.message, /has a malformed percent-encoding$/);
+  }
+});
+
+test('router bounds: terms (400), rank and response size (413), registrations (507); the WASM heap stays small', { skip }, async (t) => {
+  await writeBase(join(dir, 'base'));
+  const files = { 'me/base': join(dir, 'base') };
+  for (const [name, rank] of [['r8', 8], ['r32', 32], ['r64', 64]]) {
+    await writeAdapter(join(dir, name), { rank });
+    files[`me/${name}`] = join(dir, name);
+  }
+  const hub = await startHub({ files });
+  t.after(() => hub.close());
+  const worker = await startRouter(t, hub, { MAX_TERMS: '4', MAX_RANK: '96', MAX_RESPONSE_MB: '3', MAX_ADAPTERS: '2' });
+  assert.equal((await post(worker.url, { id: 'small', repo: 'me/r8', base: 'me/base' })).status, 201);
+  assert.equal((await post(worker.url, { id: 'big', repo: 'me/r64', base: 'me/base' })).status, 201);
+  const third = await post(worker.url, { id: 'third', repo: 'me/r32', base: 'me/base' });
+  const refused = await third.json();
+  assert.equal(third.status, 507, JSON.stringify(refused));
+  assert.deepEqual(refused.error, { code: 'LimitExceeded', message: 'the registry holds 2 adapters, its maximum (MAX_ADAPTERS): unregister one first' });
+
+  // 1,000 terms over 2 adapters: refused before anything is read or composed.
+  const many = Array.from({ length: 1000 }, (_, i) => (i % 2 ? 'small:0.5' : 'big:0.5')).join(',');
+  const started = performance.now();
+  const res = await get(worker.url, `/compose/peft/adapter_model.safetensors?adapters=${many}`);
+  const body = await res.json();
+  assert.equal(res.status, 400, JSON.stringify(body).slice(0, 300));
+  assert.deepEqual(body.error, { code: 'InvalidArgument', message: 'a composition of 1000 adapters: at most 4 may be composed at once (maxTerms)' });
+  assert.ok(performance.now() - started < 5000);
+
+  // Within the terms, over the rank: 64 + 64 > 96.
+  const rank = await get(worker.url, '/compose/peft/adapter_config.json?adapters=big:1,big:1');
+  assert.equal(rank.status, 413);
+  assert.deepEqual((await rank.json()).error, { code: 'LimitExceeded', message: 'the composed adapter would have rank 128, more than the limit of 96 (maxRank)' });
+  // Within the rank, over the size: rank 80 on 12 modules of f32 is 3.4 MiB > 3 MiB; in bf16 it fits.
+  const size = await get(worker.url, '/compose/peft/adapter_model.safetensors?adapters=big:1,small:1,small:1');
+  const sizeBody = await size.json();
+  assert.equal(size.status, 413, JSON.stringify(sizeBody));
+  assert.equal(sizeBody.error.code, 'LimitExceeded');
+  assert.match(sizeBody.error.message, /^the composed adapter would be \d+ bytes, more than the limit of 3145728 bytes \(maxComposeBytes\)$/);
+  const fits = await get(worker.url, '/compose/peft/adapter_model.safetensors?adapters=big:1,small:1,small:1&dtype=bf16');
+  assert.equal(fits.status, 200);
+  assert.equal((await fits.arrayBuffer()).byteLength, Number(fits.headers.get('content-length')));
+  const heap = Number(await (await fetch(`${worker.url}/__heap`)).text());
+  t.diagnostic(`WASM heap after the refused compositions: ${MiB(heap)}`);
+  assert.ok(heap <= 32 * 2 ** 20, `WASM heap ${MiB(heap)}`);
+});
+
+/** A GET whose answer is never read: the socket is paused once the request is sent (a client that went quiet). */
+function neverRead(url, path) {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => {
+      socket.write(`GET ${path} HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: Bearer ${SECRET}\r\n\r\n`);
+      socket.once('data', () => {
+        socket.pause(); // the head (and a first chunk) arrived: read nothing more
+        resolve(socket);
+      });
+    });
+    socket.once('error', reject);
+  });
+}
+
+test('router slots: clients that never read the body do not hold the slots past STALL_MS; a full router answers 503 after SLOT_WAIT_MS', { skip, timeout: 120000 }, async (t) => {
+  await writeBase(join(dir, 'base'));
+  const files = { 'me/base': join(dir, 'base') };
+  for (let i = 0; i < 4; ++i) {
+    // 5.5 MB of f32 factors each: a composition of 4 is 22 MB, more than the sockets' buffers hold
+    await writeAdapter(join(dir, `slow-${i}`), { rank: 128 });
+    files[`me/slow-${i}`] = join(dir, `slow-${i}`);
+  }
+  const hub = await startHub({ files });
+  t.after(() => hub.close());
+  const path = '/compose/peft/adapter_model.safetensors?adapters=s0,s1,s2,s3';
+  const sockets = [];
+  t.after(() => sockets.forEach((s) => s.destroy()));
+  for (const [stall, wait] of [[60000, 1000], [1500, 20000]]) {
+    const worker = await startRouter(t, hub, { MAX_ACTIVE: '4', STALL_MS: String(stall), SLOT_WAIT_MS: String(wait), CACHE_BUDGET_MB: '32' });
+    for (let i = 0; i < 4; ++i) assert.equal((await post(worker.url, { id: `s${i}`, repo: `me/slow-${i}`, base: 'me/base' })).status, 201);
+    for (let i = 0; i < 4; ++i) sockets.push(await neverRead(worker.url, path));
+    const started = performance.now();
+    const res = await get(worker.url, path, { signal: AbortSignal.timeout(30000) });
+    const took = performance.now() - started;
+    if (stall === 60000) {
+      // Every slot held by a quiet client: the next request waits SLOT_WAIT_MS, then 503 with Retry-After.
+      const body = await res.json();
+      assert.equal(res.status, 503, JSON.stringify(body));
+      assert.deepEqual(body.error, { code: 'Busy', message: 'every one of the 4 slots (MAX_ACTIVE) stayed busy for 1000 ms (SLOT_WAIT_MS): retry later' });
+      assert.equal(res.headers.get('retry-after'), '1');
+      assert.ok(took >= 900 && took < 10000, `${took.toFixed(0)} ms`);
+    } else {
+      // The quiet clients lose their slots after STALL_MS: the request is served.
+      assert.equal(res.status, 200);
+      const bytes = await res.arrayBuffer();
+      assert.equal(bytes.byteLength, Number(res.headers.get('content-length')));
+      t.diagnostic(`served after ${took.toFixed(0)} ms with 4 quiet clients (STALL_MS ${stall})`);
+      assert.ok(took < 20000, `${took.toFixed(0)} ms`);
+    }
+    sockets.splice(0).forEach((s) => s.destroy());
+  }
 });

@@ -182,6 +182,26 @@ test('the grammar: bad targets and combinations are usage errors (exit 2), the s
   assert.equal(hub.requests.filter((x) => x.repo === 'me/m').length, 0);
 });
 
+test('a Hub that never answers the commit: both CLIs give up at PB_HTTP_IDLE_MS with the same error, nothing committed', { skip: !hasNativeCli && 'build/native/peft-bridge not built', timeout: 60000 }, async (t) => {
+  const hub3 = await startHub({ files: { 'me/hang': { 'README.md': 'x' } }, owners: { me: TOKEN } });
+  t.after(() => hub3.close());
+  const before = hub3.commit('me/hang');
+  const errors = {};
+  for (const [name, cli] of [['npm', npm], ['native', native]]) {
+    hub3.faults.push({ on: 'commit', type: 'hang' });
+    const started = performance.now();
+    const r = await cli(['translate', dirs.adapter, join(work, `hang-${name}`), '--to', 'peft', '--push-to', 'me/hang'], { HF_ENDPOINT: hub3.endpoint, PB_HTTP_IDLE_MS: '500' });
+    const took = performance.now() - started;
+    assert.equal(r.status, 1, `${name}: ${r.stderr}`);
+    assert.ok(took < 15000, `${name} gave up after ${took.toFixed(0)} ms`);
+    errors[name] = r.stderr.split('\n').at(-2);
+    assert.equal(errors[name], `error: IoError: POST ${hub3.endpoint}/api/models/me/hang/commit/main: no answer for 500 ms (PB_HTTP_IDLE_MS)`, name);
+    hub3.faults.length = 0;
+  }
+  assert.equal(hub3.log('commit').length, 2, 'one commit call each: never retried');
+  assert.equal(hub3.commit('me/hang'), before);
+});
+
 test('native CLI --push-to: the same files and requests as the npm CLI (multipart, branch, PR, private repo, faults)', { skip: !hasNativeCli && 'build/native/peft-bridge not built' }, async (t) => {
   // small parts, so that the shards go multipart
   const hub2 = await startHub({ files: { 'me/both': { 'README.md': 'x' } }, owners: { me: TOKEN }, multipartThreshold: 40_000, partSize: 16_384 });

@@ -135,7 +135,7 @@ test('workerd: pushToHub with the modules a bundler makes: a generated file in p
   }
   writeFileSync(
     join(root, 'main.mjs'),
-    `import { pushToHub } from './node_modules/peft-bridge/src/index.js';
+    `import { pushToHub } from './node_modules/peft-bridge/src/workerd.js'; // the "workerd" entry: the WASM module (the calls' deadlines)
 import * as hub from './node_modules/@huggingface/hub/dist/browser/index.mjs'; // what a bundler gives the worker
 const generate = ${GENERATOR};
 export default {

@@ -237,6 +237,52 @@ test('failures leave no commit: a commit refused, an upload failing past its ret
   assert.equal(hub.commit('me/m'), after);
 });
 
+test('a Hub that accepts the connection and never answers: each call fails at the deadline of every request (PB_HTTP_IDLE_MS), nothing committed', { timeout: 30000 }, async (t) => {
+  const hub = await startHub({ files: { 'me/m': { 'README.md': 'hello' } }, owners: { me: TOKEN } });
+  t.after(() => hub.close());
+  const before = hub.commit('me/m');
+  const files = [{ path: 'model.safetensors', content: safetensors(5000, 3) }, { path: 'config.json', content: new TextEncoder().encode('{}') }];
+  const call = (what) => new RegExp(`^POST ${hub.endpoint.replace(/\./g, '\\.')}/api/models/me/m/${what}/main: no answer for 300 ms \\(PB_HTTP_IDLE_MS\\)$`);
+
+  // the commit never answers: not retried (it may have been applied), the push fails after one idle deadline
+  hub.faults.push({ on: 'commit', type: 'hang' });
+  let started = performance.now();
+  await assert.rejects(pushToHub({ repo: 'me/m', token: TOKEN, endpoint: hub.endpoint, idleTimeout: 300, retryDelay: 5, files }), (e) => {
+    assert.equal(e.code, 'IoError');
+    assert.match(e.message, call('commit'));
+    return true;
+  });
+  const commitTook = performance.now() - started;
+  assert.ok(commitTook < 5000, `gave up after ${commitTook.toFixed(0)} ms`);
+  assert.equal(hub.log('commit').length, 1);
+  assert.equal(hub.commit('me/m'), before);
+  hub.faults.length = 0;
+
+  // the preupload never answers: retried as other calls are (PB_HTTP_RETRIES), then the push fails
+  hub.clearLog();
+  hub.faults.push({ on: 'preupload', type: 'hang' });
+  started = performance.now();
+  await assert.rejects(
+    pushToHub({ repo: 'me/m', token: TOKEN, endpoint: hub.endpoint, http: { PB_HTTP_IDLE_MS: '300', PB_HTTP_RETRIES: '1', PB_HTTP_BACKOFF_MS: '5' }, files }),
+    (e) => e.code === 'IoError' && call('preupload').test(e.message),
+  );
+  assert.ok(performance.now() - started < 5000);
+  assert.equal(hub.log('preupload').length, 2, 'one retry');
+  assert.equal(hub.log('commit').length, 0);
+  hub.faults.length = 0;
+
+  // one attempt that hangs is retried and the push succeeds; the call's own deadline (PB_HTTP_TOTAL_MS) ends retries
+  hub.faults.push({ on: 'preupload', type: 'hang', times: 1 });
+  const ok = await pushToHub({ repo: 'me/m', token: TOKEN, endpoint: hub.endpoint, idleTimeout: 300, retryDelay: 5, files });
+  assert.equal(ok.commit, hub.commit('me/m'));
+  hub.faults.push({ on: 'preupload', type: 'hang' });
+  await assert.rejects(
+    pushToHub({ repo: 'me/m', token: TOKEN, endpoint: hub.endpoint, idleTimeout: 300, timeout: 500, retryDelay: 5, files }),
+    (e) => e.code === 'IoError' && /preupload\/main: (no answer for 300 ms \(PB_HTTP_IDLE_MS\)|did not finish within 500 ms \(PB_HTTP_TOTAL_MS\))$/.test(e.message),
+  );
+  await assert.rejects(pushToHub({ repo: 'me/m', token: TOKEN, endpoint: hub.endpoint, idleTimeout: 0, files }), (e) => e.code === 'InvalidArgument' && /PB_HTTP_IDLE_MS/.test(e.message));
+});
+
 test('tokens and names: none, unknown, without rights; bad repo ids, paths and options fail before any request', async (t) => {
   const hub = await startHub({ files: { 'me/m': { 'README.md': 'hello' }, 'other/m': { 'README.md': 'x' } }, owners: { me: TOKEN, other: 'hf_other' } });
   t.after(() => hub.close());

@@ -748,3 +748,55 @@ TEST(HttpLimitsTest, SetFromTextWithPreciseErrors) {
 
 }  // namespace
 }  // namespace pb::net
+
+namespace pb::net {
+namespace {
+
+TEST(HttpCallClock, AnUnansweredCallFailsAfterIdleMsAndTheCallEndsByTotalMs) {
+  HttpLimits limits;
+  limits.idle_ms = 300;
+  limits.total_ms = 2000;
+  HttpCallClock c(limits, "POST https://hub.test/api/models/o/r/commit/main", 0);
+  EXPECT_EQ(c.deadline_ms(), 300);
+  EXPECT_FALSE(c.Expired(299).has_value());
+  bool total = true;
+  auto e = c.Expired(300, &total);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_FALSE(total);
+  EXPECT_EQ(e->code, ErrorCode::IoError);
+  EXPECT_EQ(e->message, "POST https://hub.test/api/models/o/r/commit/main: no answer for 300 ms (PB_HTTP_IDLE_MS)");
+  // A body sent keeps the attempt alive; an answer that stops sending fails as `no data`.
+  c.BeginAttempt(400);
+  c.OnProgress(600, 10);
+  EXPECT_EQ(c.deadline_ms(), 900);
+  c.OnHead(800);
+  EXPECT_FALSE(c.Expired(1099).has_value());
+  auto d = c.Expired(1100, &total);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->message, "POST https://hub.test/api/models/o/r/commit/main: no data for 300 ms (PB_HTTP_IDLE_MS)");
+  // The call's deadline caps every attempt and wait.
+  EXPECT_FALSE(c.CanWait(1900, 100));
+  EXPECT_TRUE(c.CanWait(1800, 100));
+  c.BeginAttempt(1950);
+  EXPECT_EQ(c.deadline_ms(), 2000);
+  auto t = c.Expired(2000, &total);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_TRUE(total);
+  EXPECT_EQ(t->message, "POST https://hub.test/api/models/o/r/commit/main: did not finish within 2000 ms (PB_HTTP_TOTAL_MS)");
+}
+
+TEST(HttpCallClock, AFlowingBodyMustKeepTheMinimumRate) {
+  HttpLimits limits;  // 1024 B/s over 30 s windows, idle 10 s
+  HttpCallClock c(limits, "PUT https://hub.test/lfs/upload/x", 0);
+  for (int64_t t = 1000; t <= 30000; t += 1000) c.OnProgress(t, 100);  // 100 B/s
+  EXPECT_EQ(c.deadline_ms(), 31000);
+  auto e = c.Expired(31000);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "PUT https://hub.test/lfs/upload/x: slower than 1024 B/s for 30000 ms (PB_HTTP_MIN_RATE)");
+  HttpCallClock fast(limits, "PUT x", 0);
+  for (int64_t t = 1000; t <= 31000; t += 1000) fast.OnProgress(t, 4096);
+  EXPECT_FALSE(fast.Expired(31000).has_value());
+}
+
+}  // namespace
+}  // namespace pb::net

@@ -116,6 +116,39 @@ TEST(LoraServing, ComposeCatIsTheWeightedSum) {
   EXPECT_EQ(ComposeCat(mismatched, Dtype::F32).error().code, ErrorCode::ShapeMismatch);
 }
 
+TEST(LoraServing, CompositionsAreBoundedBeforeAnyWork) {
+  const uint64_t in = 9, out = 7;
+  ServedFactors f = Factors(3, in, out, 1);
+  // The default bound on terms: a request naming one adapter 17 times is refused, 16 times is composed.
+  std::vector<ServedTerm> many(17, ServedTerm{&f, 1, 1});
+  auto refused = ComposeCat(many, Dtype::F32);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::InvalidArgument);
+  EXPECT_EQ(refused.error().message, "a composition of 17 adapters: at most 16 may be composed at once (maxTerms)");
+  many.pop_back();
+  ASSERT_TRUE(ComposeCat(many, Dtype::F32).ok());
+  // Rank and bytes: LimitExceeded, checked before the composition is computed.
+  CompositionLimits small;
+  small.max_rank = 5;
+  std::vector<ServedTerm> two(2, ServedTerm{&f, 1, 1});
+  auto rank = ComposeCat(two, Dtype::F32, 0, small);
+  ASSERT_FALSE(rank.ok());
+  EXPECT_EQ(rank.error().code, ErrorCode::LimitExceeded);
+  EXPECT_EQ(rank.error().message, "the composed module would have rank 6, more than the limit of 5 (maxRank)");
+  EXPECT_EQ(ComposeCat(two, Dtype::F32, 8, CompositionLimits{.max_rank = 7}).error().code, ErrorCode::LimitExceeded);
+  CompositionLimits bytes;
+  bytes.max_bytes = 6 * (in + out) * 2 - 1;  // one byte short of rank 6 in bf16
+  auto big = ComposeCat(two, Dtype::BF16, 0, bytes);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.error().code, ErrorCode::LimitExceeded);
+  EXPECT_EQ(big.error().message, "the composed module would be 192 bytes, more than the limit of 191 bytes (maxComposeBytes)");
+  bytes.max_bytes += 1;
+  EXPECT_TRUE(ComposeCat(two, Dtype::BF16, 0, bytes).ok());
+  EXPECT_EQ(CheckCompositionTerms(0, {}).error().code, ErrorCode::InvalidArgument);
+  EXPECT_TRUE(CheckComposition(16, 1024, 1ull << 30, "x", {}).ok());
+  EXPECT_EQ(CheckComposition(16, 1024, (1ull << 30) + 1, "x", {}).error().code, ErrorCode::LimitExceeded);
+}
+
 TEST(LoraServing, ApplyTermsAddsTheDeltaInEveryLayout) {
   const uint64_t in = 6, out = 4;
   ServedFactors f1 = Factors(2, in, out, 4), f2 = Factors(3, in, out, 5);

@@ -13,7 +13,7 @@ import { openAdapterDirectory } from './adapter-dir.js';
 import { openAdapterSource, readRange } from './adapter-source.js';
 import { LIMIT_OPTIONS } from './range-client.js';
 import { planRemote } from './remote.js';
-import { openFile } from './hub.js';
+import { defaultEndpoint, openFile } from './hub.js';
 import { raceAbort } from './sources.js';
 import { writeSafetensors } from './writer.js';
 
@@ -23,6 +23,10 @@ const HEADER_STEPS = { length: 'adapterHeaderLength', header: 'setAdapterHeader'
 const invalid = (message) => new SafetensorsError('InvalidArgument', message);
 
 const IN_WORKERD = globalThis.navigator?.userAgent === 'Cloudflare-Workers';
+
+// Registrations live outside the byte budget (each holds its adapter's header, config, first 64 KiB and the
+// core's reading of them: docs/adapter-cache.md measures them), so their number is bounded instead.
+const DEFAULT_MAX_REGISTRATIONS = 256;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -77,6 +81,38 @@ export class AdapterCache {
     this.waiters = [];
     this.math = null;
     this.counts = { hits: 0, misses: 0, shared: 0, evictions: 0, invalidated: 0, bytesFetched: 0, spanReads: 0, peak: 0 };
+    // The bounds of a composition (the core's CompositionLimits; unset: its defaults).
+    this.limits = {};
+    for (const name of ['maxTerms', 'maxRank', 'maxComposeBytes']) {
+      const v = options[name];
+      if (v === undefined) continue;
+      if (!Number.isSafeInteger(v) || v <= 0) throw new TypeError(`peft-bridge: ${name} must be a positive integer`);
+      this.limits[name] = v;
+    }
+    const max = options.maxRegistrations;
+    if (max !== undefined && (!Number.isSafeInteger(max) || max <= 0)) throw new TypeError('peft-bridge: maxRegistrations must be a positive integer');
+    this.maxRegistrations = max ?? DEFAULT_MAX_REGISTRATIONS;
+  }
+
+  /** The limits args of the core's setLimits: maxTerms, maxRank, maxComposeBytes (0: the core's default). */
+  limitArgs() {
+    return [this.limits.maxTerms ?? 0, this.limits.maxRank ?? 0, this.limits.maxComposeBytes ?? 0];
+  }
+
+  /** {maxTerms, maxRank, maxComposeBytes, maxRegistrations}: the bounds this cache applies. */
+  async bounds() {
+    const module = await getModule();
+    return { ...JSON.parse(module.compositionLimits(...this.limitArgs())), maxRegistrations: this.maxRegistrations };
+  }
+
+  /**
+   * Refuses, before anything is read, a composition of `terms` adapters (the core's rule: InvalidArgument above
+   * maxTerms). composeAdapter and compose check it themselves; a caller that looks adapters up first (the edge
+   * router) checks here.
+   */
+  async checkTerms(terms) {
+    const math = await this.mathHandle();
+    if (!math.handle.checkTerms(terms)) throw errorFromHandle(math.handle);
   }
 
   /**
@@ -91,6 +127,11 @@ export class AdapterCache {
     if (typeof id !== 'string' || id === '') throw new TypeError('peft-bridge: an adapter id must be a non-empty string');
     if (!spec || typeof spec !== 'object' || typeof spec.repo !== 'string')
       throw new TypeError('peft-bridge: register(id, {repo, revision?, base?}) needs a Hub repo');
+    if (!this.adapters.has(id) && !this.registering.has(id) && this.adapters.size + this.registering.size >= this.maxRegistrations)
+      throw new SafetensorsError(
+        'LimitExceeded',
+        `cannot register \`${id}\`: the cache holds ${this.maxRegistrations} adapters, its maximum (maxRegistrations); unregister one first`,
+      );
     const call = this.registerNow(id, spec);
     this.registering.set(id, call);
     try {
@@ -111,25 +152,35 @@ export class AdapterCache {
     const { signal } = spec;
     throwIfAborted(signal);
     const ro = { ...this.reading, signal };
-    const address = { repo: spec.repo, revision: spec.revision, subfolder: spec.subfolder, endpoint: spec.endpoint, token: spec.token };
+    const module = await getModule();
+    // The cache's token goes to the cache's endpoint only: an address naming another server reads with its own
+    // token, or none ('' is "no token" to the HTTP policy).
+    const home = module.urlOrigin(String(this.reading.endpoint ?? defaultEndpoint()));
+    const tokenFor = (address, inherited) => {
+      if (address.token !== undefined) return address.token;
+      if (address.endpoint === undefined) return inherited;
+      return module.urlOrigin(String(address.endpoint)) === home ? this.reading.token : '';
+    };
+    const address = { repo: spec.repo, revision: spec.revision, subfolder: spec.subfolder, endpoint: spec.endpoint, token: tokenFor(spec, undefined) };
     const label = `hf://${spec.repo}${spec.subfolder ? `/${spec.subfolder}` : ''}`;
     const dir = await openAdapterDirectory(address, ro);
     let handle = null;
     try {
-      const base = spec.base === undefined ? this.base : spec.base;
+      let base = spec.base === undefined ? this.base : spec.base;
+      // A base without an endpoint of its own is read where the adapter is, with the adapter's token.
+      if (base && typeof base === 'object' && !(base instanceof URL)) base = { ...base, token: tokenFor(base, address.token) };
       let plan = null;
       if (base) {
         // The merge's own plan from headers only: the errors are merge --dry-run's.
         const { revision, adapterRevision, ...summary } = await planRemote({
           ...ro,
           endpoint: spec.endpoint ?? ro.endpoint,
-          token: spec.token ?? ro.token,
+          token: address.token ?? ro.token,
           base,
           adapter: { weights: dir.weights, config: dir.config, weightsName: dir.weightsName },
         });
         plan = { revision, modulesMatched: summary.modulesMatched, tensorsMerged: summary.tensorsMerged, arch: summary.arch, notes: summary.notes };
       }
-      const module = await getModule();
       handle = new NativeHandle(module, new module.ServedAdapter());
       const src = await openAdapterSource(dir.weights, signal);
       const inline = await readAdapterHeader(handle, src, dir.weightsName, HEADER_STEPS, signal);
@@ -355,6 +406,7 @@ export class AdapterCache {
     if (!this.math) {
       const module = await getModule();
       this.math = new NativeHandle(module, new module.ServingMath());
+      this.math.handle.setLimits(...this.limitArgs());
     }
     return this.math;
   }
@@ -369,6 +421,7 @@ export class AdapterCache {
   async compose(list, name, options = {}) {
     if (!Array.isArray(list) || list.length === 0) throw new TypeError('peft-bridge: compose needs a non-empty array of {id, scale}');
     const dtype = checkDtype(options.dtype ?? this.dtype);
+    await this.checkTerms(list.length); // before any factor is read
     const present = [];
     for (const item of list) {
       if (!item || typeof item !== 'object' || typeof item.id !== 'string') throw new TypeError('peft-bridge: compose takes [{id, scale}]');
@@ -426,6 +479,8 @@ export class AdapterCache {
     const layout = new NativeHandle(module, new module.ComposeLayout());
     let plan;
     try {
+      layout.handle.setLimits(...this.limitArgs());
+      await this.checkTerms(list.length); // before the registrations are looked at
       for (const item of list) {
         if (!item || typeof item !== 'object' || typeof item.id !== 'string') throw new TypeError('peft-bridge: composeAdapter takes [{id, scale}]');
         layout.handle.add(this.registration(item.id).handle.handle);

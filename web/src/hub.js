@@ -19,7 +19,7 @@ const INDEX = 'model.safetensors.index.json';
 
 const invalid = (message) => new SafetensorsError('InvalidArgument', message);
 
-function defaultEndpoint() {
+export function defaultEndpoint() {
   const env = typeof process !== 'undefined' ? process.env?.HF_ENDPOINT : undefined;
   return env || DEFAULT_ENDPOINT;
 }

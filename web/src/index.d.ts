@@ -44,7 +44,8 @@ export type SafetensorsErrorCode =
   | 'UnsupportedAdapter'
   | 'UnresolvedTensor'
   | 'ShapeMismatch'
-  | 'ModulesNotFound';
+  | 'ModulesNotFound'
+  | 'LimitExceeded';
 
 /** One of several problems an error reports together (a merge plan's base/adapter mismatches). */
 export interface SafetensorsProblem {
@@ -1112,6 +1113,17 @@ export interface PushOptions {
   retries?: number;
   /** First backoff wait in ms, doubled per failure up to 8000; a Retry-After (≤ 10 s) wins (default 250). */
   retryDelay?: number;
+  /** Every call's deadlines, as every remote read's (docs/remote.md): an attempt that sends and receives nothing
+   * for this many ms fails (`no answer for N ms`; default 10000; PB_HTTP_IDLE_MS). The commit is not retried. */
+  idleTimeout?: number;
+  /** Each call, every attempt and wait included, ends by this many ms (default 600000; PB_HTTP_TOTAL_MS). */
+  timeout?: number;
+  /** Bytes/s a body sent or received must average over each `rateWindow` (default 1024; PB_HTTP_MIN_RATE). */
+  minRate?: number;
+  /** The minimum rate's window in ms (default 30000; PB_HTTP_RATE_WINDOW_MS). */
+  rateWindow?: number;
+  /** The same limits by their PB_HTTP_* names, as text (what the npm CLI passes from its environment). */
+  http?: Record<string, string>;
   /** Let @huggingface/hub upload through Xet when the Hub offers it (default false: LFS basic / multipart). */
   useXet?: boolean;
   fetch?: typeof fetch;
@@ -1159,6 +1171,16 @@ export interface AdapterCacheOptions extends Omit<RemoteOptions, 'signal'> {
   /** The base every adapter is checked against at registration (as `merge --dry-run`), unless its own `base`
    * says otherwise (null: none). */
   base?: HubRepo | string | URL | null;
+  /** Adapters in one composition (default 16): more is InvalidArgument, before anything is read. */
+  maxTerms?: number;
+  /** A composition's rank Σrᵢ (default 1024): more is LimitExceeded. */
+  maxRank?: number;
+  /** A composed module's factors and a composed adapter's weights file, in bytes (default 1 GiB): more is
+   * LimitExceeded. */
+  maxComposeBytes?: number;
+  /** Adapters registered at once (default 256): registrations live outside `budgetBytes` (docs/adapter-cache.md
+   * measures them), so their number is bounded; one more is LimitExceeded. */
+  maxRegistrations?: number;
 }
 
 export interface AdapterRegistration extends HubRepo {
@@ -1271,6 +1293,11 @@ export class AdapterCache {
     stream(): ReadableStream<Uint8Array>;
   }>;
   stats(): AdapterCacheStats;
+  /** The bounds this cache applies (its options, else the core's defaults). */
+  bounds(): Promise<{ maxTerms: number; maxRank: number; maxComposeBytes: number; maxRegistrations: number }>;
+  /** Rejects (InvalidArgument) a composition of `terms` adapters above maxTerms: the core's rule, which compose and
+   * composeAdapter apply themselves; for callers that look adapters up before composing. */
+  checkTerms(terms: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -1283,5 +1310,14 @@ export function createAdapterCache(options: AdapterCacheOptions): AdapterCache;
 export function inOwnRequest<T>(promise: Promise<T>): Promise<T>;
 
 /** The HTTP status a worker answers an error with: the Hub's 401 / 403 / 404, 502 for other I/O failures, 400 for
- * a bad request, 422 for inputs the core refuses, 500 otherwise. */
+ * a bad request (a malformed percent-encoding too), 413 for LimitExceeded, 422 for inputs the core refuses, 500
+ * otherwise. */
 export function workerErrorStatus(error: unknown): number;
+
+/** The server a worker reads an address a request names from: its own Hub `endpoint` when the request names none
+ * (or the same origin), else an origin `allowed` lists (ALLOWED_ENDPOINTS: comma- or space-separated); any other
+ * throws InvalidArgument. `own`: the worker's endpoint, the only one its Hub token may go to. */
+export function workerEndpoint(
+  requested: string | undefined | null,
+  worker: { endpoint: string; allowed?: string | string[] },
+): { endpoint: string; own: boolean };

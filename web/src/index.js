@@ -17,5 +17,5 @@ export { createMergeStream, mergeShards, planMerge } from './merge.js';
 export { mergeInWorkers } from './merge-workers.js';
 export { mergeRemote, mergeRemoteIndex, mergeRemoteShard, planRemote, saveStreams } from './remote.js';
 export { pushToHub } from './push.js';
-export { workerErrorStatus, workerHubAccess } from './edge-auth.js';
+export { workerEndpoint, workerErrorStatus, workerHubAccess } from './edge-auth.js';
 export { AdapterCache, createAdapterCache, inOwnRequest } from './adapter-cache.js';

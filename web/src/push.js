@@ -7,9 +7,14 @@
 //   - retries of the storage and API calls (the library has none), with the backoff docs/remote.md gives; the
 //     commit call itself is not retried (it may have been applied): a failed push leaves no commit, and a
 //     second push reuses the LFS objects the first uploaded.
+//   - the deadlines of every request (PB_HTTP_IDLE_MS, PB_HTTP_MIN_RATE, PB_HTTP_TOTAL_MS): the core's
+//     net::HttpCallClock (src/app/http_policy.h), which the native CLI's push runs too, so a Hub that accepts the
+//     connection and never answers fails the call instead of hanging.
 //   - byte progress, abort, repo and branch creation, and errors as SafetensorsError (IoError / InvalidArgument).
 // The library is imported on first use, so loading the package never needs it (a bundled app passes it as `hub`).
-import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
+import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from './errors.js';
+import { getModule } from './init.js';
+import { LIMIT_OPTIONS, limitsText } from './range-client.js';
 import { requireLocalFiles } from './sources.js';
 
 const DEFAULT_ENDPOINT = 'https://huggingface.co';
@@ -297,11 +302,32 @@ async function sendable(blob, counter) {
   return bytes;
 }
 
+/** The answer's body read whole (answers to API calls and uploads are small), its bytes reported to `progress`;
+ * more than `cap` bytes fail. */
+async function readAnswer(response, progress, cap, what) {
+  if (!response.body) return null;
+  const parts = [];
+  let size = 0;
+  for await (const chunk of chunksOf(response.body)) {
+    size += chunk.length;
+    if (size > cap) throw new SafetensorsError('IoError', `${what}: the answer is larger than ${cap} bytes (PB_HTTP_MAX_JSON_BYTES)`);
+    progress(chunk.length);
+    parts.push(chunk);
+  }
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
 /**
- * The fetch the library is given: retries (except the commit call), byte progress of uploads, and bodies this
- * platform can send.
+ * The fetch the library is given: retries (except the commit call), the deadlines of every request (the core's
+ * HttpCallClock over `limits`: the PB_HTTP_* lines), byte progress of uploads, and bodies this platform can send.
  */
-function makeFetch({ baseFetch, upload, retries, retryDelay, signal, onUpload, log }) {
+function makeFetch({ baseFetch, upload, module, limits, signal, onUpload, log }) {
   return async function pushFetch(url, init = {}) {
     const href = String(url);
     const isCommit = (init.method ?? 'GET') === 'POST' && /\/api\/[a-z]+s\/[^/]+\/[^/]+\/commit\//.test(new URL(href).pathname);
@@ -325,44 +351,88 @@ function makeFetch({ baseFetch, upload, retries, retryDelay, signal, onUpload, l
   };
 
   async function attempt(url, init, href, isCommit, hint) {
-    let failures = 0;
-    for (;;) {
-      throwIfAborted(signal);
-      let body = init.body;
-      let sent = 0;
-      if (typeof Blob !== 'undefined' && body instanceof Blob) {
-        body = await sendable(body, hint?.path ? (n) => {
-          sent += n;
-          onUpload(hint.path, n);
-        } : null);
-      }
-      const { progressHint, ...rest } = init;
-      const request = { ...rest, body };
-      if (body && typeof body.getReader === 'function') request.duplex = 'half';
-      let response = null;
-      let failure = null;
-      try {
-        const put = upload && (request.method ?? 'GET') === 'PUT' && typeof Blob !== 'undefined' && request.body instanceof Blob;
-        response = await (put ? upload(url, request) : baseFetch(url, request));
-      } catch (error) {
-        if (signal?.aborted || error?.name === 'AbortError') throw signal?.aborted ? abortReason(signal) : error;
-        failure = error;
-      }
-      const retryable = failure !== null || [408, 429, 500, 502, 503, 504].includes(response.status);
-      if (!retryable || isCommit || failures >= retries) {
-        if (failure) {
-          throw new SafetensorsError('IoError', `${init.method ?? 'GET'} ${href}: ${failure.cause?.message ?? failure.message}`, { cause: failure });
+    const method = init.method ?? 'GET';
+    const clock = new module.HttpCall(`${method} ${href}`, limits, Date.now());
+    if (!clock.ok()) {
+      const error = errorFromHandle(clock);
+      clock.delete();
+      throw error;
+    }
+    try {
+      const retries = clock.retries();
+      let failures = 0;
+      for (;;) {
+        throwIfAborted(signal);
+        clock.beginAttempt(Date.now());
+        // One controller per attempt: the caller's abort, or a deadline of the clock, ends it.
+        const controller = new AbortController();
+        const onAbort = () => controller.abort(abortReason(signal));
+        signal?.addEventListener('abort', onAbort, { once: true });
+        let expired = null;
+        let timer = null;
+        const watch = () => {
+          timer = setTimeout(() => {
+            if (clock.expired(Date.now())) {
+              expired = { error: errorFromHandle(clock), total: clock.total() };
+              controller.abort(expired.error);
+            } else watch(); // progress moved the deadline on
+          }, Math.max(0, clock.deadline() - Date.now()));
+        };
+        watch();
+        const progress = (n) => clock.onProgress(Date.now(), n);
+        let sent = 0;
+        let response = null;
+        let failure = null;
+        try {
+          let body = init.body;
+          if (typeof Blob !== 'undefined' && body instanceof Blob) {
+            body = await sendable(body, (n) => {
+              progress(n);
+              if (hint?.path) {
+                sent += n;
+                onUpload(hint.path, n);
+              }
+            });
+          }
+          const { progressHint, ...rest } = init;
+          const request = { ...rest, body, signal: controller.signal };
+          if (body && typeof body.getReader === 'function') request.duplex = 'half';
+          const put = upload && (request.method ?? 'GET') === 'PUT' && typeof Blob !== 'undefined' && request.body instanceof Blob;
+          const answer = await (put ? upload(url, request) : baseFetch(url, request));
+          clock.onHead(Date.now());
+          const bytes = await readAnswer(answer, progress, clock.maxJsonBytes(), `${method} ${href}`);
+          const empty = bytes === null || [204, 205, 304].includes(answer.status);
+          response = new Response(empty ? null : bytes, { status: answer.status, statusText: answer.statusText, headers: answer.headers });
+        } catch (error) {
+          if (signal?.aborted) throw abortReason(signal);
+          if (expired) failure = expired.error;
+          else if (error?.name === 'AbortError') throw error;
+          else failure = error;
+        } finally {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
         }
-        return response;
+        const retryable = failure !== null || [408, 429, 500, 502, 503, 504].includes(response.status);
+        if (!retryable || isCommit || failures >= retries || expired?.total) {
+          if (failure instanceof SafetensorsError) throw failure;
+          if (failure) throw new SafetensorsError('IoError', `${method} ${href}: ${failure.cause?.message ?? failure.message}`, { cause: failure });
+          return response;
+        }
+        failures += 1;
+        if (sent) onUpload(hint.path, -sent);
+        let wait = Math.min(clock.backoffMaxMs(), clock.backoffMs() * 2 ** (failures - 1));
+        const after = response?.headers.get('Retry-After');
+        if (after !== null && after !== undefined && /^\d+$/.test(after)) wait = Math.min(clock.maxRetryAfterS(), Number(after)) * 1000;
+        if (!clock.canWait(Date.now(), wait)) {
+          if (failure instanceof SafetensorsError) throw failure;
+          if (failure) throw new SafetensorsError('IoError', `${method} ${href}: ${failure.cause?.message ?? failure.message}`, { cause: failure });
+          return response;
+        }
+        log?.({ retry: failures, url: href, status: response?.status ?? null, error: failure?.message ?? null, wait });
+        await sleep(wait, signal);
       }
-      failures += 1;
-      if (sent) onUpload(hint.path, -sent);
-      let wait = Math.min(8000, retryDelay * 2 ** (failures - 1));
-      const after = response?.headers.get('Retry-After');
-      if (after !== null && after !== undefined && /^\d+$/.test(after)) wait = Math.min(10_000, Number(after) * 1000);
-      await response?.body?.cancel().catch(() => {});
-      log?.({ retry: failures, url: href, status: response?.status ?? null, error: failure?.message ?? null, wait });
-      await sleep(wait, signal);
+    } finally {
+      clock.delete();
     }
   }
 }
@@ -401,8 +471,8 @@ export async function pushToHub(options = {}) {
     private: makePrivate = false,
     onProgress,
     signal,
-    retries = 5,
-    retryDelay = 250,
+    retries,
+    retryDelay,
     useXet = false,
     fetch: customFetch,
     hub: givenHub,
@@ -415,7 +485,18 @@ export async function pushToHub(options = {}) {
   }
   if (!Array.isArray(files) || files.length === 0) throw new SafetensorsError('InvalidArgument', 'files must be a non-empty array of {path, content}');
   if (!token) throw new SafetensorsError('InvalidArgument', 'pushing needs a token with write access (token, or HF_TOKEN in the CLIs)');
-  if (!Number.isSafeInteger(retries) || retries < 0) throw new SafetensorsError('InvalidArgument', 'retries must be a whole number ≥ 0');
+  if (retries !== undefined && (!Number.isSafeInteger(retries) || retries < 0)) throw new SafetensorsError('InvalidArgument', 'retries must be a whole number ≥ 0');
+  // The HTTP policy's limits (retries, backoff, deadlines: docs/remote.md), as every remote read takes them.
+  const limitOptions = { http: options.http };
+  for (const name of Object.keys(LIMIT_OPTIONS)) if (options[name] !== undefined) limitOptions[name] = options[name];
+  const limits = limitsText(limitOptions);
+  const module = await getModule();
+  {
+    const probe = new module.HttpCall('', limits, 0); // a bad limit fails before any request
+    const error = probe.ok() ? null : errorFromHandle(probe);
+    probe.delete();
+    if (error) throw error;
+  }
   let hubUrl;
   try {
     const u = new URL(endpoint);
@@ -455,8 +536,8 @@ export async function pushToHub(options = {}) {
   const fetchImpl = makeFetch({
     baseFetch: customFetch ?? baseFetch.bind(globalThis),
     upload: customFetch ? null : uploadTransport,
-    retries,
-    retryDelay,
+    module,
+    limits,
     signal,
     onUpload: (path, n) => {
       const bytes = (uploaded.get(path) ?? 0) + n;

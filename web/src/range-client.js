@@ -37,7 +37,7 @@ export const LIMIT_OPTIONS = {
 export const ADAPTER_CAP = 'adapter';
 
 /** "NAME=value" lines for the policy, from the options (`options.http` takes PB_HTTP_* names as they are). */
-function limitsText(options) {
+export function limitsText(options) {
   const lines = [];
   for (const [name, value] of Object.entries(options.http ?? {})) if (value !== undefined && value !== '') lines.push(`${name}=${value}`);
   for (const [option, name] of Object.entries(LIMIT_OPTIONS)) if (options[option] !== undefined) lines.push(`${name}=${options[option]}`);

@@ -39,9 +39,8 @@ export async function pushOutputs(line) {
       files,
       token,
       endpoint,
-      // the retries of remote reads (docs/remote.md), as the native CLI reads them
-      retries: http.PB_HTTP_RETRIES !== undefined ? Number(http.PB_HTTP_RETRIES) : undefined,
-      retryDelay: http.PB_HTTP_BACKOFF_MS !== undefined ? Number(http.PB_HTTP_BACKOFF_MS) : undefined,
+      // the retries and deadlines of remote reads (the PB_HTTP_* variables, docs/remote.md), as the native CLI reads them
+      http,
       createPr: flag(line, 'create-pr'),
       createRepo: flag(line, 'create-repo'),
       private: flag(line, 'private'),
