@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cliPath, hasNativeCli, makeFile, nativeCli, skipWithoutNativeCli, webDir } from './helpers/common.mjs';
@@ -127,7 +127,7 @@ test('head counts whose products wrap (2^63, 2^62 + 1) are refused by the row or
     const res = both(t, (out) => ['translate', adapter, `${out}.gguf`, '--to', 'gguf', '--base-config', config]);
     assert.equal(res.status, 1, res.stderr);
     assert.match(res.stderr, /cannot reorder 8 rows as llama_rope: \d+ heads of an even size do not divide them/);
-    await assert.rejects(pb.translateAdapter(adapter, { to: 'gguf', baseConfig: config }), /cannot reorder 8 rows as llama_rope/);
+    await assert.rejects(pb.translateAdapter(adapter, { to: 'gguf', baseConfig: readFileSync(config, 'utf8') }), /cannot reorder 8 rows as llama_rope/);
   }
 });
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { collect, makeFile, pb } from './helpers/common.mjs';
 import { getModule } from '../../web/src/init.js';
 
-const { adapterInfo, convert, createMergeStream, inspect, mergeShards, planMerge, readSafetensors, translateAdapter, writeSafetensors, SafetensorsError } = pb;
+const { adapterInfo, combineAdapters, convert, createMergeStream, inspect, mergeShards, planMerge, readSafetensors, translateAdapter, writeSafetensors, SafetensorsError } = pb;
 const module = await getModule();
 const CALLS = Number(process.env.PB_SURVIVAL_CALLS ?? 10000);
 const enc = (s) => new TextEncoder().encode(s);
@@ -28,6 +28,24 @@ const adapterWeights = makeFile(
 const config = (extra) => enc(JSON.stringify({ peft_type: 'LORA', r: 1, lora_alpha: 1, target_modules: ['q_proj'], ...extra }));
 const shapeMismatch = { weights: adapterWeights, config: config({}) }; // A is 1x3, the base is 2x2
 const baseOf = (bytes, index) => ({ open: () => bytes, index });
+// Sizes the file declares but does not back: zero-size factors of rank 2^62, and a base config whose head count
+// wraps the row order's products (once a heap overwrite, a trap, or a 2^40-entry table in the module).
+const Q = 'base_model.model.model.layers.0.self_attn.q_proj';
+const zeroSize = {
+  weights: makeFile(JSON.stringify({
+    [`${Q}.lora_A.weight`]: { dtype: 'F32', shape: [2 ** 62, 0], data_offsets: [0, 0] },
+    [`${Q}.lora_B.weight`]: { dtype: 'F32', shape: [0, 2 ** 62], data_offsets: [0, 0] },
+  })),
+  config: config({}),
+};
+const twoByFour = {
+  weights: makeFile(JSON.stringify({
+    [`${Q}.lora_A.weight`]: { dtype: 'F32', shape: [1, 4], data_offsets: [0, 16] },
+    [`${Q}.lora_B.weight`]: { dtype: 'F32', shape: [4, 1], data_offsets: [16, 32] },
+  }), f32(1, 2, 3, 4, 5, 6, 7, 8)),
+  config: config({}),
+};
+const wrappingHeads = '{"model_type":"llama","num_attention_heads":9223372036854775808,"num_key_value_heads":9223372036854775808}';
 
 async function rejects(promise, code) {
   try {
@@ -58,6 +76,11 @@ const KINDS = {
     rejects(adapterInfo({ weights: adapterWeights, config: enc(`{"peft_type":"LORA","r":1,"x":${'['.repeat(10000)}${']'.repeat(10000)}}`) }), 'InvalidConfig'),
   'translateAdapter: unsupported peft_type': () =>
     rejects(translateAdapter({ weights: adapterWeights, config: enc('{"peft_type":"LOHA","r":1}') }, { to: 'kohya' }), 'UnsupportedAdapter'),
+  'adapterInfo: zero-size factors of rank 2^62': () => rejects(adapterInfo(zeroSize), 'ShapeMismatch'),
+  'translateAdapter: a head count of 2^63': () =>
+    rejects(translateAdapter(twoByFour, { to: 'gguf', baseConfig: wrappingHeads }), 'InvalidArgument'),
+  'combineAdapters: weights that overflow float32': () =>
+    rejects(combineAdapters([twoByFour, twoByFour], { weights: [1e308, 1e308] }), 'InvalidArgument'),
   'planMerge: shape mismatch': () => rejects(planMerge({ base: baseOf(base), adapter: shapeMismatch }), 'ShapeMismatch'),
   'mergeShards: shard name with traversal': () =>
     rejects((async () => {
