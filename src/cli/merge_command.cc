@@ -328,6 +328,7 @@ int RunMerge(const app::CommandLine& line) {
   const app::ExtraFiles extra = app::PlanExtraFiles(extra_request);
   if (!base->remote)
     for (const auto& name : extra.copy) inputs.push_back(FileFact("--base", Join(base->dir, name), base->dir));
+  AddNamedInputFacts(line, inputs);
   if (Status s = app::CheckInputLinks(command, inputs, flags); !s.ok()) return fail(s.error());
   std::vector<app::DroppedTensor> dropped;
   for (const auto& r : read->adapter.rejected) dropped.push_back({r.name, r.reason});
