@@ -12,7 +12,7 @@ import { WholeCopies, canCopyWhole, copyWhole } from './whole-copies.js';
 import { isRemote, openRemote, readRemoteWhole } from '../hub.js';
 import { readAhead } from '../remote.js';
 import { decodeText, loadAdapterDir, namingTables, openInput, readWholeFile, recordWholeReads, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
-import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, directoryFact, fileFact, planOutput } from './output.js';
+import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, directoryFact, fileFact, namedInputFacts, planOutput } from './output.js';
 
 // ---- merge and unmerge (src/cli/merge_command.cc) ----
 
@@ -208,7 +208,11 @@ export async function runMerge(line) {
     if (atOnce) workers = new ShardWorkers(Math.min(threads, plan.shards.length) - 1, o, base, adapterFiles, plan, wholeReads);
     // The policy: no link out of an input directory, no silent loss, no output over an input or into a
     // non-empty directory.
-    const facts = [...(await baseFacts(base, o.baseConfig)), ...(convert ? [] : await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath))];
+    const facts = [
+      ...(await baseFacts(base, o.baseConfig)),
+      ...(convert ? [] : await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath)),
+      ...(await namedInputFacts(line)),
+    ];
     const texts = [];
     if (base.index) texts.push(['model.safetensors.index.json', session.outputIndex()]);
     const config = session.configJson();
