@@ -152,7 +152,7 @@ for (const [cli, argv] of CLIS) {
     let fresh = null;
     let leftBehind = 0;
     await trials(t, {
-      count: cli === 'native' ? 40 : 20,
+      count: cli === 'native' ? 40 : 12,
       seconds: 60,
       measure: () => {
         const t0 = Date.now();
