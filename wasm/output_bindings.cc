@@ -28,6 +28,15 @@ EMSCRIPTEN_BINDINGS(peft_bridge_output_policy) {
   emscripten::function("planExtraFiles", +[](const std::string& request) {
     return Outcome(pb::app::PlanExtraFilesJson(request), "planJson");
   });
+  emscripten::function("namedInputs", +[](const std::string& line) {
+    return Outcome(pb::app::NamedInputsJson(line), "inputsJson");
+  });
+  emscripten::function("renderCommitJournal", +[](const std::string& request) {
+    return Outcome(pb::app::RenderCommitJournalJson(request), "text");
+  });
+  emscripten::function("parseCommitJournal", +[](const std::string& text, const std::string& path) {
+    return Outcome(pb::app::ParseCommitJournalJson(text, path), "journalJson");
+  });
   emscripten::function("checkDropped", +[](const std::string& request) {
     return Outcome(pb::app::CheckDroppedJson(request), "warnings");
   });

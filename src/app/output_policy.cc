@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "app/remote_address.h"
+
 namespace pb::app {
 namespace {
 
@@ -67,6 +69,87 @@ bool IsModelFile(std::string_view name) {
          name == "adapter_config.json";
 }
 
+bool IsOwnTemporary(std::string_view name) {
+  constexpr size_t kSuffix = 5 + 6;  // ".tmp-" or ".old-", then six letters
+  if (name.size() <= kSuffix) return false;
+  const std::string_view tag = name.substr(name.size() - kSuffix, 5);
+  if (tag != ".tmp-" && tag != ".old-") return false;
+  for (char c : name.substr(name.size() - 6))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+  return true;
+}
+
+std::vector<NamedInput> NamedInputs(const CommandLine& line) {
+  std::vector<NamedInput> named;
+  auto add = [&](const std::string& label, const std::string& path) {
+    if (!IsRemoteArgument(path)) named.push_back({label, path});
+  };
+  const std::string& c = line.command;
+  if (c == "convert" && !line.positional.empty()) add("IN", line.positional[0]);
+  if (c == "translate" && !line.positional.empty()) add("IN_DIR", line.positional[0]);
+  if (c == "combine")
+    for (const auto& p : line.positional) add("ADAPTER", p);
+  for (const char* option : {"base", "adapter", "tuned", "base-config", "naming-table"})
+    for (const auto& v : line.Values(option)) add(std::string("--") + option, v);
+  return named;
+}
+
+namespace {
+
+bool PlainName(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos && name.find('\n') == std::string_view::npos;
+}
+
+}  // namespace
+
+// One line per entry: "rename TEMP FINAL" (a tab between the names), "remove NAME", "aside NAME", after a first
+// line naming the format.
+std::string RenderCommitJournal(const CommitJournal& journal) {
+  std::string text = "peft-bridge commit journal 1\n";
+  for (const auto& r : journal.renames) text += "rename " + r.temp + "\t" + r.final + "\n";
+  for (const auto& n : journal.remove) text += "remove " + n + "\n";
+  for (const auto& n : journal.asides) text += "aside " + n + "\n";
+  return text;
+}
+
+Result<CommitJournal> ParseCommitJournal(std::string_view text, std::string_view path) {
+  auto bad = [&](const std::string& why) {
+    return MakeError(ErrorCode::InvalidArgument, "`" + std::string(path) + "` is not a commit journal peft-bridge wrote (" +
+                                                     why + "); remove it once you have checked the directory");
+  };
+  constexpr std::string_view kFirst = "peft-bridge commit journal 1\n";
+  if (!text.starts_with(kFirst)) return bad("its first line");
+  if (!text.ends_with('\n')) return bad("it ends mid-line");
+  CommitJournal journal;
+  text.remove_prefix(kFirst.size());
+  for (size_t line_no = 2; !text.empty(); ++line_no) {
+    const size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text.remove_prefix(end + 1);
+    const std::string where = "line " + std::to_string(line_no);
+    if (line.starts_with("rename ")) {
+      line.remove_prefix(7);
+      const size_t tab = line.find('\t');
+      if (tab == std::string_view::npos) return bad(where);
+      std::string temp(line.substr(0, tab)), final(line.substr(tab + 1));
+      if (!PlainName(temp) || !PlainName(final) || !IsOwnTemporary(temp)) return bad(where);
+      journal.renames.push_back({std::move(temp), std::move(final)});
+    } else if (line.starts_with("remove ")) {
+      std::string name(line.substr(7));
+      if (!PlainName(name) || !IsModelFile(name)) return bad(where);
+      journal.remove.push_back(std::move(name));
+    } else if (line.starts_with("aside ")) {
+      std::string name(line.substr(6));
+      if (!PlainName(name) || !IsOwnTemporary(name)) return bad(where);
+      journal.asides.push_back(std::move(name));
+    } else {
+      return bad(where);
+    }
+  }
+  return journal;
+}
+
 Status CheckInputLinks(std::string_view command, const std::vector<InputFact>& inputs, const OutputFlags& flags) {
   if (flags.follow_links) return Status::Ok();
   std::string lines;
@@ -87,6 +170,7 @@ Status CheckInputLinks(std::string_view command, const std::vector<InputFact>& i
 Result<OutputPlan> PlanOutput(std::string_view command, const std::vector<InputFact>& inputs,
                               const OutputRequest& out, const OutputFlags& flags) {
   PB_RETURN_IF_ERROR(CheckInputLinks(command, inputs, flags));
+  if (out.failure) return *out.failure;
   const std::string never = "; " + std::string(command) + " never writes over its inputs";
   const std::string out_named = out.label + " `" + out.path + "`";
 
@@ -101,7 +185,16 @@ Result<OutputPlan> PlanOutput(std::string_view command, const std::vector<InputF
   OutputPlan plan;
   plan.commit = out.writes;
   std::set<std::string> writes(out.writes.begin(), out.writes.end());
-  std::vector<OutputEntry> listing = out.listing;
+  // Our own temporaries a killed run left are removed, not kept and not counted (never an input's name, though).
+  std::vector<OutputEntry> listing;
+  for (const auto& e : out.listing) {
+    if (!out.single_file && (e.kind == EntryKind::kFile || e.kind == EntryKind::kSymlink) && !writes.count(e.name) &&
+        IsOwnTemporary(e.name) && !InputAt(inputs, out, e.name))
+      plan.stale.push_back(e.name);
+    else
+      listing.push_back(e);
+  }
+  std::sort(plan.stale.begin(), plan.stale.end());
   std::sort(listing.begin(), listing.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   for (const auto& e : listing) {
     bool replaceable = e.kind == EntryKind::kFile || e.kind == EntryKind::kSymlink;

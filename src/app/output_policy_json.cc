@@ -68,7 +68,52 @@ Result<std::string> PlanOutputJson(const std::string& request) {
     PB_ASSIGN_OR_RETURN(auto planned, PlanOutput(command, inputs, out, flags));
     plan = std::move(planned);
   }
-  return json{{"commit", Names(plan.commit)}, {"replace", Names(plan.replace)}, {"remove", Names(plan.remove)}}
+  return json{{"commit", Names(plan.commit)}, {"replace", Names(plan.replace)}, {"remove", Names(plan.remove)},
+              {"stale", Names(plan.stale)}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<std::string> NamedInputsJson(const std::string& line_json) {
+  PB_ASSIGN_OR_RETURN(auto parsed, Parse(line_json));
+  const json& j = parsed;
+  CommandLine line;
+  line.command = Str(j, "command");
+  if (j.contains("positional") && j["positional"].is_array())
+    for (const auto& p : j["positional"])
+      if (p.is_string()) line.positional.push_back(p.get<std::string>());
+  if (j.contains("options") && j["options"].is_object())
+    for (const auto& [name, values] : j["options"].items())
+      if (values.is_array())
+        for (const auto& v : values)
+          if (v.is_string()) line.options[name].push_back(v.get<std::string>());
+  json a = json::array();
+  for (const auto& n : NamedInputs(line)) a.push_back({{"label", n.label}, {"path", n.path}});
+  return a.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<std::string> RenderCommitJournalJson(const std::string& request) {
+  PB_ASSIGN_OR_RETURN(auto parsed, Parse(request));
+  const json& j = parsed;
+  CommitJournal journal;
+  auto strings = [&](const char* key) {
+    std::vector<std::string> v;
+    if (j.contains(key) && j[key].is_array())
+      for (const auto& s : j[key])
+        if (s.is_string()) v.push_back(s.get<std::string>());
+    return v;
+  };
+  if (j.contains("renames") && j["renames"].is_array())
+    for (const auto& r : j["renames"]) journal.renames.push_back({Str(r, "temp"), Str(r, "final")});
+  journal.remove = strings("remove");
+  journal.asides = strings("asides");
+  return RenderCommitJournal(journal);
+}
+
+Result<std::string> ParseCommitJournalJson(const std::string& text, const std::string& path) {
+  PB_ASSIGN_OR_RETURN(auto journal, ParseCommitJournal(text, path));
+  json renames = json::array();
+  for (const auto& r : journal.renames) renames.push_back({{"temp", r.temp}, {"final", r.final}});
+  return json{{"renames", renames}, {"remove", Names(journal.remove)}, {"asides", Names(journal.asides)}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

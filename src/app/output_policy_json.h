@@ -13,8 +13,17 @@ namespace pb::app {
 //  "out": null | {"label","path","real","exists","listing":[{"name","kind":"file|directory|symlink|other","id","targetId"}],
 //                 "writes":[names],"singleFile"}, "force", "followLinks"}
 // With "out": null only the input links are checked. Returns the plan as
-// {"commit":[...],"replace":[...],"remove":[...]} (all empty without "out"), or the policy's refusal.
+// {"commit":[...],"replace":[...],"remove":[...],"stale":[...]} (all empty without "out"), or the policy's refusal.
 Result<std::string> PlanOutputJson(const std::string& request);
+
+// A command line as parseCommandLine gives it ({"command","positional","options":{name:[values]}}): NamedInputs as
+// [{"label","path"}].
+Result<std::string> NamedInputsJson(const std::string& line_json);
+
+// {"renames":[{"temp","final"}],"remove":[names],"asides":[names]}: the journal's text (RenderCommitJournal).
+Result<std::string> RenderCommitJournalJson(const std::string& request);
+// The journal `text` read from `path`, as the JSON above, or ParseCommitJournal's refusal.
+Result<std::string> ParseCommitJournalJson(const std::string& text, const std::string& path);
 
 // {"command", "allowPartial", "dropped": [{"tensor","reason"}]}: CheckDropped's warnings text, or its refusal.
 Result<std::string> CheckDroppedJson(const std::string& request);

@@ -92,6 +92,7 @@ int RunTranslate(const app::CommandLine& line) {
   std::vector<app::InputFact> inputs;
   AddAdapterFacts("IN_DIR", o.positional[0], dir->weights_path, inputs);
   if (o.base_config) inputs.push_back(FileFact("--base-config", *o.base_config, std::nullopt));
+  AddNamedInputFacts(line, inputs);
   if (Status s = app::CheckInputLinks("translate", inputs, flags); !s.ok()) return fail(s.error());
   std::vector<app::DroppedTensor> dropped;
   for (const auto& m : result->plan)

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <span>
 
 #include "app/base_layout.h"
@@ -20,24 +21,48 @@ namespace {
 
 constexpr size_t kReadChunk = 4 << 20;
 
+// A local shard, opened only while it is read: a base of thousands of shards must not hold a descriptor per shard
+// (the default limit is 1,024). Opened again, it must be the file whose header was read (same file, same size).
 class LocalShard final : public ShardBytes {
  public:
-  explicit LocalShard(InputFile file) : file_(std::move(file)) {}
+  LocalShard(std::string path, const InputFile& file) : path_(std::move(path)), size_(file.size()), id_(file.Identity()) {}
   Status Stream(uint64_t begin, uint64_t end, const Deliver& deliver) override {
+    std::optional<InputFile> opened;  // for this read only, unless the shard is acquired
+    if (!file_) {
+      PB_ASSIGN_OR_RETURN(auto f, Reopen());
+      opened.emplace(std::move(f));
+    }
+    const InputFile& file = file_ ? *file_ : *opened;
     std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(kReadChunk, end - begin)));
     for (uint64_t pos = begin; pos < end;) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), end - pos));
-      PB_RETURN_IF_ERROR(file_.ReadAt(pos, std::span<uint8_t>(buffer.data(), n)));
+      PB_RETURN_IF_ERROR(file.ReadAt(pos, std::span<uint8_t>(buffer.data(), n)));
       PB_RETURN_IF_ERROR(deliver(std::span<const uint8_t>(buffer.data(), n)));
       pos += n;
     }
     return Status::Ok();
   }
   bool ConcurrentStreams() const override { return true; }
-  const InputFile* local_file() const override { return &file_; }
+  const InputFile* local_file() const override { return file_ ? &*file_ : nullptr; }
+  Status Acquire() override {
+    if (file_) return Status::Ok();
+    PB_ASSIGN_OR_RETURN(auto f, Reopen());
+    file_.emplace(std::move(f));
+    return Status::Ok();
+  }
+  void Release() override { file_.reset(); }
 
  private:
-  InputFile file_;
+  Result<InputFile> Reopen() const {
+    PB_ASSIGN_OR_RETURN(auto f, InputFile::Open(path_));
+    if (f.size() != size_ || f.Identity() != id_)
+      return MakeError(ErrorCode::IoError, "`" + path_ + "` changed while the command ran (it is not the file whose header was read)");
+    return f;
+  }
+  std::string path_;
+  uint64_t size_;
+  std::string id_;
+  std::optional<InputFile> file_;
 };
 
 class RemoteShard final : public ShardBytes {
@@ -142,7 +167,7 @@ Result<BaseModel> OpenLocalBase(const std::string& path) {
     auto header = file.ReadHeader();
     if (!header.ok()) return InShard(name, header.error());
     base.headers.push_back(std::move(header.value()));
-    base.shards.push_back(std::make_unique<LocalShard>(std::move(file)));
+    base.shards.push_back(std::make_unique<LocalShard>(Join(base.dir, name), file));  // closed until read
   }
   return base;
 }
@@ -186,8 +211,8 @@ Status CopyBaseFile(const BaseModel& base, const std::string& name, ByteSink& si
     return reader.Stream(0, net::kUnbounded, write);
   }
   PB_ASSIGN_OR_RETURN(auto in, InputFile::Open(Join(base.dir, name)));
-  const uint64_t size = in.size();
-  return LocalShard(std::move(in)).Stream(0, size, write);
+  LocalShard file(Join(base.dir, name), in);
+  return file.Stream(0, in.size(), write);
 }
 
 std::vector<app::InputFact> BaseFacts(const BaseModel& base, const std::optional<std::string>& config_path) {

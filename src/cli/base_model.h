@@ -30,9 +30,13 @@ class ShardBytes {
   virtual Status Stream(uint64_t begin, uint64_t end, const Deliver& deliver) = 0;
   // Whether several threads may Stream at once (a local file: pread; not a remote one's connection).
   virtual bool ConcurrentStreams() const { return false; }
-  // A local shard's file (its ranges may be copied straight into an output: AtomicOutputFile::CopyRegionFrom),
-  // else nullptr.
+  // A local shard's file while it is acquired (its ranges may be copied straight into an output:
+  // AtomicOutputFile::CopyRegionFrom), else nullptr.
   virtual const InputFile* local_file() const { return nullptr; }
+  // A local shard is open only between Acquire and Release (and for the length of a Stream otherwise), so that a
+  // base of thousands of shards holds a few descriptors, not one per shard.
+  virtual Status Acquire() { return Status::Ok(); }
+  virtual void Release() {}
 };
 
 struct BaseModel {

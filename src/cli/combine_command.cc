@@ -70,6 +70,7 @@ int RunCombine(const app::CommandLine& line) {
   for (size_t i = 0; i < reads.size(); ++i) inputs.push_back({line.positional[i], &reads[i].adapter});
   auto plan = compose::PlanCombine(inputs, app::CombineOptionsOf(line));
   if (!plan.ok()) return fail(plan.error());
+  AddNamedInputFacts(line, facts);
   if (Status s = app::CheckInputLinks("combine", facts, flags); !s.ok()) return fail(s.error());
   app::CombineReport report{&plan.value(), line.positional, nullptr, dry_run};
   const bool text_out = !json && !line.Has("quiet");

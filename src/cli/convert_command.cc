@@ -51,8 +51,9 @@ int RunConvert(const app::CommandLine& line) {
   auto in = InputFile::Open(positional[0]);
   if (!in.ok()) return fail(ExplainInput(in.error(), positional[0], app::InputRole::kTensorFile));
   // OUT may replace a file, never IN (whatever the path: a hard link, a path through a link to IN's directory).
-  auto output = app::PlanOutput("convert", {FileFact("IN", positional[0], std::nullopt)},
-                                DescribeOutputFile(positional[1]), app::OutputFlags{});
+  std::vector<app::InputFact> inputs{FileFact("IN", positional[0], std::nullopt)};
+  AddNamedInputFacts(line, inputs);
+  auto output = app::PlanOutput("convert", inputs, DescribeOutputFile(positional[1]), app::OutputFlags{});
   if (!output.ok()) return fail(output.error());
   auto header = in->ReadHeader();
   if (!header.ok()) return fail(ExplainInput(header.error(), positional[0], app::InputRole::kTensorFile));

@@ -45,6 +45,7 @@ int RunCreate(const app::CommandLine& line) {
   if (!plan.ok()) return fail(plan.error());
 
   std::vector<app::InputFact> inputs = BaseFacts(base.value(), base_config);
+  AddNamedInputFacts(line, inputs);
   if (Status s = app::CheckInputLinks("create", inputs, flags); !s.ok()) return fail(s.error());
   if (!dry_run) {
     const std::vector<std::string> names{std::string(compose::kCreateWeightsName), std::string(compose::kCreateConfigName)};

@@ -56,6 +56,7 @@ int RunExtract(const app::CommandLine& line) {
 
   std::vector<app::InputFact> inputs = BaseFacts(base.value(), base_config);
   for (auto& fact : BaseFacts(tuned.value(), std::nullopt)) inputs.push_back(std::move(fact));
+  AddNamedInputFacts(line, inputs);
   if (Status s = app::CheckInputLinks("extract", inputs, flags); !s.ok()) return fail(s.error());
   if (dry_run) {
     std::string summary = json ? app::RenderExtractJson(plan.value(), nullptr) : app::RenderExtractPlanText(plan.value(), true);

@@ -1,5 +1,6 @@
 #include "cli/file_io.h"
 
+#include "cli/interrupts.h"
 #include "cli/kernel_copy.h"
 
 #include <fcntl.h>
@@ -21,40 +22,6 @@ constexpr size_t kReadChunk = 4 << 20;  // CopyRegionFrom's pieces where the ker
 
 Error IoFailure(const std::string& what, const std::string& path) {
   return MakeError(ErrorCode::IoError, what + " `" + path + "`: " + std::strerror(errno));
-}
-
-// The temporary files being written, for the signal handler: an interrupted command removes them, so
-// nothing half-written is left behind. A command may have a few outputs open at once (translate writes
-// the weights and the config; merge every shard, the index and config.json before renaming any).
-constexpr int kMaxTempFiles = 1024;  // untouched BSS pages cost nothing
-char g_temp_paths[kMaxTempFiles][4096] = {};
-
-extern "C" void RemoveTempAndExit(int sig) {
-  for (auto& path : g_temp_paths)
-    if (path[0]) ::unlink(path);  // async-signal-safe
-  ::_exit(128 + sig);
-}
-
-void InstallCleanupHandlers(const std::string& temp) {
-  for (auto& path : g_temp_paths) {
-    if (path[0]) continue;
-    std::snprintf(path, sizeof path, "%s", temp.c_str());
-    break;
-  }
-  struct sigaction sa = {};
-  sa.sa_handler = RemoveTempAndExit;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
-}
-
-void ClearCleanupHandlers(const std::string& temp) {
-  bool any = false;
-  for (auto& path : g_temp_paths) {
-    if (path[0] && temp == path) path[0] = 0;
-    any = any || path[0];
-  }
-  if (!any)
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
 }
 
 }  // namespace
@@ -116,22 +83,53 @@ bool InputFile::IsSameFile(const std::string& path) const {
   return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+std::string InputFile::Identity() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return "";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
+
 Result<std::unique_ptr<AtomicOutputFile>> AtomicOutputFile::Create(const std::string& path) {
   std::string temp = path + ".tmp-XXXXXX";
+  auto hold = CriticalSection();  // an interrupt finds the file registered, or not created yet
   int fd = ::mkstemp(temp.data());
   if (fd < 0) return IoFailure("cannot create a temporary file for", path);
+  TrackTemporary(temp);
   // mkstemp makes the file 0600; give it the mode a plain create would (0666 minus the umask).
   mode_t mask = ::umask(0);
   ::umask(mask);
   ::fchmod(fd, 0666 & ~mask);
-  InstallCleanupHandlers(temp);
   return std::unique_ptr<AtomicOutputFile>(new AtomicOutputFile(fd, std::move(temp), path));
 }
 
 AtomicOutputFile::~AtomicOutputFile() {
   if (fd_ >= 0) ::close(fd_);
+  auto hold = CriticalSection();
   if (!committed_) ::unlink(temp_path_.c_str());
-  ClearCleanupHandlers(temp_path_);
+  ForgetTemporary(temp_path_);
+}
+
+void AtomicOutputFile::MarkRenamed() {
+  committed_ = true;
+  ForgetTemporary(temp_path_);
+}
+
+Status AtomicOutputFile::Park() {
+  if (fd_ < 0) return Status::Ok();
+  PB_RETURN_IF_ERROR(Flush());
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    return IoFailure("cannot close", temp_path_);
+  }
+  fd_ = -1;
+  return Status::Ok();
+}
+
+Status AtomicOutputFile::Resume() {
+  if (fd_ >= 0) return Status::Ok();
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd_ < 0) return IoFailure("cannot reopen", temp_path_);
+  return Status::Ok();
 }
 
 Status AtomicOutputFile::Flush() {
@@ -214,8 +212,9 @@ Status AtomicOutputFile::Prepare() {
 
 Status AtomicOutputFile::Persist() {
   PB_RETURN_IF_ERROR(Prepare());
+  auto hold = CriticalSection();
   if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) return IoFailure("cannot rename into", final_path_);
-  committed_ = true;
+  MarkRenamed();
   return Status::Ok();
 }
 

@@ -27,6 +27,8 @@ class InputFile {
   Result<Header> ReadHeader() const;
   // True if `path` names this same file (same device and inode).
   bool IsSameFile(const std::string& path) const;
+  // "device:inode" of the open file.
+  std::string Identity() const;
 
  private:
   friend class AtomicOutputFile;  // CopyRegionFrom hands both descriptors to the kernel
@@ -64,7 +66,11 @@ class AtomicOutputFile final : public ByteSink {
   // (the destructor then leaves the file alone).
   const std::string& temp_path() const { return temp_path_; }
   const std::string& final_path() const { return final_path_; }
-  void MarkRenamed() { committed_ = true; }
+  void MarkRenamed();
+  // Closes the file (after flushing) without syncing it, and opens it again for more writes: a command writing
+  // many files at once (merge's shards) keeps only those it is writing open, not one descriptor per file.
+  Status Park();
+  Status Resume();
 
  private:
   AtomicOutputFile(int fd, std::string temp_path, std::string final_path)

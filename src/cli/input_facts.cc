@@ -11,6 +11,7 @@
 
 #include "cli/adapter_dir.h"
 #include "cli/file_io.h"
+#include "cli/output_transaction.h"
 
 namespace pb::cli {
 namespace {
@@ -108,6 +109,11 @@ void AddAdapterFacts(const std::string& label, const std::string& given, const s
     facts.push_back(FileFact(label, config, folder));
 }
 
+void AddNamedInputFacts(const app::CommandLine& line, std::vector<app::InputFact>& facts) {
+  for (const auto& named : app::NamedInputs(line))
+    facts.push_back(IsDirectory(named.path) ? DirectoryFact(named.label, named.path) : FileFact(named.label, named.path, std::nullopt));
+}
+
 app::OutputRequest DescribeOutputDirectory(const std::string& label, const std::string& path,
                                            std::vector<std::string> writes) {
   app::OutputRequest out;
@@ -117,6 +123,7 @@ app::OutputRequest DescribeOutputDirectory(const std::string& label, const std::
   out.writes = std::move(writes);
   out.exists = IsDirectory(path);
   if (!out.exists) return out;
+  if (Status s = RecoverOutputDirectory(path); !s.ok()) out.failure = s.error();
   if (DIR* d = ::opendir(path.c_str())) {
     while (dirent* e = ::readdir(d)) {
       std::string name = e->d_name;

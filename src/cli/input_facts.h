@@ -23,7 +23,12 @@ app::InputFact FileFact(const std::string& label, const std::string& path, const
 void AddAdapterFacts(const std::string& label, const std::string& given, const std::string& weights_path,
                      std::vector<app::InputFact>& facts);
 
-// The output directory `path` (which may not exist yet) and the names the command writes into it.
+// Every path the command line names as an input (app::NamedInputs: --naming-table, --base-config, ... whatever
+// the flag), as a directory or a file fact, added to `facts`.
+void AddNamedInputFacts(const app::CommandLine& line, std::vector<app::InputFact>& facts);
+
+// The output directory `path` (which may not exist yet) and the names the command writes into it. A commit an
+// earlier run was killed in is completed first (RecoverOutputDirectory); its failure is the request's `failure`.
 app::OutputRequest DescribeOutputDirectory(const std::string& label, const std::string& path,
                                            std::vector<std::string> writes);
 // convert's OUT: one file in a directory the command shares with others.

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/file_io.h"
+#include "cli/interrupts.h"
 #include "app/cli_text.h"
 #include "app/command_line.h"
 #include "app/report.h"
@@ -51,6 +52,7 @@ int Run(const std::vector<std::string>& args);
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed pipe shows up as a write error, reported above
+  pb::cli::StartInterruptThread();  // before any other thread: SIGINT/SIGTERM/SIGHUP wait for a commit to end
   return FinishStdout(Run(std::vector<std::string>(argv + 1, argv + argc)));
 }
 

@@ -107,7 +107,7 @@ struct ShardWork {
   const merge::ShardPlan& plan;
   const AdapterDir& adapter;
   const merge::MergeOptions& options;
-  const AtomicOutputFile& out;
+  AtomicOutputFile& out;
 };
 
 // A local shard's run of unchanged tensors, copied from the input file to its place in the output by the kernel
@@ -178,6 +178,12 @@ Status MergeRegion(const ShardWork& w, merge::TensorRange range, SharedProgress&
 Status MergeShard(const ShardWork& w, size_t threads, SharedProgress& shared,
                   std::vector<merge::QuantError>& quant_errors) {
   if (!w.in.ConcurrentStreams()) threads = 1;
+  // The shard's input is open only while it is merged (a base may have thousands of shards).
+  PB_RETURN_IF_ERROR(w.in.Acquire());
+  struct Release {
+    ShardBytes& in;
+    ~Release() { in.Release(); }
+  } release{w.in};
   const std::vector<merge::TensorRange> regions = merge::SplitIntoRegions(w.plan, threads == 1 ? 1 : threads * 4);
   const auto& header = w.plan.write.header;
   PB_RETURN_IF_ERROR(w.out.WriteRegionAt(0, {reinterpret_cast<const uint8_t*>(header.data()), header.size()}));
@@ -226,7 +232,14 @@ Status MergeShardsAtOnce(const std::vector<ShardWork>& works, size_t threads, Sh
   std::vector<std::vector<merge::QuantError>> quant(works.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < works.size();) results[order[k]] = MergeShard(works[order[k]], 1, shared, quant[order[k]]);
+    for (size_t k; (k = next.fetch_add(1)) < works.size();) {
+      // Each output file is open only while its shard is merged (parked when it was created).
+      const ShardWork& w = works[order[k]];
+      Status s = w.out.Resume();
+      if (s.ok()) s = MergeShard(w, 1, shared, quant[order[k]]);
+      if (s.ok()) s = w.out.Prepare();
+      results[order[k]] = s;
+    }
   };
   std::vector<std::thread> pool;
   for (size_t t = 1; t < std::min(threads, works.size()); ++t) pool.emplace_back(work);
@@ -329,6 +342,7 @@ int RunMerge(const app::CommandLine& line) {
   const app::ExtraFiles extra = app::PlanExtraFiles(extra_request);
   if (!base->remote)
     for (const auto& name : extra.copy) inputs.push_back(FileFact("--base", Join(base->dir, name), base->dir));
+  AddNamedInputFacts(line, inputs);
   if (Status s = app::CheckInputLinks(command, inputs, flags); !s.ok()) return fail(s.error());
   std::vector<app::DroppedTensor> dropped;
   for (const auto& r : read->adapter.rejected) dropped.push_back({r.name, r.reason});
@@ -361,6 +375,7 @@ int RunMerge(const app::CommandLine& line) {
       auto out = transaction.value()->Add(extra.copy[i]);
       if (!out.ok()) { status = out.error(); break; }
       status = CopyBaseFile(base.value(), extra.copy[i], *out.value());
+      if (status.ok()) status = out.value()->Prepare();
     }
     // With threads and several local shards, the shards go at once (their files' writes run in parallel);
     // otherwise one after another, each by regions on the threads.
@@ -373,7 +388,10 @@ int RunMerge(const app::CommandLine& line) {
       if (!out.ok()) { status = out.error(); break; }
       outs.push_back(out.value());
       works.push_back({*base->shards[s], base->headers[s], plan->shards[s], adapter_dir.value(), options, *out.value()});
-      if (at_once) continue;
+      if (at_once) {
+        status = out.value()->Park();  // reopened when its shard is merged: not a descriptor per shard at once
+        continue;
+      }
       progress.StartFile(plan->shards[s].name, done);
       SharedProgress shared(progress, done);
       status = MergeShard(works.back(), threads, shared, quant_errors);

@@ -1,11 +1,15 @@
 // All-or-nothing output of several files into one directory (translate, merge, convert). Every file is written
-// under a temporary name; Commit then checks every final name, moves aside what the new files replace and the
-// stale files --force removes, renames the new files into place, and deletes what was moved aside only once all
-// renames succeeded. A failure at any step undoes the ones before it; a transaction that never commits (any
-// error path, by plain scope exit) removes its temporary files and the directory if it created it.
+// under a temporary name; Commit then checks every final name and, in a critical section an interrupt waits for
+// (cli/interrupts.h), writes the commit journal (app::CommitJournal), moves aside what the new files replace and the
+// stale files --force removes, renames the new files into place, removes the journal, and deletes what was moved
+// aside. A failure at any step undoes the ones before it; a run killed outright (SIGKILL) leaves the journal, and
+// the next run into the directory completes that commit (RecoverOutputDirectory) before anything else. A
+// transaction that never commits (any error path, by plain scope exit) removes its temporary files and the
+// directory if it created it. A single file (convert's OUT) is renamed over its destination in one step.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +27,15 @@ struct CommittedOutput {
 // Every file committed so far, in order.
 const std::vector<CommittedOutput>& CommittedOutputs();
 
+// Completes the commit an earlier run was killed in, if `dir` holds its journal: its new files renamed into place,
+// what it moved aside and the stale files it removes deleted, then the journal. Error: a journal that is not ours,
+// or a step that failed (the journal stays).
+Status RecoverOutputDirectory(const std::string& dir);
+
 class OutputTransaction {
  public:
-  // Creates `dir` unless it is a directory already. `plan` comes from app::PlanOutput.
+  // Creates `dir` unless it is a directory already, and removes the stale temporary files the plan lists. `plan`
+  // comes from app::PlanOutput.
   static Result<std::unique_ptr<OutputTransaction>> Begin(std::string dir, app::OutputPlan plan);
   // A single file (convert's OUT): no directory to create, the plan commits just its name.
   static std::unique_ptr<OutputTransaction> ForFile(const std::string& path, app::OutputPlan plan);
@@ -42,12 +52,7 @@ class OutputTransaction {
   OutputTransaction(std::string dir, app::OutputPlan plan, bool created, bool single_file)
       : dir_(std::move(dir)), plan_(std::move(plan)), created_(created), single_file_(single_file) {}
   std::string PathOf(const std::string& name) const;
-  struct Aside {
-    std::string original;
-    std::string temp;
-  };
-  Status MoveAside(const std::string& name, std::vector<Aside>& asides);
-  void Restore(std::vector<Aside>& asides);
+  Status CommitDirectory();
 
   std::string dir_;
   app::OutputPlan plan_;

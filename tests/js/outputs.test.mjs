@@ -139,6 +139,94 @@ test('convert OUT equal to IN (or a hard link of it) is refused with exit 1', (t
   assertRefused(r2, 'InvalidArgument: OUT `base/../base/model.safetensors` is IN `base/model.safetensors`; convert never writes over its inputs');
 });
 
+// A naming table (any valid one: its content does not matter to the policy).
+const TABLE = JSON.stringify({
+  model_types: ['toymodel'],
+  architectures: ['ToyForCausalLM'],
+  gguf_arch: 'toy',
+  body_prefixes: ['model.'],
+  modules: [{ hf: 'blocks.{N}.attn.wq', canonical: 'layers/{N}/attention/query', gguf: 'blk.{N}.attn_q', kind: 'linear' }],
+});
+
+test('a --naming-table inside --out is never written over or removed, whatever its name and with --force', (t) => {
+  if (skipWithoutNativeCli(t)) return;
+  const setup = (root) => {
+    standard(root);
+    mkdirSync(join(root, 'out'));
+    writeFileSync(join(root, 'out', 'config.json'), TABLE);
+    writeFileSync(join(root, 'out', 'adapter_config.json'), TABLE);
+  };
+  const merge = ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--force'];
+  let r = both(t, setup, [...merge, '--naming-table', 'out/config.json']);
+  assertRefused(r, 'InvalidArgument: `out/config.json` is --naming-table `out/config.json`; merge never writes over its inputs');
+  r = both(t, setup, [...merge, '--naming-table', 'out/adapter_config.json']);
+  assertRefused(
+    r,
+    'InvalidArgument: --force would remove `out/adapter_config.json`, which is --naming-table `out/adapter_config.json`; merge never writes over its inputs',
+  );
+  r = both(t, setup, ['translate', 'rob', 'out', '--to', 'peft', '--force', '--naming-table', 'out/adapter_config.json']);
+  assertRefused(r, 'InvalidArgument: `out/adapter_config.json` is --naming-table `out/adapter_config.json`; translate never writes over its inputs');
+});
+
+// ---- what a killed run left ----
+
+test('our own temporaries a killed run left in --out are removed and do not make it non-empty', (t) => {
+  if (skipWithoutNativeCli(t)) return;
+  const stale = ['model.safetensors.tmp-AbC123', 'config.json.tmp-x_Y-9z', 'model-00002-of-00002.safetensors.old-000000'];
+  for (const extra of [[], ['--force']]) {
+    const setup = (root) => {
+      standard(root);
+      mkdirSync(join(root, 'out'));
+      for (const name of stale) writeFileSync(join(root, 'out', name), 'left by a killed run');
+      if (extra.length) writeFileSync(join(root, 'out', 'README.md'), 'keep me');
+    };
+    const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '-q', ...extra]);
+    assert.equal(r.status, 0, r.stderr);
+    const expected = ['out/config.json', 'out/model.safetensors', ...(extra.length ? ['out/README.md'] : [])].sort();
+    assert.deepEqual(Object.keys(r.after).filter((n) => n.startsWith('out/')).sort(), expected);
+  }
+});
+
+test('a commit a killed run left half done is completed from its journal before anything else', (t) => {
+  if (skipWithoutNativeCli(t)) return;
+  const journal =
+    'peft-bridge commit journal 1\n' +
+    'rename model.safetensors.tmp-AAAAAA\tmodel.safetensors\n' +
+    'rename config.json.tmp-BBBBBB\tconfig.json\n' +
+    'remove model.safetensors.index.json\n' +
+    'aside model-00001-of-00002.safetensors.old-CCCCCC\n';
+  const setup = (root) => {
+    standard(root);
+    const out = join(root, 'out');
+    mkdirSync(out);
+    writeFileSync(join(out, 'model.safetensors'), 'old weights');
+    writeFileSync(join(out, 'model.safetensors.tmp-AAAAAA'), 'new weights');
+    writeFileSync(join(out, 'config.json.tmp-BBBBBB'), 'new config');
+    writeFileSync(join(out, 'model.safetensors.index.json'), 'old index');
+    writeFileSync(join(out, 'model-00001-of-00002.safetensors.old-CCCCCC'), 'old shard');
+    writeFileSync(join(out, '.peft-bridge-commit'), journal);
+  };
+  // Completed, then judged: the directory holds that run's model, so without --force it is not empty.
+  const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out']);
+  assert.equal(r.status, 1);
+  assert.equal(
+    r.stderr,
+    'error: InvalidArgument: --out `out` is not empty (config.json, model.safetensors); pass --force to replace the model files in it (other files are kept)\n',
+  );
+  const files = Object.fromEntries(Object.entries(r.after).filter(([n]) => n.startsWith('out/')).map(([n, b]) => [n, Buffer.from(b, 'base64').toString()]));
+  assert.deepEqual(files, { 'out/config.json': 'new config', 'out/model.safetensors': 'new weights' });
+  // A journal we never wrote is left alone, with a precise refusal.
+  const bad = (root) => {
+    standard(root);
+    mkdirSync(join(root, 'out'));
+    writeFileSync(join(root, 'out', '.peft-bridge-commit'), 'peft-bridge commit journal 1\nrename ../base/config.json\tconfig.json\n');
+  };
+  assertRefused(
+    both(t, bad, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--force']),
+    'InvalidArgument: `out/.peft-bridge-commit` is not a commit journal peft-bridge wrote (line 2); remove it once you have checked the directory',
+  );
+});
+
 // ---- non-empty output directories and --force ----
 
 test('a non-empty --out is refused without --force; with it stale model files go and other files stay', (t) => {

@@ -1,7 +1,8 @@
 // The npm CLI merges the shards of a sharded base at once, on its own thread and on worker threads
 // (web/src/cli/shard-workers.js), as the native CLI merges them on threads: the same files, the same progress
 // line, the same error (the first failing shard's in file order) and the same summary, quantization errors
-// included, whatever --threads says. A worker plans the merge again from the main thread's descriptors.
+// included, whatever --threads says. A worker plans the merge again from the main thread's adapter descriptor and
+// bytes, and reads only the shards the main thread read.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -87,13 +88,13 @@ async function planned(root, fn) {
     adapterFiles = opened.adapterFiles;
     return await fn({ o, session, base: opened.base, adapterFiles, plan: session.plan(), wholeReads });
   } finally {
-    for (const input of inputs) await input.handle.close();
+    for (const input of inputs) await (input.release ? input.release() : input.handle.close());
     await adapterFiles?.close();
     session.close();
   }
 }
 
-test('a shard worker reads the files the main thread read, even once their paths name other files', async (t) => {
+test('a shard worker reads the adapter and configs the main thread read, even once their paths name other files', async (t) => {
   const root = mkdtempSync(join(tmpdir(), 'pb-shard-workers-'));
   t.after(() => rmSync(root, { recursive: true, force: true }));
   (await modelFiles())(root);
@@ -101,9 +102,9 @@ test('a shard worker reads the files the main thread read, even once their paths
   assert.equal(reference.status, 0, reference.stderr);
   const { ShardWorkers } = await import(join(webDir, 'src', 'cli', 'shard-workers.js'));
   await planned(root, async ({ o, base, adapterFiles, plan, wholeReads }) => {
-    // Every input the worker plans from moves away; other bytes take the shards' and the adapter's paths, and the
-    // adapter's config now scales by 4 times as much (the plan alone would not tell).
-    for (const path of [...NAMES.map((n) => join(root, 'base', n)), join(root, 'rob', 'adapter_model.safetensors')]) {
+    // The adapter's weights move away, other bytes take their path, and the adapter's config now scales by 4
+    // times as much (the plan alone would not tell). (The shards are opened by path: the next test.)
+    for (const path of [join(root, 'rob', 'adapter_model.safetensors')]) {
       renameSync(path, `${path}.moved`);
       writeFileSync(path, 'not safetensors');
     }
@@ -125,6 +126,27 @@ test('a shard worker reads the files the main thread read, even once their paths
         assert.equal(moved.reduce((a, b) => a + b, 0), plan.shards[s].sourceBytes, 'every source byte counted');
         assert.deepEqual(readFileSync(file.temp), readFileSync(join(root, 'out', name)), name);
       }
+    } finally {
+      await workers.stop();
+    }
+  });
+});
+
+test('a shard worker never reads a shard other than the one the main thread read: it fails, saying so', async (t) => {
+  const root = mkdtempSync(join(tmpdir(), 'pb-shard-workers-'));
+  t.after(() => rmSync(root, { recursive: true, force: true }));
+  (await modelFiles())(root);
+  const { ShardWorkers } = await import(join(webDir, 'src', 'cli', 'shard-workers.js'));
+  await planned(root, async ({ o, base, adapterFiles, plan, wholeReads }) => {
+    // Shards are open only while read (a base of thousands must not hold a descriptor each): the worker opens
+    // them by path, and the same bytes under another inode are not the file this thread planned from.
+    const path = join(root, 'base', NAMES[1]);
+    const bytes = readFileSync(path);
+    renameSync(path, `${path}.moved`);
+    writeFileSync(path, bytes);
+    const workers = new ShardWorkers(1, o, base, adapterFiles, plan, wholeReads);
+    try {
+      await assert.rejects(workers.workers[0].ready, (e) => e.code === 'IoError' && e.message === `\`${path}\` changed while the command ran (it is not the file whose header was read)`);
     } finally {
       await workers.stop();
     }

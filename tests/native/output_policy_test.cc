@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <variant>
 
 #include "app/output_policy.h"
 #include "app/output_policy_json.h"
@@ -218,7 +219,7 @@ TEST(OutputPolicyJson, TheNpmCliRequestGivesTheSameDecisions) {
       "listing":[{"name":"old.safetensors","kind":"file","id":"1:2"},{"name":"keep.txt","kind":"file","id":"1:3"}],
       "writes":["adapter_model.safetensors"]},"force":true,"followLinks":false})");
   ASSERT_TRUE(plan.ok()) << plan.error().message;
-  EXPECT_EQ(plan.value(), R"({"commit":["adapter_model.safetensors"],"remove":["old.safetensors"],"replace":[]})");
+  EXPECT_EQ(plan.value(), R"({"commit":["adapter_model.safetensors"],"remove":["old.safetensors"],"replace":[],"stale":[]})");
   auto refused = PlanOutputJson(R"({"command":"translate","inputs":[{"label":"IN_DIR","path":"rob","real":"/w/rob",
       "entry":"/w/rob","id":"1:1","directory":true}],"out":{"label":"OUT_DIR","path":"rob/","real":"/w/rob",
       "exists":true,"listing":[],"writes":[]}})");
@@ -231,6 +232,108 @@ TEST(OutputPolicyJson, TheNpmCliRequestGivesTheSameDecisions) {
   ASSERT_TRUE(dropped.ok());
   EXPECT_EQ(dropped.value(), "warning: dropped t: r\n");
   EXPECT_FALSE(PlanOutputJson("[1]").ok());
+}
+
+CommandLine Line(std::vector<std::string> args) {
+  auto parsed = ParseCommandLine(args);
+  EXPECT_TRUE(std::holds_alternative<CommandLine>(parsed));
+  return std::get<CommandLine>(parsed);
+}
+
+std::vector<std::string> Rendered(const std::vector<NamedInput>& named) {
+  std::vector<std::string> out;
+  for (const auto& n : named) out.push_back(n.label + " " + n.path);
+  return out;
+}
+
+TEST(NamedInputs, EveryFlagThatNamesAnInputWhateverTheCommand) {
+  EXPECT_EQ(Rendered(NamedInputs(Line({"merge", "--base", "b", "--adapter", "a", "-o", "out", "--naming-table", "t1.json",
+                                       "--naming-table", "out/t2.json", "--base-config", "c.json"}))),
+            (std::vector<std::string>{"--base b", "--adapter a", "--base-config c.json", "--naming-table t1.json",
+                                      "--naming-table out/t2.json"}));
+  EXPECT_EQ(Rendered(NamedInputs(Line({"translate", "in", "out", "--to", "mlx", "--naming-table", "t.json"}))),
+            (std::vector<std::string>{"IN_DIR in", "--naming-table t.json"}));
+  EXPECT_EQ(Rendered(NamedInputs(Line({"combine", "a1", "a2", "-o", "out"}))), (std::vector<std::string>{"ADAPTER a1", "ADAPTER a2"}));
+  EXPECT_EQ(Rendered(NamedInputs(Line({"extract", "--base", "b", "--tuned", "t", "-o", "out"}))),
+            (std::vector<std::string>{"--base b", "--tuned t"}));
+  EXPECT_EQ(Rendered(NamedInputs(Line({"convert", "in.safetensors", "out.safetensors", "--dtype", "bf16"}))),
+            (std::vector<std::string>{"IN in.safetensors"}));
+  // Remote arguments have no local path to protect.
+  EXPECT_EQ(Rendered(NamedInputs(Line({"merge", "--base", "hf://o/r", "--adapter", "https://x/a", "-o", "out"}))),
+            (std::vector<std::string>{}));
+}
+
+TEST(OutputPolicy, ANamingTableInsideTheOutputIsNeverWrittenOverOrRemoved) {
+  // --naming-table out/config.json: merge writes config.json; --naming-table out/adapter_config.json: --force
+  // would remove it as a stale model file.
+  std::vector<OutputEntry> listing = {{"config.json", EntryKind::kFile, "1:20"}, {"adapter_config.json", EntryKind::kFile, "1:21"}};
+  for (bool force : {false, true}) {
+    auto written = PlanOutput("merge", {File("--naming-table", "out/config.json", "/w/out/config.json", "1:20")},
+                              Out("out", "/w/out", listing, {"model.safetensors", "config.json"}), {force, false});
+    ASSERT_FALSE(written.ok());
+    EXPECT_EQ(written.error().message, "`out/config.json` is --naming-table `out/config.json`; merge never writes over its inputs");
+  }
+  auto removed = PlanOutput("merge", {File("--naming-table", "out/adapter_config.json", "/w/out/adapter_config.json", "1:21")},
+                            Out("out", "/w/out", listing, {"model.safetensors"}), {true, false});
+  ASSERT_FALSE(removed.ok());
+  EXPECT_EQ(removed.error().message,
+            "--force would remove `out/adapter_config.json`, which is --naming-table `out/adapter_config.json`; merge never "
+            "writes over its inputs");
+}
+
+TEST(OutputPolicy, OurOwnTemporariesAreStaleAndDoNotMakeTheDirectoryNonEmpty) {
+  EXPECT_TRUE(IsOwnTemporary("model-00001-of-00002.safetensors.tmp-Ab3xZ9"));
+  EXPECT_TRUE(IsOwnTemporary("config.json.old-a_b-C1"));
+  EXPECT_TRUE(IsOwnTemporary(".peft-bridge-commit.tmp-000000"));
+  EXPECT_FALSE(IsOwnTemporary(".tmp-Ab3xZ9"));              // no name before it
+  EXPECT_FALSE(IsOwnTemporary("notes.tmp-1"));             // not six letters
+  EXPECT_FALSE(IsOwnTemporary("notes.tmp-Ab3xZ9.txt"));    // not at the end
+  EXPECT_FALSE(IsOwnTemporary("model.safetensors.tmp-Ab3x.9"));
+  EXPECT_FALSE(IsOwnTemporary("model.safetensors"));
+  std::vector<OutputEntry> listing = {{"model.safetensors.tmp-Ab3xZ9", EntryKind::kFile, "1:30"},
+                                      {"config.json.old-a_b-C1", EntryKind::kFile, "1:31"},
+                                      {"dir.tmp-Ab3xZ9", EntryKind::kDirectory, "1:32"}};
+  // Without --force: only a directory that looks like one is content.
+  auto plan = PlanOutput("translate", Rob(), Out("out", "/w/out", {listing[0], listing[1]}, kPeft), {});
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_EQ(plan->stale, (std::vector<std::string>{"config.json.old-a_b-C1", "model.safetensors.tmp-Ab3xZ9"}));
+  EXPECT_TRUE(plan->remove.empty());
+  auto refused = PlanOutput("translate", Rob(), Out("out", "/w/out", listing, kPeft), {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("is not empty (dir.tmp-Ab3xZ9)"), std::string::npos) << refused.error().message;
+  // An input is never stale, whatever its name.
+  auto input = PlanOutput("translate", {File("--naming-table", "out/t.json.tmp-Ab3xZ9", "/w/out/t.json.tmp-Ab3xZ9", "1:33")},
+                          Out("out", "/w/out", {{"t.json.tmp-Ab3xZ9", EntryKind::kFile, "1:33"}}, kPeft), {true, false});
+  ASSERT_TRUE(input.ok()) << input.error().message;
+  EXPECT_TRUE(input->stale.empty());
+}
+
+TEST(CommitJournal, RoundTripsAndRefusesWhatWeNeverWrite) {
+  CommitJournal j;
+  j.renames = {{"model.safetensors.tmp-Ab3xZ9", "model.safetensors"}, {"config.json.tmp-000000", "config.json"}};
+  j.remove = {"model-00002-of-00002.safetensors"};
+  j.asides = {"model.safetensors.old-zzzzzz"};
+  const std::string text = RenderCommitJournal(j);
+  EXPECT_EQ(text,
+            "peft-bridge commit journal 1\nrename model.safetensors.tmp-Ab3xZ9\tmodel.safetensors\n"
+            "rename config.json.tmp-000000\tconfig.json\nremove model-00002-of-00002.safetensors\n"
+            "aside model.safetensors.old-zzzzzz\n");
+  auto parsed = ParseCommitJournal(text, "out/.peft-bridge-commit");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(RenderCommitJournal(parsed.value()), text);
+  for (const std::string bad : {
+           std::string("peft-bridge commit journal 2\n"),
+           text.substr(0, text.size() - 1),                                            // cut short
+           std::string("peft-bridge commit journal 1\nrename ../x.tmp-Ab3xZ9\tconfig.json\n"),  // leaves the directory
+           std::string("peft-bridge commit journal 1\nrename notes.txt\tconfig.json\n"),      // not our temporary
+           std::string("peft-bridge commit journal 1\nremove tokenizer.json\n"),              // not a model file
+           std::string("peft-bridge commit journal 1\naside /etc/passwd\n"),
+           std::string("peft-bridge commit journal 1\nunlink x\n")}) {
+    auto r = ParseCommitJournal(bad, "out/.peft-bridge-commit");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
+    EXPECT_EQ(r.error().message.rfind("`out/.peft-bridge-commit` is not a commit journal peft-bridge wrote (", 0), 0u);
+  }
 }
 
 }  // namespace

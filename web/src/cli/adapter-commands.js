@@ -2,7 +2,7 @@
 import { callAdapter } from '../adapter.js';
 import { err, explainInput, fail, flag, module, option, out } from './io.js';
 import { commonOptions, loadAdapterDir, namingTables } from './inputs.js';
-import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, baseName, describeOutputFile, fileFact, planOutput, stripTrailingSlashes } from './output.js';
+import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, baseName, describeOutputFile, fileFact, namedInputFacts, planOutput, stripTrailingSlashes } from './output.js';
 import { stderrProgress } from './progress.js';
 
 export async function runAdapterInfo(line) {
@@ -50,6 +50,7 @@ export async function runTranslate(line) {
     // The policy: no link out of IN_DIR, no silent loss, no output over an input or into a non-empty directory.
     const inputs = await adapterFacts('IN_DIR', o.positional[0], files.weightsPath);
     if (o.baseConfig !== null) inputs.push(await fileFact('--base-config', o.baseConfig, null));
+    inputs.push(...(await namedInputFacts(line)));
     planOutput('translate', inputs, null, o);
     const summary = JSON.parse(result.json);
     const dropped = summary.tensors.filter((t) => t.to === null).map((t) => ({ tensor: t.from, reason: t.reason }));

@@ -2,7 +2,7 @@
 import { openCombine } from '../combine.js';
 import { explainInput, fail, flag, module, option, out } from './io.js';
 import { loadAdapterDir, namingTables, remoteChecked } from './inputs.js';
-import { OutputTransaction, adapterFacts, describeOutputDirectory, fileFact, planOutput } from './output.js';
+import { OutputTransaction, adapterFacts, describeOutputDirectory, fileFact, namedInputFacts, planOutput } from './output.js';
 
 export async function runCombine(line) {
   const o = {
@@ -34,6 +34,7 @@ export async function runCombine(line) {
     });
     job = await openCombine(openers, labels, o);
     if (o.baseConfig !== null) facts.push(await fileFact('--base-config', o.baseConfig, null));
+    facts.push(...(await namedInputFacts(line)));
     planOutput('combine', facts, null, o);
     if (!o.dryRun) {
       const outDir = option(line, 'out');

@@ -3,7 +3,7 @@
 import { createSession, supplyBase, weightsChunks } from '../create.js';
 import { explainInput, fail, flag, option, out } from './io.js';
 import { namingTables } from './inputs.js';
-import { OutputTransaction, describeOutputDirectory, planOutput } from './output.js';
+import { OutputTransaction, describeOutputDirectory, namedInputFacts, planOutput } from './output.js';
 import { stderrProgress } from './progress.js';
 import { baseFacts, openMergeBase } from './merge-command.js';
 
@@ -43,7 +43,7 @@ export async function runCreate(line) {
     });
     session.check(session.handle.handle.plan(base.config ?? null));
     const plan = JSON.parse(session.handle.handle.planJson());
-    const facts = await baseFacts(base, o.baseConfig);
+    const facts = [...(await baseFacts(base, o.baseConfig)), ...(await namedInputFacts(line))];
     planOutput('create', facts, null, o);
     if (!o.dryRun) {
       const names = [plan.weightsName, plan.configName];

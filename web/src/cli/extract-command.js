@@ -5,7 +5,7 @@
 import { extractSession, pumpExtract } from '../extract.js';
 import { explainInput, fail, flag, option, out } from './io.js';
 import { namingTables } from './inputs.js';
-import { OutputTransaction, describeOutputDirectory, planOutput } from './output.js';
+import { OutputTransaction, describeOutputDirectory, namedInputFacts, planOutput } from './output.js';
 import { stderrProgress } from './progress.js';
 import { baseFacts, openMergeBase } from './merge-command.js';
 
@@ -49,7 +49,7 @@ export async function runExtract(line) {
     });
     session.check(native.plan(base.config ?? null, tuned.config ?? null));
     const plan = JSON.parse(native.planJson());
-    const facts = [...(await baseFacts(base, o.baseConfig)), ...(await baseFacts(tuned, null))];
+    const facts = [...(await baseFacts(base, o.baseConfig)), ...(await baseFacts(tuned, null)), ...(await namedInputFacts(line))];
     planOutput('extract', facts, null, o);
     if (o.dryRun) {
       if (o.json || !quiet) await out(o.json ? native.dryRunJson() : native.planText(true));

@@ -14,13 +14,16 @@ import { CliFailure, IoFailure, coreError, errorFields, flag, ioFailure, isDirec
 // small files it read whole (index, configs), by path - so the worker plans from exactly what the main thread read.
 const inherited = new Map();
 const inheritedFiles = new Map();
+const inheritedIdentities = new Map(); // path -> {dev, ino, size} of the shard the main thread planned from
 let recording = null; // the main thread's whole reads, while recordWholeReads has a map
 
 /** Makes openInput(path) use the main thread's descriptor of `path` ({path: fd}) instead of opening it again,
- * and readWholeFile(path) return the bytes the main thread read ({path: bytes}). */
-export function inheritDescriptors(descriptors, files = {}) {
+ * readWholeFile(path) return the bytes the main thread read ({path: bytes}), and lazyInput(path) accept only the
+ * file the main thread read ({path: {dev, ino, size}}). */
+export function inheritDescriptors(descriptors, files = {}, identities = {}) {
   for (const [path, fd] of Object.entries(descriptors)) inherited.set(path, fd);
   for (const [path, bytes] of Object.entries(files)) inheritedFiles.set(path, bytes);
+  for (const [path, identity] of Object.entries(identities)) inheritedIdentities.set(path, identity);
 }
 
 /** Records every readWholeFile into `map` (path -> bytes) until called with null: what shard workers inherit. */
@@ -61,6 +64,56 @@ export async function openInput(path) {
     await handle.close();
     throw error;
   }
+}
+
+/**
+ * A local shard opened by openInput, closed now and opened again only while it is read: a base of thousands of
+ * shards must not hold a descriptor per shard (the default limit is 1,024), as natively (LocalShard in
+ * src/cli/base_model.cc). {path, source, handle (while acquired, else null), acquire(), release()}: between
+ * acquire and release reads use one descriptor; otherwise each read opens the file for itself. Opened again, it
+ * must be the same file (device, inode, size) as the one whose header was read.
+ */
+export async function lazyInput(path, opened) {
+  const identity = inheritedIdentities.get(path) ?? { dev: opened.stat.dev, ino: opened.stat.ino, size: opened.stat.size };
+  const { dev, ino, size } = identity;
+  const same = (st) => st.dev === dev && st.ino === ino && st.size === size;
+  const changed = () => new IoFailure(`\`${path}\` changed while the command ran (it is not the file whose header was read)`);
+  await opened.handle.close();
+  if (!same(opened.stat)) throw changed(); // a shard worker's open: not the main thread's file
+  let current = null; // the input open between acquire and release
+  const reopen = async () => {
+    const input = await openInput(path);
+    if (!same(input.stat)) {
+      await input.handle.close();
+      throw changed();
+    }
+    return input;
+  };
+  const readInto = async (offset, buffer) => {
+    if (current) return current.source.readInto(offset, buffer);
+    const input = await reopen();
+    try {
+      return await input.source.readInto(offset, buffer);
+    } finally {
+      await input.handle.close();
+    }
+  };
+  return {
+    path,
+    identity,
+    source: { size, read: (offset, length) => readInto(offset, uninitialized(length)), readInto },
+    get handle() {
+      return current?.handle ?? null;
+    },
+    async acquire() {
+      current ??= await reopen();
+    },
+    async release() {
+      const input = current;
+      current = null;
+      await input?.handle.close();
+    },
+  };
 }
 
 async function openRegularFile(path) {

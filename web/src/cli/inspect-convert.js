@@ -4,7 +4,7 @@ import { isRemote } from '../hub.js';
 import { inspectRendered } from '../inspect.js';
 import { explainInput, fail, flag, option, out } from './io.js';
 import { inspectRemoteModel, openInput, remoteAddress, remoteOptions } from './inputs.js';
-import { OutputTransaction, baseName, describeOutputFile, fileFact, planOutput } from './output.js';
+import { OutputTransaction, baseName, describeOutputFile, fileFact, namedInputFacts, planOutput } from './output.js';
 import { stderrProgress } from './progress.js';
 
 export async function runInspect(line) {
@@ -46,7 +46,7 @@ export async function runConvert(line) {
   try {
     input = await openInput(inPath);
     // OUT may replace a file, never IN (whatever the path: a hard link, a path through a link to IN's directory).
-    const plan = planOutput('convert', [await fileFact('IN', inPath, null)], await describeOutputFile(outPath), {});
+    const plan = planOutput('convert', [await fileFact('IN', inPath, null), ...(await namedInputFacts(line))], await describeOutputFile(outPath), {});
     let planText = '';
     progress = stderrProgress(line, input.source.size);
     const onProgress = ({ bytesRead }) => progress.update(bytesRead); // the bytes of IN read, header included

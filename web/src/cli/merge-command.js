@@ -11,8 +11,8 @@ import { ShardWorkers } from './shard-workers.js';
 import { WholeCopies, canCopyWhole, copyWhole } from './whole-copies.js';
 import { isRemote, openRemote, readRemoteWhole } from '../hub.js';
 import { readAhead } from '../remote.js';
-import { decodeText, loadAdapterDir, namingTables, openInput, readWholeFile, recordWholeReads, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
-import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, directoryFact, fileFact, planOutput } from './output.js';
+import { decodeText, lazyInput, loadAdapterDir, namingTables, openInput, readWholeFile, recordWholeReads, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
+import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, directoryFact, fileFact, namedInputFacts, planOutput } from './output.js';
 
 // ---- merge and unmerge (src/cli/merge_command.cc) ----
 
@@ -78,9 +78,14 @@ async function openLocalBase(session, path, inputs) {
   }
   if (await isRegularFile(joinPath(base.dir, 'config.json'))) base.config = await readWholeFile(joinPath(base.dir, 'config.json'));
   for (const name of base.names) {
-    const input = await openInput(joinPath(base.dir, name));
+    const input = await lazyInput(joinPath(base.dir, name), await openInput(joinPath(base.dir, name))); // closed until read
     base.inputs.push(input);
-    await addShard(session, name, input.source);
+    await input.acquire(); // for its header
+    try {
+      await addShard(session, name, input.source);
+    } finally {
+      await input.release();
+    }
   }
   return base;
 }
@@ -208,7 +213,11 @@ export async function runMerge(line) {
     if (atOnce) workers = new ShardWorkers(Math.min(threads, plan.shards.length) - 1, o, base, adapterFiles, plan, wholeReads);
     // The policy: no link out of an input directory, no silent loss, no output over an input or into a
     // non-empty directory.
-    const facts = [...(await baseFacts(base, o.baseConfig)), ...(convert ? [] : await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath))];
+    const facts = [
+      ...(await baseFacts(base, o.baseConfig)),
+      ...(convert ? [] : await adapterFacts('--adapter', o.adapter, adapterFiles.weightsPath)),
+      ...(await namedInputFacts(line)),
+    ];
     const texts = [];
     if (base.index) texts.push(['model.safetensors.index.json', session.outputIndex()]);
     const config = session.configJson();
@@ -231,24 +240,48 @@ export async function runMerge(line) {
       if (!o.json && !quiet) await out(session.planText(false));
       // Every output is written under a temporary name; any failure before commit() succeeds removes them all.
       progress = stderrProgress(line, plan.sourceBytes);
-      for (const name of extra.copy) await copyBaseFile(output, await output.add(name), base, name);
+      for (const name of extra.copy) {
+        const file = await output.add(name);
+        await copyBaseFile(output, file, base, name);
+        await output.prepare(file);
+      }
       const counts = { bytesIn: 0 };
       const memory = shardMemory();
+      // Every shard's file is created now but open (as its input) only while it is copied or merged: a descriptor
+      // per shard at once would not do for a base of thousands.
       const files = [];
-      for (const shard of plan.shards) files.push(await output.add(shard.name));
+      for (const shard of plan.shards) {
+        const file = await output.add(shard.name);
+        files.push(file);
+        await output.park(file);
+      }
+      // Shard s's input and output open for `body`, closed after (the output synced and closed by prepare, once merged).
+      const withShard = async (s, body, done) => {
+        const input = base.inputs[s];
+        await input.acquire?.();
+        try {
+          await output.resume(files[s]);
+          const result = await body();
+          await done(files[s]);
+          return result;
+        } finally {
+          await input.release?.();
+        }
+      };
       const keepsLayout = (shard, s) => canCopyWhole && !base.remote && shard.outputSize === base.inputs[s].source.size;
-      const copy = (s) => () => copyWhole(base.inputs[s].handle, files[s]);
+      const copy = (s) => () => withShard(s, () => copyWhole(base.inputs[s].handle, files[s]), (f) => output.park(f));
       copies = new WholeCopies(plan.shards.map((shard, s) => (keepsLayout(shard, s) ? copy(s) : null)), COPY_LANES);
       const mergeHere = async (s) => {
         const copied = await copies.results[s];
-        await writeShard(session, s, plan.shards[s], base.inputs[s].source, output, files[s], counts, progress, memory, copied);
-        await output.prepare(files[s]);
+        await withShard(s, () => writeShard(session, s, plan.shards[s], base.inputs[s].source, output, files[s], counts, progress, memory, copied),
+          (f) => output.prepare(f));
       };
       if (workers) {
         // One progress line for all, as natively.
         progress.startFilesAtOnce(plan.shards.length, counts.bytesIn);
         const mergeThere = async (worker, s) => {
           const copied = await copies.results[s];
+          await output.resume(files[s]);
           const quantErrors = await worker.merge(s, files[s], copied, (n) => progress.update((counts.bytesIn += n)));
           session.setQuantErrors(s, quantErrors);
           await output.prepare(files[s]);
@@ -277,7 +310,7 @@ export async function runMerge(line) {
     await workers?.stop();
     await copies?.stop(); // before the temporary files go: a copy still running would write one anew
     await output?.close();
-    for (const input of inputs) await input.handle.close();
+    for (const input of inputs) await (input.release ? input.release() : input.handle.close());
     await adapterFiles?.close();
     session.close();
   }

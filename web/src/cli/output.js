@@ -1,8 +1,8 @@
 // The npm CLI's output policy facts and its one atomic multi-file write (src/app/output_policy.h decides;
 // src/cli/input_facts.cc and output_transaction.cc are the native counterparts).
 import { randomBytes } from 'node:crypto';
-import { unlinkSync } from 'node:fs';
-import { lstat, mkdir, open, readdir, realpath, rename, rmdir, stat, unlink } from 'node:fs/promises';
+import { rmdirSync, unlinkSync } from 'node:fs';
+import { lstat, mkdir, open, readdir, readFile, realpath, rename, rmdir, stat, unlink } from 'node:fs/promises';
 import { isRemote } from '../hub.js';
 import { IoFailure, coreError, ioFailure, isDirectory, isRegularFile, joinPath, module, out, write } from './io.js';
 
@@ -82,10 +82,74 @@ export async function adapterFacts(label, given, weightsPath) {
   return facts;
 }
 
-/** The output directory `path` (which may not exist yet), its entries, and the names the command writes. */
+/** Every path the command line names as an input (the core's NamedInputs: --naming-table, --base-config, ...
+ * whatever the flag), as directory or file facts. */
+export async function namedInputFacts(line) {
+  const r = module.namedInputs(JSON.stringify({ command: line.command, positional: line.positional, options: line.options }));
+  if (!r.ok) throw coreError(r);
+  const facts = [];
+  for (const { label, path } of JSON.parse(r.inputsJson))
+    facts.push((await isDirectory(path)) ? await directoryFact(label, path) : await fileFact(label, path, null));
+  return facts;
+}
+
+const JOURNAL = '.peft-bridge-commit'; // app::kCommitJournalName
+const exists = async (path) => (await lstat(path).catch(() => null)) !== null;
+
+async function syncDirectory(dir) {
+  try {
+    const handle = await open(dir, 'r');
+    await handle.sync().catch(() => {}); // best effort, as natively
+    await handle.close();
+  } catch {
+    // not openable: the renames are durable on most file systems without it
+  }
+}
+
+/**
+ * RecoverOutputDirectory: completes the commit an earlier run was killed in, if `dir` holds its journal (the
+ * core's CommitJournal): its new files renamed into place, what it moved aside and the stale files it removes
+ * deleted, then the journal. Throws for a journal that is not ours, or a step that failed (the journal stays).
+ */
+export async function recoverOutputDirectory(dir) {
+  const journalPath = joinPath(dir, JOURNAL);
+  if (!(await exists(journalPath))) return;
+  let text;
+  try {
+    text = await readFile(journalPath, 'latin1');
+  } catch (error) {
+    throw ioFailure('cannot open', journalPath, error);
+  }
+  const r = module.parseCommitJournal(Buffer.from(text, 'latin1').toString('utf8'), journalPath);
+  if (!r.ok) throw coreError(r);
+  const journal = JSON.parse(r.journalJson);
+  await OutputTransaction.critical(async () => {
+    for (const { temp, final } of journal.renames) {
+      if (!(await exists(joinPath(dir, temp)))) continue;
+      try {
+        await rename(joinPath(dir, temp), joinPath(dir, final));
+      } catch (error) {
+        throw ioFailure('cannot complete the interrupted commit: cannot rename into', joinPath(dir, final), error);
+      }
+    }
+    for (const name of journal.remove) await unlink(joinPath(dir, name)).catch(() => {});
+    await syncDirectory(dir);
+    try {
+      await unlink(journalPath);
+    } catch (error) {
+      if (error?.code !== 'ENOENT') throw ioFailure('cannot remove', journalPath, error);
+    }
+    for (const name of journal.asides) await unlink(joinPath(dir, name)).catch(() => {});
+    await syncDirectory(dir);
+  });
+}
+
+/** The output directory `path` (which may not exist yet), its entries, and the names the command writes. A commit
+ * an earlier run was killed in is completed first (recoverOutputDirectory). */
 export async function describeOutputDirectory(label, path, writes) {
   const request = { label, path, real: await canonical(path), exists: await isDirectory(path), listing: [], writes, singleFile: false };
   if (!request.exists) return request;
+  await recoverOutputDirectory(path);
   for (const name of await readdir(path).catch(() => [])) {
     const st = await lstat(joinPath(path, name), { bigint: true }).catch(() => null);
     // else vanished meanwhile
@@ -136,24 +200,51 @@ export async function writeFileAt(file, offset, bytes) {
 
 /**
  * All-or-nothing output of several files into one directory, as the native OutputTransaction: every file under
- * a temporary name (PATH.tmp-XXXXXX, mode 0666 minus the umask); commit() checks every final name, moves aside
- * what the new files replace and the stale files --force removes, renames, and deletes what was moved aside only
- * once all renames succeeded, undoing the steps before a failure. close() (always, in a finally) removes the
- * temporary files of an uncommitted transaction and the directory if it created it; SIGHUP/SIGINT/SIGTERM remove
- * them too and exit 128 + the signal.
+ * a temporary name (PATH.tmp-XXXXXX, mode 0666 minus the umask); commit() checks every final name, then, in a
+ * critical section that SIGHUP/SIGINT/SIGTERM wait for, writes the commit journal (the core's CommitJournal), moves
+ * aside what the new files replace and the stale files --force removes, renames, removes the journal and deletes
+ * what was moved aside, undoing the steps before a failure. A run killed outright leaves the journal, which the
+ * next run completes (recoverOutputDirectory). close() (always, in a finally) removes the temporary files of an
+ * uncommitted transaction and the directory if it created it; a signal outside the critical section removes them
+ * too and exits 128 + the signal, one during it once the commit is done or undone. begin() removes the stale
+ * temporaries a killed run left (the plan's `stale`). A single file is renamed over its destination in one step.
  */
 export class OutputTransaction {
+  static criticalDepth = 0; // > 0 while the files on disk must not be left half-changed
+  static pendingSignal = null; // a signal that came meanwhile, acted on when the critical section ends
+  static exitActions = new Set(); // what each live transaction removes when a signal ends the process
+
+  /** Runs `body` with signals held off: one that comes meanwhile ends the process once `body` has finished. */
+  static async critical(body) {
+    OutputTransaction.criticalDepth += 1;
+    try {
+      return await body();
+    } finally {
+      OutputTransaction.criticalDepth -= 1;
+      if (OutputTransaction.criticalDepth === 0 && OutputTransaction.pendingSignal) OutputTransaction.exitOnSignal(OutputTransaction.pendingSignal);
+    }
+  }
+
+  static exitOnSignal(signal) {
+    for (const action of OutputTransaction.exitActions) action();
+    process.exit(SIGNAL_STATUS[signal]);
+  }
+
   static async begin(dir, plan) {
-    let created = false;
+    // The signal handlers first: a signal once the directory exists finds it to remove.
+    const transaction = new OutputTransaction(dir, plan, false, false);
     if (!(await isDirectory(dir))) {
+      transaction.created = true; // before it exists: a signal as mkdir ends removes it (only ever if empty)
       try {
         await mkdir(dir);
       } catch (error) {
+        transaction.created = false;
+        await transaction.close();
         throw ioFailure('cannot create directory', dir, error);
       }
-      created = true;
     }
-    return new OutputTransaction(dir, plan, created, false);
+    for (const name of plan.stale ?? []) await unlink(joinPath(dir, name)).catch(() => {}); // what a killed run left
+    return transaction;
   }
 
   static forFile(path, plan) {
@@ -168,16 +259,32 @@ export class OutputTransaction {
     this.files = [];
     this.opening = new Set(); // temporary files' open() calls still running
     this.committed = false;
-    this.onSignal = (signal) => {
-      const exit = () => {
-        for (const f of this.files) {
-          try {
-            if (!f.renamed) unlinkSync(f.temp);
-          } catch {
-            // not created, or already gone
-          }
+    // On a signal: the temporary files not renamed into place go, and the directory this run created, if empty.
+    this.exitAction = () => {
+      for (const f of this.files) {
+        try {
+          if (!f.renamed) unlinkSync(f.temp);
+        } catch {
+          // not created, or already gone
         }
-        process.exit(SIGNAL_STATUS[signal]);
+      }
+      if (this.created && !this.committed) {
+        try {
+          rmdirSync(this.dir);
+        } catch {
+          // not empty (files of others), or gone
+        }
+      }
+    };
+    OutputTransaction.exitActions.add(this.exitAction);
+    this.onSignal = (signal) => {
+      if (OutputTransaction.criticalDepth > 0) {
+        OutputTransaction.pendingSignal ??= signal;
+        return;
+      }
+      const exit = () => {
+        if (OutputTransaction.criticalDepth > 0) OutputTransaction.pendingSignal ??= signal;
+        else OutputTransaction.exitOnSignal(signal);
       };
       if (this.opening.size) Promise.allSettled([...this.opening]).then(exit);
       else exit();
@@ -237,25 +344,26 @@ export class OutputTransaction {
     }
   }
 
-  async moveAside(path, asides) {
-    if (!(await lstat(path).catch(() => null))) return; // nothing there (any more)
-    const temp = `${path}.old-${randomSuffix()}`;
+  /** Closes a file being written without syncing it (AtomicOutputFile::Park): reopened by resume() for more
+   * writes, so that a command writing many files holds a descriptor only for those it is writing. */
+  async park(file) {
+    if (!file.handle) return;
+    const handle = file.handle;
+    file.handle = null;
     try {
-      await (await open(temp, 'wx', 0o600)).close(); // reserves the name; the rename replaces it
+      await handle.close();
     } catch (error) {
-      throw ioFailure('cannot move aside', path, error);
+      throw ioFailure('cannot close', file.temp, error);
     }
-    try {
-      await rename(path, temp);
-    } catch (error) {
-      await unlink(temp).catch(() => {});
-      throw ioFailure('cannot move aside', path, error);
-    }
-    asides.push({ original: path, temp });
   }
 
-  static async restore(asides) {
-    for (const a of asides.reverse()) await rename(a.temp, a.original).catch(() => {});
+  async resume(file) {
+    if (file.handle) return;
+    try {
+      file.handle = await open(file.temp, 'r+');
+    } catch (error) {
+      throw ioFailure('cannot reopen', file.temp, error);
+    }
   }
 
   async commit() {
@@ -266,28 +374,96 @@ export class OutputTransaction {
       if (st && !st.isFile() && !st.isSymbolicLink())
         throw new IoFailure(`cannot replace \`${f.final}\`: ${st.isDirectory() ? 'it is a directory' : 'it is not a regular file'}`);
     }
-    const asides = [];
-    try {
-      for (const f of this.files) await this.moveAside(f.final, asides);
-      for (const name of this.plan.remove) await this.moveAside(this.pathOf(name), asides);
-    } catch (error) {
-      await OutputTransaction.restore(asides);
-      throw error;
+    await OutputTransaction.critical(async () => {
+      if (this.singleFile) {
+        // One rename replaces the destination at once: nothing to move aside.
+        const f = this.files[0];
+        try {
+          await rename(f.temp, f.final);
+        } catch (error) {
+          throw ioFailure('cannot rename into', f.final, error);
+        }
+        f.renamed = true;
+      } else {
+        await this.commitDirectory();
+      }
+      this.committed = true;
+    });
+    for (const f of this.files) committedOutputs.push({ path: f.name, file: f.final });
+  }
+
+  /** The journal first, then the moves aside, the renames, the journal's removal, the deletions; undone on failure. */
+  async commitDirectory() {
+    const asides = []; // {original, temp, moved}
+    const dropReserved = async () => {
+      for (const a of asides) if (!a.moved) await unlink(a.temp).catch(() => {});
+    };
+    // The names the files moved aside get, reserved now so that the journal can list them.
+    for (const path of [...this.files.map((f) => f.final), ...this.plan.remove.map((name) => this.pathOf(name))]) {
+      if (!(await exists(path))) continue; // nothing there (any more)
+      const temp = `${path}.old-${randomSuffix()}`;
+      try {
+        await (await open(temp, 'wx', 0o600)).close();
+      } catch (error) {
+        await dropReserved();
+        throw ioFailure('cannot move aside', path, error);
+      }
+      asides.push({ original: path, temp, moved: false });
     }
-    for (let i = 0; i < this.files.length; ++i) {
-      const f = this.files[i];
+    const journal = {
+      renames: this.files.map((f) => ({ temp: baseName(f.temp), final: f.name })),
+      remove: this.plan.remove,
+      asides: asides.map((a) => baseName(a.temp)),
+    };
+    const rendered = module.renderCommitJournal(JSON.stringify(journal));
+    if (!rendered.ok) throw coreError(rendered);
+    const journalPath = joinPath(this.dir, JOURNAL);
+    const journalTemp = `${journalPath}.tmp-${randomSuffix()}`;
+    try {
+      const handle = await open(journalTemp, 'wx', 0o666);
+      try {
+        await handle.writeFile(rendered.text);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await rename(journalTemp, journalPath);
+    } catch (error) {
+      await unlink(journalTemp).catch(() => {});
+      await dropReserved();
+      throw ioFailure('cannot write', journalPath, error);
+    }
+    await syncDirectory(this.dir);
+    let renamed = 0;
+    const undo = async () => {
+      for (const f of this.files.slice(0, renamed)) await rename(f.final, f.temp).catch(() => {});
+      for (const a of [...asides].reverse()) if (a.moved) await rename(a.temp, a.original).catch(() => {});
+      await dropReserved();
+      await unlink(journalPath).catch(() => {});
+      await syncDirectory(this.dir);
+    };
+    for (const a of asides) {
+      try {
+        await rename(a.original, a.temp);
+      } catch (error) {
+        await undo();
+        throw ioFailure('cannot move aside', a.original, error);
+      }
+      a.moved = true;
+    }
+    for (; renamed < this.files.length; ++renamed) {
+      const f = this.files[renamed];
       try {
         await rename(f.temp, f.final);
       } catch (error) {
-        for (const g of this.files.slice(0, i)) await unlink(g.final).catch(() => {}); // undo: the new files go,
-        await OutputTransaction.restore(asides); // what they replaced comes back
+        await undo();
         throw ioFailure('cannot rename into', f.final, error);
       }
-      f.renamed = true;
     }
+    for (const f of this.files) f.renamed = true;
+    await syncDirectory(this.dir);
+    await unlink(journalPath).catch(() => {}); // the commit point: the new files are all in place
     for (const a of asides) await unlink(a.temp).catch(() => {});
-    this.committed = true;
-    for (const f of this.files) committedOutputs.push({ path: f.name, file: f.final });
   }
 
   async close() {
@@ -297,5 +473,6 @@ export class OutputTransaction {
       if (this.created) await rmdir(this.dir).catch(() => {}); // only if still empty, as natively
     }
     for (const s of Object.keys(SIGNAL_STATUS)) process.off(s, this.onSignal);
+    OutputTransaction.exitActions.delete(this.exitAction);
   }
 }

@@ -2,7 +2,8 @@
 // compiled module), the merge planned again from the main thread's descriptors, then the shards it is handed
 // merged into the temporary files the main thread created, one at a time.
 //
-// workerData:   {wasmModule, o (runMerge's options), descriptors ({path: fd}), files ({path: bytes}: the index and
+// workerData:   {wasmModule, o (runMerge's options), descriptors ({path: fd}), identities ({path: {dev, ino, size}}:
+//               the shards the main thread planned from), files ({path: bytes}: the index and
 //               configs the main thread read), planned (the plan's shards, JSON)}.
 // Messages in:  {type: 'merge', s, fd, temp, copied}.
 // Messages out: {type: 'ready'} or {type: 'error', error}; then per shard {type: 'progress', bytes} (source bytes
@@ -11,7 +12,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { errorToMessage } from '../errors.js';
 import { init } from '../init.js';
 
-const { wasmModule, o, descriptors, files, planned } = workerData;
+const { wasmModule, o, descriptors, files, identities, planned } = workerData;
 const post = (message) => parentPort.postMessage(message);
 
 /** The merge planned here: {session, base, plan} and the modules the merge needs (loaded after the instance). */
@@ -23,7 +24,7 @@ async function start() {
   const { writeFileAt } = await import('./output.js');
   const { descriptorHandle } = await import('./descriptor-handle.js');
   const { CliFailure } = await import('./io.js');
-  inheritDescriptors(descriptors, files);
+  inheritDescriptors(descriptors, files, identities);
   const session = await MergeSession.create('Merger', o);
   const { base } = await openMergeInputs(session, o, []);
   const plan = session.plan();
@@ -41,7 +42,13 @@ async function start() {
       },
     };
     const file = { temp, handle: descriptorHandle(fd) };
-    await writeShard(session, s, plan.shards[s], base.inputs[s].source, output, file, counts, progress, memory, copied);
+    const input = base.inputs[s];
+    await input.acquire?.();
+    try {
+      await writeShard(session, s, plan.shards[s], input.source, output, file, counts, progress, memory, copied);
+    } finally {
+      await input.release?.();
+    }
     progress.update(counts.bytesIn);
     return session.quantErrorsJson(s);
   };

@@ -1,8 +1,9 @@
 // The npm CLI's shards merged at once, as the native CLI's MergeShardsAtOnce merges them on threads: this thread
 // and worker threads (shard-worker.js) each take the next shard in file order and merge it into its temporary
 // file. A worker has its own instance of the module (compiled once, here) and plans the merge again from the
-// main thread's own descriptors of the shards and the adapter and the bytes of the index and configs it read, so
-// it plans from exactly what this thread planned from (and checks that the plans agree). The outcome is the
+// main thread's own descriptor of the adapter, the shards (opened by path while read, each checked to be the file
+// whose header was read: lazyInput) and the bytes of the index and configs it read, so it plans from exactly what
+// this thread planned from (and checks that the plans agree). The outcome is the
 // one-thread outcome: the same bytes, the
 // error of the first failing shard in file order, the quantization errors in shard order.
 import { Worker } from 'node:worker_threads';
@@ -71,13 +72,16 @@ export class ShardWorkers {
   /** Starts `count` workers for the merge of options `o` that this thread planned as `plan`, from the shards
    * and adapter weights open in `base` and `adapterFiles` and the small files it read whole (`wholeReads`). */
   constructor(count, o, base, adapterFiles, plan, wholeReads = new Map()) {
+    // The shards are opened by path as they are read, not held open (lazyInput): a worker accepts only the files
+    // this thread read (device, inode, size), else fails saying the shard changed.
     const descriptors = {};
+    const identities = {};
     base.names.forEach((name, i) => {
-      descriptors[joinPath(base.dir, name)] = base.inputs[i].handle.fd;
+      if (base.inputs[i].identity) identities[joinPath(base.dir, name)] = base.inputs[i].identity;
     });
     if (adapterFiles) descriptors[adapterFiles.weightsPath] = adapterFiles.descriptor;
     const files = Object.fromEntries(wholeReads);
-    const job = { wasmModule: compiledModule(), o, descriptors, files, planned: JSON.stringify(plan.shards) };
+    const job = { wasmModule: compiledModule(), o, descriptors, files, identities, planned: JSON.stringify(plan.shards) };
     this.workers = [];
     try {
       for (let k = 0; k < count; ++k) this.workers.push(new ShardWorker(job));
