@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { collect, makeFile, pb } from './helpers/common.mjs';
 import { getModule } from '../../web/src/init.js';
 
-const { adapterInfo, combineAdapters, convert, createMergeStream, inspect, mergeShards, planMerge, readSafetensors, translateAdapter, writeSafetensors, SafetensorsError } = pb;
+const { adapterInfo, combineAdapters, convert, createAdapter, extractAdapter, createMergeStream, inspect, mergeShards, planMerge, readSafetensors, translateAdapter, writeSafetensors, SafetensorsError } = pb;
 const module = await getModule();
 const CALLS = Number(process.env.PB_SURVIVAL_CALLS ?? 10000);
 const enc = (s) => new TextEncoder().encode(s);
@@ -81,6 +81,9 @@ const KINDS = {
     rejects(translateAdapter(twoByFour, { to: 'gguf', baseConfig: wrappingHeads }), 'InvalidArgument'),
   'combineAdapters: weights that overflow float32': () =>
     rejects(combineAdapters([twoByFour, twoByFour], { weights: [1e308, 1e308] }), 'InvalidArgument'),
+  'createAdapter: a target that matches no module': () =>
+    rejects(createAdapter({ base: baseOf(base), targetModules: 'nope' }), 'InvalidArgument'),
+  'extractAdapter: rank 0': () => rejects(extractAdapter({ base: baseOf(base), tuned: baseOf(base), rank: 0 }), 'InvalidArgument'),
   'planMerge: shape mismatch': () => rejects(planMerge({ base: baseOf(base), adapter: shapeMismatch }), 'ShapeMismatch'),
   'mergeShards: shard name with traversal': () =>
     rejects((async () => {
