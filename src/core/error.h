@@ -39,7 +39,8 @@ namespace pb {
   X(UnresolvedTensor, "a tensor that maps to nothing (an error under --strict, a report line otherwise)")       \
   X(ShapeMismatch, "tensors whose shapes contradict each other or the config")                                 \
   /* Merging (src/merge). */                                                                                     \
-  X(ModulesNotFound, "adapter modules the base model does not have (most often: the adapter of another model)")
+  X(ModulesNotFound, "adapter modules the base model does not have (most often: the adapter of another model)") \
+  X(UnsupportedBase, "a base model the merge cannot change as asked (a targeted weight that is quantized...)")
 
 enum class ErrorCode : uint8_t {
 #define PB_ERROR_CODE_ENUM(name, what) name,

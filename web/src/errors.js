@@ -7,7 +7,8 @@ const RENDERED = Symbol('rendered');
  * core's error names, the same strings the CLI prints: HeaderTooSmall, HeaderTooLarge, InvalidHeaderLength,
  * InvalidHeader, InvalidHeaderDeserialization, InvalidOffset, ValidationOverflow, MisalignedSlice,
  * TensorInvalidInfo, MetadataIncompleteBuffer, InvalidArgument, UnsupportedDtype, IoError, and for adapters
- * InvalidConfig, UnsupportedAdapter, UnresolvedTensor, ShapeMismatch, and for merges ModulesNotFound.
+ * InvalidConfig, UnsupportedAdapter, UnresolvedTensor, ShapeMismatch, and for merges ModulesNotFound and
+ * UnsupportedBase (a targeted base weight that is quantized).
  * A file that is not safetensors at all says what it looks like (JSON, text, a zip…) in its message.
  */
 export class SafetensorsError extends Error {

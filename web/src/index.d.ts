@@ -44,11 +44,13 @@ export type SafetensorsErrorCode =
   | 'UnsupportedAdapter'
   | 'UnresolvedTensor'
   | 'ShapeMismatch'
-  | 'ModulesNotFound';
+  | 'ModulesNotFound'
+  | 'UnsupportedBase';
 
 /** One of several problems an error reports together (a merge plan's base/adapter mismatches). */
 export interface SafetensorsProblem {
-  /** ModulesNotFound (the base lacks the module), ShapeMismatch, UnsupportedAdapter (a refusal). */
+  /** ModulesNotFound (the base lacks the module), ShapeMismatch, UnsupportedAdapter (a refusal), UnsupportedBase
+   * (the base weight the module targets is quantized). */
   readonly code: SafetensorsErrorCode;
   /** The adapter module (or tensor key) concerned, if any. */
   readonly module: string | null;
