@@ -315,6 +315,8 @@ class Merger : public MergeHandle {
   std::string plan_text(bool dry_run) const {
     return plan_ ? merge::RenderMergePlanText(SummaryOf(*plan_, double(SourceTotal()), 0, dry_run)) : "";
   }
+  // The `warning:` lines the CLI prints once the plan is made (merge::RenderMergeWarnings).
+  std::string plan_warnings() const { return plan_ ? merge::RenderMergeWarnings(*plan_) : ""; }
   std::string outcome_text(double seconds) const {
     return plan_ ? merge::RenderMergeOutcomeText(SummaryOf(*plan_, double(SourceTotal()), seconds, false)) : "";
   }
@@ -646,6 +648,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("summary", &Merger::summary)
       .function("planText", &Merger::plan_text)
       .function("outcomeText", &Merger::outcome_text)
+      .function("planWarnings", &Merger::plan_warnings)
       .function("setCopiedFiles", &Merger::set_copied_files)
       .function("planTensors", &Merger::plan_tensors)
       .function("quantErrorsJson", &Merger::quant_errors_json)

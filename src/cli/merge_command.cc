@@ -334,6 +334,8 @@ int RunMerge(const app::CommandLine& line) {
   auto warnings = app::CheckDropped(command, dropped, allow_partial);
   if (!warnings.ok()) return fail(warnings.error());
   std::fwrite(warnings->data(), 1, warnings->size(), stderr);
+  const std::string quantize_warnings = merge::RenderMergeWarnings(plan.value());
+  std::fwrite(quantize_warnings.data(), 1, quantize_warnings.size(), stderr);
   std::fwrite(extra.warnings.data(), 1, extra.warnings.size(), stderr);
   std::vector<merge::QuantError> quant_errors;
   auto summary_of = [&](double seconds, uint64_t peak_memory) {

@@ -737,6 +737,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       return MakeError(ErrorCode::InvalidConfig, "--quantize: the base's config.json is not a JSON object");
     if (plan.quantize) {
       FinishQuantizePlan(*plan.quantize);
+      PB_RETURN_IF_ERROR(CheckQuantizePlan(*plan.quantize));
       plan.config_json = QuantizedConfigText(j, *plan.quantize);
     } else {
       plan.config_json = edited ? adapter::DumpPythonJson(j) + "\n" : *base_config;

@@ -115,7 +115,13 @@ struct QuantizePlan {
   QuantizeOptions options;
   std::vector<std::string> quantized;                          // tensor names, in output order
   std::vector<std::pair<std::string, std::string>> kept;       // tensor name, reason
+  std::vector<size_t> unexpected;                              // indices into `kept` of what the libraries would
+                                                               // quantize (dims the layout cannot divide, dtypes)
+  std::vector<uint64_t> linear_cols;                           // in_features of every Linear weight considered
   std::vector<std::string> ignore;
+  // One line per class of weights (layer numbers as `*`) and reason that stays unquantized although the
+  // libraries' defaults would quantize it: the CLIs print each as a `warning:` line, the summaries list them.
+  std::vector<std::string> warnings;
 };
 
 struct MergePlan {

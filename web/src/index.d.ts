@@ -985,6 +985,8 @@ export interface MergePlanSummary {
     quantized: string[];
     kept: { tensor: string; reason: string }[];
     ignore: string[];
+    /** One line per class of weights kept for their dims or dtype (the CLI's `warning:` lines). */
+    warnings: string[];
     errors: { tensor: string; maxAbs: number; rms: number; relative: number }[];
   };
   tensors: PlannedMergeTensor[];

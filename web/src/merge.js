@@ -262,6 +262,11 @@ export class MergeSession {
     return this.handle.handle.planText(dryRun);
   }
 
+  /** The `warning:` lines the CLI prints once the plan is made (merge::RenderMergeWarnings). */
+  planWarnings() {
+    return this.handle.handle.planWarnings();
+  }
+
   outcomeText(seconds) {
     return this.handle.handle.outcomeText(seconds);
   }
