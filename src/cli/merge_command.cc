@@ -273,6 +273,7 @@ int RunMerge(const app::CommandLine& line) {
     options.quantize = q.value();
   }
   const bool json = line.Has("json"), dry_run = line.Has("dry-run"), allow_partial = line.Has("allow-partial");
+  options.allow_partial = allow_partial;
 
   app::OutputFlags flags;
   flags.force = line.Has("force");

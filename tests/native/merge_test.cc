@@ -1648,6 +1648,27 @@ TEST(MergePlanErrors, QuantizedBaseWeightsAreRefusedNamingModuleTensorAndScheme)
             std::string::npos) << named.error->message;
 }
 
+TEST(MergePlanErrors, AdapterTensorsTheMergeCannotApplyAreRefusedUnlessAllowPartial) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  lt.push_back({std::string(kPrefix) + "model.layers.0.self_attn.rotary_emb.inv_freq", Dtype::F32, {8}});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  ASSERT_EQ(lora.adapter->rejected.size(), 1u);
+  const Bytes base = BuildFile(LlamaBase(Dtype::BF16, 31));
+  // Before: PlanMerge merged the rest and only the CLIs refused; the JS API wrote the model.
+  MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+  ASSERT_FALSE(run.ok()) << "a tensor the merge cannot apply was dropped silently";
+  EXPECT_EQ(run.error->code, ErrorCode::UnresolvedTensor);
+  EXPECT_NE(run.error->message.find("merge would drop 1 tensor(s); pass --allow-partial"), std::string::npos) << run.message();
+  EXPECT_NE(run.error->message.find("model.layers.0.self_attn.rotary_emb.inv_freq"), std::string::npos) << run.message();
+  MergeOptions partial;
+  partial.allow_partial = true;
+  MergeRun merged = MergeShard(base, *lora.adapter, std::nullopt, partial, 0);
+  ASSERT_TRUE(merged.ok()) << merged.message();
+  EXPECT_EQ(merged.plan->modules_matched, 1u);
+}
+
 // --- The real adapters of tests/fixtures ------------------------------------------------------------
 
 std::optional<std::filesystem::path> Fixture(const std::string& dir) {
@@ -1926,7 +1947,14 @@ TEST(MergeExperts, TranslateKeepsThemForPeftAndRefusesThemPerTensorElsewhere) {
   ASSERT_TRUE(peft.ok()) << peft.error().message;
   for (const auto& m : peft->plan) EXPECT_EQ(m.from, m.to) << m.reason;
   for (auto format : {adapter::AdapterFormat::kMlx, adapter::AdapterFormat::kKohya}) {
-    auto t = adapter::Translate(source, format, {}, {});
+    // Every tensor would be dropped: refused, unless allow_partial (--allow-partial), which lists them.
+    auto refused = adapter::Translate(source, format, {}, {});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, ErrorCode::UnresolvedTensor);
+    EXPECT_NE(refused.error().message.find("translate would drop 4 tensor(s)"), std::string::npos) << refused.error().message;
+    adapter::WriteOptions partial;
+    partial.allow_partial = true;
+    auto t = adapter::Translate(source, format, {}, partial);
     ASSERT_TRUE(t.ok()) << t.error().message;
     ASSERT_EQ(t->plan.size(), 4u);
     for (const auto& m : t->plan) {

@@ -533,6 +533,9 @@ export interface TranslateOptions extends AdapterReadOptions {
   dryRun?: boolean;
   /** With `to: 'gguf'`: the tensors' ggml type, as convert_lora_to_gguf.py's `--outtype` (default f32). */
   outtype?: 'f32' | 'f16' | 'bf16' | 'q8_0';
+  /** Write the rest when input tensors would be dropped (`--allow-partial`); `rejected` counts them. Without it the
+   * translation rejects with UnresolvedTensor listing every one, as the CLI does. */
+  allowPartial?: boolean;
 }
 
 /** What happens to one input tensor. */
@@ -827,6 +830,9 @@ export interface MergeOptions {
   safe?: boolean;
   /** Subtract the adapter's delta from an already merged model instead of adding it (`unmerge`). */
   unmerge?: boolean;
+  /** Merge the rest when adapter tensors cannot be applied (`--allow-partial`; listed in `unmatchedKeys`). Without it
+   * the merge rejects with UnresolvedTensor listing every one, as the CLI does. */
+  allowPartial?: boolean;
   /** Write the merged Linear weights quantized for deployment (`--quantize`, docs/merge.md "Quantize"): 'fp8'
    * (compressed-tensors float-quantized, per-channel, dynamic FP8 activations), 'int8' / 'int4' (compressed-tensors
    * pack-quantized, weight-only). Rounded once from the merge in the model dtype, as compressed-tensors computes

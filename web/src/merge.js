@@ -39,6 +39,8 @@ function optionsJson(options) {
     dtype,
     safe: !!options.safe,
     unmerge: !!options.unmerge,
+    // No silent loss: adapter tensors the merge cannot apply are refused unless allowPartial (--allow-partial).
+    allowPartial: !!options.allowPartial,
     arch: options.arch ?? null,
     namingTables: namingTablesOption(options.namingTables),
     // `--quantize` (checked by the core, as the CLI's words: merge/quantize_plan.h)
