@@ -132,6 +132,15 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
     o.svd_clamp.reset();
   }
   PB_RETURN_IF_ERROR(CheckExpressible(inputs));
+  // No silent loss: a tensor of an input that maps to nothing (the readers' rejected tensors) is refused, as
+  // translate and merge refuse it, unless allow_partial; then the plan's notes name every one.
+  {
+    std::vector<adapter::RejectedTensor> dropped;
+    for (const auto& in : inputs)
+      for (const auto& r : in.adapter->rejected) dropped.push_back({"`" + in.label + "`: " + r.name, r.reason});
+    PB_RETURN_IF_ERROR(adapter::CheckDropped("combine", dropped, o.allow_partial));
+    for (const auto& d : dropped) plan.notes.push_back("dropped " + d.name + " (--allow-partial): " + d.reason);
+  }
   std::optional<std::string> arch;
   for (const auto& in : inputs) {
     if (!in.adapter->arch) continue;

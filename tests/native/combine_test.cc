@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include "random_matrix.h"
+#include "test_util.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "compose/combine_math.h"
 #include "compose/combine_plan.h"
+#include "compose/combine_writer.h"
+#include "core/header.h"
 #include "compose/float_values.h"
 #include "linalg/svd.h"
 
@@ -174,6 +178,25 @@ TEST(CombinePlan, RefusesWhatNoMethodExpressesListingTheModules) {
   ASSERT_TRUE(cat.ok()) << cat.error().message;
   EXPECT_EQ(cat->rank, 6u);
   EXPECT_EQ(cat->output.weights.tensors[0].shape, (std::vector<uint64_t>{6, 8}));
+}
+
+TEST(CombinePlan, RefusesAnInputTensorItWouldDropUnlessAllowPartial) {
+  adapter::Adapter plain = OneModuleAdapter(4, 8, 8, false), extra = OneModuleAdapter(4, 8, 8, false);
+  extra.rejected.push_back({"base_model.model.model.layers.0.self_attn.rotary_emb.inv_freq",
+                            "not a PEFT adapter tensor"});
+  // Before: combine wrote the other tensors with exit 0 and no word of the dropped one.
+  auto refused = PlanCombine({{"x", &plain}, {"y", &extra}}, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::UnresolvedTensor);
+  EXPECT_EQ(refused.error().message,
+            "combine would drop 1 tensor(s); pass --allow-partial to write the rest anyway:\n"
+            "  `y`: base_model.model.model.layers.0.self_attn.rotary_emb.inv_freq: not a PEFT adapter tensor");
+  CombineOptions partial;
+  partial.allow_partial = true;
+  auto plan = PlanCombine({{"x", &plain}, {"y", &extra}}, partial);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_EQ(plan->notes.front(), "dropped `y`: base_model.model.model.layers.0.self_attn.rotary_emb.inv_freq "
+                                 "(--allow-partial): not a PEFT adapter tensor");
 }
 
 }  // namespace

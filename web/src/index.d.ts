@@ -594,6 +594,9 @@ export interface CombineOptions extends AdapterReadOptions {
   dtype?: 'bf16' | 'f16' | 'f32';
   /** Plan only: `files` is empty and no module has an error yet. */
   dryRun?: boolean;
+  /** Combine the rest when an input has tensors no output holds (`--allow-partial`; each noted). Without it the
+   * combination rejects with UnresolvedTensor listing every one. */
+  allowPartial?: boolean;
 }
 
 export interface CombinedModule {
