@@ -61,7 +61,7 @@ using emscripten::val;
 // WASM memory only ever grows, so its current size is the high-water mark: what the merge needed at most.
 double HeapSize() { return double(emscripten_get_heap_size()); }
 
-// Options as JSON: {"dtype": "bf16"|"f16"|"f32"|null, "safe", "unmerge": bool, "arch": string|null,
+// Options as JSON: {"dtype": "bf16"|"f16"|"f32"|null, "safe", "unmerge", "allowPartial": bool, "arch": string|null,
 // "quantize": "fp8"|"int8"|"int4"|null, "scheme": "per-channel"|"per-group"|"block"|null, "groupSize": number|null}.
 class MergeHandle : public MergeIo {
  public:
@@ -82,6 +82,7 @@ class MergeHandle : public MergeIo {
     auto flag = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
     options_.safe = flag("safe");
     options_.unmerge = flag("unmerge");
+    options_.allow_partial = flag("allowPartial");
     if (j.contains("arch") && j["arch"].is_string()) options_.arch = j["arch"].get<std::string>();
     if (j.contains("quantize") && !j["quantize"].is_null()) {  // the CLI's words (merge/quantize_plan.h)
       auto text = [&](const char* key) -> std::optional<std::string> {
@@ -315,6 +316,8 @@ class Merger : public MergeHandle {
   std::string plan_text(bool dry_run) const {
     return plan_ ? merge::RenderMergePlanText(SummaryOf(*plan_, double(SourceTotal()), 0, dry_run)) : "";
   }
+  // The `warning:` lines the CLI prints once the plan is made (merge::RenderMergeWarnings).
+  std::string plan_warnings() const { return plan_ ? merge::RenderMergeWarnings(*plan_) : ""; }
   std::string outcome_text(double seconds) const {
     return plan_ ? merge::RenderMergeOutcomeText(SummaryOf(*plan_, double(SourceTotal()), seconds, false)) : "";
   }
@@ -476,6 +479,7 @@ class AdapterJob : public MergeIo {
     auto flag = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
     read_options_.strict = flag("strict");
     old_peft_ = flag("oldPeft");
+    allow_partial_ = flag("allowPartial");
     if (j.contains("outFile") && j["outFile"].is_string()) out_file_ = j["outFile"].get<std::string>();
     dry_run_ = flag("dryRun");
   }
@@ -502,6 +506,7 @@ class AdapterJob : public MergeIo {
     adapter::WriteOptions write_options;  // as the native CLI: base config and arch come from the read side
     write_options.strict = read_options_.strict;
     write_options.compat_pre_014 = old_peft_;
+    write_options.allow_partial = allow_partial_;
     write_options.gguf_outtype = outtype_;
     write_options.weights_name = out_file_;  // the npm CLI's OUT.gguf
     write_options.tables = tables_.get();
@@ -565,7 +570,7 @@ class AdapterJob : public MergeIo {
   adapter::ReadOptions read_options_;
   std::shared_ptr<const adapter::NamingTables> tables_;  // the namingTables option; null: the embedded ones
   std::optional<adapter::AdapterFormat> to_;
-  bool old_peft_ = false, dry_run_ = false;
+  bool old_peft_ = false, dry_run_ = false, allow_partial_ = false;
   gguf::TensorType outtype_ = gguf::TensorType::kF32;
   std::optional<std::string> out_file_;
   std::optional<std::string> config_, base_config_;
@@ -646,6 +651,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("summary", &Merger::summary)
       .function("planText", &Merger::plan_text)
       .function("outcomeText", &Merger::outcome_text)
+      .function("planWarnings", &Merger::plan_warnings)
       .function("setCopiedFiles", &Merger::set_copied_files)
       .function("planTensors", &Merger::plan_tensors)
       .function("quantErrorsJson", &Merger::quant_errors_json)

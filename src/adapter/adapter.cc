@@ -256,4 +256,13 @@ Result<std::vector<LoraModule>> AssembleModules(std::vector<RoleTensor> tensors,
   return modules;
 }
 
+Result<std::string> CheckDropped(std::string_view command, const std::vector<RejectedTensor>& dropped,
+                                 bool allow_partial) {
+  std::string lines;
+  for (const auto& d : dropped) lines += (allow_partial ? "warning: dropped " : "\n  ") + d.name + ": " + d.reason + (allow_partial ? "\n" : "");
+  if (dropped.empty() || allow_partial) return lines;
+  return MakeError(ErrorCode::UnresolvedTensor, std::string(command) + " would drop " + std::to_string(dropped.size()) +
+                                                    " tensor(s); pass --allow-partial to write the rest anyway:" + lines);
+}
+
 }  // namespace pb::adapter

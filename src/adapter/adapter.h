@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "adapter/lora_config.h"
@@ -18,6 +19,7 @@
 #include "adapter/tensor_ref.h"
 #include "core/dtype.h"
 #include "core/header.h"
+#include "core/result.h"
 
 namespace pb::adapter {
 
@@ -92,6 +94,13 @@ struct RejectedTensor {
   std::string name;
   std::string reason;
 };
+
+// No silent loss, the one rule for every operation that writes less than its input holds (translate, merge,
+// unmerge, combine; both CLIs and the JS API): with any dropped tensor and no --allow-partial (allowPartial), an
+// UnresolvedTensor error naming `command` and listing every one; otherwise the stderr text, one "warning: " line
+// per dropped tensor (empty when none).
+Result<std::string> CheckDropped(std::string_view command, const std::vector<RejectedTensor>& dropped,
+                                 bool allow_partial);
 
 // How one input tensor was accounted for: mapped to an output name (possibly transformed) or rejected.
 struct TensorMapping {

@@ -92,6 +92,8 @@ struct WriteOptions {
   std::optional<std::string> base_config;  // head counts (GGUF row order), layer count (mlx num_layers)
   std::optional<std::string> arch;
   const NamingTables* tables = nullptr;
+  // translate: write the rest when tensors are dropped (--allow-partial); otherwise Translate refuses (CheckDropped).
+  bool allow_partial = false;
 };
 
 struct AdapterOutput {

@@ -39,6 +39,10 @@ Result<TranslateResult> Translate(const AdapterSource& source, AdapterFormat to,
       result.plan.push_back({in.from, out->second->to, ComposeActions(in.action, out->second->action), ""});
     }
   }
+  std::vector<RejectedTensor> dropped;
+  for (const auto& m : result.plan)
+    if (m.to.empty()) dropped.push_back({m.from, m.reason});
+  PB_ASSIGN_OR_RETURN(result.warnings, CheckDropped("translate", dropped, write_options.allow_partial));
   return result;
 }
 

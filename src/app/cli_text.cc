@@ -126,7 +126,7 @@ std::string_view CliHelp(std::string_view command) {
            "       [--method cat|linear|svd|ties|ties_svd|dare_linear|dare_ties|dare_linear_svd|dare_ties_svd|\n"
            "                 magnitude_prune|magnitude_prune_svd]\n"
            "       [--rank N] [--density D] [--majority-sign total|frequency] [--svd-clamp Q] [--seed S]\n"
-           "       [--peft-compat] [--dtype bf16|f16|f32] [--dry-run] [--json] [--force]\n"
+           "       [--peft-compat] [--dtype bf16|f16|f32] [--dry-run] [--json] [--force] [--allow-partial]\n"
            "\n"
            "Combines LoRA adapters (folders, URLs or hf:// addresses, in any format adapter-info reads) into one PEFT\n"
            "adapter, as PEFT's add_weighted_adapter does, module by module in bounded memory. Each adapter's own\n"
@@ -151,6 +151,8 @@ std::string_view CliHelp(std::string_view command) {
            "  --dtype D           the new factors' dtype (default: the first adapter's)\n"
            "  --dry-run           print the plan, write nothing\n"
            "  --force             write into a non-empty DIR, as translate does\n"
+           "  --allow-partial     combine even if an adapter has tensors no output holds (noted per tensor); without\n"
+           "                      it they are refused, as translate and merge refuse them\n"
            "  --from, --arch, --naming-table, --base-config, --strict, --follow-links, --json   as for adapter-info\n"
            PB_PUSH_HELP
            "  --help              show this help\n";

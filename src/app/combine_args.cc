@@ -67,6 +67,7 @@ compose::CombineOptions CombineOptionsOf(const CommandLine& line) {
   if (auto v = line.Value("seed")) o.seed = *Count(*v);
   if (line.Value("majority-sign") == std::optional<std::string>("frequency")) o.majority_sign = compose::MajoritySign::kFrequency;
   o.peft_compat = line.Has("peft-compat");
+  o.allow_partial = line.Has("allow-partial");
   if (auto d = line.Value("dtype")) o.dtype = ParseFloatDtypeName(*d);
   return o;
 }
@@ -130,6 +131,10 @@ Result<compose::CombineOptions> CombineOptionsFromJson(const Json& j) {
     if (!j["peftCompat"].is_boolean()) return invalid("peftCompat", "a boolean");
     o.peft_compat = j["peftCompat"].get<bool>();
   }
+  if (present("allowPartial")) {
+    if (!j["allowPartial"].is_boolean()) return invalid("allowPartial", "a boolean");
+    o.allow_partial = j["allowPartial"].get<bool>();
+  }
   if (present("dtype")) {
     auto d = j["dtype"].is_string() ? ParseFloatDtypeName(j["dtype"].get<std::string>()) : std::nullopt;
     if (!d) return invalid("dtype", "bf16, f16 or f32");
@@ -148,6 +153,7 @@ Json CombineOptionsToJson(const compose::CombineOptions& o) {
   j["seed"] = o.seed;
   j["majoritySign"] = o.majority_sign == compose::MajoritySign::kFrequency ? "frequency" : "total";
   j["peftCompat"] = o.peft_compat;
+  j["allowPartial"] = o.allow_partial;
   j["dtype"] = o.dtype ? Json(*o.dtype == Dtype::BF16 ? "bf16" : *o.dtype == Dtype::F16 ? "f16" : "f32") : Json(nullptr);
   return j;
 }

@@ -102,7 +102,7 @@ const std::vector<CommandSpec>& Commands() {
                      {"density", 0, Kind::kValue}, {"majority-sign", 0, Kind::kValue, "total|frequency"},
                      {"svd-clamp", 0, Kind::kValue}, {"seed", 0, Kind::kValue}, {"peft-compat", 0, Kind::kFlag},
                      {"out", 'o', Kind::kValue}, dtype, dry_run, json, from, arch, naming_table, base_config, strict,
-                     force, follow_links},
+                     force, allow_partial, follow_links},
                     {}});
     for (std::string_view name : {"merge", "unmerge"}) {
       list.push_back({name,

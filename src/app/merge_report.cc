@@ -75,6 +75,7 @@ std::string RenderMergeJson(const MergeSummary& s) {
     quant["quantized"] = names;
     quant["kept"] = kept;
     quant["ignore"] = ignore;
+    quant["warnings"] = q->warnings;
     quant["errors"] = errors;
     j["quantization"] = quant;
   }
@@ -103,6 +104,13 @@ std::string RenderMergePlanText(const MergeSummary& s) {
   }
   for (const auto& r : s.adapter->adapter.rejected) out += "  not applied " + r.name + ": " + r.reason + "\n";
   for (const auto& n : s.plan->notes) out += "note: " + n + "\n";
+  return out;
+}
+
+std::string RenderMergeWarnings(const MergePlan& plan) {
+  std::string out;
+  if (plan.quantize)
+    for (const auto& w : plan.quantize->warnings) out += "warning: " + w + "\n";
   return out;
 }
 

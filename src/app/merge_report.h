@@ -30,12 +30,15 @@ std::string RenderMergeText(const MergeSummary& s);
 // What the merge does: modules and tensors, each output shard (tensors, size), the base files copied, what is not
 // applied, the notes. Needs no measurement (seconds and peak memory are not read).
 std::string RenderMergePlanText(const MergeSummary& s);
+// The `warning:` lines the CLIs print on stderr once the plan is made: --quantize's weights kept unquantized for
+// a reason the libraries' defaults do not have, one line per class (QuantizePlan::warnings). "" when none.
+std::string RenderMergeWarnings(const MergePlan& plan);
 // "1.16 GB in 2.00 s (580 MB/s), peak memory 120 MB\n" after a merge; "" for a dry run.
 std::string RenderMergeOutcomeText(const MergeSummary& s);
 // {"ok":true,"dry_run","unmerge","arch","modules_matched","tensors_merged","unmatched_keys":[...],
 //  "files":[{"name","bytes"}],"copied_files":[names],"total_size","bytes_in","bytes_out","seconds","gb_per_s","peak_memory","notes":[...],
 //  with --quantize "quantization":{"method","scheme","format","groupSize","quantized":[names],"kept":[{"tensor","reason"}],
-//  "ignore":[modules],"errors":[{"tensor","maxAbs","rms","relative"}]}} (camelCase keys, as every JSON output)
+//  "ignore":[modules],"warnings":[lines],"errors":[{"tensor","maxAbs","rms","relative"}]}} (camelCase keys, as every JSON output)
 std::string RenderMergeJson(const MergeSummary& s);
 
 }  // namespace pb::merge

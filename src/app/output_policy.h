@@ -14,6 +14,8 @@
 //    described, so the policy decides on what a finished commit left.
 #pragma once
 
+#include "adapter/adapter.h"
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -120,15 +122,9 @@ Status CheckInputLinks(std::string_view command, const std::vector<InputFact>& i
 Result<OutputPlan> PlanOutput(std::string_view command, const std::vector<InputFact>& inputs,
                               const OutputRequest& out, const OutputFlags& flags);
 
-// A tensor of the input the output will not hold, and why.
-struct DroppedTensor {
-  std::string name;
-  std::string reason;
-};
-
-// No silent loss: with any dropped tensor and no --allow-partial, an UnresolvedTensor error listing every one;
-// otherwise the stderr text, one "warning: " line per dropped tensor (empty when none).
-Result<std::string> CheckDropped(std::string_view command, const std::vector<DroppedTensor>& dropped,
-                                 bool allow_partial);
+// A tensor of the input the output will not hold, and why; the no-silent-loss rule is the core's
+// (adapter::CheckDropped), which translate, merge and combine apply themselves.
+using DroppedTensor = adapter::RejectedTensor;
+using adapter::CheckDropped;
 
 }  // namespace pb::app

@@ -81,6 +81,7 @@ int RunTranslate(const app::CommandLine& line) {
   write_options.tables = tables->get();
   write_options.strict = o.strict;
   write_options.compat_pre_014 = old_peft;
+  write_options.allow_partial = allow_partial;
   if (auto outtype = line.Value("outtype")) write_options.gguf_outtype = *gguf::ParseOutType(*outtype);  // checked
   const std::string& out_path = o.positional[1];
   const bool one_file = app::TranslateOutputIsFile(*to, out_path);  // OUT.gguf, else OUT_DIR/<names>

@@ -287,6 +287,7 @@ int RunMerge(const app::CommandLine& line) {
     options.quantize = q.value();
   }
   const bool json = line.Has("json"), dry_run = line.Has("dry-run"), allow_partial = line.Has("allow-partial");
+  options.allow_partial = allow_partial;
 
   app::OutputFlags flags;
   flags.force = line.Has("force");
@@ -349,6 +350,7 @@ int RunMerge(const app::CommandLine& line) {
   auto warnings = app::CheckDropped(command, dropped, allow_partial);
   if (!warnings.ok()) return fail(warnings.error());
   WriteText(stderr, warnings.value());
+  WriteText(stderr, merge::RenderMergeWarnings(plan.value()));
   WriteText(stderr, extra.warnings);
   std::vector<merge::QuantError> quant_errors;
   auto summary_of = [&](double seconds, uint64_t peak_memory) {

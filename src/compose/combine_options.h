@@ -53,6 +53,8 @@ struct CombineOptions {
   uint64_t seed = 0;                     // DARE's masks
   bool peft_compat = false;              // PEFT's numbers and config, bugs included (docs/combine.md)
   std::optional<Dtype> dtype;            // output dtype (default: the first adapter's A dtype)
+  bool allow_partial = false;            // combine the rest when an input has tensors no output holds (noted);
+                                         // otherwise refused, as translate and merge refuse them
 };
 
 }  // namespace pb::compose

@@ -132,6 +132,15 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
     o.svd_clamp.reset();
   }
   PB_RETURN_IF_ERROR(CheckExpressible(inputs));
+  // No silent loss: a tensor of an input that maps to nothing (the readers' rejected tensors) is refused, as
+  // translate and merge refuse it, unless allow_partial; then the plan's notes name every one.
+  {
+    std::vector<adapter::RejectedTensor> dropped;
+    for (const auto& in : inputs)
+      for (const auto& r : in.adapter->rejected) dropped.push_back({"`" + in.label + "`: " + r.name, r.reason});
+    PB_RETURN_IF_ERROR(adapter::CheckDropped("combine", dropped, o.allow_partial));
+    for (const auto& d : dropped) plan.notes.push_back("dropped " + d.name + " (--allow-partial): " + d.reason);
+  }
   std::optional<std::string> arch;
   for (const auto& in : inputs) {
     if (!in.adapter->arch) continue;
@@ -226,13 +235,27 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
     m.b = Placeholder(plan.dtype, b_shape);
     out.modules.push_back(std::move(m));
   }
+  // A saved embedding that is the base model's weight rather than a trained copy: PEFT's `…base_layer.weight` of a
+  // LoRA-targeted embedding, or a saved embedding (save_embedding_layers) that no modules_to_save entry wraps.
+  auto base_copy = [](const adapter::ExtraTensor& e, const Adapter& a) {
+    if (e.kind != ExtraKind::kSavedEmbedding) return false;
+    if (e.key.find(".base_layer.") != std::string::npos) return true;
+    const std::string module = e.key.substr(0, e.key.rfind('.'));
+    for (const auto& m : a.config.modules_to_save)
+      for (std::string_view path = module; !path.empty();) {
+        if (path.ends_with(m)) return false;  // PEFT's plain suffix test (_set_trainable)
+        const size_t dot = path.rfind('.');
+        path = dot == std::string_view::npos ? std::string_view() : path.substr(0, dot);
+      }
+    return true;
+  };
   std::map<std::string, size_t> extra_index;
   std::vector<std::string> extra_mismatch;
   for (size_t i = 0; i < inputs.size(); ++i)
     for (const auto& e : inputs[i].adapter->extras) {
       auto [it, added] = extra_index.emplace(e.key, plan.extras.size());
       if (added) {
-        plan.extras.push_back({e.key, {}, 0});
+        plan.extras.push_back({e.key, {}, 0, base_copy(e, *inputs[i].adapter)});
         out.extras.push_back({e.key, e.kind, Placeholder(e.tensor.dtype, e.tensor.shape)});
       } else if (out.extras[it->second].tensor.shape != e.tensor.shape || out.extras[it->second].tensor.dtype != e.tensor.dtype) {
         extra_mismatch.push_back(e.key);
@@ -285,7 +308,12 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
       plan.notes.push_back(pm.path + ": in " + std::to_string(pm.inputs.size()) + " of " + std::to_string(inputs.size()) +
                            " adapters; combined over those");
   for (const auto& pe : plan.extras)
-    if (pe.inputs.size() < inputs.size())
+    if (pe.base_copy)
+      plan.notes.push_back(pe.key + ": the base weight PEFT saves with the adapter (save_embedding_layers), loaded over "
+                           "the model's; copied unchanged from `" + inputs[pe.inputs[0]].label +
+                           "`, not weighted (the inputs that have it must agree)");
+  for (const auto& pe : plan.extras)
+    if (!pe.base_copy && pe.inputs.size() < inputs.size())
       plan.notes.push_back(pe.key + " (modules_to_save): in " + std::to_string(pe.inputs.size()) + " of " +
                            std::to_string(inputs.size()) + " adapters; Σ wᵢ·copyᵢ over those");
 

@@ -36,6 +36,10 @@ struct PlannedExtra {
   std::string key;                  // the PEFT key without "base_model.model."
   std::vector<size_t> inputs;       // the inputs that have it
   size_t tensor = 0;                // index into output.weights.tensors
+  // A base weight PEFT saves beside a LoRA-targeted embedding (save_embedding_layers: `…embed_tokens.base_layer
+  // .weight`) or a saved embedding no modules_to_save names: PEFT loads it over the model's weight, it is not the
+  // adapter's to weigh. Written unchanged (the first input's); the inputs' copies must be identical.
+  bool base_copy = false;
 };
 
 struct CombinePlan {

@@ -93,9 +93,20 @@ Status CombineWriter::Compute(size_t item) {
     outcomes_[item] = {RelativeError(terms, combined->a, combined->b, plan_.runtime_scale, cat_form), combined->kept_energy};
     held_[pm.a_tensor] = BytesOf(combined->a, plan_.dtype);
     held_[pm.b_tensor] = BytesOf(combined->b, plan_.dtype);
+  } else if (const PlannedExtra& pe = plan_.extras[item - plan_.modules.size()]; pe.base_copy) {
+    // The base's own weight (save_embedding_layers): PEFT loads it over the model's, so it is written as it is.
+    // Weighing it (w·W_emb) would replace the model's embedding by a scaled one; inputs that disagree are refused.
+    const adapter::Tensor* first = fetch_[pe.inputs[0]].get(0);
+    for (size_t k = 1; k < pe.inputs.size(); ++k)
+      if (fetch_[pe.inputs[k]].get(0)->bytes != first->bytes)
+        return MakeError(ErrorCode::UnsupportedAdapter,
+                         "`" + pe.key + "` is the base weight PEFT saves with a LoRA-targeted embedding, and `" +
+                             inputs_[pe.inputs[0]].label + "` and `" + inputs_[pe.inputs[k]].label +
+                             "` hold different ones: PEFT would load one over the other (the adapters were trained on "
+                             "different base weights or vocabularies)");
+    held_[pe.tensor] = first->bytes;
   } else {
     // A modules_to_save copy: Σ wᵢ·copyᵢ over the inputs that have it, in its dtype.
-    const PlannedExtra& pe = plan_.extras[item - plan_.modules.size()];
     std::optional<linalg::Matrix> sum;
     Dtype dtype = Dtype::F32;
     for (size_t i : pe.inputs) {

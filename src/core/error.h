@@ -40,6 +40,7 @@ namespace pb {
   X(ShapeMismatch, "tensors whose shapes contradict each other or the config")                                 \
   /* Merging (src/merge). */                                                                                     \
   X(ModulesNotFound, "adapter modules the base model does not have (most often: the adapter of another model)") \
+  X(UnsupportedBase, "a base model the merge cannot change as asked (a targeted weight that is quantized...)") \
   /* Serving (src/compose/lora_serving.h). */                                                                   \
   X(LimitExceeded, "a request beyond a configured bound (a composition's rank or size, a cache's registrations)")
 

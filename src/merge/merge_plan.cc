@@ -63,6 +63,12 @@ class BaseIndex {
     if (it == names_.end()) return std::nullopt;
     return it->second;
   }
+  // The first tensor whose name starts with `prefix`, if any.
+  std::optional<std::string> FirstWithPrefix(const std::string& prefix) const {
+    auto it = names_.lower_bound(prefix);
+    if (it == names_.end() || !it->first.starts_with(prefix)) return std::nullopt;
+    return it->first;
+  }
   // The base tensor for `key` (a module path + ".weight" / ".bias", or an extra's key) as the adapter
   // names it. Adapters name modules of the model class they were trained on (GPT2ForSequenceClassification:
   // "transformer.h.0..."), while a checkpoint may have been saved from the bare model ("h.0..."), or the
@@ -97,6 +103,68 @@ bool TiedEmbeddings(const std::optional<std::string>& config) {
 
 bool EndsWithComponent(std::string_view path, std::string_view name) {
   return path == name || (path.size() > name.size() && path.ends_with(name) && path[path.size() - name.size() - 1] == '.');
+}
+
+// The scheme config.json's `quantization_config` names ("compressed-tensors float-quantized", "fp8",
+// "bitsandbytes 4-bit nf4"...), if it has one. Only the tensors say which weights are quantized: the config's
+// targets and ignore lists leave embeddings, norms and some Linear layers as they were.
+std::optional<std::string> QuantizationSchemeOf(const std::optional<Json>& config) {
+  if (!config || !config->is_object()) return std::nullopt;
+  auto q = config->find("quantization_config");
+  if (q == config->end() || !q->is_object()) return std::nullopt;
+  auto text = [&](const char* key) -> std::string {
+    auto v = q->find(key);
+    return v != q->end() && v->is_string() ? v->get<std::string>() : std::string();
+  };
+  std::string scheme = text("quant_method");
+  if (scheme.empty()) scheme = "quantization_config";
+  if (const std::string format = text("format"); !format.empty()) scheme += " " + format;
+  if (q->value("load_in_4bit", false) == true)
+    scheme += " 4-bit" + (text("bnb_4bit_quant_type").empty() ? std::string() : " " + text("bnb_4bit_quant_type"));
+  else if (q->value("load_in_8bit", false) == true)
+    scheme += " 8-bit (LLM.int8)";
+  return scheme;
+}
+
+// Why the base weight `name` (of module `base_module`, its name without ".weight") is stored quantized, if it
+// is: the tensors quantized formats store beside it (compressed-tensors, fine-grained FP8, bitsandbytes) or a dtype
+// that is not a plain float (FP8, integers). "scheme: evidence", the scheme as config.json names it if it does.
+std::optional<std::string> QuantizedWeightReason(const BaseIndex& index, const std::string& name,
+                                                 const std::string& base_module, Dtype dtype,
+                                                 const std::optional<std::string>& config_scheme) {
+  struct Companion {
+    const char* suffix;
+    const char* scheme;
+  };
+  static constexpr Companion kCompanions[] = {
+      {".weight_scale_inv", "fine-grained FP8"},
+      {".weight_packed", "compressed-tensors pack-quantized"},
+      {".weight_zero_point", "compressed-tensors"},
+      {".weight_scale", "compressed-tensors"},
+      {".weight_global_scale", "compressed-tensors"},
+      {".SCB", "bitsandbytes LLM.int8"},
+      {".weight.absmax", "bitsandbytes 4-bit"},
+      {".weight.quant_map", "bitsandbytes 4-bit"},
+  };
+  std::string evidence, scheme = config_scheme.value_or("");
+  for (const auto& c : kCompanions)
+    if (base_module + c.suffix != name && index.Find(base_module + c.suffix)) {
+      evidence = "`" + base_module + c.suffix + "` beside it";
+      if (scheme.empty()) scheme = c.scheme;
+      break;
+    }
+  if (evidence.empty())
+    if (auto state = index.FirstWithPrefix(base_module + ".weight.quant_state.")) {
+      evidence = "`" + *state + "` beside it";
+      if (scheme.empty()) scheme = "bitsandbytes 4-bit";
+    }
+  const bool plain = dtype == Dtype::BF16 || dtype == Dtype::F16 || dtype == Dtype::F32 || dtype == Dtype::F64;
+  if (!plain) {
+    evidence = "stored as " + std::string(DtypeName(dtype)) + (evidence.empty() ? "" : ", " + evidence);
+    if (scheme.empty()) scheme = dtype == Dtype::F8_E4M3 || dtype == Dtype::F8_E5M2 ? "FP8 weights" : "integer weights";
+  }
+  if (evidence.empty()) return std::nullopt;
+  return scheme + ": " + evidence;
 }
 
 }  // namespace
@@ -158,6 +226,25 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     problems.push_back({ErrorCode::UnsupportedAdapter, module, std::move(message)});
   };
   std::set<std::string> modified_names;
+  // A targeted base weight stored quantized: adding a float delta to its stored values loses the delta (FP8 or
+  // integer codes next to their scales) or writes a wrong weight. Refused, naming the scheme, until quantized
+  // bases are dequantized, merged and quantized again.
+  const std::optional<std::string> quantization = QuantizationSchemeOf(config_doc);
+  auto refuse_quantized = [&](const std::string& module, const std::string& name, Dtype dtype) {
+    std::string base_module = name;
+    for (std::string_view suffix : {".weight", ".weight_packed", ".qweight"})
+      if (name.ends_with(suffix)) {
+        base_module = name.substr(0, name.size() - suffix.size());
+        break;
+      }
+    auto reason = QuantizedWeightReason(index, name, base_module, dtype, quantization);
+    if (!reason) return false;
+    problems.push_back({ErrorCode::UnsupportedBase, module,
+                        "adapter module `" + module + "`: base tensor `" + name + "` is quantized (" + *reason +
+                            "); merging into a quantized weight would lose the delta: merge into the unquantized "
+                            "model, then quantize the merge (--quantize)"});
+    return true;
+  };
 
   const std::string model_type = config_doc && config_doc->is_object() && config_doc->contains("model_type") &&
                                          (*config_doc)["model_type"].is_string()
@@ -211,6 +298,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       return p;
     };
     auto floating = [&](const PlannedTensor& p) {
+      if (refuse_quantized(m.path, p.name, p.in_dtype)) return false;
       if (IsConvertibleFloat(p.in_dtype)) return true;
       disagree(m.path, "`" + p.name + "` is " + std::string(DtypeName(p.in_dtype)) +
                            ": only floating-point weights can be merged (quantized bases are not supported)");
@@ -293,6 +381,18 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       if (found) note = "lm_head is tied to `" + found->second + "`: its delta is merged there, as PEFT's in-place merge does";
     }
     if (!found) {
+      // Packed layouts store no `<m>.weight`: compressed-tensors' `<m>.weight_packed`, GPTQ's and AWQ's `<m>.qweight`.
+      auto packed = index.Resolve(m.path + ".weight_packed", prefixes);
+      if (!packed) packed = index.Resolve(m.path + ".qweight", prefixes);
+      if (packed) {
+        TensorInfo info = shards[packed->first.shard].header->tensor(packed->first.tensor);
+        if (!refuse_quantized(m.path, packed->second, info.dtype))
+          problems.push_back({ErrorCode::UnsupportedBase, m.path,
+                              "adapter module `" + m.path + "`: base tensor `" + packed->second + "` is quantized (" +
+                                  quantization.value_or("packed weights") + "); merging into a quantized weight would "
+                                  "lose the delta: merge into the unquantized model, then quantize the merge (--quantize)"});
+        continue;
+      }
       problems.push_back({ErrorCode::ModulesNotFound, m.path,
                           "adapter module `" + m.path + "`: the base has no tensor `" + m.path + ".weight`"});
       continue;
@@ -306,6 +406,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     p.in_dtype = info.dtype;
     p.shape.assign(info.shape.begin(), info.shape.end());
     p.module = &m;
+    if (refuse_quantized(m.path, name, info.dtype)) continue;
     if (!IsConvertibleFloat(info.dtype)) {
       disagree(m.path, "`" + name + "` is " + std::string(DtypeName(info.dtype)) +
                            ": only floating-point weights can be merged (quantized bases are not supported)");
@@ -501,6 +602,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     p.shape = e.tensor.shape;
     if (found) {
       TensorInfo info = shards[found->first.shard].header->tensor(found->first.tensor);
+      if (found->second.ends_with(".weight") && refuse_quantized(e.key, found->second, info.dtype)) continue;
       if (std::vector<uint64_t>(info.shape.begin(), info.shape.end()) != e.tensor.shape) {
         disagree(e.key, "`" + found->second + "` is " + ShapeText(info.shape) + " but the adapter's `" + e.key +
                            "` is " + ShapeText(e.tensor.shape));
@@ -538,6 +640,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
   }
 
   if (!problems.empty()) return PlanProblemsError(std::move(problems), DescribeModels(adapter, config_doc, tables));
+  // No silent loss: an adapter tensor the merge cannot apply is refused, unless allow_partial.
+  PB_RETURN_IF_ERROR(adapter::CheckDropped(options.unmerge ? "unmerge" : "merge", adapter.rejected, options.allow_partial));
 
   if (options.quantize) {
     if (!base_config)
@@ -635,6 +739,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       return MakeError(ErrorCode::InvalidConfig, "--quantize: the base's config.json is not a JSON object");
     if (plan.quantize) {
       FinishQuantizePlan(*plan.quantize);
+      PB_RETURN_IF_ERROR(CheckQuantizePlan(*plan.quantize));
       plan.config_json = QuantizedConfigText(j, *plan.quantize);
     } else {
       plan.config_json = edited ? adapter::DumpPythonJson(j) + "\n" : *base_config;

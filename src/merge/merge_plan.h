@@ -101,6 +101,9 @@ struct MergeOptions {
   std::optional<std::string> arch;
   const adapter::NamingTables* tables = nullptr;
   std::optional<QuantizeOptions> quantize;
+  // Merge anyway when the adapter has tensors the merge cannot apply (--allow-partial); otherwise PlanMerge refuses
+  // them (adapter::CheckDropped: UnresolvedTensor listing every one).
+  bool allow_partial = false;
   // The most bytes of a module's left factor fetched at once (issue 15). For a weight stored [out, in], B [out, r]
   // is the left factor and a block of its rows is contiguous in the file: when B is larger than this, the merge
   // fetches it one block of rows at a time, as the weight's rows arrive, next to the whole A, so a 1 GB adapter's
@@ -115,7 +118,13 @@ struct QuantizePlan {
   QuantizeOptions options;
   std::vector<std::string> quantized;                          // tensor names, in output order
   std::vector<std::pair<std::string, std::string>> kept;       // tensor name, reason
+  std::vector<size_t> unexpected;                              // indices into `kept` of what the libraries would
+                                                               // quantize (dims the layout cannot divide, dtypes)
+  std::vector<uint64_t> linear_cols;                           // in_features of every Linear weight considered
   std::vector<std::string> ignore;
+  // One line per class of weights (layer numbers as `*`) and reason that stays unquantized although the
+  // libraries' defaults would quantize it: the CLIs print each as a `warning:` line, the summaries list them.
+  std::vector<std::string> warnings;
 };
 
 struct MergePlan {

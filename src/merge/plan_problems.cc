@@ -19,14 +19,16 @@ std::string MissingModulesHeadline(const ModelFacts& facts, size_t missing) {
 }
 
 Error PlanProblemsError(std::vector<Problem> problems, const ModelFacts& facts) {
-  size_t missing = 0, refusals = 0;
+  size_t missing = 0, refusals = 0, base = 0;
   for (const Problem& p : problems) {
     missing += p.code == ErrorCode::ModulesNotFound;
     refusals += p.code == ErrorCode::UnsupportedAdapter;
+    base += p.code == ErrorCode::UnsupportedBase;
   }
-  ErrorCode code = missing ? ErrorCode::ModulesNotFound
-                   : refusals == problems.size() ? ErrorCode::UnsupportedAdapter
-                                                 : ErrorCode::ShapeMismatch;
+  ErrorCode code = missing                                 ? ErrorCode::ModulesNotFound
+                   : base == problems.size()               ? ErrorCode::UnsupportedBase
+                   : refusals + base == problems.size()    ? ErrorCode::UnsupportedAdapter
+                                                           : ErrorCode::ShapeMismatch;
   std::string message = missing ? MissingModulesHeadline(facts, missing)
                                 : std::to_string(problems.size()) + " problem(s) between the base model and the adapter";
   message += ":";

@@ -23,7 +23,8 @@ struct ModelFacts {
 inline constexpr size_t kListedProblems = 20;
 
 // ModulesNotFound when any adapter module is missing from the base (the headline then counts the modules found);
-// otherwise UnsupportedAdapter when every problem is a refusal, else ShapeMismatch. `problems` is not empty.
+// otherwise UnsupportedBase when every problem is a base the merge cannot change (a quantized weight),
+// UnsupportedAdapter when every problem is a refusal, else ShapeMismatch. `problems` is not empty.
 Error PlanProblemsError(std::vector<Problem> problems, const ModelFacts& facts);
 
 // The headline for `missing` of facts.adapter_modules modules absent from the base:

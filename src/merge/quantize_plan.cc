@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <numeric>
 
 #include "adapter/natural_order.h"
 #include "adapter/python_json.h"
@@ -115,7 +116,8 @@ void PlanQuantizedTensor(PlannedTensor& p, const adapter::NamingTables& tables, 
   if (p.op == TensorOp::kLowRankEmbedding || p.orientation == Orientation::kInOut) return;
   const QuantizeOptions& o = plan.options;
   const uint64_t rows = p.shape[0], cols = p.shape[1];
-  auto keep = [&](std::string reason) {
+  auto keep = [&](std::string reason, bool unexpected = false) {
+    if (unexpected) plan.unexpected.push_back(plan.kept.size());
     plan.kept.emplace_back(p.name, std::move(reason));
     plan.ignore.push_back(module);
   };
@@ -123,12 +125,13 @@ void PlanQuantizedTensor(PlannedTensor& p, const adapter::NamingTables& tables, 
   if (HasComponent(module, "experts")) return keep("MoE expert weight");
   if (IsRouter(module)) return keep("MoE router");
   if (!QuantizableDtype(p.out_dtype))
-    return keep(std::string(DtypeName(p.out_dtype)) + ": only BF16, F16 and F32 weights are quantized");
+    return keep(std::string(DtypeName(p.out_dtype)) + ": only BF16, F16 and F32 weights are quantized", true);
+  plan.linear_cols.push_back(cols);
   if (o.scheme == QuantScheme::kGroup && cols % o.group_size != 0)
-    return keep("in_features " + Num(cols) + " is not a multiple of the group size " + Num(o.group_size));
+    return keep("in_features " + Num(cols) + " is not a multiple of the group size " + Num(o.group_size), true);
   if (o.scheme == QuantScheme::kBlock && (rows % kFp8BlockSize != 0 || cols % kFp8BlockSize != 0))
-    return keep("[" + Num(rows) + ", " + Num(cols) + "] is not a whole number of 128 x 128 blocks");
-  if (rows == 0 || cols == 0) return keep("empty weight");
+    return keep("[" + Num(rows) + ", " + Num(cols) + "] is not a whole number of 128 x 128 blocks", true);
+  if (rows == 0 || cols == 0) return keep("empty weight", true);
 
   QuantizedOutput q;
   if (o.scheme == QuantScheme::kBlock) {
@@ -169,6 +172,80 @@ void FinishQuantizePlan(QuantizePlan& plan) {
   names.erase(std::unique(names.begin(), names.end()), names.end());
   names.push_back("lm_head");
   plan.ignore = std::move(names);
+}
+
+namespace {
+
+// A weight's class: its name with the layer (and expert) numbers as `*`.
+std::string WeightClass(std::string_view name) {
+  std::string out;
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string_view::npos) dot = name.size();
+    const std::string_view part = name.substr(start, dot - start);
+    const bool number = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (start) out += '.';
+    out += number ? std::string_view("*") : part;
+    start = dot + 1;
+  }
+  return out;
+}
+
+// (class, reason) -> how many weights, in order of first appearance.
+struct KeptClass {
+  std::string weight_class, reason;
+  size_t count = 0;
+};
+std::vector<KeptClass> KeptClasses(const QuantizePlan& plan, bool unexpected_only) {
+  std::vector<KeptClass> classes;
+  std::vector<bool> unexpected(plan.kept.size(), false);
+  for (size_t i : plan.unexpected) unexpected[i] = true;
+  for (size_t i = 0; i < plan.kept.size(); ++i) {
+    if (unexpected_only && !unexpected[i]) continue;
+    const std::string c = WeightClass(plan.kept[i].first);
+    auto it = std::find_if(classes.begin(), classes.end(),
+                           [&](const KeptClass& k) { return k.weight_class == c && k.reason == plan.kept[i].second; });
+    if (it == classes.end()) classes.push_back({c, plan.kept[i].second, 1});
+    else ++it->count;
+  }
+  return classes;
+}
+
+std::string WhatText(const QuantizeOptions& o) {
+  std::string what = "--quantize " + std::string(QuantMethodName(o.method)) + " --scheme " + std::string(QuantSchemeName(o.scheme));
+  if (o.scheme == QuantScheme::kGroup) what += " --group-size " + Num(o.group_size);
+  return what;
+}
+
+}  // namespace
+
+Status CheckQuantizePlan(QuantizePlan& plan) {
+  const QuantizeOptions& o = plan.options;
+  plan.warnings.clear();
+  if (plan.quantized.empty()) {
+    std::string message = WhatText(o) + " would quantize no weight of this model (its config.json would claim a "
+                                        "quantization that is not there):";
+    const auto classes = KeptClasses(plan, false);
+    if (classes.empty()) message += "\n  it has no nn.Linear weight to quantize (embeddings, norms, transformers Conv1D and "
+                                    "3-D tensors are left as they are)";
+    for (size_t i = 0; i < classes.size() && i < 20; ++i)
+      message += "\n  " + Num(classes[i].count) + " x `" + classes[i].weight_class + "`: " + classes[i].reason;
+    if (classes.size() > 20) message += "\n  and " + Num(classes.size() - 20) + " more";
+    if (o.scheme == QuantScheme::kGroup && !plan.linear_cols.empty()) {
+      uint64_t g = 0;
+      for (uint64_t c : plan.linear_cols) g = std::gcd(g, c);
+      message += "\n--group-size " + Num(o.group_size) + " divides the in_features of none of them" +
+                 (g > 1 ? "; " + Num(g) + " divides every one" : std::string()) + " (or use --scheme per-channel)";
+    } else if (o.scheme == QuantScheme::kBlock && !plan.linear_cols.empty()) {
+      message += "\n--scheme block needs both dims to be multiples of 128 (use --scheme per-channel)";
+    }
+    return MakeError(ErrorCode::InvalidArgument, std::move(message));
+  }
+  for (const auto& k : KeptClasses(plan, true))
+    plan.warnings.push_back(WhatText(o) + ": " + Num(k.count) + " weight(s) `" + k.weight_class +
+                            "` stay unquantized: " + k.reason);
+  return Status::Ok();
 }
 
 Json QuantizationConfigJson(const QuantizePlan& plan) {

@@ -47,6 +47,11 @@ void PlanQuantizedTensor(PlannedTensor& p, const adapter::NamingTables& tables, 
                          QuantizePlan& plan);
 // After the last tensor: the ignore list in natural module order, with lm_head last.
 void FinishQuantizePlan(QuantizePlan& plan);
+// After FinishQuantizePlan: a quantization that quantizes no weight is refused (InvalidArgument, each class of
+// weights and why it stays; for a group size that divides no in_features, one that would); otherwise
+// plan.warnings gets one line per class of weights kept for a reason the libraries' defaults do not have
+// (a dim the layout cannot divide, a dtype), so that nothing stays unquantized unsaid.
+Status CheckQuantizePlan(QuantizePlan& plan);
 
 // config.json's `quantization_config`: compressed-tensors' ModelCompressor.update_config (0.20.1) for the
 // compressed-tensors layouts, transformers' FineGrainedFP8Config.to_dict() for block.

@@ -317,10 +317,15 @@ test('translateAdapter to peft reproduces the PEFT files byte for byte', async (
     assert.equal(result.plan.length, result.mapped);
     for (const p of result.plan) assert.equal(p.to, p.from);
 
-    const dry = await translateAdapter({ weights, config }, { to: 'mlx', dryRun: true });
+    // mlx-lm has no place for the classification head (score / classifier, modules_to_save): dropping it is
+    // refused as the CLI refuses it, and allowPartial (--allow-partial) writes the rest.
+    await assert.rejects(translateAdapter({ weights, config }, { to: 'mlx', dryRun: true }),
+      (e) => e.code === 'UnresolvedTensor' && /translate would drop \d+ tensor\(s\)/.test(e.message));
+    const dry = await translateAdapter({ weights, config }, { to: 'mlx', dryRun: true, allowPartial: true });
     assert.deepEqual(dry.files, []);
     assert.ok(dry.plan.length > 0);
-    const mlx = await translateAdapter({ weights, config }, { to: 'mlx' });
+    assert.ok(dry.rejected > 0);
+    const mlx = await translateAdapter({ weights, config }, { to: 'mlx', allowPartial: true });
     assert.deepEqual(mlx.plan, dry.plan);
     assert.deepEqual(mlx.files.map((f) => f.name), ['adapters.safetensors', 'adapter_config.json']);
   }
@@ -332,7 +337,8 @@ test('translateAdapter output equals the npm CLI files; plan entries carry actio
   const src = fixturePath('mlx-lm-qwen2.5-0.5b');
   const input = { weights: readFileSync(join(src, 'adapters.safetensors')), config: readFileSync(join(src, 'adapter_config.json')), weightsName: 'adapters.safetensors' };
   for (const to of TARGETS) {
-    const result = await translateAdapter(input, { to });
+    // The CLI's --allow-partial is the API's allowPartial (without it, both refuse what they would drop).
+    const result = await translateAdapter(input, { to, allowPartial: true });
     const out = join(dir, to);
     assert.equal(runJs(['translate', src, out, '--to', to, '--allow-partial']).status, 0);
     const files = readTree(out);

@@ -15,7 +15,8 @@ const corpus = join(repoRoot, 'tests', 'golden', 'corpus');
 const CASES = ['llama_lora_bf16', 'llama_lora_f16', 'llama_lora_f32', 'llama_all_linear', 'mixtral_experts_bf16',
   'gpt2_conv1d', 'llama_embedding_lora'];
 // The tiny models' dims are 32..128: group 16 divides them; the default group 128 and fine-grained FP8's 128 x 128
-// blocks do not, so those keep the weights (and say why).
+// blocks do not, so those would quantize no weight, and GPT-2 has no nn.Linear weight but lm_head (Conv1D): both
+// CLIs refuse such a quantization with the same error (it used to write an unquantized model claiming otherwise).
 const SCHEMES = [
   ['--quantize', 'fp8'],
   ['--quantize', 'int8', '--group-size', '16'],
@@ -68,6 +69,17 @@ for (const name of CASES) {
       const dryNative = native([...args(join(dir, 'unused')), '--dry-run']);
       assert.equal(dryNpm.status, dryNative.status, `${label}: exit ${dryNpm.stderr} / ${dryNative.stderr}`);
       assert.equal(dryNpm.stdout, dryNative.stdout, `${label}: --dry-run`);
+      assert.equal(dryNpm.stderr, dryNative.stderr, `${label}: --dry-run stderr`);
+      if (name === 'gpt2_conv1d' || scheme.join(' ') === '--quantize int4' || scheme.includes('block')) {
+        assert.equal(dryNative.status, 1, `${label}: quantizes nothing, must be refused`);
+        assert.match(dryNative.stderr, /^error: InvalidArgument: --quantize .* would quantize no weight of this model/, label);
+        const out = join(dir, `${i}-refused`);
+        const refused = npm([...args(out)]);
+        assert.equal(refused.status, 1, label);
+        assert.equal(refused.stderr, native([...args(join(dir, `${i}-refused-native`))]).stderr, label);
+        assert.ok(!existsSync(out), `${label}: nothing written`);
+        continue;
+      }
       assert.equal(dryNative.status, 0, `${label}: ${dryNative.stderr}`);
       assert.match(dryNative.stdout, /would quantize /, label);
       const outNpm = join(dir, `${i}-npm`);

@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include "random_matrix.h"
+#include "test_util.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "compose/combine_math.h"
 #include "compose/combine_plan.h"
+#include "compose/combine_writer.h"
+#include "core/header.h"
 #include "compose/float_values.h"
 #include "linalg/svd.h"
 
@@ -174,6 +178,78 @@ TEST(CombinePlan, RefusesWhatNoMethodExpressesListingTheModules) {
   ASSERT_TRUE(cat.ok()) << cat.error().message;
   EXPECT_EQ(cat->rank, 6u);
   EXPECT_EQ(cat->output.weights.tensors[0].shape, (std::vector<uint64_t>{6, 8}));
+}
+
+TEST(CombinePlan, RefusesAnInputTensorItWouldDropUnlessAllowPartial) {
+  adapter::Adapter plain = OneModuleAdapter(4, 8, 8, false), extra = OneModuleAdapter(4, 8, 8, false);
+  extra.rejected.push_back({"base_model.model.model.layers.0.self_attn.rotary_emb.inv_freq",
+                            "not a PEFT adapter tensor"});
+  // Before: combine wrote the other tensors with exit 0 and no word of the dropped one.
+  auto refused = PlanCombine({{"x", &plain}, {"y", &extra}}, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::UnresolvedTensor);
+  EXPECT_EQ(refused.error().message,
+            "combine would drop 1 tensor(s); pass --allow-partial to write the rest anyway:\n"
+            "  `y`: base_model.model.model.layers.0.self_attn.rotary_emb.inv_freq: not a PEFT adapter tensor");
+  CombineOptions partial;
+  partial.allow_partial = true;
+  auto plan = PlanCombine({{"x", &plain}, {"y", &extra}}, partial);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_EQ(plan->notes.front(), "dropped `y`: base_model.model.model.layers.0.self_attn.rotary_emb.inv_freq "
+                                 "(--allow-partial): not a PEFT adapter tensor");
+}
+
+// Two adapters whose LoRA targets the embedding, each with the base embedding PEFT saves beside it
+// (`…embed_tokens.base_layer.weight`), combined with weights (-1, 1).
+struct EmbeddingPair {
+  adapter::Adapter a = OneModuleAdapter(4, 8, 8, false), b = OneModuleAdapter(4, 8, 8, false);
+  std::vector<float> embedding = {0.5f, -1.25f, 2.0f, 0.75f, -3.0f, 1.5f};
+  EmbeddingPair() {
+    for (adapter::Adapter* x : {&a, &b}) {
+      adapter::Tensor t;
+      t.dtype = Dtype::F32;
+      t.shape = {3, 2};
+      t.bytes.resize(24);
+      std::memcpy(t.bytes.data(), embedding.data(), 24);
+      x->extras.push_back({"model.embed_tokens.base_layer.weight", adapter::ExtraKind::kSavedEmbedding, t});
+    }
+  }
+};
+
+TEST(CombineWriter, TheBaseEmbeddingPeftSavesWithATargetedEmbeddingIsWrittenUnchanged) {
+  EmbeddingPair pair;
+  const std::vector<CombineInput> inputs = {{"x", &pair.a}, {"y", &pair.b}};
+  CombineOptions o;
+  o.weights = {-1, 1};
+  auto plan = PlanCombine(inputs, o);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  ASSERT_EQ(plan->extras.size(), 1u);
+  EXPECT_TRUE(plan->extras[0].base_copy);
+  testing::VectorSink sink;
+  CombineWriter writer(plan.value(), inputs, sink);
+  ASSERT_TRUE(writer.Begin().ok());
+  ASSERT_TRUE(writer.Finish().ok());
+  auto header = ParseWholeFile(sink.bytes);
+  ASSERT_TRUE(header.ok()) << header.error().message;
+  auto i = header->Find("base_model.model.model.embed_tokens.base_layer.weight");
+  ASSERT_TRUE(i.has_value());
+  const TensorInfo t = header->tensor(*i);
+  std::vector<float> written(6);
+  std::memcpy(written.data(), sink.bytes.data() + header->data_start() + t.begin, 24);
+  // Before: Σ wᵢ·copyᵢ = -W + W = 0, which PEFT's loader writes over the model's embedding.
+  EXPECT_EQ(written, pair.embedding);
+
+  // Copies that differ cannot both be loaded over the model's embedding: refused, naming both inputs.
+  float* other = reinterpret_cast<float*>(pair.b.extras[0].tensor.bytes.data());
+  other[0] = 7.0f;
+  auto plan2 = PlanCombine(inputs, o);
+  ASSERT_TRUE(plan2.ok());
+  testing::VectorSink sink2;
+  CombineWriter differ(plan2.value(), inputs, sink2);
+  Status s = differ.Begin();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::UnsupportedAdapter);
+  EXPECT_NE(s.error().message.find("`x` and `y` hold different ones"), std::string::npos) << s.error().message;
 }
 
 }  // namespace

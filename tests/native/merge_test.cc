@@ -1594,6 +1594,81 @@ TEST(MergePlanErrors, DoraUnmergeIsRefused) {
   EXPECT_NE(run.error->message.find(kQ), std::string::npos) << run.error->message;
 }
 
+TEST(MergePlanErrors, QuantizedBaseWeightsAreRefusedNamingModuleTensorAndScheme) {
+  const std::string kO = "model.layers.0.self_attn.o_proj", kDown = "model.layers.0.mlp.down_proj";
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  AddLora(lt, kK, {4, kHidden}, {kKv, 4});
+  AddLora(lt, kV, {4, kHidden}, {kKv, 4});
+  AddLora(lt, kO, {4, kHidden}, {kHidden, 4});
+  AddLora(lt, kDown, {4, kMlp}, {kHidden, 4});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "down_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  auto zeros = [](Dtype d, std::vector<uint64_t> shape) { return Bytes(Count(shape) * DtypeBits(d) / 8, 0); };
+  std::vector<T> ts;
+  for (T t : LlamaBase(Dtype::BF16, 30)) {
+    if (t.name == kQ + ".weight") t.dtype = Dtype::F8_E4M3, t.raw = zeros(Dtype::F8_E4M3, t.shape);  // compressed-tensors FP8
+    if (t.name == kK + ".weight") t.dtype = Dtype::I8, t.raw = zeros(Dtype::I8, t.shape);             // bitsandbytes LLM.int8
+    if (t.name == kO + ".weight") continue;  // pack-quantized: no `.weight`
+    ts.push_back(t);
+  }
+  ts.push_back({kQ + ".weight_scale", Dtype::BF16, {kHidden, 1}});
+  ts.push_back({kK + ".SCB", Dtype::F32, {kKv}});
+  ts.push_back({kV + ".weight_scale_inv", Dtype::F32, {1, 1}});  // fine-grained FP8's scales: its weight is quantized
+  ts.push_back({kO + ".weight_packed", Dtype::I32, {kHidden, kHidden / 8}, 0, 0, {}, zeros(Dtype::I32, {kHidden, kHidden / 8})});
+  ts.push_back({kO + ".weight_scale", Dtype::BF16, {kHidden, 1}});
+  const Bytes base = BuildFile(ts);
+  // Before: the delta was added to FP8 / integer codes (or the module not found) and the merge "succeeded".
+  MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+  ASSERT_FALSE(run.ok()) << "a merge into quantized weights went through";
+  EXPECT_EQ(run.error->code, ErrorCode::UnsupportedBase) << run.message();
+  ASSERT_EQ(run.error->problems.size(), 4u) << run.message();
+  std::map<std::string, std::string> by_module;
+  for (const auto& p : run.error->problems) {
+    EXPECT_EQ(p.code, ErrorCode::UnsupportedBase) << p.message;
+    by_module[p.module.value_or("")] = p.message;
+  }
+  const std::string tail = "; merging into a quantized weight would lose the delta: merge into the unquantized model, "
+                           "then quantize the merge (--quantize)";
+  EXPECT_EQ(by_module[kQ], "adapter module `" + kQ + "`: base tensor `" + kQ + ".weight` is quantized "
+            "(compressed-tensors: stored as F8_E4M3, `" + kQ + ".weight_scale` beside it)" + tail);
+  EXPECT_EQ(by_module[kK], "adapter module `" + kK + "`: base tensor `" + kK + ".weight` is quantized "
+            "(bitsandbytes LLM.int8: stored as I8, `" + kK + ".SCB` beside it)" + tail);
+  EXPECT_EQ(by_module[kV], "adapter module `" + kV + "`: base tensor `" + kV + ".weight` is quantized "
+            "(fine-grained FP8: `" + kV + ".weight_scale_inv` beside it)" + tail);
+  EXPECT_EQ(by_module[kO], "adapter module `" + kO + "`: base tensor `" + kO + ".weight_packed` is "
+            "quantized (compressed-tensors: stored as I32, `" + kO + ".weight_scale` beside it)" + tail);
+  EXPECT_EQ(run.error->message.find(kDown), std::string::npos) << "down_proj is BF16: merged, not refused";
+  // config.json's quantization_config names the scheme.
+  MergeRun named = MergeShard(base, *lora.adapter,
+                              std::string(R"({"model_type": "llama", "quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized"}})"),
+                              {}, 0);
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(named.error->message.find("`" + kQ + ".weight` is quantized (compressed-tensors float-quantized: stored as F8_E4M3"),
+            std::string::npos) << named.error->message;
+}
+
+TEST(MergePlanErrors, AdapterTensorsTheMergeCannotApplyAreRefusedUnlessAllowPartial) {
+  std::vector<T> lt;
+  AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
+  lt.push_back({std::string(kPrefix) + "model.layers.0.self_attn.rotary_emb.inv_freq", Dtype::F32, {8}});
+  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj"])", lt);
+  ASSERT_TRUE(lora.adapter) << lora.error;
+  ASSERT_EQ(lora.adapter->rejected.size(), 1u);
+  const Bytes base = BuildFile(LlamaBase(Dtype::BF16, 31));
+  // Before: PlanMerge merged the rest and only the CLIs refused; the JS API wrote the model.
+  MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
+  ASSERT_FALSE(run.ok()) << "a tensor the merge cannot apply was dropped silently";
+  EXPECT_EQ(run.error->code, ErrorCode::UnresolvedTensor);
+  EXPECT_NE(run.error->message.find("merge would drop 1 tensor(s); pass --allow-partial"), std::string::npos) << run.message();
+  EXPECT_NE(run.error->message.find("model.layers.0.self_attn.rotary_emb.inv_freq"), std::string::npos) << run.message();
+  MergeOptions partial;
+  partial.allow_partial = true;
+  MergeRun merged = MergeShard(base, *lora.adapter, std::nullopt, partial, 0);
+  ASSERT_TRUE(merged.ok()) << merged.message();
+  EXPECT_EQ(merged.plan->modules_matched, 1u);
+}
+
 // --- The real adapters of tests/fixtures ------------------------------------------------------------
 
 std::optional<std::filesystem::path> Fixture(const std::string& dir) {
@@ -1872,7 +1947,14 @@ TEST(MergeExperts, TranslateKeepsThemForPeftAndRefusesThemPerTensorElsewhere) {
   ASSERT_TRUE(peft.ok()) << peft.error().message;
   for (const auto& m : peft->plan) EXPECT_EQ(m.from, m.to) << m.reason;
   for (auto format : {adapter::AdapterFormat::kMlx, adapter::AdapterFormat::kKohya}) {
-    auto t = adapter::Translate(source, format, {}, {});
+    // Every tensor would be dropped: refused, unless allow_partial (--allow-partial), which lists them.
+    auto refused = adapter::Translate(source, format, {}, {});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, ErrorCode::UnresolvedTensor);
+    EXPECT_NE(refused.error().message.find("translate would drop 4 tensor(s)"), std::string::npos) << refused.error().message;
+    adapter::WriteOptions partial;
+    partial.allow_partial = true;
+    auto t = adapter::Translate(source, format, {}, partial);
     ASSERT_TRUE(t.ok()) << t.error().message;
     ASSERT_EQ(t->plan.size(), 4u);
     for (const auto& m : t->plan) {

@@ -248,6 +248,69 @@ TEST(QuantizePlan, FineGrainedNeedsWholeBlocks) {
   EXPECT_EQ(config["modules_to_not_convert"], Json::array({"model.layers.0.mlp.down_proj", "lm_head"}));
 }
 
+TEST(QuantizePlan, AGroupSizeThatDividesNoWeightIsRefused) {
+  merge::QuantizePlan plan;
+  plan.options = merge::MakeQuantizeOptions("int4", std::nullopt, "100").value();
+  const auto& tables = adapter::NamingTables::Builtin();
+  std::vector<merge::PlannedTensor> t;
+  for (const char* layer : {"0", "1"}) {
+    t.push_back(Weight(std::string("model.layers.") + layer + ".self_attn.q_proj.weight", {32, 32}));
+    t.push_back(Weight(std::string("model.layers.") + layer + ".mlp.down_proj.weight", {32, 64}));
+  }
+  t.push_back(Weight("lm_head.weight", {128, 32}));
+  for (auto& p : t) merge::PlanQuantizedTensor(p, tables, tables.Find("llama"), plan);
+  merge::FinishQuantizePlan(plan);
+  EXPECT_TRUE(plan.quantized.empty());
+  Status s = merge::CheckQuantizePlan(plan);
+  ASSERT_FALSE(s.ok()) << "a --quantize that quantizes nothing used to write an unquantized model claiming otherwise";
+  EXPECT_EQ(s.error().code, ErrorCode::InvalidArgument);
+  EXPECT_EQ(s.error().message,
+            "--quantize int4 --scheme per-group --group-size 100 would quantize no weight of this model (its config.json "
+            "would claim a quantization that is not there):\n"
+            "  2 x `model.layers.*.self_attn.q_proj.weight`: in_features 32 is not a multiple of the group size 100\n"
+            "  2 x `model.layers.*.mlp.down_proj.weight`: in_features 64 is not a multiple of the group size 100\n"
+            "  1 x `lm_head.weight`: lm_head (llm-compressor's default ignore)\n"
+            "--group-size 100 divides the in_features of none of them; 32 divides every one (or use --scheme per-channel)");
+}
+
+TEST(QuantizePlan, AModelWithNothingToQuantizeIsRefused) {
+  merge::QuantizePlan plan;
+  plan.options = merge::MakeQuantizeOptions("fp8", std::nullopt, std::nullopt).value();
+  auto emb = Weight("model.embed_tokens.weight", {128, 32});
+  auto head = Weight("lm_head.weight", {128, 32});
+  merge::PlanQuantizedTensor(emb, adapter::NamingTables::Builtin(), nullptr, plan);
+  merge::PlanQuantizedTensor(head, adapter::NamingTables::Builtin(), nullptr, plan);
+  merge::FinishQuantizePlan(plan);
+  Status s = merge::CheckQuantizePlan(plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("1 x `lm_head.weight`: lm_head"), std::string::npos) << s.error().message;
+}
+
+TEST(QuantizePlan, WeightsKeptForTheirDimsAreWarnedOncePerClass) {
+  merge::QuantizePlan plan;
+  plan.options = merge::MakeQuantizeOptions("int4", std::nullopt, std::nullopt).value();
+  const auto& tables = adapter::NamingTables::Builtin();
+  std::vector<merge::PlannedTensor> t;
+  for (int layer = 0; layer < 3; ++layer) {
+    const std::string l = "model.layers." + std::to_string(layer);
+    t.push_back(Weight(l + ".self_attn.q_proj.weight", {256, 256}));
+    t.push_back(Weight(l + ".mlp.down_proj.weight", {256, 200}));
+    t.push_back(Weight(l + ".mlp.up_proj.weight", {200, 256}, Dtype::F8_E4M3));
+  }
+  t.push_back(Weight("lm_head.weight", {1000, 256}));
+  for (auto& p : t) merge::PlanQuantizedTensor(p, tables, tables.Find("llama"), plan);
+  merge::FinishQuantizePlan(plan);
+  ASSERT_TRUE(merge::CheckQuantizePlan(plan).ok());
+  EXPECT_EQ(plan.quantized.size(), 3u);
+  // One line per class (not per weight); lm_head, the libraries' own default, is not warned about.
+  EXPECT_EQ(plan.warnings,
+            (std::vector<std::string>{
+                "--quantize int4 --scheme per-group --group-size 128: 3 weight(s) `model.layers.*.mlp.down_proj.weight` "
+                "stay unquantized: in_features 200 is not a multiple of the group size 128",
+                "--quantize int4 --scheme per-group --group-size 128: 3 weight(s) `model.layers.*.mlp.up_proj.weight` "
+                "stay unquantized: F8_E4M3: only BF16, F16 and F32 weights are quantized"}));
+}
+
 }  // namespace
 }  // namespace pb
 

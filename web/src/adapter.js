@@ -51,6 +51,8 @@ export function optionsJson(options) {
     namingTables: namingTablesOption(options.namingTables),
     strict: !!options.strict,
     oldPeft: !!options.oldPeft,
+    // translate: dropped tensors are refused unless allowPartial (--allow-partial), as in both CLIs.
+    allowPartial: !!options.allowPartial,
     dryRun: !!options.dryRun,
     outtype: options.outtype ?? null,
     outFile: options.outFile ?? null,

@@ -24,6 +24,7 @@ function jobOptions(options) {
     seed: options.seed ?? null,
     peftCompat: options.peftCompat ?? null,
     dtype: options.dtype ?? null,
+    allowPartial: options.allowPartial ?? null,
   };
   return JSON.stringify({
     ...typed,

@@ -7,8 +7,9 @@ const RENDERED = Symbol('rendered');
  * core's error names, the same strings the CLI prints: HeaderTooSmall, HeaderTooLarge, InvalidHeaderLength,
  * InvalidHeader, InvalidHeaderDeserialization, InvalidOffset, ValidationOverflow, MisalignedSlice,
  * TensorInvalidInfo, MetadataIncompleteBuffer, InvalidArgument, UnsupportedDtype, IoError, and for adapters
- * InvalidConfig, UnsupportedAdapter, UnresolvedTensor, ShapeMismatch, for merges ModulesNotFound, and
- * LimitExceeded for a request beyond a configured bound (a composition's rank or size, a cache's registrations).
+ * InvalidConfig, UnsupportedAdapter, UnresolvedTensor, ShapeMismatch, for merges ModulesNotFound and
+ * UnsupportedBase (a targeted base weight that is quantized), and LimitExceeded for a request beyond a configured
+ * bound (a composition's rank or size, a cache's registrations).
  * A file that is not safetensors at all says what it looks like (JSON, text, a zip…) in its message.
  */
 export class SafetensorsError extends Error {

@@ -45,11 +45,13 @@ export type SafetensorsErrorCode =
   | 'UnresolvedTensor'
   | 'ShapeMismatch'
   | 'ModulesNotFound'
+  | 'UnsupportedBase'
   | 'LimitExceeded';
 
 /** One of several problems an error reports together (a merge plan's base/adapter mismatches). */
 export interface SafetensorsProblem {
-  /** ModulesNotFound (the base lacks the module), ShapeMismatch, UnsupportedAdapter (a refusal). */
+  /** ModulesNotFound (the base lacks the module), ShapeMismatch, UnsupportedAdapter (a refusal), UnsupportedBase
+   * (the base weight the module targets is quantized). */
   readonly code: SafetensorsErrorCode;
   /** The adapter module (or tensor key) concerned, if any. */
   readonly module: string | null;
@@ -532,6 +534,9 @@ export interface TranslateOptions extends AdapterReadOptions {
   dryRun?: boolean;
   /** With `to: 'gguf'`: the tensors' ggml type, as convert_lora_to_gguf.py's `--outtype` (default f32). */
   outtype?: 'f32' | 'f16' | 'bf16' | 'q8_0';
+  /** Write the rest when input tensors would be dropped (`--allow-partial`); `rejected` counts them. Without it the
+   * translation rejects with UnresolvedTensor listing every one, as the CLI does. */
+  allowPartial?: boolean;
 }
 
 /** What happens to one input tensor. */
@@ -590,6 +595,9 @@ export interface CombineOptions extends AdapterReadOptions {
   dtype?: 'bf16' | 'f16' | 'f32';
   /** Plan only: `files` is empty and no module has an error yet. */
   dryRun?: boolean;
+  /** Combine the rest when an input has tensors no output holds (`--allow-partial`; each noted). Without it the
+   * combination rejects with UnresolvedTensor listing every one. */
+  allowPartial?: boolean;
 }
 
 export interface CombinedModule {
@@ -826,6 +834,9 @@ export interface MergeOptions {
   safe?: boolean;
   /** Subtract the adapter's delta from an already merged model instead of adding it (`unmerge`). */
   unmerge?: boolean;
+  /** Merge the rest when adapter tensors cannot be applied (`--allow-partial`; listed in `unmatchedKeys`). Without it
+   * the merge rejects with UnresolvedTensor listing every one, as the CLI does. */
+  allowPartial?: boolean;
   /** Write the merged Linear weights quantized for deployment (`--quantize`, docs/merge.md "Quantize"): 'fp8'
    * (compressed-tensors float-quantized, per-channel, dynamic FP8 activations), 'int8' / 'int4' (compressed-tensors
    * pack-quantized, weight-only). Rounded once from the merge in the model dtype, as compressed-tensors computes
@@ -984,6 +995,8 @@ export interface MergePlanSummary {
     quantized: string[];
     kept: { tensor: string; reason: string }[];
     ignore: string[];
+    /** One line per class of weights kept for their dims or dtype (the CLI's `warning:` lines). */
+    warnings: string[];
     errors: { tensor: string; maxAbs: number; rms: number; relative: number }[];
   };
   tensors: PlannedMergeTensor[];

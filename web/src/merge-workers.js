@@ -11,7 +11,7 @@ import { raceAbort } from './sources.js';
 // Output chunks a shard's stream holds ahead of its reader: the worker merges the next while one is written.
 const CHUNKS_AHEAD = 2;
 
-const MERGE_OPTIONS = ['dtype', 'safe', 'unmerge', 'arch', 'namingTables', 'quantize', 'scheme', 'groupSize'];
+const MERGE_OPTIONS = ['dtype', 'safe', 'unmerge', 'allowPartial', 'arch', 'namingTables', 'quantize', 'scheme', 'groupSize'];
 
 /** True for what can be sent to a worker as a shard or adapter source: Blob / File (by reference) or bytes. */
 function sendable(source) {

@@ -39,6 +39,8 @@ function optionsJson(options) {
     dtype,
     safe: !!options.safe,
     unmerge: !!options.unmerge,
+    // No silent loss: adapter tensors the merge cannot apply are refused unless allowPartial (--allow-partial).
+    allowPartial: !!options.allowPartial,
     arch: options.arch ?? null,
     namingTables: namingTablesOption(options.namingTables),
     // `--quantize` (checked by the core, as the CLI's words: merge/quantize_plan.h)
@@ -260,6 +262,11 @@ export class MergeSession {
   /** The text summary's two parts, as the CLI prints them: the plan before the work, the outcome after it. */
   planText(dryRun) {
     return this.handle.handle.planText(dryRun);
+  }
+
+  /** The `warning:` lines the CLI prints once the plan is made (merge::RenderMergeWarnings). */
+  planWarnings() {
+    return this.handle.handle.planWarnings();
   }
 
   outcomeText(seconds) {

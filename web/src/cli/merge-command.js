@@ -233,6 +233,8 @@ export async function runMerge(line) {
     const dropped = JSON.parse(session.summary(0, true, true)).unmatchedKeys;
     const warnings = checkDropped(command, dropped, o.allowPartial);
     if (warnings) await err(warnings);
+    const quantizeWarnings = session.planWarnings();
+    if (quantizeWarnings) await err(quantizeWarnings);
     if (extra.warnings) await err(extra.warnings);
     if (!o.dryRun) {
       output = await OutputTransaction.begin(o.out, planOutput(command, facts, await describeOutputDirectory('--out', o.out, [...names, ...extra.copy]), o));
