@@ -65,6 +65,16 @@ Result<std::vector<uint64_t>> GgufRowOrder(const RowPermutation& permutation, ui
                                                      std::string(RowPermutationKindName(permutation.kind)) + ": " + why);
   };
   std::vector<uint64_t> order;
+  // Whatever the head counts, no row to reorder means an empty order (and no division by a sum that may wrap).
+  if (rows == 0) {
+    const uint64_t n = permutation.kind == RowPermutationKind::kLlamaRope &&
+                               permutation.heads == HeadCountField::kKeyValueHeads && kv_heads
+                           ? kv_heads
+                           : heads;
+    if (n == 0 || (permutation.kind == RowPermutationKind::kFalconQkv && n % (kv_heads ? kv_heads : 1)))
+      return bad(std::to_string(n) + " heads do not divide them");
+    return order;
+  }
   switch (permutation.kind) {
     case RowPermutationKind::kLlamaRope: {
       // LlamaModel.permute: w.reshape(n, 2, rows/n/2, ...).swapaxes(1, 2).reshape(rows, ...), with n the KV
@@ -73,7 +83,7 @@ Result<std::vector<uint64_t>> GgufRowOrder(const RowPermutation& permutation, ui
       uint64_t n = permutation.heads == HeadCountField::kKeyValueHeads && kv_heads ? kv_heads : heads;
       // Every product and sum of head counts is bounded by `rows` before it is formed (a count of 2^63 would
       // wrap), so the checks divide instead of multiplying.
-      if (n == 0 || (rows && (n > rows / 2 || rows % n || (rows / n) % 2)))
+      if (n == 0 || n > rows / 2 || rows % n || (rows / n) % 2)
         return bad(std::to_string(n) + " heads of an even size do not divide them");
       uint64_t d = rows / n, half = d / 2;
       order.resize(rows);
@@ -88,7 +98,7 @@ Result<std::vector<uint64_t>> GgufRowOrder(const RowPermutation& permutation, ui
       uint64_t n = heads, kv = kv_heads ? kv_heads : 1;
       if (n == 0 || n % kv)
         return bad(std::to_string(n) + " heads are not a multiple of " + std::to_string(kv) + " KV heads");
-      if (rows && (n > rows || kv > (rows - n) / 2 || rows % (n + 2 * kv)))
+      if (n > rows || kv > (rows - n) / 2 || rows % (n + 2 * kv))
         return bad("not (heads + 2 * kv_heads) rows of a common head size");
       uint64_t d = rows / (n + 2 * kv), g = n / kv;
       order.reserve(rows);
@@ -102,7 +112,7 @@ Result<std::vector<uint64_t>> GgufRowOrder(const RowPermutation& permutation, ui
     case RowPermutationKind::kGptNeoxQkv: {
       // GPTNeoXModel: rows [heads, 3, d] (q, k, v per head) become [3, heads, d].
       uint64_t n = heads;
-      if (n == 0 || (rows && (n > rows / 3 || rows % (3 * n)))) return bad("not 3 * " + std::to_string(n) + " heads of a common size");
+      if (n == 0 || n > rows / 3 || rows % (3 * n)) return bad("not 3 * " + std::to_string(n) + " heads of a common size");
       uint64_t d = rows / (3 * n);
       order.reserve(rows);
       for (uint64_t t = 0; t < 3; ++t)

@@ -148,8 +148,13 @@ Result<ServedFactors> ComposeCat(const std::vector<ServedTerm>& terms, Dtype dty
     for (const ServedTerm& t : terms) sum += t.factors->a_shape[0];
     const uint64_t r = std::max(sum, padded_rank);
     const ServedFactors& lead = *terms.front().factors;
-    const uint64_t values = r * (Product(lead.a_shape, 1) + lead.b_shape[0]);
-    PB_RETURN_IF_ERROR(CheckComposition(terms.size(), r, values * DtypeBits(dtype) / 8, "the composed module", limits));
+    // A padded rank comes from the caller (up to 2^53 from JS): the products saturate instead of wrapping past the
+    // byte bound.
+    uint64_t values = 0, bits = 0;
+    if (__builtin_mul_overflow(r, Product(lead.a_shape, 1) + lead.b_shape[0], &values) ||
+        __builtin_mul_overflow(values, uint64_t{DtypeBits(dtype)}, &bits))
+      bits = UINT64_MAX;
+    PB_RETURN_IF_ERROR(CheckComposition(terms.size(), r, bits / 8, "the composed module", limits));
   }
   std::vector<Term> math_terms;
   uint64_t rank = 0;

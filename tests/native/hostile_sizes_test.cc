@@ -89,6 +89,10 @@ TEST(HostileSizes, HeadCountsWhoseProductsWrapAreRefused) {
     EXPECT_EQ(order.error().code, ErrorCode::InvalidArgument);
     EXPECT_NE(order.error().message.find("cannot reorder " + std::to_string(rows) + " rows"), std::string::npos);
   }
+  // No rows: an empty order, even where heads + 2 * kv_heads wraps to 0 (2^63 + 2 * 2^62).
+  auto empty = GgufRowOrder({RowPermutationKind::kFalconQkv, HeadCountField::kAttentionHeads}, 0, huge, huge / 2);
+  ASSERT_TRUE(empty.ok()) << empty.error().message;
+  EXPECT_TRUE(empty->empty());
   // What divides still reorders.
   auto ok = GgufRowOrder({RowPermutationKind::kFalconQkv, HeadCountField::kAttentionHeads}, 8, 2, 1);
   ASSERT_TRUE(ok.ok());

@@ -159,7 +159,8 @@ export class AdapterCache {
     const tokenFor = (address, inherited) => {
       if (address.token !== undefined) return address.token;
       if (address.endpoint === undefined) return inherited;
-      return module.urlOrigin(String(address.endpoint)) === home ? this.reading.token : '';
+      const origin = module.urlOrigin(String(address.endpoint));
+      return origin !== '' && origin === home ? this.reading.token : ''; // two unreadable endpoints are not one
     };
     const address = { repo: spec.repo, revision: spec.revision, subfolder: spec.subfolder, endpoint: spec.endpoint, token: tokenFor(spec, undefined) };
     const label = `hf://${spec.repo}${spec.subfolder ? `/${spec.subfolder}` : ''}`;
