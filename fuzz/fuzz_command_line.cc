@@ -2,8 +2,9 @@
 //
 // Input: the argument vector, one argument per NUL-separated piece (compact encoding expanded first, so an
 // argument can be megabytes long). No crash and no exception for any vector, and (abort() on failure):
-//   - a usage error renders as "error: <one line>\nrun `peft-bridge[ <command>] --help` for usage\n", the line
-//     of bounded length (arguments are echoed clipped) and valid UTF-8 when the arguments are;
+//   - a usage error renders as "error: <one line>\nrun `peft-bridge[ <command>] --help` for usage\n" (with --json
+//     among the arguments: a JSON document whose "usage" holds the hint), the line of bounded length (arguments are
+//     echoed clipped) and valid UTF-8 when the arguments are;
 //   - CommandLineJson (what the npm CLI receives) is always JSON that ParseJson reads back, and agrees with
 //     ParseCommandLine: a usageError exactly when the parse fails, else the same command and positionals;
 //   - a parsed `--dtype` is one of bf16, f16, f32 (the spellings users know are normalised);
@@ -60,7 +61,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   if (auto* usage = std::get_if<pb::app::UsageError>(&parsed)) {
     const std::string text = pb::app::RenderUsageError(*usage);
-    if (!text.starts_with("error: ") || !text.ends_with("` for usage\n")) Fail("usage error text", text);
+    if (usage->json) {  // --json among the arguments: one JSON document, the hint in "usage"
+      auto parsed_error = pb::ParseJson(text, "usage error");
+      if (!parsed_error.ok()) Fail("usage error JSON", text);
+      const pb::Json& e = parsed_error.value();
+      if (!e.is_object() || !e.contains("ok") || e["ok"] != false || !e.contains("usage") || !e["usage"].is_string() ||
+          !e["usage"].get<std::string>().ends_with("` for usage"))
+        Fail("usage error JSON", text);
+    } else if (!text.starts_with("error: ") || !text.ends_with("` for usage\n")) {
+      Fail("usage error text", text);
+    }
     const size_t first_line = text.find('\n');
     if (first_line > 1500) Fail("a usage error line is not clipped", text.substr(0, 300));
     if (all_utf8 && !pb::IsValidUtf8(text)) Fail("a usage error is not valid UTF-8 for valid UTF-8 arguments", text);

@@ -112,6 +112,7 @@ async function expectedMerge(models, dir, extra = []) {
   for await (const f of pb.mergeShards({
     base: { open: read, index: read('model.safetensors.index.json'), config: read('config.json') },
     adapter: { weights: read('../adapter/adapter_model.safetensors'), config: read('../adapter/adapter_config.json') },
+    allowPartial: true,
     ...(extra.length ? { quantize: extra[1] } : {}),
   })) files[f.path] = await collect(f.stream);
   return files;
@@ -315,6 +316,13 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
 
     // Plan: headers only again.
     hub.clearLog();
+    // The adapter carries k_proj factors its config does not target: the plan stops on them, listing them, as the
+    // CLI does without --allow-partial; merging the rest is the user's explicit choice.
+    await page.click('#plan-btn');
+    await page.waitForSelector('#plan-error:not([hidden])');
+    assert.match(await page.textContent('#plan-error'), /UnresolvedTensor: merge would drop 2 tensor\(s\)[\s\S]*self_attn\.k_proj\.lora_A\.weight/);
+    assert.equal(await page.isDisabled('#merge-btn'), true);
+    await page.check('#allow-partial');
     await stepAndWait(page, '#plan-btn', '#plan-result');
     assert.equal(await page.textContent('#plan-matched'), '(4)');
     assert.equal(await page.locator('#plan-table tbody tr').count(), 4);
@@ -381,6 +389,7 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
 
     await stepAndWait(page, '#inspect-btn', '#inspect');
     assert.equal(await page.locator('#tensor-table tbody tr').count(), models.tensorCount);
+    await page.check('#allow-partial');
     await stepAndWait(page, '#plan-btn', '#plan-result');
     assert.equal(await page.textContent('#plan-matched'), '(4)');
     assert.equal(await page.locator('#rejected-list li').count(), 2);
@@ -477,6 +486,7 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
     assert.equal(await page.textContent('#plan-error'), '');
     await stepAndWait(page, '#inspect-btn', '#chart-section');
     assert.equal(await page.isDisabled('#merge-btn'), true);
+    await page.check('#allow-partial');
     await stepAndWait(page, '#plan-btn', '#plan-result');
     assert.equal(await page.isHidden('#plan-error'), true);
     assert.equal(await page.textContent('#plan-matched'), '(8)');

@@ -448,7 +448,7 @@ async function onPlan() {
     const opener = base.opener();
     let plan;
     try {
-      plan = await planMerge({ base: mergeBase(base, opener), adapter: adapter.input, dtype, ...quantizeOptions() });
+      plan = await planMerge({ base: mergeBase(base, opener), adapter: adapter.input, dtype, ...quantizeOptions(), allowPartial: $('#allow-partial').checked });
     } finally {
       await opener.close();
     }
@@ -578,6 +578,7 @@ async function onMerge() {
         adapter: adapter.input,
         dtype: dtypeOption(),
         ...quantizeOptions(),
+        allowPartial: $('#allow-partial').checked,
         signal: controller.signal,
         onProgress: (p) => {
           last = p;
@@ -667,6 +668,9 @@ function wire() {
   });
   $('#merge-quantize').addEventListener('change', () => {
     if (state.plan) dropPlan('The quantization changed: plan again (step 4) to merge.');
+  });
+  $('#allow-partial').addEventListener('change', () => {
+    if (state.plan) dropPlan('Whether to merge the rest changed: plan again (step 4) to merge.');
   });
 }
 
