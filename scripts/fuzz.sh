@@ -33,7 +33,8 @@ build=$root/build/fuzz
 fixtures=${PB_FIXTURES:-$root/tests/fixtures}
 [[ -n ${PB_FIXTURES:-} || -d $fixtures ]] || fixtures=$root/../shared/fixtures
 all_targets=(fuzz_reader fuzz_adapter_config fuzz_regex fuzz_naming_tables fuzz_model_index fuzz_merge_plan
-             fuzz_adapter_readers fuzz_command_line fuzz_http_policy fuzz_combine fuzz_extract fuzz_gguf)
+             fuzz_adapter_readers fuzz_command_line fuzz_http_policy fuzz_combine fuzz_extract fuzz_gguf
+             fuzz_commit_journal)
 read -r -a targets <<<"${PB_FUZZ_TARGETS:-${all_targets[*]}}"
 
 mkdir -p "$build"
@@ -68,7 +69,7 @@ failed=0
 for t in "${targets[@]}"; do
   dict=$build/logs/$t.dict
   case $t in
-    fuzz_regex | fuzz_command_line | fuzz_http_policy | fuzz_gguf) cp "$root/fuzz/$t.dict" "$dict" ;;  # not JSON
+    fuzz_regex | fuzz_command_line | fuzz_http_policy | fuzz_gguf | fuzz_commit_journal) cp "$root/fuzz/$t.dict" "$dict" ;;  # not JSON
     *) cat "$root/fuzz/json.dict" > "$dict"; [[ -f $root/fuzz/$t.dict ]] && cat "$root/fuzz/$t.dict" >>"$dict" ;;
   esac
   corpus=$build/corpus/$t
