@@ -546,6 +546,7 @@ class AdapterJob : public MergeIo {
       r.set("json", adapter::RenderTranslateJson(*translated_, *to_, dry_run_));
       r.set("plan", adapter::RenderTranslatePlanText(*translated_, *to_));  // the CLI's, before the work
       r.set("outcome", adapter::RenderTranslateOutcomeText(*translated_));
+      r.set("warnings", translated_->warnings);  // the no-silent-loss rule's `warning:` lines (--allow-partial)
       SetOutputFiles(r, translated_->output);
     }
     return r;

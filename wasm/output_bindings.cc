@@ -37,7 +37,12 @@ EMSCRIPTEN_BINDINGS(peft_bridge_output_policy) {
   emscripten::function("parseCommitJournal", +[](const std::string& text, const std::string& path) {
     return Outcome(pb::app::ParseCommitJournalJson(text, path), "journalJson");
   });
-  emscripten::function("checkDropped", +[](const std::string& request) {
-    return Outcome(pb::app::CheckDroppedJson(request), "warnings");
+  // {ok: true} or the refusal of a journal too large to be ours, checked before Node reads the file.
+  emscripten::function("checkCommitJournalSize", +[](double bytes, const std::string& path) {
+    const auto status = pb::app::CheckCommitJournalSize(static_cast<uint64_t>(bytes), path);
+    if (!status.ok()) return pb::wasm::FailureValue(status.error());
+    val out = val::object();
+    out.set("ok", true);
+    return out;
   });
 }

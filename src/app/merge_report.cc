@@ -1,5 +1,6 @@
 #include "app/merge_report.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "app/size_text.h"
@@ -100,7 +101,7 @@ std::string RenderMergePlanText(const MergeSummary& s) {
   }
   if (const auto& q = s.plan->quantize) {
     out += std::string("  ") + (s.dry_run ? "would quantize " : "quantize ") + QuantHeadline(*q) + "\n";
-    for (const auto& [tensor, reason] : q->kept) out += "    keep " + tensor + ": " + reason + "\n";
+    for (const auto& line : KeptClassLines(*q)) out += "    keep " + line + "\n";
   }
   for (const auto& r : s.adapter->adapter.rejected) out += "  not applied " + r.name + ": " + r.reason + "\n";
   for (const auto& n : s.plan->notes) out += "note: " + n + "\n";
@@ -108,7 +109,7 @@ std::string RenderMergePlanText(const MergeSummary& s) {
 }
 
 std::string RenderMergeWarnings(const MergePlan& plan) {
-  std::string out;
+  std::string out = plan.dropped_warnings;
   if (plan.quantize)
     for (const auto& w : plan.quantize->warnings) out += "warning: " + w + "\n";
   return out;
@@ -119,9 +120,26 @@ std::string RenderMergeOutcomeText(const MergeSummary& s) {
   const double rate = s.seconds > 0 ? static_cast<double>(s.source_bytes) / s.seconds : 0;
   std::string errors;
   if (!s.quant_errors.empty()) {
-    errors = "dequantization error (max abs, RMS, relative):\n";
-    for (const auto& e : s.quant_errors)
-      errors += "  " + e.tensor + ": " + Sci(e.max_abs) + ", " + Sci(e.rms()) + ", " + Sci(e.relative()) + "\n";
+    // Per class of weights, the largest of each measure (--json has every weight's).
+    struct ClassError {
+      std::string weight_class;
+      size_t count = 0;
+      double max_abs = 0, rms = 0, relative = 0;
+    };
+    std::vector<ClassError> classes;
+    for (const auto& e : s.quant_errors) {
+      const std::string c = WeightClass(e.tensor);
+      auto it = std::find_if(classes.begin(), classes.end(), [&](const ClassError& k) { return k.weight_class == c; });
+      if (it == classes.end()) it = classes.insert(classes.end(), ClassError{c});
+      ++it->count;
+      it->max_abs = std::max(it->max_abs, e.max_abs);
+      it->rms = std::max(it->rms, e.rms());
+      it->relative = std::max(it->relative, e.relative());
+    }
+    errors = "dequantization error (max abs, RMS, relative; the largest in each class, --json has every weight's):\n";
+    for (const auto& k : classes)
+      errors += "  " + std::to_string(k.count) + " x `" + k.weight_class + "`: " + Sci(k.max_abs) + ", " + Sci(k.rms) +
+                ", " + Sci(k.relative) + "\n";
   }
   return errors + app::SizeText(s.source_bytes) + " in " + Fixed(s.seconds, 2) + " s (" + app::RateText(rate) +
          "), peak memory " + app::SizeText(s.peak_memory) + "\n";

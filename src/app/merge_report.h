@@ -30,8 +30,9 @@ std::string RenderMergeText(const MergeSummary& s);
 // What the merge does: modules and tensors, each output shard (tensors, size), the base files copied, what is not
 // applied, the notes. Needs no measurement (seconds and peak memory are not read).
 std::string RenderMergePlanText(const MergeSummary& s);
-// The `warning:` lines the CLIs print on stderr once the plan is made: --quantize's weights kept unquantized for
-// a reason the libraries' defaults do not have, one line per class (QuantizePlan::warnings). "" when none.
+// The `warning:` lines the CLIs print on stderr once the plan is made: the adapter tensors not applied (with
+// --allow-partial; MergePlan::dropped_warnings), then --quantize's weights kept unquantized for a reason the
+// libraries' defaults do not have, one line per class (QuantizePlan::warnings). "" when none.
 std::string RenderMergeWarnings(const MergePlan& plan);
 // "1.16 GB in 2.00 s (580 MB/s), peak memory 120 MB\n" after a merge; "" for a dry run.
 std::string RenderMergeOutcomeText(const MergeSummary& s);

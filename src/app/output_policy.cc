@@ -113,7 +113,16 @@ std::string RenderCommitJournal(const CommitJournal& journal) {
   return text;
 }
 
+Status CheckCommitJournalSize(uint64_t bytes, std::string_view path) {
+  if (bytes <= kMaxCommitJournalBytes) return Status::Ok();
+  return MakeError(ErrorCode::InvalidArgument,
+                   "`" + std::string(path) + "` is not a commit journal peft-bridge wrote (it is " + std::to_string(bytes) +
+                       " bytes; a journal is at most " + std::to_string(kMaxCommitJournalBytes) +
+                       "); remove it once you have checked the directory");
+}
+
 Result<CommitJournal> ParseCommitJournal(std::string_view text, std::string_view path) {
+  PB_RETURN_IF_ERROR(CheckCommitJournalSize(text.size(), path));
   auto bad = [&](const std::string& why) {
     return MakeError(ErrorCode::InvalidArgument, "`" + std::string(path) + "` is not a commit journal peft-bridge wrote (" +
                                                      why + "); remove it once you have checked the directory");

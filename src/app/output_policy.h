@@ -111,6 +111,11 @@ struct CommitJournal {
   std::vector<std::string> asides;  // files moved aside (IsOwnTemporary), removed at the end
 };
 std::string RenderCommitJournal(const CommitJournal& journal);
+// A journal names files of one directory, a line each, so even a model of 100,000 shards writes a few MiB; a larger
+// file is not one of ours, and the edges check its size before reading it (a hostile or corrupt OUT must not make a
+// run read gigabytes into memory). Ok, or InvalidArgument naming `path` and both sizes.
+inline constexpr uint64_t kMaxCommitJournalBytes = uint64_t{16} << 20;
+Status CheckCommitJournalSize(uint64_t bytes, std::string_view path);
 // The journal as written, or InvalidArgument when it is not one (every name must be a plain name; temporary names
 // must be our own), naming `path`.
 Result<CommitJournal> ParseCommitJournal(std::string_view text, std::string_view path);

@@ -117,15 +117,6 @@ Result<std::string> ParseCommitJournalJson(const std::string& text, const std::s
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-Result<std::string> CheckDroppedJson(const std::string& request) {
-  PB_ASSIGN_OR_RETURN(auto parsed, Parse(request));
-  const json& j = parsed;
-  std::vector<DroppedTensor> dropped;
-  if (j.contains("dropped") && j["dropped"].is_array())
-    for (const auto& d : j["dropped"]) dropped.push_back({Str(d, "tensor"), Str(d, "reason")});
-  return CheckDropped(Str(j, "command"), dropped, Flag(j, "allowPartial"));
-}
-
 Result<std::string> PlanExtraFilesJson(const std::string& request) {
   PB_ASSIGN_OR_RETURN(auto parsed, Parse(request));
   const json& j = parsed;

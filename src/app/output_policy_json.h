@@ -25,9 +25,6 @@ Result<std::string> RenderCommitJournalJson(const std::string& request);
 // The journal `text` read from `path`, as the JSON above, or ParseCommitJournal's refusal.
 Result<std::string> ParseCommitJournalJson(const std::string& text, const std::string& path);
 
-// {"command", "allowPartial", "dropped": [{"tensor","reason"}]}: CheckDropped's warnings text, or its refusal.
-Result<std::string> CheckDroppedJson(const std::string& request);
-
 // {"basePath", "baseIsDirectory", "listing": [{"name","kind"}], "written": [names], "writesConfig", "copyExtra"}:
 // PlanExtraFiles as {"copy": [names], "warnings": text}.
 Result<std::string> PlanExtraFilesJson(const std::string& request);

@@ -95,12 +95,7 @@ int RunTranslate(const app::CommandLine& line) {
   if (o.base_config) inputs.push_back(FileFact("--base-config", *o.base_config, std::nullopt));
   AddNamedInputFacts(line, inputs);
   if (Status s = app::CheckInputLinks("translate", inputs, flags); !s.ok()) return fail(s.error());
-  std::vector<app::DroppedTensor> dropped;
-  for (const auto& m : result->plan)
-    if (m.to.empty()) dropped.push_back({m.from, m.reason});
-  auto warnings = app::CheckDropped("translate", dropped, allow_partial);
-  if (!warnings.ok()) return fail(warnings.error());
-  WriteText(stderr, warnings.value());
+  WriteText(stderr, result->warnings);  // Translate applied the no-silent-loss rule: refused, or these warnings
   const bool text_out = !o.json && !line.Has("quiet");
   if (!dry_run) {
     const auto& output = result->output;

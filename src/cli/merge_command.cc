@@ -345,12 +345,7 @@ int RunMerge(const app::CommandLine& line) {
     for (const auto& name : extra.copy) inputs.push_back(FileFact("--base", Join(base->dir, name), base->dir));
   AddNamedInputFacts(line, inputs);
   if (Status s = app::CheckInputLinks(command, inputs, flags); !s.ok()) return fail(s.error());
-  std::vector<app::DroppedTensor> dropped;
-  for (const auto& r : read->adapter.rejected) dropped.push_back({r.name, r.reason});
-  auto warnings = app::CheckDropped(command, dropped, allow_partial);
-  if (!warnings.ok()) return fail(warnings.error());
-  WriteText(stderr, warnings.value());
-  WriteText(stderr, merge::RenderMergeWarnings(plan.value()));
+  WriteText(stderr, merge::RenderMergeWarnings(plan.value()));  // what is not applied (planned), what is not quantized
   WriteText(stderr, extra.warnings);
   std::vector<merge::QuantError> quant_errors;
   auto summary_of = [&](double seconds, uint64_t peak_memory) {

@@ -45,6 +45,9 @@ Status RecoverOutputDirectory(const std::string& dir) {
   const std::string journal_path = Join(dir, std::string(app::kCommitJournalName));
   if (!Exists(journal_path)) return Status::Ok();
   auto hold = CriticalSection();
+  struct stat st {};
+  if (::stat(journal_path.c_str(), &st) == 0)  // before reading it: a huge file is refused unread
+    PB_RETURN_IF_ERROR(app::CheckCommitJournalSize(static_cast<uint64_t>(st.st_size), journal_path));
   PB_ASSIGN_OR_RETURN(auto bytes, ReadWholeFile(journal_path));
   PB_ASSIGN_OR_RETURN(auto journal, app::ParseCommitJournal(std::string(bytes.begin(), bytes.end()), journal_path));
   for (const auto& r : journal.renames) {

@@ -641,7 +641,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
 
   if (!problems.empty()) return PlanProblemsError(std::move(problems), DescribeModels(adapter, config_doc, tables));
   // No silent loss: an adapter tensor the merge cannot apply is refused, unless allow_partial.
-  PB_RETURN_IF_ERROR(adapter::CheckDropped(options.unmerge ? "unmerge" : "merge", adapter.rejected, options.allow_partial));
+  PB_ASSIGN_OR_RETURN(plan.dropped_warnings,
+                      adapter::CheckDropped(options.unmerge ? "unmerge" : "merge", adapter.rejected, options.allow_partial));
 
   if (options.quantize) {
     if (!base_config)

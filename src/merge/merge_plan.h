@@ -137,6 +137,9 @@ struct MergePlan {
   uint64_t total_tensor_bytes = 0;                // sum over every output tensor (the index's total_size)
   uint64_t total_file_bytes = 0;                  // sum of the output files' sizes
   std::optional<QuantizePlan> quantize;            // with --quantize
+  // With allow_partial: the `warning:` lines for the adapter tensors the merge does not apply (adapter::CheckDropped,
+  // which refuses them otherwise); RenderMergeWarnings prints them.
+  std::string dropped_warnings;
 };
 
 struct BaseShardHeader {

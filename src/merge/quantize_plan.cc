@@ -174,9 +174,6 @@ void FinishQuantizePlan(QuantizePlan& plan) {
   plan.ignore = std::move(names);
 }
 
-namespace {
-
-// A weight's class: its name with the layer (and expert) numbers as `*`.
 std::string WeightClass(std::string_view name) {
   std::string out;
   size_t start = 0;
@@ -191,6 +188,8 @@ std::string WeightClass(std::string_view name) {
   }
   return out;
 }
+
+namespace {
 
 // (class, reason) -> how many weights, in order of first appearance.
 struct KeptClass {
@@ -219,6 +218,13 @@ std::string WhatText(const QuantizeOptions& o) {
 }
 
 }  // namespace
+
+std::vector<std::string> KeptClassLines(const QuantizePlan& plan) {
+  std::vector<std::string> lines;
+  for (const auto& k : KeptClasses(plan, false))
+    lines.push_back(Num(k.count) + " x `" + k.weight_class + "`: " + k.reason);
+  return lines;
+}
 
 Status CheckQuantizePlan(QuantizePlan& plan) {
   const QuantizeOptions& o = plan.options;

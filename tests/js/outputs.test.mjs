@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeFile, skipWithoutNativeCli } from './helpers/common.mjs';
@@ -224,6 +224,16 @@ test('a commit a killed run left half done is completed from its journal before 
   assertRefused(
     both(t, bad, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--force']),
     'InvalidArgument: `out/.peft-bridge-commit` is not a commit journal peft-bridge wrote (line 2); remove it once you have checked the directory',
+  );  // Nor is a file larger than any journal we write read into memory: refused by its size (a sparse file one byte past the bound).
+  const huge = (root) => {
+    standard(root);
+    mkdirSync(join(root, 'out'));
+    writeFileSync(join(root, 'out', '.peft-bridge-commit'), 'peft-bridge commit journal 1\n');
+    truncateSync(join(root, 'out', '.peft-bridge-commit'), 16 * 2 ** 20 + 1);
+  };
+  assertRefused(
+    both(t, huge, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--force']),
+    'InvalidArgument: `out/.peft-bridge-commit` is not a commit journal peft-bridge wrote (it is 16777217 bytes; a journal is at most 16777216); remove it once you have checked the directory',
   );
 });
 

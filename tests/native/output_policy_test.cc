@@ -228,9 +228,6 @@ TEST(OutputPolicyJson, TheNpmCliRequestGivesTheSameDecisions) {
   auto links = PlanOutputJson(R"({"command":"merge","inputs":[{"label":"--base","path":"b/m.safetensors",
       "real":"/x/m.safetensors","within":"/w/b","withinPath":"b"}],"out":null})");
   ASSERT_FALSE(links.ok());
-  auto dropped = CheckDroppedJson(R"({"command":"merge","allowPartial":true,"dropped":[{"tensor":"t","reason":"r"}]})");
-  ASSERT_TRUE(dropped.ok());
-  EXPECT_EQ(dropped.value(), "warning: dropped t: r\n");
   EXPECT_FALSE(PlanOutputJson("[1]").ok());
 }
 
@@ -334,6 +331,21 @@ TEST(CommitJournal, RoundTripsAndRefusesWhatWeNeverWrite) {
     EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
     EXPECT_EQ(r.error().message.rfind("`out/.peft-bridge-commit` is not a commit journal peft-bridge wrote (", 0), 0u);
   }
+}
+
+TEST(CommitJournal, AFileLargerThanAnyJournalWeWriteIsRefusedByItsSize) {
+  EXPECT_TRUE(CheckCommitJournalSize(kMaxCommitJournalBytes, "out/.peft-bridge-commit").ok());
+  const auto status = CheckCommitJournalSize(uint64_t{1} << 40, "out/.peft-bridge-commit");
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.error().message,
+            "`out/.peft-bridge-commit` is not a commit journal peft-bridge wrote (it is 1099511627776 bytes; a journal is "
+            "at most 16777216); remove it once you have checked the directory");
+  // The parser applies the same bound to text it is given: a valid journal padded past it.
+  std::string text = "peft-bridge commit journal 1\n";
+  text.resize(kMaxCommitJournalBytes + 1, '\n');
+  auto parsed = ParseCommitJournal(text, "out/.peft-bridge-commit");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.error().message.find("(it is 16777217 bytes; a journal is at most 16777216)"), std::string::npos);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/quantize.h"
+#include "app/merge_report.h"
 #include "merge/quantize_plan.h"
 
 namespace pb {
@@ -309,6 +310,43 @@ TEST(QuantizePlan, WeightsKeptForTheirDimsAreWarnedOncePerClass) {
                 "stay unquantized: in_features 200 is not a multiple of the group size 128",
                 "--quantize int4 --scheme per-group --group-size 128: 3 weight(s) `model.layers.*.mlp.up_proj.weight` "
                 "stay unquantized: F8_E4M3: only BF16, F16 and F32 weights are quantized"}));
+}
+
+// The text summary speaks of classes of weights, not of each one: a 700-weight model (an MoE: tens of thousands)
+// printed a line per weight kept and a line per weight's error.
+TEST(QuantizeSummary, KeptWeightsAndErrorsArePrintedPerClass) {
+  merge::QuantizePlan plan;
+  plan.options = merge::MakeQuantizeOptions("int4", std::nullopt, std::nullopt).value();
+  const auto& tables = adapter::NamingTables::Builtin();
+  std::vector<merge::PlannedTensor> t;
+  for (int layer = 0; layer < 3; ++layer) {
+    const std::string l = "model.layers." + std::to_string(layer);
+    t.push_back(Weight(l + ".self_attn.q_proj.weight", {256, 256}));
+    for (int expert = 0; expert < 4; ++expert)
+      t.push_back(Weight(l + ".mlp.experts." + std::to_string(expert) + ".up_proj.weight", {256, 256}));
+  }
+  t.push_back(Weight("lm_head.weight", {1000, 256}));
+  for (auto& p : t) merge::PlanQuantizedTensor(p, tables, tables.Find("llama"), plan);
+  merge::FinishQuantizePlan(plan);
+  ASSERT_TRUE(merge::CheckQuantizePlan(plan).ok());
+  EXPECT_EQ(merge::WeightClass("model.layers.12.mlp.experts.7.up_proj.weight"), "model.layers.*.mlp.experts.*.up_proj.weight");
+  EXPECT_EQ(merge::KeptClassLines(plan),
+            (std::vector<std::string>{"12 x `model.layers.*.mlp.experts.*.up_proj.weight`: MoE expert weight",
+                                      "1 x `lm_head.weight`: lm_head (llm-compressor's default ignore)"}));
+  merge::MergeSummary summary{nullptr, nullptr, 3u << 20, 1.5, 0, false, false};
+  for (int layer = 0; layer < 3; ++layer) {
+    merge::QuantError e{"model.layers." + std::to_string(layer) + ".self_attn.q_proj.weight"};
+    e.max_abs = 0.01 * (layer + 1);
+    e.sum_sq_err = 4.0 * (3 - layer);
+    e.sum_sq_ref = 400.0;
+    e.count = 100;
+    summary.quant_errors.push_back(e);
+  }
+  const std::string text = merge::RenderMergeOutcomeText(summary);
+  EXPECT_EQ(text.substr(0, text.find(" in 1.50 s")),
+            "dequantization error (max abs, RMS, relative; the largest in each class, --json has every weight's):\n"
+            "  3 x `model.layers.*.self_attn.q_proj.weight`: 3.000e-02, 3.464e-01, 1.732e-01\n"
+            "3.15 MB");
 }
 
 }  // namespace

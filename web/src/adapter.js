@@ -144,7 +144,7 @@ export async function callAdapter(fn, files, options) {
     check(withBytes(job, 'translate', inline, files.weightsName, files.config, files.baseConfig));
     const r = job.handle.result();
     const out = { ok: true, text: r.text, json: r.json, files: [] };
-    if (options.deferWrite) Object.assign(out, { plan: r.plan, outcome: r.outcome }); // the CLI's texts
+    if (options.deferWrite) Object.assign(out, { plan: r.plan, outcome: r.outcome, warnings: r.warnings }); // the CLI's texts
     if (options.dryRun) return out;
     // The weights file's bytes, made as the core asks for the adapter's tensors: `onBytes` gets them, `onRead`
     // (awaited) the count of adapter bytes read so far.

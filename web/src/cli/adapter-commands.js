@@ -2,7 +2,7 @@
 import { callAdapter } from '../adapter.js';
 import { err, explainInput, fail, flag, module, option, out } from './io.js';
 import { commonOptions, loadAdapterDir, namingTables } from './inputs.js';
-import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, baseName, describeOutputFile, fileFact, namedInputFacts, planOutput, stripTrailingSlashes } from './output.js';
+import { OutputTransaction, adapterFacts, describeOutputDirectory, baseName, describeOutputFile, fileFact, namedInputFacts, planOutput, stripTrailingSlashes } from './output.js';
 import { stderrProgress } from './progress.js';
 
 export async function runAdapterInfo(line) {
@@ -52,10 +52,7 @@ export async function runTranslate(line) {
     if (o.baseConfig !== null) inputs.push(await fileFact('--base-config', o.baseConfig, null));
     inputs.push(...(await namedInputFacts(line)));
     planOutput('translate', inputs, null, o);
-    const summary = JSON.parse(result.json);
-    const dropped = summary.tensors.filter((t) => t.to === null).map((t) => ({ tensor: t.from, reason: t.reason }));
-    const warnings = checkDropped('translate', dropped, o.allowPartial);
-    if (warnings) await err(warnings);
+    if (result.warnings) await err(result.warnings); // the core's translate applied the no-silent-loss rule
     if (!o.dryRun) {
       const outPath = o.positional[1];
       const names = [result.weightsName, ...(result.config ? [result.config.name] : [])];

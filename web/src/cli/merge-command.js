@@ -12,7 +12,7 @@ import { WholeCopies, canCopyWhole, copyWhole } from './whole-copies.js';
 import { isRemote, openRemote, readRemoteWhole } from '../hub.js';
 import { readAhead } from '../remote.js';
 import { decodeText, lazyInput, loadAdapterDir, namingTables, openInput, readWholeFile, recordWholeReads, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
-import { OutputTransaction, adapterFacts, checkDropped, describeOutputDirectory, directoryFact, fileFact, namedInputFacts, planOutput } from './output.js';
+import { OutputTransaction, adapterFacts, describeOutputDirectory, directoryFact, fileFact, namedInputFacts, planOutput } from './output.js';
 
 // ---- merge and unmerge (src/cli/merge_command.cc) ----
 
@@ -230,9 +230,6 @@ export async function runMerge(line) {
     if (!base.remote) for (const name of extra.copy) facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
     session.setCopiedFiles(extra.copy);
     planOutput(command, facts, null, o);
-    const dropped = JSON.parse(session.summary(0, true, true)).unmatchedKeys;
-    const warnings = checkDropped(command, dropped, o.allowPartial);
-    if (warnings) await err(warnings);
     const quantizeWarnings = session.planWarnings();
     if (quantizeWarnings) await err(quantizeWarnings);
     if (extra.warnings) await err(extra.warnings);

@@ -114,6 +114,10 @@ async function syncDirectory(dir) {
 export async function recoverOutputDirectory(dir) {
   const journalPath = joinPath(dir, JOURNAL);
   if (!(await exists(journalPath))) return;
+  // Its size before reading it: a file too large to be ours is refused unread.
+  const info = await stat(journalPath).catch(() => null);
+  const size = info ? module.checkCommitJournalSize(info.size, journalPath) : { ok: true };
+  if (!size.ok) throw coreError(size);
   let text;
   try {
     text = await readFile(journalPath, 'latin1');
@@ -172,13 +176,6 @@ export function planOutput(command, inputs, out, { force = false, followLinks = 
   const r = module.planOutput(JSON.stringify({ command, inputs, out, force, followLinks }));
   if (!r.ok) throw coreError(r);
   return JSON.parse(r.planJson);
-}
-
-/** No silent loss: the warning lines for stderr, or the core's refusal thrown. `dropped`: [{tensor, reason}]. */
-export function checkDropped(command, dropped, allowPartial) {
-  const r = module.checkDropped(JSON.stringify({ command, dropped, allowPartial }));
-  if (!r.ok) throw coreError(r);
-  return r.warnings;
 }
 
 export const SIGNAL_STATUS = { SIGHUP: 129, SIGINT: 130, SIGTERM: 143 };
