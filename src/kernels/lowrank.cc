@@ -41,6 +41,7 @@
 #include "kernels/lowrank.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -876,6 +877,36 @@ bool ScaleRowsTo(const float* v, size_t rows, size_t cols, const float* factor, 
     const size_t n = std::min(panel, rows - i);
     PB_LR_CALL(ScaleImpl)(kFusedF32, v + i * cols, n, cols, per_column ? factor : factor + i, per_column, stage);
     ConvertElements(Dtype::F32, out_dtype, stage, ob + i * cols * Width(out_dtype), n * cols);
+  }
+  return true;
+}
+
+bool DoraRowsF64(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
+                 const LowRankFactors& f, const float* magnitude) {
+  if (!IsConvertibleFloat(in) || !IsConvertibleFloat(out_dtype)) return false;
+  if (rows == 0 || cols == 0) return true;
+  const double st = static_cast<double>(f.scale) * f.sign;
+  std::vector<float> wide(cols), result(cols);
+  std::vector<double> v(cols);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  auto* ob = static_cast<uint8_t*>(out);
+  for (size_t i = 0; i < rows; ++i) {
+    ConvertElements(in, Dtype::F32, wb + i * cols * Width(in), wide.data(), cols);  // exact but for an F64 weight
+    std::fill(v.begin(), v.end(), 0.0);
+    const float* left = f.left + i * f.rank;
+    for (size_t k = 0; k < f.rank; ++k) {  // k outer, columns inner: contiguous rows of `right`, vectorisable
+      const double l = left[k];
+      const float* right = f.right + k * cols;
+      for (size_t j = 0; j < cols; ++j) v[j] += l * static_cast<double>(right[j]);
+    }
+    double sum = 0;
+    for (size_t j = 0; j < cols; ++j) {
+      v[j] = static_cast<double>(wide[j]) + st * v[j];
+      sum += v[j] * v[j];
+    }
+    const double factor = static_cast<double>(magnitude[i]) / std::sqrt(sum);
+    for (size_t j = 0; j < cols; ++j) result[j] = static_cast<float>(factor * v[j]);
+    ConvertElements(Dtype::F32, out_dtype, result.data(), ob + i * cols * Width(out_dtype), cols);
   }
   return true;
 }

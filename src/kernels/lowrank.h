@@ -46,6 +46,14 @@ bool MergeRowsRoundDeltaFirst(Dtype in, const void* w, Dtype out_dtype, void* ou
 // v = float(w) + sign * delta * scale, kept in fp32 (DoRA needs the row norms before the final scaling).
 bool MergeRowsF32(Dtype in, const void* w, float* v, size_t rows, size_t cols, const LowRankFactors& f);
 
+// DoRA on rows (a Linear or Conv weight [out, in]: a norm per output row), evaluated in float64 end to end:
+// v = double(float(w)) + sign * scale * Σ_k left_ik · right_kj, the factor magnitude_i / ‖v_i‖, then
+// out = round_out(float(factor · v_ij)). PEFT evaluates the same in float32 (the delta, W + ΔW, torch's norm, the
+// division, the product: five roundings); here only the last one or two remain, so the result is the float64
+// reference's to within an ulp, at least as accurate as PEFT's. Returns false for an unsupported dtype.
+bool DoraRowsF64(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
+                 const LowRankFactors& f, const float* magnitude);
+
 // Sum of squares of each row of v [rows, cols], accumulated in double (for DoRA's norms).
 void RowSquaredNorms(const float* v, size_t rows, size_t cols, double* out);
 

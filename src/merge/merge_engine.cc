@@ -341,15 +341,11 @@ class ShardMerger::TensorState {
         return Emit(n);
       }
       case TensorOp::kDoraRows: {
-        v_.resize(n * cols);
-        if (!kernels::MergeRowsF32(p_.in_dtype, in.data(), v_.data(), n, cols, FactorsFrom(row0))) return KernelFailed();
-        std::vector<double> norms(n);
-        kernels::RowSquaredNorms(v_.data(), n, cols, norms.data());
-        std::vector<float> factor(n);
-        for (size_t i = 0; i < n; ++i)
-          factor[i] = magnitude_[row0 + i] / static_cast<float>(std::sqrt(norms[i]));
+        // In float64 (kernels::DoraRowsF64): DoRA's norm and factor make a float32 evaluation less accurate than a
+        // plain merge's, and ours must be at least as accurate as PEFT's.
         std::span<uint8_t> out = OutRows(n);
-        if (!kernels::ScaleRowsTo(v_.data(), n, cols, factor.data(), /*per_column=*/false, p_.out_dtype, out.data()))
+        if (!kernels::DoraRowsF64(p_.in_dtype, in.data(), p_.out_dtype, out.data(), n, cols, FactorsFrom(row0),
+                                  magnitude_.data() + row0))
           return KernelFailed();
         if (options_.safe && !OutputFinite(n * cols, out.data())) return NonFinite(p_);
         return EmitRows(n, out);
@@ -449,7 +445,7 @@ class ShardMerger::TensorState {
   const MergeOptions& options_;
   StreamingWriter& writer_;
   size_t in_width_ = 0, out_width_ = 0;
-  std::vector<float> left_, right_, magnitude_, v_, whole_, check_;
+  std::vector<float> left_, right_, magnitude_, whole_, check_;
   kernels::LowRankFactors factors_{};
   // The left factor's rows [left_first_, left_end_) are held, from left_base_ (left_'s data, or the fetched bytes).
   const float* left_base_ = nullptr;
