@@ -81,5 +81,9 @@ std::optional<uint64_t> ConfigInt(const std::optional<std::string>& config_json,
 inline constexpr const char* kPeftConfigKey = "peft_config";                    // the PEFT config document
 inline constexpr const char* kModulePathsKey = "peft_bridge.module_paths";      // JSON list of dotted paths
 inline constexpr const char* kArchKey = "peft_bridge.arch";                     // the naming table used
+// mlx-lm's adapter_config.json: the modules whose LoRA is an embedding's (lora_embedding_A/B in PEFT). mlx-lm tells
+// them apart by the model's module types, which an adapter file alone does not have; recorded so that reading back
+// needs no naming table (T5's relative_attention_bias, for one, is an embedding no name rule recognises).
+inline constexpr const char* kEmbeddingModulesKey = "peft_bridge.embedding_modules";
 
 }  // namespace pb::adapter::internal

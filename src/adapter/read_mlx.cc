@@ -1,6 +1,8 @@
 // mlx-lm adapters: adapters.safetensors (lora_a = A^T [in, r], lora_b = B^T [r, out], DoRA `m`) and an
 // adapter_config.json of training arguments, of which lora_parameters.rank / scale, fine_tune_type and
 // num_layers (older: lora_layers) matter. The scale is PEFT's scaling s itself, so alpha = s * r.
+#include <set>
+
 #include "adapter/format_internal.h"
 #include "adapter/tensor_ops.h"
 
@@ -8,7 +10,9 @@ namespace pb::adapter::internal {
 
 namespace {
 
-bool LooksLikeEmbedding(std::string_view module, const ArchTable* arch, const NamingTables& tables) {
+bool LooksLikeEmbedding(std::string_view module, const ArchTable* arch, const NamingTables& tables,
+                        const std::set<std::string, std::less<>>& recorded) {
+  if (recorded.contains(module)) return true;
   if (arch) {
     if (auto m = tables.MatchHf(*arch, module)) return m->tmpl->kind == ModuleKind::kEmbedding;
   }
@@ -44,6 +48,18 @@ Result<ReadResult> ReadMlx(ReadState& state) {
   }
   auto arch = ChooseArch(state.tables, state.options.arch, state.source.base_config);
   if (!arch.ok()) return arch.error();
+  std::set<std::string, std::less<>> embedding_modules;  // as write_mlx.cc records them
+  if (auto recorded = cfg.find(kEmbeddingModulesKey); recorded != cfg.end()) {
+    if (!recorded->is_array())
+      return MakeError(ErrorCode::InvalidConfig,
+                       std::string("adapter_config.json: `") + kEmbeddingModulesKey + "` must be a list of module paths");
+    for (const auto& m : *recorded) {
+      if (!m.is_string())
+        return MakeError(ErrorCode::InvalidConfig,
+                         std::string("adapter_config.json: `") + kEmbeddingModulesKey + "` must be a list of module paths");
+      embedding_modules.insert(m.get<std::string>());
+    }
+  }
 
   const FormatTable& table = BuiltinFormatTable(AdapterFormat::kMlx);
   for (size_t i = 0; i < state.header.tensor_count(); ++i) {
@@ -54,7 +70,7 @@ Result<ReadResult> ReadMlx(ReadState& state) {
       continue;
     }
     const std::string& module = key->spelled_path;
-    const bool embedding = LooksLikeEmbedding(module, arch.value(), state.tables);
+    const bool embedding = LooksLikeEmbedding(module, arch.value(), state.tables, embedding_modules);
     Tensor t = state.Load(i);
     FormatRole role = key->spelling->role;
     if (role == FormatRole::kMagnitude) {

@@ -57,8 +57,10 @@ Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& optio
   }
   const double scale = first ? first->settings.scaling : 1.0;
   bool any_dora = false;
+  Json embedding_modules = Json::array();
   for (const LoraModule* m : written) {
     const bool emb = m->shape == LoraShape::kEmbedding;
+    if (emb) embedding_modules.push_back(m->path);
     Tensor b = m->b;
     std::string b_action = "transpose";
     if (m->settings.scaling != scale) {
@@ -102,6 +104,7 @@ Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& optio
   if (adapter.config.base_model_name_or_path) cfg["model"] = *adapter.config.base_model_name_or_path;
   cfg["num_layers"] = num_layers;
   cfg[kPeftConfigKey] = adapter.config.document;  // mlx-lm ignores it; reading back restores PEFT's config
+  if (!embedding_modules.empty()) cfg[kEmbeddingModulesKey] = std::move(embedding_modules);  // mlx-lm ignores it too
   out.config_text = DumpPythonJson(cfg, {.indent = 4, .sort_keys = true});
   return out;
 }

@@ -431,6 +431,41 @@ TEST(AdapterRoundTrip, GeneratedVariantsSurviveMlxKohyaAndGguf) {
   }
 }
 
+// T5's relative_attention_bias is an nn.Embedding (PEFT: lora_embedding_A/B) that no name rule recognises: without
+// a base config, mlx -> PEFT wrote it as lora_A/lora_B.weight, which PEFT ignores. The mlx config records it.
+TEST(AdapterRoundTrip, AnEmbeddingLoraNoNameRuleKnowsSurvivesMlxWithoutABaseConfig) {
+  std::vector<GenTensor> t;
+  const std::string block = "encoder.block.0.layer.0.SelfAttention.";
+  AddLinear(t, block + "q", 4, 16, 16);
+  t.push_back({"base_model.model." + block + "relative_attention_bias.lora_embedding_A", Dtype::F32, {4, 32}});
+  t.push_back({"base_model.model." + block + "relative_attention_bias.lora_embedding_B", Dtype::F32, {2, 4}});
+  const Bytes weights = testing::BuildSafetensors(t, 11);
+  AdapterSource source{"adapter_model.safetensors", weights,
+                       testing::PeftConfig(R"("r": 4, "lora_alpha": 8, "target_modules": ["q", "relative_attention_bias"])"),
+                       std::nullopt};
+  ReadResult r = MustRead(source);
+  ASSERT_EQ(r.adapter.FindModule(block + "relative_attention_bias")->shape, LoraShape::kEmbedding);
+  Written mlx = MustWrite(r.adapter, AdapterFormat::kMlx);
+  ASSERT_TRUE(mlx.config);
+  EXPECT_NE(mlx.config->find("\"peft_bridge.embedding_modules\": [\n        \"" + block + "relative_attention_bias\"\n    ]"),
+            std::string::npos) << *mlx.config;
+  ReadResult back = RoundTrip(r.adapter, AdapterFormat::kMlx);
+  ExpectSameAdapter(r.adapter, back.adapter);
+  Written peft = MustWrite(back.adapter, AdapterFormat::kPeft);
+  auto header = ParseWholeFile(peft.weights);
+  ASSERT_TRUE(header.ok());
+  EXPECT_TRUE(header->Find("base_model.model." + block + "relative_attention_bias.lora_embedding_A"));
+  EXPECT_TRUE(header->Find("base_model.model." + block + "relative_attention_bias.lora_embedding_B"));
+  EXPECT_FALSE(header->Find("base_model.model." + block + "relative_attention_bias.lora_A.weight"));
+  // A record that is not a list of paths is refused, not ignored.
+  std::string bad = *mlx.config;
+  const size_t at = bad.find("\"peft_bridge.embedding_modules\": [");
+  bad.replace(at, std::string("\"peft_bridge.embedding_modules\": [").size(), "\"peft_bridge.embedding_modules\": 7, \"x\": [");
+  auto refused = ReadAdapter({mlx.output.weights_name, mlx.weights, bad, std::nullopt}, {AdapterFormat::kMlx, std::nullopt, false, nullptr});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message, "adapter_config.json: `peft_bridge.embedding_modules` must be a list of module paths");
+}
+
 TEST(AdapterGguf, QueryAndKeyRowsArePermutedLikeLlamaCppAndRestoredOnRead) {
   GeneratedAdapter g = LlamaAdapter(kTargets);
   ReadResult r = MustRead(g.source());
