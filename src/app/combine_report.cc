@@ -1,6 +1,7 @@
 #include "app/combine_report.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 
 #include "core/json.h"
@@ -14,10 +15,12 @@ std::string Number(double v) {
   return buf;
 }
 
+// The shortest text that reads back as the same double: the weight as the user wrote it (0.7, not
+// 0.69999999999999996), and still exact.
 std::string Weight(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  return std::string(buf, end);
 }
 
 std::string Files(const compose::CombinePlan& plan) {

@@ -70,7 +70,8 @@ std::string RenderProgressLine(uint64_t done, uint64_t total, double seconds, st
   const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;
   std::string time;
   if (complete) time = "in " + DurationText(seconds);
-  else if (rate > 0) time = "ETA " + DurationText(static_cast<double>(total - done) / rate);
+  else if (rate > 0 && seconds >= kEtaAfterSeconds && fraction >= kEtaAfterFraction)
+    time = "ETA " + DurationText(static_cast<double>(total - done) / rate);
   else time = "ETA --:--";
   char pct[16];
   std::snprintf(pct, sizeof pct, "%3d%%", percent);

@@ -32,9 +32,16 @@ struct ProgressSettings {
 // PB_PROGRESS_CLOCK_MS must be a whole number of milliseconds; anything else leaves the real clock.
 ProgressSettings ProgressSettingsFor(const ProgressEnvironment& env);
 
+// An ETA is an average's extrapolation: before this much time and this share of the bytes it is a guess (the
+// first redraw of a threaded run comes after a quarter second in which the threads' first blocks, or the copies of
+// unchanged tensors, moved at a rate the rest will not have), so the line shows "ETA --:--" until both are reached.
+inline constexpr double kEtaAfterSeconds = 1.0;
+inline constexpr double kEtaAfterFraction = 0.01;
+
 // One line, without "\r" or newline:
 //   "[########            ]  42%  1.16 GB / 2.77 GB  312 MB/s  ETA 0:05  model-00001-of-00002.safetensors"
-// The rate is the average since the start; the ETA the remaining bytes at that rate ("--:--" while unknown).
+// The rate is the average since the start; the ETA the remaining bytes at that rate ("--:--" while unknown, and
+// before kEtaAfterSeconds and kEtaAfterFraction).
 // Once done >= total the ETA gives way to the time taken ("in 0:12"). A zero total reads as complete. The file
 // name comes from the input: control bytes are shown as \xNN, and a long name is shortened from the left.
 std::string RenderProgressLine(uint64_t done, uint64_t total, double seconds, std::string_view file);

@@ -69,6 +69,10 @@ test('-V, -h, help COMMAND', (t) => {
   assert.match(same(t, ['-V']).stdout, /^peft-bridge \d+\.\d+\.\d+\n$/);
   assert.match(same(t, ['help', 'merge']).stdout, /^usage: peft-bridge merge /);
   assert.match(same(t, ['merge', '-h']).stdout, /^usage: peft-bridge merge /);
+  // Remote bases merge (docs/remote.md): the help says so rather than "the base must be local".
+  const mergeHelp = same(t, ['merge', '--help']).stdout;
+  assert.doesNotMatch(mergeHelp, /must be local/);
+  assert.match(mergeHelp, /Both may be remote:[^]*hf:\/\/OWNER\/REPO\[\/FOLDER\]\[@REVISION\]/);
 });
 
 test('--opt=value, dtype spellings and -q give the same files as the long forms', (t) => {

@@ -89,6 +89,15 @@ TEST(ProgressLine, UnknownRateWhileNothingMovedOrNoTimePassed) {
   EXPECT_EQ(RenderProgressLine(500, 1000, -1, ""), "[##########          ]  50%  500 B / 1.00 kB  0 B/s  ETA --:--");
 }
 
+// The first redraw of a threaded run (a quarter second in) extrapolated whatever its first blocks did: an ETA
+// waits for a second and 1% of the bytes.
+TEST(ProgressLine, NoEtaBeforeASecondAndOnePercent) {
+  EXPECT_EQ(RenderProgressLine(400, 1000, 0.25, ""), "[########            ]  40%  400 B / 1.00 kB  1.60 kB/s  ETA --:--");
+  EXPECT_EQ(RenderProgressLine(9, 1000, 30, ""), "[                    ]   0%  9 B / 1.00 kB  0 B/s  ETA --:--");
+  EXPECT_EQ(RenderProgressLine(400, 1000, 1, ""), "[########            ]  40%  400 B / 1.00 kB  400 B/s  ETA 0:02");
+  EXPECT_TRUE(RenderProgressLine(10, 1000, 30, "").ends_with("ETA 49:30"));
+}
+
 TEST(ProgressLine, CompleteShowsTheTimeTaken) {
   EXPECT_EQ(RenderProgressLine(2000, 2000, 65, "a"), "[####################] 100%  2.00 kB / 2.00 kB  30 B/s  in 1:05  a");
   // More than the total (a total that undercounted) reads as the total.
