@@ -1108,7 +1108,7 @@ export interface PushOptions {
   files: PushFile[];
   /** A token with write access to the repo. */
   token: string;
-  /** Default `https://huggingface.co`. */
+  /** Default as {@link HubAddress.endpoint}: `process.env.HF_ENDPOINT` in Node when set, else `https://huggingface.co`. */
   endpoint?: string;
   /** The commit's title; default `Upload <file or N files> with peft-bridge`. */
   commitMessage?: string;
