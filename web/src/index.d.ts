@@ -8,6 +8,16 @@
 // not bytes, a missing `options.dtype` (convert) or `options.to` (translateAdapter), an unknown `order` or merge
 // `dtype` name, options or inputs that are not objects. An abort rejects with the signal's reason.
 
+// `Symbol.dispose` (TC39 explicit resource management) is in TypeScript's `esnext.disposable` lib, not in `es2022`:
+// declared here too, so that these types compile under `lib: ["es2022"]` (the writer's `[Symbol.dispose]()` is
+// then still callable; `using` needs the runtime's and TypeScript's support). The same declaration as the lib's,
+// which it merges with when both are present.
+declare global {
+  interface SymbolConstructor {
+    readonly dispose: unique symbol;
+  }
+}
+
 /** Options for {@link init}. Give at most one of the three; with none, the entry the package's export conditions
  * chose loads the packaged .wasm: `node` reads it with `fs`, `browser` fetches it from beside the package,
  * `workerd` imports it as a compiled module. */
