@@ -7,10 +7,15 @@
 // instance, returns exactly what it returned before; objects tied to the dead instance fail with ModuleDiscarded.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { collect, makeFile, pb } from './helpers/common.mjs';
+import { writeAdapter } from './helpers/remote-model.mjs';
+import { startHub } from '../hub/server.mjs';
 import { discardedInstances, getModule } from '../../web/src/init.js';
 
-const { adapterInfo, combineAdapters, createAdapter, createMergeStream, createWriter, extractAdapter, inspect, translateAdapter, writeSafetensors } = pb;
+const { adapterInfo, combineAdapters, createAdapter, createAdapterCache, createMergeStream, createWriter, extractAdapter, inspect, translateAdapter, writeSafetensors } = pb;
 
 const enc = (s) => new TextEncoder().encode(s);
 const f32 = (...v) => new Uint8Array(Float32Array.from(v).buffer);
@@ -118,4 +123,48 @@ test('an Embind argument error (checked before any wasm runs) leaves the instanc
   assert.equal(discardedInstances(), before);
   assert.equal(await getModule(), module);
   assert.equal(module.urlOrigin('https://example.com/a/b'), 'https://example.com');
+});
+
+test('an adapter cache of a discarded instance says so and fails with ModuleDiscarded; a new cache serves the same bytes', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pb-trap-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  await writeAdapter(join(dir, 'sql'));
+  await writeAdapter(join(dir, 'chat'), { rank: 4 });
+  const hub = await startHub({ files: { 'me/sql': join(dir, 'sql'), 'me/chat': join(dir, 'chat') } });
+  t.after(() => hub.close());
+  const options = { budgetBytes: 1 << 20, endpoint: hub.endpoint, retryDelay: 10 };
+  const Q0 = 'model.layers.0.self_attn.q_proj';
+  const list = [{ id: 'sql', scale: 0.5 }, { id: 'chat', scale: 2 }];
+  const served = async (cache) => {
+    const d = await cache.compose(list, Q0);
+    const adapterFile = await cache.composeAdapter(list);
+    return { A: d.A, B: d.B, config: adapterFile.config, weights: await collect(adapterFile.stream()) };
+  };
+
+  const cache = createAdapterCache(options);
+  await cache.register('sql', { repo: 'me/sql' });
+  await cache.register('chat', { repo: 'me/chat' });
+  const expected = await served(cache);
+  assert.equal(cache.discarded, false);
+
+  // A trap inside the cache's own composition (its ServingMath's compose, in this instance).
+  const module = await getModule();
+  module.ServingMath.prototype.compose = function trapping() {
+    module.benchMergeRows(65536, 32768, 1, 1, false);
+  };
+  await assert.rejects(cache.compose(list, 'model.layers.1.self_attn.q_proj'), (e) => e instanceof WebAssembly.RuntimeError);
+  assert.equal(cache.discarded, true);
+  const discarded = (e) => e?.code === 'ModuleDiscarded' && /RuntimeError: memory access out of bounds/.test(e.message);
+  await assert.rejects(cache.compose(list, Q0), discarded, 'compose');
+  await assert.rejects(cache.composeAdapter(list), discarded, 'composeAdapter');
+  await assert.rejects(cache.register('sql', { repo: 'me/sql' }), discarded, 'register');
+  await assert.rejects(cache.checkTerms(2), discarded, 'checkTerms');
+  await cache.close(); // frees nothing (the instance is gone) and does not throw
+
+  const fresh = createAdapterCache(options);
+  await fresh.register('sql', { repo: 'me/sql' });
+  await fresh.register('chat', { repo: 'me/chat' });
+  assert.deepEqual(await served(fresh), expected);
+  assert.equal(fresh.discarded, false);
+  await fresh.close();
 });
