@@ -106,8 +106,8 @@ echo "== Rust safetensors crate: the committed reader vectors are its verdicts (
 bash scripts/rust-oracle.sh 2>&1 | tee "$LOGS/rust-oracle.log" | tail -12
 count_script "${PIPESTATUS[0]}"  # no cargo is a skip, and under PB_REQUIRE_FIXTURES=1 (.ci/run) a failure
 
-echo "== TypeScript: the published types compile against an application-style usage file"
-if npx --no-install tsc -p tests/types; then
+echo "== TypeScript: the published types compile against an application-style usage file (lib esnext.disposable, and es2022)"
+if npx --no-install tsc -p tests/types && npx --no-install tsc -p tests/types/tsconfig.es2022.json; then
   echo "types: ok"; passed=$((passed + 1))
 else
   status=1; failed=$((failed + 1))

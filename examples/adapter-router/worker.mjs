@@ -131,6 +131,13 @@ let cache = null;
 const registering = new Map(); // id@revision → the registration in flight or done, shared by concurrent requests
 
 function cacheFor(env) {
+  if (cache?.discarded) {
+    // A trap inside the WebAssembly module (a failure of ours, never an input error) discarded the instance the
+    // cache's registrations lived in: a new cache, registered again from the registry as requests need them, so
+    // that one failing request does not fail every later one.
+    cache = null;
+    registering.clear();
+  }
   cache ??= createAdapterCache({
     budgetBytes: setting(env, 'CACHE_BUDGET_MB', 64) * 2 ** 20,
     endpoint: hubOf(env),

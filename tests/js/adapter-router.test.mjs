@@ -330,3 +330,38 @@ test('router slots: clients that never read the body do not hold the slots past 
     sockets.splice(0).forEach((s) => s.destroy());
   }
 });
+
+test('router: a trap inside the module during one request does not outlive it: later requests answer 200, same bytes', { skip }, async (t) => {
+  await writeBase(join(dir, 'trap-base'));
+  await writeAdapter(join(dir, 'trap-sql'));
+  await writeAdapter(join(dir, 'trap-chat'), { rank: 16 });
+  const hub = await startHub({ files: { 'me/base': join(dir, 'trap-base'), 'me/sql': join(dir, 'trap-sql'), 'me/chat': join(dir, 'trap-chat') } });
+  t.after(() => hub.close());
+  const { url } = await startRouter(t, hub);
+  assert.equal((await post(url, { id: 'sql', repo: 'me/sql', base: 'me/base' })).status, 201);
+  assert.equal((await post(url, { id: 'chat', repo: 'me/chat', base: 'me/base', scale: 0.5 })).status, 201);
+  const composed = async () => {
+    const res = await get(url, '/compose/peft/adapter_model.safetensors?adapters=sql:0.7,chat:-0.3&dtype=bf16');
+    return { status: res.status, bytes: await bytesOf(res) };
+  };
+  const before = await composed();
+  assert.equal(before.status, 200);
+  const one = await bytesOf(await get(url, '/adapters/chat/peft/adapter_model.safetensors'));
+
+  // A trap in the isolate's instance, which holds the cache's registrations: the next request gets a new cache.
+  assert.match(await (await fetch(`${url}/__trap`)).text(), /^RuntimeError: memory access out of bounds/);
+  const after = await composed();
+  assert.equal(after.status, 200, Buffer.from(after.bytes).toString().slice(0, 500));
+  assert.ok(same(after.bytes, before.bytes), 'the composition after the trap, byte for byte');
+  // A trap inside a request's own composition (its `new ComposeLayout()`): that request fails, the next ones do not.
+  assert.equal(await (await fetch(`${url}/__trap?in=ComposeLayout`)).text(), 'armed');
+  const trapped = await get(url, '/compose/peft/adapter_config.json?adapters=sql:0.7,chat:-0.3&dtype=bf16');
+  assert.equal(trapped.status, 500);
+  assert.match((await trapped.json()).error.message, /memory access out of bounds/);
+  const again = await composed();
+  assert.equal(again.status, 200, Buffer.from(again.bytes).toString().slice(0, 500));
+  assert.ok(same(again.bytes, before.bytes), 'the composition after the trapping request, byte for byte');
+  assert.ok(same(await bytesOf(await get(url, '/adapters/chat/peft/adapter_model.safetensors')), one), 'one adapter');
+  const list = await (await get(url, '/adapters')).json();
+  assert.deepEqual(list.adapters.map((a) => a.id), ['chat', 'sql']);
+});

@@ -243,3 +243,37 @@ test("workerd: the worker's Hub token serves only holders of its ACCESS_SECRET; 
   assert.equal(error.code, 'WorkerMisconfigured');
   assert.match(error.message, /ACCESS_SECRET/);
 });
+
+test('workerd: a trap inside the module during one request does not outlive it: the next requests answer 200, same bytes', { skip: hasWorkerd ? false : 'workerd is not installed (npm ci)' }, async (t) => {
+  const shards = await writeShardedBase(join(dir, 'trap-base'));
+  await writeAdapter(join(dir, 'trap-lora'));
+  const hub = await startHub({ files: { 'me/base': join(dir, 'trap-base'), 'me/lora': join(dir, 'trap-lora') } });
+  t.after(() => hub.close());
+  const worker = await startEdge(t, hub.endpoint);
+  const common = { base: 'me/base', adapter: 'me/lora' };
+  const plan = async () => {
+    const res = await fetch(`${worker.url}/plan?${query(common)}`);
+    return { status: res.status, body: await res.json() };
+  };
+  const shard = async () => {
+    const res = await fetch(`${worker.url}/merge?${query({ ...common, shard: shards[1] })}`);
+    return { status: res.status, bytes: await bytesOf(res) };
+  };
+  const planBefore = await plan();
+  const shardBefore = await shard();
+  assert.equal(planBefore.status, 200);
+  assert.equal(shardBefore.status, 200);
+
+  // A trap now, outside any request of the worker's: the isolate's instance is garbage.
+  assert.match(await (await fetch(`${worker.url}/__trap`)).text(), /^RuntimeError: memory access out of bounds/);
+  assert.deepEqual(await plan(), planBefore, 'the request after the trap');
+  // A trap inside a request's own call (the merge's `new Merger(…)`): that request fails, the next ones do not.
+  assert.equal(await (await fetch(`${worker.url}/__trap?in=Merger`)).text(), 'armed');
+  const trapped = await plan();
+  assert.equal(trapped.status, 500);
+  assert.match(trapped.body.error.message, /memory access out of bounds/);
+  assert.deepEqual(await plan(), planBefore, 'the request after the trapping one');
+  const after = await shard();
+  assert.equal(after.status, 200);
+  assert.ok(same(after.bytes, shardBefore.bytes), 'the merged shard, byte for byte');
+});

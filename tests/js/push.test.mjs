@@ -306,3 +306,32 @@ test('tokens and names: none, unknown, without rights; bad repo ids, paths and o
   const r = await pushToHub({ ...base, repo: 'me/new', token: TOKEN, createRepo: true });
   assert.equal(r.commit, hub.commit('me/new'));
 });
+
+test('HF_ENDPOINT: pushToHub without an endpoint pushes to the Hub HF_ENDPOINT names (a private Hub\'s token never goes to huggingface.co)', async (t) => {
+  const hub = await startHub({ owners: { me: TOKEN } });
+  const saved = process.env.HF_ENDPOINT;
+  process.env.HF_ENDPOINT = hub.endpoint;
+  t.after(() => {
+    if (saved === undefined) delete process.env.HF_ENDPOINT;
+    else process.env.HF_ENDPOINT = saved;
+    return hub.close();
+  });
+  const home = new URL(hub.endpoint).origin;
+  const foreign = [];
+  // Every request goes through this fetch: one to any other origin is refused before it leaves (with the token).
+  const guarded = (url, init) => {
+    const origin = new URL(typeof url === 'string' || url instanceof URL ? url : url.url).origin;
+    if (origin !== home) {
+      foreign.push(origin);
+      return Promise.reject(new TypeError(`refused: a request to ${origin}`));
+    }
+    return globalThis.fetch(url, init);
+  };
+  const model = safetensors(16, 3);
+  const result = await pushToHub({ repo: 'me/private', createRepo: true, token: TOKEN, fetch: guarded, retries: 0, files: [{ path: 'model.safetensors', content: model }] });
+  assert.deepEqual(foreign, []);
+  assert.equal(result.commit, hub.commit('me/private'));
+  assert.ok(result.url.startsWith(hub.endpoint), result.url);
+  assert.deepEqual(await download(hub, 'me/private', 'model.safetensors'), model);
+  for (const r of hub.requests.filter((r) => ['create', 'commit'].includes(r.kind))) assert.equal(r.auth, `Bearer ${TOKEN}`);
+});

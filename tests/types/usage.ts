@@ -1,4 +1,5 @@
-// Compile-only check of the published types (web/src/index.d.ts): `tsc -p tests/types` must pass.
+// Compile-only check of the published types (web/src/index.d.ts): `tsc -p tests/types` must pass, and
+// `tsc -p tests/types/tsconfig.es2022.json` (the same file under `lib: ["es2022"]`, without esnext.disposable).
 // Each line is how an application would use the API; wrong types here fail the test suite. Every exported
 // function and type is used at least once; the `@ts-expect-error` lines prove that wrong usages are rejected
 // (tsc fails if such a line compiles).
@@ -80,10 +81,6 @@ export async function usage(bytes: Uint8Array, blob: Blob, stream: ReadableStrea
   await writer.close();
   sizes.push(writer.bytesWritten);
   writer[Symbol.dispose]();
-  {
-    using scoped = await createWriter({ tensors: [], order: 'input' });
-    scoped.abort(new Error('not needed'));
-  }
   // @ts-expect-error: writers come from createWriter(), never `new`
   new SafetensorsWriter();
 

@@ -7,7 +7,8 @@
 // Nothing here is Node-only: it runs in Node, browsers and workerd, with the `fetch` given or the global one.
 import { SafetensorsError, errorFromHandle, throwIfAborted } from './errors.js';
 import { NativeHandle, concat } from './handles.js';
-import { getModule } from './init.js';
+import { getModule, trapOf } from './init.js';
+import { ModuleDiscarded } from './module-guard.js';
 import { configText, readAdapterHeader, withBytes } from './adapter.js';
 import { openAdapterDirectory } from './adapter-dir.js';
 import { openAdapterSource, readRange } from './adapter-source.js';
@@ -80,6 +81,9 @@ export class AdapterCache {
     this.reserved = 0; // bytes of fetches in flight (their span and their converted factors)
     this.waiters = [];
     this.math = null;
+    // The WebAssembly instance the registrations and the math live in (module-guard.js): once it is discarded
+    // after a trap, every call fails with ModuleDiscarded; `discarded` tells the owner to make a new cache.
+    this.instance = null;
     this.counts = { hits: 0, misses: 0, shared: 0, evictions: 0, invalidated: 0, bytesFetched: 0, spanReads: 0, peak: 0 };
     // The bounds of a composition (the core's CompositionLimits; unset: its defaults).
     this.limits = {};
@@ -94,6 +98,21 @@ export class AdapterCache {
     this.maxRegistrations = max ?? DEFAULT_MAX_REGISTRATIONS;
   }
 
+  /** True once the WebAssembly instance this cache's native state lives in was discarded after a trap. */
+  get discarded() {
+    return this.instance !== null && trapOf(this.instance) !== null;
+  }
+
+  /** The module to make native state with: the cache's instance (ModuleDiscarded once it is gone). */
+  async nativeModule() {
+    if (this.discarded) throw new ModuleDiscarded(trapOf(this.instance));
+    const module = await getModule();
+    this.instance ??= module;
+    // A new instance while this cache holds state of the old one (discarded meanwhile): the same precise failure.
+    if (module !== this.instance) throw new ModuleDiscarded(trapOf(this.instance));
+    return module;
+  }
+
   /** The limits args of the core's setLimits: maxTerms, maxRank, maxComposeBytes (0: the core's default). */
   limitArgs() {
     return [this.limits.maxTerms ?? 0, this.limits.maxRank ?? 0, this.limits.maxComposeBytes ?? 0];
@@ -101,7 +120,7 @@ export class AdapterCache {
 
   /** {maxTerms, maxRank, maxComposeBytes, maxRegistrations}: the bounds this cache applies. */
   async bounds() {
-    const module = await getModule();
+    const module = await getModule(); // a pure function of the limits: no state of the cache's
     return { ...JSON.parse(module.compositionLimits(...this.limitArgs())), maxRegistrations: this.maxRegistrations };
   }
 
@@ -152,7 +171,7 @@ export class AdapterCache {
     const { signal } = spec;
     throwIfAborted(signal);
     const ro = { ...this.reading, signal };
-    const module = await getModule();
+    const module = await this.nativeModule();
     // The cache's token goes to the cache's endpoint only: an address naming another server reads with its own
     // token, or none ('' is "no token" to the HTTP policy).
     const home = module.urlOrigin(String(this.reading.endpoint ?? defaultEndpoint()));
@@ -405,7 +424,7 @@ export class AdapterCache {
 
   async mathHandle() {
     if (!this.math) {
-      const module = await getModule();
+      const module = await this.nativeModule();
       this.math = new NativeHandle(module, new module.ServingMath());
       this.math.handle.setLimits(...this.limitArgs());
     }
@@ -476,7 +495,7 @@ export class AdapterCache {
   async composeAdapter(list, options = {}) {
     if (!Array.isArray(list) || list.length === 0) throw new TypeError('peft-bridge: composeAdapter needs a non-empty array of {id, scale}');
     const dtype = checkDtype(options.dtype ?? this.dtype);
-    const module = await getModule();
+    const module = await this.nativeModule();
     const layout = new NativeHandle(module, new module.ComposeLayout());
     let plan;
     try {

@@ -7,6 +7,22 @@
 // a programming error, a wrong argument type: a source that is none of the Source forms, stream chunks that are
 // not bytes, a missing `options.dtype` (convert) or `options.to` (translateAdapter), an unknown `order` or merge
 // `dtype` name, options or inputs that are not objects. An abort rejects with the signal's reason.
+//
+// A trap inside the WebAssembly module (an out-of-bounds access, an abort, running out of memory: a defect of
+// ours, never an input error) fails the call with the engine's error (a `WebAssembly.RuntimeError`) and discards
+// the instance: the next call of any function runs in a fresh one. Objects tied to the discarded instance (an
+// open writer or merge session, an {@link AdapterCache}) then fail with an Error whose `code` is
+// `ModuleDiscarded` instead of using it.
+
+// `Symbol.dispose` (TC39 explicit resource management) is in TypeScript's `esnext.disposable` lib, not in `es2022`:
+// declared here too, so that these types compile under `lib: ["es2022"]` (the writer's `[Symbol.dispose]()` is
+// then still callable; `using` needs the runtime's and TypeScript's support). The same declaration as the lib's,
+// which it merges with when both are present.
+declare global {
+  interface SymbolConstructor {
+    readonly dispose: unique symbol;
+  }
+}
 
 /** Options for {@link init}. Give at most one of the three; with none, the entry the package's export conditions
  * chose loads the packaged .wasm: `node` reads it with `fs`, `browser` fetches it from beside the package,
@@ -1108,7 +1124,7 @@ export interface PushOptions {
   files: PushFile[];
   /** A token with write access to the repo. */
   token: string;
-  /** Default `https://huggingface.co`. */
+  /** Default as {@link HubAddress.endpoint}: `process.env.HF_ENDPOINT` in Node when set, else `https://huggingface.co`. */
   endpoint?: string;
   /** The commit's title; default `Upload <file or N files> with peft-bridge`. */
   commitMessage?: string;
@@ -1311,6 +1327,10 @@ export class AdapterCache {
   /** Rejects (InvalidArgument) a composition of `terms` adapters above maxTerms: the core's rule, which compose and
    * composeAdapter apply themselves; for callers that look adapters up before composing. */
   checkTerms(terms: number): Promise<void>;
+  /** True once the WebAssembly instance holding this cache's registrations was discarded after a trap (a failure
+   * inside the module, never an input error): every call then rejects with code `ModuleDiscarded`; make a new
+   * cache and register the adapters again (examples/adapter-router does). */
+  readonly discarded: boolean;
   close(): Promise<void>;
 }
 

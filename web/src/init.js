@@ -1,7 +1,10 @@
 // Loading the WebAssembly module: once, memoized, from bytes, a precompiled module or the .wasm file
-// next to this package. The module object stays private to the package.
+// next to this package. The module object stays private to the package. What the package holds is the guarded
+// view of it (module-guard.js): after a trap inside any call, this instance is forgotten and the next call
+// instantiates a fresh one from the same compiled module.
 import createPeftBridge from '../dist/peft_bridge_wasm.mjs';
 import { SafetensorsError } from './errors.js';
+import { guardModule } from './module-guard.js';
 
 const isNode = typeof process === 'object' && process !== null && typeof process.versions?.node === 'string';
 
@@ -30,19 +33,37 @@ let compiled = null;
  */
 export function init(options = {}) {
   if (!loading) {
-    loading = load(options).then(
-      (module) => {
-        loaded = module;
-        return module;
+    const attempt = (loading = load(options).then(
+      (raw) => {
+        const guard = guardModule(raw, (trap) => {
+          traps.set(guard.module, trap);
+          // Trapped: forget this instance (if it is still the current one); the next call loads a fresh one.
+          if (loading === attempt) {
+            loading = null;
+            loaded = null;
+          }
+          discarded += 1;
+        });
+        loaded = guard.module;
+        return loaded;
       },
       (error) => {
-        loading = null; // a failed load may be retried (e.g. with other options)
+        if (loading === attempt) loading = null; // a failed load may be retried (e.g. with other options)
         throw error;
       },
-    );
+    ));
   }
   return loading.then(() => undefined);
 }
+
+/** How many instances were discarded after a trap (tests and diagnostics). Internal. */
+let discarded = 0;
+export const discardedInstances = () => discarded;
+
+/** Discarded instance (its guarded view) → the trap that discarded it. */
+const traps = new WeakMap();
+/** The trap that discarded `module` (a getModule() result), or null while it is live. Internal. */
+export const trapOf = (module) => traps.get(module) ?? null;
 
 /** Options for an init() called without any: set by the environment's entry (src/node.js, browser.js, workerd.js). */
 let defaults = null;
@@ -60,7 +81,7 @@ export function setDefaultWasm(get) {
 export async function getModule() {
   if (loaded) return loaded;
   await init();
-  return loaded;
+  return loaded ?? getModule(); // discarded meanwhile (a trap in another caller's call): load again
 }
 
 /** The compiled `WebAssembly.Module` the loaded module was instantiated from (for workers), else null. Internal. */
@@ -75,7 +96,10 @@ export function loadedModule() {
 
 async function load(options) {
   const given = options.wasmModule !== undefined || options.wasmBinary !== undefined || options.wasmUrl !== undefined;
-  const instantiate = await instantiator(given || !defaults ? options : await defaults());
+  // After a discarded instance, a bare init() instantiates the module compiled the first time (no new read, fetch
+  // or compilation).
+  const chosen = given ? options : compiled ? { wasmModule: compiled } : defaults ? await defaults() : options;
+  const instantiate = await instantiator(chosen);
   let failed;
   const failure = new Promise((_, reject) => {
     failed = reject;

@@ -13,11 +13,11 @@
 //   - byte progress, abort, repo and branch creation, and errors as SafetensorsError (IoError / InvalidArgument).
 // The library is imported on first use, so loading the package never needs it (a bundled app passes it as `hub`).
 import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from './errors.js';
+import { defaultEndpoint } from './hub.js';
 import { getModule } from './init.js';
 import { LIMIT_OPTIONS, limitsText } from './range-client.js';
 import { requireLocalFiles } from './sources.js';
 
-const DEFAULT_ENDPOINT = 'https://huggingface.co';
 const PIECE = 4 << 20; // bytes read from a file per step
 
 /** How uploads (PUTs of a Blob) are sent when no `fetch` is given: node.js installs node-upload.js. */
@@ -462,7 +462,8 @@ export async function pushToHub(options = {}) {
     repo,
     files,
     token,
-    endpoint = DEFAULT_ENDPOINT,
+    // HF_ENDPOINT in Node, as every other function and both CLIs read it: a private Hub's token stays there.
+    endpoint = defaultEndpoint(),
     commitMessage,
     commitDescription,
     createPr = false,

@@ -16,6 +16,7 @@
 // ends everything at once.
 import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from './errors.js';
 import { concat } from './handles.js';
+import { ModuleDiscarded } from './module-guard.js';
 
 /** The policy's TransportError kinds (app/http_policy.h). */
 const KIND = { resolve: 0, connect: 1, broken: 2, tls: 3 };
@@ -278,7 +279,12 @@ export class RangeClient {
 
   async close() {
     await this.drop();
-    this.policy.onClosed();
+    try {
+      this.policy.onClosed();
+    } catch (error) {
+      // The policy's instance was discarded after a trap (module-guard.js): there is nothing left to tell.
+      if (!(error instanceof ModuleDiscarded)) throw error;
+    }
     this.policy.delete();
     this.policy = null;
   }

@@ -1,9 +1,10 @@
 // Runs an example worker in real workerd, with the modules a bundler (wrangler) would produce: the package under
 // node_modules/peft-bridge, the .wasm as a CompiledWasm module, and the two bare specifiers workers import
 // ('peft-bridge' resolved with the "workerd" export condition, 'peft-bridge/peft_bridge_wasm.wasm') as small
-// re-exporting modules. Three test-only routes wrap the worker: /__heap (the WASM heap's size), /__download?url=
-// (a plain download by the worker, to compare memory with) and /__proxy?url= (the file passed on to the client
-// through the worker, to compare throughput with).
+// re-exporting modules. Four test-only routes wrap the worker: /__heap (the WASM heap's size), /__download?url=
+// (a plain download by the worker, to compare memory with), /__proxy?url= (the file passed on to the client
+// through the worker, to compare throughput with) and /__trap[?in=Class] (a real trap in the module: now, or inside
+// the next request's `new Class(…)`).
 import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
@@ -56,6 +57,26 @@ export default {
   async fetch(request, env, ctx) {
     const url = new URL(request.url);
     if (url.pathname === '/__heap') return new Response(String((await getModule()).heapSize()));
+    if (url.pathname === '/__trap') {
+      // A real trap in the isolate's instance (the benchmark hook's rows·cols·2 wraps to 0 in wasm32, and it writes
+      // past the heap's end): now, or, with ?in=Class, inside the next \`new Class(…)\` a request makes.
+      const module = await getModule();
+      const trap = () => module.benchMergeRows(65536, 32768, 1, 1, false);
+      const inClass = url.searchParams.get('in');
+      if (inClass) {
+        if (typeof module[inClass] !== 'function') return new Response(\`no class \${inClass}\`, { status: 400 });
+        module[inClass] = function trapping() {
+          trap();
+        };
+        return new Response('armed');
+      }
+      try {
+        trap();
+      } catch (error) {
+        return new Response(\`\${error?.constructor?.name}: \${error?.message}\`);
+      }
+      return new Response('no trap', { status: 500 });
+    }
     if (url.pathname === '/__download') {
       let n = 0;
       for await (const chunk of (await fetch(url.searchParams.get('url'))).body) n += chunk.length;

@@ -2,10 +2,13 @@
 // ReportFailure): every message is the core's rendering.
 import { stat } from 'node:fs/promises';
 import { errorFromValue, renderedError } from '../errors.js';
-import { getModule } from '../init.js';
+import { getModule, loadedModule } from '../init.js';
 import { strerror } from '../node-files.js';
 
-export const module = await getModule();
+// The current instance, whichever it is: after a trap inside a call (module-guard.js) it is discarded, and the
+// next use of `module` reaches the fresh one once something has loaded it (fail() does, to render the error).
+let last = await getModule();
+export const module = new Proxy({}, { get: (_, prop) => (last = loadedModule() ?? last)[prop] });
 
 // A failed write to standard output (a full disk, a closed pipe) must not crash the process through an unhandled
 // 'error' event: the first failure is kept and reported once main() returns, with exit status 1.
@@ -40,6 +43,7 @@ export class IoFailure extends Error {
 export const ioFailure = (what, path, error) => new IoFailure(`${what} \`${path}\`: ${strerror(error)}`);
 
 export async function fail(error, json) {
+  await getModule(); // a fresh instance if this failure was a trap that discarded the last one
   let text = renderedError(error, json);
   if (text === null) {
     const e = {
