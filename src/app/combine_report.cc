@@ -1,8 +1,8 @@
 #include "app/combine_report.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/json.h"
 
@@ -16,11 +16,14 @@ std::string Number(double v) {
 }
 
 // The shortest text that reads back as the same double: the weight as the user wrote it (0.7, not
-// 0.69999999999999996), and still exact.
+// 0.69999999999999996), and still exact. (Emscripten 3.1.6's libc++ has no floating-point std::to_chars.)
 std::string Weight(double v) {
   char buf[32];
-  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
-  return std::string(buf, end);
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
 }
 
 std::string Files(const compose::CombinePlan& plan) {
