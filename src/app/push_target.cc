@@ -70,10 +70,21 @@ CreateRepoAnswer ClassifyCreateRepoAnswer(int status) {
   return CreateRepoAnswer::kFailed;
 }
 
-bool PushSkips(std::string_view path) {
+namespace {
+
+// The entry itself (not what it is in): .git, .cache/huggingface, our temporaries.
+bool SkippedItself(std::string_view path) {
   std::string_view last = path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1);
   if (last == ".git" || IsOwnTemporary(last)) return true;
   return path == ".cache/huggingface" || path.ends_with("/.cache/huggingface");
+}
+
+}  // namespace
+
+bool PushSkips(std::string_view path) {
+  for (size_t slash = path.find('/'); slash != std::string_view::npos; slash = path.find('/', slash + 1))
+    if (SkippedItself(path.substr(0, slash))) return true;  // inside a skipped folder
+  return SkippedItself(path);
 }
 
 Result<std::vector<std::string>> PushFolderFiles(std::string_view dir, std::vector<FolderEntry> entries) {

@@ -60,6 +60,7 @@ struct FolderEntry {
   std::string path;  // relative to DIR
   EntryKind kind = EntryKind::kFile;
 };
+// True for what a push leaves out: .git, .cache/huggingface, our temporaries, and anything inside those folders.
 bool PushSkips(std::string_view relative_path);
 // InvalidArgument naming the file for a DIR holding an interrupted run's journal (its output is not complete),
 // an entry that is neither a file nor a folder, or no file at all.

@@ -75,7 +75,8 @@ test('merge --push-to: the merged folder in one commit, read back with huggingfa
   assert.equal(remote.status, 0, remote.stderr);
   const expected = [];
   for (const s of names.filter((n) => n.endsWith('.safetensors'))) expected.push(`==> ${s} <==\n${(await npm(['inspect', join(out, s)])).stdout}`);
-  assert.equal(remote.stdout, expected.join('\n'));
+  assert.ok(remote.stdout.startsWith(`${expected.join('\n')}\n==> total: 2 files <==\n`), remote.stdout);
+  assert.equal(remote.stdout, (await npm(['inspect', out])).stdout, 'as the local folder inspected');
   if (hasNativeCli) assert.deepEqual(await native(['inspect', 'hf://me/merged']), remote);
   const commitBody = hub.requests.find((x) => x.kind === 'commit');
   assert.equal(commitBody.auth, `Bearer ${TOKEN}`);
@@ -199,7 +200,8 @@ test('a Hub that never answers the commit: both CLIs give up at PB_HTTP_IDLE_MS 
     assert.equal(r.status, 1, `${name}: ${r.stderr}`);
     assert.ok(took < 15000, `${name} gave up after ${took.toFixed(0)} ms`);
     errors[name] = r.stderr.split('\n').at(-2);
-    assert.equal(errors[name], `error: IoError: POST ${hub3.endpoint}/api/models/me/hang/commit/main: no answer for 500 ms (PB_HTTP_IDLE_MS)`, name);
+    const out = join(work, `hang-${name}`);
+    assert.equal(errors[name], `error: IoError: POST ${hub3.endpoint}/api/models/me/hang/commit/main: no answer for 500 ms (PB_HTTP_IDLE_MS); the output is complete in \`${out}\`: push it with \`peft-bridge push ${out} --to me/hang\``, name);
     hub3.faults.length = 0;
   }
   assert.equal(hub3.log('commit').length, 2, 'one commit call each: never retried');
@@ -251,12 +253,13 @@ test('native CLI --push-to: the same files and requests as the npm CLI (multipar
   const failed = await native(['create', '--base', dirs.base, '-o', join(work, 'native-created'), '--target-modules', 'q_proj', '--push-to', 'me/both'], env);
   assert.equal(failed.status, 1);
   assert.equal(failed.stderr.split('\n').at(-2), `error: IoError: pushing to me/both: Injected failure (HTTP 500); the output is complete in \`${join(work, 'native-created')}\`: push it with \`peft-bridge push ${join(work, 'native-created')} --to me/both\``);
+  assert.equal(hub2.commit('me/both'), before, 'no partial commit');
   // pushed again as it says, by the native CLI's push command
   const retried = await native(['push', join(work, 'native-created'), '--to', 'me/both', '-q'], env);
   assert.equal(retried.status, 0, retried.stderr);
   assert.deepEqual([...hub2.files('me/both').keys()].sort(), ['README.md', 'adapter_config.json', 'adapter_model.safetensors']);
   const after = hub2.commit('me/both');
-  assert.equal(hub2.commit('me/both'), before);
+  assert.notEqual(after, before);
   const bad = await native(['create', '--base', dirs.base, '-o', join(work, 'native-created2'), '--target-modules', 'q_proj', '--push-to', 'other/x'], { ...env, HF_TOKEN: 'hf_wrong' });
   assert.equal(bad.status, 1);
   assert.match(bad.stderr, /error: IoError: creating other\/x: Invalid credentials in Authorization header \(HTTP 401\); the output is complete in .*\n$/);
