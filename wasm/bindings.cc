@@ -311,15 +311,36 @@ std::string RenderError(const std::string& error_json, bool as_json) {
   return as_json ? RenderErrorJson(e) : RenderErrorText(e);
 }
 
-// app::ExplainInputError for the npm CLI, which gathers the same facts with Node's fs. `error_json` as for
+}  // namespace
+
+// A command line as parseCommandLine gave it to the npm CLI ({command, positional, options: {name: [values]}}).
+app::CommandLine CommandLineFromJson(const std::string& line_json) {
+  app::CommandLine line;
+  auto j = nlohmann::json::parse(line_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return line;
+  if (j.contains("command") && j["command"].is_string()) line.command = j["command"].get<std::string>();
+  if (j.contains("positional") && j["positional"].is_array())
+    for (const auto& p : j["positional"])
+      if (p.is_string()) line.positional.push_back(p.get<std::string>());
+  if (j.contains("options") && j["options"].is_object())
+    for (const auto& [name, values] : j["options"].items())
+      if (values.is_array())
+        for (const auto& v : values)
+          if (v.is_string()) line.options[name].push_back(v.get<std::string>());
+  return line;
+}
+
+namespace {
+
+// app::ExplainInputError for the npm CLI, which gathers the same facts with Node's fs (`exists`: lstat succeeds). `error_json` as for
 // renderError; `role` "tensor", "adapter" or "base". {changed: false} when the error stays as it was, else
 // {changed: true, errorJson, errorText}.
-val ExplainInputError(const std::string& error_json, const std::string& path, bool directory, const std::string& role) {
+val ExplainInputError(const std::string& error_json, const std::string& path, bool directory, bool exists, const std::string& role) {
   const Error before = ErrorFromJson(error_json);
   const app::InputRole r = role == "adapter" ? app::InputRole::kAdapter
                            : role == "base"  ? app::InputRole::kBase
                                              : app::InputRole::kTensorFile;
-  const Error after = app::ExplainInputError(before, {path, directory}, r);
+  const Error after = app::ExplainInputError(before, {path, directory, exists}, r);
   val out = val::object();
   const bool changed = after.code != before.code || after.message != before.message;
   out.set("changed", changed);
@@ -417,6 +438,57 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       for (const auto& a : j)
         if (a.is_string()) args.push_back(a.get<std::string>());
     return pb::app::CommandLineJson(args);
+  });
+  // How convert runs (app::ConvertWritesModelFolder), from the parsed line and whether IN is a directory:
+  // {"folder": bool, "usageError": text or null, "usageErrorJson": bool}.
+  function("convertRoute", +[](const std::string& line_json, bool in_is_directory) {
+    const pb::app::CommandLine line = pb::wasm::CommandLineFromJson(line_json);
+    nlohmann::json r;
+    r["folder"] = !line.positional.empty() && pb::app::ConvertWritesModelFolder(line, in_is_directory);
+    auto problem = pb::app::ConvertUsageProblem(line, r["folder"].get<bool>());
+    r["usageError"] = problem ? nlohmann::json(pb::app::RenderUsageError({line.command, *problem, line.Has("json")})) : nlohmann::json();
+    r["usageErrorJson"] = line.Has("json");
+    return r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  });
+  // A push's repo creation answered `status` (app::ClassifyCreateRepoAnswer): "created", "exists", "ask" or "failed".
+  function("createRepoAnswer", +[](int status) {
+    switch (pb::app::ClassifyCreateRepoAnswer(status)) {
+      case pb::app::CreateRepoAnswer::kCreated: return std::string("created");
+      case pb::app::CreateRepoAnswer::kExists: return std::string("exists");
+      case pb::app::CreateRepoAnswer::kAskWhetherItExists: return std::string("ask");
+      case pb::app::CreateRepoAnswer::kFailed: break;
+    }
+    return std::string("failed");
+  });
+  // `push DIR` (app::PushSkips, app::PushFolderFiles): entries_json [{path, kind: 'file'|'directory'|'other'}];
+  // {ok, files: JSON text of the names} or the failure.
+  function("pushSkips", +[](const std::string& path) { return pb::app::PushSkips(path); });
+  function("pushFolderFiles", +[](const std::string& dir, const std::string& entries_json) {
+    std::vector<pb::app::FolderEntry> entries;
+    auto j = nlohmann::json::parse(entries_json, nullptr, /*allow_exceptions=*/false);
+    if (j.is_array())
+      for (const auto& e : j)
+        if (e.is_object() && e.contains("path") && e["path"].is_string() && e.contains("kind") && e["kind"].is_string()) {
+          const std::string kind = e["kind"].get<std::string>();
+          entries.push_back({e["path"].get<std::string>(), kind == "file"        ? pb::app::EntryKind::kFile
+                                                           : kind == "directory" ? pb::app::EntryKind::kDirectory
+                                                                                 : pb::app::EntryKind::kOther});
+        }
+    auto files = pb::app::PushFolderFiles(dir, std::move(entries));
+    if (!files.ok()) return pb::wasm::FailureValue(files.error());
+    emscripten::val r = emscripten::val::object();
+    r.set("ok", true);
+    r.set("files", nlohmann::json(files.value()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    return r;
+  });
+  // What a failed --push-to's error ends with (app::PushRetryHint), from the parsed line.
+  function("pushRetryHint", +[](const std::string& line_json) {
+    const pb::app::CommandLine line = pb::wasm::CommandLineFromJson(line_json);
+    auto value = line.Value("push-to");
+    if (!value) return std::string();
+    auto target = pb::app::ParsePushTarget(*value);
+    auto* t = std::get_if<pb::app::PushTarget>(&target);
+    return t ? pb::app::PushRetryHint(line, *t) : std::string();
   });
   // --push-to (src/app/push_target.h): the target parsed, the default commit title, the summary, the no-token text.
   function("pushTarget", +[](const std::string& value) { return pb::app::PushTargetJson(value); });

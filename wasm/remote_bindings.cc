@@ -86,16 +86,19 @@ val BaseFile(const std::string& dir, const std::string& names_json) {
   return r;
 }
 
-// `files_json`: [{name, report}], each report as the core rendered it.
+// `files_json`: [{name, report, json}], each report as the core rendered it and `json` the file's RenderInspectJson
+// document (the totals are counted from it).
 std::string RenderFiles(const std::string& files_json, bool json) {
   std::vector<RenderedReport> files;
   auto parsed = ParseJson(files_json, "reports");
   if (parsed.ok() && parsed->is_array())
     for (const auto& f : parsed.value()) {
       if (!f.is_object()) continue;
-      auto name = f.find("name"), report = f.find("report");
-      if (name != f.end() && report != f.end() && name->is_string() && report->is_string())
-        files.push_back({name->get<std::string>(), report->get<std::string>()});
+      auto name = f.find("name"), report = f.find("report"), doc = f.find("json");
+      if (name == f.end() || report == f.end() || doc == f.end() || !name->is_string() || !report->is_string() || !doc->is_string())
+        continue;
+      auto totals = TotalsOfReportJson(doc->get_ref<const std::string&>());
+      files.push_back({name->get<std::string>(), report->get<std::string>(), totals.ok() ? totals.value() : InspectTotals{}});
     }
   return json ? RenderInspectFilesJson(files) : RenderInspectFilesText(files);
 }

@@ -11,8 +11,11 @@ Result<std::string> ChooseBaseFile(std::string_view dir, std::span<const std::st
   auto listed = [&](std::string_view name) { return std::find(files.begin(), files.end(), name) != files.end(); };
   if (listed(merge::kIndexFileName)) return std::string(merge::kIndexFileName);
   if (listed(kSingleModelName)) return std::string(kSingleModelName);
-  return MakeError(ErrorCode::IoError,
-                   "`" + std::string(dir) + "` has neither model.safetensors nor model.safetensors.index.json");
+  std::string message = "`" + std::string(dir) + "` has neither model.safetensors nor model.safetensors.index.json";
+  // An adapter's folder (a Hub adapter repo, most often) given where a model belongs.
+  if (listed("adapter_config.json"))
+    message += ": it is an adapter (adapter_config.json); `peft-bridge adapter-info " + std::string(dir) + "` describes it";
+  return MakeError(ErrorCode::IoError, std::move(message));
 }
 
 Result<RemoteBaseFiles> ChooseRemoteBase(const RemoteAddress& address, std::span<const std::string> listing) {

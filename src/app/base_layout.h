@@ -17,7 +17,7 @@ namespace pb::app {
 inline constexpr std::string_view kSingleModelName = "model.safetensors";
 
 // model.safetensors.index.json when listed (the shards are then the index's), else model.safetensors; IoError
-// naming `dir` when neither is listed.
+// naming `dir` when neither is listed (pointing at adapter-info when adapter_config.json is).
 Result<std::string> ChooseBaseFile(std::string_view dir, std::span<const std::string> files);
 
 // True for the name of a sharded model's index (model.safetensors.index.json, and the same file under another

@@ -10,6 +10,8 @@
 #include "app/create_report.h"
 #include "app/extract_report.h"
 #include "app/push_target.h"
+#include "app/base_layout.h"
+#include "app/remote_address.h"
 #include "app/report.h"
 #include "core/json.h"
 #include "core/utf8.h"
@@ -138,6 +140,10 @@ const std::vector<CommandSpec>& Commands() {
       if (spec.name == "merge" || spec.name == "translate" || spec.name == "combine" || spec.name == "extract" ||
           spec.name == "create")
         spec.options.insert(spec.options.end(), push.begin(), push.end());
+    // `push DIR --to OWNER/REPO[@BRANCH]`: an existing folder (a command's output whose push failed...), pushed as
+    // --push-to pushes an output; --to takes --push-to's companions.
+    list.push_back({"push", 1, 1, "exactly one DIR (a folder, or one file)", {{"to", 0, Kind::kValue}}, {"to"}});
+    list.back().options.insert(list.back().options.end(), push.begin() + 1, push.end());
     return list;
   }();
   return commands;
@@ -295,8 +301,6 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
   }
   if (spec.name == "convert") {
     if (!line.Has("quantize") && !line.Has("dtype")) return usage("--dtype is required");
-    for (const char* only : {"dry-run", "base-config"})
-      if (!line.Has("quantize") && line.Has(only)) return usage("--" + std::string(only) + " applies to convert --quantize");
     if (line.Has("quantize") && line.Has("order"))
       return usage("--order applies to convert without --quantize (which writes a model folder in the input's order)");
   }
@@ -312,8 +316,9 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     if (auto problem = CreateUsageProblem(line)) return usage(*problem);
   if (spec.name == "extract")
     if (auto problem = ExtractUsageProblem(line)) return usage(*problem);
-  if (line.Has("push-to")) {
-    auto target = ParsePushTarget(*line.Value("push-to"));
+  const std::string target_option = spec.name == "push" ? "to" : "push-to";
+  if (line.Has(target_option)) {
+    auto target = ParsePushTarget(*line.Value(target_option), "--" + target_option);
     if (auto* problem = std::get_if<std::string>(&target)) return usage(*problem);
     if (line.Has("dry-run")) return usage("--push-to pushes what the command writes, and --dry-run writes nothing");
     if (line.Has("commit-message") && line.Value("commit-message")->empty()) return usage("--commit-message is empty");
@@ -321,7 +326,6 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     for (const char* name : {"create-pr", "commit-message", "create-repo", "private"})
       if (line.Has(name)) return usage("--" + std::string(name) + " applies to --push-to OWNER/REPO[@BRANCH]");
   }
-  if (line.Has("private") && !line.Has("create-repo")) return usage("--private applies to --create-repo");
   if (spec.name == "translate" && line.Has("outtype") && line.Value("to") != "gguf")
     return usage("--outtype applies to --to gguf only (the other formats keep the adapter's dtypes)");
   return line;
@@ -393,6 +397,33 @@ std::optional<Dtype> ParseFloatDtypeName(std::string_view name) {
   if (lower == "bf16" || lower == "bfloat16") return Dtype::BF16;
   if (lower == "f16" || lower == "fp16" || lower == "float16" || lower == "half") return Dtype::F16;
   if (lower == "f32" || lower == "fp32" || lower == "float32" || lower == "float") return Dtype::F32;
+  return std::nullopt;
+}
+
+bool ConvertWritesModelFolder(const CommandLine& line, bool in_is_directory) {
+  if (line.Has("quantize") || in_is_directory) return true;
+  const std::string& in = line.positional.at(0);
+  std::string_view name = std::string_view(in).substr(in.rfind('/') == std::string::npos ? 0 : in.rfind('/') + 1);
+  if (IsRemoteArgument(in)) {
+    auto address = ParseRemoteAddress(in, "");
+    return address.ok() && NamesRemoteModel(address.value());
+  }
+  return IsModelIndexName(name);
+}
+
+std::optional<std::string> ConvertUsageProblem(const CommandLine& line, bool writes_folder) {
+  if (!writes_folder) {  // one file into one: the model folder's options have nothing to act on
+    for (const char* only : {"dry-run", "base-config"})
+      if (line.Has(only))
+        return "--" + std::string(only) + " applies to convert --quantize or of a model (its folder, its index or a Hub repo)";
+    return std::nullopt;
+  }
+  if (line.Has("order") && !line.Has("quantize"))
+    return "--order applies to the convert of one .safetensors file (a model folder is written in the input's order)";
+  // A folder named like a weights file is a mistake in the making: `convert model/ model.bf16.safetensors`.
+  if (line.positional.size() > 1 && line.positional[1].ends_with(".safetensors"))
+    return "convert of a model (`" + ClipForMessage(line.positional[0]) + "`: a folder, an index or a Hub repo) writes a model folder, and OUT `" +
+           ClipForMessage(line.positional[1]) + "` names a .safetensors file; name a folder (or convert one shard)";
   return std::nullopt;
 }
 

@@ -48,6 +48,16 @@ std::string RenderUsageError(const UsageError& error);
 // float (any case). nullopt for anything else.
 std::optional<Dtype> ParseFloatDtypeName(std::string_view name);
 
+// Whether `convert IN OUT` writes a model folder (shards, index, config.json and the model's other files), as merge
+// does with no adapter: with --quantize, or when IN is a model's folder (`in_is_directory`, the fact the CLI
+// gathered), its index (*.safetensors.index.json) or a Hub repo or folder; else it converts one file into one.
+bool ConvertWritesModelFolder(const CommandLine& line, bool in_is_directory);
+
+// The usage error of a convert (`writes_folder`: ConvertWritesModelFolder's answer) given the other route's options
+// (--order for a model folder; --dry-run, --base-config for one file) or, writing a folder, an OUT named like a
+// .safetensors file; else nullopt. The grammar cannot tell: it depends on what IN is.
+std::optional<std::string> ConvertUsageProblem(const CommandLine& line, bool writes_folder);
+
 // CommandLine as JSON ({"command","help","version","positional":[...],"options":{"name":[values]}}) or
 // {"usage_error": text}: the form the npm CLI receives from the WASM module.
 std::string CommandLineJson(std::span<const std::string> args);

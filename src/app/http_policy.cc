@@ -375,8 +375,9 @@ void HttpFilePolicy::OnTransportError(int64_t now_ms, TransportError kind) {
   std::string what;
   bool retryable = true;
   switch (kind) {
-    case TransportError::kResolve: what = "the host name did not resolve"; break;
-    case TransportError::kConnect: what = "could not connect"; break;
+    // The host named: an address's own is not in its label (hf://… resolves at HF_ENDPOINT, a redirect leaves it).
+    case TransportError::kResolve: what = "the host name `" + UrlHost(request_url_) + "` did not resolve"; break;
+    case TransportError::kConnect: what = "could not connect to `" + UrlHost(request_url_) + "`"; break;
     case TransportError::kBroken: what = "the connection broke"; break;
     case TransportError::kTls: what = "the TLS handshake or certificate check failed"; retryable = false; break;
     case TransportError::kBadScheme: what = "the URL's scheme is not supported"; retryable = false; break;

@@ -44,6 +44,12 @@ std::string UrlOrigin(std::string_view url) {
   return scheme + "://" + host;
 }
 
+std::string UrlHost(std::string_view url) {
+  std::string origin = UrlOrigin(url);
+  size_t scheme_end = origin.find("://");
+  return scheme_end == std::string::npos ? origin : origin.substr(scheme_end + 3);
+}
+
 bool UrlHasUserInfo(std::string_view url) {
   auto authority = Authority(url);
   return authority && authority->find('@') != std::string_view::npos;

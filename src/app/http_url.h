@@ -16,6 +16,9 @@ std::string UrlScheme(std::string_view url);
 // not absolute.
 std::string UrlOrigin(std::string_view url);
 
+// host[:port] of UrlOrigin (what a connection failure names); "" when `url` is not absolute.
+std::string UrlHost(std::string_view url);
+
 // True when the URL's authority carries user info (`user@` or `user:password@`).
 bool UrlHasUserInfo(std::string_view url);
 

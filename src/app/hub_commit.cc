@@ -35,7 +35,8 @@ HubCommitUrls MakeHubCommitUrls(std::string_view endpoint, std::string_view repo
   std::string base(endpoint);
   std::string rev = EncodeComponent(branch);
   std::string pr = create_pr ? "?create_pr=1" : "";
-  return {base + "/api/repos/create", base + "/api/models/" + std::string(repo) + "/branch/" + rev,
+  return {base + "/api/repos/create", base + "/api/models/" + std::string(repo),
+          base + "/api/models/" + std::string(repo) + "/branch/" + rev,
           base + "/api/models/" + std::string(repo) + "/preupload/" + rev + pr,
           base + "/" + std::string(repo) + ".git/info/lfs/objects/batch",
           base + "/api/models/" + std::string(repo) + "/commit/" + rev + pr};

@@ -15,6 +15,7 @@ namespace pb::app {
 
 struct HubCommitUrls {
   std::string create_repo;  // POST {name, organization, type}
+  std::string repo_info;    // GET: whether the repo exists (after a refused creation)
   std::string branch;       // POST: create BRANCH from main
   std::string preupload;    // POST {files: [{path, size, sample}]}
   std::string lfs_batch;    // POST git-lfs batch

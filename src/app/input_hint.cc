@@ -2,6 +2,8 @@
 
 #include <string_view>
 
+#include "app/push_target.h"
+
 namespace pb::app {
 namespace {
 
@@ -37,10 +39,22 @@ constexpr CompanionFile kCompanions[] = {
     {"model.safetensors.index.json", "a sharded model's index", "one of the shards it lists", false},
 };
 
+// A missing `dir/x.safetensors` is a file the user meant, not a repo id.
+bool NamesAFile(std::string_view path) {
+  for (std::string_view ext : {".safetensors", ".json", ".gguf", ".bin", ".pt", ".pth"})
+    if (path.ends_with(ext)) return true;
+  return false;
+}
+
 }  // namespace
 
 Error ExplainInputError(Error error, const InputProbe& probe, InputRole role) {
   const std::string quoted = "`" + probe.path + "`";
+  // `owner/repo` as huggingface_hub and transformers take it: here a local path, so the Hub needs hf://.
+  if (!probe.exists && error.code == ErrorCode::IoError && !RepoIdProblem(probe.path) && !NamesAFile(probe.path)) {
+    error.message += " (did you mean `hf://" + probe.path + "`?)";
+    return error;
+  }
   if (probe.directory) {
     // Only a one-file command refuses a directory; the others take folders (their own errors say what is missing).
     if (role == InputRole::kTensorFile && error.code == ErrorCode::IoError)

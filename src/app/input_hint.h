@@ -20,11 +20,13 @@ enum class InputRole {
 struct InputProbe {
   std::string path;
   bool directory = false;
+  bool exists = true;  // false: nothing at all is at `path` (lstat fails), so a Hub repo id may have been meant
 };
 
 // `error` (met opening or reading `probe`'s header) told as what happened, when the facts say: "`x` is a
 // directory; pass a .safetensors file inside it", "`x/adapter_config.json` is an adapter's config, not its
-// weights: pass its folder `x`". Any other error is returned unchanged.
+// weights: pass its folder `x`", "cannot open `me/lora`: No such file or directory (did you mean `hf://me/lora`?)"
+// for a path that does not exist and reads as a Hub repo id. Any other error is returned unchanged.
 Error ExplainInputError(Error error, const InputProbe& probe, InputRole role);
 
 }  // namespace pb::app

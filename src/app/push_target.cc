@@ -1,5 +1,7 @@
 #include "app/push_target.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "app/size_text.h"
@@ -50,8 +52,8 @@ std::optional<std::string> BranchProblem(std::string_view branch) {
   return std::nullopt;
 }
 
-std::variant<PushTarget, std::string> ParsePushTarget(std::string_view value) {
-  const std::string prefix = "--push-to `" + ClipForMessage(value) + "`: ";
+std::variant<PushTarget, std::string> ParsePushTarget(std::string_view value, std::string_view option) {
+  const std::string prefix = std::string(option) + " `" + ClipForMessage(value) + "`: ";
   if (value.starts_with("hf://") || value.starts_with("https://") || value.starts_with("http://"))
     return prefix + "expected OWNER/REPO[@BRANCH], a repo id, not a URL (the endpoint is HF_ENDPOINT's)";
   size_t at = value.find('@');
@@ -59,6 +61,75 @@ std::variant<PushTarget, std::string> ParsePushTarget(std::string_view value) {
   if (auto problem = RepoIdProblem(target.repo)) return prefix + *problem + " (expected OWNER/REPO[@BRANCH])";
   if (auto problem = BranchProblem(target.branch)) return prefix + *problem;
   return target;
+}
+
+CreateRepoAnswer ClassifyCreateRepoAnswer(int status) {
+  if (status >= 200 && status < 300) return CreateRepoAnswer::kCreated;
+  if (status == 409) return CreateRepoAnswer::kExists;
+  if (status == 401 || status == 402 || status == 403) return CreateRepoAnswer::kAskWhetherItExists;
+  return CreateRepoAnswer::kFailed;
+}
+
+namespace {
+
+// The entry itself (not what it is in): .git, .cache/huggingface, our temporaries.
+bool SkippedItself(std::string_view path) {
+  std::string_view last = path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1);
+  if (last == ".git" || IsOwnTemporary(last)) return true;
+  return path == ".cache/huggingface" || path.ends_with("/.cache/huggingface");
+}
+
+}  // namespace
+
+bool PushSkips(std::string_view path) {
+  for (size_t slash = path.find('/'); slash != std::string_view::npos; slash = path.find('/', slash + 1))
+    if (SkippedItself(path.substr(0, slash))) return true;  // inside a skipped folder
+  return SkippedItself(path);
+}
+
+Result<std::vector<std::string>> PushFolderFiles(std::string_view dir, std::vector<FolderEntry> entries) {
+  const std::string shown(dir);
+  std::vector<std::string> files;
+  for (const auto& e : entries) {
+    if (PushSkips(e.path)) continue;
+    if (e.path == kCommitJournalName)
+      return MakeError(ErrorCode::InvalidArgument,
+                       "`" + shown + "` holds the journal of an interrupted peft-bridge run (" + std::string(kCommitJournalName) +
+                           "): its output is not complete; run the command into it again, which completes or undoes that run");
+    if (e.kind == EntryKind::kDirectory) continue;  // its files are listed under it
+    if (e.kind != EntryKind::kFile)
+      return MakeError(ErrorCode::InvalidArgument, "`" + shown + "/" + e.path + "` is neither a file nor a folder: nothing to push for it");
+    files.push_back(e.path);
+  }
+  if (files.empty()) return MakeError(ErrorCode::InvalidArgument, "`" + shown + "` holds no file to push");
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+namespace {
+
+// `s` as a shell word: as it is when it is plain, else in single quotes.
+std::string ShellWord(const std::string& s) {
+  bool plain = !s.empty();
+  for (char c : s)
+    plain = plain && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                      c == '-' || c == '.' || c == '/' || c == '@' || c == ':' || c == '=' || c == '+' || c == ',');
+  if (plain) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+std::string PushRetryHint(const CommandLine& line, const PushTarget& target) {
+  std::optional<std::string> out = line.command == "translate" && line.positional.size() > 1 ? line.positional[1] : line.Value("out");
+  if (!out) return "";
+  std::string retry = "peft-bridge push " + ShellWord(*out) + " --to " + target.repo +
+                      (target.branch == "main" ? "" : "@" + ShellWord(target.branch));
+  if (line.Has("create-pr")) retry += " --create-pr";
+  if (line.Has("private")) retry += " --private";
+  return "; the output is complete in `" + ClipForMessage(*out) + "`: push it with `" + retry + "`";
 }
 
 std::string PushTargetJson(std::string_view value) {

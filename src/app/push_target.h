@@ -11,15 +11,23 @@
 #include <variant>
 #include <vector>
 
+#include "app/command_line.h"
+#include "app/output_policy.h"
+#include "core/result.h"
+
 namespace pb::app {
 
 // The help lines the pushing commands share (adjacent to their literal help texts).
 #define PB_PUSH_HELP                                                                                              \
   "  --push-to OWNER/REPO[@BRANCH]  then push the files written to that Hub model repo, in one commit\n"          \
-  "                      (HF_TOKEN or huggingface_hub's token file, HF_ENDPOINT; a missing BRANCH is created)\n"  \
+  "                      (HF_TOKEN or huggingface_hub's token file, HF_ENDPOINT; a missing repo or BRANCH is\n"   \
+  "                      created, as `hf upload` does; if the push fails, `peft-bridge push OUT --to ...` retries)\n" \
+  PB_PUSH_OPTIONS_HELP
+#define PB_PUSH_OPTIONS_HELP                                                                                      \
   "  --create-pr         push as a pull request (refs/pr/N) against BRANCH (default main)\n"                        \
   "  --commit-message M  the commit's title (default: peft-bridge COMMAND: N file(s))\n"                            \
-  "  --create-repo       create the repo first if it does not exist (--private: as a private repo)\n"
+  "  --private           a repo the push creates is private (an existing repo keeps its visibility)\n"             \
+  "  --create-repo       accepted for scripts written before the repo was created by default; no change\n"
 
 struct PushTarget {
   std::string repo;    // owner/name
@@ -34,8 +42,33 @@ std::optional<std::string> RepoIdProblem(std::string_view repo);
 // Why `branch` is no branch name git and the Hub take, or nullopt.
 std::optional<std::string> BranchProblem(std::string_view branch);
 
-// `OWNER/REPO[@BRANCH]` (the branch after the first '@'), or the usage message for the value.
-std::variant<PushTarget, std::string> ParsePushTarget(std::string_view value);
+// `OWNER/REPO[@BRANCH]` (the branch after the first '@'), or the usage message for the value of `option`.
+std::variant<PushTarget, std::string> ParsePushTarget(std::string_view value, std::string_view option = "--push-to");
+
+// What a push does with the answer to its repo creation (POST /api/repos/create), as huggingface_hub's `hf upload`
+// (create_repo with exist_ok=True): 200 created; 409 it exists; 401, 402 or 403 (no right to create in that
+// namespace, a token without that scope) may still mean it exists: ask (GET /api/models/OWNER/REPO) and go on
+// if it answers 200, else fail with the creation's answer; anything else fails.
+enum class CreateRepoAnswer { kCreated, kExists, kAskWhetherItExists, kFailed };
+CreateRepoAnswer ClassifyCreateRepoAnswer(int status);
+
+// `push DIR`: the files of a folder, as huggingface_hub's upload_folder takes them: every file under it, by its
+// path relative to DIR ('/'-separated), in byte order; not .git/ nor .cache/huggingface/ (its default ignore
+// patterns), nor our own temporaries (IsOwnTemporary). The edges walk DIR (not into a folder PushSkips names)
+// and list what they found, links followed (a dangling one: kOther).
+struct FolderEntry {
+  std::string path;  // relative to DIR
+  EntryKind kind = EntryKind::kFile;
+};
+// True for what a push leaves out: .git, .cache/huggingface, our temporaries, and anything inside those folders.
+bool PushSkips(std::string_view relative_path);
+// InvalidArgument naming the file for a DIR holding an interrupted run's journal (its output is not complete),
+// an entry that is neither a file nor a folder, or no file at all.
+Result<std::vector<std::string>> PushFolderFiles(std::string_view dir, std::vector<FolderEntry> entries);
+
+// Appended to a failed --push-to's error: the output is complete where the command wrote it, and how to push it
+// again: "; the output is complete in `out`: push it with `peft-bridge push out --to me/m@dev`".
+std::string PushRetryHint(const CommandLine& line, const PushTarget& target);
 
 // {"repo","branch"} or {"error": message}: ParsePushTarget for the npm CLI.
 std::string PushTargetJson(std::string_view value);

@@ -1,5 +1,7 @@
 #include "app/remote_address.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "app/base_layout.h"
@@ -60,6 +62,73 @@ bool NamesFile(std::string_view path) {
   return false;
 }
 
+// The revisions huggingface_hub reads with their '/' after '@': refs/pr/N and refs/convert/NAME (NAME of word
+// characters, '.' and '-'). Their length at the start of `s`, else 0.
+size_t SpecialRefLength(std::string_view s) {
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  if (s.starts_with("refs/pr/")) {
+    size_t n = 8;
+    while (n < s.size() && s[n] >= '0' && s[n] <= '9') ++n;
+    return n > 8 ? n : 0;
+  }
+  if (s.starts_with("refs/convert/")) {
+    size_t n = 13;
+    while (n < s.size() && (word(s[n]) || s[n] == '.' || s[n] == '-')) ++n;
+    return n > 13 ? n : 0;
+  }
+  return 0;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX sequences decoded, as Python's unquote does for a revision (`feature%2Fx` is the branch feature/x); a '%'
+// not followed by two hex digits stays as it is.
+std::string PercentDecoded(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 && HexValue(s[i + 2]) >= 0) {
+      out += static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// A revision as huggingface_hub writes it before a path: its '/' as %2F, but for refs/pr/N and refs/convert/NAME.
+std::string RevisionAsWritten(const std::string& revision) {
+  if (SpecialRefLength(revision) == revision.size()) return revision;
+  std::string out;
+  for (char c : revision) out += c == '/' ? std::string("%2F") : std::string(1, c);
+  return out;
+}
+
+// The rest of ParseRemoteAddress, once the revision is known: `rest` is owner/repo[/path].
+Result<RemoteAddress> Finish(RemoteAddress a, std::string_view rest) {
+  std::vector<std::string> parts = Split(rest, '/');
+  if (parts.size() < 2 || parts[1].empty())
+    return Invalid("`" + a.label + "` must look like hf://owner/repo[/path][@revision] or hf://owner/repo[@revision][/path]");
+  a.repo = parts[0] + "/" + parts[1];
+  for (size_t i = 2; i < parts.size(); ++i) a.path += (i > 2 ? "/" : "") + parts[i];
+  PB_RETURN_IF_ERROR(CheckSegments("repo", a.repo));
+  if (!a.path.empty())
+    PB_RETURN_IF_ERROR(CheckSegments("path", a.path));
+  a.folder = a.path.empty() || !NamesFile(a.path);
+  if (a.folder) {
+    a.url = a.endpoint + "/api/models/" + EncodeSegments(a.repo) + "/tree/" + EncodeUriComponent(a.revision) +
+            (a.path.empty() ? "" : "/" + EncodeSegments(a.path));
+  } else {
+    a.url = HubFileUrl(a, a.path, a.revision);
+  }
+  return a;
+}
+
 }  // namespace
 
 bool IsRemoteArgument(std::string_view arg) {
@@ -94,29 +163,37 @@ Result<RemoteAddress> ParseRemoteAddress(std::string_view arg, std::string_view 
   a.endpoint = std::string(endpoint.empty() ? kDefaultHubEndpoint : endpoint);
   while (!a.endpoint.empty() && a.endpoint.back() == '/') a.endpoint.pop_back();
   std::string_view rest = arg.substr(5);
+  // huggingface_hub's type prefix: models/ is the default; the other repo kinds hold no model to read.
+  if (rest.starts_with("models/")) rest.remove_prefix(7);
+  for (std::string_view kind : {"datasets", "spaces", "kernels", "buckets"})
+    if (rest.starts_with(kind) && rest.size() > kind.size() && rest[kind.size()] == '/')
+      return Invalid("`" + a.label + "` names a Hub " + std::string(kind.substr(0, kind.size() - 1)) +
+                     ", not a model repo: peft-bridge reads model repos (hf://owner/repo[@revision][/path])");
   a.revision = "main";
+  size_t first_at = rest.find('@');
+  size_t slashes = 0;
+  for (size_t i = 0; i < std::min(first_at, rest.size()); ++i) slashes += rest[i] == '/';
+  if (first_at != std::string_view::npos && slashes == 1) {
+    // huggingface_hub's form: hf://owner/repo@revision[/path], a '/' in the revision written %2F (refs/pr/N and
+    // refs/convert/NAME need none).
+    std::string_view after = rest.substr(first_at + 1);
+    size_t end = SpecialRefLength(after);
+    if (end == 0) end = std::min(after.find('/'), after.size());
+    a.revision = PercentDecoded(after.substr(0, end));
+    a.explicit_revision = a.revision_first = true;
+    std::string_view path = end < after.size() ? after.substr(end + 1) : std::string_view();
+    if (a.revision.empty()) return Invalid("`" + a.label + "` has an empty revision");
+    std::string joined = std::string(rest.substr(0, first_at)) + (path.empty() ? "" : "/" + std::string(path));
+    return Finish(std::move(a), joined);
+  }
+  // Ours: hf://owner/repo[/path][@revision], the revision after the last '@' (it may hold '/', as refs/pr/1).
   if (size_t at = rest.rfind('@'); at != std::string_view::npos) {
-    a.revision = std::string(rest.substr(at + 1));
+    a.revision = PercentDecoded(rest.substr(at + 1));
     a.explicit_revision = true;
     rest = rest.substr(0, at);
     if (a.revision.empty()) return Invalid("`" + a.label + "` has an empty revision");
   }
-  std::vector<std::string> parts = Split(rest, '/');
-  if (parts.size() < 2 || parts[1].empty())
-    return Invalid("`" + a.label + "` must look like hf://owner/repo[/path][@revision]");
-  a.repo = parts[0] + "/" + parts[1];
-  for (size_t i = 2; i < parts.size(); ++i) a.path += (i > 2 ? "/" : "") + parts[i];
-  PB_RETURN_IF_ERROR(CheckSegments("repo", a.repo));
-  if (!a.path.empty())
-    PB_RETURN_IF_ERROR(CheckSegments("path", a.path));
-  a.folder = a.path.empty() || !NamesFile(a.path);
-  if (a.folder) {
-    a.url = a.endpoint + "/api/models/" + EncodeSegments(a.repo) + "/tree/" + EncodeUriComponent(a.revision) +
-            (a.path.empty() ? "" : "/" + EncodeSegments(a.path));
-  } else {
-    a.url = HubFileUrl(a, a.path, a.revision);
-  }
-  return a;
+  return Finish(std::move(a), rest);
 }
 
 Result<RemoteFile> RemoteFileAddress(std::string_view arg, std::string_view endpoint) {
@@ -135,7 +212,8 @@ RemoteFile RemoteEntry(const RemoteAddress& a, std::string_view name, const std:
   }
   std::string dir = a.folder ? a.path : a.path.substr(0, a.path.rfind('/') == std::string::npos ? 0 : a.path.rfind('/'));
   std::string path = dir.empty() ? std::string(name) : dir + "/" + std::string(name);
-  std::string label = "hf://" + a.repo + "/" + path + (a.explicit_revision ? "@" + a.revision : "");
+  std::string label = a.revision_first ? "hf://" + a.repo + "@" + RevisionAsWritten(a.revision) + "/" + path
+                                       : "hf://" + a.repo + "/" + path + (a.explicit_revision ? "@" + a.revision : "");
   return {HubFileUrl(a, path, commit.value_or(a.revision)), label};
 }
 

@@ -1,6 +1,7 @@
 // What a remote argument of the CLIs names, written once so both CLIs read the same files: an http(s) URL (one
 // file), or a Hub address hf://owner/repo[/path][@revision], which names one file when its last segment ends in
-// .safetensors or .json (or .bin, .pt, .pth: pickles, refused by name) and a folder otherwise (the repo itself without a path). A folder is listed with the
+// .safetensors or .json (or .bin, .pt, .pth: pickles, refused by name) and a folder otherwise (the repo itself
+// without a path); huggingface_hub's hf://owner/repo@revision/path names the same (ParseRemoteAddress). A folder is listed with the
 // Hub's tree API; the files of a model or an adapter in it are then chosen by the rules of a local directory
 // (app/adapter_files.h, app/base_layout.h). Sans-I/O: the CLIs fetch, this only says what.
 #pragma once
@@ -31,6 +32,7 @@ struct RemoteAddress {
   bool hub = false;
   std::string endpoint, repo, revision, path;  // path: the file, or the folder ("" for the repo's root)
   bool explicit_revision = false;
+  bool revision_first = false;  // written hf://owner/repo@revision/path (huggingface_hub's form): labels follow it
 };
 
 // True for an argument naming something remote: http://, https:// or hf:// (any case).
@@ -39,9 +41,15 @@ bool IsRemoteArgument(std::string_view arg);
 // JavaScript's encodeURIComponent, so that every client requests the same URL.
 std::string EncodeUriComponent(std::string_view s);
 
-// `arg` (IsRemoteArgument) resolved against the Hub `endpoint` (HF_ENDPOINT; trailing '/' ignored). The revision
-// follows the last '@' (it may hold '/', as refs/pr/1, and is sent as one segment); InvalidArgument for fewer than
-// owner/repo, an empty revision, or an empty, '.' or '..' segment.
+// `arg` (IsRemoteArgument) resolved against the Hub `endpoint` (HF_ENDPOINT; trailing '/' ignored). Hub
+// addresses are read in either form, naming the same thing:
+//  - huggingface_hub's (HfFileSystem, parse_hf_uri): hf://[models/]owner/repo@revision[/path], when the first
+//    '@' follows owner/repo; the revision ends at the next '/' (a '/' in it written %2F), but refs/pr/N and
+//    refs/convert/NAME are read whole;
+//  - ours: hf://owner/repo[/path][@revision], the revision after the last '@' (it may hold '/', as refs/pr/1).
+// Either revision is %XX-decoded, as huggingface_hub decodes it. InvalidArgument for a datasets/, spaces/,
+// kernels/ or buckets/ address (no model repo), fewer than owner/repo, an empty revision, or an empty, '.' or
+// '..' segment.
 Result<RemoteAddress> ParseRemoteAddress(std::string_view arg, std::string_view endpoint);
 
 // `arg` as one file, whatever its name (the JS API's openRemote / readTensor / inspect of an address): an

@@ -81,12 +81,74 @@ std::string RenderInspectText(const Header& h) {
   return out;
 }
 
+InspectTotals TotalsOf(const Header& h) {
+  InspectTotals t{1, h.tensor_count(), h.header_size(), h.data_size(), h.file_size(), ParametersByDtype(h)};
+  return t;
+}
+
+Result<InspectTotals> TotalsOfReportJson(std::string_view report_json) {
+  auto bad = [] { return MakeError(ErrorCode::InvalidArgument, "not an inspect report"); };
+  auto parsed = ParseJson(report_json, "an inspect report");
+  if (!parsed.ok() || !parsed->is_object()) return bad();
+  const Json& j = parsed.value();
+  auto number = [&](const char* key, uint64_t& out) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_unsigned()) return false;
+    out = it->get<uint64_t>();
+    return true;
+  };
+  InspectTotals t;
+  t.files = 1;
+  auto tensors = j.find("tensors");
+  auto parameters = j.find("parameters");
+  if (!number("headerSize", t.header_size) || !number("dataSize", t.data_size) || !number("fileSize", t.file_size) ||
+      tensors == j.end() || !tensors->is_array() || parameters == j.end() || !parameters->is_object())
+    return bad();
+  t.tensors = tensors->size();
+  for (const auto& [name, n] : parameters->items()) {
+    auto dtype = ParseDtype(name);
+    if (!dtype || !n.is_number_unsigned()) return bad();
+    t.parameters[*dtype] += n.get<uint64_t>();
+  }
+  return t;
+}
+
+namespace {
+
+InspectTotals Sum(std::span<const RenderedReport> files) {
+  InspectTotals sum;
+  for (const auto& f : files) {
+    sum.files += f.totals.files;
+    sum.tensors += f.totals.tensors;
+    sum.header_size += f.totals.header_size;
+    sum.data_size += f.totals.data_size;
+    sum.file_size += f.totals.file_size;
+    for (const auto& [dtype, n] : f.totals.parameters) sum.parameters[dtype] += n;
+  }
+  return sum;
+}
+
+}  // namespace
+
 std::string RenderInspectFilesText(std::span<const RenderedReport> files) {
   std::string out;
   for (size_t i = 0; i < files.size(); ++i) {
     if (i) out += '\n';
     out += "==> " + Printable(files[i].name) + " <==\n" + files[i].report;
   }
+  if (files.size() < 2) return out;
+  const InspectTotals t = Sum(files);
+  out += "\n==> total: " + std::to_string(files.size()) + " files <==\n";
+  out += "header: " + WithThousands(t.header_size) + " bytes, data: " + WithThousands(t.data_size) +
+         " bytes, files: " + WithThousands(t.file_size) + " bytes\n";
+  out += "tensors: " + WithThousands(t.tensors) + "\n";
+  out += "parameters:\n";
+  uint64_t total = 0;
+  for (const auto& [dtype, n] : t.parameters) {
+    out += "  " + std::string(DtypeName(dtype)) + ": " + WithThousands(n) + "\n";
+    total += n;
+  }
+  out += "  total: " + WithThousands(total) + "\n";
   return out;
 }
 
@@ -102,7 +164,19 @@ std::string RenderInspectFilesJson(std::span<const RenderedReport> files) {
     out += report;
     out += '}';
   }
-  return out + "]}\n";
+  const InspectTotals t = Sum(files);
+  out += "],\"total\":{\"files\":" + std::to_string(t.files) + ",\"tensors\":" + std::to_string(t.tensors) +
+         ",\"headerSize\":" + std::to_string(t.header_size) + ",\"dataSize\":" + std::to_string(t.data_size) +
+         ",\"fileSize\":" + std::to_string(t.file_size) + ",\"parameters\":{";
+  uint64_t total = 0;
+  bool first = true;
+  for (const auto& [dtype, n] : t.parameters) {
+    if (!first) out += ',';
+    first = false;
+    out += "\"" + std::string(DtypeName(dtype)) + "\":" + std::to_string(n);
+    total += n;
+  }
+  return out + "},\"totalParameters\":" + std::to_string(total) + "}}\n";
 }
 
 std::string RenderInspectJson(const Header& h) { return RenderInspectJsonWith(h, true); }

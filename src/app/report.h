@@ -2,11 +2,14 @@
 // npm package's CLI (WASM under Node) print byte-identical output.
 #pragma once
 
+#include <map>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "convert/convert_stream.h"
 #include "core/header.h"
+#include "core/result.h"
 
 namespace pb {
 
@@ -20,12 +23,22 @@ std::string RenderInspectJson(const Header& header);
 std::string RenderInspectSummaryJson(const Header& header);
 // RenderInspectJson when `with_tensors`, else RenderInspectSummaryJson.
 std::string RenderInspectJsonWith(const Header& header, bool with_tensors);
-// `inspect` of a sharded model or a Hub repo: every file's report, as RenderInspectText (or Json) made it, under
-// the file's name ("==> name <==" lines between the text reports, as `head` shows several files; in JSON
-// {"ok":true,"files":[{"path":name,"report":{...}}...]}). The edges render each file and join them here.
+// `inspect` of a sharded model (a local folder or index, a Hub repo, an index URL): every file's report, as
+// RenderInspectText (or Json) made it, under the file's name ("==> name <==" lines between the text reports, as
+// `head` shows several files), then the totals over all files ("==> total: N files <==" in text when there are
+// several; in JSON {"ok":true,"files":[{"path":name,"report":{...}}...],"total":{files, tensors, headerSize,
+// dataSize, fileSize, parameters, totalParameters}}). The edges render each file and join them here.
+struct InspectTotals {
+  uint64_t files = 0, tensors = 0, header_size = 0, data_size = 0, file_size = 0;
+  std::map<Dtype, uint64_t> parameters;  // elements per dtype
+};
+InspectTotals TotalsOf(const Header& header);
+// The same numbers from a file's RenderInspectJson document (the npm CLI's edge has the document, not the Header).
+Result<InspectTotals> TotalsOfReportJson(std::string_view report_json);
 struct RenderedReport {
   std::string name;
   std::string report;
+  InspectTotals totals;  // this file's
 };
 std::string RenderInspectFilesText(std::span<const RenderedReport> files);
 std::string RenderInspectFilesJson(std::span<const RenderedReport> files);

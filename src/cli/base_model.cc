@@ -15,6 +15,7 @@
 #include "cli/file_io.h"
 #include "cli/http_source.h"
 #include "cli/input_facts.h"
+#include "cli/local_model.h"
 
 namespace pb::cli {
 namespace {
@@ -132,32 +133,11 @@ Result<BaseModel> OpenRemoteBase(const std::string& given) {
 
 Result<BaseModel> OpenLocalBase(const std::string& path) {
   BaseModel base;
-  base.is_directory = IsDirectory(path);
-  if (base.is_directory) {
-    base.dir = path;
-    if (IsRegularFile(Join(path, "model.safetensors.index.json"))) {
-      PB_ASSIGN_OR_RETURN(auto text, ReadText(Join(path, "model.safetensors.index.json")));
-      PB_ASSIGN_OR_RETURN(auto index, merge::ParseModelIndex(text));
-      base.shard_names = index.shard_names;
-      base.index = std::move(index);
-    } else if (IsRegularFile(Join(path, "model.safetensors"))) {
-      base.shard_names.push_back("model.safetensors");
-    } else {
-      return MakeError(ErrorCode::IoError, "`" + path + "` has neither model.safetensors nor model.safetensors.index.json");
-    }
-  } else {
-    size_t slash = path.rfind('/');
-    base.dir = slash == std::string::npos ? "." : path.substr(0, slash);
-    std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-    if (app::IsModelIndexName(name)) {  // the index of a sharded model: its shards are beside it
-      PB_ASSIGN_OR_RETURN(auto text, ReadText(path));
-      PB_ASSIGN_OR_RETURN(auto index, merge::ParseModelIndex(text));
-      base.shard_names = index.shard_names;
-      base.index = std::move(index);
-    } else {
-      base.shard_names.push_back(std::move(name));
-    }
-  }
+  PB_ASSIGN_OR_RETURN(auto files, ChooseLocalModel(path));  // the rule of a remote folder's files
+  base.is_directory = files.is_directory;
+  base.dir = std::move(files.dir);
+  base.shard_names = std::move(files.shard_names);
+  base.index = std::move(files.index);
   if (IsRegularFile(Join(base.dir, "config.json"))) {
     PB_ASSIGN_OR_RETURN(auto text, ReadText(Join(base.dir, "config.json")));
     base.config = std::move(text);

@@ -23,6 +23,8 @@ int RunCreate(const app::CommandLine& line);
 int RunExtract(const app::CommandLine& line);
 // --push-to: pushes the files the command committed (push_command.cc); 0, or 1 after reporting the failure.
 int RunPush(const app::CommandLine& line);
+// `push DIR --to OWNER/REPO[@BRANCH]`: a folder's files (or one file), pushed as --push-to pushes an output.
+int RunPushCommand(const app::CommandLine& line);
 
 // app::ExplainInputError with the facts of `path` (an input as the user named it).
 Error ExplainInput(Error error, const std::string& path, app::InputRole role);

@@ -3,7 +3,9 @@
 #include "cli/commands.h"
 #include "cli/file_io.h"
 #include "cli/http_source.h"
+#include "cli/local_model.h"
 #include "cli/remote_model.h"
+#include "app/base_layout.h"
 #include "app/cli_text.h"
 #include "app/input_hint.h"
 #include "app/report.h"
@@ -25,6 +27,14 @@ int RunInspect(const app::CommandLine& line) {
       WriteText(stdout, out.value());
       return 0;
     }
+  }
+  // A model's folder or its index, as for a Hub repo: every shard's header and the totals.
+  if (!IsRemoteAddress(positional[0]) &&
+      (IsDirectory(positional[0]) || app::IsModelIndexName(positional[0].substr(positional[0].rfind('/') + 1)))) {
+    auto out = InspectLocalModel(positional[0], json);
+    if (!out.ok()) return fail(ExplainInput(out.error(), positional[0], app::InputRole::kBase));
+    WriteText(stdout, out.value());
+    return 0;
   }
   auto read_header = [](const std::string& arg) -> Result<Header> {
     if (IsRemoteAddress(arg)) return ReadRemoteHeader(arg);  // http(s):// or hf://: Range requests

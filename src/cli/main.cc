@@ -1,4 +1,6 @@
 // peft-bridge native CLI: argument dispatch only; the commands live in *_command.cc.
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -22,7 +24,8 @@ int UsageError(const app::UsageError& error) {
 }
 
 Error ExplainInput(Error error, const std::string& path, app::InputRole role) {
-  return app::ExplainInputError(std::move(error), {path, IsDirectory(path)}, role);
+  struct stat st;
+  return app::ExplainInputError(std::move(error), {path, IsDirectory(path), ::lstat(path.c_str(), &st) == 0}, role);
 }
 
 int ReportFailure(const Error& error, bool json) {
@@ -72,9 +75,15 @@ int Run(const std::vector<std::string>& args) {
     return 0;
   }
   if (line.command == "inspect") return pb::cli::RunInspect(line);
-  // convert --quantize writes a model folder (shards, index, config.json) as merge does, with no adapter.
-  if (line.command == "convert") return line.Has("quantize") ? pb::cli::RunMerge(line) : pb::cli::RunConvert(line);
+  // convert --quantize, or of a model's folder or index, writes a model folder (shards, index, config.json) as merge
+  // does, with no adapter.
+  if (line.command == "convert") {
+    const bool folder = pb::app::ConvertWritesModelFolder(line, pb::cli::IsDirectory(line.positional[0]));
+    if (auto problem = pb::app::ConvertUsageProblem(line, folder)) return pb::cli::UsageError({line.command, *problem, line.Has("json")});
+    return folder ? pb::cli::RunMerge(line) : pb::cli::RunConvert(line);
+  }
   if (line.command == "adapter-info") return pb::cli::RunAdapterInfo(line);
+  if (line.command == "push") return pb::cli::RunPushCommand(line);
   // --push-to (merge, translate, combine, create, extract): what the command wrote, pushed once it succeeded.
   auto push = [&](int status) { return status == 0 && line.Has("push-to") ? pb::cli::RunPush(line) : status; };
   if (line.command == "create") return push(pb::cli::RunCreate(line));

@@ -5,6 +5,7 @@
 // this file is the libcurl transport, the file reads and the retries (every call but the commit, which is the
 // only one that changes the repo and is never retried).
 #include <curl/curl.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "app/push_target.h"
 #include "app/sha256.h"
 #include "cli/commands.h"
+#include "cli/file_io.h"
 #include "cli/http_source.h"
 #include "cli/output_transaction.h"
 #include "cli/text_output.h"
@@ -239,7 +241,9 @@ struct PushFile {
   std::string oid;
 };
 
-Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarget& target, const std::string& token) {
+// Pushes `files` ({name in the repo, local path}) to `target`, creating the repo when it is missing, as `hf upload`.
+Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarget& target, const std::string& token,
+                              const std::vector<CommittedOutput>& outputs) {
   const bool create_pr = line.Has("create-pr");
   const std::string endpoint = HubEndpoint();
   const auto urls = app::MakeHubCommitUrls(endpoint, target.repo, target.branch, create_pr);
@@ -248,20 +252,29 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
   const std::string pushing = "pushing to " + target.repo;
 
   std::vector<PushFile> files;
-  for (const auto& c : CommittedOutputs()) {
+  for (const auto& c : outputs) {
     struct stat st;
     if (::stat(c.path.c_str(), &st) != 0) return MakeError(ErrorCode::IoError, "cannot read `" + c.path + "`");
     files.push_back({c.name, c.path, static_cast<uint64_t>(st.st_size)});
   }
   if (files.empty()) return MakeError(ErrorCode::IoError, "nothing was written to push");
 
-  if (line.Has("create-repo")) {
+  {  // the repo, created when missing (app::ClassifyCreateRepoAnswer: huggingface_hub's create_repo(exist_ok=True))
     size_t slash = target.repo.find('/');
     nlohmann::json request = {{"name", target.repo.substr(slash + 1)}, {"organization", target.repo.substr(0, slash)}, {"type", "model"}};
     if (line.Has("private")) request["visibility"] = "private";
     std::string text = request.dump();
     PB_ASSIGN_OR_RETURN(auto a, Call("POST", urls.create_repo, {auth, json}, {.text = &text}, true));
-    if (a.status != 200 && a.status != 409) return HubFailure("creating " + target.repo, a);
+    switch (app::ClassifyCreateRepoAnswer(static_cast<int>(a.status))) {
+      case app::CreateRepoAnswer::kCreated:
+      case app::CreateRepoAnswer::kExists: break;
+      case app::CreateRepoAnswer::kAskWhetherItExists: {
+        PB_ASSIGN_OR_RETURN(auto info, Call("GET", urls.repo_info, {auth}, {}, true));
+        if (info.status != 200) return HubFailure("creating " + target.repo, a);
+        break;
+      }
+      case app::CreateRepoAnswer::kFailed: return HubFailure("creating " + target.repo, a);
+    }
   }
   if (target.branch != "main" && !target.branch.starts_with("refs/")) {
     std::string text = "{}";
@@ -346,20 +359,74 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
   return outcome;
 }
 
+// The push of `files` to the target in `value` (--push-to's or --to's), its summary on `summary_to`; a failed
+// --push-to says how to push the written output again (app::PushRetryHint).
+int PushFiles(const app::CommandLine& line, const std::string& value, const std::vector<CommittedOutput>& files,
+              FILE* summary_to, bool with_retry_hint) {
+  auto parsed = app::ParsePushTarget(value);
+  if (auto* problem = std::get_if<std::string>(&parsed)) return ReportFailure(MakeError(ErrorCode::InvalidArgument, *problem), false);
+  const auto& target = std::get<app::PushTarget>(parsed);
+  const std::string hint = with_retry_hint ? app::PushRetryHint(line, target) : "";
+  auto failed = [&](Error e) {
+    e.message += hint;
+    return ReportFailure(e, false);  // on stderr: stdout holds the command's summary
+  };
+  std::string token = HubToken();
+  if (token.empty()) return failed(MakeError(ErrorCode::InvalidArgument, std::string(app::kPushNeedsToken)));
+  auto outcome = Push(line, target, token, files);
+  if (!outcome.ok()) return failed(outcome.error());
+  if (!line.Has("quiet")) {
+    std::string text = app::RenderPushOutcome(outcome.value());
+    WriteText(summary_to, text);
+  }
+  return 0;
+}
+
+// Every entry under `dir` (relative paths), links followed, not descending into what app::PushSkips names.
+void ListFolder(const std::string& dir, const std::string& prefix, std::vector<app::FolderEntry>& entries) {
+  DIR* d = ::opendir((prefix.empty() ? dir : dir + "/" + prefix).c_str());
+  if (!d) return;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    std::string path = prefix.empty() ? name : prefix + "/" + name;
+    struct stat st;
+    app::EntryKind kind = app::EntryKind::kOther;
+    if (::stat((dir + "/" + path).c_str(), &st) == 0)
+      kind = S_ISREG(st.st_mode) ? app::EntryKind::kFile : S_ISDIR(st.st_mode) ? app::EntryKind::kDirectory : app::EntryKind::kOther;
+    entries.push_back({path, kind});
+    struct stat own;  // into real folders only: a link to a folder could lead back up
+    if (kind == app::EntryKind::kDirectory && !app::PushSkips(path) && ::lstat((dir + "/" + path).c_str(), &own) == 0 && S_ISDIR(own.st_mode))
+      ListFolder(dir, path, entries);
+  }
+  ::closedir(d);
+}
+
 }  // namespace
 
 int RunPush(const app::CommandLine& line) {
-  auto parsed = app::ParsePushTarget(*line.Value("push-to"));
-  if (auto* problem = std::get_if<std::string>(&parsed)) return ReportFailure(MakeError(ErrorCode::InvalidArgument, *problem), false);
-  std::string token = HubToken();
-  if (token.empty()) return ReportFailure(MakeError(ErrorCode::InvalidArgument, std::string(app::kPushNeedsToken)), false);
-  auto outcome = Push(line, std::get<app::PushTarget>(parsed), token);
-  if (!outcome.ok()) return ReportFailure(outcome.error(), false);  // on stderr: stdout holds the command's summary
-  if (!line.Has("quiet")) {
-    std::string text = app::RenderPushOutcome(outcome.value());
-    WriteText(stderr, text);
+  return PushFiles(line, *line.Value("push-to"), CommittedOutputs(), stderr, true);
+}
+
+int RunPushCommand(const app::CommandLine& line) {
+  const std::string& dir = line.positional[0];
+  std::vector<CommittedOutput> files;
+  if (IsDirectory(dir)) {
+    std::vector<app::FolderEntry> entries;
+    ListFolder(dir, "", entries);
+    auto names = app::PushFolderFiles(dir, std::move(entries));
+    if (!names.ok()) return ReportFailure(names.error(), false);
+    for (const auto& name : names.value()) files.push_back({name, dir + "/" + name});
+  } else if (IsRegularFile(dir)) {
+    files.push_back({dir.substr(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/') + 1), dir});
+  } else {
+    struct stat st;
+    const bool exists = ::lstat(dir.c_str(), &st) == 0;
+    return ReportFailure(MakeError(exists ? ErrorCode::InvalidArgument : ErrorCode::IoError,
+                                   exists ? "`" + dir + "` is neither a folder nor a file" : "cannot open `" + dir + "`: No such file or directory"),
+                         false);
   }
-  return 0;
+  return PushFiles(line, *line.Value("to"), files, stdout, false);
 }
 
 }  // namespace pb::cli

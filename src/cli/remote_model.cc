@@ -40,7 +40,7 @@ Result<std::string> InspectRemoteModel(const app::RemoteAddress& a, bool json) {
       e.message = name + ": " + e.message;  // as a local merge names the shard
       return e;
     }
-    reports.push_back({name, json ? RenderInspectJson(header.value()) : RenderInspectText(header.value())});
+    reports.push_back({name, json ? RenderInspectJson(header.value()) : RenderInspectText(header.value()), TotalsOf(header.value())});
     headers.push_back(std::move(header.value()));
   }
   if (index) {  // every weight_map entry must be in the shard it names

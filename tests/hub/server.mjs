@@ -7,6 +7,7 @@
 //       on the same server, with X-Linked-Etag, X-Linked-Size and X-Repo-Commit, as the Hub does;
 //     - small files are served right there (200/206) with X-Repo-Commit.
 //   GET /api/models/{owner}/{repo}/tree/{revision}[/{folder}]: the folder's entries (files and directories).
+//   GET /api/models/{owner}/{repo}: the repo's info (whether it exists: a push asks after a refused creation).
 //   GET/HEAD /cdn/{sha256}: the bytes, with Range (206 + Content-Range, 416 when unsatisfiable), Accept-Ranges
 //     and a strong ETag (the content hash, so a changed file has a new ETag).
 //   OPTIONS: CORS preflight. Every answer carries Access-Control-Allow-Origin: * and exposes the headers a
@@ -16,7 +17,8 @@
 //
 // The commit API, as the Hub documents it and @huggingface/hub's commit() uses it (write access: see `owners`):
 //   POST /api/repos/create {name, organization?, type?, visibility?: 'private'|'public' (or private: bool)}: a new
-//     empty model repo (409 if it exists).
+//     empty model repo (409 if it exists; 401/403 as for any write to the namespace, whether or not it exists,
+//     as the Hub refuses a token that may not create there).
 //   POST /api/models/{owner}/{repo}/branch/{branch} {startingPoint?}: a branch at main (or startingPoint).
 //   POST /api/models/{owner}/{repo}/preupload/{revision}[?create_pr=1] {files: [{path, size, sample}]}:
 //     {files: [{path, uploadMode: 'lfs'|'regular', shouldIgnore: false}], commitOid}; 'lfs' for files over
@@ -715,6 +717,32 @@ export async function startHub(options = {}) {
       if (repos.get(blob.repo)?.files.get(blob.path)?.hash === segments[1]) applyChanges(blob.repo, blob.path);
       if (blob.expired) return error(res, 403, 'Expired', 'Request has expired');
       return sendFile(req, res, { bytes: blob.bytes, hash: segments[1] }, faultsFor(blob.repo, blob.path), {});
+    }
+
+    // api/models/{owner}/{repo}: the repo's info (huggingface_hub's repo_info / model_info, @huggingface/hub's
+    // repoExists), here {_id, id, modelId, author, sha, private, siblings}; 404 for a repo that does not exist, 401
+    // for a private one without its token (the Hub does not tell it exists).
+    if (segments[0] === 'api' && segments[1] === 'models' && segments.length === 4) {
+      entry.kind = 'repoInfo';
+      let repo;
+      try {
+        repo = `${decodeURIComponent(segments[2])}/${decodeURIComponent(segments[3])}`;
+      } catch {
+        return error(res, 400, 'BadRequest', 'Malformed URL');
+      }
+      entry.repo = repo;
+      const r = repos.get(repo);
+      if (!r) return error(res, 404, 'RepoNotFound', 'Repository not found');
+      const refused = denied(req, res, repo);
+      if (refused) return refused;
+      const main = refOf(r, 'main');
+      const body = JSON.stringify({
+        _id: createHash('sha1').update(repo).digest('hex').slice(0, 24), id: repo, modelId: repo, author: repo.split('/')[0],
+        sha: main?.commit, private: tokens.has(repo), siblings: main ? [...main.files.keys()].map((rfilename) => ({ rfilename })) : [],
+      });
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) });
+      res.end(req.method === 'HEAD' ? undefined : body);
+      return 200;
     }
 
     // api/models/{owner}/{repo}/tree/{revision}[/{folder...}]: the folder's direct entries, as the Hub lists them

@@ -175,8 +175,8 @@ test('a FIFO or a directory as input fails at once: `PATH` is not a regular file
     if (made.status === 0) paths.push(fifo);
     else t.diagnostic('mkfifo unavailable: only the directory case runs');
     for (const path of paths) {
-      // A directory is told as one, with what to pass instead (src/app/input_hint.cc).
-      const what = path === dir ? 'is a directory, not a safetensors file; pass a .safetensors file inside it' : 'is not a regular file';
+      // A directory is read as a model's folder (src/cli/local_model.cc): this one has none.
+      const what = path === dir ? 'has neither model.safetensors nor model.safetensors.index.json' : 'is not a regular file';
       const text = run(['inspect', path]);
       assert.equal(text.status, 1, path);
       assert.equal(text.stdout, '');
@@ -188,7 +188,7 @@ test('a FIFO or a directory as input fails at once: `PATH` is not a regular file
         ok: false,
         error: { code: 'IoError', message: `\`${path}\` ${what}`, tensor: null, offset: null },
       });
-      const conv = run(['convert', path, join(dir, 'out.safetensors'), '--dtype', 'bf16']);
+      const conv = run(['convert', path, join(dir, 'out'), '--dtype', 'bf16']);
       assert.equal(conv.status, 1);
       assert.equal(conv.stderr, `error: IoError: \`${path}\` ${what}\n`);
     }

@@ -80,14 +80,14 @@ test('the JS API says the same when it reads such a source', async () => {
   }
 });
 
-test('a directory given to inspect or convert says so, in both CLIs', (t) => {
+test('a directory given to inspect or convert is read as a model folder: one without a model says what it lacks', (t) => {
   const dir = tempDir(t);
   mkdirSync(join(dir, 'model'));
-  for (const args of [['inspect', 'model'], ['convert', 'model', 'out.safetensors', '--dtype', 'bf16']]) {
+  for (const args of [['inspect', 'model'], ['convert', 'model', 'out', '--dtype', 'bf16']]) {
     const error = failsBoth(t, args, dir);
     assert.deepEqual(error, {
       code: 'IoError',
-      message: '`model` is a directory, not a safetensors file; pass a .safetensors file inside it',
+      message: '`model` has neither model.safetensors nor model.safetensors.index.json',
       tensor: null,
       offset: null,
     });

@@ -6,7 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { downloadFile, listFiles } from '@huggingface/hub';
@@ -23,7 +23,7 @@ let hub;
 before(async () => {
   await writeAdapter(dirs.adapter, { layers: 2, hidden: 64 });
   await writeShardedBase(dirs.base, { shards: 2, layers: 2, hidden: 64, vocab: 100 });
-  hub = await startHub({ files: { 'me/existing': { 'README.md': 'hello' } }, owners: { me: TOKEN, other: 'hf_other' } });
+  hub = await startHub({ files: { 'me/existing': { 'README.md': 'hello' }, 'other/open': { 'README.md': 'public' } }, owners: { me: TOKEN, other: 'hf_other' } });
 });
 after(async () => {
   await hub?.close();
@@ -75,7 +75,8 @@ test('merge --push-to: the merged folder in one commit, read back with huggingfa
   assert.equal(remote.status, 0, remote.stderr);
   const expected = [];
   for (const s of names.filter((n) => n.endsWith('.safetensors'))) expected.push(`==> ${s} <==\n${(await npm(['inspect', join(out, s)])).stdout}`);
-  assert.equal(remote.stdout, expected.join('\n'));
+  assert.ok(remote.stdout.startsWith(`${expected.join('\n')}\n==> total: 2 files <==\n`), remote.stdout);
+  assert.equal(remote.stdout, (await npm(['inspect', out])).stdout, 'as the local folder inspected');
   if (hasNativeCli) assert.deepEqual(await native(['inspect', 'hf://me/merged']), remote);
   const commitBody = hub.requests.find((x) => x.kind === 'commit');
   assert.equal(commitBody.auth, `Bearer ${TOKEN}`);
@@ -122,13 +123,17 @@ test('create and extract --push-to; a 503 on an upload is retried; a failing com
   const before = hub.commit('me/existing');
   const e = await npm(['extract', '--base', dirs.base, '--tuned', join(work, 'merged'), '--rank', '8', '-o', extracted, '--push-to', 'me/existing']);
   assert.equal(e.status, 1);
-  assert.equal(e.stderr.split('\n').at(-2), 'error: IoError: pushing to me/existing: Injected failure (HTTP 500)');
+  assert.equal(
+    e.stderr.split('\n').at(-2),
+    `error: IoError: pushing to me/existing: Injected failure (HTTP 500); the output is complete in \`${extracted}\`: push it with \`peft-bridge push ${extracted} --to me/existing\``,
+  );
   assert.equal(hub.commit('me/existing'), before, 'no partial commit');
   assert.deepEqual(readdirSync(extracted).sort(), ['adapter_config.json', 'adapter_model.safetensors'], 'the local output stays');
-  // pushed again, it goes through, the LFS object uploaded once
+  // pushed again as the error says, it goes through, the LFS object uploaded once
   const uploads = hub.log('upload').length;
-  const again = await npm(['extract', '--base', dirs.base, '--tuned', join(work, 'merged'), '--rank', '8', '-o', extracted, '--force', '--push-to', 'me/existing']);
+  const again = await npm(['push', extracted, '--to', 'me/existing']);
   assert.equal(again.status, 0, again.stderr);
+  assert.match(again.stdout, /^pushed 2 files \(1 through LFS\), .* to me\/existing@main: commit [0-9a-f]{12}\n/);
   assert.equal(hub.log('upload').length, uploads);
   await assertPushed('me/existing', extracted);
 });
@@ -143,12 +148,11 @@ test('tokens: none, unknown, without rights: exit 1 with the reason, nothing com
   const bad = await npm(args(2), { HF_TOKEN: 'hf_wrong' });
   assert.equal(bad.status, 1);
   assert.match(bad.stderr, /Invalid credentials in Authorization header.*\(HTTP 401\)/);
+  // a repo in a namespace the token may not create in, that does not exist either: the creation's refusal
   const other = await npm(args(3, 'other/repo'), {});
   assert.equal(other.status, 1);
-  assert.match(other.stderr, /404/, 'a repo that does not exist, without --create-repo');
-  const rights = await npm([...args(4, 'other/repo'), '--create-repo'], {});
-  assert.equal(rights.status, 1);
-  assert.match(rights.stderr, /You don't have the rights to write to other\/repo.*\(HTTP 403\)/);
+  assert.match(other.stderr, /error: IoError: creating other\/repo: You don't have the rights to write to other\/repo \(HTTP 403\); the output/);
+  assert.ok(hub.requests.some((x) => x.kind === 'repoInfo' && x.repo === 'other/repo' && x.status === 404), 'asked whether it exists');
   assert.equal(hub.commit('me/existing'), before);
 });
 
@@ -177,7 +181,8 @@ test('the grammar: bad targets and combinations are usage errors (exit 2), the s
   for (const [name, cli] of [['npm', npm], ...(hasNativeCli ? [['native', native]] : [])]) {
     const r = await cli([...merge.slice(0, -1), join(work, `no-token-${name}`), '--push-to', 'me/m', '-q'], { HF_TOKEN: '' });
     assert.equal(r.status, 1, name);
-    assert.equal(r.stderr, 'error: InvalidArgument: --push-to needs a token with write access: set HF_TOKEN, or log in with `hf auth login` (huggingface_hub\'s token file)\n', name);
+    const out = join(work, `no-token-${name}`);
+    assert.equal(r.stderr, `error: InvalidArgument: --push-to needs a token with write access: set HF_TOKEN, or log in with \`hf auth login\` (huggingface_hub's token file); the output is complete in \`${out}\`: push it with \`peft-bridge push ${out} --to me/m\`\n`, name);
   }
   assert.equal(hub.requests.filter((x) => x.repo === 'me/m').length, 0);
 });
@@ -195,7 +200,8 @@ test('a Hub that never answers the commit: both CLIs give up at PB_HTTP_IDLE_MS 
     assert.equal(r.status, 1, `${name}: ${r.stderr}`);
     assert.ok(took < 15000, `${name} gave up after ${took.toFixed(0)} ms`);
     errors[name] = r.stderr.split('\n').at(-2);
-    assert.equal(errors[name], `error: IoError: POST ${hub3.endpoint}/api/models/me/hang/commit/main: no answer for 500 ms (PB_HTTP_IDLE_MS)`, name);
+    const out = join(work, `hang-${name}`);
+    assert.equal(errors[name], `error: IoError: POST ${hub3.endpoint}/api/models/me/hang/commit/main: no answer for 500 ms (PB_HTTP_IDLE_MS); the output is complete in \`${out}\`: push it with \`peft-bridge push ${out} --to me/hang\``, name);
     hub3.faults.length = 0;
   }
   assert.equal(hub3.log('commit').length, 2, 'one commit call each: never retried');
@@ -246,9 +252,78 @@ test('native CLI --push-to: the same files and requests as the npm CLI (multipar
   hub2.faults.push({ on: 'commit', type: 'status', status: 500, times: 1 });
   const failed = await native(['create', '--base', dirs.base, '-o', join(work, 'native-created'), '--target-modules', 'q_proj', '--push-to', 'me/both'], env);
   assert.equal(failed.status, 1);
-  assert.equal(failed.stderr.split('\n').at(-2), 'error: IoError: pushing to me/both: Injected failure (HTTP 500)');
-  assert.equal(hub2.commit('me/both'), before);
+  assert.equal(failed.stderr.split('\n').at(-2), `error: IoError: pushing to me/both: Injected failure (HTTP 500); the output is complete in \`${join(work, 'native-created')}\`: push it with \`peft-bridge push ${join(work, 'native-created')} --to me/both\``);
+  assert.equal(hub2.commit('me/both'), before, 'no partial commit');
+  // pushed again as it says, by the native CLI's push command
+  const retried = await native(['push', join(work, 'native-created'), '--to', 'me/both', '-q'], env);
+  assert.equal(retried.status, 0, retried.stderr);
+  assert.deepEqual([...hub2.files('me/both').keys()].sort(), ['README.md', 'adapter_config.json', 'adapter_model.safetensors']);
+  const after = hub2.commit('me/both');
+  assert.notEqual(after, before);
   const bad = await native(['create', '--base', dirs.base, '-o', join(work, 'native-created2'), '--target-modules', 'q_proj', '--push-to', 'other/x'], { ...env, HF_TOKEN: 'hf_wrong' });
   assert.equal(bad.status, 1);
-  assert.match(bad.stderr, /error: IoError: pushing to other\/x: Repository not found \(HTTP 404\)\n$/);
+  assert.match(bad.stderr, /error: IoError: creating other\/x: Invalid credentials in Authorization header \(HTTP 401\); the output is complete in .*\n$/);
+  assert.equal(hub2.commit('me/both'), after);
+});
+
+test('--push-to a repo that does not exist creates it, as `hf upload` does (--private: private), in both CLIs', async () => {
+  for (const [name, cli] of [['npm', npm], ...(hasNativeCli ? [['native', native]] : [])]) {
+    const out = join(work, `fresh-${name}`);
+    hub.clearLog();
+    const r = await cli(['translate', dirs.adapter, out, '--to', 'peft', '--push-to', `me/new-${name}`, '--private'], {});
+    assert.equal(r.status, 0, `${name}: ${r.stderr}`);
+    assert.deepEqual(hub.log('create').map((x) => [x.repo, x.status]), [[`me/new-${name}`, 200]], name);
+    assert.equal((await fetch(`${hub.endpoint}/api/models/me/new-${name}`)).status, 401, `${name}: private`);
+    const listed = {};
+    for await (const f of listFiles({ repo: `me/new-${name}`, hubUrl: hub.endpoint, accessToken: TOKEN })) listed[f.path] = !!f.lfs;
+    assert.deepEqual(listed, { 'adapter_config.json': false, 'adapter_model.safetensors': true }, name);
+    // pushed to again: the creation answers 409 and the push goes on into the existing repo
+    const again = await cli(['translate', dirs.adapter, out, '--to', 'peft', '--force', '--push-to', `me/new-${name}`, '--commit-message', 'again'], {});
+    assert.equal(again.status, 0, `${name}: ${again.stderr}`);
+    assert.deepEqual(hub.log('create').map((x) => x.status), [200, 409], name);
+  }
+  // a repo that exists in a namespace the token may not create in: asked for, found, and pushed to (here the
+  // Hub then refuses the write itself, as it would for hf upload)
+  hub.clearLog();
+  const r = await npm(['create', '--base', dirs.base, '-o', join(work, 'foreign-ns'), '--target-modules', 'q_proj', '--push-to', 'other/open'], {});
+  assert.equal(r.status, 1);
+  assert.deepEqual(hub.requests.filter((x) => x.repo === 'other/open').map((x) => [x.kind, x.status]), [['create', 403], ['repoInfo', 200], ['preupload', 403]]);
+  assert.match(r.stderr, /error: IoError: pushing to other\/open: You don't have the rights to write to other\/open \(HTTP 403\)/);
+});
+
+test('push DIR --to OWNER/REPO[@BRANCH]: a folder (or one file) in one commit, the same in both CLIs; what it refuses', async () => {
+  const folder = join(work, 'to-push');
+  mkdirSync(join(folder, 'sub'), { recursive: true });
+  mkdirSync(join(folder, '.git'), { recursive: true });
+  writeFileSync(join(folder, '.git', 'HEAD'), 'ref: refs/heads/main\n');
+  writeFileSync(join(folder, 'README.md'), '# pushed\n');
+  writeFileSync(join(folder, 'sub', 'notes.txt'), 'nested\n');
+  writeFileSync(join(folder, 'weights.safetensors'), readFileSync(join(dirs.adapter, 'adapter_model.safetensors')));
+  writeFileSync(join(folder, 'config.json.tmp-aB3xY9'), 'a stale temporary'); // ours: not pushed
+  for (const [name, cli] of [['npm', npm], ...(hasNativeCli ? [['native', native]] : [])]) {
+    const r = await cli(['push', folder, '--to', `me/pushed-${name}@dev`, '--commit-message', 'a folder'], {});
+    assert.equal(r.status, 0, `${name}: ${r.stderr}`);
+    assert.match(r.stdout, new RegExp(`^pushed 3 files \\(1 through LFS\\), [0-9.]+ [kM]?B to me/pushed-${name}@dev: commit [0-9a-f]{12}\\n  http://127\\.0\\.0\\.1:\\d+/me/pushed-${name}/commit/[0-9a-f]{40}\\n$`), name);
+    assert.deepEqual(await listing(`me/pushed-${name}`, 'dev'), { 'README.md': false, 'sub/notes.txt': false, 'weights.safetensors': true }, name);
+    assert.ok((await bytesOf(`me/pushed-${name}`, 'sub/notes.txt', 'dev')).equals(Buffer.from('nested\n')));
+    const one = await cli(['push', join(folder, 'README.md'), '--to', `me/pushed-${name}`, '-q'], {});
+    assert.equal(one.status, 0, one.stderr);
+    assert.equal(one.stdout, '');
+    assert.deepEqual(await listing(`me/pushed-${name}`), { 'README.md': false }, name);
+  }
+  const refusals = [];
+  writeFileSync(join(folder, '.peft-bridge-commit'), '{}');
+  refusals.push([['push', folder, '--to', 'me/x'], 1, `error: InvalidArgument: \`${folder}\` holds the journal of an interrupted peft-bridge run (.peft-bridge-commit): its output is not complete; run the command into it again, which completes or undoes that run\n`]);
+  refusals.push([['push', join(work, 'nothing'), '--to', 'me/x'], 1, `error: IoError: cannot open \`${join(work, 'nothing')}\`: No such file or directory\n`]);
+  refusals.push([['push', folder], 2, 'error: --to is required\nrun `peft-bridge push --help` for usage\n']);
+  refusals.push([['push', folder, '--to', 'me/x', '--dry-run'], 2, 'error: unknown option `--dry-run`\nrun `peft-bridge push --help` for usage\n']);
+  for (const [args, status, stderr] of refusals) {
+    const r = await npm(args);
+    assert.deepEqual([r.status, r.stdout, r.stderr], [status, '', stderr], args.join(' '));
+    if (hasNativeCli) assert.deepEqual(await native(args), r, args.join(' '));
+  }
+  assert.equal(hub.requests.filter((x) => x.repo === 'me/x').length, 0);
+  const help = await npm(['push', '--help']);
+  assert.match(help.stdout, /^usage: peft-bridge push DIR --to OWNER\/REPO\[@BRANCH\]/);
+  if (hasNativeCli) assert.equal((await native(['push', '--help'])).stdout, help.stdout);
 });

@@ -86,11 +86,31 @@ test('translate of a Hub adapter writes what the local translate writes, in both
   for (const [name] of clis) assert.deepEqual(filesOf(join(work, `kohya-${name}`)), filesOf(`${want}-${name}`), name);
 });
 
+/** The totals over `files` (their own reports, one by one), as inspect of a model ends: counted here from each
+ * file's --json report. */
+async function totalsJson(files) {
+  const total = { files: files.length, tensors: 0, headerSize: 0, dataSize: 0, fileSize: 0, parameters: {}, totalParameters: 0 };
+  for (const f of files) {
+    const r = JSON.parse((await local(['inspect', '--json', f])).stdout);
+    total.tensors += r.tensors.length;
+    for (const k of ['headerSize', 'dataSize', 'fileSize', 'totalParameters']) total[k] += r[k];
+    for (const [dtype, n] of Object.entries(r.parameters)) total.parameters[dtype] = (total.parameters[dtype] ?? 0) + n;
+  }
+  return total;
+}
+async function totalsText(files) {
+  const t = await totalsJson(files);
+  const n = (v) => v.toLocaleString('en-US');
+  const dtypes = Object.entries(t.parameters).map(([d, v]) => `  ${d}: ${n(v)}\n`).join('');
+  return `\n==> total: ${t.files} files <==\nheader: ${n(t.headerSize)} bytes, data: ${n(t.dataSize)} bytes, files: ${n(t.fileSize)} bytes\n` +
+    `tensors: ${n(t.tensors)}\nparameters:\n${dtypes}  total: ${n(t.totalParameters)}\n`;
+}
+
 test('inspect of a whole repo and of its index URL: every shard under its name; a one-file repo too', async () => {
   const shards = readdirSync(dirs.sharded).filter((n) => n.endsWith('.safetensors')).sort();
   const parts = [];
   for (const s of shards) parts.push(`==> ${s} <==\n${(await local(['inspect', join(dirs.sharded, s)])).stdout}`);
-  const expected = parts.join('\n');
+  const expected = parts.join('\n') + (await totalsText(shards.map((s) => join(dirs.sharded, s))));
   for (const address of ['hf://me/sharded', 'hf://me/sharded/model.safetensors.index.json', `${hub.endpoint}/me/sharded/resolve/main/model.safetensors.index.json`]) {
     const r = await both(['inspect', address]);
     assert.equal(r.status, 0, r.stderr);
@@ -99,6 +119,7 @@ test('inspect of a whole repo and of its index URL: every shard under its name; 
   const json = JSON.parse((await both(['inspect', '--json', 'hf://me/sharded'])).stdout);
   assert.deepEqual(json.files.map((f) => f.path), shards);
   assert.deepEqual(json.files[0].report, JSON.parse((await local(['inspect', '--json', join(dirs.sharded, shards[0])])).stdout));
+  assert.deepEqual(json.total, await totalsJson(shards.map((s) => join(dirs.sharded, s))));
   const single = await both(['inspect', 'hf://me/single']);
   assert.equal(single.stdout, `==> model.safetensors <==\n${(await local(['inspect', join(dirs.single, 'model.safetensors')])).stdout}`);
   const none = await both(['inspect', 'hf://me/empty']);
@@ -231,4 +252,119 @@ test('faults: a missing file, a private repo, the token on a redirect, the adapt
     capped.stderr,
     `error: IoError: \`hf://me/adapter/adapter_model.safetensors\` is ${size} bytes, more than the cap of 1000 for adapter weights read whole (PB_HTTP_MAX_ADAPTER_BYTES)\n`,
   );
+});
+
+test("huggingface_hub's hf://owner/repo@revision/path names what hf://owner/repo/path@revision names, in both CLIs", async () => {
+  const pairs = [
+    [['inspect', 'hf://me/sharded@main/model.safetensors.index.json'], ['inspect', 'hf://me/sharded/model.safetensors.index.json@main']],
+    [['inspect', '--json', 'hf://models/me/sharded@main'], ['inspect', '--json', 'hf://me/sharded@main']],
+    [['adapter-info', 'hf://me/nested@main/lora'], ['adapter-info', 'hf://me/nested/lora@main']],
+    [['adapter-info', 'hf://me/adapter@main/adapter_model.safetensors'], ['adapter-info', dirs.adapter]],
+  ];
+  for (const [theirs, ours] of pairs) {
+    const a = await both(theirs);
+    assert.equal(a.status, 0, `${theirs.join(' ')}: ${a.stderr}`);
+    assert.equal(a.stdout, (await both(ours)).stdout, theirs.join(' '));
+  }
+  // a file beside the one named is named in the form given
+  const gone = await both(['inspect', 'hf://me/sharded@main/nested/model.safetensors.index.json']);
+  assert.equal(gone.status, 1);
+  assert.match(gone.stderr, /^error: IoError: cannot open `hf:\/\/me\/sharded@main\/nested\/model\.safetensors\.index\.json`: .*404/);
+});
+
+test('a datasets/, spaces/ (or kernels/, buckets/) address is refused by its kind, before any request', async () => {
+  hub.clearLog();
+  for (const [args, kind] of [[['inspect', 'hf://datasets/me/sharded@main/model.safetensors'], 'dataset'], [['adapter-info', 'hf://spaces/me/adapter'], 'space'],
+    [['merge', '--base', 'hf://datasets/me/sharded', '--adapter', dirs.adapter, '-o', join(work, 'never')], 'dataset']]) {
+    const r = await both(args);
+    assert.equal(r.status, 1, args.join(' '));
+    const address = args.find((a) => a.startsWith('hf://'));
+    assert.equal(r.stderr, `error: InvalidArgument: \`${address}\` names a Hub ${kind}, not a model repo: peft-bridge reads model repos (hf://owner/repo[@revision][/path])\n`);
+  }
+  assert.equal(hub.requests.length, 0);
+});
+
+test('hints: a bare owner/repo that is no local path, an adapter repo given to inspect, an unreachable host named', async () => {
+  const bare = await both(['adapter-info', 'me/adapter']);
+  assert.equal(bare.status, 1);
+  assert.equal(bare.stderr, 'error: IoError: cannot open `me/adapter`: No such file or directory (did you mean `hf://me/adapter`?)\n');
+  for (const args of [['inspect', 'me/sharded'], ['merge', '--base', 'me/sharded', '--adapter', dirs.adapter, '-o', join(work, 'never')], ['translate', 'me/adapter', join(work, 'never'), '--to', 'mlx']]) {
+    const r = await both(args);
+    assert.equal(r.status, 1, args.join(' '));
+    assert.match(r.stderr, /No such file or directory \(did you mean `hf:\/\/me\/(sharded|adapter)`\?\)\n$/, args.join(' '));
+  }
+  // an adapter's repo (or folder) given to inspect points at adapter-info
+  for (const where of ['hf://me/adapter', dirs.adapter]) {
+    const r = await both(['inspect', where]);
+    assert.equal(r.status, 1);
+    assert.equal(r.stderr, `error: IoError: \`${where}\` has neither model.safetensors nor model.safetensors.index.json: it is an adapter (adapter_config.json); \`peft-bridge adapter-info ${where}\` describes it\n`);
+  }
+  // the host an hf:// address resolves at is in the message: the address itself does not show it
+  const unresolved = await both(['inspect', 'hf://me/sharded'], { HF_ENDPOINT: 'http://nohost.invalid:8080' });
+  assert.equal(unresolved.status, 1);
+  assert.equal(unresolved.stderr, 'error: IoError: cannot open `hf://me/sharded`: the host name `nohost.invalid:8080` did not resolve\n');
+  const { createServer } = await import('node:net');
+  const closed = createServer();
+  await new Promise((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  const port = closed.address().port;
+  await new Promise((resolve) => closed.close(resolve));
+  const refused = await both(['inspect', 'hf://me/sharded/model.safetensors.index.json'], { HF_ENDPOINT: `http://127.0.0.1:${port}` });
+  assert.equal(refused.status, 1);
+  assert.equal(refused.stderr, `error: IoError: cannot open \`hf://me/sharded/model.safetensors.index.json\`: could not connect to \`127.0.0.1:${port}\`\n`);
+});
+
+test('inspect of a local sharded model (its folder or its index): every shard and the totals, as of the Hub repo', async () => {
+  const shards = readdirSync(dirs.sharded).filter((n) => n.endsWith('.safetensors')).sort();
+  const remote = await both(['inspect', 'hf://me/sharded']);
+  const remoteJson = await both(['inspect', '--json', 'hf://me/sharded']);
+  for (const where of [dirs.sharded, join(dirs.sharded, 'model.safetensors.index.json')]) {
+    const r = await both(['inspect', where]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, remote.stdout, where);
+    assert.match(r.stdout, /\n==> total: 2 files <==\n/);
+    const j = await both(['inspect', '--json', where]);
+    assert.equal(j.stdout, remoteJson.stdout, where);
+    assert.deepEqual(JSON.parse(j.stdout).total, await totalsJson(shards.map((s) => join(dirs.sharded, s))));
+  }
+  const single = await both(['inspect', dirs.single]);
+  assert.equal(single.stdout, (await both(['inspect', 'hf://me/single'])).stdout);
+});
+
+test('convert of a local sharded model (its folder or its index) writes the converted model folder, every shard', async () => {
+  const shards = readdirSync(dirs.sharded).filter((n) => n.endsWith('.safetensors')).sort();
+  const outs = {};
+  for (const [name, cli] of clis) {
+    for (const [i, where] of [dirs.sharded, join(dirs.sharded, 'model.safetensors.index.json')].entries()) {
+      const out = join(work, `converted-${name}-${i}`);
+      const r = await cli(['convert', where, out, '--dtype', 'bf16', '-q'], remoteEnv());
+      assert.equal(r.status, 0, `${name}: ${r.stderr}`);
+      outs[`${name}-${i}`] = filesOf(out);
+    }
+  }
+  const first = Object.values(outs)[0];
+  // the same bytes from both CLIs and both forms; the folder's other files come only with the folder (as for merge)
+  for (const [k, files] of Object.entries(outs)) {
+    const { 'tokenizer.json': tokenizer, ...weights } = files;
+    const { 'tokenizer.json': _, ...expected } = first;
+    assert.deepEqual(weights, expected, k);
+    assert.equal(tokenizer, k.endsWith('-0') ? first['tokenizer.json'] : undefined, k);
+  }
+  assert.deepEqual(Object.keys(first).sort(), [...shards, 'config.json', 'model.safetensors.index.json', 'tokenizer.json'].sort());
+  // each shard is that shard converted alone (in its own order), and the whole reports BF16 over both
+  for (const s of shards) {
+    const alone = join(work, `alone-${s}`);
+    const r = await local(['convert', join(dirs.sharded, s), alone, '--dtype', 'bf16', '--order', 'input', '-q']);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(first[s], readFileSync(alone).toString('hex'), s);
+  }
+  const total = JSON.parse((await both(['inspect', '--json', join(work, `converted-${clis[0][0]}-0`)])).stdout).total;
+  assert.deepEqual(Object.keys(total.parameters), ['BF16']);
+  assert.equal(total.totalParameters, (await totalsJson(shards.map((s) => join(dirs.sharded, s)))).totalParameters);
+  // --order is the one-file convert's
+  const order = await both(['convert', dirs.sharded, join(work, 'never'), '--dtype', 'bf16', '--order', 'input']);
+  assert.equal(order.status, 2);
+  assert.equal(order.stderr, "error: --order applies to the convert of one .safetensors file (a model folder is written in the input's order)\nrun `peft-bridge convert --help` for usage\n");
+  const named = await both(['convert', dirs.sharded, join(work, 'model.bf16.safetensors'), '--dtype', 'bf16', '--json']);
+  assert.equal(named.status, 2);
+  assert.equal(JSON.parse(named.stdout).error.message, `convert of a model (\`${dirs.sharded}\`: a folder, an index or a Hub repo) writes a model folder, and OUT \`${join(work, 'model.bf16.safetensors')}\` names a .safetensors file; name a folder (or convert one shard)`);
 });

@@ -256,3 +256,17 @@ test('remote JSON (the base index, configs) is held to the JSON cap, without dow
     assert.ok(hub.requests.length <= 2 && hub.requests.every((r) => r.range === 'bytes=0-64'), JSON.stringify(hub.requests));
   });
 });
+
+test("the JS API reads huggingface_hub's hf://owner/repo@revision/path as hf://owner/repo/path@revision; datasets/ is refused", async () => {
+  await withHub(async (hub, o) => {
+    const theirs = await pb.inspect('hf://me/single@main/model.safetensors', { endpoint: o.endpoint });
+    const ours = await pb.inspect('hf://me/single/model.safetensors@main', { endpoint: o.endpoint });
+    assert.deepEqual(theirs, ours);
+    assert.ok(theirs.tensors.length > 0);
+    hub.clearLog();
+    await assert.rejects(pb.inspect('hf://datasets/me/single@main/model.safetensors', { endpoint: o.endpoint }), (e) =>
+      e instanceof SafetensorsError && e.code === 'InvalidArgument' &&
+      e.message === '`hf://datasets/me/single@main/model.safetensors` names a Hub dataset, not a model repo: peft-bridge reads model repos (hf://owner/repo[@revision][/path])');
+    assert.equal(hub.requests.length, 0);
+  });
+});

@@ -221,7 +221,13 @@ TEST(HttpPolicy, TransportErrorsRetriedOrNotByKind) {
   p.BeginRead(0, 10, 0);
   Send(p, 0);
   p.OnTransportError(0, TransportError::kConnect);
-  EXPECT_EQ(FailMessage(p, 0), "cannot open `hf://o/r/model.safetensors`: could not connect");
+  EXPECT_EQ(FailMessage(p, 0), "cannot open `hf://o/r/model.safetensors`: could not connect to `hub.test`");
+  // The host is the one asked: an hf:// label does not show HF_ENDPOINT's, and a redirect may lead elsewhere.
+  HttpFilePolicy named = Make({.retries = 0}, "", "http://Nohost.Invalid:8080/o/r/resolve/main/model.safetensors");
+  named.BeginRead(0, 10, 0);
+  Send(named, 0);
+  named.OnTransportError(0, TransportError::kResolve);
+  EXPECT_EQ(FailMessage(named, 0), "cannot open `hf://o/r/model.safetensors`: the host name `nohost.invalid:8080` did not resolve");
 }
 
 TEST(HttpPolicy, TruncatedBodyResumesAtTheByteReached) {

@@ -74,6 +74,21 @@ TEST(InputHint, ADirectoryGivenForOneFileSaysSo) {
   EXPECT_EQ(app::ExplainInputError(lacks, {"m", true}, app::InputRole::kBase).message, lacks.message);
 }
 
+// `owner/repo` as huggingface_hub and transformers take it: nothing is there locally, so the Hub was meant.
+TEST(InputHint, AMissingPathThatReadsAsARepoIdPointsAtHf) {
+  using app::InputRole;
+  const Error missing = MakeError(ErrorCode::IoError, "cannot open `meta-llama/Llama-3.2-1B`: No such file or directory");
+  for (InputRole role : {InputRole::kTensorFile, InputRole::kAdapter, InputRole::kBase}) {
+    Error e = app::ExplainInputError(missing, {"meta-llama/Llama-3.2-1B", false, false}, role);
+    EXPECT_EQ(e.code, ErrorCode::IoError);
+    EXPECT_EQ(e.message, missing.message + " (did you mean `hf://meta-llama/Llama-3.2-1B`?)");
+  }
+  // a path that exists, a file name, or no repo id: unchanged
+  EXPECT_EQ(app::ExplainInputError(missing, {"meta-llama/Llama-3.2-1B", false, true}, InputRole::kBase).message, missing.message);
+  for (std::string path : {"runs/model.safetensors", "a/b/c", "./me", "me", "/abs/path", "me/re po"})
+    EXPECT_EQ(app::ExplainInputError(missing, {path, false, false}, InputRole::kAdapter).message, missing.message) << path;
+}
+
 TEST(InputHint, AConfigFilePassedForWeightsPointsAtWhatToPass) {
   using app::InputRole;
   auto explain = [](const std::string& path, InputRole role) { return app::ExplainInputError(FormatError(), {path, false}, role); };

@@ -81,9 +81,74 @@ TEST(PushTarget, UsageErrors) {
   EXPECT_EQ(with({"--push-to", "me/m", "--dry-run"}), "--push-to pushes what the command writes, and --dry-run writes nothing");
   EXPECT_EQ(with({"--create-pr"}), "--create-pr applies to --push-to OWNER/REPO[@BRANCH]");
   EXPECT_EQ(with({"--commit-message", "x"}), "--commit-message applies to --push-to OWNER/REPO[@BRANCH]");
-  EXPECT_EQ(with({"--push-to", "me/m", "--private"}), "--private applies to --create-repo");
+  EXPECT_EQ(with({"--private"}), "--private applies to --push-to OWNER/REPO[@BRANCH]");
+  // --private alone: a repo the push creates is private (the repo is created when missing, as `hf upload` does)
+  EXPECT_TRUE(std::holds_alternative<CommandLine>(ParseCommandLine(std::vector<std::string>{
+      "merge", "--base", "b", "--adapter", "a", "-o", "out", "--push-to", "me/m", "--private"})));
   EXPECT_EQ(with({"--push-to", "me/m", "--commit-message="}), "--commit-message is empty");
   EXPECT_EQ(with({"--push-to", "me/m", "--push-to", "me/n"}), "--push-to given twice");
+}
+
+TEST(PushCommand, PushDirToRepoTakesThePushOptions) {
+  auto p = Ok({"push", "out", "--to", "me/m@dev", "--create-pr", "--commit-message", "again", "--private"});
+  EXPECT_EQ(p.command, "push");
+  EXPECT_EQ(p.positional, std::vector<std::string>{"out"});
+  EXPECT_EQ(p.Value("to"), "me/m@dev");
+  EXPECT_EQ(Usage({"push", "out"}), "--to is required");
+  EXPECT_EQ(Usage({"push", "--to", "me/m"}), "expected exactly one DIR (a folder, or one file)");
+  EXPECT_EQ(Usage({"push", "a", "b", "--to", "me/m"}), "expected exactly one DIR (a folder, or one file)");
+  EXPECT_EQ(Usage({"push", "out", "--to", "hf://me/m"}),
+            "--to `hf://me/m`: expected OWNER/REPO[@BRANCH], a repo id, not a URL (the endpoint is HF_ENDPOINT's)");
+  EXPECT_EQ(Usage({"push", "out", "--to", "me/m", "--push-to", "me/n"}), "unknown option `--push-to`");
+  EXPECT_EQ(Usage({"push", "out", "--create-pr", "--to", "me"}),
+            "--to `me`: `me` is not a repo id: expected OWNER/NAME (expected OWNER/REPO[@BRANCH])");
+  EXPECT_NE(CliHelp("push").find("usage: peft-bridge push DIR --to OWNER/REPO[@BRANCH]"), std::string_view::npos);
+  EXPECT_NE(CliHelp("").find("push DIR --to OWNER/REPO[@BRANCH]"), std::string_view::npos);
+}
+
+// huggingface_hub's create_repo(exist_ok=True), which `hf upload` calls before it uploads.
+TEST(PushCommand, AMissingRepoIsCreatedAnExistingOneIsPushedTo) {
+  EXPECT_EQ(ClassifyCreateRepoAnswer(200), CreateRepoAnswer::kCreated);
+  EXPECT_EQ(ClassifyCreateRepoAnswer(409), CreateRepoAnswer::kExists);
+  for (int refused : {401, 402, 403}) EXPECT_EQ(ClassifyCreateRepoAnswer(refused), CreateRepoAnswer::kAskWhetherItExists);
+  for (int failed : {0, 400, 404, 429, 500}) EXPECT_EQ(ClassifyCreateRepoAnswer(failed), CreateRepoAnswer::kFailed);
+}
+
+TEST(PushCommand, AFoldersFilesAsUploadFolderTakesThem) {
+  auto files = PushFolderFiles("out", {{"model.safetensors", EntryKind::kFile},
+                                       {".git", EntryKind::kDirectory},
+                                       {".git/config", EntryKind::kFile},
+                                       {"sub", EntryKind::kDirectory},
+                                       {"sub/b.json", EntryKind::kFile},
+                                       {".cache/huggingface", EntryKind::kDirectory},
+                                       {".cache/huggingface/upload.lock", EntryKind::kFile},
+                                       {".gitattributes", EntryKind::kFile},
+                                       {"config.json.tmp-a1B2c3", EntryKind::kFile},
+                                       {"config.json", EntryKind::kFile}});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  EXPECT_EQ(files.value(), (std::vector<std::string>{".gitattributes", "config.json", "model.safetensors", "sub/b.json"}));
+  auto journal = PushFolderFiles("out", {{"model.safetensors", EntryKind::kFile}, {".peft-bridge-commit", EntryKind::kFile}});
+  ASSERT_FALSE(journal.ok());
+  EXPECT_EQ(journal.error().message,
+            "`out` holds the journal of an interrupted peft-bridge run (.peft-bridge-commit): its output is not "
+            "complete; run the command into it again, which completes or undoes that run");
+  auto fifo = PushFolderFiles("out", {{"a.safetensors", EntryKind::kFile}, {"pipe", EntryKind::kOther}});
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_EQ(fifo.error().message, "`out/pipe` is neither a file nor a folder: nothing to push for it");
+  auto empty = PushFolderFiles("out", {{".git", EntryKind::kDirectory}});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().message, "`out` holds no file to push");
+}
+
+TEST(PushCommand, AFailedPushSaysHowToPushTheWrittenOutputAgain) {
+  auto hint = [](std::vector<std::string> args) {
+    auto line = Ok(std::move(args));
+    return PushRetryHint(line, std::get<PushTarget>(ParsePushTarget(*line.Value("push-to"))));
+  };
+  EXPECT_EQ(hint({"merge", "--base", "b", "--adapter", "a", "-o", "out/merged", "--push-to", "me/m"}),
+            "; the output is complete in `out/merged`: push it with `peft-bridge push out/merged --to me/m`");
+  EXPECT_EQ(hint({"translate", "in", "my out", "--to", "mlx", "--push-to", "me/m@dev", "--create-pr", "--private"}),
+            "; the output is complete in `my out`: push it with `peft-bridge push 'my out' --to me/m@dev --create-pr --private`");
 }
 
 TEST(PushTarget, HelpNamesIt) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/base_layout.h"
@@ -89,6 +90,60 @@ TEST(RemoteAddress, AFileAddressIsAFileWhateverItsName) {
   EXPECT_FALSE(RemoteFileAddress("hf://me/m/../x.safetensors", kEndpoint).ok());
 }
 
+// huggingface_hub's own form (HfFileSystem, parse_hf_uri): the revision right after owner/repo, then the path.
+TEST(RemoteAddress, HuggingfaceHubsFormNamesWhatOursNames) {
+  const std::pair<std::string_view, std::string_view> same[] = {
+      {"hf://me/m@v1/sub/model.safetensors", "hf://me/m/sub/model.safetensors@v1"},
+      {"hf://me/m@v1", "hf://me/m@v1"},
+      {"hf://me/m@v1/", "hf://me/m@v1"},
+      {"hf://me/m@v1/sub", "hf://me/m/sub@v1"},
+      {"hf://me/m@refs/pr/3/model.safetensors", "hf://me/m/model.safetensors@refs/pr/3"},
+      {"hf://me/m@refs/convert/parquet-v2/sub", "hf://me/m/sub@refs/convert/parquet-v2"},
+      {"hf://me/m@feature%2Fx/model.safetensors", "hf://me/m/model.safetensors@feature/x"},
+      {"hf://models/me/m@v1/model.safetensors", "hf://me/m/model.safetensors@v1"},
+      {"hf://me/m@v1/file@2.safetensors", "hf://me/m/file@2.safetensors@v1"},
+  };
+  for (const auto& [theirs, ours] : same) {
+    auto a = ParseRemoteAddress(theirs, kEndpoint), b = ParseRemoteAddress(ours, kEndpoint);
+    ASSERT_TRUE(a.ok()) << theirs << ": " << a.error().message;
+    ASSERT_TRUE(b.ok()) << ours << ": " << b.error().message;
+    EXPECT_EQ(a->url, b->url) << theirs;
+    EXPECT_EQ(a->folder, b->folder) << theirs;
+    EXPECT_EQ(a->repo, b->repo) << theirs;
+    EXPECT_EQ(a->revision, b->revision) << theirs;
+    EXPECT_EQ(a->path, b->path) << theirs;
+    EXPECT_EQ(a->label, std::string(theirs)) << "messages name the address as given";
+  }
+  auto revision = ParseRemoteAddress("hf://me/m@feature%2Fx/model.safetensors", kEndpoint);
+  EXPECT_EQ(revision->url, "http://hub.test:8080/me/m/resolve/feature%2Fx/model.safetensors");
+  // Our form decodes %2F alike: the branch is feature/x either way, requested as one segment.
+  EXPECT_EQ(ParseRemoteAddress("hf://me/m/model.safetensors@feature%2Fx", kEndpoint)->revision, "feature/x");
+  // Files beside it are named in the form the user wrote.
+  auto folder = ParseRemoteAddress("hf://me/m@feature%2Fx/sub", kEndpoint);
+  EXPECT_EQ(RemoteEntry(folder.value(), "a.safetensors").label, "hf://me/m@feature%2Fx/sub/a.safetensors");
+  auto pr = ParseRemoteAddress("hf://me/m@refs/pr/3", kEndpoint);
+  EXPECT_EQ(RemoteEntry(pr.value(), "a.safetensors").label, "hf://me/m@refs/pr/3/a.safetensors");
+  EXPECT_EQ(RemoteFileAddress("hf://me/m@v1/x/tokenizer.model", kEndpoint)->url, "http://hub.test:8080/me/m/resolve/v1/x/tokenizer.model");
+}
+
+TEST(RemoteAddress, DatasetsSpacesKernelsAndBucketsAreRefusedByKind) {
+  const std::pair<std::string_view, std::string_view> kinds[] = {
+      {"hf://datasets/me/d@v1/train.safetensors", "dataset"}, {"hf://spaces/me/s", "space"},
+      {"hf://kernels/me/k", "kernel"}, {"hf://buckets/me/b/x.safetensors", "bucket"}};
+  for (const auto& [address, kind] : kinds) {
+    auto parsed = ParseRemoteAddress(address, kEndpoint);
+    ASSERT_FALSE(parsed.ok()) << address;
+    EXPECT_EQ(parsed.error().code, ErrorCode::InvalidArgument);
+    EXPECT_EQ(parsed.error().message, "`" + std::string(address) + "` names a Hub " + std::string(kind) +
+                                          ", not a model repo: peft-bridge reads model repos (hf://owner/repo[@revision][/path])");
+    EXPECT_FALSE(RemoteFileAddress(address, kEndpoint).ok());
+  }
+  // an owner merely starting with a kind's name is an owner
+  EXPECT_EQ(ParseRemoteAddress("hf://datasets-team/m", kEndpoint)->repo, "datasets-team/m");
+  for (std::string_view bad : {"hf://me/m@/x.safetensors", "hf://models/me", "hf://datasets/me"})
+    EXPECT_FALSE(ParseRemoteAddress(bad, kEndpoint).ok()) << bad;
+}
+
 TEST(RemoteBase, AFolderIsReadAsALocalModelFolder) {
   auto repo = ParseRemoteAddress("hf://me/m@v1", kEndpoint);
   ASSERT_TRUE(repo.ok());
@@ -159,6 +214,12 @@ TEST(BaseLayout, IndexFirstThenTheSingleFileElseAPreciseError) {
   auto missing = ChooseBaseFile("hf://me/m", none);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().message, "`hf://me/m` has neither model.safetensors nor model.safetensors.index.json");
+  std::vector<std::string> adapter{"adapter_config.json", "adapter_model.safetensors", "README.md"};
+  auto lora = ChooseBaseFile("hf://me/lora", adapter);
+  ASSERT_FALSE(lora.ok());
+  EXPECT_EQ(lora.error().message,
+            "`hf://me/lora` has neither model.safetensors nor model.safetensors.index.json: it is an adapter "
+            "(adapter_config.json); `peft-bridge adapter-info hf://me/lora` describes it");
   EXPECT_TRUE(IsModelIndexName("diffusion_pytorch_model.safetensors.index.json"));
   EXPECT_FALSE(IsModelIndexName("config.json"));
 }
@@ -169,13 +230,39 @@ TEST(BaseLayout, IndexFirstThenTheSingleFileElseAPreciseError) {
 namespace pb {
 namespace {
 
-TEST(InspectFiles, EachReportUnderItsName) {
-  std::vector<RenderedReport> files{{"a.safetensors", "A\n"}, {"b.safetensors", "B\n"}};
-  EXPECT_EQ(RenderInspectFilesText(files), "==> a.safetensors <==\nA\n\n==> b.safetensors <==\nB\n");
-  std::vector<RenderedReport> json{{"a.safetensors", "{\"ok\":true,\"x\":1}\n"}, {"b\"c", "{\"ok\":true}\n"}};
+TEST(InspectFiles, EachReportUnderItsNameThenTheTotals) {
+  InspectTotals a{1, 2, 100, 1000, 1100, {{Dtype::BF16, 400}, {Dtype::F32, 50}}};
+  InspectTotals b{1, 1, 80, 2000, 2080, {{Dtype::BF16, 1000}}};
+  std::vector<RenderedReport> files{{"a.safetensors", "A\n", a}, {"b.safetensors", "B\n", b}};
+  EXPECT_EQ(RenderInspectFilesText(files),
+            "==> a.safetensors <==\nA\n\n==> b.safetensors <==\nB\n\n"
+            "==> total: 2 files <==\n"
+            "header: 180 bytes, data: 3,000 bytes, files: 3,180 bytes\n"
+            "tensors: 3\n"
+            "parameters:\n  BF16: 1,400\n  F32: 50\n  total: 1,450\n");
+  std::vector<RenderedReport> one{{"model.safetensors", "A\n", a}};
+  EXPECT_EQ(RenderInspectFilesText(one), "==> model.safetensors <==\nA\n");  // one file: its report is the total
+  std::vector<RenderedReport> json{{"a.safetensors", "{\"ok\":true,\"x\":1}\n", a}, {"b\"c", "{\"ok\":true}\n", b}};
   EXPECT_EQ(RenderInspectFilesJson(json),
             "{\"ok\":true,\"files\":[{\"path\":\"a.safetensors\",\"report\":{\"ok\":true,\"x\":1}},"
-            "{\"path\":\"b\\\"c\",\"report\":{\"ok\":true}}]}\n");
+            "{\"path\":\"b\\\"c\",\"report\":{\"ok\":true}}],"
+            "\"total\":{\"files\":2,\"tensors\":3,\"headerSize\":180,\"dataSize\":3000,\"fileSize\":3180,"
+            "\"parameters\":{\"BF16\":1400,\"F32\":50},\"totalParameters\":1450}}\n");
+}
+
+// The npm CLI's edge counts from each file's JSON report; the natives from its header: the same numbers.
+TEST(InspectFiles, TotalsFromTheJsonReportAreTheHeadersOwn) {
+  std::string json = "{\"ok\":true,\"headerSize\":88,\"dataSize\":24,\"fileSize\":120,\"metadata\":{},"
+                     "\"tensors\":[{\"name\":\"a\"},{\"name\":\"b\"}],\"parameters\":{\"F32\":4,\"BF16\":4},\"totalParameters\":8}";
+  auto t = TotalsOfReportJson(json);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->tensors, 2u);
+  EXPECT_EQ(t->header_size, 88u);
+  EXPECT_EQ(t->data_size, 24u);
+  EXPECT_EQ(t->file_size, 120u);
+  EXPECT_EQ(t->parameters, (std::map<Dtype, uint64_t>{{Dtype::F32, 4}, {Dtype::BF16, 4}}));
+  EXPECT_FALSE(TotalsOfReportJson("{\"ok\":true}").ok());
+  EXPECT_FALSE(TotalsOfReportJson("{\"ok\":true,\"headerSize\":1,\"dataSize\":1,\"fileSize\":1,\"tensors\":[],\"parameters\":{\"Q9\":1}}").ok());
 }
 
 }  // namespace

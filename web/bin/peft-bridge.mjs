@@ -13,7 +13,7 @@ import { runMerge } from '../src/cli/merge-command.js';
 import { runCombine } from '../src/cli/combine-command.js';
 import { runCreate } from '../src/cli/create-command.js';
 import { runExtract } from '../src/cli/extract-command.js';
-import { pushOutputs } from '../src/cli/push-command.js';
+import { pushOutputs, runPush } from '../src/cli/push-command.js';
 
 async function main(args) {
   const line = parseCommandLine(args);
@@ -29,7 +29,7 @@ async function main(args) {
     await out(`peft-bridge ${module.version()}\n`);
     return 0;
   }
-  const run = { inspect: runInspect, convert: runConvert, 'adapter-info': runAdapterInfo, translate: runTranslate, combine: runCombine, create: runCreate, extract: runExtract };
+  const run = { inspect: runInspect, convert: runConvert, 'adapter-info': runAdapterInfo, translate: runTranslate, combine: runCombine, create: runCreate, extract: runExtract, push: runPush };
   const status = await (run[line.command] ?? runMerge)(line); // merge or unmerge: the grammar knows no other command
   // --push-to: what the command wrote, pushed once it succeeded (a failed command pushes nothing)
   if (status === 0 && line.options['push-to']) return pushOutputs(line);

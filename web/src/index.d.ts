@@ -1133,7 +1133,9 @@ export interface PushOptions {
   createPr?: boolean;
   /** Default 'main'. A branch that does not exist is created from main first (`refs/…` are not created). */
   branch?: string;
-  /** Create the repo first if it does not exist (default false); `private` then makes it private. */
+  /** Create the repo first if it does not exist (default false; the CLIs always do, as `hf upload`): as huggingface_hub's
+   * create_repo(exist_ok=True), a repo that exists is pushed to, also when the token may not create repos in its
+   * namespace; `private` then makes a created repo private. */
   createRepo?: boolean;
   private?: boolean;
   onProgress?: (progress: PushProgress) => void;

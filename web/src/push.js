@@ -556,7 +556,13 @@ export async function pushToHub(options = {}) {
       await hub.createRepo({ repo: { type: 'model', name: repo }, private: makePrivate, ...credentials });
       report({ phase: 'createdRepo', repo });
     } catch (error) {
-      if (error?.statusCode !== 409) throw hubError(error, `creating ${repo}`);
+      // huggingface_hub's create_repo(exist_ok=True), the core's rule (app::ClassifyCreateRepoAnswer): a repo that
+      // exists is pushed to; a refusal to create (401, 402, 403) is one only if the repo does not exist either.
+      const answer = module.createRepoAnswer(error?.statusCode ?? 0);
+      const exists =
+        answer === 'exists' ||
+        (answer === 'ask' && (await hub.repoExists({ repo: { type: 'model', name: repo }, ...credentials }).catch(() => false)));
+      if (!exists) throw hubError(error, `creating ${repo}`);
     }
   }
   if (branch !== 'main' && !branch.startsWith('refs/')) {

@@ -285,6 +285,61 @@ export async function loadRemoteAdapter(arg, baseConfigPath) {
 }
 
 /** InspectRemoteModel: the folder's index or single file, or the index named; every shard's header in order. */
+/** ChooseLocalModel (src/cli/local_model.cc): a local model's folder (its index, else its model.safetensors, by the
+ * core's rule for a folder's files, as a Hub folder's), an index (its shards beside it) or its one file:
+ * {isDirectory, dir, indexPath (null for none), names (the one file's, when no index)}. */
+export async function chooseLocalModel(path) {
+  const model = { isDirectory: await isDirectory(path), dir: path, indexPath: null, names: [] };
+  let first = path;
+  if (model.isDirectory) {
+    const chosen = remoteChecked(module.chooseBaseFile(path, JSON.stringify(await listFiles(path, ''))));
+    first = chosen.index ? joinPath(path, chosen.name) : chosen.name;
+  } else {
+    const slash = path.lastIndexOf('/');
+    model.dir = slash === -1 ? '.' : path.slice(0, slash);
+  }
+  const name = first.slice(first.lastIndexOf('/') + 1);
+  if (module.isModelIndexName(name)) model.indexPath = first; // the index of a sharded model: its shards are beside it
+  else model.names = [name];
+  return model;
+}
+
+/** `inspect DIR` or `inspect DIR/model.safetensors.index.json` (src/cli/local_model.cc): every shard's report and
+ * the totals, as inspectRemoteModel gives for a Hub repo. */
+export async function inspectLocalModel(path, json) {
+  const model = await chooseLocalModel(path);
+  let indexText = null;
+  let names = model.names;
+  if (model.indexPath !== null) {
+    indexText = decodeText(await readWholeFile(model.indexPath));
+    names = JSON.parse(remoteChecked(module.modelIndexShards(indexText)).shards);
+  }
+  const reports = [];
+  const held = {};
+  for (const name of names) {
+    const input = await openInput(joinPath(model.dir, name));
+    try {
+      const r = await namedAsShard(name, () => inspectRendered(input.source, { render: 'text+json' }));
+      reports.push({ name, report: json ? r.json : r.text, json: r.json }); // the totals are counted from the JSON
+      held[name] = r.header.tensors.map((t) => t.name);
+    } finally {
+      await input.handle.close();
+    }
+  }
+  if (indexText !== null) remoteChecked(module.checkIndexShards(indexText, JSON.stringify(held)));
+  return module.renderInspectFiles(JSON.stringify(reports), json);
+}
+
+/** `read()`, its error prefixed with the shard's name as a merge names it. */
+async function namedAsShard(name, read) {
+  try {
+    return await read();
+  } catch (error) {
+    const e = errorFields(error);
+    throw Object.assign(new CliFailure(e.code, `${name}: ${e.message}`), { tensor: e.tensor, offset: e.offset });
+  }
+}
+
 export async function inspectRemoteModel(arg, ro, json) {
   const address = remoteAddress(arg, ro);
   let index = null;
@@ -307,14 +362,9 @@ export async function inspectRemoteModel(arg, ro, json) {
   const reports = [];
   const held = {};
   for (const name of names) {
-    let r;
-    try {
-      r = await withRemoteHeader(remoteEntry(arg, ro, name, commit), ro, (f) => inspectRendered(f.headerSource(), { render: 'text+json' }));
-    } catch (error) {
-      const e = errorFields(error); // named as a local merge names the shard
-      throw Object.assign(new CliFailure(e.code, `${name}: ${e.message}`), { tensor: e.tensor, offset: e.offset });
-    }
-    reports.push({ name, report: json ? r.json : r.text });
+    const r = await namedAsShard(name, () =>
+      withRemoteHeader(remoteEntry(arg, ro, name, commit), ro, (f) => inspectRendered(f.headerSource(), { render: 'text+json' })));
+    reports.push({ name, report: json ? r.json : r.text, json: r.json }); // the totals are counted from the JSON
     held[name] = r.header.tensors.map((t) => t.name);
   }
   if (index) remoteChecked(module.checkIndexShards(indexText, JSON.stringify(held)));

@@ -2,8 +2,8 @@
 import { createConversion } from '../convert.js';
 import { isRemote } from '../hub.js';
 import { inspectRendered } from '../inspect.js';
-import { explainInput, fail, flag, option, out } from './io.js';
-import { inspectRemoteModel, openInput, remoteAddress, remoteOptions } from './inputs.js';
+import { err, explainInput, fail, flag, isDirectory, module, option, out } from './io.js';
+import { inspectLocalModel, inspectRemoteModel, openInput, remoteAddress, remoteOptions } from './inputs.js';
 import { OutputTransaction, baseName, describeOutputFile, fileFact, namedInputFacts, planOutput } from './output.js';
 import { stderrProgress } from './progress.js';
 
@@ -19,6 +19,15 @@ export async function runInspect(line) {
       await out(await inspectRemoteModel(arg, remoteOptions(), json));
       return 0;
     }
+    // A model's folder or its index, as for a Hub repo: every shard's header and the totals.
+    if (!isRemote(arg) && ((await isDirectory(arg)) || module.isModelIndexName(arg.slice(arg.lastIndexOf('/') + 1)))) {
+      try {
+        await out(await inspectLocalModel(arg, json));
+      } catch (error) {
+        return fail(await explainInput(error, arg, 'base'), json);
+      }
+      return 0;
+    }
     const report = isRemote(arg)
       ? await inspectRendered(arg, { render, ...remoteOptions() })
       : await inspectRendered((input = await openInput(arg)).source, { render });
@@ -32,8 +41,14 @@ export async function runInspect(line) {
 }
 
 export async function runConvert(line) {
-  // convert --quantize writes a model folder, as merge does with no adapter (as the native CLI's main.cc).
-  if (option(line, 'quantize')) return (await import('./merge-command.js')).runMerge(line);
+  // convert --quantize, or of a model's folder or index, writes a model folder, as merge does with no adapter (as the
+  // native CLI's main.cc; the rule is the core's ConvertWritesModelFolder).
+  const route = JSON.parse(module.convertRoute(JSON.stringify(line), await isDirectory(line.positional[0])));
+  if (route.usageError) {
+    await (route.usageErrorJson ? out : err)(route.usageError);
+    return 2;
+  }
+  if (route.folder) return (await import('./merge-command.js')).runMerge(line);
   const json = flag(line, 'json');
   const dtype = option(line, 'dtype');
   const order = option(line, 'order') ?? 'reference';

@@ -1,6 +1,6 @@
 // The npm CLI's standard streams, command-line access and error rendering (the native CLI's main.cc and
 // ReportFailure): every message is the core's rendering.
-import { stat } from 'node:fs/promises';
+import { lstat, stat } from 'node:fs/promises';
 import { errorFromValue, renderedError } from '../errors.js';
 import { getModule, loadedModule } from '../init.js';
 import { strerror } from '../node-files.js';
@@ -94,7 +94,8 @@ export function errorFields(error) {
  * named `path`, told as what happened (a directory, a config file passed for the weights); else `error` itself.
  * `role`: 'tensor' (inspect, convert), 'adapter', 'base'. */
 export async function explainInput(error, path, role) {
-  const r = module.explainInputError(JSON.stringify(errorFields(error)), path, await isDirectory(path), role);
+  const exists = await lstat(path).then(() => true, () => false);
+  const r = module.explainInputError(JSON.stringify(errorFields(error)), path, await isDirectory(path), exists, role);
   return r.changed ? coreError(r) : error;
 }
 

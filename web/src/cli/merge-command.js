@@ -4,14 +4,14 @@ import { availableParallelism } from 'node:os';
 import { renderedError } from '../errors.js';
 import { MergeSession } from '../merge.js';
 import { openSource } from '../sources.js';
-import { CliFailure, coreError, err, explainInput, fail, flag, isDirectory, isRegularFile, joinPath, module, option, out } from './io.js';
+import { CliFailure, coreError, err, explainInput, fail, flag, isRegularFile, joinPath, module, option, out } from './io.js';
 import { stderrProgress } from './progress.js';
 import { RunCopier } from './run-copier.js';
 import { ShardWorkers } from './shard-workers.js';
 import { WholeCopies, canCopyWhole, copyWhole } from './whole-copies.js';
 import { isRemote, openRemote, readRemoteWhole } from '../hub.js';
 import { readAhead } from '../remote.js';
-import { decodeText, lazyInput, loadAdapterDir, namingTables, openInput, readWholeFile, recordWholeReads, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
+import { chooseLocalModel, decodeText, lazyInput, loadAdapterDir, namingTables, openInput, readWholeFile, recordWholeReads, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
 import { OutputTransaction, adapterFacts, describeOutputDirectory, directoryFact, fileFact, namedInputFacts, planOutput } from './output.js';
 
 // ---- merge and unmerge (src/cli/merge_command.cc) ----
@@ -54,27 +54,11 @@ async function addShard(session, name, source) {
 }
 
 async function openLocalBase(session, path, inputs) {
-  const base = { remote: false, isDirectory: await isDirectory(path), dir: path, names: [], inputs, config: null, index: false };
-  if (base.isDirectory) {
-    const indexPath = joinPath(path, 'model.safetensors.index.json');
-    if (await isRegularFile(indexPath)) {
-      base.names = session.setIndex(await readWholeFile(indexPath));
-      base.index = true;
-    } else if (await isRegularFile(joinPath(path, 'model.safetensors'))) {
-      base.names = ['model.safetensors'];
-    } else {
-      throw new CliFailure('IoError', `\`${path}\` has neither model.safetensors nor model.safetensors.index.json`);
-    }
-  } else {
-    const slash = path.lastIndexOf('/');
-    base.dir = slash === -1 ? '.' : path.slice(0, slash);
-    const name = slash === -1 ? path : path.slice(slash + 1);
-    if (module.isModelIndexName(name)) {
-      base.names = session.setIndex(await readWholeFile(path)); // the index of a sharded model: shards beside it
-      base.index = true;
-    } else {
-      base.names = [name];
-    }
+  const model = await chooseLocalModel(path); // the rule of a remote folder's files
+  const base = { remote: false, isDirectory: model.isDirectory, dir: model.dir, names: model.names, inputs, config: null, index: false };
+  if (model.indexPath !== null) {
+    base.names = session.setIndex(await readWholeFile(model.indexPath));
+    base.index = true;
   }
   if (await isRegularFile(joinPath(base.dir, 'config.json'))) base.config = await readWholeFile(joinPath(base.dir, 'config.json'));
   for (const name of base.names) {
