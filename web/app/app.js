@@ -1,6 +1,6 @@
 // The page: choose a base and an adapter (Hub ids or local files), inspect both, plan, chart the delta norms,
 // merge and save. Everything runs in this tab through the package's public API.
-import { SafetensorsError, adapterInfo, hubUrl, init, inspect, inspectRepo, listRepoFiles, mergeShards, openRemote, planMerge } from '../src/index.js';
+import { SafetensorsError, adapterInfo, hubUrl, init, inspect, inspectRepo, listRepoFiles, mergeShards, openRemote, planMerge, progressTime } from '../src/index.js';
 import { describeChart, drawNormChart, groupNorms, renderLegend } from './chart.js';
 import { chooseSink } from './save.js';
 
@@ -564,8 +564,9 @@ async function onMerge() {
     progress.max = Math.max(1, p.totalIn);
     progress.value = p.bytesIn;
     const seconds = (performance.now() - started) / 1000;
+    // The ETA in the CLIs' words, by their rule (the core's progress line: remaining bytes at the average rate).
     status.textContent = `${bytes(p.bytesIn)} of ${bytes(p.totalIn)} read, ${bytes(p.bytesOut)} written` +
-      (seconds > 0.5 ? ` · ${bytes(p.bytesIn / seconds)}/s` : '');
+      (seconds > 0.5 ? ` · ${bytes(p.bytesIn / seconds)}/s` : '') + ` · ${progressTime(p.bytesIn, p.totalIn, seconds)}`;
   };
   let written = 0;
   const failure = { merge: false };
@@ -610,6 +611,11 @@ async function onMerge() {
   $('#cancel-btn').disabled = true;
   syncButtons();
   section.dataset.state = ok ? 'done' : controller.signal.aborted ? 'cancelled' : 'error';
+  if (!ok && controller.signal.aborted) {
+    // Cancelled: nothing is in progress any more, so the bar starts again from empty (no stale fraction or ETA).
+    progress.max = 1;
+    progress.value = 0;
+  }
   if (!ok)
     status.textContent = controller.signal.aborted
       ? 'Cancelled: files not completed were discarded (downloads may show as failed).'

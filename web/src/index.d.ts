@@ -276,6 +276,11 @@ export interface RepoInfo {
 export function inspectRepo(options: InspectRepoOptions): Promise<RepoInfo>;
 export function inspectRepo(repo: string, options?: Omit<InspectRepoOptions, 'repo'>): Promise<RepoInfo>;
 
+/** The time of the CLIs' progress line (src/app/progress_text.h): "ETA 0:05" (the bytes left at the average rate
+ * so far), "ETA --:--" while nothing has moved, "in 0:12" once `done` reaches `total`. Synchronous: call
+ * {@link init} first. */
+export function progressTime(done: number, total: number, seconds: number): string;
+
 /** The names of the files directly in a Hub repo's folder (the Hub's tree API, read as the CLIs read it): a
  * {@link MergeBase}'s `files`, so that a merge copies the model's tokenizer and other files as the CLI does. */
 export function listRepoFiles(repo: HubRepo, options?: { endpoint?: string; token?: string; signal?: AbortSignal }): Promise<string[]>;
