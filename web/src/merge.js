@@ -287,7 +287,12 @@ export class MergeSession {
     this.handle.handle.setCopiedFiles(JSON.stringify(names));
   }
 
-  /** The core's summary (the CLI's output); peak memory is the WASM heap's size. */
+  /** The process's peak RSS in bytes, as the host measures it: the summary names it beside the WASM heap. */
+  setPeakRss(bytes) {
+    this.handle.handle.setPeakRss(bytes);
+  }
+
+  /** The core's summary (the CLI's output): peak memory as the process's RSS (setPeakRss) and the WASM heap. */
   summary(...args) {
     return this.handle.handle.summary(...args);
   }
@@ -864,7 +869,7 @@ export async function planMerge(options) {
   throwIfAborted(signal);
   const { session, plan, index, random, copied } = await planShards(options, signal);
   try {
-    const { ok, seconds, gbPerS, peakMemory, bytesIn, dryRun, ...summary } = JSON.parse(session.summary(0, true, true));
+    const { ok, seconds, gbPerS, peakMemory, peakWasmHeap, bytesIn, dryRun, ...summary } = JSON.parse(session.summary(0, true, true));
     const outputs = plan.shards.map((s) => ({ path: s.name, size: s.outputSize }));
     const size = (text) => new TextEncoder().encode(text).length;
     if (index !== null) outputs.push({ path: INDEX_NAME, size: size(session.outputIndex()) });
