@@ -90,6 +90,11 @@ test('mergeShards with the base folder\'s listing writes the CLI\'s folder; copy
   const streams = { ...localBase, open: (name) => new Blob([read(join(base, name))]).stream() };
   sameFolder(await folderOf(mergeShards({ base: streams, adapter: adapterInput })), want, 'mergeShards (streams)');
   sameFolder(await folderOf(mergeShards({ base: localBase, adapter: adapterInput, copyExtra: false })), nativeFolder(['--no-copy-extra']), 'copyExtra: false');
+  // A listing holding paths: only the folder's own names are its files (nothing is asked for outside it).
+  const asked = [];
+  const paths = { ...localBase, files: [...listing, '../escape.txt', 'sub/preprocessor_config.json'], open: (name) => (asked.push(name), localBase.open(name)) };
+  sameFolder(await folderOf(mergeShards({ base: paths, adapter: adapterInput })), want, 'a listing with paths');
+  assert.ok(!asked.some((n) => n.includes('/')), asked.join(', '));
 });
 
 test('planMerge lists the copied files among its outputs and in copiedFiles, as merge --dry-run --json', async (t) => {
