@@ -151,8 +151,8 @@ class MergeHandle : public MergeIo {
   virtual adapter::AdapterBytesConsumer* Consumer() const = 0;
 
   merge::MergeSummary SummaryOf(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run) const {
-    return {&plan, read_.get(), uint64_t(source_bytes), seconds, uint64_t(HeapSize()), dry_run, options_.unmerge, copied_,
-            quant_errors_, convert_};
+    return {&plan, read_.get(), uint64_t(source_bytes), seconds, peak_rss_, dry_run, options_.unmerge, copied_,
+            quant_errors_, convert_, uint64_t(HeapSize())};
   }
   std::string Summary(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run, bool json) const {
     merge::MergeSummary s = SummaryOf(plan, source_bytes, seconds, dry_run);
@@ -162,6 +162,7 @@ class MergeHandle : public MergeIo {
   merge::MergeOptions options_;
   std::shared_ptr<const adapter::NamingTables> tables_;  // the namingTables option; null: the embedded ones
   std::vector<std::string> copied_;  // the base's other files the CLI copies (set_copied_files)
+  uint64_t peak_rss_ = 0;            // the process's peak RSS as its host measured it (set_peak_rss); 0: none
   std::vector<merge::QuantError> quant_errors_;  // --quantize: each finished weight's error, shard after shard
   bool convert_ = false;                         // set_no_adapter: the summary says convert
   std::optional<std::string> base_config_;
@@ -302,6 +303,9 @@ class Merger : public MergeHandle {
   val config_json() const { return plan_ && plan_->config_json ? val(*plan_->config_json) : val::null(); }
   // The base's other files the CLI copies into the output (app/base_extras.h), a JSON array of names: the summary
   // lists them.
+  // The process's peak RSS, measured by the host (Node: process.resourceUsage().maxRSS) before the summary: the
+  // summary names it beside the module's heap.
+  void set_peak_rss(double bytes) { peak_rss_ = bytes > 0 ? uint64_t(bytes) : 0; }
   void set_copied_files(const std::string& names_json) {
     copied_.clear();
     auto j = nlohmann::json::parse(names_json, nullptr, /*allow_exceptions=*/false);
@@ -654,6 +658,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("outcomeText", &Merger::outcome_text)
       .function("planWarnings", &Merger::plan_warnings)
       .function("setCopiedFiles", &Merger::set_copied_files)
+      .function("setPeakRss", &Merger::set_peak_rss)
       .function("planTensors", &Merger::plan_tensors)
       .function("quantErrorsJson", &Merger::quant_errors_json)
       .function("setQuantErrors", &Merger::set_quant_errors)

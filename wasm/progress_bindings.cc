@@ -63,4 +63,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge_progress) {
       .function("update", &Progress::update)
       .function("finish", &Progress::finish)
       .function("abandon", &Progress::abandon);
+  // The line's time alone ("ETA 0:05", "in 0:12"): the page's ETA beside its own progress bar.
+  emscripten::function("progressTimeText", +[](double done, double total, double seconds) {
+    return pb::app::ProgressTimeText(Bytes(done), Bytes(total), seconds);
+  });
 }

@@ -1,10 +1,13 @@
 // A Cloudflare-style module worker that merges a LoRA adapter into a model on the Hugging Face Hub, one output
 // file per request: N requests (on N machines) merge N shards at once, each holding a few MiB, never a model.
 //
-//   GET /merge?base=<owner/repo | url>&adapter=<owner/repo>&shard=<name>   the merged shard (or the index, or
-//                                                                          config.json, by name)
+//   GET /merge?base=<owner/repo | url>&adapter=<owner/repo>&shard=<name>   the merged shard (or the index,
+//                                                                          config.json, or a base file the merge
+//                                                                          copies - tokenizer.json... - by name)
 //   GET /index?base=…&adapter=…                                            model.safetensors.index.json
 //   GET /plan?base=…&adapter=…                                             the plan (JSON): modules, files, revision
+// /plan's `outputs` are the folder `peft-bridge merge` writes: the merged shards, the index, config.json and the
+// base repo's other files (tokenizer, generation config...: the core's rule, as the CLI copies them).
 // Options: revision, adapter_revision, dtype (bf16|f16|f32), unmerge=1, safe=1, arch.
 // Pass /plan's `revision` to every /merge and /index request so that all read the same commit.
 //

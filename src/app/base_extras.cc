@@ -23,6 +23,8 @@ ExtraFiles PlanExtraFiles(const ExtraFilesRequest& r) {
   if (!r.copy_extra || !r.base_is_directory) return out;
   for (const auto& e : r.listing) {
     if (e.kind != EntryKind::kFile || e.name.empty() || e.name[0] == '.' || IsWeightFile(e.name)) continue;
+    // A listing the caller gave (the JS API's base.files) may hold paths: only the directory's own names are its files.
+    if (e.name.find_first_of("/\\") != std::string::npos || e.name.find('\0') != std::string::npos) continue;
     if (std::find(r.written.begin(), r.written.end(), e.name) != r.written.end()) continue;
     out.copy.push_back(e.name);
   }

@@ -5,7 +5,8 @@
 // (and words the warnings), the CLI copies inside the merge's all-or-nothing output.
 //
 // Not copied: weight files (IsWeightFile), the names the merge writes itself (shards, index, config.json),
-// hidden entries (.gitattributes, .cache/), subdirectories and anything but a file (or a link to one). Nothing
+// hidden entries (.gitattributes, .cache/), subdirectories and anything but a file (or a link to one), and a name
+// that is not a plain name (a '/', '\\' or NUL in it: a listing the JS API's caller gave). Nothing
 // is copied when --base names a .safetensors file: the directory it is in need not be the model's.
 #pragma once
 

@@ -58,6 +58,7 @@ std::string RenderMergeJson(const MergeSummary& s) {
   j["seconds"] = s.seconds;
   j["gbPerS"] = s.seconds > 0 ? static_cast<double>(s.source_bytes) / s.seconds / 1e9 : 0.0;
   j["peakMemory"] = s.peak_memory;
+  j["peakWasmHeap"] = s.peak_wasm_heap ? Json(s.peak_wasm_heap) : Json(nullptr);
   Json notes = Json::array();
   for (const auto& n : s.plan->notes) notes.push_back(n);
   j["notes"] = notes;
@@ -142,7 +143,14 @@ std::string RenderMergeOutcomeText(const MergeSummary& s) {
                 ", " + Sci(k.relative) + "\n";
   }
   return errors + app::SizeText(s.source_bytes) + " in " + Fixed(s.seconds, 2) + " s (" + app::RateText(rate) +
-         "), peak memory " + app::SizeText(s.peak_memory) + "\n";
+         "), peak memory " + PeakMemoryText(s) + "\n";
+}
+
+std::string PeakMemoryText(const MergeSummary& s) {
+  std::string out;
+  if (s.peak_memory) out = app::SizeText(s.peak_memory) + " process RSS";
+  if (s.peak_wasm_heap) out += (out.empty() ? "" : ", ") + app::SizeText(s.peak_wasm_heap) + " WASM heap";
+  return out.empty() ? "unknown" : out;
 }
 
 std::string RenderMergeText(const MergeSummary& s) { return RenderMergePlanText(s) + RenderMergeOutcomeText(s); }

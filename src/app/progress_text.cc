@@ -68,11 +68,7 @@ std::string RenderProgressLine(uint64_t done, uint64_t total, double seconds, st
   const int percent = complete ? 100 : std::min(99, static_cast<int>(fraction * 100));
   const int filled = complete ? kBarWidth : std::min(kBarWidth - 1, static_cast<int>(fraction * kBarWidth));
   const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;
-  std::string time;
-  if (complete) time = "in " + DurationText(seconds);
-  else if (rate > 0 && seconds >= kEtaAfterSeconds && fraction >= kEtaAfterFraction)
-    time = "ETA " + DurationText(static_cast<double>(total - done) / rate);
-  else time = "ETA --:--";
+  const std::string time = ProgressTimeText(done, total, seconds);
   char pct[16];
   std::snprintf(pct, sizeof pct, "%3d%%", percent);
   std::string line = "[";
@@ -82,6 +78,13 @@ std::string RenderProgressLine(uint64_t done, uint64_t total, double seconds, st
   line += "  " + SizeText(std::min(done, total)) + " / " + SizeText(total) + "  " + RateText(rate) + "  " + time;
   if (!file.empty()) line += "  " + ShortName(file);
   return line;
+}
+
+std::string ProgressTimeText(uint64_t done, uint64_t total, double seconds) {
+  if (total == 0 || done >= total) return "in " + DurationText(seconds);
+  const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;
+  const bool settled = seconds >= kEtaAfterSeconds && Fraction(done, total) >= kEtaAfterFraction;
+  return rate > 0 && settled ? "ETA " + DurationText(static_cast<double>(total - done) / rate) : "ETA --:--";
 }
 
 ProgressMeter::ProgressMeter(uint64_t total, ProgressSettings settings) : total_(total), settings_(settings) {}

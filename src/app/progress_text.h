@@ -46,6 +46,11 @@ inline constexpr double kEtaAfterFraction = 0.01;
 // name comes from the input: control bytes are shown as \xNN, and a long name is shortened from the left.
 std::string RenderProgressLine(uint64_t done, uint64_t total, double seconds, std::string_view file);
 
+// The line's time: "ETA 0:05" (the remaining bytes at the average rate), "ETA --:--" while nothing moved or before
+// kEtaAfterSeconds and kEtaAfterFraction, "in 0:12" once done >= total. The page shows it beside its own progress bar, so
+// every front end's ETA reads alike.
+std::string ProgressTimeText(uint64_t done, uint64_t total, double seconds);
+
 // What the line names while several files move at once (the native CLI merging shards one per thread), in place
 // of a file name: "2 files at once".
 std::string FilesAtOnceLabel(size_t count);

@@ -101,6 +101,37 @@ test('workerd: every shard by a concurrent request, the index and config.json = 
   t.diagnostic(`(b), (c) and the rest: ${Date.now() - t0} ms in all`);
 });
 
+test("workerd: the worker's files are the CLI's folder: /plan lists the base's tokenizer and other files, /merge serves them unchanged", { skip }, async (t) => {
+  const base = join(dir, 'with-tokenizer');
+  const shards = await writeShardedBase(base, { shards: 2 });
+  // The files a Hub model has beside its weights; the hidden one and the other format's weights are not copied.
+  const extras = {
+    'tokenizer.json': JSON.stringify({ version: '1.0', model: { type: 'BPE', vocab: { a: 0, b: 1 } } }),
+    'tokenizer.model': Buffer.from([0x0a, 0x03, 0x3c, 0x73, 0x3e, 0xff, 0x00, 0x7f]),
+    'generation_config.json': JSON.stringify({ bos_token_id: 1, eos_token_id: 2 }),
+    '.gitattributes': '*.safetensors filter=lfs\n',
+    'pytorch_model.bin': 'not read',
+  };
+  for (const [name, bytes] of Object.entries(extras)) writeFileSync(join(base, name), bytes);
+  await writeAdapter(join(dir, 'lora-tok'));
+  const expected = nativeMerge(base, join(dir, 'lora-tok'), join(dir, 'out-tok'));
+  assert.deepEqual(Object.keys(expected), [...shards, 'config.json', 'generation_config.json', 'model.safetensors.index.json', 'tokenizer.json', 'tokenizer.model'].sort());
+  const hub = await startHub({ files: { 'me/tok': base, 'me/lora': join(dir, 'lora-tok') } });
+  t.after(() => hub.close());
+  const worker = await startEdge(t, hub.endpoint);
+  const common = { base: 'me/tok', adapter: 'me/lora' };
+  const plan = await (await fetch(`${worker.url}/plan?${query(common)}`)).json();
+  assert.deepEqual(plan.outputs.map((o) => o.path).sort(), Object.keys(expected), 'the CLI\'s set of files');
+  assert.deepEqual(plan.copiedFiles, ['generation_config.json', 'tokenizer.json', 'tokenizer.model']);
+  for (const { path, size } of plan.outputs) {
+    const res = await fetch(`${worker.url}/merge?${query({ ...common, shard: path, revision: plan.revision })}`);
+    const body = await bytesOf(res);
+    assert.equal(res.status, 200, `${path}: ${Buffer.from(body).toString()}`);
+    assert.equal(size, expected[path].length, path);
+    assert.ok(same(body, expected[path]), `${path}: not the CLI's bytes`);
+  }
+});
+
 
 test('workerd: a 168 MB base merges holding about what a plain download of it holds, and a small WASM heap', { skip }, async (t) => {
   // 20 BF16 q_proj weights of 2048 x 2048 (8 MiB each), written in pieces; a rank-8 adapter on every one.

@@ -425,7 +425,7 @@ test('aborting mid-stream rejects with the reason and frees the handle', async (
 
 // ---- (e) the npm CLI's summary and failures ----
 
-const MEASURED = ['seconds', 'gbPerS', 'peakMemory'];
+const MEASURED = ['seconds', 'gbPerS', 'peakMemory', 'peakWasmHeap'];
 const unmeasured = (json) => Object.fromEntries(Object.entries(JSON.parse(json)).filter(([k]) => !MEASURED.includes(k)));
 
 test('npm CLI merge --json / text: the native summary except the measured fields', async (t) => {
@@ -444,12 +444,24 @@ test('npm CLI merge --json / text: the native summary except the measured fields
       assert.deepEqual(unmeasured(js.stdout), unmeasured(native.stdout));
       const j = JSON.parse(js.stdout);
       for (const k of MEASURED) assert.equal(typeof j[k], 'number', k);
-      if (!extra.includes('--dry-run')) assert.ok(j.peakMemory > 0, 'the WASM heap size');
+      if (!extra.includes('--dry-run')) {
+        // Both measures, named: the process's peak RSS (Node's own memory besides the module's), and the WASM heap
+        // (whole 64 KiB pages); natively only the RSS.
+        assert.ok(j.peakMemory > 20 * 2 ** 20, `process RSS: ${j.peakMemory}`);
+        assert.ok(j.peakWasmHeap > 0 && j.peakWasmHeap % 65536 === 0, `WASM heap: ${j.peakWasmHeap}`);
+        assert.notEqual(j.peakMemory, j.peakWasmHeap);
+        const n = JSON.parse(native.stdout);
+        assert.ok(n.peakMemory > 0);
+        assert.equal(n.peakWasmHeap, null);
+      }
     } else {
       // Only the last line (size, seconds, rate, peak memory) is measured.
       const lines = (s) => (extra.includes('--dry-run') ? s : s.split('\n').slice(0, -2).join('\n'));
       assert.equal(lines(js.stdout), lines(native.stdout));
-      if (!extra.includes('--dry-run')) assert.match(js.stdout, /\n[\d.]+ [kMGTPE]?B in [\d.]+ s \([\d.]+ [kMGTPE]?B\/s\), peak memory [\d.]+ [kMGTPE]?B\n$/);
+      if (!extra.includes('--dry-run')) {
+        assert.match(js.stdout, /\n[\d.]+ [kMGTPE]?B in [\d.]+ s \([\d.]+ [kMGTPE]?B\/s\), peak memory [\d.]+ [kMGTPE]?B process RSS, [\d.]+ [kMGTPE]?B WASM heap\n$/);
+        assert.match(native.stdout, /\n[\d.]+ [kMGTPE]?B in [\d.]+ s \([\d.]+ [kMGTPE]?B\/s\), peak memory [\d.]+ [kMGTPE]?B process RSS\n$/);
+      }
     }
   }
 });

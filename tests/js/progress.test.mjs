@@ -53,7 +53,7 @@ test('merge: the same progress bytes in both CLIs: each shard as it starts, then
   const lines = r.stdout.split('\n');
   assert.equal(lines[0], 'merge 2 module(s) into 2 tensor(s) (architecture llama)');
   assert.match(lines[1], new RegExp(`^  ${SHARDS[0]}: 1 tensors, [\\d.]+ kB$`));
-  assert.match(lines.at(-2), /^33\.0 kB in [\d.]+ s \([\d.]+ [kMG]?B\/s\), peak memory [\d.]+ [kMG]?B$/);
+  assert.match(lines.at(-2), /^33\.0 kB in [\d.]+ s \([\d.]+ [kMG]?B\/s\), peak memory [\d.]+ [kMG]?B process RSS(, [\d.]+ [kMG]?B WASM heap)?$/);
 });
 
 test('merge: shards merged at once (threads natively, worker threads in the npm CLI) draw one line that counts the files', (t) => {

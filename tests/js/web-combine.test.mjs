@@ -1,12 +1,13 @@
 // The web page's Combine section in headless Chromium: two PEFT adapters of the golden corpus on the local Hub
 // stand-in, combined in the tab (combineAdapters over WASM) with weights and a method; the plan lists every
 // module, the result shows each module's relative error, and the saved files (a "chosen folder": the
-// origin-private file system) equal the native CLI's combine of the same adapters, byte for byte.
+// origin-private file system) equal the native CLI's combine of the same adapters, byte for byte - from Hub ids,
+// and from local files (each row's file input: the weights and adapter_config.json, read by range as Blobs).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nativeCli, repoRoot, skipWithoutNativeCli, webDir } from './helpers/common.mjs';
@@ -18,7 +19,7 @@ const A = join(corpus, 'llama_lora_f32', 'adapter');
 const RS = join(corpus, 'llama_rslora', 'adapter');
 const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
 
-test('web page: combine two Hub adapters, see the errors, save = native CLI', { timeout: 120000 }, async (t) => {
+test('web page: combine two adapters (Hub ids, local files), see the errors, save = native CLI', { timeout: 120000 }, async (t) => {
   if (!existsSync(CHROMIUM)) return t.skip(`${CHROMIUM} not installed`);
   if (skipWithoutNativeCli(t)) return;
   const { chromium } = await import('playwright-core');
@@ -32,8 +33,8 @@ test('web page: combine two Hub adapters, see the errors, save = native CLI', { 
   const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
   t.after(() => browser.close());
 
-  for (const [method, extra] of [['cat', []], ['svd', ['--rank', '6']]]) {
-    const want = join(dir, `native-${method}`);
+  for (const [method, extra, source] of [['cat', [], 'hub'], ['svd', ['--rank', '6'], 'hub'], ['cat', [], 'local']]) {
+    const want = join(dir, `native-${method}-${source}`);
     const native = spawnSync(nativeCli, ['combine', A, RS, '--weights', '0.75,-0.5', '--method', method, ...extra, '-o', want, '-q']);
     assert.equal(native.status, 0, native.stderr.toString());
 
@@ -49,10 +50,17 @@ test('web page: combine two Hub adapters, see the errors, save = native CLI', { 
     await page.waitForSelector('html[data-ready="true"]');
     const rows = page.locator('#combine-inputs li');
     assert.equal(await rows.count(), 2);
-    await rows.nth(0).locator('.combine-repo').fill('test/a-lora');
+    if (source === 'hub') {
+      await rows.nth(0).locator('.combine-repo').fill('test/a-lora');
+      await rows.nth(1).locator('.combine-repo').fill('test/rs-lora');
+    } else {
+      // Local files: each adapter's folder through its row's file input, no repo id.
+      await rows.nth(0).locator('.combine-files').setInputFiles(readdirSync(A).map((n) => join(A, n)));
+      await rows.nth(1).locator('.combine-files').setInputFiles(readdirSync(RS).map((n) => join(RS, n)));
+    }
     await rows.nth(0).locator('.combine-weight').fill('0.75');
-    await rows.nth(1).locator('.combine-repo').fill('test/rs-lora');
     await rows.nth(1).locator('.combine-weight').fill('-0.5');
+    hub.clearLog();
     await page.selectOption('#combine-method', method);
     if (method === 'svd') await page.fill('#combine-rank', '6');
 
@@ -80,7 +88,8 @@ test('web page: combine two Hub adapters, see the errors, save = native CLI', { 
       return out;
     });
     for (const name of ['adapter_model.safetensors', 'adapter_config.json'])
-      assert.equal(saved[name], sha256(readFileSync(join(want, name))), `${method}: ${name} differs from the native CLI's`);
+      assert.equal(saved[name], sha256(readFileSync(join(want, name))), `${method} (${source}): ${name} differs from the native CLI's`);
+    if (source === 'local') assert.deepEqual(hub.requests, [], 'local files: nothing asked of the Hub');
     assert.deepEqual(errors, []);
     await context.close();
   }

@@ -27,6 +27,16 @@ const KV = 32;
 const VOCAB = 1024; // embed_tokens and lm_head: 128 KiB each in BF16, so a shard is larger than the first range
 const LAYERS = [0, 1];
 
+const BASE_EXTRAS = {
+  'tokenizer.json': JSON.stringify({ version: '1.0', model: { type: 'BPE', vocab: { a: 0, b: 1 } } }),
+  'tokenizer.model': Buffer.from([0x0a, 0x03, 0x3c, 0x73, 0x3e, 0xff, 0x00, 0x7f]),
+  'generation_config.json': JSON.stringify({ bos_token_id: 1, eos_token_id: 2 }),
+  'chat_template.jinja': "{% for m in messages %}{{ m['content'] }}{% endfor %}",
+  '.gitattributes': '*.safetensors filter=lfs\n',
+  'pytorch_model.bin': 'not read',
+};
+const COPIED = ['chat_template.jinja', 'generation_config.json', 'tokenizer.json', 'tokenizer.model'];
+
 const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
 const count = (shape) => shape.reduce((a, b) => a * b, 1);
 
@@ -75,6 +85,9 @@ async function makeModels(dir) {
     architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: HIDDEN, num_attention_heads: 4,
     num_key_value_heads: 2, num_hidden_layers: LAYERS.length, vocab_size: VOCAB, torch_dtype: 'bfloat16',
   }, null, 2)}\n`);
+  // The files a Hub model has beside its weights: the CLI copies them into the merged folder, and so must the page
+  // (a binary tokenizer.model too); hidden files and weights of other formats are not copied.
+  for (const [name, text] of Object.entries(BASE_EXTRAS)) writeFileSync(join(base, name), text);
 
   const adapter = join(dir, 'adapter');
   mkdirSync(adapter, { recursive: true });
@@ -110,7 +123,7 @@ async function expectedMerge(models, dir, extra = []) {
   const read = (n) => new Uint8Array(readFileSync(join(models.base, n)));
   const files = {};
   for await (const f of pb.mergeShards({
-    base: { open: read, index: read('model.safetensors.index.json'), config: read('config.json') },
+    base: { open: read, index: read('model.safetensors.index.json'), config: read('config.json'), files: readdirSync(models.base) },
     adapter: { weights: read('../adapter/adapter_model.safetensors'), config: read('../adapter/adapter_config.json') },
     allowPartial: true,
     ...(extra.length ? { quantize: extra[1] } : {}),
@@ -251,7 +264,8 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
 
   const models = await makeModels(dir);
   const expected = await expectedMerge(models, dir);
-  assert.deepEqual(Object.keys(expected).sort(), [...models.shardNames, 'config.json', 'model.safetensors.index.json'].sort());
+  // The CLI's folder: the merged shards, the index, config.json and the base's other files, copied.
+  assert.deepEqual(Object.keys(expected).sort(), [...models.shardNames, 'config.json', 'model.safetensors.index.json', ...COPIED].sort());
 
   const gpt2 = await makeGpt2(dir);
   const hub = await startHub({

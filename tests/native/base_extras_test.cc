@@ -53,6 +53,15 @@ TEST(BaseExtras, SkipsWeightsOfEveryFormatAdapterFilesHiddenEntriesAndDirectorie
   EXPECT_EQ(PlanExtraFiles(r).copy, (std::vector<std::string>{"merges.txt", "vocab.json"}));
 }
 
+TEST(BaseExtras, OnlyPlainNamesOfAGivenListing) {
+  auto r = Request({{"../secrets.txt", EntryKind::kFile},
+                    {"sub/tokenizer.json", EntryKind::kFile},
+                    {"a\\b.txt", EntryKind::kFile},
+                    {std::string("nul\0.txt", 7), EntryKind::kFile},
+                    {"tokenizer.json", EntryKind::kFile}});
+  EXPECT_EQ(PlanExtraFiles(r).copy, (std::vector<std::string>{"tokenizer.json"}));
+}
+
 TEST(BaseExtras, WeightFileNames) {
   for (const char* name : {"model.safetensors", "x.index.json", "a.bin", "a.pt", "a.pth", "a.ckpt", "a.gguf", "a.h5",
                            "a.msgpack", "adapter_config.json", "adapter_model.bin"})

@@ -243,5 +243,16 @@ TEST(ProgressSettings, TheFixedClockIsWholeMilliseconds) {
     EXPECT_EQ(ProgressSettingsFor({.clock_variable = bad}).fixed_seconds, std::nullopt) << bad;
 }
 
+// The time part alone, as the page shows it beside its bar: the line's own words.
+TEST(ProgressTimeText, TheLinesTime) {
+  EXPECT_EQ(ProgressTimeText(0, 100, 0), "ETA --:--");
+  EXPECT_EQ(ProgressTimeText(25, 100, 5), "ETA 0:15");
+  EXPECT_EQ(ProgressTimeText(100, 100, 12.2), "in 0:12");
+  EXPECT_EQ(ProgressTimeText(0, 0, 3), "in 0:03");
+  const std::string line = RenderProgressLine(25, 100, 5, "");
+  EXPECT_EQ(line.substr(line.size() - 8), "ETA 0:15");
+}
+
 }  // namespace
 }  // namespace pb::app
+

@@ -1,6 +1,6 @@
 // The page: choose a base and an adapter (Hub ids or local files), inspect both, plan, chart the delta norms,
 // merge and save. Everything runs in this tab through the package's public API.
-import { SafetensorsError, adapterInfo, hubUrl, init, inspect, inspectRepo, mergeShards, openRemote, planMerge } from '../src/index.js';
+import { SafetensorsError, adapterInfo, hubUrl, init, inspect, inspectRepo, listRepoFiles, mergeShards, openRemote, planMerge, progressTime } from '../src/index.js';
 import { describeChart, drawNormChart, groupNorms, renderLegend } from './chart.js';
 import { chooseSink } from './save.js';
 
@@ -151,7 +151,9 @@ function invalidate() {
 }
 
 function setFiles(which, files) {
-  const kept = [...files].filter((f) => /\.(safetensors|json)$/i.test(f.name));
+  // The base's every file is kept: besides the weights, the merge copies its tokenizer and other files as the CLI
+  // does (the core chooses which); of an adapter's, only its weights and config are read.
+  const kept = [...files].filter((f) => which === 'base' || /\.(safetensors|json)$/i.test(f.name));
   state.files[which] = kept;
   $(`#${which}-chosen`).textContent = kept.length
     ? kept.map((f) => `${f.name} (${bytes(f.size)})`).join(', ')
@@ -210,9 +212,10 @@ async function loadBase(signal) {
     const { endpoint, token } = hubSettings();
     const info = await inspectRepo({ repo, revision, endpoint, token, signal });
     const at = { repo, revision: info.revision, endpoint, token };
-    const [index, config] = await Promise.all([
+    const [index, config, files] = await Promise.all([
       info.index ? fetchHub({ ...at, path: INDEX }, signal) : null,
       fetchHub({ ...at, path: 'config.json' }, signal, true),
+      listRepoFiles({ repo, revision: info.revision, endpoint, token }, { signal }), // the other files the merge copies
     ]);
     return {
       label: `${repo} @ ${info.commit ? info.commit.slice(0, 12) : revision}`,
@@ -220,6 +223,7 @@ async function loadBase(signal) {
       shards: info.shards.map((s) => ({ ...s, size: s.header.fileSize })),
       index,
       config,
+      files,
       opener(opSignal) {
         const open = new Map();
         return {
@@ -273,8 +277,9 @@ async function loadBase(signal) {
     shards,
     index,
     config: configFile ? new Uint8Array(await configFile.arrayBuffer()) : null,
+    files: files.map((f) => f.name), // the folder the user chose: the merge copies its other files as the CLI does
     // Files are Blobs: the merge reads them by Blob.slice, a piece at a time.
-    opener: () => ({ open: (name) => byName.get(name), close: async () => {} }),
+    opener: () => ({ open: (name) => byName.get(name) ?? files.find((f) => f.name === name), close: async () => {} }),
   };
 }
 
@@ -428,7 +433,7 @@ async function onInspect() {
 
 // ---- plan ----
 
-const mergeBase = (base, opener) => ({ open: opener.open, index: base.index, config: base.config });
+const mergeBase = (base, opener) => ({ open: opener.open, index: base.index, config: base.config, files: base.files });
 const dtypeOption = () => $('#merge-dtype').value || undefined;
 // `--quantize` / `--scheme`, from the "quantize for deployment" choice (docs/merge.md, Quantize).
 const quantizeOptions = () => {
@@ -518,12 +523,6 @@ function watchReads(stream, failure) {
   );
 }
 
-function outputNames(base) {
-  const names = base.index ? base.shards.map((s) => s.path) : ['model.safetensors'];
-  if (base.index) names.push(INDEX);
-  if (base.config) names.push('config.json');
-  return names;
-}
 
 async function onMerge() {
   const { base, adapter } = state;
@@ -539,7 +538,7 @@ async function onMerge() {
   let sink;
   try {
     // First, while the click still counts as a user gesture: the pickers require one.
-    const choosing = chooseSink($('#save-method').value, outputNames(base));
+    const choosing = chooseSink($('#save-method').value, state.plan.outputs.map((o) => o.path)); // the plan's files
     syncButtons();
     sink = await choosing;
   } catch (error) {
@@ -565,8 +564,9 @@ async function onMerge() {
     progress.max = Math.max(1, p.totalIn);
     progress.value = p.bytesIn;
     const seconds = (performance.now() - started) / 1000;
+    // The ETA in the CLIs' words, by their rule (the core's progress line: remaining bytes at the average rate).
     status.textContent = `${bytes(p.bytesIn)} of ${bytes(p.totalIn)} read, ${bytes(p.bytesOut)} written` +
-      (seconds > 0.5 ? ` · ${bytes(p.bytesIn / seconds)}/s` : '');
+      (seconds > 0.5 ? ` · ${bytes(p.bytesIn / seconds)}/s` : '') + ` · ${progressTime(p.bytesIn, p.totalIn, seconds)}`;
   };
   let written = 0;
   const failure = { merge: false };
@@ -611,6 +611,11 @@ async function onMerge() {
   $('#cancel-btn').disabled = true;
   syncButtons();
   section.dataset.state = ok ? 'done' : controller.signal.aborted ? 'cancelled' : 'error';
+  if (!ok && controller.signal.aborted) {
+    // Cancelled: nothing is in progress any more, so the bar starts again from empty (no stale fraction or ETA).
+    progress.max = 1;
+    progress.value = 0;
+  }
   if (!ok)
     status.textContent = controller.signal.aborted
       ? 'Cancelled: files not completed were discarded (downloads may show as failed).'

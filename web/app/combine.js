@@ -1,4 +1,4 @@
-// The page's Combine section: adapters from the Hub with a weight each, a method, the plan, then the combined
+// The page's Combine section: adapters from the Hub or local files with a weight each, a method, the plan, then the combined
 // adapter with every module's relative error against the exact weighted sum, saved as the merge saves (a chosen
 // folder, else a streamed download). Everything runs in this tab through combineAdapters (src/compose in WASM).
 import { SafetensorsError, combineAdapters } from '../src/index.js';
@@ -13,7 +13,7 @@ function showError(error) {
   box.textContent = !error ? '' : error instanceof SafetensorsError ? `${error.code}: ${error.message}` : (error.message ?? String(error));
 }
 
-/** One input row: repo id, revision and weight. */
+/** One input row: repo id and revision, or local files (the adapter's weights and adapter_config.json), and weight. */
 function addInputRow(repo = '', weight = 1) {
   const li = document.createElement('li');
   const field = (label, cls, type, value, extra = {}) => {
@@ -29,11 +29,30 @@ function addInputRow(repo = '', weight = 1) {
   remove.textContent = 'Remove';
   remove.className = 'combine-remove';
   remove.addEventListener('click', () => li.remove());
+  const files = field('or files', 'combine-files', 'file', '', { multiple: true, accept: '.safetensors,.json' });
   li.append(field('Repo id', 'combine-repo', 'text', repo, { placeholder: 'someone/task-lora' }),
-    field('Revision', 'combine-revision', 'text', '', { placeholder: 'main' }),
+    field('Revision', 'combine-revision', 'text', '', { placeholder: 'main' }), files,
     field('Weight', 'combine-weight', 'number', String(weight), { step: 'any' }), remove);
   $('#combine-inputs').append(li);
 }
+
+/**
+ * A row's local files: one weights file (read by range, as a Blob) and its adapter_config.json (`configFile`, read
+ * by readConfigs once the save picker is open); null when none were chosen.
+ */
+function localAdapter(row, n) {
+  const files = [...row.querySelector('.combine-files').files];
+  if (files.length === 0) return null;
+  const weights = files.filter((f) => /\.safetensors$/i.test(f.name));
+  if (weights.length !== 1) throw new Error(`adapter ${n}: choose one .safetensors weights file (and adapter_config.json), not ${weights.length}`);
+  const config = files.find((f) => f.name === 'adapter_config.json') ?? files.find((f) => /\.json$/i.test(f.name));
+  return { weights: weights[0], weightsName: weights[0].name, configFile: config ?? null };
+}
+
+/** The inputs as combineAdapters takes them: a local adapter's config read into bytes. */
+const readConfigs = (inputs) =>
+  Promise.all(inputs.map(async ({ configFile, ...input }) =>
+    configFile === undefined ? input : { ...input, config: configFile ? new Uint8Array(await configFile.arrayBuffer()) : null }));
 
 /** The inputs and options as combineAdapters takes them; throws a readable error for a bad field. */
 function request(dryRun) {
@@ -41,10 +60,11 @@ function request(dryRun) {
   const inputs = [];
   const weights = [];
   for (const [i, row] of rows.entries()) {
+    const local = localAdapter(row, i + 1);
     const repo = row.querySelector('.combine-repo').value.trim();
-    if (!repo) throw new Error(`adapter ${i + 1}: give a repo id`);
+    if (!local && !repo) throw new Error(`adapter ${i + 1}: give a repo id or choose its files`);
     const revision = row.querySelector('.combine-revision').value.trim();
-    inputs.push(revision ? { repo, revision } : { repo });
+    inputs.push(local ?? (revision ? { repo, revision } : { repo }));
     const weight = Number(row.querySelector('.combine-weight').value);
     if (!Number.isFinite(weight)) throw new Error(`adapter ${i + 1}: the weight is not a number`);
     weights.push(weight);
@@ -112,7 +132,7 @@ async function run(dryRun) {
       section.dataset.state = 'idle';
       return;
     }
-    const result = await combineAdapters(inputs, options);
+    const result = await combineAdapters(await readConfigs(inputs), options);
     render(result);
     for (const f of result.files) {
       await sink.write(f.name, f.bytes.length, new Blob([f.bytes]).stream());

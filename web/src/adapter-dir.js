@@ -61,8 +61,8 @@ async function openLocalAdapter(input) {
   }
 }
 
-/** The names of the files directly in a Hub repo's folder, from the Hub's tree API. */
-async function listHubFolder(repo, options) {
+/** The names of the files directly in a Hub repo's folder, from the Hub's tree API. Internal (remote.js too). */
+export async function listHubFolder(repo, options) {
   const endpoint = repo.endpoint ?? options.endpoint;
   const url = hubTreeUrl({ repo: repo.repo, revision: repo.revision, folder: repo.subfolder, endpoint });
   // A plain URL: the token goes to the endpoint's origin only, as for the files.
@@ -70,6 +70,16 @@ async function listHubFolder(repo, options) {
   // Which entries are the folder's files is the core's rule (src/app/remote_address.h), as in both CLIs.
   const label = `hf://${repo.repo}${repo.subfolder ? `/${repo.subfolder}` : ''}`;
   return JSON.parse(checked((await getModule()).parseHubListing(new TextDecoder().decode(bytes), label)).names);
+}
+
+/**
+ * The names of the files directly in a Hub repo's folder ({repo, revision?, subfolder?, endpoint?, token?}), as the
+ * CLIs read the Hub's listing: for a MergeBase's `files`, so that the merge copies a Hub model's tokenizer and other
+ * files as `peft-bridge merge` does.
+ */
+export async function listRepoFiles(repo, options = {}) {
+  if (!repo || typeof repo !== 'object' || typeof repo.repo !== 'string') throw new TypeError('peft-bridge: listRepoFiles takes {repo, revision?, subfolder?}');
+  return listHubFolder(hubAliases(repo), hubAliases(options));
 }
 
 async function openHubAdapter(givenRepo, givenOptions) {

@@ -292,6 +292,15 @@ export interface RepoInfo {
 export function inspectRepo(options: InspectRepoOptions): Promise<RepoInfo>;
 export function inspectRepo(repo: string, options?: Omit<InspectRepoOptions, 'repo'>): Promise<RepoInfo>;
 
+/** The time of the CLIs' progress line (src/app/progress_text.h): "ETA 0:05" (the bytes left at the average rate
+ * so far), "ETA --:--" while nothing has moved, "in 0:12" once `done` reaches `total`. Synchronous: call
+ * {@link init} first. */
+export function progressTime(done: number, total: number, seconds: number): string;
+
+/** The names of the files directly in a Hub repo's folder (the Hub's tree API, read as the CLIs read it): a
+ * {@link MergeBase}'s `files`, so that a merge copies the model's tokenizer and other files as the CLI does. */
+export function listRepoFiles(repo: HubRepo, options?: { endpoint?: string; token?: string; signal?: AbortSignal }): Promise<string[]>;
+
 export type ReadEvent =
   | { type: 'header'; header: Header }
   | {
@@ -872,6 +881,8 @@ export interface MergeOptions {
   namingTables?: NamingTableInput[];
   /** Aborting errors the output with the signal's reason and frees the merge's memory. */
   signal?: AbortSignal;
+  /** `false`: copy none of the base's other files ({@link MergeBase.files}; the CLI's `--no-copy-extra`). Default true. */
+  copyExtra?: boolean;
 }
 
 export interface MergeStreamOptions extends MergeOptions {
@@ -910,6 +921,13 @@ export interface MergeBase {
   index?: ConfigInput | null;
   /** The base's `config.json`: chooses the naming table, and is written back (edited if needed) as `config.json`. */
   config?: ConfigInput | null;
+  /** The base folder's listing (its file names, or `{name, kind}` with kind 'file', 'directory' or 'other'): the
+   * merge then copies the base's other files into its output as the CLI's `merge` does - every file that is not a
+   * weight file (safetensors, .bin, .gguf, .h5, .onnx, .pt…) nor one the merge writes, hidden ones and
+   * subdirectories aside: tokenizer.json, tokenizer.model, generation_config.json, chat templates… (the core's rule,
+   * app/base_extras.h) - each read from `open(name)` and yielded after the merged files, byte for byte. Without it
+   * nothing else is copied, as for the CLI's `--base FILE`. */
+  files?: (string | { name: string; kind?: 'file' | 'directory' | 'other' })[] | null;
 }
 
 export interface MergeShardsOptions extends MergeOptions {
@@ -921,7 +939,8 @@ export interface MergeShardsOptions extends MergeOptions {
 
 /** One output file of {@link mergeShards}. */
 export interface MergedFile {
-  /** The file's name: a shard's (same as the input's), `model.safetensors.index.json` or `config.json`. */
+  /** The file's name: a shard's (same as the input's), `model.safetensors.index.json`, `config.json`, or one of the
+   * base's other files copied ({@link MergeBase.files}). */
   path: string;
   /** Its size in bytes (known from the plan before any byte is produced). */
   size: number;
@@ -932,7 +951,8 @@ export interface MergedFile {
 
 /** Merges a LoRA adapter into a whole model, sharded or not, yielding the output files in order: each shard,
  * then `model.safetensors.index.json` (total_size recomputed, added tensors mapped) when the base has an index,
- * then `config.json` when `base.config` was given - the files and bytes the CLI's `merge` writes. Every shard's
+ * then `config.json` when `base.config` was given, then the base's other files when `base.files` lists its folder
+ * - the files and bytes the CLI's `merge` writes. Every shard's
  * header is read and the merge planned before the first file is yielded, so mismatches reject up front. Shards
  * are streamed, never held whole; breaking out of the loop, an error or an abort frees everything. */
 export function mergeShards(options: MergeShardsOptions): AsyncGenerator<MergedFile, void, undefined>;
@@ -1000,6 +1020,8 @@ export interface MergePlanSummary {
   /** Sum of the output shards' sizes. */
   bytesOut: number;
   notes: string[];
+  /** The base's other files the merge copies ({@link MergeBase.files}), in byte order of their names. */
+  copiedFiles: string[];
   /** With `quantize` (`--quantize`): the layout, the weights written quantized, the Linear weights kept (with the
    * reason), the config's ignore list; `errors` (per quantized weight: max |Δ|, RMS, ‖Δ‖/‖W‖ of the dequantized
    * weight) is filled after a merge, empty in a plan. */
@@ -1048,7 +1070,8 @@ export interface HubRepo {
 
 export interface RemoteMergeOptions extends Omit<MergeOptions, 'adapter'>, Omit<RemoteOptions, 'signal'> {
   /** A model repo (`model.safetensors`, or the shards `model.safetensors.index.json` lists, plus `config.json`
-   * when present), or the URL (`https://`, `hf://`) of one .safetensors file. A repo is read at one commit: the
+   * when present; its other files - tokenizer… - are copied as the CLI copies them, see {@link MergeBase.files}),
+   * or the URL (`https://`, `hf://`) of one .safetensors file. A repo is read at one commit: the
    * `X-Repo-Commit` of its index (else of its config.json). */
   base: HubRepo | string | URL;
   /** An adapter repo (`adapter_model.safetensors` + `adapter_config.json`), URLs of those two files, or their
@@ -1068,7 +1091,7 @@ export interface RemoteMergeOptions extends Omit<MergeOptions, 'adapter'>, Omit<
 export function mergeRemote(options: RemoteMergeOptions & { onProgress?: MergeShardsOptions['onProgress'] }): AsyncGenerator<MergedFile, void, undefined>;
 
 /** One output file of the merge {@link mergeRemote} would do: a shard's merged bytes (only that shard's data is
- * read), `model.safetensors.index.json` or `config.json`, so that N workers can each produce some. `shard` may be
+ * read), `model.safetensors.index.json`, `config.json` or one of the base's files the merge copies, so that N workers can each produce some. `shard` may be
  * omitted when the output is one shard. Plan-time errors reject; an error while streaming errors the stream.
  * `size` is known before any byte. */
 export function mergeRemoteShard(options: RemoteMergeOptions & {

@@ -10,6 +10,8 @@ export { readSafetensors } from './reader.js';
 export { createWriter, writeSafetensors, SafetensorsWriter } from './writer.js';
 export { convert } from './convert.js';
 export { adapterInfo, translateAdapter } from './adapter.js';
+export { listRepoFiles } from './adapter-dir.js';
+export { progressTime } from './progress-text.js';
 export { combineAdapters } from './combine.js';
 export { createAdapter } from './create.js';
 export { extractAdapter } from './extract.js';

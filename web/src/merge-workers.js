@@ -5,7 +5,7 @@
 // copied). Plain message passing, so it works whether or not the page is cross-origin isolated.
 import { SafetensorsError, abortReason, errorFromMessage, throwIfAborted } from './errors.js';
 import { compiledModule, getModule } from './init.js';
-import { INDEX_NAME, adapterFiles, closeShards, planShards } from './merge.js';
+import { INDEX_NAME, adapterFiles, closeShards, copiedFile, planShards } from './merge.js';
 import { raceAbort } from './sources.js';
 
 // Output chunks a shard's stream holds ahead of its reader: the worker merges the next while one is written.
@@ -109,7 +109,7 @@ export async function mergeInWorkers(options) {
   requireSendable(adapter.weights, 'the adapter weights');
   const sources = {};
   const open = async (name) => (sources[name] ??= requireSendable(await raceAbort(Promise.resolve(base.open(name)), signal), `shard ${name}`));
-  const { session, plan, random, index } = await planShards({ ...options, base: { index: base.index, config: base.config, open } }, signal);
+  const { session, plan, random, index, copied } = await planShards({ ...options, base: { index: base.index, config: base.config, files: base.files, open } }, signal);
   let texts;
   try {
     texts = [];
@@ -121,6 +121,17 @@ export async function mergeInWorkers(options) {
     await closeShards(random);
   }
   await getModule();
+  // The base's other files (tokenizer...), opened before any worker starts and copied here: no worker needs them.
+  const copies = [];
+  try {
+    for (const name of copied) {
+      const { path, size, stream } = await copiedFile(base, name, signal);
+      copies.push({ path, size, stream });
+    }
+  } catch (error) {
+    await Promise.all(copies.map((c) => c.stream.cancel(error).catch(() => {})));
+    throw error;
+  }
   const job = {
     sources,
     index: index,
@@ -136,6 +147,7 @@ export async function mergeInWorkers(options) {
     const bytes = new TextEncoder().encode(text);
     files.push({ path, size: bytes.length, stream: new Blob([bytes]).stream() });
   }
+  files.push(...copies);
   return files;
 }
 

@@ -7,7 +7,7 @@
 // the adapter is read by range (adapter-source.js): its header first, then each module's factors when the
 // merge reaches the tensor they change.
 import { namingTablesOption } from './naming-tables.js';
-import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from './errors.js';
+import { SafetensorsError, abortReason, errorFromHandle, errorFromValue, throwIfAborted } from './errors.js';
 import { configText, readAdapterHeader, serveRanges } from './adapter.js';
 import { openAdapterSource } from './adapter-source.js';
 import { NativeHandle, concat } from './handles.js';
@@ -47,6 +47,21 @@ function optionsJson(options) {
     quantize: options.quantize ?? null,
     scheme: options.scheme ?? null,
     groupSize: options.groupSize ?? null,
+  });
+}
+
+/**
+ * `base.files` as the core's PlanExtraFiles takes a directory listing: [{name, kind}] (a plain name is a file);
+ * null when the base gives no listing (then it is not a directory, and nothing beside the weights is copied, as
+ * for the CLI's `--base FILE`).
+ */
+function baseListing(files) {
+  if (files === undefined || files === null) return null;
+  if (!Array.isArray(files)) throw new TypeError('peft-bridge: base.files must be an array of file names (or {name, kind})');
+  return files.map((f) => {
+    if (typeof f === 'string') return { name: f, kind: 'file' };
+    if (f && typeof f === 'object' && typeof f.name === 'string') return { name: f.name, kind: f.kind === 'directory' || f.kind === 'other' ? f.kind : 'file' };
+    throw new TypeError('peft-bridge: base.files must be an array of file names (or {name, kind})');
   });
 }
 
@@ -249,12 +264,35 @@ export class MergeSession {
     }
   }
 
+  /**
+   * The base's other files the merge copies into its output (tokenizer, generation config, chat template...), by
+   * the CLI's rule (app/base_extras.h: every file of the base folder that is not a weight file nor one the merge
+   * writes itself): their names in byte order, also listed in the summary. `files`: the base folder's listing
+   * (MergeBase.files); none, or `copyExtra` false (`--no-copy-extra`), copies nothing.
+   */
+  copiedFiles(plan, hasIndex, files, copyExtra = true) {
+    const listing = baseListing(files);
+    const config = this.configJson();
+    const written = [...plan.shards.map((s) => s.name), ...(hasIndex ? [INDEX_NAME] : []), ...(config !== null ? ['config.json'] : [])];
+    const request = { basePath: 'base', baseIsDirectory: listing !== null, listing: listing ?? [], written, writesConfig: config !== null, copyExtra: copyExtra !== false };
+    const r = this.module.planExtraFiles(JSON.stringify(request));
+    if (!r.ok) throw errorFromValue(r);
+    const { copy } = JSON.parse(r.planJson);
+    this.setCopiedFiles(copy);
+    return copy;
+  }
+
   /** The base's other files the caller copies into the output (names, in order): the summary lists them. */
   setCopiedFiles(names) {
     this.handle.handle.setCopiedFiles(JSON.stringify(names));
   }
 
-  /** The core's summary (the CLI's output); peak memory is the WASM heap's size. */
+  /** The process's peak RSS in bytes, as the host measures it: the summary names it beside the WASM heap. */
+  setPeakRss(bytes) {
+    this.handle.handle.setPeakRss(bytes);
+  }
+
+  /** The core's summary (the CLI's output): peak memory as the process's RSS (setPeakRss) and the WASM heap. */
   summary(...args) {
     return this.handle.handle.summary(...args);
   }
@@ -562,7 +600,9 @@ export async function planShards(options, signal) {
     }
     session.baseComplete();
     await session.loadAdapter(await adapterFiles(options.adapter, base.config, signal), signal);
-    return { session, plan: session.plan(), random, index };
+    const plan = session.plan();
+    const copied = session.copiedFiles(plan, index !== null, base.files, options.copyExtra);
+    return { session, plan, random, index, copied };
   } catch (error) {
     session.close();
     await closeShards(random);
@@ -578,8 +618,10 @@ export async function closeShards(random) {
 /**
  * Merges a LoRA adapter into a whole model, sharded or not, yielding the output files in order: each shard
  * (same names as the input's), then `model.safetensors.index.json` when the base has an index, then
- * `config.json` when the base config was given. Every shard's header is read and the merge planned before the
- * first file is yielded, so a base/adapter mismatch rejects up front.
+ * `config.json` when the base config was given, then - when `base.files` lists the base folder - the base's
+ * other files the CLI's `merge` copies (tokenizer, generation config...: the core's rule, app/base_extras.h),
+ * byte for byte from `base.open(name)`, unless `copyExtra: false`. Every shard's header is read and the merge
+ * planned before the first file is yielded, so a base/adapter mismatch rejects up front.
  *
  * Read each file's stream to its end, or cancel it to skip that file, before asking for the next file (the merge
  * runs one shard at a time; the next step rejects otherwise). Breaking out of the loop, an error or an abort
@@ -600,7 +642,7 @@ export async function* mergeShards(options) {
   if (!options || typeof options !== 'object') throw new TypeError('peft-bridge: mergeShards needs {base, adapter}');
   const { signal, onProgress } = options;
   throwIfAborted(signal);
-  const { session, plan, random, index } = await planShards(options, signal);
+  const { session, plan, random, index, copied } = await planShards(options, signal);
   let failure = null;
   let current = null; // the stream being read: {done, fail(reason)}
   const onAbort = () => current?.fail(abortReason(signal));
@@ -635,12 +677,100 @@ export async function* mergeShards(options) {
       yield { path, size: bytes.length, stream: bytesStream(bytes) };
       throwIfAborted(signal);
     }
+    for (const name of copied) {
+      const file = await copiedFile(options.base, name, signal);
+      current = file.state;
+      yield { path: file.path, size: file.size, stream: file.stream };
+      throwIfAborted(signal);
+      if (current.skipped) await current.settled;
+      if (!current.done)
+        throw new SafetensorsError('InvalidArgument', `the stream of ${name} was not read to its end (nor cancelled) before the next file was asked for`);
+    }
   } finally {
     signal?.removeEventListener('abort', onAbort);
     current?.fail(failure ?? new Error('peft-bridge: merge stopped'));
     session.close();
     await closeShards(random);
   }
+}
+
+/**
+ * One of the base's other files as an output file ({path, size, stream}, plus `state` for mergeShards): its bytes
+ * as `base.open(name)` gives them, unchanged - read a piece at a time from a random-access source, held whole
+ * from a stream (these are small files: tokenizer, configs, templates) so that its size is known up front.
+ * `state.fail(reason)` errors the stream from outside. Internal (mergeShards, mergeInWorkers, the remote merges).
+ */
+export async function copiedFile(base, name, signal) {
+  const source = await raceAbort(Promise.resolve(base.open(name)), signal);
+  const src = await openSource(source, { signal });
+  const state = { done: false, skipped: false, settled: Promise.resolve(), fail: null };
+  const release = async (reason) => {
+    await src.close(reason);
+    await closeRandomAccess(source);
+  };
+  let size;
+  let read;
+  if (src.random) {
+    size = src.size;
+    read = (pos, n) => raceAbort(Promise.resolve(src.read(pos, n)), signal).then(chunkBytes);
+  } else {
+    const parts = [];
+    try {
+      for (let chunk; (chunk = await src.next()) !== null; ) parts.push(chunkBytes(chunk));
+    } finally {
+      await release();
+    }
+    const bytes = concat(parts) ?? new Uint8Array(0);
+    size = bytes.length;
+    read = async (pos, n) => bytes.subarray(pos, pos + n);
+  }
+  let pos = 0;
+  let controller = null;
+  state.fail = (error) => {
+    if (state.done) return;
+    state.done = true;
+    try {
+      controller?.error(error);
+    } catch {
+      // already closed or errored
+    }
+    release(error).catch(() => {});
+  };
+  const stream = new ReadableStream(
+    {
+      start(c) {
+        controller = c;
+      },
+      async pull() {
+        if (state.done) return;
+        try {
+          if (pos >= size) {
+            state.done = true;
+            controller.close();
+            await release();
+            return;
+          }
+          const n = Math.min(DEFAULT_READ_SIZE, size - pos);
+          const bytes = await read(pos, n);
+          if (bytes.length !== n) throw new SafetensorsError('IoError', `${name} ended at byte ${pos + bytes.length}, short of its ${size} bytes`);
+          pos += n;
+          controller.enqueue(bytes);
+        } catch (error) {
+          state.fail(error);
+          throw error;
+        }
+      },
+      cancel(reason) {
+        if (state.done) return;
+        state.done = true;
+        state.skipped = true;
+        state.settled = release(reason).catch(() => {});
+        return state.settled;
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return { path: name, size, stream, state };
 }
 
 /**
@@ -737,14 +867,19 @@ export async function planMerge(options) {
   if (!options || typeof options !== 'object') throw new TypeError('peft-bridge: planMerge needs {base, adapter}');
   const { signal } = options;
   throwIfAborted(signal);
-  const { session, plan, index, random } = await planShards(options, signal);
+  const { session, plan, index, random, copied } = await planShards(options, signal);
   try {
-    const { ok, seconds, gbPerS, peakMemory, bytesIn, dryRun, ...summary } = JSON.parse(session.summary(0, true, true));
+    const { ok, seconds, gbPerS, peakMemory, peakWasmHeap, bytesIn, dryRun, ...summary } = JSON.parse(session.summary(0, true, true));
     const outputs = plan.shards.map((s) => ({ path: s.name, size: s.outputSize }));
     const size = (text) => new TextEncoder().encode(text).length;
     if (index !== null) outputs.push({ path: INDEX_NAME, size: size(session.outputIndex()) });
     const config = session.configJson();
     if (config !== null) outputs.push({ path: 'config.json', size: size(config) });
+    for (const name of copied) {
+      const file = await copiedFile(options.base, name, signal);
+      await file.stream.cancel();
+      outputs.push({ path: name, size: file.size });
+    }
     return { ...summary, tensors: JSON.parse(session.handle.handle.planTensors()), outputs, sourceBytes: plan.sourceBytes };
   } finally {
     session.close();

@@ -11,10 +11,10 @@
 // saveStreams writes output files into a directory picked in the browser (File System Access API).
 import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
 import { configText } from './adapter.js';
-import { openAdapterDirectory } from './adapter-dir.js';
+import { listHubFolder, openAdapterDirectory } from './adapter-dir.js';
 import { hubAliases, openRemote, readRemoteWhole } from './hub.js';
 import { LIMIT_OPTIONS } from './range-client.js';
-import { MergeSession, mergeShards, planMerge } from './merge.js';
+import { MergeSession, copiedFile, mergeShards, planMerge } from './merge.js';
 import { openSource } from './sources.js';
 
 const INDEX = 'model.safetensors.index.json';
@@ -50,11 +50,13 @@ const inRepo = (givenRepo, ro) => {
 };
 
 /**
- * The base: {revision, index, config, shard(name) -> address}. A repo is read at the commit its first answer names
- * (X-Repo-Commit of the index, else of config.json), so a branch that moves meanwhile cannot mix two versions.
+ * The base: {revision, index, config, files, shard(name) -> address}. A repo is read at the commit its first answer
+ * names (X-Repo-Commit of the index, else of config.json), so a branch that moves meanwhile cannot mix two
+ * versions. `files`: a repo folder's file names (the Hub's tree API, the core's reading of it), from which the merge
+ * copies the base's other files as the CLI does; null for a URL (one file, as the CLI's `--base FILE`).
  */
-async function resolveBase(base, ro, baseConfig) {
-  if (isUrl(base)) return { revision: null, index: null, config: baseConfig ?? null, shard: () => base };
+async function resolveBase(base, ro, baseConfig, { listFiles = true } = {}) {
+  if (isUrl(base)) return { revision: null, index: null, config: baseConfig ?? null, files: null, shard: () => base };
   if (!base || typeof base !== 'object' || typeof base.repo !== 'string')
     throw new TypeError('peft-bridge: base must be a Hub repo {repo, revision?} or the URL of one .safetensors file');
   const at = inRepo(base, ro);
@@ -62,7 +64,8 @@ async function resolveBase(base, ro, baseConfig) {
   const index = await readWhole(at(INDEX, revision), ro, true);
   const config = await readWhole(at('config.json', index?.commit ?? revision), ro, true);
   const pinned = index?.commit ?? config?.commit ?? revision;
-  return { revision: pinned, index: index?.bytes ?? null, config: baseConfig ?? config?.bytes ?? null, shard: (name) => at(name, pinned) };
+  const files = listFiles ? await listHubFolder({ ...hubAliases(base), revision: pinned }, ro) : null;
+  return { revision: pinned, index: index?.bytes ?? null, config: baseConfig ?? config?.bytes ?? null, files, shard: (name) => at(name, pinned) };
 }
 
 // The key under which the adapter's weights file is kept open among the shards' (not a valid shard name).
@@ -191,7 +194,7 @@ export function remoteReading(options) {
  * commit read. Internal (extractAdapter reads two models this way).
  */
 export async function openRemoteModel(given, reading, key) {
-  const base = await resolveBase(given, reading.ro, null);
+  const base = await resolveBase(given, reading.ro, null, { listFiles: false }); // a model read, not copied
   const open = async (name) => {
     const file = await openRemote(base.shard(name), reading.ro);
     reading.files.set(key + name, file);
@@ -227,15 +230,31 @@ async function openModel(options) {
       if (file.size === null) throw new SafetensorsError('IoError', `cannot read \`${file.url}\` by ranges: the server does not tell its size`);
     });
     const sources = new Map(names.map((name) => [name, readAhead(files.get(name), ro)]));
-    return { base, adapter, names, files, sources, close, signal: ro.signal };
+    return { base, adapter, names, files, sources, close, ro, signal: ro.signal };
   } catch (error) {
     await close(error);
     throw error;
   }
 }
 
-/** The opened base as mergeShards / planMerge take it. */
-const mergeBase = (opened) => ({ index: opened.base.index, config: opened.base.config, open: (name) => opened.sources.get(name) });
+/** The opened base as mergeShards / planMerge take it: its shards, and the other files of its folder. */
+const mergeBase = (opened) => ({
+  index: opened.base.index,
+  config: opened.base.config,
+  files: opened.base.files,
+  open: (name) => opened.sources.get(name) ?? openCopied(opened, name),
+});
+
+/**
+ * One of the base's other files (tokenizer...), opened for Range reads at the base's commit: a {size, read, close}
+ * source the copy closes when it ends (whole when the server does not tell the size).
+ */
+async function openCopied(opened, name) {
+  const file = await openRemote(opened.base.shard(name), opened.ro);
+  if (file.size !== null) return { size: file.size, read: (offset, length) => file.read(offset, length), close: () => file.close() };
+  await file.close();
+  return (await readWhole(opened.base.shard(name), opened.ro)).bytes;
+}
 
 /** Plans the merge on a Merger session of our own (mergeRemoteShard and mergeRemoteIndex need its handle). */
 async function planSession(opened, options) {
@@ -254,7 +273,8 @@ async function planSession(opened, options) {
       },
       opened.signal,
     );
-    return { session, plan: session.plan() };
+    const plan = session.plan();
+    return { session, plan, copied: session.copiedFiles(plan, !!opened.base.index, opened.base.files, options.copyExtra) };
   } catch (error) {
     session.close();
     throw error;
@@ -290,10 +310,18 @@ export async function mergeRemoteShard(options) {
   let session = null;
   try {
     let plan;
-    ({ session, plan } = await planSession(opened, options));
+    let copied;
+    ({ session, plan, copied } = await planSession(opened, options));
     const names = plan.shards.map((s) => s.name);
     const want = options.shard ?? (names.length === 1 ? names[0] : undefined);
     const i = names.indexOf(want);
+    if (i < 0 && copied.includes(want)) {
+      // One of the base's other files, as the whole merge copies it: only that file is read.
+      session.close();
+      await opened.close();
+      const { path, size, stream } = await copiedFile(mergeBase(opened), want, options.signal);
+      return { path, size, stream };
+    }
     if (i < 0) {
       const text = want === INDEX ? session.outputIndex() || null : want === 'config.json' ? session.configJson() : null;
       if (text === null) {

@@ -39,8 +39,8 @@ function tree(dir, modes = {}) {
 // The merge summary's measured fields: the text's last line (size, seconds, rate, peak memory), the JSON's timing and memory.
 const unmeasured = (s) =>
   s
-    .replace(/[\d.]+ [kMGTPE]?B in [\d.]+ s \([\d.]+ [kMGTPE]?B\/s\), peak memory [\d.]+ [kMGTPE]?B\n$/, '<measured>\n')
-    .replace(/"(seconds|gbPerS|peakMemory)":[\d.e+-]+/g, '"$1":0');
+    .replace(/[\d.]+ [kMGTPE]?B in [\d.]+ s \([\d.]+ [kMGTPE]?B\/s\), peak memory [^\n]*\n$/, '<measured>\n')
+    .replace(/"(seconds|gbPerS|peakMemory|peakWasmHeap)":([\d.e+-]+|null)/g, '"$1":0');
 
 /**
  * Builds the same tree twice with `setup(root)`, runs `args` in each with either CLI, and checks both agree:

@@ -281,6 +281,8 @@ export async function runMerge(line) {
       progress.finish();
     }
     const seconds = (performance.now() - t0) / 1000;
+    // Peak memory is the process's RSS (Node's own, the heap's pages, the workers') and the module's heap, named.
+    session.setPeakRss(process.resourceUsage().maxRSS * 1024);
     // A dry run's plan is all it prints; a merge's plan was printed before the work.
     if (o.json || (o.dryRun && !quiet)) await out(session.summary(seconds, o.dryRun, o.json));
     else if (!quiet) await out(session.outcomeText(seconds));
