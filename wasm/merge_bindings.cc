@@ -485,6 +485,9 @@ class AdapterJob : public MergeIo {
     old_peft_ = flag("oldPeft");
     allow_partial_ = flag("allowPartial");
     if (j.contains("outFile") && j["outFile"].is_string()) out_file_ = j["outFile"].get<std::string>();
+    // app::ChooseBaseConfig's note or hint, from the caller that chose the base config (chooseBaseConfig).
+    for (auto [key, field] : {std::pair{"baseConfigNote", &base_config_note_}, {"baseConfigHint", &base_config_hint_}})
+      if (j.contains(key) && j[key].is_string()) *field = j[key].get<std::string>();
     dry_run_ = flag("dryRun");
   }
   bool ok() const { return !error_.has_value(); }
@@ -514,6 +517,8 @@ class AdapterJob : public MergeIo {
     write_options.gguf_outtype = outtype_;
     write_options.weights_name = out_file_;  // the npm CLI's OUT.gguf
     write_options.tables = tables_.get();
+    write_options.base_config_note = base_config_note_;
+    write_options.base_config_hint = base_config_hint_;
     auto result = adapter::Translate(*source, *to_, read_options_, write_options);
     if (!result.ok()) return Fail(result.error());
     translated_ = std::make_unique<adapter::TranslateResult>(std::move(result.value()));
@@ -578,6 +583,7 @@ class AdapterJob : public MergeIo {
   bool old_peft_ = false, dry_run_ = false, allow_partial_ = false;
   gguf::TensorType outtype_ = gguf::TensorType::kF32;
   std::optional<std::string> out_file_;
+  std::string base_config_note_, base_config_hint_;
   std::optional<std::string> config_, base_config_;
   std::vector<uint8_t> inline_;
   std::unique_ptr<adapter::ReadResult> read_;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "app/base_config_source.h"
 #include "app/base_layout.h"
 #include "app/remote_address.h"
 #include "app/report.h"
@@ -123,6 +124,41 @@ val RemoteBase(const std::string& arg, const std::string& endpoint, const std::s
   return r;
 }
 
+// {name, revision | null, localConfigPath} of the base an adapter_config.json names, or null.
+val AdapterBase(const std::string& config_text) {
+  auto base = app::AdapterBaseModelOf(config_text);
+  if (!base) return val::null();
+  val r = val::object();
+  r.set("name", base->name);
+  r.set("revision", base->revision ? val(*base->revision) : val::null());
+  r.set("localConfigPath", app::LocalBaseConfigPath(base->name));
+  return r;
+}
+
+// app::ChooseBaseConfig: {ok, kind: 'none' | 'local' | 'remote', path, url, label, note, hint}. `flag` and
+// `config_text` null when absent.
+val BaseConfig(const val& flag, const val& config_text, bool local_config_exists, bool adapter_remote,
+               const std::string& endpoint) {
+  app::BaseConfigFacts facts;
+  if (flag.isString()) facts.flag = flag.as<std::string>();
+  if (config_text.isString()) facts.base = app::AdapterBaseModelOf(config_text.as<std::string>());
+  facts.local_config_exists = local_config_exists;
+  facts.adapter_remote = adapter_remote;
+  facts.endpoint = endpoint;
+  auto choice = app::ChooseBaseConfig(facts);
+  if (!choice.ok()) return FailureValue(choice.error());
+  using Kind = app::BaseConfigChoice::Kind;
+  val r = val::object();
+  r.set("ok", true);
+  r.set("kind", choice->kind == Kind::kLocal ? "local" : choice->kind == Kind::kRemote ? "remote" : "none");
+  r.set("path", choice->path);
+  r.set("url", choice->remote.url);
+  r.set("label", choice->remote.label);
+  r.set("note", choice->note);
+  r.set("hint", choice->hint);
+  return r;
+}
+
 }  // namespace
 }  // namespace pb::wasm
 
@@ -135,5 +171,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_remote) {
   function("chooseBaseFile", &pb::wasm::BaseFile);
   function("renderInspectFiles", &pb::wasm::RenderFiles);
   function("chooseRemoteBase", &pb::wasm::RemoteBase);
+  function("adapterBaseModel", &pb::wasm::AdapterBase);
+  function("chooseBaseConfig", &pb::wasm::BaseConfig);
   function("isModelIndexName", +[](const std::string& name) { return pb::app::IsModelIndexName(name); });
 }

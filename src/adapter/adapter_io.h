@@ -90,6 +90,9 @@ struct WriteOptions {
   std::optional<std::string> weights_name;  // the weights file's name when the user chose it (translate OUT.gguf)
   bool compat_pre_014 = false;             // PEFT < 0.14 rejects unknown config keys: write only theirs
   std::optional<std::string> base_config;  // head counts (GGUF row order), layer count (mlx num_layers)
+  // Where base_config came from when the user did not name it (app::ChooseBaseConfig's note: a line of the
+  // output's notes), or, when none was found, what to pass (its hint: added to each refusal that needs it).
+  std::string base_config_note, base_config_hint;
   std::optional<std::string> arch;
   const NamingTables* tables = nullptr;
   // translate: write the rest when tensors are dropped (--allow-partial); otherwise Translate refuses (CheckDropped).

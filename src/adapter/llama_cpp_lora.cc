@@ -15,9 +15,26 @@ Result<LlamaCppLora> PlanLlamaCppLora(const Adapter& adapter, const WriteOptions
     for (const auto& m : adapter.modules) paths.push_back(m.path);
     arch = tables.Detect(paths);
   }
+  // What a refusal for want of the base config adds: where to find it (app::ChooseBaseConfig's hint).
+  const std::string hint = options.base_config_hint.empty() ? "" : " (" + options.base_config_hint + ")";
   if (!arch)
     return MakeError(ErrorCode::InvalidArgument,
-                     "no naming table matches this adapter's modules; pass --arch or --base-config");
+                     "no naming table matches this adapter's modules; pass --arch or --base-config" + hint);
+  if (arch->gguf_arch.empty()) {
+    // The table was chosen (by --arch, the base config or the module names) but no llama.cpp converter was
+    // checked for it: every tensor would be refused, and the file would name no architecture.
+    std::string supported;
+    for (const auto& t : tables.arches())
+      if (!t.gguf_arch.empty()) supported += (supported.empty() ? "" : ", ") + t.name;
+    const std::string how = !chosen        ? "matched by the adapter's module names"
+                            : options.arch ? "named by --arch"
+                            : adapter.arch ? "the adapter's naming table"
+                                           : "from the base config";
+    return MakeError(ErrorCode::InvalidArgument,
+                     "llama.cpp's converter has no architecture for the naming table `" + arch->name + "` (" + how +
+                         "); the tables with one: " + supported +
+                         (chosen ? "" : "; pass --arch or --base-config if the base is one of them" + hint));
+  }
   LlamaCppLora out;
   out.arch = arch;
   const FormatTable& table = BuiltinFormatTable(format);
@@ -60,7 +77,7 @@ Result<LlamaCppLora> PlanLlamaCppLora(const Adapter& adapter, const WriteOptions
       b_action = "fold scale";
     }
     if (match->tmpl->gguf_permute && !emb) {
-      if (out.heads == 0) { reject_module("llama.cpp reorders this weight's rows by attention head; pass --base-config so the head count is known"); continue; }
+      if (out.heads == 0) { reject_module("llama.cpp reorders this weight's rows by attention head; pass --base-config so the head count is known" + hint); continue; }
       PB_ASSIGN_OR_RETURN(auto order, GgufRowOrder(*match->tmpl->gguf_permute, b.shape[0], out.heads, out.kv_heads));
       PB_ASSIGN_OR_RETURN(auto permuted, PermuteRows(b, order));
       b = std::move(permuted);
@@ -82,6 +99,7 @@ Result<LlamaCppLora> PlanLlamaCppLora(const Adapter& adapter, const WriteOptions
     out.module_paths.push_back(m.path);
   }
   if (!fold && !alphas.empty()) out.alpha = *alphas.begin();
+  if (!options.base_config_note.empty()) out.notes.push_back(options.base_config_note);
   if (fold) out.notes.push_back("per-module alpha, rsLoRA or lora_alpha 0: PEFT's scaling is folded into lora_b and adapter.lora.alpha is 0");
   return out;
 }

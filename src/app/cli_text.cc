@@ -126,7 +126,11 @@ std::string_view CliHelp(std::string_view command) {
            "                      keep everything else\n"
            "  --allow-partial     write even if tensors are dropped (a warning line per tensor on stderr)\n"
            "  --follow-links      read files in IN_DIR that are links leading outside it\n"
-           "  --from, --arch, --naming-table, --base-config, --json   as for adapter-info\n"
+           "  --base-config FILE  gguf and gguf-names: the base's config.json (architecture, head counts), or\n"
+           "                      hf://OWNER/REPO[@REV] for its config.json on the Hub. Without it, as\n"
+           "                      convert_lora_to_gguf.py: the adapter's base_model_name_or_path when it is a local\n"
+           "                      folder with config.json, or its Hub repo when IN_DIR is on the Hub (said in the notes)\n"
+           "  --from, --arch, --naming-table, --json   as for adapter-info\n"
            PB_PUSH_HELP
            "  --help              show this help\n";
   if (command == "combine")

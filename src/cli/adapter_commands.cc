@@ -5,11 +5,13 @@
 #include "adapter/adapter_report.h"
 #include "adapter/delta_norm.h"
 #include "adapter/weights_emitter.h"
+#include "app/base_config_source.h"
 #include "app/translate_output.h"
 #include "gguf/gguf_format.h"
 #include "cli/commands.h"
 #include "cli/adapter_dir.h"
 #include "cli/file_io.h"
+#include "cli/http_source.h"
 #include "cli/naming_table_files.h"
 #include "cli/input_facts.h"
 #include "cli/output_transaction.h"
@@ -44,6 +46,32 @@ CommonOptions CommonOptionsOf(const app::CommandLine& line) {
   return o;
 }
 
+// translate --to gguf|gguf-names: the base config by app::ChooseBaseConfig's rule (--base-config, else the adapter's
+// base_model_name_or_path as a local folder, else its Hub repo when the adapter came from the Hub), read into
+// dir.base_config; the note or the hint goes to the core with the write options. A local file chosen is an input.
+Status ResolveBaseConfig(const CommonOptions& o, AdapterDir& dir, adapter::WriteOptions& write_options,
+                         std::vector<app::InputFact>& inputs) {
+  app::BaseConfigFacts facts;
+  facts.flag = o.base_config;
+  if (dir.config) facts.base = app::AdapterBaseModelOf(*dir.config);
+  if (facts.base && !facts.flag) facts.local_config_exists = IsRegularFile(app::LocalBaseConfigPath(facts.base->name));
+  facts.adapter_remote = IsRemoteAddress(o.positional[0]);
+  facts.endpoint = HubEndpoint();
+  PB_ASSIGN_OR_RETURN(auto choice, app::ChooseBaseConfig(facts));
+  using Kind = app::BaseConfigChoice::Kind;
+  if (choice.kind == Kind::kLocal) {
+    PB_ASSIGN_OR_RETURN(auto text, ReadText(choice.path));
+    dir.base_config = std::move(text);
+    inputs.push_back(FileFact(o.base_config ? "--base-config" : "base_model_name_or_path", choice.path, std::nullopt));
+  } else if (choice.kind == Kind::kRemote) {
+    PB_ASSIGN_OR_RETURN(auto bytes, ReadRemoteWhole(choice.remote, WholeCap::kJson));
+    dir.base_config = std::string(bytes.bytes.begin(), bytes.bytes.end());
+  }
+  write_options.base_config_note = choice.note;
+  write_options.base_config_hint = choice.hint;
+  return Status::Ok();
+}
+
 }  // namespace
 
 int RunAdapterInfo(const app::CommandLine& line) {
@@ -74,10 +102,18 @@ int RunTranslate(const app::CommandLine& line) {
   auto fail = [&](const Error& e) { return ReportFailure(e, o.json); };
   auto tables = LoadNamingTables(line);
   if (!tables.ok()) return fail(tables.error());
-  auto dir = LoadAdapterDir(o.positional[0], o.base_config);
+  // translate --to gguf|gguf-names finds the base config as convert_lora_to_gguf.py does (ResolveBaseConfig).
+  const bool needs_base = *to == AdapterFormat::kGguf || *to == AdapterFormat::kGgufNames;
+  auto dir = LoadAdapterDir(o.positional[0], needs_base ? std::nullopt : o.base_config);
   if (!dir.ok()) return fail(ExplainInput(dir.error(), o.positional[0], app::InputRole::kAdapter));
   adapter::ReadOptions read_options{o.from, o.arch, o.strict, tables->get()};
   adapter::WriteOptions write_options;
+  std::vector<app::InputFact> inputs;
+  if (needs_base) {
+    if (Status s = ResolveBaseConfig(o, dir.value(), write_options, inputs); !s.ok()) return fail(s.error());
+  } else if (o.base_config) {
+    inputs.push_back(FileFact("--base-config", *o.base_config, std::nullopt));
+  }
   write_options.tables = tables->get();
   write_options.strict = o.strict;
   write_options.compat_pre_014 = old_peft;
@@ -90,9 +126,7 @@ int RunTranslate(const app::CommandLine& line) {
   if (!result.ok()) return fail(result.error());
 
   // The policy: no link out of IN_DIR, no silent loss, no output over an input or into a non-empty directory.
-  std::vector<app::InputFact> inputs;
   AddAdapterFacts("IN_DIR", o.positional[0], dir->weights_path, inputs);
-  if (o.base_config) inputs.push_back(FileFact("--base-config", *o.base_config, std::nullopt));
   AddNamedInputFacts(line, inputs);
   if (Status s = app::CheckInputLinks("translate", inputs, flags); !s.ok()) return fail(s.error());
   WriteText(stderr, result->warnings);  // Translate applied the no-silent-loss rule: refused, or these warnings

@@ -19,8 +19,10 @@ Reading back (peft-bridge's .gguf reader, `translate X.gguf OUT --to peft`), for
   lora_alpha.
 
 Cases: corpus architecture cases whose llama.cpp names cover the adapter (q/k rows permuted by head for llama),
-and a LLaMA-shaped adapter made here with rows of 64 and rank 32, so that Q8_0 blocks are used for A and B alike
-(the corpus's rows of 16 fall back to F16, as the converter does).
+a LLaMA-shaped adapter made here with rows of 64 and rank 32, so that Q8_0 blocks are used for A and B alike
+(the corpus's rows of 16 fall back to F16, as the converter does), and an adapter on every linear module of a tiny
+model of each architecture in MADE_HERE_ARCHS (LFM2, Qwen3, Gemma 3, SmolLM3, OLMo, StarCoder2), translated by us
+without --base-config (the base found from the adapter's base_model_name_or_path).
 """
 import json
 import os
@@ -181,6 +183,29 @@ def make_q8_case(root):
     return root
 
 
+# Architectures whose llama.cpp names came from reading their converter (tiny_archs.GGUF_CONVERTERS) and that the
+# corpus cases above do not cover: an adapter on every linear module of a tiny model of each, made here. Ours is
+# translated without --base-config: the base comes from the adapter's base_model_name_or_path (the local folder
+# PEFT recorded), as convert_lora_to_gguf.py finds it.
+MADE_HERE_ARCHS = ("lfm2", "qwen3", "gemma3_text", "smollm3", "olmo", "starcoder2")
+
+
+def make_arch_case(root, model_type):
+    """A tiny `model_type` base (tiny_archs sizes, float32) saved to root/base, and a PEFT adapter on all its linear
+    modules (random B) whose base_model_name_or_path is that folder."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from tiny_archs import tiny_kwargs
+    torch.manual_seed(13)
+    config = AutoConfig.for_model(model_type, **tiny_kwargs(model_type))
+    AutoModelForCausalLM.from_config(config).float().save_pretrained(root / "base")
+    model = AutoModelForCausalLM.from_pretrained(root / "base", torch_dtype=torch.float32)
+    peft_model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, init_lora_weights=False,
+                                                  target_modules="all-linear"))
+    peft_model.save_pretrained(root / "adapter")
+    return root
+
+
 def main():
     cli = cli_from_argv()
     report = Report("gguf")
@@ -191,13 +216,15 @@ def main():
     try:
         cases = [(name, CORPUS / name) for name in CASES]
         cases.append(("llama_r32_made_here", make_q8_case(tmp / "q8case")))
+        cases += [(f"{t}_made_here", make_arch_case(tmp / f"{t}case", t)) for t in MADE_HERE_ARCHS]
         for name, root in cases:
             adapter, base = root / "adapter", root / "base"
+            # The new architectures' cases rely on base_model_name_or_path instead.
+            base_flag = [] if name.removesuffix("_made_here") in MADE_HERE_ARCHS else ["--base-config", base / "config.json"]
             for outtype in OUTTYPES:
                 ours = tmp / f"{name}-{outtype}-ours.gguf"
                 ref = tmp / f"{name}-{outtype}-ref.gguf"
-                code, err = run(cli, "translate", adapter, ours, "--to", "gguf", "--outtype", outtype,
-                                "--base-config", base / "config.json", "-q")
+                code, err = run(cli, "translate", adapter, ours, "--to", "gguf", "--outtype", outtype, *base_flag, "-q")
                 if code != 0:
                     report.case(False, f"{name} {outtype}: our translate failed: {err}")
                     continue

@@ -48,6 +48,8 @@ OVERRIDES = {
     "opt": dict(ffn_dim=32, word_embed_proj_dim=16),
     "xglm": dict(ffn_dim=32),
     "distilbert": dict(dim=16, hidden_dim=32, n_layers=2, n_heads=2),
+    # One short-convolution layer and one attention layer, the two kinds of LFM2 block.
+    "lfm2": dict(layer_types=["conv", "full_attention"], full_attn_idxs=None, block_ff_dim=32),
 }
 
 
@@ -137,6 +139,7 @@ TABLES = {
     "mbart": ["mbart"],
     "pegasus": ["pegasus"],
     "marian": ["marian"],
+    "lfm2": ["lfm2"],
 }
 
 # llama.cpp conversions checked for these tables (model_type -> gguf architecture, the converter class that
@@ -165,5 +168,20 @@ GGUF_CONVERTERS = {
                   source="conversion/olmo.py Olmo2Model (registered for Olmo3ForCausalLM): names only"),
     "seed_oss": dict(arch="seed_oss", permute=False,
                      source="conversion/olmo.py SeedOssModel(TextModel): names only"),
+    "lfm2": dict(arch="lfm2", permute=False,
+                 source="conversion/lfm2.py LFM2Model(TextModel): names only (it squeezes conv.conv, which LoRA "
+                        "does not target)"),
+    "qwen3": dict(arch="qwen3", permute=False,
+                  source="conversion/qwen.py Qwen3Model(Qwen2Model): names only"),
+    "gemma3_text": dict(arch="gemma3", permute=False,
+                        source="conversion/gemma.py Gemma3Model (registered for Gemma3ForCausalLM): names; it cuts "
+                               "token_embd to the tokenizer's vocabulary and shifts the norms, so no embedding LoRA",
+                        no_gguf=["embed_tokens"]),
+    "smollm3": dict(arch="smollm3", permute=True,
+                    source="conversion/llama.py SmolLM3Model(LlamaModel), inherits undo_permute"),
+    "olmo": dict(arch="olmo", permute=True,
+                 source="conversion/olmo.py OlmoModel(TextModel): permutes q_proj and k_proj as LlamaModel does"),
+    "starcoder2": dict(arch="starcoder2", permute=False,
+                       source="conversion/starcoder.py StarCoder2Model(TextModel): names only"),
 }
 

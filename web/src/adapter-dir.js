@@ -3,7 +3,7 @@
 // shared with both CLIs); this file only lists the directory and opens what the core chose. Internal.
 import { errorFromValue, throwIfAborted } from './errors.js';
 import { getModule } from './init.js';
-import { hubAliases, hubTreeUrl, openRemote, readRemoteWhole } from './hub.js';
+import { defaultEndpoint, hubAliases, hubTreeUrl, openRemote, readRemoteWhole } from './hub.js';
 import { isLocalPath, requireLocalFiles } from './sources.js';
 
 const checked = (r) => {
@@ -59,6 +59,31 @@ async function openLocalAdapter(input) {
     await weights.close();
     throw error;
   }
+}
+
+/**
+ * translateAdapter to gguf / gguf-names of a directory without `baseConfig`: the base config by the core's rule
+ * (app::ChooseBaseConfig, as both CLIs): the adapter config's base_model_name_or_path as a local folder (Node), else,
+ * for an adapter read from the Hub, that Hub repo's config.json. {baseConfig (bytes or null), note, hint}.
+ */
+export async function findBaseConfig(input, dir, options = {}) {
+  const module = await getModule();
+  const configText = dir.config === null ? null : new TextDecoder().decode(dir.config);
+  const base = configText !== null ? module.adapterBaseModel(configText) : null;
+  const hub = isHubRepo(input);
+  const files = base !== null && !hub ? requireLocalFiles(input) : null;
+  const localExists = files !== null && (await files.isFile(base.localConfigPath));
+  const o = hub ? hubAliases(options) : options;
+  const endpoint = (hub ? hubAliases(input).endpoint : null) ?? o.endpoint ?? defaultEndpoint();
+  const choice = checked(module.chooseBaseConfig(null, configText, localExists, hub, endpoint));
+  let baseConfig = null;
+  if (choice.kind === 'local') baseConfig = await files.readWhole(choice.path);
+  else if (choice.kind === 'remote') {
+    // The token, if any, goes to the endpoint's origin only, as for the adapter's files.
+    const token = (hub ? hubAliases(input).token : null) ?? o.token;
+    baseConfig = (await readRemoteWhole(choice.url, { ...o, endpoint, token })).bytes;
+  }
+  return { baseConfig, note: choice.note, hint: choice.hint };
 }
 
 /** The names of the files directly in a Hub repo's folder, from the Hub's tree API. Internal (remote.js too). */

@@ -9,7 +9,7 @@ import { openAdapterSource, readRange } from './adapter-source.js';
 import { DEFAULT_READ_SIZE } from './sources.js';
 import { getModule } from './init.js';
 import { openSource } from './sources.js';
-import { isAdapterDirectory, openAdapterDirectory } from './adapter-dir.js';
+import { findBaseConfig, isAdapterDirectory, openAdapterDirectory } from './adapter-dir.js';
 
 const DEFAULT_WEIGHTS_NAME = 'adapter_model.safetensors';
 
@@ -56,6 +56,9 @@ export function optionsJson(options) {
     dryRun: !!options.dryRun,
     outtype: options.outtype ?? null,
     outFile: options.outFile ?? null,
+    // Where the base config came from, or what to pass (the core's chooseBaseConfig): the note or hint it words.
+    baseConfigNote: options.baseConfigNote ?? null,
+    baseConfigHint: options.baseConfigHint ?? null,
   });
 }
 
@@ -185,11 +188,22 @@ export async function callAdapter(fn, files, options) {
 export async function gather(input, options) {
   if (isAdapterDirectory(input)) {
     const dir = await openAdapterDirectory(input, options);
+    // A gguf output needs the base's config (architecture, head counts): without `baseConfig`, the core's rule finds it.
+    const find = (options.to === 'gguf' || options.to === 'gguf-names') && options.baseConfig === undefined;
+    let found = null;
+    try {
+      found = find ? await findBaseConfig(input, dir, options) : null;
+    } catch (error) {
+      await dir.close();
+      throw error;
+    }
     return {
       weights: dir.weights,
       weightsName: dir.weightsName,
       config: dir.config,
-      baseConfig: configText(options.baseConfig, 'baseConfig'),
+      baseConfig: found ? found.baseConfig : configText(options.baseConfig, 'baseConfig'),
+      baseConfigNote: found?.note ?? null,
+      baseConfigHint: found?.hint ?? null,
       close: dir.close,
     };
   }
@@ -200,11 +214,23 @@ export async function gather(input, options) {
   // A File knows its name; the core uses it in messages only.
   const fileName = typeof Blob !== 'undefined' && weights instanceof Blob && typeof weights.name === 'string' && weights.name ? weights.name : null;
   throwIfAborted(options.signal);
+  const config = configText(input.config, 'config');
+  const baseConfig = configText(options.baseConfig ?? input.baseConfig, 'baseConfig');
+  // Files without a folder: no base config to find, but a refusal that needs one says what to pass (the core's rule).
+  let baseConfigHint = null;
+  if ((options.to === 'gguf' || options.to === 'gguf-names') && baseConfig === null && config !== null) {
+    const module = await getModule();
+    const text = typeof config === 'string' ? config : new TextDecoder().decode(config);
+    const choice = module.chooseBaseConfig(null, text, false, false, '');
+    if (choice.ok) baseConfigHint = choice.hint;
+  }
   return {
     weights,
     weightsName: String(input.weightsName ?? fileName ?? DEFAULT_WEIGHTS_NAME),
-    config: configText(input.config, 'config'),
-    baseConfig: configText(options.baseConfig ?? input.baseConfig, 'baseConfig'),
+    config,
+    baseConfig,
+    baseConfigNote: null,
+    baseConfigHint,
     close: async () => {},
   };
 }
@@ -237,7 +263,9 @@ export async function translateAdapter(input, options = {}) {
   if (!options || typeof options !== 'object' || options.to === undefined) {
     throw new TypeError('peft-bridge: translateAdapter needs options.to (peft, mlx, kohya, gguf-names or gguf)');
   }
-  const r = await withInputs(input, options, (files) => callAdapter('translateAdapter', files, options));
+  const r = await withInputs(input, options, (files) =>
+    callAdapter('translateAdapter', files, { ...options, baseConfigNote: files.baseConfigNote, baseConfigHint: files.baseConfigHint }),
+  );
   const j = JSON.parse(r.json);
   return { from: j.from, to: j.to, plan: j.tensors, mapped: j.mapped, rejected: j.rejected, notes: j.notes, files: r.files };
 }

@@ -480,7 +480,10 @@ export interface AdapterReadOptions extends Omit<RemoteOptions, 'signal'> {
   namingTables?: NamingTableInput[];
   /** Fail with UnresolvedTensor if any tensor is not understood, instead of listing it as rejected (`--strict`). */
   strict?: boolean;
-  /** Overrides {@link AdapterInput.baseConfig}. */
+  /** Overrides {@link AdapterInput.baseConfig}. Without it, translating a directory to `gguf` or `gguf-names`
+   * finds the base's config as both CLIs do (docs/gguf.md): the adapter config's `base_model_name_or_path` as a
+   * local folder holding config.json (Node), else, for a Hub repo `{repo}`, that Hub repo's config.json; the
+   * result's `notes` say which. */
   baseConfig?: ConfigInput | null;
   signal?: AbortSignal;
 }

@@ -315,6 +315,11 @@ def generate(table, model_types):
         name = None
         if conv and not any(f["hf"].endswith(x) for x in conv.get("no_gguf", [])) and not (key in tied):
             name = gguf_name(name_map, f["full"], f["layer"])
+            if not name and not f["head"]:
+                # Found first in the bare model (no prefix): gguf-py may know only the checkpoint's spelling,
+                # under the task class's prefix (LFM2's model.layers.{bid}.conv.in_proj).
+                name = next((n for p in prefixes if p for n in [gguf_name(name_map, p + f["full"], f["layer"])] if n),
+                            None)
             if name in ggufs:
                 name = None
         if name:

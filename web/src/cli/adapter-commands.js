@@ -1,7 +1,7 @@
 // adapter-info and translate for the npm CLI (src/cli/adapter_commands.cc).
 import { callAdapter } from '../adapter.js';
 import { err, explainInput, fail, flag, module, option, out } from './io.js';
-import { commonOptions, loadAdapterDir, namingTables } from './inputs.js';
+import { commonOptions, loadAdapterDir, namingTables, resolveBaseConfig } from './inputs.js';
 import { OutputTransaction, adapterFacts, describeOutputDirectory, baseName, describeOutputFile, fileFact, namedInputFacts, planOutput, stripTrailingSlashes } from './output.js';
 import { stderrProgress } from './progress.js';
 
@@ -41,15 +41,20 @@ export async function runTranslate(line) {
   let progress = null;
   try {
     o.namingTables = await namingTables(line);
-    files = await loadAdapterDir(o.positional[0], o.baseConfig);
+    // translate --to gguf|gguf-names finds the base config as convert_lora_to_gguf.py does (resolveBaseConfig).
+    const needsBase = o.to === 'gguf' || o.to === 'gguf-names';
+    files = await loadAdapterDir(o.positional[0], needsBase ? null : o.baseConfig);
+    const base = needsBase ? await resolveBaseConfig(o.baseConfig, files, o.positional[0]) : null;
     // The plan now, the weights' bytes once the output is accepted (where the native CLI makes them).
     // OUT.gguf is one file (the core's rule), named as the user named it.
     const oneFile = module.translateOutputIsFile(o.to, o.positional[1]);
     const outFile = oneFile ? baseName(stripTrailingSlashes(o.positional[1])) : null;
-    result = await callAdapter('translateAdapter', files, { ...o, outFile, deferWrite: true });
+    const baseText = base ? { baseConfigNote: base.note, baseConfigHint: base.hint } : {};
+    result = await callAdapter('translateAdapter', files, { ...o, ...baseText, outFile, deferWrite: true });
     // The policy: no link out of IN_DIR, no silent loss, no output over an input or into a non-empty directory.
     const inputs = await adapterFacts('IN_DIR', o.positional[0], files.weightsPath);
-    if (o.baseConfig !== null) inputs.push(await fileFact('--base-config', o.baseConfig, null));
+    if (base?.local) inputs.push(await fileFact(base.local.label, base.local.path, null));
+    else if (!needsBase && o.baseConfig !== null) inputs.push(await fileFact('--base-config', o.baseConfig, null));
     inputs.push(...(await namedInputFacts(line)));
     planOutput('translate', inputs, null, o);
     if (result.warnings) await err(result.warnings); // the core's translate applied the no-silent-loss rule

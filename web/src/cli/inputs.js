@@ -284,6 +284,28 @@ export async function loadRemoteAdapter(arg, baseConfigPath) {
   return { weights: source, weightsName, weightsPath: weights.label, config: configBytes, baseConfig, close: async () => {} };
 }
 
+/**
+ * translate --to gguf|gguf-names: the base config by the core's rule (app::ChooseBaseConfig, as
+ * src/cli/adapter_commands.cc ResolveBaseConfig): --base-config, else the adapter's base_model_name_or_path as a
+ * local folder, else its Hub repo when the adapter came from the Hub. Sets files.baseConfig; returns {note, hint}
+ * for the core and the local file read ({label, path}) for the input checks, or null.
+ */
+export async function resolveBaseConfig(baseConfigFlag, files, adapterArg) {
+  const ro = remoteOptions();
+  const configText = files.config === null || files.config === undefined ? null : typeof files.config === 'string' ? files.config : decodeText(files.config);
+  const base = configText !== null ? module.adapterBaseModel(configText) : null;
+  const localExists = baseConfigFlag === null && base !== null && (await isRegularFile(base.localConfigPath));
+  const choice = remoteChecked(module.chooseBaseConfig(baseConfigFlag, configText, localExists, isRemote(adapterArg), ro.endpoint));
+  let local = null;
+  if (choice.kind === 'local') {
+    files.baseConfig = await readWholeFile(choice.path);
+    local = { label: baseConfigFlag !== null ? '--base-config' : 'base_model_name_or_path', path: choice.path };
+  } else if (choice.kind === 'remote') {
+    files.baseConfig = (await readRemoteWhole({ url: choice.url, label: choice.label }, ro)).bytes;
+  }
+  return { note: choice.note, hint: choice.hint, local };
+}
+
 /** InspectRemoteModel: the folder's index or single file, or the index named; every shard's header in order. */
 /** ChooseLocalModel (src/cli/local_model.cc): a local model's folder (its index, else its model.safetensors, by the
  * core's rule for a folder's files, as a Hub folder's), an index (its shards beside it) or its one file:
