@@ -148,7 +148,8 @@ def dump(doc):
 
     parts = [f' "about": {json.dumps(doc["about"])}', f' "transformers_version": {json.dumps(doc["transformers_version"])}',
              f' "legacy": {rules(doc["legacy"], "  ")}', f' "model_types": {named(doc["model_types"], False)}',
-             f' "architectures": {named(doc["architectures"], True)}', f' "static": {json.dumps(doc["static"], indent=2)}']
+             f' "architectures": {named(doc["architectures"], True)}', f' "static": {json.dumps(doc["static"], indent=2)}',
+             f' "base_model_prefix": {json.dumps(doc["base_model_prefix"], indent=2)}']
     text = "{\n" + ",\n".join(parts) + "\n}\n"
     assert json.loads(text) == doc
     return text
@@ -156,7 +157,7 @@ def dump(doc):
 
 def main():
     static = cm._build_checkpoint_conversion_mapping()
-    model_types, architectures, fallbacks, skipped = {}, {}, {}, {}
+    model_types, architectures, fallbacks, skipped, prefixes = {}, {}, {}, {}, {}
     base_classes = dict(modeling_auto.MODEL_MAPPING_NAMES)
     classes_of = {}
     for mapping_name, mapping in vars(modeling_auto).items():
@@ -188,6 +189,7 @@ def main():
                 skipped[model_type] = f"{class_name}: {type(e).__name__}"
         if transforms:
             model_types[model_type] = ordered(transforms)
+            prefixes[model_type] = getattr(cls, "base_model_prefix", "") or ""
         print(f"{model_type}: {len(transforms or [])}", file=sys.stderr)
     # Class-keyed rules of head classes (the base model's resolution does not see them).
     heads = {}
@@ -211,6 +213,10 @@ def main():
         "model_types": model_types,
         "architectures": architectures,
         "static": fallbacks,
+        # The loader finally adds or strips the model's base_model_prefix to find a renamed key in the model
+        # (rename_source_key): rules written for `XForY` ("^vision_model." -> "model.vision_model.") then also name
+        # the base model's modules ("vision_model....").
+        "base_model_prefix": prefixes,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(dump(doc))

@@ -222,17 +222,28 @@ Result<KeyMapping> KeyMapping::Parse(std::string_view json, std::string_view pat
     for (const auto& [name, value] : obj->items()) {
       const std::string where = std::string(field) + "." + name;
       const Json* list = &value;
+      std::string model_type = name;
       if (nested) {
-        if (!value.is_object() || !value.contains("rules")) return parser.Fail(where, "must be an object with \"rules\"");
+        if (!value.is_object() || !value.contains("rules") || !value.contains("model_type") ||
+            !value["model_type"].is_string())
+          return parser.Fail(where, "must be an object with \"model_type\" and \"rules\"");
         list = &value["rules"];
+        model_type = value["model_type"].get<std::string>();
       }
       PB_ASSIGN_OR_RETURN(auto rules, parser.ParseList(*list, where));
-      into.push_back({name, std::move(rules)});
+      into.push_back({name, std::move(rules), model_type});
     }
     return Status::Ok();
   };
   if (auto s = named("model_types", out.model_types_, false); !s.ok()) return s.error();
   if (auto s = named("architectures", out.architectures_, true); !s.ok()) return s.error();
+  if (auto p = doc.find("base_model_prefix"); p != doc.end()) {
+    if (!p->is_object()) return parser.Fail("base_model_prefix", "must be an object of strings");
+    for (const auto& [type, prefix] : p->items()) {
+      if (!prefix.is_string()) return parser.Fail("base_model_prefix." + type, "must be a string");
+      out.base_model_prefixes_.emplace_back(type, prefix.get<std::string>());
+    }
+  }
   return out;
 }
 
@@ -250,7 +261,9 @@ std::vector<std::string> KeyMapping::architectures() const {
 
 std::optional<KeyRules> KeyMapping::Select(const Named* entry, std::string selected_by) const {
   if (!entry) return std::nullopt;
-  KeyRules out{std::move(selected_by), {}};
+  KeyRules out{std::move(selected_by), {}, {}};
+  for (const auto& [type, prefix] : base_model_prefixes_)
+    if (type == entry->model_type) out.base_model_prefix = prefix;
   // transformers' load appends the legacy renames (get_model_conversion_mapping's add_legacy) to the model's.
   for (const auto& r : entry->rules) out.rules.push_back(&r);
   for (const auto& r : legacy_) out.rules.push_back(&r);
@@ -278,7 +291,7 @@ std::optional<KeyRules> KeyMapping::ForConfig(std::string_view config_json) cons
     if (auto rules = ForModelType(t->get<std::string>())) return rules;
   // Every model transformers loads gets the legacy renames (LayerNorm.gamma -> LayerNorm.weight...).
   if (legacy_.empty()) return std::nullopt;
-  Named none{"", {}};
+  Named none{"", {}, ""};
   return Select(&none, "legacy renames");
 }
 

@@ -53,6 +53,9 @@ struct KeyRule {
 struct KeyRules {
   std::string selected_by;  // "model_type vit", "architecture Qwen2_5_VLForConditionalGeneration"
   std::vector<const KeyRule*> rules;
+  // The model's base_model_prefix ("model", "vit"): transformers' loader strips it from a renamed key the base model
+  // has without it, as rules written for `XForY` ("^vision_model." -> "model.vision_model.") also serve `XModel`.
+  std::string base_model_prefix;
 };
 
 // What the loaded model calls one checkpoint tensor.
@@ -87,7 +90,9 @@ class KeyMapping {
   struct Named {
     std::string name;
     std::vector<KeyRule> rules;
+    std::string model_type;  // an architecture's (its base_model_prefix is the model_type's)
   };
+  std::vector<std::pair<std::string, std::string>> base_model_prefixes_;  // model_type -> prefix
   std::optional<KeyRules> Select(const Named* entry, std::string selected_by) const;
   std::string version_;
   std::vector<KeyRule> legacy_;

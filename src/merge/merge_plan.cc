@@ -64,9 +64,20 @@ class BaseIndex {
         Entry e{Location{s, t}, name};
         if (rules) {
           adapter::LoadedKey k = adapter::MapCheckpointKey(*rules, name);
-          if (k.name != name) loaded.emplace_back(k.name, e);
+          // transformers' loader also strips the base_model_prefix from a renamed key the model has without it.
+          const std::string strip = rules->base_model_prefix.empty() ? "" : rules->base_model_prefix + ".";
+          auto stripped = [&](const std::string& n) {
+            return !strip.empty() && n.starts_with(strip) ? std::optional(n.substr(strip.size())) : std::nullopt;
+          };
+          if (k.name != name) {
+            loaded.emplace_back(k.name, e);
+            if (auto s = stripped(k.name)) loaded.emplace_back(*s, e);
+          }
           if (k.not_renamed) {
-            for (const auto& b : k.built) built_.emplace(b, Built{name, k.not_renamed});
+            for (const auto& b : k.built) {
+              built_.emplace(b, Built{name, k.not_renamed});
+              if (auto s = stripped(b)) built_.emplace(*s, Built{name, k.not_renamed});
+            }
             if (k.built.empty()) in_code_.push_back({name, k.not_renamed});
           }
         }

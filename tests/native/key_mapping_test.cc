@@ -204,3 +204,28 @@ TEST(KeyMappingMerge, AModuleBuiltByAConverterIsRefusedNamingTheConversion) {
 
 }  // namespace
 }  // namespace pb::adapter
+
+namespace pb::adapter {
+namespace {
+
+TEST(KeyMappingMerge, RulesWrittenForTheHeadClassServeTheBaseModelByItsBaseModelPrefix) {
+  // Step3p7's rules move `vision_model.` under `model.` (its base_model_prefix), as for the head class; the bare
+  // Step3p7Model loads them without it, as transformers' loader strips the prefix again.
+  auto rules = M().ForConfig(R"({"architectures": ["Step3p7Model"], "model_type": "step3p7"})");
+  ASSERT_TRUE(rules.has_value());
+  EXPECT_EQ(rules->base_model_prefix, "model");
+  EXPECT_EQ(Loaded(*rules, "vision_model.transformer.resblocks.0.mlp.c_fc.weight"),
+            "model.vision_model.layers.0.mlp.fc1.weight");
+  const auto base = File({{"vision_model.transformer.resblocks.0.mlp.c_fc.weight", {16, 8}}});
+  const std::string p = "base_model.model.vision_model.layers.0.mlp.fc1.";
+  const Adapter a = ReadPeft({{p + "lora_A.weight", {2, 8}}, {p + "lora_B.weight", {16, 2}}},
+                             R"("r": 2, "lora_alpha": 2, "target_modules": ["fc1"])");
+  auto plan = Plan(base, a, R"({"architectures": ["Step3p7Model"], "model_type": "step3p7"})");
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  ASSERT_EQ(plan->shards.at(0).tensors.size(), 1u);
+  EXPECT_EQ(plan->shards.at(0).tensors[0].name, "vision_model.transformer.resblocks.0.mlp.c_fc.weight");
+  EXPECT_EQ(plan->shards.at(0).tensors[0].op, merge::TensorOp::kLowRank);
+}
+
+}  // namespace
+}  // namespace pb::adapter
