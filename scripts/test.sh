@@ -83,6 +83,7 @@ live_logs+=(live-create.log live-combine.log live-extract.log)  # the create, co
 live_logs+=(live-gguf.log)  # translate --to gguf against llama.cpp's converter
 live_logs+=(live-llama-cpp.log)  # llama.cpp itself runs the .gguf adapters
 live_logs+=(live-quantize.log)  # merge --quantize against compressed-tensors and transformers
+live_logs+=(live-key-mapping.log)  # merge into checkpoints named as saved (transformers' key mapping) against PEFT
 if [[ -n $golden_python ]]; then
   for log in "${live_logs[@]}"; do rm -f "$LOGS/$log" "$LOGS/$log.rc"; done
   "$golden_python" tests/golden/check_all.py build/native/peft-bridge "$LOGS"

@@ -6,6 +6,7 @@
 
 #include "core/json.h"
 
+#include "adapter/key_mapping.h"
 #include "adapter/python_json.h"
 #include "merge/experts_layout.h"
 #include "merge/plan_problems.h"
@@ -50,45 +51,102 @@ struct Location {
   size_t tensor;
 };
 
-// Where base tensors are, by name, across shards.
+// Where base tensors are, by name, across shards. A checkpoint transformers loads under other names (its key
+// mapping, adapter/key_mapping.h) is found by those too, since PEFT names an adapter's modules by them; a tensor is
+// always written under the checkpoint's own name, as transformers' save_pretrained writes it back.
 class BaseIndex {
  public:
-  explicit BaseIndex(const std::vector<BaseShardHeader>& shards) {
+  BaseIndex(const std::vector<BaseShardHeader>& shards, const std::optional<adapter::KeyRules>& rules) {
+    std::vector<std::pair<std::string, Entry>> loaded;
     for (size_t s = 0; s < shards.size(); ++s)
-      for (size_t t = 0; t < shards[s].header->tensor_count(); ++t)
-        names_.emplace(std::string(shards[s].header->tensor(t).name), Location{s, t});
+      for (size_t t = 0; t < shards[s].header->tensor_count(); ++t) {
+        std::string name(shards[s].header->tensor(t).name);
+        Entry e{Location{s, t}, name};
+        if (rules) {
+          adapter::LoadedKey k = adapter::MapCheckpointKey(*rules, name);
+          // transformers' loader also strips the base_model_prefix from a renamed key the model has without it.
+          const std::string strip = rules->base_model_prefix.empty() ? "" : rules->base_model_prefix + ".";
+          auto stripped = [&](const std::string& n) {
+            return !strip.empty() && n.starts_with(strip) ? std::optional(n.substr(strip.size())) : std::nullopt;
+          };
+          if (k.name != name) {
+            loaded.emplace_back(k.name, e);
+            if (auto s = stripped(k.name)) loaded.emplace_back(*s, e);
+          }
+          if (k.not_renamed) {
+            for (const auto& b : k.built) {
+              built_.emplace(b, Built{name, k.not_renamed});
+              if (auto s = stripped(b)) built_.emplace(*s, Built{name, k.not_renamed});
+            }
+            if (k.built.empty()) in_code_.push_back({name, k.not_renamed});
+          }
+        }
+        names_.emplace(std::move(name), std::move(e));
+      }
+    // A checkpoint name wins over a loaded name that equals it.
+    for (auto& [name, e] : loaded) names_.emplace(std::move(name), std::move(e));
+    if (rules) selected_by_ = rules->selected_by;
   }
   std::optional<Location> Find(const std::string& name) const {
     auto it = names_.find(name);
     if (it == names_.end()) return std::nullopt;
-    return it->second;
+    return it->second.at;
   }
   // The first tensor whose name starts with `prefix`, if any.
   std::optional<std::string> FirstWithPrefix(const std::string& prefix) const {
     auto it = names_.lower_bound(prefix);
     if (it == names_.end() || !it->first.starts_with(prefix)) return std::nullopt;
-    return it->first;
+    return it->second.stored;
   }
   // The base tensor for `key` (a module path + ".weight" / ".bias", or an extra's key) as the adapter
-  // names it. Adapters name modules of the model class they were trained on (GPT2ForSequenceClassification:
-  // "transformer.h.0..."), while a checkpoint may have been saved from the bare model ("h.0..."), or the
-  // other way round: try the name as is, then with leading components dropped, then with a body prefix.
+  // names it, and the tensor's name in the checkpoint. Adapters name modules of the model class they were trained
+  // on (GPT2ForSequenceClassification: "transformer.h.0..."), while a checkpoint may have been saved from the bare
+  // model ("h.0..."), or the other way round: try the name as is, then with leading components dropped, then with
+  // a body prefix.
   std::optional<std::pair<Location, std::string>> Resolve(const std::string& key,
                                                           const std::vector<std::string>& prefixes) const {
-    if (auto l = Find(key)) return std::pair{*l, key};
-    for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
-      std::string shorter = key.substr(dot + 1);
-      if (auto l = Find(shorter)) return std::pair{*l, shorter};
-    }
-    for (const auto& p : prefixes) {
-      if (p.empty()) continue;
-      if (auto l = Find(p + key)) return std::pair{*l, p + key};
-    }
+    if (auto e = Lookup(names_, key, prefixes)) return std::pair{e->at, e->stored};
     return std::nullopt;
+  }
+  // Why `key` (not found by Resolve) is not in the checkpoint under any name a rename gives: transformers builds it
+  // by a conversion from other tensors, or renames the checkpoint's names in code (a rule peft-bridge does not
+  // apply). Empty when neither is the case.
+  std::string NotRenamed(const std::string& key, const std::vector<std::string>& prefixes) const {
+    if (auto b = Lookup(built_, key, prefixes))
+      return "transformers (" + selected_by_ + ") builds it from the checkpoint's `" + b->from + "` by a conversion (" +
+             b->rule->what + "), not a rename; merging into a converted weight is not supported";
+    if (!in_code_.empty())
+      return "transformers (" + selected_by_ + ") renames the checkpoint's names (`" + in_code_.front().from +
+             "`, and " + std::to_string(in_code_.size() - 1) + " more) by " + in_code_.front().rule->what +
+             ", which peft-bridge does not apply";
+    return {};
   }
 
  private:
-  std::map<std::string, Location> names_;
+  struct Entry {
+    Location at;
+    std::string stored;  // the name in the checkpoint
+  };
+  struct Built {
+    std::string from;  // the checkpoint tensor it is built from
+    const adapter::KeyRule* rule;
+  };
+  template <class Map>
+  static const typename Map::mapped_type* Lookup(const Map& map, const std::string& key,
+                                                 const std::vector<std::string>& prefixes) {
+    if (auto it = map.find(key); it != map.end()) return &it->second;
+    for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
+      if (auto it = map.find(key.substr(dot + 1)); it != map.end()) return &it->second;
+    for (const auto& p : prefixes) {
+      if (p.empty()) continue;
+      if (auto it = map.find(p + key); it != map.end()) return &it->second;
+    }
+    return nullptr;
+  }
+  std::map<std::string, Entry> names_;
+  std::map<std::string, Built> built_;
+  std::vector<Built> in_code_;
+  std::string selected_by_;
 };
 
 bool TiedEmbeddings(const std::optional<std::string>& config) {
@@ -211,7 +269,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
   }
   if (arch) plan.arch = arch->name;
   const std::vector<std::string> prefixes = arch ? arch->body_prefixes : std::vector<std::string>{};
-  const BaseIndex index(shards);
+  const adapter::KeyMapping& key_mapping = options.key_mapping ? *options.key_mapping : adapter::KeyMapping::Builtin();
+  const BaseIndex index(shards, base_config ? key_mapping.ForConfig(*base_config) : std::nullopt);
   const bool tied = TiedEmbeddings(base_config);
 
   // Per base tensor (shard, index): what happens to it.
@@ -391,6 +450,13 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
                               "adapter module `" + m.path + "`: base tensor `" + packed->second + "` is quantized (" +
                                   quantization.value_or("packed weights") + "); merging into a quantized weight would "
                                   "lose the delta: merge into the unquantized model, then quantize the merge (--quantize)"});
+        continue;
+      }
+      // A converter's target is a module's weight, or a parameter itself (the fused experts' gate_up_proj).
+      std::string why = index.NotRenamed(m.path + ".weight", prefixes);
+      if (why.empty()) why = index.NotRenamed(m.path, prefixes);
+      if (!why.empty()) {
+        problems.push_back({ErrorCode::UnsupportedBase, m.path, "adapter module `" + m.path + "`: " + why});
         continue;
       }
       problems.push_back({ErrorCode::ModulesNotFound, m.path,

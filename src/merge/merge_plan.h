@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "adapter/adapter.h"
+#include "adapter/key_mapping.h"
 #include "adapter/naming_tables.h"
 #include "core/writer.h"
 
@@ -100,6 +101,9 @@ struct MergeOptions {
   bool unmerge = false;        // subtract instead of add
   std::optional<std::string> arch;
   const adapter::NamingTables* tables = nullptr;
+  // transformers' checkpoint key mapping (adapter/key_mapping.h), selected by the base's config.json; the builtin one
+  // when null.
+  const adapter::KeyMapping* key_mapping = nullptr;
   std::optional<QuantizeOptions> quantize;
   // Merge anyway when the adapter has tensors the merge cannot apply (--allow-partial); otherwise PlanMerge refuses
   // them (adapter::CheckDropped: UnresolvedTensor listing every one).

@@ -3,7 +3,7 @@
     python="$(bash scripts/golden-venv.sh)" && "$python" tests/golden/check_all.py build/native/peft-bridge LOGDIR
 
 check_live.py, check_adapters.py, check_safetensors.py, check_configs.py, check_create.py, check_extract.py,
-check_gguf.py, check_llama_cpp.py, check_quantize.py (and check_combine.py where the combine command has it) each
+check_gguf.py, check_llama_cpp.py, check_quantize.py, check_key_mapping.py (and check_combine.py where the combine command has it) each
 stay runnable alone; here they
 share one import of torch, transformers and PEFT (seconds of CPU each, far more on a loaded machine) and one set
 of our CLI's outputs (live_common.merged / translated: a merge or translation two checks need is written once).
@@ -31,6 +31,7 @@ CHECKS = (
     ("check_gguf", "live-gguf.log", "our .gguf adapters = llama.cpp's convert_lora_to_gguf.py (tensors, bytes, keys); both read back by us = the PEFT adapter"),
     ("check_llama_cpp", "live-llama-cpp.log", "llama.cpp runs our .gguf adapters: its logits = transformers + PEFT's"),
     ("check_quantize", "live-quantize.log", "merge --quantize = compressed-tensors' / transformers' own bytes; transformers loads it"),
+    ("check_key_mapping", "live-key-mapping.log", "merge into checkpoints transformers loads under other names = PEFT's merge, every model_type of the key mapping"),
 )
 HERE = Path(__file__).resolve().parent
 
