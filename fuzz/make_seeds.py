@@ -183,8 +183,7 @@ def merge_seeds():
 
 def engine_seeds():
     """fuzz_merge_engine: random choices (part 0), and hostile configs over them (part 1: the adapter_config
-    overlay; part 2: the base config.json). The found_* seeds beside these were picked from a corpus with
-    PB_FUZZ_DESCRIBE=1 (docs/fuzzing.md) and are committed as they are."""
+    overlay; part 2: the base config.json). regress-* beside these are reproducers, committed as they are."""
     rng = random.Random(20261206)
     choices = [bytes(rng.randrange(256) for _ in range(rng.choice([64, 160, 400, 900]))) for _ in range(12)]
     for i, c in enumerate(choices):
