@@ -28,6 +28,7 @@
 #include "core/header.h"
 #include "fuzz_input.h"
 #include "json_mutator.h"
+#include "merge_inputs.h"
 #include "merge/merge_plan.h"
 #include "merge/quantize_plan.h"
 #include "app/merge_report.h"
@@ -58,13 +59,9 @@ struct AdapterTensor {
   std::vector<uint64_t> shape;
 };
 
-uint64_t Elements(const std::vector<uint64_t>& shape) {
-  uint64_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
-}
-
-uint64_t ByteLength(Dtype dtype, const std::vector<uint64_t>& shape) { return pb::DtypeBits(dtype) * Elements(shape) / 8; }
+using pb::fuzz::ByteLength;
+using pb::fuzz::Elements;
+using pb::fuzz::Filled;
 
 std::string HeaderJson(const std::vector<BaseTensor>& tensors) {
   json h = json::object();
@@ -75,12 +72,6 @@ std::string HeaderJson(const std::vector<BaseTensor>& tensors) {
     offset += bytes;
   }
   return h.dump();
-}
-
-std::string Filled(std::string tmpl, uint64_t layer) {
-  size_t at = tmpl.find("{N}");
-  if (at != std::string::npos) tmpl.replace(at, 3, std::to_string(layer));
-  return tmpl;
 }
 
 void CheckPlan(const pb::merge::MergePlan& plan, const std::vector<pb::Header>& headers, const pb::adapter::Adapter& adapter) {
@@ -257,13 +248,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     file.tensors.push_back({f.key, f.dtype, f.shape});
     file.data.emplace_back(ByteLength(f.dtype, f.shape), 0);
   }
-  struct Sink : pb::ByteSink {
-    std::vector<uint8_t> bytes;
-    pb::Status Write(std::span<const uint8_t> b) override {
-      bytes.insert(bytes.end(), b.begin(), b.end());
-      return pb::Status::Ok();
-    }
-  } sink;
+  pb::fuzz::VectorSink sink;
   if (!EmitSafetensors(file, sink).ok()) return 0;
   AdapterSource source{"adapter_model.safetensors", sink.bytes, config.dump(-1, ' ', false, json::error_handler_t::replace), base_config};
   ReadOptions read_options;

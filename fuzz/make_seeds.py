@@ -181,6 +181,25 @@ def merge_seeds():
                                b'{"model_type":"llama","num_attention_heads":2,"num_key_value_heads":1,"tie_word_embeddings":true}')
 
 
+def engine_seeds():
+    """fuzz_merge_engine: random choices (part 0), and hostile configs over them (part 1: the adapter_config
+    overlay; part 2: the base config.json). regress-* beside these are reproducers, committed as they are."""
+    rng = random.Random(20261206)
+    choices = [bytes(rng.randrange(256) for _ in range(rng.choice([64, 160, 400, 900]))) for _ in range(12)]
+    for i, c in enumerate(choices):
+        yield "choices_%02d" % i, c
+    yield "rank_2_62_in_config", parts(choices[0], b'{"r":4611686018427387904}')
+    yield "rank_pattern_100000_on_tiny", parts(choices[1], b'{"rank_pattern":{".*":100000},"alpha_pattern":{".*":1e308}}')
+    yield "alpha_huge_rslora", parts(choices[2], b'{"lora_alpha":1.7976931348623157e308,"use_rslora":true}')
+    yield "alpha_negative_zero_r", parts(choices[3], b'{"lora_alpha":-8,"r":0}')
+    yield "dora_fan_in_fan_out", parts(choices[4], b'{"use_dora":true,"fan_in_fan_out":true}')
+    for name, heads in (("2_63", 1 << 63), ("wrap_3n", 6148914691236517206)):
+        cfg = ('{"model_type":"llama","num_attention_heads":%d,"num_key_value_heads":%d,"hidden_size":8,'
+               '"tie_word_embeddings":true}' % (heads, heads)).encode()
+        yield "base_config_heads_" + name, parts(choices[5], b"{}", cfg)
+        yield "base_config_heads_gpt2_" + name, parts(choices[6], b"{}", cfg.replace(b"llama", b"gpt2"))
+
+
 def reader_seeds():
     m = "model.layers.0.self_attn."
     peft = safetensors([("base_model.model." + m + "q_proj.lora_A.weight", "F32", [4, 8]),
@@ -360,7 +379,7 @@ def repo():
         write(out, "fuzz_extract", name, data)
     for target, gen in [("fuzz_adapter_config", config_seeds), ("fuzz_regex", regex_seeds),
                         ("fuzz_naming_tables", naming_seeds), ("fuzz_model_index", index_seeds),
-                        ("fuzz_merge_plan", merge_seeds), ("fuzz_adapter_readers", reader_seeds),
+                        ("fuzz_merge_plan", merge_seeds), ("fuzz_merge_engine", engine_seeds), ("fuzz_adapter_readers", reader_seeds),
                         ("fuzz_reader", reader_file_seeds), ("fuzz_gguf", gguf_seeds)]:
         for name, data in gen():
             write(out, target, name, data)

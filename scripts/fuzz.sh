@@ -34,7 +34,7 @@ fixtures=${PB_FIXTURES:-$root/tests/fixtures}
 [[ -n ${PB_FIXTURES:-} || -d $fixtures ]] || fixtures=$root/../shared/fixtures
 all_targets=(fuzz_reader fuzz_adapter_config fuzz_regex fuzz_naming_tables fuzz_model_index fuzz_merge_plan
              fuzz_adapter_readers fuzz_command_line fuzz_http_policy fuzz_combine fuzz_extract fuzz_gguf
-             fuzz_commit_journal)
+             fuzz_commit_journal fuzz_merge_engine)
 read -r -a targets <<<"${PB_FUZZ_TARGETS:-${all_targets[*]}}"
 
 mkdir -p "$build"

@@ -451,19 +451,20 @@ HWY_INLINE void Panel(const typename Src::T* w, typename Dst::T* out, size_t col
   const size_t N = hn::Lanes(DF());
   const size_t NB = kNV * N;
   size_t j = j0;
-  const float* tp = tile;
+  // The packed panels' position as an offset: without a tile, stepping a null pointer would be undefined.
+  size_t at = 0;
   for (; j + NB <= j1; j += NB) {
     if (next != nullptr) {
       for (size_t r = 0; r < kMR; ++r) PrefetchL2(next + r * cols + j, NB * sizeof(typename Src::T));
     }
-    const float* rp = tile ? tp : right + j;
+    const float* rp = tile ? tile + at : right + j;
     Block<Src, Dst, MR, kNV, kMode, kPairs>(w + j, cols, out + j, cols, lp, rank, rp, tile ? NB : cols, st);
-    tp += rank * NB;
+    at += rank * NB;
   }
   for (; j + N <= j1; j += N) {
-    const float* rp = tile ? tp : right + j;
+    const float* rp = tile ? tile + at : right + j;
     Block<Src, Dst, MR, 1, kMode>(w + j, cols, out + j, cols, lp, rank, rp, tile ? N : cols, st);
-    tp += rank * N;
+    at += rank * N;
   }
 }
 
