@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "app/base_config_source.h"
+#ifdef PB_CLI_PATH
 #include "cli_runner.h"
+#endif
 
 namespace pb::app {
 namespace {
@@ -97,6 +99,7 @@ TEST(BaseConfigSource, TheHubRepoOnlyForAnAdapterReadFromTheHub) {
   EXPECT_EQ(c->hint, "adapter_config.json names no base_model_name_or_path: pass --base-config BASE/config.json");
 }
 
+#ifdef PB_CLI_PATH  // the native build only: the WASM test suite has no CLI to run
 // The native CLI: a LLaMA adapter (q/k rows permuted by head) whose base_model_name_or_path is a local folder.
 TEST(BaseConfigSourceCli, TranslateToGgufUsesTheLocalBaseFolder) {
   const fs::path dir = fs::temp_directory_path() / ("pb_base_config_" + std::to_string(::getpid()));
@@ -129,6 +132,7 @@ TEST(BaseConfigSourceCli, TranslateToGgufUsesTheLocalBaseFolder) {
   EXPECT_EQ(a.str(), b.str());
   fs::remove_all(dir);
 }
+#endif
 
 }  // namespace
 }  // namespace pb::app
