@@ -32,6 +32,7 @@
 #include "adapter/adapter_report.h"
 #include "adapter/translate.h"
 #include "app/adapter_files.h"
+#include "app/output_policy_json.h"
 #include "app/cli_text.h"
 #include "app/command_line.h"
 #include "app/input_hint.h"
@@ -313,22 +314,8 @@ std::string RenderError(const std::string& error_json, bool as_json) {
 
 }  // namespace
 
-// A command line as parseCommandLine gave it to the npm CLI ({command, positional, options: {name: [values]}}).
-app::CommandLine CommandLineFromJson(const std::string& line_json) {
-  app::CommandLine line;
-  auto j = nlohmann::json::parse(line_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return line;
-  if (j.contains("command") && j["command"].is_string()) line.command = j["command"].get<std::string>();
-  if (j.contains("positional") && j["positional"].is_array())
-    for (const auto& p : j["positional"])
-      if (p.is_string()) line.positional.push_back(p.get<std::string>());
-  if (j.contains("options") && j["options"].is_object())
-    for (const auto& [name, values] : j["options"].items())
-      if (values.is_array())
-        for (const auto& v : values)
-          if (v.is_string()) line.options[name].push_back(v.get<std::string>());
-  return line;
-}
+// A command line as parseCommandLine gave it to the npm CLI (app::CommandLineFromJson).
+app::CommandLine CommandLineFromJson(const std::string& line_json) { return app::CommandLineFromJson(line_json); }
 
 namespace {
 

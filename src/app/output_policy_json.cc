@@ -73,10 +73,10 @@ Result<std::string> PlanOutputJson(const std::string& request) {
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-Result<std::string> NamedInputsJson(const std::string& line_json) {
-  PB_ASSIGN_OR_RETURN(auto parsed, Parse(line_json));
-  const json& j = parsed;
+CommandLine CommandLineFromJson(const std::string& line_json) {
   CommandLine line;
+  auto j = json::parse(line_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return line;
   line.command = Str(j, "command");
   if (j.contains("positional") && j["positional"].is_array())
     for (const auto& p : j["positional"])
@@ -86,6 +86,12 @@ Result<std::string> NamedInputsJson(const std::string& line_json) {
       if (values.is_array())
         for (const auto& v : values)
           if (v.is_string()) line.options[name].push_back(v.get<std::string>());
+  return line;
+}
+
+Result<std::string> NamedInputsJson(const std::string& line_json) {
+  PB_RETURN_IF_ERROR(Parse(line_json).status());  // a request that is not JSON is refused, not read as empty
+  const CommandLine line = CommandLineFromJson(line_json);
   json a = json::array();
   for (const auto& n : NamedInputs(line)) a.push_back({{"label", n.label}, {"path", n.path}});
   return a.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -16,6 +16,10 @@ namespace pb::app {
 // {"commit":[...],"replace":[...],"remove":[...],"stale":[...]} (all empty without "out"), or the policy's refusal.
 Result<std::string> PlanOutputJson(const std::string& request);
 
+// A command line as the npm CLI's parseCommandLine gives it ({command, positional, options: {name: [values]}});
+// anything else reads as an empty line.
+CommandLine CommandLineFromJson(const std::string& line_json);
+
 // A command line as parseCommandLine gives it ({"command","positional","options":{name:[values]}}): NamedInputs as
 // [{"label","path"}].
 Result<std::string> NamedInputsJson(const std::string& line_json);

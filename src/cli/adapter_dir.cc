@@ -12,20 +12,6 @@ namespace pb::cli {
 
 namespace {
 
-// The names of the regular files in `dir` (links followed), sorted.
-std::vector<std::string> RegularFiles(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (IsRegularFile(Join(dir, name))) names.push_back(name);
-    }
-    ::closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 std::string WeightsName(const AdapterDir& dir) {
   if (!dir.weights_name.empty()) return dir.weights_name;
   const size_t slash = dir.weights_path.rfind('/');

@@ -3,6 +3,7 @@
 #include "cli/interrupts.h"
 #include "cli/kernel_copy.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -233,6 +234,20 @@ bool IsDirectory(const std::string& path) {
 bool IsRegularFile(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::vector<std::string> RegularFiles(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      const std::string path = dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+      if (IsRegularFile(path)) names.push_back(std::move(name));
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 Result<bool> EnsureDirectory(const std::string& path) {

@@ -88,6 +88,8 @@ class AtomicOutputFile final : public ByteSink {
 Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path);
 bool IsDirectory(const std::string& path);
 bool IsRegularFile(const std::string& path);
+// The names of the regular files (links followed) directly in `dir`, sorted: what a Hub folder's listing gives.
+std::vector<std::string> RegularFiles(const std::string& dir);
 // Creates `path` unless it is a directory already; true if it was created.
 Result<bool> EnsureDirectory(const std::string& path);
 // Removes a directory this command created, if it is still empty (after a failure).

@@ -11,20 +11,6 @@
 namespace pb::cli {
 namespace {
 
-// The regular files (through links) directly in `dir`: what a Hub folder's listing gives.
-std::vector<std::string> RegularFiles(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      struct stat st;
-      if (::stat(Join(dir, name).c_str(), &st) == 0 && S_ISREG(st.st_mode)) names.push_back(std::move(name));
-    }
-    ::closedir(d);
-  }
-  return names;
-}
-
 Result<merge::ModelIndex> ReadIndex(const std::string& path) {
   PB_ASSIGN_OR_RETURN(auto text, ReadText(path));
   return merge::ParseModelIndex(text);
