@@ -344,7 +344,11 @@ void CheckOutput(const MergePlan& plan, const pb::Header& base_header, const Byt
                  const MergeOptions& options) {
   const ShardPlan& shard = plan.shards[0];
   if (out.size() != shard.write.total_size()) Fail("the output is not write.total_size() bytes");
-  if (!std::equal(shard.write.header.begin(), shard.write.header.end(), out.begin())) Fail("the output does not start with the plan's header");
+  // Byte for byte: the header is chars (signed here), the output bytes unsigned; a length prefix byte >= 0x80 must
+  // compare as the same byte.
+  if (!std::equal(shard.write.header.begin(), shard.write.header.end(), out.begin(),
+                  [](char h, uint8_t o) { return static_cast<uint8_t>(h) == o; }))
+    Fail("the output does not start with the plan's header");
   auto parsed = pb::ParseWholeFile(out);
   if (!parsed.ok()) Fail("the output does not parse: " + parsed.error().message);
   for (const PlannedTensor& p : shard.tensors) {
