@@ -176,7 +176,11 @@ test('abort cancels every range in flight', async () => {
   await withHub(async (hub, options) => {
     hub.latency = 200;
     const controller = new AbortController();
-    const file = await mergeRemoteShard({ ...options, shard: shards[0], signal: controller.signal, pieceSize: 256 << 10, readers: 4 });
+    // Counted where requests start: the Hub logs a request when it arrives, which on a loaded machine can be after the
+    // abort for one the client started before it.
+    let started = 0;
+    const fetch = (url, init) => (++started, globalThis.fetch(url, init));
+    const file = await mergeRemoteShard({ ...options, fetch, shard: shards[0], signal: controller.signal, pieceSize: 256 << 10, readers: 4 });
     const reader = file.stream.getReader();
     await reader.read();
     hub.clearLog();
@@ -186,13 +190,14 @@ test('abort cancels every range in flight', async () => {
     const reason = new Error('stop');
     controller.abort(reason);
     await assert.rejects(next, (e) => e === reason);
-    const made = hub.requests.length;
+    const made = started;
     // The requests in flight are dropped (well before their 200 ms), and none is made after.
     for (let i = 0; i < 50 && hub.inFlight > 0; ++i) await new Promise((resolve) => setTimeout(resolve, 5));
     assert.equal(hub.inFlight, 0);
     assert.ok(hub.requests.every((r) => r.completed === false), JSON.stringify(hub.requests));
     await new Promise((resolve) => setTimeout(resolve, 300));
-    assert.equal(hub.requests.length, made);
+    assert.equal(started, made, 'no request started after the abort');
+    assert.ok(hub.requests.length <= made);
     assert.equal(openMergeHandles(), 0);
   });
 });
