@@ -108,8 +108,8 @@ volatile float g_one = 1.0f;
 
 double BenchMulAddPeak(int iterations) {
   // 6 chains x (x = x * m; s = s + x): 6 multiplies and 6 adds in flight cover the 3-cycle latencies at 2 per
-  // cycle each, and the 13 live vectors fit V8's 16 xmm registers (8 chains spilled and measured half the
-  // rate). m = 1.0f from a volatile: values neither grow nor shrink and cannot be folded. Written out by
+  // cycle each, and the 13 live vectors fit V8's 16 xmm registers (8 chains spill: docs/kernels.md).
+  // m = 1.0f from a volatile: values neither grow nor shrink and cannot be folded. Written out by
   // hand: as arrays, the chains can end up in linear memory (the shadow stack).
   constexpr int kChains = 6;
   constexpr int kInner = 1 << 20;

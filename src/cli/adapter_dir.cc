@@ -126,7 +126,8 @@ adapter::AdapterSource SourceOf(const AdapterDir& dir) {
 Status SupplyAdapterBytes(adapter::AdapterBytesConsumer& consumer, const AdapterDir& dir,
                           const std::function<void(uint64_t)>& on_read) {
   // The bounce buffer's size: it is held next to the consumer's copy of the bytes (e.g. a module's whole A), and
-  // pread or a copy from memory costs the same in any piece size (issue 15: 1 MiB, not 4).
+  // pread or a copy from memory costs the same in any piece size, so 1 MiB rather than 4 (docs/benchmarks.md,
+  // "Native merge with a 1 GB adapter").
   constexpr uint64_t kPiece = 1 << 20;
   std::vector<uint8_t> buffer;
   uint64_t supplied = 0;

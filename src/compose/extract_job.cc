@@ -267,8 +267,7 @@ struct ExtractJob::Impl {
     o.seed = Fnv1a(m.path);
     // A subspace twice the rank (Halko et al.'s advice for slowly decaying spectra) and more iterations than the
     // defaults: a fine-tune's delta has a flat head and a noise tail, where a rank-16 or rank-128 cut converges
-    // slowly. Measured on such a 4096 × 4096 delta: p = r stops after 18–19 iterations within 1e-5 of the
-    // optimal error, p = r/2 runs to the cap of 24 (and is slower overall at rank 128), p = 10 to the cap too.
+    // slowly (measured: docs/extract.md, "The SVD").
     o.oversampling = std::max<size_t>(16, o.rank);
     o.max_iterations = 24;
     // Where the subspace would span half of the smaller side anyway, take all of it: one pass each way gives the

@@ -24,18 +24,11 @@
 // same few L1 sets). W is converted to fp32 in registers right before the add and rounded right after, so no
 // fp32 copy of W exists; BF16 -> BF16 uses a shuffle-free "pair" layout for that (FmtBF16::LoadPair). Columns
 // past the last whole vector go through a scalar loop doing the same operations.
-// Measured on Zen 4 (4096 x 4096 BF16, bench/merge_bench.cc): the k loop runs at ~90 % of the mul+add peak;
-// what remains above the floor is the per-element conversion work (load, widen, add, RNE, NaN fix, store),
-// which shares the vector pipes with the arithmetic. Tried and dropped (no gain or slower): non-temporal
-// stores for large outputs (neutral with AVX-512, +35 % time with AVX2: half-line streaming stores from
-// four interleaved rows), 512-bit vectors (see DF below), a smaller (L1-sized) pack tile.
-// The epilogue's cost per 8 elements is what separates the kernel from its floor at low rank (issue 15,
-// docs/benchmarks.md "Merge kernel, fused"): with AVX-512 the BF16 rounding is a bit test into a mask and a
-// masked add (FmtBF16::RoundedHigh); on WASM, where a per-vector NaN fix is f32x4.ne plus a three-instruction
-// bitselect in V8, each register-block row is tested for NaN once (kNaNCheckPerRow) and rounded without the fix.
-// Tried for issue 15 and dropped: vmulps with an embedded broadcast of left[i, k] (fewer instructions per k
-// step, but 5-20 % slower on Zen 4), unrolling the k loop by 2 (no change), the per-row NaN test natively
-// (no gain: fpclass plus a masked move is cheap with AVX-512).
+// At low rank the per-element epilogue is what separates the kernel from its floor, so it is kept short: with
+// AVX-512 the BF16 rounding is a bit test into a mask and a masked add (FmtBF16::RoundedHigh); on WASM, where a
+// per-vector NaN fix is costly in V8, each register-block row is tested for NaN once (kNaNCheckPerRow) and
+// rounded without the fix. The measurements behind these choices, and what was tried and dropped, are in
+// docs/kernels.md ("Measurements behind the choices").
 // Natively the best target is chosen at run time; the WASM build (PB_STATIC_DISPATCH) compiles SIMD128 only.
 
 #include "kernels/lowrank.h"
@@ -122,9 +115,8 @@ namespace pb::kernels::lowrank {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// 256-bit vectors on AVX-512 too: on Zen 4 (512-bit ops are double-pumped) a 4 x 4 block of 256-bit vectors
-// using the 32 registers ran the k loop ~15 % faster than the best 512-bit block (4 x 4, 8 x 2 and 6 x 2
-// tried); the AVX-512 target still brings the 32 registers, ternlog and fpclass.
+// 256-bit vectors on AVX-512 too: Zen 4 double-pumps 512-bit ops, and 256-bit blocks ran faster
+// (docs/kernels.md); the AVX-512 target still brings the 32 registers, ternlog and fpclass.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 using DF = hn::CappedTag<float, 8>;
 #else
@@ -136,12 +128,11 @@ using D16 = hn::Rebind<uint16_t, DF>;
 using VF = hn::Vec<DF>;
 using VI = hn::Vec<DI>;
 
-// Register block: kMR rows x kNV vectors of accumulators, chosen by measurement (4096 x 4096 BF16, Zen 4).
-// AVX-512 has 32 registers: 4 x 4 (16 accumulators, 4 right vectors, broadcasts) beat 4 x 2, 4 x 6, 5 x 4 and
-// 6 x 4. AVX2/SSE4 have 16: 4 x 2 (8 accumulators hide the 3-4 cycle add latency at two adds per cycle). WASM
-// (V8 maps SIMD128 to 16 xmm registers): 2 x 4 beat 4 x 2 by 8 % at rank 64 (fewer splat loads, which V8
-// does not fold into the multiply), and 1 x 8, 2 x 6, 3 x 2, 3 x 4, 5 x 2, 6 x 2 by more. kNV must be even for
-// the pair layout (4 x 3 lost it and was 30 % slower).
+// Register block: kMR rows x kNV vectors of accumulators, chosen by measurement (docs/kernels.md).
+// AVX-512 has 32 registers: 4 x 4 (16 accumulators, 4 right vectors, broadcasts). AVX2/SSE4 have 16: 4 x 2
+// (8 accumulators hide the 3-4 cycle add latency at two adds per cycle). WASM (V8 maps SIMD128 to 16 xmm
+// registers): 2 x 4, fewer splat loads, which V8 does not fold into the multiply. kNV must be even for the pair
+// layout.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr size_t kMR = 4, kNV = 4;
 #elif HWY_TARGET == HWY_WASM
@@ -353,7 +344,7 @@ HWY_INLINE void Block(const typename Src::T* w, size_t ldw, typename Dst::T* out
   const DF df;
   const size_t N = hn::Lanes(df);
   // The accumulators must live in registers: every loop over r and v is unrolled completely (GCC does not
-  // do it on its own at -O2, which made the kernel 3x slower there).
+  // do it on its own at -O2).
   VF acc[MR][NV];
   HWY_UNROLL(16)
   for (size_t r = 0; r < MR; ++r) {

@@ -13,8 +13,8 @@ size_t WriteEntriesOf(const PlannedTensor& p) {
 }
 
 // A low-rank product costs about 2·rank flops per element; at 1 cost unit per 8 rank-elements, a BF16 weight
-// (4 bytes moved per element) merged at r = 32 costs twice its copy. Checked against a profile (docs/benchmarks.md,
-// issue 15): LLaMA-shaped, 3 layers, q/v at r = 64 to tmpfs, the kernel was 17 % of the CPU; this model says 19 %.
+// (4 bytes moved per element) merged at r = 32 costs twice its copy. Checked against a profile: docs/benchmarks.md,
+// "Native CLI threads".
 constexpr uint64_t kRankElementsPerUnit = 8;
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Uploads for the Node entry: a PUT of a Blob body (an LFS object or one part of it) with node:http(s), writing
 // the body as it is read and waiting for the socket to drain. Node 20's fetch keeps a streamed request body's
-// chunks alive until the request ends (measured: a 512 MiB PUT grew the process by ~510 MiB, node:http by ~20),
-// so pushToHub sends its uploads through this in Node (push.js, setUploadTransport). Imported only by node.js and
-// the npm CLI, so browser and workerd builds never load node:http. Internal.
+// chunks alive until the request ends (measured in docs/push.md), so pushToHub sends its uploads through this in
+// Node (push.js, setUploadTransport). Imported only by node.js and the npm CLI, so browser and workerd builds never
+// load node:http. Internal.
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 
