@@ -2,7 +2,7 @@
 # root: `bench_model NAME LAYERS [RANK]` builds the CLI and the generator, writes a two-shard LLaMA-7B-shaped BF16
 # model and its PEFT adapter (bench/make_llama_model.cc) to $work, reads it once (page cache warm), makes $out on
 # tmpfs and sets $bytes; both directories go on exit. warm() writes and drops a file as large as the output: the
-# VM returns freed memory to its host, so every timed command should find warm pages (reference/perf-findings.md).
+# VM returns freed memory to its host, so every timed command should find warm pages (docs/toolchain.md).
 # median: the middle of the numbers on stdin.
 bench_model() {
   work=$(mktemp -d "${TMPDIR:-/tmp}/pb-$1.XXXXXX")

@@ -1,4 +1,4 @@
-// adapter_config.json for LoRA, read with PEFT's meaning (../shared/reference/peft-semantics.md §2).
+// adapter_config.json for LoRA, read with PEFT's meaning (docs/peft-semantics.md, "adapter_config.json").
 //
 // Every field of every PEFT release is understood, with PEFT's defaults for the ones a file leaves out.
 // The document itself is kept (key order included, because rank_pattern / alpha_pattern are first-match

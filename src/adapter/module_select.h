@@ -1,5 +1,5 @@
 // Which modules a LoraConfig targets, and each module's rank, alpha and scaling, matched exactly the way
-// PEFT matches them (../shared/reference/peft-semantics.md §2.4, §2.5, §3.1).
+// PEFT matches them (docs/peft-semantics.md: "Module selection", "rank_pattern and alpha_pattern", "Scaling").
 //
 // Patterns are Python `re` syntax, compiled by python_regex.h into linear-time matchers once per parsed
 // config (LoraConfig::patterns), never per module.

@@ -1,4 +1,4 @@
-// llama.cpp's LoRA adapter file, as convert_lora_to_gguf.py writes it (../shared/reference/gguf-lora.md): the
+// llama.cpp's LoRA adapter file, as convert_lora_to_gguf.py writes it (docs/gguf.md, "The container"): the
 // keys general.architecture, general.type = adapter, adapter.type = lora, adapter.lora.alpha (FLOAT32),
 // general.quantization_version, then ours (the PEFT config, the dotted module paths, the naming table, the head
 // counts) so that reading the file back restores the adapter exactly; the tensors in the converter's order

@@ -46,7 +46,7 @@ namespace {
 // large writes (a read's worth of untouched bytes, a merged row block) go straight from the caller's span.
 class RegionSink final : public ByteSink {
  public:
-  static constexpr size_t kBuffer = 256 << 10;  // perf-findings: writes of <= 256 KiB avoid the VM's cold pages
+  static constexpr size_t kBuffer = 256 << 10;  // writes of <= 256 KiB avoid cold pages (docs/toolchain.md)
   RegionSink(const AtomicOutputFile& file, uint64_t offset) : file_(file), pos_(offset) {}
   Status Write(std::span<const uint8_t> bytes) override {
     if (bytes.size() >= kBuffer) {

@@ -1,5 +1,5 @@
-// One module's combination, in float64: the maths of PEFT's add_weighted_adapter per method (../shared/reference/
-// combine-extract.md §3), with peft-bridge's exact defaults, and the relative error of the result against the
+// One module's combination, in float64: the maths of PEFT's add_weighted_adapter per method (docs/combine.md,
+// "What each method computes"), with peft-bridge's exact defaults, and the relative error of the result against the
 // exact Σ cᵢ·Bᵢ·Aᵢ computed from rank-sized matrices (never the out × in delta).
 #pragma once
 

@@ -1,5 +1,5 @@
 // What `combine` is asked to do: PEFT's add_weighted_adapter methods and their parameters, with peft-bridge's
-// exact defaults (../shared/reference/combine-extract.md; docs/combine.md).
+// exact defaults (docs/combine.md).
 #pragma once
 
 #include <cstdint>

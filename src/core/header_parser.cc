@@ -1,10 +1,9 @@
 // A strict, SAX-style parser for the safetensors header JSON, writing compact records directly.
 //
-// It follows serde_json's grammar as the reference reader sees it (see
-// ../shared/reference/safetensors-format.md §1.3, §2): plain unsigned integers only, no raw control
-// characters in strings, valid surrogate pairs, whitespace around the object allowed, unknown fields
-// inside a tensor ignored (but still well-formed). One deliberate difference: any repeated key is
-// rejected. A DOM is never built; a 20 MB header parses into records in one pass.
+// It follows serde_json's grammar as the reference reader sees it (see docs/format.md, "Reading"): plain
+// unsigned integers only, no raw control characters in strings, valid surrogate pairs, whitespace around the
+// object allowed, unknown fields inside a tensor ignored (but still well-formed). One deliberate difference: any
+// repeated key is rejected. A DOM is never built; a 20 MB header parses into records in one pass.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>

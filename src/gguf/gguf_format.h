@@ -1,6 +1,6 @@
-// The GGUF container as ggml defines it (ggml docs/gguf.md, include/gguf.h, src/gguf.cpp; see
-// ../shared/reference/gguf-lora.md 1.1): the constants the writer and the parser share, so each rule is stated
-// once. GGUF v3, little-endian.
+// The GGUF container as ggml defines it (ggml docs/gguf.md, include/gguf.h, src/gguf.cpp; summarised in this
+// repository's docs/gguf.md, "The container"): the constants the writer and the parser share, so each rule is
+// stated once. GGUF v3, little-endian.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // Reading a GGUF container's header (magic, version, keys, tensor infos) as ggml's gguf_init_from_file does, sans
-// I/O (../shared/reference/gguf-lora.md 1.1, 1.6): the edge gives the file's first bytes; when they do not reach the
-// end of the tensor infos, the parse says how many it needs (`need`) and the edge reads that many and calls again.
+// I/O (docs/gguf.md, "The container" and "Reading .gguf adapters"): the edge gives the file's first bytes; when
+// they do not reach the end of the tensor infos, the parse says how many it needs (`need`) and the edge reads
+// that many and calls again.
 // The tensors' bytes are not read here: each tensor's range is in the header, and consumers fetch it by range.
 //
 // The rules are ggml's, each refusal a precise Error naming the key or tensor and the byte offset: the magic;

@@ -1,6 +1,6 @@
-// Accept/reject vectors for the reader, built from the reference's rules and its own tests
-// (../shared/reference/safetensors-format.md §2, §3.1). Each vector runs through three paths that
-// must agree: the whole-buffer parser, the push parser fed byte by byte, and the push parser told the
+// Accept/reject vectors for the reader, built from the reference's rules (docs/format.md, "Reading") and its own
+// unit tests (huggingface/safetensors, safetensors/src/tensor.rs, `mod tests`). Each vector runs through three
+// paths that must agree: the whole-buffer parser, the push parser fed byte by byte, and the push parser told the
 // total size up front.
 #include <gtest/gtest.h>
 

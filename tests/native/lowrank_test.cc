@@ -9,7 +9,7 @@
 // check shows that the fp32 merge rounds like the exact merge to within one bf16 ulp.
 //
 // Test data comes from a 32-bit xorshift and is built from integer bit patterns only (em++ 3.1.6 at
-// -O3 -msimd128 miscompiled a 64-bit generator; see toolchain-notes.md).
+// -O3 -msimd128 miscompiled a 64-bit generator; see docs/toolchain.md).
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// A float64 model of PEFT's merge maths (../shared/reference/peft-semantics.md §3) for the merge tests:
+// A float64 model of PEFT's merge maths (docs/peft-semantics.md) for the merge tests:
 // exact rounding from double to each output dtype, the LoRA delta in double, the merged value of one weight
-// element under each of PEFT's rounding rules (§3.5), DoRA's norms (§3.6), and a tally that compares the
+// element under each of PEFT's rounding rules, DoRA's norms, and a tally that compares the
 // engine's output with the reference element by element (ulps for BF16/F16, a tolerance for F32).
 //
 // The reference computes in double and rounds once at each point where PEFT rounds; the engine computes in
@@ -105,7 +105,7 @@ inline int64_t UlpDistance(double a, double b, Dtype d) {
 
 // --- The LoRA delta in double ----------------------------------------------------------------------------
 
-// PEFT's scaling as it meets an fp32 tensor: the Python double rounded to fp32 (§3.1).
+// PEFT's scaling as it meets an fp32 tensor: the Python double rounded to fp32 (docs/peft-semantics.md, "Scaling").
 inline double TensorScale(double s) { return static_cast<double>(static_cast<float>(s)); }
 
 // Factors in PEFT orientation: A [r, in] (in = A's columns: in_features, times the kernel size for a conv),
@@ -140,7 +140,7 @@ inline double DeltaMagnitudeAt(const Factors& f, Layout layout, size_t row, size
   return layout == Layout::kOutIn ? f.DeltaMagnitude(row, col) : f.DeltaMagnitude(col, row);
 }
 
-// --- PEFT's merged value of one element (§3.5) -----------------------------------------------------------
+// --- PEFT's merged value of one element (docs/peft-semantics.md, "Rounding when the delta meets the weight") ---
 
 // Linear / Conv1D / Conv, merge_and_unload(safe_merge=False): W += delta in place with an fp32 delta, i.e.
 // fp32(W) + delta rounded once. `out` is the dtype written (the weight's own unless --dtype asks).
@@ -152,7 +152,7 @@ inline double MergedDeltaFirst(double w, double delta, Dtype weight_dtype, Dtype
   return RoundTo(w + RoundTo(delta, weight_dtype), out);
 }
 
-// --- DoRA (§3.6) -----------------------------------------------------------------------------------------
+// --- DoRA (docs/peft-semantics.md, "DoRA") ---------------------------------------------------------------
 
 // W' = (m / ||W + delta||) * (W + delta), with the norm per row of the stored weight (Linear, Conv: one per
 // output) or per column (Conv1D: [in, out]; Embedding: [num, dim]). Returns the unrounded values and, in

@@ -1,5 +1,5 @@
 // Merge numerics: the streaming merge engine against a float64 model of PEFT's merge maths
-// (merge_reference.h, ../shared/reference/peft-semantics.md §3), end to end - a base safetensors file and a
+// (merge_reference.h, docs/peft-semantics.md), end to end - a base safetensors file and a
 // PEFT adapter built in memory, PlanMerge on the parsed header, ShardMerger fed in odd chunk sizes,
 // StreamingMerger fed random chunks (byte-identical output), the output parsed and compared element by
 // element: BF16/F16 results equal PEFT's value rounded to nearest even or are one ulp away (and nearly all
@@ -1135,7 +1135,7 @@ TEST(MergeNumerics, SavedEmbeddingLayersAreLoadedBeforeTheirLoraIsMerged) {
   // Targeting embed_tokens in list form turns on save_embedding_layers="auto": the adapter then carries the
   // full embedding as `model.embed_tokens.base_layer.weight` next to its LoRA factors. PEFT's load copies it
   // into the base layer (rounded to the model's dtype), and merge_and_unload adds the delta on top
-  // (peft-semantics.md §1.6, §3.3).
+  // (docs/peft-semantics.md: "Tensors beside the LoRA factors", "The delta per layer type").
   std::vector<T> lt;
   AddEmbeddingLora(lt, kEmbed, 4, kVocab, kHidden);
   lt.push_back({std::string(kPrefix) + kEmbed + ".base_layer.weight", Dtype::F32, {kVocab, kHidden}, 0.05f});
@@ -1237,7 +1237,8 @@ TEST(MergeNumerics, UnmergeOfAnF32MergeReturnsTheOriginal) {
 
 TEST(MergeNumerics, UnmergeFollowsPeftRoundingTheDeltaToTheWeightDtype) {
   // PEFT's unmerge for every layer type is `weight.data -= delta_weight.to(orig_dtype)`: the delta is rounded
-  // to the weight's dtype, then subtracted and rounded again (peft-semantics.md §3.5, last table row).
+  // to the weight's dtype, then subtracted and rounded again (docs/peft-semantics.md, "Rounding when the delta
+  // meets the weight").
   // Its lora_B.bias unmerge, `bias.data -= lora_B.bias * scaling`, rounds once.
   std::vector<T> lt;
   AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
@@ -1273,7 +1274,8 @@ TEST(MergeNumerics, UnmergeFollowsPeftRoundingTheDeltaToTheWeightDtype) {
 TEST(MergeNumerics, HalfPrecisionFactorsAreWidenedAsPeftsDefaultLoadDoes) {
   // A BF16/F16 adapter file: PeftModel.from_pretrained's default autocast_adapter_dtype=True upcasts the
   // LoRA parameters to fp32 before the file's values are copied in (exactly), so the delta is the fp32
-  // product of the widened factors, added and rounded once (peft-semantics.md §1.7, §3.5). (Only with
+  // product of the widened factors, added and rounded once (docs/peft-semantics.md: "The dtype of stored factors",
+  // "Rounding when the delta meets the weight"). (Only with
   // autocast_adapter_dtype=False would get_delta_weight round the delta back to the factors' dtype.)
   for (Dtype fd : {Dtype::BF16, Dtype::F16}) {
     std::vector<T> lt;
