@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Native CLI `merge --threads 1` vs `--threads 2` (issue 15) on a generated single-file LLaMA-7B-shaped BF16 model
+# Native CLI `merge --threads 1` vs `--threads 2` on a generated single-file LLaMA-7B-shaped BF16 model
 # (bench/make_llama_model.cc --single-file, adapter on q_proj and v_proj unless TARGETS says) at each rank given, output on tmpfs
 # (/dev/shm), with `cp MODEL /dev/shm/x && sync` as the baseline in the same run. Rounds are interleaved
 # (cp, 1 thread, 2 threads, ...); before every timed command the page pool is warmed by writing and deleting a
-# file as large as the output (docs/perf: freed memory returns to the host and cold pages slow writes); the
+# file as large as the output (docs/toolchain.md: freed memory returns to the host and cold pages slow writes); the
 # model is read once first so the page cache is warm. Prints medians and peak RSS (/usr/bin/time %M), and checks
 # the two outputs are the same bytes.
 #   bash bench/merge_threads_bench.sh [LAYERS=3] [RANKS="16 64 128"] [ROUNDS=5] [TARGETS=q_proj,v_proj]
-# Needs the native build (build/native) and 2 x the model size free in $TMPDIR and in /dev/shm.
+# Needs the native build (build/native) and 2 x the model size free in $TMPDIR and in /dev/shm. Results:
+# docs/benchmarks.md, "Native CLI threads".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 layers=${1:-3}

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Merge + quantize against plain merge, in the same run (issue 13 §3): a generated LLaMA-7B-shaped BF16 model
+# Merge + quantize against plain merge, in the same run: a generated LLaMA-7B-shaped BF16 model
 # (bench/make_llama_model.cc, LAYERS layers in two shards, a PEFT r=16 adapter on q/k/v/o) merged into tmpfs by
 # the native CLI and the npm CLI (WASM under Node), plainly and with each --quantize scheme. Prints per run the
 # median wall time of RUNS runs, its ratio to the plain native merge, peak RSS, and whether the npm CLI's
 # output is byte-identical to the native one.
 #   bash bench/quantize_bench.sh [LAYERS=2] [RUNS=3]
-# Needs the native and WASM builds (bash scripts/build.sh) and about 3 x (model size) free in /dev/shm.
+# Needs the native and WASM builds (bash scripts/build.sh) and about 3 x (model size) free in /dev/shm. Results:
+# docs/benchmarks.md, "Merge + quantize".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 layers=${1:-2}

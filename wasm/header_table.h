@@ -1,6 +1,6 @@
 // A parsed header handed to JS as a compact table instead of JSON: rendering a 200,000-tensor header as JSON and
-// parsing it back took most of a second and tens of MB of heap (docs/benchmarks.md, issue 15). JS builds its
-// tensor objects from the table (web/src/inspect.js, headerFromHandle) and the summary document
+// parsing it back took most of a second and tens of MB of heap (docs/benchmarks.md, "Header-heavy inspect"). JS builds
+// its tensor objects from the table (web/src/inspect.js, headerFromHandle) and the summary document
 // (RenderInspectSummaryJson: sizes, metadata, parameter counts), so both paths give the same values.
 #pragma once
 

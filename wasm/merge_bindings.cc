@@ -108,10 +108,10 @@ class MergeHandle : public MergeIo {
   }
   bool ok() const { return !error_.has_value(); }
 
-  // The adapter by range (issue 10): after MergeIo's header steps, load_adapter_ranges reads the adapter from its
-  // header and the inline tensors (n window bytes), with its adapter_config.json and the base's config.json
-  // (null, a string, or raw bytes; as the native CLI, the base config serves both the reader and the planner);
-  // every other tensor is fetched while merging, as adapter_needs() asks.
+  // The adapter by range, never whole in the heap: after MergeIo's header steps, load_adapter_ranges reads the adapter
+  // from its header and the inline tensors (n window bytes), with its adapter_config.json and the base's config.json
+  // (null, a string, or raw bytes; as the native CLI, the base config serves both the reader and the planner); every
+  // other tensor is fetched while merging, as adapter_needs() asks.
   bool load_adapter_ranges(size_t n, const std::string& weights_name, const val& config, const val& base_config) {
     auto bytes = Begin(n);
     if (!bytes) return false;

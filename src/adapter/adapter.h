@@ -1,6 +1,6 @@
 // A LoRA adapter in peft-bridge's canonical form: PEFT's meaning, independent of the file convention it
 // was read from. Every format reader produces an Adapter and every writer consumes one, so a translation
-// is read(from) -> Adapter -> write(to), and the merge (issue 4) only ever sees this form.
+// is read(from) -> Adapter -> write(to), and the merge (docs/merge.md) only ever sees this form.
 //
 // A tensor is either held (its bytes here) or a reference into the adapter's weights file (tensor_ref.h):
 // readers given only the header produce references, and consumers fetch each tensor's bytes by range when

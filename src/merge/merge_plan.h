@@ -108,7 +108,7 @@ struct MergeOptions {
   // Merge anyway when the adapter has tensors the merge cannot apply (--allow-partial); otherwise PlanMerge refuses
   // them (adapter::CheckDropped: UnresolvedTensor listing every one).
   bool allow_partial = false;
-  // The most bytes of a module's left factor fetched at once (issue 15). For a weight stored [out, in], B [out, r]
+  // The most bytes of a module's left factor fetched at once. For a weight stored [out, in], B [out, r]
   // is the left factor and a block of its rows is contiguous in the file: when B is larger than this, the merge
   // fetches it one block of rows at a time, as the weight's rows arrive, next to the whole A, so a 1 GB adapter's
   // r = 2048 module holds A and a few MiB of B instead of both. The output does not change (each weight row's

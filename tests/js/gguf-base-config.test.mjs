@@ -1,4 +1,4 @@
-// translate --to gguf finds the base model's config as convert_lora_to_gguf.py does (issue 27 §2, the core's
+// translate --to gguf finds the base model's config as convert_lora_to_gguf.py does (docs/gguf.md, the core's
 // app::ChooseBaseConfig): --base-config wins (a file, or hf://owner/repo: its config.json); else the adapter's
 // base_model_name_or_path when it is a local folder with config.json (said in the notes); else, for an adapter read
 // from the Hub, that Hub repo's config.json; else the refusal names base_model_name_or_path and the flag to pass.

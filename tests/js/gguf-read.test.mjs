@@ -1,4 +1,4 @@
-// Reading .gguf LoRA adapters (issue 13 §1): both CLIs print the same bytes for adapter-info and translate of a
+// Reading .gguf LoRA adapters (docs/gguf.md): both CLIs print the same bytes for adapter-info and translate of a
 // .gguf (a file, or a directory holding one), the round trip PEFT -> .gguf f32 -> PEFT gives PEFT's bytes back,
 // the JS API takes .gguf bytes and paths as it takes other adapters, hostile files fail alike with nothing left
 // behind, and @huggingface/gguf parses every .gguf we write.

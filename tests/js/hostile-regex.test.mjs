@@ -1,4 +1,4 @@
-// Issue 10: module-name regexes used to run on std::regex, which recursed per character (a 40,000-character
+// Module-name regexes used to run on std::regex, which recursed per character (a 40,000-character
 // module path crashed the native CLI), backtracked exponentially ("(a+)+$"), and in WASM threw exceptions
 // nothing caught, leaving the module broken. The core's own linear-time engine answers instead; both CLIs
 // print the same bytes, and the WASM module keeps working after thousands of rejected patterns.

@@ -1,4 +1,4 @@
-// The JS API's inputs (peft-bridge issue 9, section 3): in Node a path or file: URL is a local file wherever a
+// The JS API's inputs: in Node a path or file: URL is a local file wherever a
 // source is taken; a RandomAccessSource's close(); adapterInfo / translateAdapter on a directory (a local folder or
 // a Hub repo, the files chosen by the core's rule, as both CLIs choose them); inspectRepo('owner/repo');
 // huggingface.js's option names; convert's default order (the CLI's); cancelling one merged file skips it.

@@ -1,4 +1,4 @@
-// Adapters read by range (issue 10, defect 7): a sparse adapter file over 2 GiB in both CLIs (no abort, the same
+// Adapters read by range: a sparse adapter file over 2 GiB in both CLIs (no abort, the same
 // bytes as the compact adapter), and the API's adapter sources: Blob, {size, read} (only the header and the
 // factors are read), BigInt sizes, sizes beyond 2^53 refused precisely, streams read into memory.
 import { test } from 'node:test';

@@ -1,8 +1,8 @@
-// A failure inside the WebAssembly module never outlives its call (issue 34 §1; web/src/module-guard.js). The
+// A failure inside the WebAssembly module never outlives its call (web/src/module-guard.js). The
 // traps below are real: the benchmark hook benchMergeRows(65536, 32768, …) sizes its buffer as rows·cols·2, which
 // wraps to 0 in wasm32, then writes 2^31 values from there: it overwrites the heap until it runs off the end of
-// memory ("memory access out of bounds"), leaving an instance whose heap is garbage, as the issue's hostile inputs
-// once did. Armed inside an API's own call (its Embind class replaced on the instance by one that traps), the
+// memory ("memory access out of bounds"), leaving an instance whose heap is garbage, as hostile inputs once
+// did. Armed inside an API's own call (its Embind class replaced on the instance by one that traps), the
 // call fails with the engine's error, the instance is discarded, and the next call of the same API, in a fresh
 // instance, returns exactly what it returned before; objects tied to the dead instance fail with ModuleDiscarded.
 import { test } from 'node:test';

@@ -1,6 +1,6 @@
-// Naming tables supplied at run time (issue 11): `--naming-table FILE` in both CLIs (identical bytes and exit
-// codes) and `namingTables` in the JS API add a model family without recompiling; malformed or unreadable
-// tables fail precisely, before any input is read.
+// Naming tables supplied at run time (docs/naming-tables.md): `--naming-table FILE` in both CLIs (identical bytes and
+// exit codes) and `namingTables` in the JS API add a model family without recompiling; malformed or unreadable tables
+// fail precisely, before any input is read.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

@@ -174,7 +174,7 @@ for (const [cli, argv] of CLIS) {
     t.diagnostic(`${leftBehind} killed runs left temporaries behind; every re-run removed them`);
   });
 
-  // The issue's own case (34 §4) is 3,000 shards under the default limit of 1,024, which failed with "Too many open
+  // The real case is 3,000 shards under the default limit of 1,024, which once failed with "Too many open
   // files": run for the native CLI (3.6 s of CPU per merge, 11 s wall at load average 15). The npm CLI takes 15.8 s
   // of CPU per merge of it (51 s wall at load average 17; two merges per case), so it runs the scaled case only,
   // 300 shards under 128, the same ratio of shards to descriptors and more.

@@ -1,4 +1,4 @@
-// Resource bounds (issue 10): for each input class, the largest input the format allows (or about 100 MB) is
+// Resource bounds (docs/limits.md): for each input class, the largest input the format allows (or about 100 MB) is
 // processed or refused by both CLIs in bounded time and memory, never a crash. The bounds asserted here are
 // generous (CI's 2 cores may be busy); docs/limits.md states the measured figures and the limits that apply.
 // PB_RESOURCE_REPORT=1 prints each run's time and peak RSS for the docs.

@@ -1,9 +1,9 @@
 // The WASM module survives failure: 10,000 consecutive failing calls of every kind leave the malloc heap exactly
 // where it was and every later call correct. Its own file, so the heap it measures belongs to nothing else.
-// The adapter cache too (issue 34's "…, the cache"): hostile registrations read from the local Hub stand-in and
+// The adapter cache too: hostile registrations read from the local Hub stand-in and
 // hostile compositions over registered adapters.
-// (Issue 10: a module that leaked or trapped on a bad input would be broken for every later caller of an edge
-// worker; the counts below are the issue's.)
+// (A module that leaked or trapped on a bad input would be broken for every later caller of an edge worker,
+// hence thousands of calls in a row.)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { collect, makeFile, pb } from './helpers/common.mjs';

@@ -1,6 +1,6 @@
-// translate --to gguf's base config, found as convert_lora_to_gguf.py finds it (app/base_config_source.h, issue 27
-// §2): the rule itself, and the native CLI following it (tests/js/gguf-base-config.test.mjs runs both CLIs, the
-// Hub case and the JS API).
+// translate --to gguf's base config, found as convert_lora_to_gguf.py finds it (app/base_config_source.h,
+// docs/gguf.md): the rule itself, and the native CLI following it (tests/js/gguf-base-config.test.mjs runs both CLIs,
+// the Hub case and the JS API).
 #include <gtest/gtest.h>
 #include <unistd.h>
 

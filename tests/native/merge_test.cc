@@ -1322,9 +1322,9 @@ TEST(MergeNumerics, LargerMatricesEveryElement) {
   }
 }
 
-// Issue 15: a module whose B is larger than MergeOptions::factor_block_bytes is fetched as A, then one block of
-// B's rows at a time as the weight's rows arrive. Held at once: A and one block, not A and B; the output is the
-// whole-factor merge's, byte for byte, however the base and the adapter bytes are cut. F32 factors are used as
+// A large factor in blocks: a module whose B is larger than MergeOptions::factor_block_bytes is fetched as A, then one
+// block of B's rows at a time as the weight's rows arrive. Held at once: A and one block, not A and B; the output is
+// the whole-factor merge's, byte for byte, however the base and the adapter bytes are cut. F32 factors are used as
 // fetched; BF16 ones are widened (a block at a time).
 TEST(MergeMemory, ALargeLeftFactorIsFetchedABlockOfRowsAtATime) {
   constexpr uint64_t kOut = 512, kIn = 96, kRank = 64, kBlock = 8 << 10;

@@ -1,4 +1,4 @@
-// `peft-bridge merge --threads N` (issue 15): the regions of a shard are merged at once and written in place,
+// `peft-bridge merge --threads N`: the regions of a shard are merged at once and written in place,
 // and the output is byte for byte the single-threaded one, whatever N: plain, --dtype, DoRA, --quantize, a
 // sharded base, unmerge. A failure reports the error --threads 1 reports and leaves nothing behind.
 #ifdef PB_CLI_PATH

@@ -186,7 +186,7 @@ TEST(ModuleSettings, RsLoraDividesBySqrtRank) {
 namespace pb::testing {
 namespace {
 
-// Issue 10: std::regex recursed per character and crashed on one 40,000-character module path.
+// A regression: std::regex recursed per character and crashed on one 40,000-character module path.
 TEST(ModuleSelectHostile, VeryLongModulePathsAreMatchedWithoutCrashing) {
   LoraConfig c = Config(R"("target_modules": ".*\\.q_proj", "modules_to_save": ["classifier"],
                            "rank_pattern": {"q_proj": 4, "k_proj": 2}, "alpha_pattern": {"layer7\\..*": 3})");

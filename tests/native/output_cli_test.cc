@@ -1,7 +1,6 @@
 // The native CLI's outputs on disk: an input inside OUT (any flag) is never written over, SIGINT at any moment of a
 // `merge --force` leaves the old model or the new one and nothing else, a killed run's temporaries are removed by
-// the next run, and a base of hundreds (and the issue's 3,000) of shards merges under a descriptor limit below its
-// shard count.
+// the next run, and a base of hundreds (and 3,000) of shards merges under a descriptor limit below its shard count.
 // tests/js/outputs-interrupted.test.mjs runs the same cases through both CLIs.
 #ifdef PB_CLI_PATH
 #include <gtest/gtest.h>
@@ -184,8 +183,8 @@ TEST_F(OutputCli, ABaseOf300ShardsMergesUnderALimitOf128OpenFiles) {
   EXPECT_TRUE(Snapshot("out") == Snapshot("free"));
 }
 
-// The issue's own case (34 §4): 3,000 shards under the default limit of 1,024 descriptors, which failed with "Too
-// many open files" while every shard was held open. About 3.6 s of CPU per merge here (tiny shards).
+// 3,000 shards under the default limit of 1,024 descriptors, which once failed with "Too many open files" while
+// every shard was held open. About 3.6 s of CPU per merge here (tiny shards).
 TEST_F(OutputCli, ABaseOf3000ShardsMergesUnderTheDefaultLimitOf1024OpenFiles) {
   MakeModel(3000);
   ASSERT_EQ(Shell("ulimit -n 1024 && " + Merge("out")), 0);

@@ -385,7 +385,7 @@ export async function remoteMerge(token: string, dir: DirectoryHandle, adapterBy
   return [done, files, index, single, fromBytes.tensors.length] as const;
 }
 
-// ---- Node paths, directories, huggingface.js option names (issue 9) ----
+// ---- Node paths, directories, huggingface.js option names ----
 
 export async function inputs(bytes: Uint8Array) {
   // A path or file: URL is a Source (Node); a RandomAccessSource may have close().

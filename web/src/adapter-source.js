@@ -1,5 +1,5 @@
 // The adapter's weights file as a random-access source, so the core can read its header first and then each
-// module's factors by range when it needs them (issue 10): a Uint8Array / ArrayBuffer, a Blob or File (slice),
+// module's factors by range when it needs them: a Uint8Array / ArrayBuffer, a Blob or File (slice),
 // or {size, read(offset, length)} (a Node file handle, an HTTP Range reader). Offsets are Numbers, exact up to
 // 2^53 - 1 bytes; a larger size is refused with a precise error, never truncated. A ReadableStream or async
 // iterable cannot be read by range: it is read into memory first, up to MAX_STREAMED_ADAPTER bytes. Internal.

@@ -1,4 +1,4 @@
-// LoRA adapters: adapterInfo() and translateAdapter(). The core reads the weights file by range (issue 10):
+// LoRA adapters: adapterInfo() and translateAdapter(). The core reads the weights file by range:
 // its header and tiny tensors first, then, for adapterInfo, each module's factors for ‖ΔW‖, and for
 // translateAdapter, each tensor as the output file is written; the core reads, translates and renders, this
 // file only moves the bytes it asks for and unpacks the result.

@@ -2,8 +2,8 @@
 // The core reports every input error as a value (a failure value, a handle's error), so anything thrown out of a
 // call into the module is a trap - an out-of-bounds access, an Emscripten abort (std::bad_alloc under
 // -fno-exceptions, an out-of-memory growth), a stack overflow, a JS callback that threw through C++ frames - and
-// after a trap the instance's heap, stack pointer and allocator may be corrupt (issue 34: one trapping request
-// made every later one fail, or return wrong answers). So the first such throw marks the instance dead: init.js
+// after a trap the instance's heap, stack pointer and allocator may be corrupt (one trapping request once made
+// every later one fail, or return wrong answers). So the first such throw marks the instance dead: init.js
 // forgets it and the next call instantiates a fresh one, and every object tied to the dead one (an open handle, an
 // adapter cache's registrations, a streaming merge) fails with ModuleDiscarded instead of using it.
 // Embind's BindingError is the one exception: its argument checks throw before any wasm code runs.
