@@ -2,7 +2,7 @@
 // plus the rearrangements format translation applies once they are fetched. Readers work from the header
 // alone (names, dtypes, shapes, offsets) and record transposes, row reorders and folded scales here instead of
 // applying them; the bytes are fetched by range when a consumer needs them (tensor_fetch.h) and rearranged
-// then, so nothing holds a whole adapter (an adapter file over 2 GiB once aborted the WASM build).
+// then, so nothing holds a whole adapter, however large its file.
 #pragma once
 
 #include <cstdint>
