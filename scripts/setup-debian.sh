@@ -11,6 +11,7 @@ PACKAGES=(
   libcurl4-openssl-dev                                  # the native CLI's http(s) / hf:// input (never the core)
   googletest libgtest-dev libbenchmark-dev              # tests (gtest sources also feed the WASM test build)
   emscripten node-acorn                                 # WASM build (emcc's optimizer needs node-acorn)
+  clang-format                                          # the C++ half of scripts/format.sh (Debian 12: 14)
 )
 if [[ "${1:-}" == "--test" ]]; then
   PACKAGES+=(python3 python3-numpy python3-torch)  # a reference to compare against, never a library dependency
