@@ -20,17 +20,18 @@ fi
 
 clang_format=${CLANG_FORMAT:-clang-format}
 prettier=$root/node_modules/.bin/prettier
-command -v "$clang_format" >/dev/null || { echo "format.sh: $clang_format not found (scripts/setup-debian.sh)" >&2; exit 2; }
-version=$("$clang_format" --version | sed -n 's/.*version \([0-9]*\)\..*/\1/p')
-[[ $version == 14 ]] || { echo "format.sh: clang-format 14 required, found: $("$clang_format" --version)" >&2; exit 2; }
-[[ -x $prettier ]] || { echo "format.sh: $prettier not found (run npm ci)" >&2; exit 2; }
+fail() { echo "format.sh: $*" >&2; exit 2; }
+command -v "$clang_format" >/dev/null || fail "$clang_format not found (scripts/setup-debian.sh installs it)"
+version=$("$clang_format" --version 2>/dev/null | sed -n 's/.*version \([0-9]*\)\..*/\1/p' || true)
+[[ $version == 14 ]] || fail "clang-format 14 required, $clang_format is version ${version:-unknown}"
+[[ -x $prettier ]] || fail "$prettier not found (run npm ci)"
 
 # The file sets, as paths relative to the root: tracked and untracked-but-not-ignored files.
 listed() { git ls-files --cached --others --exclude-standard -- "$@" | sort -u; }
 cxx_files=$(listed 'src/*.cc' 'src/*.h' 'wasm/*.cc' 'wasm/*.h' 'tests/*.cc' 'tests/*.h' 'fuzz/*.cc' 'fuzz/*.h' \
   'bench/*.cc' 'bench/*.h')
-js_files=$(listed 'web/*.js' 'web/*.mjs' 'web/*.ts' 'tests/js/*.js' 'tests/js/*.mjs' 'tests/hub/*.js' 'tests/hub/*.mjs' \
-  'tests/types/*.ts' 'bench/*.js' 'bench/*.mjs' 'scripts/*.js' 'scripts/*.mjs')
+js_files=$(listed 'web/*.js' 'web/*.mjs' 'web/*.ts' 'tests/js/*.js' 'tests/js/*.mjs' 'tests/hub/*.js' \
+  'tests/hub/*.mjs' 'tests/types/*.ts' 'bench/*.js' 'bench/*.mjs' 'scripts/*.js' 'scripts/*.mjs')
 if (($#)); then
   # Only the files named, and only those in a set.
   wanted=$(for f in "$@"; do realpath --relative-to="$root" "$f"; done | sort -u)
@@ -38,7 +39,7 @@ if (($#)); then
   js_files=$(comm -12 <(echo "$js_files") <(echo "$wanted"))
 fi
 # Files listed by git but deleted in the work tree are not formatted.
-existing() { while IFS= read -r f; do [[ -n $f && -f $f ]] && printf '%s\0' "$f"; done; }
+existing() { while IFS= read -r f; do if [[ -n $f && -f $f ]]; then printf '%s\0' "$f"; fi; done; }
 
 jobs=${JOBS:-$(nproc)}
 if ((check)); then
