@@ -105,7 +105,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!pb::IsValidUtf8(name)) continue;
       // A name the index maps stays in its shard, as in a real plan (the index check holds every entry to the
       // shard that has it); only new names go round the shards. Moving an entry could empty a shard, and the
-      // output index would then rightly name fewer shards (the finding of 2026-12-03, a harness bug).
+      // output index would then rightly name fewer shards (a harness bug once reported that: docs/fuzzing.md).
       auto& shard = weight_map.contains(name) && weight_map[name].is_string()
                         ? plan.shards[std::lower_bound(shard_names.begin(), shard_names.end(), weight_map[name].get<std::string>()) -
                                       shard_names.begin()]

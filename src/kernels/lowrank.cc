@@ -496,9 +496,8 @@ HWY_NOINLINE const float* PackTile(const float* right, size_t cols, size_t rank,
 }
 
 // All rows x the columns [j0, j1): kMR-row panels, then single rows. Deliberately not inlined (nor is
-// PackTile): with everything inlined into MergeBlock, GCC's code for the very same k loop ran 12-15 % slower
-// depending on unrelated changes elsewhere in the file (e.g. instantiating the embedding mode); as a function
-// of its own the hot loop's code no longer depends on them. Costs one call per column super-tile.
+// PackTile): inlined into MergeBlock, GCC's code for the k loop depended on unrelated changes elsewhere in the
+// file (docs/kernels.md); as a function of its own it no longer does. Costs one call per column super-tile.
 template <class Src, class Dst, int kMode, bool kPairs>
 HWY_NOINLINE void Panels(const typename Src::T* w, typename Dst::T* out, size_t rows, size_t cols, const float* left,
                        size_t rank, const float* right, const float* tile, size_t j0, size_t j1, VF st) {
