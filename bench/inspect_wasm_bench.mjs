@@ -14,7 +14,7 @@ const web = new URL('../web/src/', import.meta.url);
 if (child) {
   const pb = await import(new URL('node.js', web));
   const { getModule } = await import(new URL('init.js', web));
-  const { inspectRendered, headerFromJson } = await import(new URL('inspect.js', web));
+  const { inspectRendered, headerFromJson } = await import(new URL('ops/inspect.js', web));
   await pb.init();
   const module = await getModule();
   const bytes = readFileSync(file);

@@ -11,7 +11,7 @@ import { NAMES, makeShardedModel as makeModel } from './helpers/sharded-model.mj
 import { nodeWebWorker } from './helpers/node-web-worker.mjs';
 
 const { mergeInWorkers, mergeShards, SafetensorsError } = pb;
-const workerModule = new URL(`file://${join(webDir, 'src', 'merge-worker.js')}`);
+const workerModule = new URL(`file://${join(webDir, 'src', 'ops', 'merge-worker.js')}`);
 
 /** Worker factory that counts the workers made and terminated. */
 function countingWorkers() {

@@ -4,9 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, sep } from 'node:path';
 import { webDir } from './helpers/common.mjs';
 
 const npm = (args, cwd) => execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd, encoding: 'utf8', timeout: 120000 });
@@ -16,10 +16,13 @@ test('npm pack: whitelisted files, a separate .wasm; installed, "peft-bridge" in
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const [packed] = JSON.parse(npm(['pack', '--json', '--pack-destination', dir], webDir));
   const files = packed.files.map((f) => f.path).sort();
-  const allowed = (p) => /^src\/(cli\/)?[a-z-]+\.js$/.test(p) || ['src/index.d.ts', 'bin/peft-bridge.mjs', 'dist/peft_bridge_wasm.mjs', 'dist/peft_bridge_wasm.wasm', 'package.json', 'README.md', 'LICENSE'].includes(p);
+  const allowed = (p) => /^src\/((io|remote|ops|edge|cli)\/)?[a-z-]+\.js$/.test(p) || ['src/index.d.ts', 'bin/peft-bridge.mjs', 'dist/peft_bridge_wasm.mjs', 'dist/peft_bridge_wasm.wasm', 'package.json', 'README.md', 'LICENSE'].includes(p);
   assert.deepEqual(files.filter((p) => !allowed(p)), [], 'only the whitelist is published');
-  for (const p of ['dist/peft_bridge_wasm.wasm', 'src/index.d.ts', 'src/node.js', 'src/browser.js', 'src/workerd.js', 'src/remote.js', 'bin/peft-bridge.mjs', 'src/cli/merge-command.js', 'README.md', 'LICENSE'])
+  for (const p of ['dist/peft_bridge_wasm.wasm', 'src/index.d.ts', 'src/node.js', 'src/browser.js', 'src/workerd.js', 'src/remote/remote.js', 'src/ops/merge-worker.js', 'bin/peft-bridge.mjs', 'src/cli/merge-command.js', 'README.md', 'LICENSE'])
     assert.ok(files.includes(p), p);
+  const sources = readdirSync(join(webDir, 'src'), { recursive: true }).map((p) => `src/${p.split(sep).join('/')}`);
+  const modules = sources.filter((p) => p.endsWith('.js') || p.endsWith('.d.ts'));
+  assert.deepEqual(modules.filter((p) => !files.includes(p)), [], 'every module of web/src is published');
 
   const project = join(dir, 'project');
   mkdirSync(project);

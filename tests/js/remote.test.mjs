@@ -11,7 +11,7 @@ import { nativeMerge, writeAdapter, writeShardedBase, writeSingleBase } from './
 import { startHub } from '../hub/server.mjs';
 
 const { mergeRemote, mergeRemoteShard, mergeRemoteIndex, planRemote, saveStreams, SafetensorsError } = pb;
-const { openMergeHandles } = await import(join(webDir, 'src', 'merge.js'));
+const { openMergeHandles } = await import(join(webDir, 'src', 'ops', 'merge.js'));
 
 const same = (a, b) => Buffer.from(a).equals(Buffer.from(b));
 

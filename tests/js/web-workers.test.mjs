@@ -68,5 +68,5 @@ test('Chromium: mergeInWorkers with Files, two Web Workers, every file = mergeSh
   assert.deepEqual(got.map(({ path, size, sha }) => ({ path, size, sha })), expected);
   for (const f of got) assert.equal(f.length, f.size, f.path);
   assert.equal(workers.length, 2, `two dedicated workers: ${workers.join(', ')}`);
-  for (const url of workers) assert.equal(url, `${site.origin}/web/src/merge-worker.js`);
+  for (const url of workers) assert.equal(url, `${site.origin}/web/src/ops/merge-worker.js`);
 });

@@ -971,7 +971,7 @@ export interface MergeWorkerLike {
 export interface MergeInWorkersOptions extends MergeShardsOptions {
   /** How many workers (one module instance each); at most one per shard. Default `navigator.hardwareConcurrency`. */
   workers?: number;
-  /** Makes a module worker running the package's `src/merge-worker.js`. Default
+  /** Makes a module worker running the package's `src/ops/merge-worker.js`. Default
    * `new Worker(new URL('./merge-worker.js', import.meta.url), {type: 'module'})`, the form bundlers follow. */
   createWorker?: () => MergeWorkerLike;
 }

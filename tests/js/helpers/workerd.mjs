@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
-import { basename, join } from 'node:path';
+import { basename, dirname, join, sep } from 'node:path';
 import { repoRoot, webDir } from './common.mjs';
 
 export const workerdBin = join(repoRoot, 'node_modules', 'workerd', 'bin', 'workerd');
@@ -20,6 +20,14 @@ export async function freePort() {
   const { port } = server.address();
   await new Promise((resolve) => server.close(resolve));
   return port;
+}
+
+/** The package's modules a worker may load (web/src, without the npm CLI's), as paths under src/ with '/'. */
+export function packageModules() {
+  return readdirSync(join(webDir, 'src'), { recursive: true })
+    .map((p) => p.split(sep).join('/'))
+    .filter((p) => p.endsWith('.js') && !p.startsWith('cli/'))
+    .sort();
 }
 
 const capnpText = (value) => JSON.stringify(String(value)); // capnp text literals take JSON's escapes
@@ -36,10 +44,10 @@ export async function startWorkerd(t, { worker, dir, bindings = {}, durableObjec
   const root = mkdtempSync(join(dir, 'workerd-'));
   mkdirSync(join(root, 'do-storage'));
   const pkg = join(root, 'node_modules', 'peft-bridge');
-  mkdirSync(join(pkg, 'src'), { recursive: true });
-  mkdirSync(join(pkg, 'dist'));
+  mkdirSync(join(pkg, 'dist'), { recursive: true });
   const modules = [];
-  for (const name of readdirSync(join(webDir, 'src')).filter((n) => n.endsWith('.js'))) {
+  for (const name of packageModules()) {
+    mkdirSync(dirname(join(pkg, 'src', name)), { recursive: true });
     copyFileSync(join(webDir, 'src', name), join(pkg, 'src', name));
     modules.push(`(name = "node_modules/peft-bridge/src/${name}", esModule = embed "node_modules/peft-bridge/src/${name}")`);
   }

@@ -3,10 +3,10 @@
 // naming_table_files.cc, remote_adapter.cc and remote_model.cc do natively).
 import { readFileSync } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
-import { DEFAULT_ENDPOINT, isRemote, readRemoteWhole, withRemoteHeader } from '../hub.js';
-import { inspectRendered } from '../inspect.js';
-import { uninitialized } from '../node-files.js';
-import { ADAPTER_CAP, LIMIT_OPTIONS } from '../range-client.js';
+import { DEFAULT_ENDPOINT, isRemote, readRemoteWhole, withRemoteHeader } from '../remote/hub.js';
+import { inspectRendered } from '../ops/inspect.js';
+import { uninitialized } from '../io/node-files.js';
+import { ADAPTER_CAP, LIMIT_OPTIONS } from '../remote/range-client.js';
 import { descriptorHandle } from './descriptor-handle.js';
 import { CliFailure, IoFailure, coreError, errorFields, flag, ioFailure, isDirectory, isRegularFile, joinPath, module, option } from './io.js';
 

@@ -1,7 +1,7 @@
 // inspect and convert for the npm CLI (src/cli/inspect_command.cc, convert_command.cc).
-import { createConversion } from '../convert.js';
-import { isRemote } from '../hub.js';
-import { inspectRendered } from '../inspect.js';
+import { createConversion } from '../ops/convert.js';
+import { isRemote } from '../remote/hub.js';
+import { inspectRendered } from '../ops/inspect.js';
 import { err, explainInput, fail, flag, isDirectory, module, option, out } from './io.js';
 import { inspectLocalModel, inspectRemoteModel, openInput, remoteAddress, remoteOptions } from './inputs.js';
 import { OutputTransaction, baseName, describeOutputFile, fileFact, namedInputFacts, planOutput } from './output.js';

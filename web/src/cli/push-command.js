@@ -5,10 +5,10 @@
 // the same way. The repo is created when missing, as `hf upload` does. The token and endpoint are the ones remote
 // reads use (HF_TOKEN or huggingface_hub's token file, HF_ENDPOINT).
 import { lstat, readdir, stat } from 'node:fs/promises';
-import { nodeFiles } from '../node-files.js';
-import { nodeUpload } from '../node-upload.js';
-import { pushToHub, setUploadTransport } from '../push.js';
-import { setLocalFiles } from '../sources.js';
+import { nodeFiles } from '../io/node-files.js';
+import { nodeUpload } from '../io/node-upload.js';
+import { pushToHub, setUploadTransport } from '../remote/push.js';
+import { setLocalFiles } from '../io/sources.js';
 import { CliFailure, coreError, err, errorFields, fail, flag, joinPath, module, option, out } from './io.js';
 import { remoteOptions } from './inputs.js';
 import { committedOutputs } from './output.js';

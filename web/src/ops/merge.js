@@ -7,12 +7,12 @@
 // the adapter is read by range (adapter-source.js): its header first, then each module's factors when the
 // merge reaches the tensor they change.
 import { namingTablesOption } from './naming-tables.js';
-import { SafetensorsError, abortReason, errorFromHandle, errorFromValue, throwIfAborted } from './errors.js';
+import { SafetensorsError, abortReason, errorFromHandle, errorFromValue, throwIfAborted } from '../errors.js';
 import { configText, readAdapterHeader, serveRanges } from './adapter.js';
 import { openAdapterSource } from './adapter-source.js';
-import { NativeHandle, concat } from './handles.js';
-import { getModule } from './init.js';
-import { DEFAULT_READ_SIZE, chunkBytes, closeRandomAccess, isRandomAccess, openSource, raceAbort } from './sources.js';
+import { NativeHandle, concat } from '../handles.js';
+import { getModule } from '../init.js';
+import { DEFAULT_READ_SIZE, chunkBytes, closeRandomAccess, isRandomAccess, openSource, raceAbort } from '../io/sources.js';
 
 const DTYPES = new Set(['bf16', 'f16', 'f32']);
 // The merge handles' methods for reading the adapter by range.

@@ -3,10 +3,10 @@
 // rejects before any worker starts; then each worker plans it again from the same inputs and merges the shards
 // it is handed, one at a time, sending each output chunk when the shard's stream asks for it (transferred, not
 // copied). Plain message passing, so it works whether or not the page is cross-origin isolated.
-import { SafetensorsError, abortReason, errorFromMessage, throwIfAborted } from './errors.js';
-import { compiledModule, getModule } from './init.js';
+import { SafetensorsError, abortReason, errorFromMessage, throwIfAborted } from '../errors.js';
+import { compiledModule, getModule } from '../init.js';
 import { INDEX_NAME, adapterFiles, closeShards, copiedFile, planShards } from './merge.js';
-import { raceAbort } from './sources.js';
+import { raceAbort } from '../io/sources.js';
 
 // Output chunks a shard's stream holds ahead of its reader: the worker merges the next while one is written.
 const CHUNKS_AHEAD = 2;

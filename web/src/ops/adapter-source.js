@@ -3,9 +3,9 @@
 // or {size, read(offset, length)} (a Node file handle, an HTTP Range reader). Offsets are Numbers, exact up to
 // 2^53 - 1 bytes; a larger size is refused with a precise error, never truncated. A ReadableStream or async
 // iterable cannot be read by range: it is read into memory first, up to MAX_STREAMED_ADAPTER bytes. Internal.
-import { SafetensorsError } from './errors.js';
-import { concat } from './handles.js';
-import { chunkBytes, isRandomAccess, openSource, raceAbort } from './sources.js';
+import { SafetensorsError } from '../errors.js';
+import { concat } from '../handles.js';
+import { chunkBytes, isRandomAccess, openSource, raceAbort } from '../io/sources.js';
 
 /** The most bytes an adapter given as a stream is read into memory for (pass a Blob, File or {size, read} beyond). */
 export const MAX_STREAMED_ADAPTER = 1 << 30;
@@ -31,7 +31,7 @@ const tooLarge = (size) =>
 
 /**
  * A random-access source of the adapter's weights: {random: true, size, read(offset, length)}.
- * @returns {Promise<import('./sources.js').Source>}
+ * @returns {Promise<import('../io/sources.js').Source>}
  */
 export async function openAdapterSource(weights, signal) {
   const size = sizeOf(weights);

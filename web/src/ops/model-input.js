@@ -1,9 +1,9 @@
 // A model given to createAdapter or extractAdapter, as the MergeBase they read: a local path (Node), a Hub repo or
 // a URL (read by Range), or a MergeBase as given; and the name the config records for it, as the CLI's --base
 // names it. One place, so both take a base the same way. Internal.
-import { SafetensorsError } from './errors.js';
-import { openRemoteModel } from './remote.js';
-import { isLocalPath, requireLocalFiles } from './sources.js';
+import { SafetensorsError } from '../errors.js';
+import { openRemoteModel } from '../remote/remote.js';
+import { isLocalPath, requireLocalFiles } from '../io/sources.js';
 
 const INDEX_NAME = 'model.safetensors.index.json';
 

@@ -2,13 +2,13 @@
 // plans and makes every tensor (wasm/create_bindings.cc, src/compose/create_*); this file reads the base's headers
 // (and, for DoRA, the targeted weights' bytes, a piece at a time) and hands out the files as Web Streams.
 import { namingTablesOption } from './naming-tables.js';
-import { SafetensorsError, throwIfAborted } from './errors.js';
+import { SafetensorsError, throwIfAborted } from '../errors.js';
 import { configText } from './adapter.js';
 import { MergeSession } from './merge.js';
 import { isRemoteModel, modelOf } from './model-input.js';
-import { remoteReading } from './remote.js';
-import { DEFAULT_READ_SIZE, isRandomAccess, openSource, raceAbort } from './sources.js';
-import { getModule } from './init.js';
+import { remoteReading } from '../remote/remote.js';
+import { DEFAULT_READ_SIZE, isRandomAccess, openSource, raceAbort } from '../io/sources.js';
+import { getModule } from '../init.js';
 
 /** The options as the core takes them: every value as text, checked there (the CLI's messages). Internal. */
 export function createOptionsJson(o) {

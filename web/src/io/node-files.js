@@ -4,7 +4,7 @@
 // load node:fs. Internal.
 import { open, readdir, stat } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { SafetensorsError } from './errors.js';
+import { SafetensorsError } from '../errors.js';
 
 // glibc's strerror texts, so I/O errors read as the native CLI prints them (the npm CLI uses them too).
 const STRERROR = {

@@ -14,9 +14,9 @@
 // Deadlines: the policy gives one per step (idle, minimum rate, the read's total); the transport races each
 // pending fetch / body read against a timer and reports OnTimer when it fires first. The caller's AbortSignal
 // ends everything at once.
-import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from './errors.js';
-import { concat } from './handles.js';
-import { ModuleDiscarded } from './module-guard.js';
+import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from '../errors.js';
+import { concat } from '../handles.js';
+import { ModuleDiscarded } from '../module-guard.js';
 
 /** The policy's TransportError kinds (app/http_policy.h). */
 const KIND = { resolve: 0, connect: 1, broken: 2, tls: 3 };

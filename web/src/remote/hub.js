@@ -3,11 +3,11 @@
 // ETag, follow redirects, scope the token and time out is the HTTP policy's (src/app/http_policy.h), run by the
 // `fetch` transport in range-client.js: the same code runs in Node, browsers and edge workers, and the native
 // CLI runs the same policy behind libcurl.
-import { SafetensorsError, abortReason, errorFromValue, throwIfAborted } from './errors.js';
-import { getModule } from './init.js';
-import { inspectRendered } from './inspect.js';
+import { SafetensorsError, abortReason, errorFromValue, throwIfAborted } from '../errors.js';
+import { getModule } from '../init.js';
+import { inspectRendered } from '../ops/inspect.js';
 import { RangeClient, RemoteFile } from './range-client.js';
-import { isLocalPath, openSource, raceAbort } from './sources.js';
+import { isLocalPath, openSource, raceAbort } from '../io/sources.js';
 
 export { RemoteFile };
 

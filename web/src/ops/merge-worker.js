@@ -5,10 +5,10 @@
 // Messages in:  {type: 'init', wasmModule, job}, {type: 'merge', i}, {type: 'pull', i}, {type: 'cancel', i}.
 // Messages out: {type: 'chunk', i, bytes, bytesIn}, {type: 'end', i, bytesIn}, {type: 'error', error}.
 // Each message is handled after the previous one has finished, so the page may send them without waiting.
-import { errorToMessage } from './errors.js';
-import { init } from './init.js';
+import { errorToMessage } from '../errors.js';
+import { init } from '../init.js';
 import { planShards } from './merge.js';
-import { openSource } from './sources.js';
+import { openSource } from '../io/sources.js';
 
 /** {session, plan, random}: the job as planned here. */
 let planned = null;

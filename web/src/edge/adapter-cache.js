@@ -5,18 +5,18 @@
 // Which module a name means, the byte span of its factors, the conversion, the composition and the merge kernel
 // are the core's (src/compose/lora_serving.h, wasm/cache_bindings.cc); this file fetches, counts and evicts.
 // Nothing here is Node-only: it runs in Node, browsers and workerd, with the `fetch` given or the global one.
-import { SafetensorsError, errorFromHandle, throwIfAborted } from './errors.js';
-import { NativeHandle, concat } from './handles.js';
-import { getModule, trapOf } from './init.js';
-import { ModuleDiscarded } from './module-guard.js';
-import { configText, readAdapterHeader, withBytes } from './adapter.js';
-import { openAdapterDirectory } from './adapter-dir.js';
-import { openAdapterSource, readRange } from './adapter-source.js';
-import { LIMIT_OPTIONS } from './range-client.js';
-import { planRemote } from './remote.js';
-import { defaultEndpoint, openFile } from './hub.js';
-import { raceAbort } from './sources.js';
-import { writeSafetensors } from './writer.js';
+import { SafetensorsError, errorFromHandle, throwIfAborted } from '../errors.js';
+import { NativeHandle, concat } from '../handles.js';
+import { getModule, trapOf } from '../init.js';
+import { ModuleDiscarded } from '../module-guard.js';
+import { configText, readAdapterHeader, withBytes } from '../ops/adapter.js';
+import { openAdapterDirectory } from '../ops/adapter-dir.js';
+import { openAdapterSource, readRange } from '../ops/adapter-source.js';
+import { LIMIT_OPTIONS } from '../remote/range-client.js';
+import { planRemote } from '../remote/remote.js';
+import { defaultEndpoint, openFile } from '../remote/hub.js';
+import { raceAbort } from '../io/sources.js';
+import { writeSafetensors } from '../io/writer.js';
 
 const DTYPES = new Set(['f32', 'bf16', 'f16']);
 const HEADER_STEPS = { length: 'adapterHeaderLength', header: 'setAdapterHeader', ranges: 'adapterInlineRanges' };

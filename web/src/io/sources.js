@@ -3,7 +3,7 @@
 // AsyncIterable) can only give the next chunk and can be cancelled. In Node, a path or a file: URL is a local
 // file read with positional reads; the Node entry (node.js) installs how (node-files.js), so the browser and
 // workerd builds never import node:fs. Internal.
-import { SafetensorsError, abortReason } from './errors.js';
+import { SafetensorsError, abortReason } from '../errors.js';
 
 /** Default size of the pieces read from a random-access source. */
 export const DEFAULT_READ_SIZE = 4 << 20;

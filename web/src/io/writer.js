@@ -1,8 +1,8 @@
 // Writing safetensors: the header is planned from names, dtypes and shapes alone, emitted first, and tensor
 // bytes then stream through in the planned order.
-import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
-import { NativeHandle, disposeSymbol } from './handles.js';
-import { getModule } from './init.js';
+import { SafetensorsError, abortReason, throwIfAborted } from '../errors.js';
+import { NativeHandle, disposeSymbol } from '../handles.js';
+import { getModule } from '../init.js';
 import { cancelSource, openSource } from './sources.js';
 
 const QUEUE_BYTES = 16 << 20; // readable-side buffering before write() waits for the consumer

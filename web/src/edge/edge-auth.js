@@ -4,7 +4,7 @@
 // is anonymous (public repos only). Shared by examples/edge-worker and examples/adapter-router, with the HTTP
 // status an error answers with (workerErrorStatus) and the servers a request may make the worker read from
 // (workerEndpoint).
-import { SafetensorsError } from './errors.js';
+import { SafetensorsError } from '../errors.js';
 
 /** Compares two strings in time that depends on their lengths only (a secret must not leak by timing). */
 function sameSecret(a, b) {

@@ -1,11 +1,11 @@
 // convert(): dtype conversion of a whole file, streamed. Input order works on any source (StreamingConverter);
 // reference order needs random access: the plan names each output tensor's source range and those ranges are
 // read in plan order (TensorBytesConverter), as the native CLI does with pread.
-import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
-import { NativeHandle } from './handles.js';
+import { SafetensorsError, abortReason, throwIfAborted } from '../errors.js';
+import { NativeHandle } from '../handles.js';
 import { feedRandomHeader, headerFromHandle } from './inspect.js';
-import { getModule } from './init.js';
-import { openSource, raceAbort } from './sources.js';
+import { getModule } from '../init.js';
+import { openSource, raceAbort } from '../io/sources.js';
 
 /**
  * Starts a conversion. Returns the output stream and a promise of the summary (with the core's text and JSON

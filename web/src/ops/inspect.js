@@ -1,9 +1,9 @@
 // inspect(): the header of a safetensors file, reading no more of the source than the header.
-import { throwIfAborted } from './errors.js';
-import { NativeHandle } from './handles.js';
-import { getModule } from './init.js';
-import { isRemote, withRemoteHeader } from './hub.js';
-import { openSource, raceAbort } from './sources.js';
+import { throwIfAborted } from '../errors.js';
+import { NativeHandle } from '../handles.js';
+import { getModule } from '../init.js';
+import { isRemote, withRemoteHeader } from '../remote/hub.js';
+import { openSource, raceAbort } from '../io/sources.js';
 
 /**
  * The JS view of RenderInspectJson's output. Internal.

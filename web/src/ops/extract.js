@@ -5,13 +5,13 @@
 // as it goes and its header (which depends on what the data turned out to be) last: the data is gathered in Blobs,
 // outside the WASM heap, and the header put in front.
 import { namingTablesOption } from './naming-tables.js';
-import { SafetensorsError, throwIfAborted } from './errors.js';
+import { SafetensorsError, throwIfAborted } from '../errors.js';
 import { configText } from './adapter.js';
 import { isRemoteModel, modelOf } from './model-input.js';
 import { MergeSession } from './merge.js';
-import { remoteReading } from './remote.js';
-import { DEFAULT_READ_SIZE, chunkBytes, closeRandomAccess, openSource, raceAbort } from './sources.js';
-import { getModule } from './init.js';
+import { remoteReading } from '../remote/remote.js';
+import { DEFAULT_READ_SIZE, chunkBytes, closeRandomAccess, openSource, raceAbort } from '../io/sources.js';
+import { getModule } from '../init.js';
 
 /** The options as the core takes them: every value as text, checked there (the CLI's messages). Internal. */
 export function extractOptionsJson(o) {

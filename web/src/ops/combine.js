@@ -2,12 +2,12 @@
 // (src/compose, docs/combine.md). The core reads each input's header and tiny tensors first, plans, then asks for
 // each module's factors from every input that has it, by range, and writes the combined weights file module by
 // module; this file only moves the bytes it asks for and unpacks the result.
-import { errorFromHandle, throwIfAborted } from './errors.js';
-import { NativeHandle, concat } from './handles.js';
+import { errorFromHandle, throwIfAborted } from '../errors.js';
+import { NativeHandle, concat } from '../handles.js';
 import { gather, readAdapterHeader, withBytes } from './adapter.js';
 import { openAdapterSource, readRange } from './adapter-source.js';
-import { DEFAULT_READ_SIZE } from './sources.js';
-import { getModule } from './init.js';
+import { DEFAULT_READ_SIZE } from '../io/sources.js';
+import { getModule } from '../init.js';
 import { namingTablesOption } from './naming-tables.js';
 
 const HEADER_STEPS = { length: 'adapterHeaderLength', header: 'setAdapterHeader', ranges: 'adapterInlineRanges' };

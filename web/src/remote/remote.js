@@ -9,13 +9,13 @@
 //    headers (a few KiB each), so every worker agrees on every file; it then reads only its shard's data;
 //  - planRemote: the plan only.
 // saveStreams writes output files into a directory picked in the browser (File System Access API).
-import { SafetensorsError, abortReason, throwIfAborted } from './errors.js';
-import { configText } from './adapter.js';
-import { listHubFolder, openAdapterDirectory } from './adapter-dir.js';
+import { SafetensorsError, abortReason, throwIfAborted } from '../errors.js';
+import { configText } from '../ops/adapter.js';
+import { listHubFolder, openAdapterDirectory } from '../ops/adapter-dir.js';
 import { hubAliases, openRemote, readRemoteWhole } from './hub.js';
 import { LIMIT_OPTIONS } from './range-client.js';
-import { MergeSession, copiedFile, mergeShards, planMerge } from './merge.js';
-import { openSource } from './sources.js';
+import { MergeSession, copiedFile, mergeShards, planMerge } from '../ops/merge.js';
+import { openSource } from '../io/sources.js';
 
 const INDEX = 'model.safetensors.index.json';
 

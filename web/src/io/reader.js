@@ -1,8 +1,8 @@
 // readSafetensors(): the streaming reader as an async iterator of events.
-import { throwIfAborted } from './errors.js';
-import { NativeHandle } from './handles.js';
-import { headerFromHandle } from './inspect.js';
-import { getModule } from './init.js';
+import { throwIfAborted } from '../errors.js';
+import { NativeHandle } from '../handles.js';
+import { headerFromHandle } from '../ops/inspect.js';
+import { getModule } from '../init.js';
 import { openSource, raceAbort } from './sources.js';
 
 /**

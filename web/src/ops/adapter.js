@@ -3,12 +3,12 @@
 // translateAdapter, each tensor as the output file is written; the core reads, translates and renders, this
 // file only moves the bytes it asks for and unpacks the result.
 import { namingTablesOption } from './naming-tables.js';
-import { SafetensorsError, errorFromHandle, throwIfAborted } from './errors.js';
-import { NativeHandle, concat } from './handles.js';
+import { SafetensorsError, errorFromHandle, throwIfAborted } from '../errors.js';
+import { NativeHandle, concat } from '../handles.js';
 import { openAdapterSource, readRange } from './adapter-source.js';
-import { DEFAULT_READ_SIZE } from './sources.js';
-import { getModule } from './init.js';
-import { openSource } from './sources.js';
+import { DEFAULT_READ_SIZE } from '../io/sources.js';
+import { getModule } from '../init.js';
+import { openSource } from '../io/sources.js';
 import { findBaseConfig, isAdapterDirectory, openAdapterDirectory } from './adapter-dir.js';
 
 const DEFAULT_WEIGHTS_NAME = 'adapter_model.safetensors';

@@ -1,10 +1,10 @@
 // An adapter given as a directory: a local folder or weights file (.safetensors or .gguf; Node), or a Hub repo. Which file of the
 // directory holds the weights, and whether a config is beside it, is the core's rule (src/app/adapter_files.h,
 // shared with both CLIs); this file only lists the directory and opens what the core chose. Internal.
-import { errorFromValue, throwIfAborted } from './errors.js';
-import { getModule } from './init.js';
-import { defaultEndpoint, hubAliases, hubTreeUrl, openRemote, readRemoteWhole } from './hub.js';
-import { isLocalPath, requireLocalFiles } from './sources.js';
+import { errorFromValue, throwIfAborted } from '../errors.js';
+import { getModule } from '../init.js';
+import { defaultEndpoint, hubAliases, hubTreeUrl, openRemote, readRemoteWhole } from '../remote/hub.js';
+import { isLocalPath, requireLocalFiles } from '../io/sources.js';
 
 const checked = (r) => {
   if (!r.ok) throw errorFromValue(r);

@@ -12,11 +12,11 @@
 //     connection and never answers fails the call instead of hanging.
 //   - byte progress, abort, repo and branch creation, and errors as SafetensorsError (IoError / InvalidArgument).
 // The library is imported on first use, so loading the package never needs it (a bundled app passes it as `hub`).
-import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from './errors.js';
+import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from '../errors.js';
 import { defaultEndpoint } from './hub.js';
-import { getModule } from './init.js';
+import { getModule } from '../init.js';
 import { LIMIT_OPTIONS, limitsText } from './range-client.js';
-import { requireLocalFiles } from './sources.js';
+import { requireLocalFiles } from '../io/sources.js';
 
 const PIECE = 4 << 20; // bytes read from a file per step
 
