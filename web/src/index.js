@@ -5,7 +5,9 @@
 export { init } from './init.js';
 export { SafetensorsError } from './errors.js';
 export { inspect } from './ops/inspect.js';
-export { hubUrl, inspectRepo, openRemote, readTensor } from './remote/hub.js';
+export { readTensor } from './ops/read-tensor.js';
+export { inspectRepo } from './ops/inspect-repo.js';
+export { hubUrl, openRemote } from './remote/hub.js';
 export { readSafetensors } from './io/reader.js';
 export { createWriter, writeSafetensors, SafetensorsWriter } from './io/writer.js';
 export { convert } from './ops/convert.js';

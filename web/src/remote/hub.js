@@ -3,11 +3,9 @@
 // ETag, follow redirects, scope the token and time out is the HTTP policy's (src/app/http_policy.h), run by the
 // `fetch` transport in range-client.js: the same code runs in Node, browsers and edge workers, and the native
 // CLI runs the same policy behind libcurl.
-import { SafetensorsError, abortReason, errorFromValue, throwIfAborted } from '../errors.js';
+import { SafetensorsError, errorFromValue, throwIfAborted } from '../errors.js';
 import { getModule } from '../init.js';
-import { inspectRendered } from '../ops/inspect.js';
 import { RangeClient, RemoteFile } from './range-client.js';
-import { isLocalPath, openSource, raceAbort } from '../io/sources.js';
 
 export { RemoteFile };
 
@@ -15,7 +13,6 @@ export const DEFAULT_ENDPOINT = 'https://huggingface.co';
 /** The first request asks for this many bytes: nearly every header fits, so one request is the usual cost. */
 export const FIRST_RANGE = 64 * 1024;
 const MAX_HEADER_SIZE = 100_000_000; // the core's kMaxHeaderSize: a longer header is refused, never fetched
-const INDEX = 'model.safetensors.index.json';
 
 const invalid = (message) => new SafetensorsError('InvalidArgument', message);
 
@@ -148,38 +145,6 @@ export async function withRemoteHeader(source, options, fn) {
 }
 
 /**
- * The bytes of one tensor, reading nothing else after the header: a remote file costs the header's requests
- * plus one Range request (none when the first request already brought the tensor). Also takes local
- * random-access sources (bytes, Blob, {size, read}).
- * @param {any} source
- * @param {string} name
- * @param {object} [options] as for {@link openRemote}
- */
-export async function readTensor(source, name, options = {}) {
-  const run = async (headerSource, read) => {
-    const { header } = await inspectRendered(headerSource, { signal: options.signal });
-    const tensor = header.tensors.find((t) => t.name === name);
-    if (!tensor) throw new SafetensorsError('InvalidArgument', `no tensor named \`${name}\``, { tensor: name });
-    if (tensor.byteLength === 0) return new Uint8Array(0);
-    const start = 8 + header.headerSize + tensor.dataOffsets[0];
-    const bytes = await raceAbort(Promise.resolve(read(start, tensor.byteLength)), options.signal);
-    if (bytes.length !== tensor.byteLength)
-      throw new SafetensorsError('IoError', `the file ended inside tensor \`${name}\``, { tensor: name, offset: start + bytes.length });
-    return bytes;
-  };
-  if (isRemote(source)) return withRemoteHeader(source, options, (file) => run(file.headerSource(), (o, n) => file.read(o, n)));
-  const src = await openSource(source, { signal: options.signal });
-  try {
-    if (!src.random) throw new TypeError('peft-bridge: readTensor needs random access: bytes, a Blob, {size, read}, a URL, a Hub address or in Node a file path');
-    // A local path is opened once, for the header and the tensor.
-    const opened = isLocalPath(source) ? { size: src.size, read: src.read } : source;
-    return await run(opened, async (o, n) => (await src.read(o, n)).slice());
-  } finally {
-    await src.close();
-  }
-}
-
-/**
  * A whole remote file: {bytes, commit}. JSON (an index, a config) is held to the JSON cap (PB_HTTP_MAX_JSON_BYTES,
  * option maxJsonBytes); pass `cap` for another. Internal.
  */
@@ -191,88 +156,4 @@ export async function readRemoteWhole(source, options = {}, cap = undefined) {
   } finally {
     await file.close();
   }
-}
-
-// The index rules live in the core (src/merge/model_index.cc), shared with both merges: the JSON limits, a
-// non-empty weight_map of plain .safetensors names, and, once the headers are read, every entry in its shard.
-const checked = (r) => {
-  if (!r.ok) throw errorFromValue(r);
-  return r;
-};
-
-async function parseIndex(bytes) {
-  let text;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    throw new SafetensorsError('InvalidConfig', `${INDEX} is not valid UTF-8`);
-  }
-  const { shards } = checked((await getModule()).modelIndexShards(text));
-  return { text, index: JSON.parse(text), names: JSON.parse(shards) };
-}
-
-/**
- * Inspects every shard of a model repo, given as `'owner/name'` (then the options second) or in the options'
- * `repo`: reads model.safetensors.index.json (or, without one, takes the single
- * model.safetensors), checks the shard names, and inspects each shard's header, `concurrency` at a time, at the
- * commit the index came from when the server says which. Errors name the shard; the first one stops the rest.
- * @param {{repo: string, revision?: string, endpoint?: string, token?: string, concurrency?: number,
- *   signal?: AbortSignal, retries?: number, retryDelay?: number, fetch?: typeof fetch}} options
- */
-export async function inspectRepo(repoOrOptions, moreOptions = {}) {
-  if (typeof repoOrOptions !== 'string' && (!repoOrOptions || typeof repoOrOptions !== 'object'))
-    throw new TypeError("peft-bridge: inspectRepo takes a repo id ('owner/name') or {repo, ...options}");
-  const options = hubAliases(typeof repoOrOptions === 'string' ? { ...moreOptions, repo: repoOrOptions } : repoOrOptions);
-  const { repo, revision = 'main', endpoint, token, concurrency = 4, signal } = options;
-  const address = (path, rev) => ({ repo, revision: rev, path, endpoint, token });
-  let index = null;
-  let indexText = null;
-  let names;
-  let pinned = revision;
-  let commit = null;
-  try {
-    const whole = await readRemoteWhole(address(INDEX, revision), options);
-    ({ text: indexText, index, names } = await parseIndex(whole.bytes));
-    commit = whole.commit;
-    pinned = commit ?? revision; // every shard from the index's commit, even if the branch moves meanwhile
-  } catch (error) {
-    if (error?.status !== 404) throw error;
-    names = ['model.safetensors'];
-  }
-
-  const controller = new AbortController();
-  const onAbort = () => controller.abort(abortReason(signal));
-  signal?.addEventListener('abort', onAbort, { once: true });
-  if (signal?.aborted) onAbort();
-  const shards = new Array(names.length);
-  let next = 0;
-  let failure = null;
-  const worker = async () => {
-    while (next < names.length && !failure) {
-      const i = next++;
-      try {
-        const { header } = await inspectRendered(address(names[i], pinned), { ...options, signal: controller.signal });
-        shards[i] = { path: names[i], header };
-      } catch (error) {
-        if (!failure) {
-          failure = error instanceof SafetensorsError && !signal?.aborted
-            ? new SafetensorsError(error.code, `${names[i]}: ${error.message}`, { tensor: error.tensor, offset: error.offset, cause: error })
-            : error;
-          controller.abort(failure);
-        }
-      }
-    }
-  };
-  try {
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, names.length)) }, worker));
-  } finally {
-    signal?.removeEventListener('abort', onAbort);
-  }
-  if (failure) throw failure;
-
-  if (index) {
-    const held = Object.fromEntries(shards.map((s) => [s.path, s.header.tensors.map((t) => t.name)]));
-    checked((await getModule()).checkIndexShards(indexText, JSON.stringify(held)));
-  }
-  return { repo, revision: pinned, commit, index, shards };
 }
