@@ -26,17 +26,8 @@
 // MAX_RANK, MAX_RESPONSE_MB, MAX_ACTIVE, SLOT_WAIT_MS, RESPONSE_DEADLINE_MS, STALL_MS.
 import { DurableObject } from 'cloudflare:workers';
 import wasmModule from 'peft-bridge/peft_bridge_wasm.wasm';
-import {
-  createAdapterCache,
-  init,
-  inOwnRequest,
-  openRemote,
-  SafetensorsError,
-  translateAdapter,
-  workerEndpoint,
-  workerErrorStatus,
-  workerHubAccess,
-} from 'peft-bridge';
+import { init, openRemote, SafetensorsError, translateAdapter } from 'peft-bridge';
+import { createAdapterCache, inOwnRequest, workerEndpoint, workerErrorStatus, workerHubAccess } from 'peft-bridge/edge';
 
 /** The registry: one SQLite-backed object holds every entry, so all isolates and regions see one list. */
 export class AdapterRegistry extends DurableObject {

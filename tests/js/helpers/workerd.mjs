@@ -1,6 +1,6 @@
 // Runs an example worker in real workerd, with the modules a bundler (wrangler) would produce: the package under
-// node_modules/peft-bridge, the .wasm as a CompiledWasm module, and the two bare specifiers workers import
-// ('peft-bridge' resolved with the "workerd" export condition, 'peft-bridge/peft_bridge_wasm.wasm') as small
+// node_modules/peft-bridge, the .wasm as a CompiledWasm module, and the bare specifiers workers import ('peft-bridge'
+// and 'peft-bridge/edge' resolved with the "workerd" export condition, 'peft-bridge/peft_bridge_wasm.wasm') as small
 // re-exporting modules. Four test-only routes wrap the worker: /__heap (the WASM heap's size), /__download?url=
 // (a plain download by the worker, to compare memory with), /__proxy?url= (the file passed on to the client
 // through the worker, to compare throughput with) and /__trap[?in=Class] (a real trap in the module: now, or inside
@@ -98,6 +98,7 @@ export default {
 `,
   );
   writeFileSync(join(root, 'pkg.js'), 'export * from "./node_modules/peft-bridge/src/workerd.js";\n');
+  writeFileSync(join(root, 'pkg-edge.js'), 'export * from "../node_modules/peft-bridge/src/edge/workerd.js";\n');
   writeFileSync(join(root, 'pkg-wasm.js'), 'export { default } from "../node_modules/peft-bridge/dist/peft_bridge_wasm.wasm";\n');
   const port = await freePort();
   const textBindings = Object.entries(bindings).map(([name, value]) => `(name = ${capnpText(name)}, text = ${capnpText(value)})`);
@@ -122,6 +123,7 @@ const worker :Workerd.Worker = (
     (name = "main.mjs", esModule = embed "main.mjs"),
     (name = "${workerFile}", esModule = embed "${workerFile}"),
     (name = "peft-bridge", esModule = embed "pkg.js"),
+    (name = "peft-bridge/edge", esModule = embed "pkg-edge.js"),
     (name = "peft-bridge/peft_bridge_wasm.wasm", esModule = embed "pkg-wasm.js"),
     ${modules.join(',\n    ')}
   ],
