@@ -1,4 +1,4 @@
-// WASM inspect of a header-heavy file (issue 15): the API's path (the compact table, web/src/inspect.js
+// WASM inspect of a header-heavy file (issue 15): the API's path (the compact table, web/src/ops/inspect.js
 // headerFromHandle) against the JSON path it replaced (RenderInspectJson, then JSON.parse: what the CLI's
 // --json still renders), each run in a fresh Node process so that the WASM heap's high-water mark is the run's
 // own. Prints the median wall time of RUNS runs and the peak WASM heap of each path.

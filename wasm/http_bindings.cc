@@ -1,4 +1,4 @@
-// Embind layer over the HTTP policy (app/http_policy.h) for web/src/range-client.js, which is only its `fetch`
+// Embind layer over the HTTP policy (app/http_policy.h) for web/src/remote/range-client.js, which is only its `fetch`
 // transport. Thin: values cross as numbers and strings; a step comes back as a small JS object.
 //  - Times are the transport's clock in ms (performance.now() or Date.now()), sizes and offsets doubles (exact
 //    below 2^53); an end or cap of -1 means "unbounded" / "the default cap", a size of -1 "unknown".
@@ -142,7 +142,7 @@ class HttpFile {
   double skip_ = 0;
 };
 
-// The deadlines of one call that is not a file read (net::HttpCallClock), for web/src/push.js: the same limits
+// The deadlines of one call that is not a file read (net::HttpCallClock), for web/src/remote/push.js: the same limits
 // (PB_HTTP_* lines) and messages as the native CLI's push.
 class HttpCall {
  public:

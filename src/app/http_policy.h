@@ -1,8 +1,8 @@
 // The one HTTP policy of peft-bridge, as a sans-I/O state machine: what to request next, whether an answer is
 // usable, which failures are worth retrying and when, and when to give up. It reads no clock and opens no socket:
-// the transport (libcurl in src/cli/http_source.cc, `fetch` in web/src/range-client.js) passes the time in ms and
-// reports what happened, so the native CLI, the npm CLI and the JS API make the same requests, wait the same
-// times and fail with the same messages.
+// the transport (libcurl in src/cli/http_source.cc, `fetch` in web/src/remote/range-client.js) passes the time in
+// ms and reports what happened, so the native CLI, the npm CLI and the JS API make the same requests, wait the
+// same times and fail with the same messages.
 //
 // One HttpFilePolicy per remote file (and one Reader() more per range read at the same time, sharing what the
 // file's answers told: ETag, size, where its redirects landed). A read asks for bytes [start, end) (or the whole file under a size cap);

@@ -28,7 +28,7 @@
 namespace pb::cli {
 namespace {
 
-// The constants, messages and checks below mirror web/src/hub.js: both CLIs must agree byte for byte.
+// The constants, messages and checks below mirror web/src/remote/hub.js: both CLIs must agree byte for byte.
 constexpr uint64_t kFirstRange = 64 * 1024;  // nearly every header fits: one request is the usual cost
 constexpr uint64_t kRemotePiece = 64ull << 20;  // one request of a long read (RemoteReader::Stream)
 

@@ -1,6 +1,6 @@
 // Remote input for the native CLI: http(s) URLs and hf://owner/repo/path[@revision] Hub addresses, read with
 // libcurl by Range requests. Like file_io.h this is an edge: libcurl is only the transport of the HTTP policy
-// (app/http_policy.h: retries, deadlines, redirects, token scope), which the JS client (web/src/range-client.js)
+// (app/http_policy.h: retries, deadlines, redirects, token scope), which the JS client (web/src/remote/range-client.js)
 // drives too, so both CLIs make the same requests and print the same bytes; the bytes go to the core's
 // StreamingReader, so a remote header is validated exactly as a local file of the same size.
 #pragma once

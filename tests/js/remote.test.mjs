@@ -1,6 +1,6 @@
-// Remote merge (web/src/remote.js) against the local fake Hub (tests/hub/server.mjs): mergeRemote, one shard at a
-// time (mergeRemoteShard, mergeRemoteIndex), planRemote, each byte-identical to the native CLI's merge of the same
-// files; retries that leave the output unchanged; a file changing mid-merge; abort; saveStreams.
+// Remote merge (web/src/remote/remote.js) against the local fake Hub (tests/hub/server.mjs): mergeRemote, one shard
+// at a time (mergeRemoteShard, mergeRemoteIndex), planRemote, each byte-identical to the native CLI's merge of the
+// same files; retries that leave the output unchanged; a file changing mid-merge; abort; saveStreams.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';

@@ -1,5 +1,5 @@
 // mergeInWorkers in real Web Workers: headless Chromium loads the package's browser entry, the base's shards and the
-// adapter come from a file input (Files, as a user picks them), and the default worker (src/merge-worker.js,
+// adapter come from a file input (Files, as a user picks them), and the default worker (src/ops/merge-worker.js,
 // resolved against the module's URL) merges them, two at once, the streams read concurrently. Every output file
 // must be mergeShards' bytes computed here in Node, and the page must have started real dedicated workers.
 import { test } from 'node:test';
