@@ -1,4 +1,4 @@
-// Embind layer over the HTTP policy (app/http_policy.h) for web/src/range-client.js, which is only its `fetch`
+// Embind layer over the HTTP policy (net/http_policy.h) for web/src/range-client.js, which is only its `fetch`
 // transport. Thin: values cross as numbers and strings; a step comes back as a small JS object.
 //  - Times are the transport's clock in ms (performance.now() or Date.now()), sizes and offsets doubles (exact
 //    below 2^53); an end or cap of -1 means "unbounded" / "the default cap", a size of -1 "unknown".
@@ -11,9 +11,9 @@
 #include <string_view>
 #include <utility>
 
-#include "app/http_policy.h"
-#include "app/http_url.h"
 #include "app/report.h"
+#include "net/http_policy.h"
+#include "net/http_url.h"
 
 namespace pb::wasm {
 namespace {

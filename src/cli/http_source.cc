@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "app/http_policy.h"
-#include "app/http_url.h"
-#include "app/remote_address.h"
 #include "core/reader.h"
+#include "net/http_policy.h"
+#include "net/http_url.h"
+#include "net/remote_address.h"
 
 #ifndef PB_VERSION
 #define PB_VERSION "dev"
@@ -91,7 +91,7 @@ Result<net::HttpLimits> LimitsFromEnv() {
   return limits;
 }
 
-// libcurl as a transport of the policy (app/http_policy.h): it sends what Next() says, without following
+// libcurl as a transport of the policy (net/http_policy.h): it sends what Next() says, without following
 // redirects (the policy follows them, scoping the token per hop as the JS transport does), and reports heads,
 // body chunks, ends, failures and deadlines. It reads with the multi interface so that the policy's deadlines are
 // kept to the millisecond rather than curl's once-a-second progress calls. One transport keeps its connection
@@ -274,22 +274,22 @@ class IgnoreEvents final : public ReaderEvents {
 
 }  // namespace
 
-bool IsRemoteAddress(const std::string& arg) { return app::IsRemoteArgument(arg); }
+bool IsRemoteAddress(const std::string& arg) { return net::IsRemoteArgument(arg); }
 
 std::string HubEndpoint() {
   std::string e = GetEnv("HF_ENDPOINT");
-  if (e.empty()) e = std::string(app::kDefaultHubEndpoint);
+  if (e.empty()) e = std::string(net::kDefaultHubEndpoint);
   while (!e.empty() && e.back() == '/') e.pop_back();
   return e;
 }
 
-Result<app::RemoteAddress> ParseRemote(const std::string& arg) { return app::ParseRemoteAddress(arg, HubEndpoint()); }
+Result<net::RemoteAddress> ParseRemote(const std::string& arg) { return net::ParseRemoteAddress(arg, HubEndpoint()); }
 
 namespace {
 
 // The policy for one file: the PB_HTTP_* limits, and the token for the Hub endpoint's origin only (the policy
 // checks every hop), never for another server.
-Result<net::HttpFilePolicy> OpenPolicy(const app::RemoteFile& file) {
+Result<net::HttpFilePolicy> OpenPolicy(const net::RemoteFile& file) {
   PB_ASSIGN_OR_RETURN(auto limits, LimitsFromEnv());
   return net::HttpFilePolicy::Open(
       {.url = file.url, .label = file.label, .token = HubToken(), .token_origin = net::UrlOrigin(HubEndpoint())},
@@ -298,12 +298,12 @@ Result<net::HttpFilePolicy> OpenPolicy(const app::RemoteFile& file) {
 
 }  // namespace
 
-Result<RemoteReader> RemoteReader::Open(const app::RemoteFile& file) {
+Result<RemoteReader> RemoteReader::Open(const net::RemoteFile& file) {
   PB_ASSIGN_OR_RETURN(auto policy, OpenPolicy(file));
   return RemoteReader(file, std::move(policy));
 }
 
-RemoteReader::RemoteReader(app::RemoteFile file, net::HttpFilePolicy policy)
+RemoteReader::RemoteReader(net::RemoteFile file, net::HttpFilePolicy policy)
     : file_(std::move(file)), policy_(std::make_unique<net::HttpFilePolicy>(std::move(policy))),
       transport_(std::make_unique<CurlTransport>()) {}
 RemoteReader::RemoteReader(RemoteReader&&) noexcept = default;
@@ -367,7 +367,7 @@ Result<Header> RemoteReader::ReadHeader() {
   return *reader.header();
 }
 
-Result<RemoteBytes> ReadRemoteWhole(const app::RemoteFile& file, WholeCap cap, int* failed_status) {
+Result<RemoteBytes> ReadRemoteWhole(const net::RemoteFile& file, WholeCap cap, int* failed_status) {
   PB_ASSIGN_OR_RETURN(auto reader, RemoteReader::Open(file));
   RemoteBytes out;
   auto deliver = [&](std::span<const uint8_t> bytes) {
@@ -384,10 +384,10 @@ Result<RemoteBytes> ReadRemoteWhole(const app::RemoteFile& file, WholeCap cap, i
 
 Result<Header> ReadRemoteHeader(const std::string& arg) {
   PB_ASSIGN_OR_RETURN(auto address, ParseRemote(arg));
-  return ReadRemoteHeader(app::RemoteSelf(address));
+  return ReadRemoteHeader(net::RemoteSelf(address));
 }
 
-Result<Header> ReadRemoteHeader(const app::RemoteFile& file) {
+Result<Header> ReadRemoteHeader(const net::RemoteFile& file) {
   PB_ASSIGN_OR_RETURN(auto reader, RemoteReader::Open(file));
   return reader.ReadHeader();
 }

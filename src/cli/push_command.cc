@@ -1,7 +1,7 @@
 // --push-to for the native CLI (docs/push.md): the files the command's transaction committed are pushed to a Hub
 // model repo in one commit, with the requests @huggingface/hub's commit makes (the npm CLI's path): optional repo
 // and branch creation, preupload, a sha256 pass over each LFS file, the LFS batch call, basic or multipart PUTs
-// read from the file (never held), the NDJSON commit. The bodies, answers and URLs are app/hub_commit.h's;
+// read from the file (never held), the NDJSON commit. The bodies, answers and URLs are net/hub_commit.h's;
 // this file is the libcurl transport, the file reads and the retries (every call but the commit, which is the
 // only one that changes the repo and is never retried).
 #include <curl/curl.h>
@@ -21,15 +21,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/http_policy.h"
-#include "app/hub_commit.h"
 #include "app/push_target.h"
-#include "app/sha256.h"
 #include "cli/commands.h"
 #include "cli/file_io.h"
 #include "cli/http_source.h"
 #include "cli/output_transaction.h"
 #include "cli/text_output.h"
+#include "net/http_policy.h"
+#include "net/hub_commit.h"
+#include "net/sha256.h"
 
 namespace pb::cli {
 namespace {
@@ -207,7 +207,7 @@ Result<Answer> Call(const std::string& method, const std::string& url, const std
 }
 
 Error HubFailure(const std::string& what, const Answer& a) {
-  return MakeError(ErrorCode::IoError, what + ": " + app::HubErrorText(static_cast<int>(a.status), a.body, a.error_message));
+  return MakeError(ErrorCode::IoError, what + ": " + net::HubErrorText(static_cast<int>(a.status), a.body, a.error_message));
 }
 
 Result<std::string> ReadPrefix(const std::string& path, uint64_t n) {
@@ -222,7 +222,7 @@ Result<std::string> ReadPrefix(const std::string& path, uint64_t n) {
 Result<std::string> HashFile(const std::string& path) {
   std::unique_ptr<FILE, decltype(&std::fclose)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) return MakeError(ErrorCode::IoError, "cannot read `" + path + "`");
-  app::Sha256 sha;
+  net::Sha256 sha;
   std::vector<uint8_t> piece(kPiece);
   for (;;) {
     size_t got = std::fread(piece.data(), 1, piece.size(), f.get());
@@ -246,7 +246,7 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
                               const std::vector<CommittedOutput>& outputs) {
   const bool create_pr = line.Has("create-pr");
   const std::string endpoint = HubEndpoint();
-  const auto urls = app::MakeHubCommitUrls(endpoint, target.repo, target.branch, create_pr);
+  const auto urls = net::MakeHubCommitUrls(endpoint, target.repo, target.branch, create_pr);
   const std::string auth = "Authorization: Bearer " + token;
   const std::string json = "Content-Type: application/json";
   const std::string pushing = "pushing to " + target.repo;
@@ -283,18 +283,18 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
   }
 
   // preupload: which files go through LFS
-  std::vector<app::PreuploadFile> samples;
+  std::vector<net::PreuploadFile> samples;
   for (const auto& f : files) {
     PB_ASSIGN_OR_RETURN(auto sample, ReadPrefix(f.path, 512));
     samples.push_back({f.name, f.size, std::move(sample)});
   }
-  std::string preupload = app::PreuploadRequestJson(samples);
+  std::string preupload = net::PreuploadRequestJson(samples);
   PB_ASSIGN_OR_RETURN(auto pre, Call("POST", urls.preupload, {auth, json}, {.text = &preupload}, true));
   if (pre.status != 200) return HubFailure(pushing, pre);
-  PB_ASSIGN_OR_RETURN(auto lfs_paths, app::ParsePreuploadLfsPaths(pre.body));
+  PB_ASSIGN_OR_RETURN(auto lfs_paths, net::ParsePreuploadLfsPaths(pre.body));
 
   // the first pass: each LFS file's sha256
-  std::vector<app::LfsObject> objects;
+  std::vector<net::LfsObject> objects;
   std::vector<PushFile*> lfs_files;
   for (auto& f : files) {
     if (std::find(lfs_paths.begin(), lfs_paths.end(), f.name) == lfs_paths.end()) continue;
@@ -306,11 +306,11 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
 
   // the second pass: the uploads the LFS batch asks for
   if (!objects.empty()) {
-    std::string batch = app::LfsBatchRequestJson(objects, create_pr ? std::nullopt : std::optional<std::string_view>(target.branch));
+    std::string batch = net::LfsBatchRequestJson(objects, create_pr ? std::nullopt : std::optional<std::string_view>(target.branch));
     const std::vector<std::string> lfs_headers = {auth, "Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"};
     PB_ASSIGN_OR_RETURN(auto b, Call("POST", urls.lfs_batch, lfs_headers, {.text = &batch}, true));
     if (b.status != 200) return HubFailure(pushing, b);
-    PB_ASSIGN_OR_RETURN(auto uploads, app::ParseLfsBatch(b.body));
+    PB_ASSIGN_OR_RETURN(auto uploads, net::ParseLfsBatch(b.body));
     for (const auto& u : uploads) {
       if (!u.needed) continue;
       const PushFile* f = nullptr;
@@ -333,7 +333,7 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
         if (put.etag.empty()) return MakeError(ErrorCode::IoError, uploading + ": the storage gave no ETag for part " + std::to_string(i + 1));
         etags.push_back(put.etag);
       }
-      std::string completion = app::MultipartCompletionJson(u.oid, etags);
+      std::string completion = net::MultipartCompletionJson(u.oid, etags);
       PB_ASSIGN_OR_RETURN(auto done, Call("POST", u.href, {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
                                           {.text = &completion}, true));
       if (done.status < 200 || done.status >= 300) return HubFailure(uploading, done);
@@ -341,19 +341,19 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
   }
 
   // the commit: the only call that changes the repo, never retried
-  std::vector<app::CommitEntry> entries;
+  std::vector<net::CommitEntry> entries;
   for (const auto& f : files) {
-    app::CommitEntry e{f.name, f.lfs, f.oid, f.size, {}};
+    net::CommitEntry e{f.name, f.lfs, f.oid, f.size, {}};
     if (!f.lfs) {
       PB_ASSIGN_OR_RETURN(e.content, ReadPrefix(f.path, f.size));
     }
     entries.push_back(std::move(e));
   }
   auto title = line.Value("commit-message");
-  std::string commit = app::CommitNdjson(title ? *title : app::PushCommitTitle(line.command, files.size()), "", entries);
+  std::string commit = net::CommitNdjson(title ? *title : app::PushCommitTitle(line.command, files.size()), "", entries);
   PB_ASSIGN_OR_RETURN(auto c, Call("POST", urls.commit, {auth, "Content-Type: application/x-ndjson"}, {.text = &commit}, false));
   if (c.status != 200) return HubFailure(pushing, c);
-  PB_ASSIGN_OR_RETURN(auto answer, app::ParseCommitAnswer(c.body));
+  PB_ASSIGN_OR_RETURN(auto answer, net::ParseCommitAnswer(c.body));
   app::PushOutcome outcome{target, create_pr, answer.commit_oid, answer.commit_url, answer.pull_request_url, {}};
   for (const auto& f : files) outcome.files.push_back({f.name, f.size, f.lfs});
   return outcome;

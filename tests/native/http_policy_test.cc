@@ -1,10 +1,10 @@
-// The HTTP policy (app/http_policy.h) driven by a scripted transport: every branch of what is retried and what is
+// The HTTP policy (net/http_policy.h) driven by a scripted transport: every branch of what is retried and what is
 // not, the backoff and Retry-After waits, ETag / size / Content-Range checks, deadlines, the minimum rate, the
 // redirect cap and targets, user info, the token's scope and the JSON cap. Time is the test's: nothing sleeps.
 #include <gtest/gtest.h>
 
-#include "app/http_policy.h"
-#include "app/http_url.h"
+#include "net/http_policy.h"
+#include "net/http_url.h"
 
 namespace pb::net {
 namespace {

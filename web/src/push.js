@@ -8,7 +8,7 @@
 //     commit call itself is not retried (it may have been applied): a failed push leaves no commit, and a
 //     second push reuses the LFS objects the first uploaded.
 //   - the deadlines of every request (PB_HTTP_IDLE_MS, PB_HTTP_MIN_RATE, PB_HTTP_TOTAL_MS): the core's
-//     net::HttpCallClock (src/app/http_policy.h), which the native CLI's push runs too, so a Hub that accepts the
+//     net::HttpCallClock (src/net/http_policy.h), which the native CLI's push runs too, so a Hub that accepts the
 //     connection and never answers fails the call instead of hanging.
 //   - byte progress, abort, repo and branch creation, and errors as SafetensorsError (IoError / InvalidArgument).
 // The library is imported on first use, so loading the package never needs it (a bundled app passes it as `hub`).
@@ -438,7 +438,7 @@ function makeFetch({ baseFetch, upload, module, limits, signal, onUpload, log })
 }
 
 /** The library's HubApiError (or a fetch failure) as our error: `WHAT: <the Hub's message> (HTTP <status>)`, the
- * words the native CLI uses (app::HubErrorText). */
+ * words the native CLI uses (net::HubErrorText). */
 function hubError(error, what) {
   if (error instanceof SafetensorsError || error?.name === 'AbortError') return error;
   const status = error?.statusCode;

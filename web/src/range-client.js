@@ -1,5 +1,5 @@
 // The `fetch` transport of the HTTP policy. Every rule (what to request, what an answer means, which failures are
-// retried and when, deadlines, redirects, the token's scope, the JSON cap) lives once in C++ (src/app/
+// retried and when, deadlines, redirects, the token's scope, the JSON cap) lives once in C++ (src/net/
 // http_policy.h) and runs here through the WASM module, as it runs natively behind libcurl: this file only sends
 // what the policy says, reports what came back, and keeps time.
 //
@@ -18,7 +18,7 @@ import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from '
 import { concat } from './handles.js';
 import { ModuleDiscarded } from './module-guard.js';
 
-/** The policy's TransportError kinds (app/http_policy.h). */
+/** The policy's TransportError kinds (net/http_policy.h). */
 const KIND = { resolve: 0, connect: 1, broken: 2, tls: 3 };
 
 /** The JS option names of the policy's limits: option → the PB_HTTP_* name the C++ side parses. */

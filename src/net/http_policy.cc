@@ -1,10 +1,10 @@
-#include "app/http_policy.h"
+#include "net/http_policy.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "app/http_url.h"
 #include "core/utf8.h"
+#include "net/http_url.h"
 
 namespace pb::net {
 namespace {
