@@ -81,6 +81,22 @@ std::string HubToken() {
 }
 
 // The PB_HTTP_* variables (docs/remote.md): both CLIs read the same ones and the policy checks them.
+net::TransportError CurlTransportError(int code) {
+  switch (static_cast<CURLcode>(code)) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY: return net::TransportError::kResolve;
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT: return net::TransportError::kConnect;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE: return net::TransportError::kTls;
+    case CURLE_UNSUPPORTED_PROTOCOL: return net::TransportError::kBadScheme;
+    default: return net::TransportError::kBroken;
+  }
+}
+
 Result<net::HttpLimits> LimitsFromEnv() {
   net::HttpLimits limits;
   for (std::string_view name : net::HttpLimitNames()) {
@@ -172,6 +188,7 @@ class CurlTransport {
       else if (name == "content-encoding") t.head.content_encoding = value;
       else if (name == "etag") t.head.etag = value;
       else if (name == "retry-after") t.head.retry_after = value;
+      else if (name == "date") t.head.date = value;
       else if (name == "x-error-message") t.head.error_message = value;
       else if (name == "location") t.head.location = value;
       else if (name == "x-repo-commit") t.head.repo_commit = value;
@@ -195,22 +212,6 @@ class CurlTransport {
       return 0;  // enough (a server ignoring Range would send the whole file), or a failure
     }
     return n;
-  }
-
-  static net::TransportError Kind(CURLcode rc) {
-    switch (rc) {
-      case CURLE_COULDNT_RESOLVE_HOST:
-      case CURLE_COULDNT_RESOLVE_PROXY: return net::TransportError::kResolve;
-      case CURLE_COULDNT_CONNECT:
-      case CURLE_OPERATION_TIMEDOUT: return net::TransportError::kConnect;
-      case CURLE_SSL_CONNECT_ERROR:
-      case CURLE_PEER_FAILED_VERIFICATION:
-      case CURLE_SSL_CERTPROBLEM:
-      case CURLE_SSL_CIPHER:
-      case CURLE_SSL_CACERT_BADFILE: return net::TransportError::kTls;
-      case CURLE_UNSUPPORTED_PROTOCOL: return net::TransportError::kBadScheme;
-      default: return net::TransportError::kBroken;
-    }
   }
 
   void Perform(net::HttpFilePolicy& policy, const net::HttpStep& step, const Deliver& deliver, Status& delivered) {
@@ -256,7 +257,7 @@ class CurlTransport {
       if (!t.head_done) policy.OnTransportError(now, net::TransportError::kBroken);
       else policy.OnBodyEnd(now);
     } else {
-      policy.OnTransportError(now, Kind(*rc));
+      policy.OnTransportError(now, CurlTransportError(*rc));
     }
   }
 

@@ -18,6 +18,7 @@
 namespace pb::net {
 class HttpFilePolicy;
 struct HttpLimits;
+enum class TransportError : uint8_t;
 }
 
 namespace pb::cli {
@@ -26,6 +27,9 @@ class CurlTransport;
 
 // True for an argument naming a remote file or folder: http://, https:// or hf://.
 bool IsRemoteAddress(const std::string& arg);
+
+// How a libcurl failure (a CURLcode) reads as the retry decision's TransportError, for every libcurl transport.
+net::TransportError CurlTransportError(int curl_code);
 
 // The HTTP policy's limits from the PB_HTTP_* variables (docs/remote.md), as both CLIs read them.
 Result<net::HttpLimits> LimitsFromEnv();

@@ -2,8 +2,8 @@
 // model repo in one commit, with the requests @huggingface/hub's commit makes (the npm CLI's path): optional repo
 // and branch creation, preupload, a sha256 pass over each LFS file, the LFS batch call, basic or multipart PUTs
 // read from the file (never held), the NDJSON commit. The bodies, answers and URLs are net/hub_commit.h's;
-// this file is the libcurl transport, the file reads and the retries (every call but the commit, which is the
-// only one that changes the repo and is never retried).
+// this file is the libcurl transport and the file reads; every call but the commit (the only one that changes the
+// repo, never retried) is retried as net/http_retry.h decides.
 #include <curl/curl.h>
 #include <dirent.h>
 #include <sys/stat.h>
@@ -42,7 +42,8 @@ struct Answer {
   std::string body;
   std::string etag;
   std::string error_message;  // X-Error-Message
-  std::string retry_after;
+  std::string retry_after, date;
+  std::string give_up_reason;  // why a retried status was not retried again (net::RetryDecision::reason)
   net::HttpCallClock* clock = nullptr;  // told when the head arrives
   bool head_seen = false;
 };
@@ -94,6 +95,7 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     if (name == "etag") a->etag = value;
     if (name == "x-error-message") a->error_message = value;
     if (name == "retry-after") a->retry_after = value;
+    if (name == "date") a->date = value;
   }
   if (!a->head_seen && a->clock && line.starts_with("HTTP/")) {
     a->head_seen = true;
@@ -126,10 +128,10 @@ struct Body {
   uint64_t length = 0;
 };
 
-// One attempt of a call, held to `clock`'s deadlines. A transport failure is an IoError (`*expired` set when it was
-// a deadline: the clock's error; `*total` when the call's own); any HTTP status is an Answer.
+// One attempt of a call, held to `clock`'s deadlines. A transport failure is an IoError (the clock's error when it
+// was a deadline, `*total` set when the call's own) and `*kind` says which; any HTTP status is an Answer.
 Result<Answer> Send(const std::string& method, const std::string& url, const std::vector<std::string>& header_lines, const Body& body,
-                    net::HttpCallClock& clock, bool* total) {
+                    net::HttpCallClock& clock, bool* total, net::TransportError* kind) {
   static const bool initialized = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
   (void)initialized;
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> easy(curl_easy_init(), &curl_easy_cleanup);
@@ -179,35 +181,50 @@ Result<Answer> Send(const std::string& method, const std::string& url, const std
   CURLcode code = curl_easy_perform(e);
   *total = progress.total;
   if (code == CURLE_ABORTED_BY_CALLBACK && progress.expired) return *progress.expired;
-  if (code != CURLE_OK) return MakeError(ErrorCode::IoError, std::string(curl_easy_strerror(code)));
+  if (code != CURLE_OK) {
+    *kind = CurlTransportError(code);
+    return MakeError(ErrorCode::IoError, std::string(curl_easy_strerror(code)));
+  }
   curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &answer.status);
   return answer;
 }
 
-// Send, retried on transport failures (a passed deadline included), 408, 429 and 5xx as remote reads are
-// (PB_HTTP_RETRIES times, PB_HTTP_BACKOFF_MS doubled up to 8 s, Retry-After up to 10 s), unless `retry` is false;
-// every attempt and wait within PB_HTTP_TOTAL_MS (net::HttpCallClock).
+// Send, retried as the one retry decision says (net/http_retry.h: transport failures, a passed deadline included,
+// and 408, 429, 500, 502, 503, 504; PB_HTTP_RETRIES times, the backoff or the server's Retry-After), unless `retry`
+// is false; every attempt and wait within PB_HTTP_TOTAL_MS (net::HttpCallClock).
 Result<Answer> Call(const std::string& method, const std::string& url, const std::vector<std::string>& headers, const Body& body,
                     bool retry) {
   PB_ASSIGN_OR_RETURN(const net::HttpLimits limits, LimitsFromEnv());
   net::HttpCallClock clock(limits, method + " " + url, NowMs());
-  const uint32_t retries = retry ? limits.retries : 0;
   for (uint32_t failures = 0;; ++failures) {
     bool total = false;
-    auto r = Send(method, url, headers, body, clock, &total);
-    bool retryable = !total && (!r.ok() || r->status == 408 || r->status == 429 || r->status >= 500);
-    if (!retryable || failures >= retries) return r;
-    uint64_t ms = std::min<uint64_t>(static_cast<uint64_t>(limits.backoff_ms) << std::min(failures, 30u), limits.backoff_max_ms);
-    if (r.ok() && !r->retry_after.empty()) {
-      ms = std::min<uint64_t>(std::strtoull(r->retry_after.c_str(), nullptr, 10), limits.max_retry_after_s) * 1000;
+    net::TransportError kind = net::TransportError::kBroken;
+    auto r = Send(method, url, headers, body, clock, &total, &kind);
+    if (r.ok() && !net::IsRetriedStatus(static_cast<int>(r->status))) return r;  // a success, or a final status
+    if (!retry) return r;
+    net::AttemptFailure what{.transport = kind};
+    if (r.ok()) {
+      what.status = static_cast<int>(r->status);
+      if (!r->retry_after.empty()) what.retry_after = r->retry_after;
+      if (!r->date.empty()) what.date = r->date;
     }
-    if (!clock.CanWait(NowMs(), static_cast<int64_t>(ms))) return r;
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    const net::RetryDecision decision = clock.DecideRetry(NowMs(), what, failures);
+    if (!decision.retry()) {
+      if (decision.reason.empty()) return r;
+      if (r.ok()) {
+        r->give_up_reason = decision.reason;
+        return r;
+      }
+      return MakeError(r.error().code, r.error().message + " (" + decision.reason + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(decision.wait_ms));
   }
 }
 
 Error HubFailure(const std::string& what, const Answer& a) {
-  return MakeError(ErrorCode::IoError, what + ": " + net::HubErrorText(static_cast<int>(a.status), a.body, a.error_message));
+  std::string text = net::HubErrorText(static_cast<int>(a.status), a.body, a.error_message);
+  if (!a.give_up_reason.empty()) text += " (" + a.give_up_reason + ")";
+  return MakeError(ErrorCode::IoError, what + ": " + text);
 }
 
 Result<std::string> ReadPrefix(const std::string& path, uint64_t n) {
