@@ -191,8 +191,8 @@ class HttpFilePolicy {
 // or of the JS API waits forever: per attempt, nothing sent or received for idle_ms fails it (`no answer` once the
 // request is sent and its answer has not begun); once bytes flow either way, each rate window must bring min_rate
 // bytes/s; the call, every attempt and backoff wait included, ends by total_ms. Whether a failed attempt is retried
-// is DecideRetry's answer, which every call but a push's commit asks (the commit is never retried). Sans I/O, as HttpFilePolicy: the transport passes the
-// time, reports progress, and asks Expired() when deadline_ms() passes.
+// is DecideRetry's answer, which every call but a push's commit asks (the commit is never retried). Sans I/O, as
+// HttpFilePolicy: the transport passes the time, reports progress, and asks Expired() when deadline_ms() passes.
 class HttpCallClock {
  public:
   // Starts the call: `what` names it in errors (`POST https://…/preupload/main`).

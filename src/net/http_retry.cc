@@ -34,7 +34,8 @@ std::optional<int64_t> Month(std::string_view s) {
 }
 
 bool IsWord(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); });
+  auto letter = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); };
+  return !s.empty() && std::all_of(s.begin(), s.end(), letter);
 }
 
 }  // namespace
@@ -117,9 +118,10 @@ RetryDecision DecideRetry(const HttpLimits& limits, const AttemptFailure& failur
   }
   if (after && *after > limits.max_retry_after_s) {
     d.give_up = GiveUp::kServerWaitTooLong;
-    d.reason = "the server asked to wait " + (*after == std::numeric_limits<uint64_t>::max() ? std::string("longer")
-                                                                                             : std::to_string(*after) + " s") +
-               " before trying again, more than the " + std::to_string(limits.max_retry_after_s) + " s allowed";
+    const std::string asked =
+        *after == std::numeric_limits<uint64_t>::max() ? std::string("longer") : std::to_string(*after) + " s";
+    d.reason = "the server asked to wait " + asked + " before trying again, more than the " +
+               std::to_string(limits.max_retry_after_s) + " s allowed";
     return d;
   }
   d.wait_ms = after ? *after * 1000

@@ -93,7 +93,8 @@ const EXPOSED = [
 function retryAfterHeaders(fault) {
   if (fault.retryAfterDate !== undefined) {
     const now = Date.now();
-    return { Date: new Date(now).toUTCString(), 'Retry-After': new Date(now + fault.retryAfterDate * 1000).toUTCString() };
+    const at = new Date(now + fault.retryAfterDate * 1000);
+    return { Date: new Date(now).toUTCString(), 'Retry-After': at.toUTCString() };
   }
   return fault.retryAfter !== undefined ? { 'Retry-After': String(fault.retryAfter) } : {};
 }

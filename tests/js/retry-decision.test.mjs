@@ -19,27 +19,34 @@ const TOKEN = 'hf_retry_writer';
 const work = mkdtempSync(join(tmpdir(), 'pb-retry-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
-const model = makeFile(JSON.stringify({ w: { dtype: 'F32', shape: [2000], data_offsets: [0, 8000] } }), f32Bytes(2000, 1));
+/** A safetensors file with one F32 tensor of n values. */
+const safetensors = (n, value) =>
+  makeFile(JSON.stringify({ w: { dtype: 'F32', shape: [n], data_offsets: [0, 4 * n] } }), f32Bytes(n, value));
+const model = safetensors(2000, 1);
 const hub = await startHub({ files: { 'me/m': { 'model.safetensors': model } }, owners: { me: TOKEN } });
 after(() => hub.close());
-const upload = { path: 'model.safetensors', content: makeFile(JSON.stringify({ w: { dtype: 'F32', shape: [3000], data_offsets: [0, 12000] } }), f32Bytes(3000, 2)) };
+const upload = { path: 'model.safetensors', content: safetensors(3000, 2) };
 
 function run(args, env = {}) {
   const started = Date.now();
   return new Promise((resolve) => {
-    execFile(nativeCli, args, { env: { ...process.env, HF_ENDPOINT: hub.endpoint, HF_TOKEN: TOKEN, PB_HTTP_BACKOFF_MS: '5', PB_PROGRESS: '', ...env }, encoding: 'utf8', timeout: 60000 }, (error, stdout, stderr) =>
+    const vars = { HF_ENDPOINT: hub.endpoint, HF_TOKEN: TOKEN, PB_HTTP_BACKOFF_MS: '5', PB_PROGRESS: '', ...env };
+    const options = { env: { ...process.env, ...vars }, encoding: 'utf8', timeout: 60000 };
+    execFile(nativeCli, args, options, (error, stdout, stderr) =>
       resolve({ status: error ? error.code : 0, stdout, stderr, ms: Date.now() - started }));
   });
 }
 const nativeSkip = !hasNativeCli && 'build/native/peft-bridge not built';
 
-test('JS push: a Retry-After longer than allowed fails the push at once, saying how long the server asked for', async () => {
+test('JS push: a Retry-After longer than allowed fails the push at once, saying how long it asked for', async () => {
   hub.clearLog();
   hub.faults.push({ on: 'upload', type: 'status', status: 429, retryAfter: 3600, times: 1 });
   const started = Date.now();
-  await assert.rejects(pushToHub({ repo: 'me/m', token: TOKEN, endpoint: hub.endpoint, retryDelay: 5, files: [upload] }), (e) => {
+  const push = pushToHub({ repo: 'me/m', token: TOKEN, endpoint: hub.endpoint, retryDelay: 5, files: [upload] });
+  await assert.rejects(push, (e) => {
     assert.equal(e.code, 'IoError');
-    assert.match(e.message, /: HTTP 429 \(the server asked to wait 3600 s before trying again, more than the 10 s allowed\)$/);
+    const said = /: HTTP 429 \(the server asked to wait 3600 s before trying again, more than the 10 s allowed\)$/;
+    assert.match(e.message, said);
     return true;
   });
   assert.ok(Date.now() - started < 5000, 'no wait');
@@ -53,7 +60,9 @@ test('JS push: a Retry-After as an HTTP-date is waited, counted from the answer\
   hub.faults.push({ on: 'preupload', type: 'status', status: 503, retryAfterDate: 1, times: 1 });
   const retries = [];
   const started = Date.now();
-  const ok = await pushToHub({ repo: 'me/m', token: TOKEN, endpoint: hub.endpoint, retryDelay: 5, files: [upload], onProgress: (e) => e.phase === 'retry' && retries.push(e) });
+  const onProgress = (e) => e.phase === 'retry' && retries.push(e);
+  const ok = await pushToHub({ repo: 'me/m', token: TOKEN, endpoint: hub.endpoint, retryDelay: 5, files: [upload],
+    onProgress });
   assert.equal(ok.commit, hub.commit('me/m'));
   assert.deepEqual(retries.map((r) => [r.status, r.wait]), [[503, 1000]]);
   assert.ok(Date.now() - started >= 1000);
@@ -65,7 +74,8 @@ test('JS reads: a 501 is final; a Retry-After as an HTTP-date is waited', async 
   const address = 'hf://me/m/model.safetensors';
   hub.clearLog();
   hub.faults.push({ type: 'status', status: 501, path: 'model.safetensors', times: 1 });
-  await assert.rejects(inspect(address, { endpoint: hub.endpoint, retryDelay: 5 }), (e) => e.code === 'IoError' && /HTTP 501/.test(e.message));
+  await assert.rejects(inspect(address, { endpoint: hub.endpoint, retryDelay: 5 }), (e) =>
+    e.code === 'IoError' && /HTTP 501/.test(e.message));
   assert.equal(hub.requests.filter((r) => r.status === 501).length, 1, 'not retried');
   hub.faults.length = 0;
 
@@ -77,11 +87,11 @@ test('JS reads: a 501 is final; a Retry-After as an HTTP-date is waited', async 
   hub.faults.length = 0;
 });
 
-test('native push: a 501 is final; a Retry-After longer than allowed fails at once, saying so', { skip: nativeSkip }, async () => {
+test('native push: a 501 is final; a Retry-After too long fails at once, saying so', { skip: nativeSkip }, async () => {
   // a folder to push, with bytes the Hub does not hold yet (an object already stored is not uploaded again)
   const dir = join(work, 'out');
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'model.safetensors'), makeFile(JSON.stringify({ w: { dtype: 'F32', shape: [3000], data_offsets: [0, 12000] } }), f32Bytes(3000, 3)));
+  writeFileSync(join(dir, 'model.safetensors'), safetensors(3000, 3));
   const push = () => run(['push', dir, '--to', 'me/m', '-q']);
 
   hub.clearLog();
@@ -96,7 +106,7 @@ test('native push: a 501 is final; a Retry-After longer than allowed fails at on
   hub.faults.push({ on: 'upload', type: 'status', status: 503, retryAfter: 3600, times: 1 });
   r = await push();
   assert.equal(r.status, 1, r.stderr);
-  assert.match(r.stderr, /Injected failure \(HTTP 503\) \(the server asked to wait 3600 s before trying again, more than the 10 s allowed\)/);
+  assert.match(r.stderr, /Injected failure \(HTTP 503\) \(the server asked to wait 3600 s before trying again/);
   assert.ok(r.ms < 5000, `${r.ms} ms`);
   assert.equal(hub.log('upload').length, 1, 'not retried');
   hub.faults.length = 0;

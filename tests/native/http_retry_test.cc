@@ -47,7 +47,8 @@ TEST(HttpRetry, BackoffDoublesUpToItsCapWithoutJitter) {
   HttpLimits limits;
   limits.retries = 10;
   std::vector<uint64_t> waits;
-  for (uint32_t failures = 0; failures < 8; ++failures) waits.push_back(DecideRetry(limits, {}, failures, kForever).wait_ms);
+  for (uint32_t failures = 0; failures < 8; ++failures)
+    waits.push_back(DecideRetry(limits, {}, failures, kForever).wait_ms);
   EXPECT_EQ(waits, (std::vector<uint64_t>{250, 500, 1000, 2000, 4000, 8000, 8000, 8000}));
   // The same inputs, the same wait: nothing random.
   EXPECT_EQ(DecideRetry(limits, Status(503), 3, kForever).wait_ms, 2000u);
@@ -96,8 +97,8 @@ TEST(HttpRetry, RetryAfterHttpDateCountsFromTheAnswersDate) {
   // Without the answer's Date (or with one that is not a date) there is nothing to count from: the backoff.
   EXPECT_EQ(DecideRetry(limits, Status(503, "Wed, 21 Oct 2015 07:28:07 GMT"), 0, kForever).wait_ms, 250u);
   EXPECT_EQ(DecideRetry(limits, Status(503, "Wed, 21 Oct 2015 07:28:07 GMT", "yesterday"), 0, kForever).wait_ms, 250u);
-  for (const char* bad : {"Wed, 32 Oct 2015 07:28:07 GMT", "Wed, 21 Okt 2015 07:28:07 GMT", "Wed, 21 Oct 2015 25:28:07 GMT",
-                          "Wed, 21 Oct 2015 07:28:07 CET", "21 Oct 2015 07:28:07 GMT"})
+  for (const char* bad : {"Wed, 32 Oct 2015 07:28:07 GMT", "Wed, 21 Okt 2015 07:28:07 GMT",
+                          "Wed, 21 Oct 2015 25:28:07 GMT", "Wed, 21 Oct 2015 07:28:07 CET", "21 Oct 2015 07:28:07 GMT"})
     EXPECT_FALSE(ParseHttpDate(bad).has_value()) << bad;
 }
 

@@ -416,17 +416,19 @@ function makeFetch({ baseFetch, upload, module, limits, signal, onUpload, log })
         if (failure === null && isCommit) return response;
         const final = () => {
           if (failure instanceof SafetensorsError) throw failure;
-          if (failure) throw new SafetensorsError('IoError', `${method} ${href}: ${failure.cause?.message ?? failure.message}`, { cause: failure });
+          const text = failure?.cause?.message ?? failure?.message;
+          if (failure) throw new SafetensorsError('IoError', `${method} ${href}: ${text}`, { cause: failure });
           return response;
         };
         if (isCommit || expired?.total) return final();
         const status = failure === null ? response.status : 0;
         const kind = failure === null || expired ? KIND.broken : transportKind(failure);
-        const headers = response?.headers;
-        const decision = clock.decideRetry(Date.now(), status, kind, headers?.get('retry-after') ?? null, headers?.get('date') ?? null, failures);
+        const header = (name) => response?.headers.get(name) ?? null;
+        const decision = clock.decideRetry(Date.now(), status, kind, header('retry-after'), header('date'), failures);
         if (!decision.retry) {
           // a reason only comes with an answer (a Retry-After longer than allowed): said with its status
-          if (decision.reason) throw new SafetensorsError('IoError', `${method} ${href}: HTTP ${response.status} (${decision.reason})`);
+          const reason = decision.reason;
+          if (reason) throw new SafetensorsError('IoError', `${method} ${href}: HTTP ${response.status} (${reason})`);
           return final();
         }
         const wait = decision.wait;
