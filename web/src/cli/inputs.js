@@ -230,7 +230,7 @@ export const commonOptions = (line) => ({
   positional: line.positional,
 });
 
-// ---- remote arguments: the shared rules say what to fetch (src/app/remote_address.h, base_layout.h); as
+// ---- remote arguments: the shared rules say what to fetch (src/net/remote_address.h, base_layout.h); as
 // src/cli/remote_adapter.cc and remote_model.cc, this fetches the same files in the same order ----
 
 export const remoteChecked = (r) => {

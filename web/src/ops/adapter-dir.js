@@ -92,7 +92,7 @@ export async function listHubFolder(repo, options) {
   const url = hubTreeUrl({ repo: repo.repo, revision: repo.revision, folder: repo.subfolder, endpoint });
   // A plain URL: the token goes to the endpoint's origin only, as for the files.
   const { bytes } = await readRemoteWhole(url, { ...options, endpoint, token: repo.token ?? options.token });
-  // Which entries are the folder's files is the core's rule (src/app/remote_address.h), as in both CLIs.
+  // Which entries are the folder's files is the core's rule (src/net/remote_address.h), as in both CLIs.
   const label = `hf://${repo.repo}${repo.subfolder ? `/${repo.subfolder}` : ''}`;
   return JSON.parse(checked((await getModule()).parseHubListing(new TextDecoder().decode(bytes), label)).names);
 }

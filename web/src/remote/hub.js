@@ -1,6 +1,6 @@
 // Remote files: http(s) URLs and Hugging Face Hub addresses, read with Range requests so that a header costs one
 // request (two when it is longer than the first range) however large the file. How reads retry, resume, pin the
-// ETag, follow redirects, scope the token and time out is the HTTP policy's (src/app/http_policy.h), run by the
+// ETag, follow redirects, scope the token and time out is the HTTP policy's (src/net/http_policy.h), run by the
 // `fetch` transport in range-client.js: the same code runs in Node, browsers and edge workers, and the native
 // CLI runs the same policy behind libcurl.
 import { SafetensorsError, errorFromValue, throwIfAborted } from '../errors.js';
@@ -81,7 +81,7 @@ function target(module, source, givenOptions) {
   if (isRemote(source) && typeof source === 'object' && !(source instanceof URL)) source = hubAliases(source);
   const originOf = (url) => module.urlOrigin(String(url));
   if (typeof source === 'string' && /^hf:\/\//i.test(source)) {
-    // The core reads hf:// addresses for every client (src/app/remote_address.h), so both CLIs and this API
+    // The core reads hf:// addresses for every client (src/net/remote_address.h), so both CLIs and this API
     // request the same URL.
     const endpoint = options.endpoint ?? defaultEndpoint();
     const r = module.remoteFileAddress(source, String(endpoint));
@@ -94,7 +94,7 @@ function target(module, source, givenOptions) {
     return { url: text, label: text, token: options.token, tokenOrigin: originOf(options.endpoint ?? text) };
   }
   if (typeof source.url === 'string' && typeof source.label === 'string') {
-    // A file the CLI's shared rules named (src/app/remote_address.h): the token is the endpoint's, as for hf://.
+    // A file the CLI's shared rules named (src/net/remote_address.h): the token is the endpoint's, as for hf://.
     return { url: source.url, label: source.label, token: options.token, tokenOrigin: originOf(options.endpoint ?? defaultEndpoint()) };
   }
   const url = hubUrl(source);

@@ -4,18 +4,19 @@
 //     (our outputs are deterministic), as Blobs whose stream() / slice() read again. The library hashes every
 //     LFS file in one streaming pass (sha256 and size go in the LFS batch call) and uploads it in a second
 //     pass, so nothing is held whole; the upload of a generated file replays it once, parts in order.
-//   - retries of the storage and API calls (the library has none), with the backoff docs/remote.md gives; the
-//     commit call itself is not retried (it may have been applied): a failed push leaves no commit, and a
-//     second push reuses the LFS objects the first uploaded.
+//   - retries of the storage and API calls (the library has none), as the core's one retry decision says
+//     (net/http_retry.h, through the WASM module: docs/remote.md); the commit call itself is not retried (it may
+//     have been applied): a failed push leaves no commit, and a second push reuses the LFS objects the first
+//     uploaded.
 //   - the deadlines of every request (PB_HTTP_IDLE_MS, PB_HTTP_MIN_RATE, PB_HTTP_TOTAL_MS): the core's
-//     net::HttpCallClock (src/app/http_policy.h), which the native CLI's push runs too, so a Hub that accepts the
+//     net::HttpCallClock (src/net/http_policy.h), which the native CLI's push runs too, so a Hub that accepts the
 //     connection and never answers fails the call instead of hanging.
 //   - byte progress, abort, repo and branch creation, and errors as SafetensorsError (IoError / InvalidArgument).
 // The library is imported on first use, so loading the package never needs it (a bundled app passes it as `hub`).
 import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from '../errors.js';
 import { defaultEndpoint } from './hub.js';
 import { getModule } from '../init.js';
-import { LIMIT_OPTIONS, limitsText } from './range-client.js';
+import { KIND, LIMIT_OPTIONS, limitsText, transportKind } from './range-client.js';
 import { requireLocalFiles } from '../io/sources.js';
 
 const PIECE = 4 << 20; // bytes read from a file per step
@@ -359,7 +360,6 @@ function makeFetch({ baseFetch, upload, module, limits, signal, onUpload, log })
       throw error;
     }
     try {
-      const retries = clock.retries();
       let failures = 0;
       for (;;) {
         throwIfAborted(signal);
@@ -412,22 +412,28 @@ function makeFetch({ baseFetch, upload, module, limits, signal, onUpload, log })
           clearTimeout(timer);
           signal?.removeEventListener('abort', onAbort);
         }
-        const retryable = failure !== null || [408, 429, 500, 502, 503, 504].includes(response.status);
-        if (!retryable || isCommit || failures >= retries || expired?.total) {
+        // Whether and when to try again is the core's one retry decision (net/http_retry.h), as for every request.
+        if (failure === null && isCommit) return response;
+        const final = () => {
           if (failure instanceof SafetensorsError) throw failure;
-          if (failure) throw new SafetensorsError('IoError', `${method} ${href}: ${failure.cause?.message ?? failure.message}`, { cause: failure });
+          const text = failure?.cause?.message ?? failure?.message;
+          if (failure) throw new SafetensorsError('IoError', `${method} ${href}: ${text}`, { cause: failure });
           return response;
+        };
+        if (isCommit || expired?.total) return final();
+        const status = failure === null ? response.status : 0;
+        const kind = failure === null || expired ? KIND.broken : transportKind(failure);
+        const header = (name) => response?.headers.get(name) ?? null;
+        const decision = clock.decideRetry(Date.now(), status, kind, header('retry-after'), header('date'), failures);
+        if (!decision.retry) {
+          // a reason only comes with an answer (a Retry-After longer than allowed): said with its status
+          const reason = decision.reason;
+          if (reason) throw new SafetensorsError('IoError', `${method} ${href}: HTTP ${response.status} (${reason})`);
+          return final();
         }
+        const wait = decision.wait;
         failures += 1;
         if (sent) onUpload(hint.path, -sent);
-        let wait = Math.min(clock.backoffMaxMs(), clock.backoffMs() * 2 ** (failures - 1));
-        const after = response?.headers.get('Retry-After');
-        if (after !== null && after !== undefined && /^\d+$/.test(after)) wait = Math.min(clock.maxRetryAfterS(), Number(after)) * 1000;
-        if (!clock.canWait(Date.now(), wait)) {
-          if (failure instanceof SafetensorsError) throw failure;
-          if (failure) throw new SafetensorsError('IoError', `${method} ${href}: ${failure.cause?.message ?? failure.message}`, { cause: failure });
-          return response;
-        }
         log?.({ retry: failures, url: href, status: response?.status ?? null, error: failure?.message ?? null, wait });
         await sleep(wait, signal);
       }
@@ -438,7 +444,7 @@ function makeFetch({ baseFetch, upload, module, limits, signal, onUpload, log })
 }
 
 /** The library's HubApiError (or a fetch failure) as our error: `WHAT: <the Hub's message> (HTTP <status>)`, the
- * words the native CLI uses (app::HubErrorText). */
+ * words the native CLI uses (net::HubErrorText). */
 function hubError(error, what) {
   if (error instanceof SafetensorsError || error?.name === 'AbortError') return error;
   const status = error?.statusCode;

@@ -1,5 +1,5 @@
 // The `fetch` transport of the HTTP policy. Every rule (what to request, what an answer means, which failures are
-// retried and when, deadlines, redirects, the token's scope, the JSON cap) lives once in C++ (src/app/
+// retried and when, deadlines, redirects, the token's scope, the JSON cap) lives once in C++ (src/net/
 // http_policy.h) and runs here through the WASM module, as it runs natively behind libcurl: this file only sends
 // what the policy says, reports what came back, and keeps time.
 //
@@ -18,8 +18,8 @@ import { SafetensorsError, abortReason, errorFromHandle, throwIfAborted } from '
 import { concat } from '../handles.js';
 import { ModuleDiscarded } from '../module-guard.js';
 
-/** The policy's TransportError kinds (app/http_policy.h). */
-const KIND = { resolve: 0, connect: 1, broken: 2, tls: 3 };
+/** The retry decision's TransportError kinds (net/http_retry.h). */
+export const KIND = { resolve: 0, connect: 1, broken: 2, tls: 3 };
 
 /** The JS option names of the policy's limits: option → the PB_HTTP_* name the C++ side parses. */
 export const LIMIT_OPTIONS = {
@@ -48,7 +48,7 @@ export function limitsText(options) {
 const now = () => Date.now();
 
 /** Why a fetch or a body read was rejected, as the policy's kind (undici puts the system error in `cause`). */
-function transportKind(error) {
+export function transportKind(error) {
   const code = String(error?.cause?.code ?? error?.code ?? '');
   if (/^(ENOTFOUND|EAI_AGAIN|EAI_NONAME|EAI_FAIL)$/.test(code)) return KIND.resolve;
   if (/^(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|EADDRNOTAVAIL|ETIMEDOUT|UND_ERR_CONNECT_TIMEOUT)$/.test(code)) return KIND.connect;
@@ -84,7 +84,7 @@ function sleep(ms, signal) {
 /** The headers the policy reads, as "name\nvalue\n" pairs. */
 function headText(headers) {
   let text = '';
-  for (const name of ['content-range', 'content-length', 'content-encoding', 'etag', 'retry-after', 'x-error-message', 'location', 'x-repo-commit']) {
+  for (const name of ['content-range', 'content-length', 'content-encoding', 'etag', 'retry-after', 'date', 'x-error-message', 'location', 'x-repo-commit']) {
     const v = headers.get(name);
     if (v !== null) text += `${name}\n${v}\n`;
   }

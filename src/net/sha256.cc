@@ -1,8 +1,8 @@
-#include "app/sha256.h"
+#include "net/sha256.h"
 
 #include <cstring>
 
-namespace pb::app {
+namespace pb::net {
 namespace {
 
 constexpr uint32_t kK[64] = {
@@ -83,4 +83,4 @@ std::string Sha256Hex(std::span<const uint8_t> bytes) {
   return s.HexDigest();
 }
 
-}  // namespace pb::app
+}  // namespace pb::net

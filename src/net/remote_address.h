@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/result.h"
 
-namespace pb::app {
+namespace pb::net {
 
 inline constexpr std::string_view kDefaultHubEndpoint = "https://huggingface.co";
 
@@ -69,11 +69,8 @@ RemoteFile RemoteSelf(const RemoteAddress& address);
 // The last path segment of a file address (a URL's without its query): the name the file rules look at.
 std::string RemoteFileName(const RemoteAddress& address);
 
-// True when `address` names a model's folder or its index (inspect then reads every shard), not one file.
-bool NamesRemoteModel(const RemoteAddress& address);
-
 // The names of the files directly in a folder, from the Hub tree API's answer (a JSON array of
 // {type, path}); IoError naming `label` when it is not one.
 Result<std::vector<std::string>> ParseHubListing(std::string_view json_text, std::string_view label);
 
-}  // namespace pb::app
+}  // namespace pb::net

@@ -1,15 +1,14 @@
-#include "app/remote_address.h"
+#include "net/remote_address.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 
-#include "app/base_layout.h"
-#include "app/http_url.h"
 #include "core/json.h"
 #include "core/utf8.h"
+#include "net/http_url.h"
 
-namespace pb::app {
+namespace pb::net {
 namespace {
 
 Error Invalid(std::string message) { return MakeError(ErrorCode::InvalidArgument, std::move(message)); }
@@ -229,10 +228,6 @@ std::string RemoteFileName(const RemoteAddress& a) {
   return std::string(slash == std::string_view::npos ? (a.hub ? path : std::string_view()) : path.substr(slash + 1));
 }
 
-bool NamesRemoteModel(const RemoteAddress& address) {
-  return address.folder || IsModelIndexName(RemoteFileName(address));
-}
-
 Result<std::vector<std::string>> ParseHubListing(std::string_view json_text, std::string_view label) {
   auto bad = [&] { return MakeError(ErrorCode::IoError, "the file list of `" + std::string(label) + "` is not a JSON array of entries"); };
   auto parsed = ParseJson(json_text, "the tree listing");
@@ -250,4 +245,4 @@ Result<std::vector<std::string>> ParseHubListing(std::string_view json_text, std
   return names;
 }
 
-}  // namespace pb::app
+}  // namespace pb::net

@@ -11,7 +11,7 @@
 
 #include "core/result.h"
 
-namespace pb::app {
+namespace pb::net {
 
 struct HubCommitUrls {
   std::string create_repo;  // POST {name, organization, type}
@@ -76,4 +76,4 @@ Result<CommitAnswer> ParseCommitAnswer(std::string_view answer);
 // The Hub's error message in a failed answer's body ({"error": ...}) or X-Error-Message, else "HTTP <status>".
 std::string HubErrorText(int status, std::string_view body, std::string_view x_error_message);
 
-}  // namespace pb::app
+}  // namespace pb::net

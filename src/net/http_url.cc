@@ -1,4 +1,4 @@
-#include "app/http_url.h"
+#include "net/http_url.h"
 
 namespace pb::net {
 namespace {

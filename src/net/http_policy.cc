@@ -1,31 +1,15 @@
-#include "app/http_policy.h"
+#include "net/http_policy.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "app/http_url.h"
 #include "core/utf8.h"
+#include "net/http_url.h"
 
 namespace pb::net {
 namespace {
 
 Error Io(std::string message) { return MakeError(ErrorCode::IoError, std::move(message)); }
-
-std::optional<uint64_t> ParseU64(std::string_view s) {
-  if (s.empty() || s.size() > 19) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return v;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
-  return s;
-}
 
 bool IsRedirect(int status) { return status == 301 || status == 302 || status == 303 || status == 307 || status == 308; }
 
@@ -35,46 +19,6 @@ bool IsHttp(std::string_view url) {
 }
 
 }  // namespace
-
-const std::vector<std::string_view>& HttpLimitNames() {
-  static const std::vector<std::string_view> names = {
-      "PB_HTTP_RETRIES",  "PB_HTTP_BACKOFF_MS",     "PB_HTTP_IDLE_MS",       "PB_HTTP_TOTAL_MS",
-      "PB_HTTP_MIN_RATE", "PB_HTTP_RATE_WINDOW_MS", "PB_HTTP_MAX_REDIRECTS", "PB_HTTP_MAX_JSON_BYTES",
-      "PB_HTTP_MAX_ADAPTER_BYTES"};
-  return names;
-}
-
-Status SetHttpLimit(HttpLimits& limits, std::string_view name, std::string_view value) {
-  std::optional<uint64_t> v = ParseU64(Trim(value));
-  auto bad = [&](std::string_view what) {
-    return MakeError(ErrorCode::InvalidArgument, std::string(name) + " must be " + std::string(what) + ", got `" +
-                                                     std::string(value) + "`");
-  };
-  auto u32 = [&](uint32_t& field, uint64_t min) -> Status {
-    if (!v || *v < min || *v > 0xFFFF'FFFFu)
-      return bad(min == 0 ? "a whole number below 2^32" : "a whole number from 1 below 2^32");
-    field = static_cast<uint32_t>(*v);
-    return Status::Ok();
-  };
-  if (name == "PB_HTTP_RETRIES") return u32(limits.retries, 0);
-  if (name == "PB_HTTP_BACKOFF_MS") return u32(limits.backoff_ms, 0);
-  if (name == "PB_HTTP_IDLE_MS") return u32(limits.idle_ms, 1);
-  if (name == "PB_HTTP_TOTAL_MS") return u32(limits.total_ms, 1);
-  if (name == "PB_HTTP_MIN_RATE") return u32(limits.min_rate, 0);
-  if (name == "PB_HTTP_RATE_WINDOW_MS") return u32(limits.rate_window_ms, 1);
-  if (name == "PB_HTTP_MAX_REDIRECTS") return u32(limits.max_redirects, 0);
-  if (name == "PB_HTTP_MAX_JSON_BYTES") {
-    if (!v || *v == 0) return bad("a whole number from 1");
-    limits.max_json_bytes = *v;
-    return Status::Ok();
-  }
-  if (name == "PB_HTTP_MAX_ADAPTER_BYTES") {
-    if (!v || *v == 0) return bad("a whole number from 1");
-    limits.max_adapter_bytes = *v;
-    return Status::Ok();
-  }
-  return MakeError(ErrorCode::InvalidArgument, "unknown HTTP limit `" + std::string(name) + "`");
-}
 
 Result<HttpFilePolicy> HttpFilePolicy::Open(HttpTarget target, HttpLimits limits) {
   target.label = ClipForMessage(target.label, 1000);  // every message names it: a pasted megabyte stays out
@@ -171,8 +115,8 @@ HttpStep HttpFilePolicy::Next(int64_t now_ms) {
   return {.action = HttpAction::kSend, .request = std::move(request), .deadline_ms = Deadline()};
 }
 
-void HttpFilePolicy::Failure(int64_t now_ms, Error error, bool retryable, std::optional<uint64_t> retry_after_s,
-                             int status, bool progress_resets) {
+void HttpFilePolicy::Failure(int64_t now_ms, Error error, const AttemptFailure& what, bool progress_resets) {
+  const int status = what.status;
   // An attempt that brought bytes starts the count afresh, unless it failed for being too slow: a server
   // trickling bytes would otherwise be retried until the read's deadline.
   if (attempt_progress_ && progress_resets) failures_ = 0;
@@ -189,15 +133,14 @@ void HttpFilePolicy::Failure(int64_t now_ms, Error error, bool retryable, std::o
     from_landed_ = false;
     return;
   }
-  if (!retryable || failures_ >= limits_.retries || (retry_after_s && *retry_after_s > limits_.max_retry_after_s))
-    return Fail(std::move(error), status);
-  ++failures_;
-  uint64_t wait = retry_after_s ? *retry_after_s * 1000
-                                : std::min<uint64_t>(static_cast<uint64_t>(limits_.backoff_ms) << std::min(failures_ - 1, 30u),
-                                                     limits_.backoff_max_ms);
   // A wait that would end past the read's deadline is not started: the read fails now, with this error.
-  if (now_ms + static_cast<int64_t>(wait) >= read_deadline_) return Fail(std::move(error), status);
-  wait_until_ = now_ms + static_cast<int64_t>(wait);
+  RetryDecision decision = DecideRetry(limits_, what, failures_, read_deadline_ - now_ms);
+  if (!decision.retry()) {
+    if (!decision.reason.empty()) error.message += " (" + decision.reason + ")";
+    return Fail(std::move(error), status);
+  }
+  ++failures_;
+  wait_until_ = now_ms + static_cast<int64_t>(decision.wait_ms);
 }
 
 bool HttpFilePolicy::CheckRedirectTarget(const std::string& url, std::string_view how) {
@@ -219,10 +162,7 @@ void HttpFilePolicy::HttpError(int64_t now_ms, const HttpHead& head) {
   std::string message = "cannot " + Verb() + " `" + t_.label + "`: HTTP " + std::to_string(status);
   if (head.error_message && !head.error_message->empty()) message += ": " + ClipForMessage(*head.error_message);  // server text, clipped
   if ((status == 401 || status == 403) && !sent_token_) message += " (no token was sent)";
-  bool retryable = status >= 500 || status == 429 || status == 408;
-  std::optional<uint64_t> after;
-  if (retryable && head.retry_after) after = ParseU64(Trim(*head.retry_after));
-  Failure(now_ms, Io(std::move(message)), retryable, after, status);
+  Failure(now_ms, Io(std::move(message)), {.status = status, .retry_after = head.retry_after, .date = head.date});
 }
 
 // Pins the first answer's ETag and size; a later answer with others means the file changed.
@@ -261,7 +201,7 @@ void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
   int status = head.status;
   if (IsRedirect(status)) {
     if (!head.location) return Fail(Io("cannot open `" + t_.label + "`: HTTP " + std::to_string(status) + " without a Location"));
-    std::optional<std::string> next = ResolveUrl(request_url_, Trim(*head.location));
+    std::optional<std::string> next = ResolveUrl(request_url_, TrimHeaderValue(*head.location));
     if (!next || !CheckRedirectTarget(*next, "redirected to")) {
       if (!error_) Fail(Io("cannot open `" + t_.label + "`: unusable redirect Location `" + ClipForMessage(*head.location) + "`"));
       return;
@@ -283,7 +223,7 @@ void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
   uint64_t stop = Stop();
   if (status == 416) {
     std::string range = head.content_range.value_or("");
-    auto total = range.starts_with("bytes */") ? ParseU64(std::string_view(range).substr(8)) : std::nullopt;
+    auto total = range.starts_with("bytes */") ? ParseDecimal(std::string_view(range).substr(8)) : std::nullopt;
     if (!total) return HttpError(now_ms, head);
     phase_ = Phase::kNone;
     Pin(head, total);  // the size is known now: Next() sees the read ends there
@@ -297,14 +237,14 @@ void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
       std::string_view v = std::string_view(range).substr(6);
       size_t dash = v.find('-'), slash = v.find('/');
       if (dash != std::string_view::npos && slash != std::string_view::npos && dash < slash) {
-        a = ParseU64(v.substr(0, dash));
-        b = ParseU64(v.substr(dash + 1, slash - dash - 1));
+        a = ParseDecimal(v.substr(0, dash));
+        b = ParseDecimal(v.substr(dash + 1, slash - dash - 1));
         std::string_view tail = v.substr(slash + 1);
-        total = tail == "*" ? std::optional<uint64_t>() : ParseU64(tail);
+        total = tail == "*" ? std::optional<uint64_t>() : ParseDecimal(tail);
         ok = a && b && (tail == "*" || total);
       }
     }
-    std::optional<uint64_t> length = head.content_length ? ParseU64(Trim(*head.content_length)) : std::nullopt;
+    std::optional<uint64_t> length = head.content_length ? ParseHttpDecimal(*head.content_length) : std::nullopt;
     if (!ok || *a != pos_ || *b >= stop || *b < pos_ || (head.content_length && (!length || *length != *b - pos_ + 1)))
       return Fail(Io("cannot read `" + t_.label + "`: wrong Content-Range `" + range + "` in answer to bytes=" +
                      std::to_string(pos_) + "-" + (stop == kUnbounded ? "" : std::to_string(stop - 1))));
@@ -318,7 +258,7 @@ void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
     // The whole file from byte 0 (the server ignored Range). Its length is the file's unless it is compressed.
     std::optional<uint64_t> size;
     if (head.content_length && (!head.content_encoding || *head.content_encoding == "identity"))
-      size = ParseU64(Trim(*head.content_length));
+      size = ParseHttpDecimal(*head.content_length);
     if (!Pin(head, size)) return;
     if (!landed.empty()) file_->landed_url = landed;
     phase_ = Phase::kBody;
@@ -364,7 +304,7 @@ void HttpFilePolicy::OnBodyEnd(int64_t now_ms) {
   if (body_pos_ < body_end_)
     return Failure(now_ms, Io("cannot read `" + t_.label + "`: the connection closed at byte " +
                                   std::to_string(body_pos_) + " of " + std::to_string(body_end_)),
-                   true);
+                   {});
   phase_ = Phase::kNone;  // that answer is used up: Next() asks for the rest
 }
 
@@ -373,17 +313,16 @@ void HttpFilePolicy::OnTransportError(int64_t now_ms, TransportError kind) {
   if (phase_ == Phase::kBody && body_end_ != kUnbounded && kind == TransportError::kBroken)
     return OnBodyEnd(now_ms);  // the same failure as a body cut short, with the same message
   std::string what;
-  bool retryable = true;
   switch (kind) {
     // The host named: an address's own is not in its label (hf://… resolves at HF_ENDPOINT, a redirect leaves it).
     case TransportError::kResolve: what = "the host name `" + UrlHost(request_url_) + "` did not resolve"; break;
     case TransportError::kConnect: what = "could not connect to `" + UrlHost(request_url_) + "`"; break;
     case TransportError::kBroken: what = "the connection broke"; break;
-    case TransportError::kTls: what = "the TLS handshake or certificate check failed"; retryable = false; break;
-    case TransportError::kBadScheme: what = "the URL's scheme is not supported"; retryable = false; break;
+    case TransportError::kTls: what = "the TLS handshake or certificate check failed"; break;
+    case TransportError::kBadScheme: what = "the URL's scheme is not supported"; break;
   }
   if (phase_ == Phase::kBody) what += " at byte " + std::to_string(body_pos_);
-  Failure(now_ms, Io("cannot " + Verb() + " `" + t_.label + "`: " + what), retryable);
+  Failure(now_ms, Io("cannot " + Verb() + " `" + t_.label + "`: " + what), {.transport = kind});
 }
 
 void HttpFilePolicy::OnTimer(int64_t now_ms) {
@@ -395,7 +334,7 @@ void HttpFilePolicy::OnTimer(int64_t now_ms) {
     std::string what = phase_ == Phase::kHead ? "no answer" : "no data at byte " + std::to_string(body_pos_);
     return Failure(now_ms, Io("cannot " + Verb() + " `" + t_.label + "`: " + what + " for " +
                                   std::to_string(limits_.idle_ms) + " ms (PB_HTTP_IDLE_MS)"),
-                   true);
+                   {});
   }
   if (phase_ == Phase::kBody && limits_.min_rate > 0 && now_ms >= window_start_ + limits_.rate_window_ms) {
     uint64_t elapsed = static_cast<uint64_t>(now_ms - window_start_);
@@ -403,7 +342,7 @@ void HttpFilePolicy::OnTimer(int64_t now_ms) {
       return Failure(now_ms, Io("cannot read `" + t_.label + "`: slower than " + std::to_string(limits_.min_rate) +
                                     " B/s for " + std::to_string(limits_.rate_window_ms) +
                                     " ms at byte " + std::to_string(body_pos_) + " (PB_HTTP_MIN_RATE)"),
-                     true, std::nullopt, 0, /*progress_resets=*/false);
+                     {}, /*progress_resets=*/false);
     window_start_ = now_ms;
     window_bytes_ = 0;
   }

@@ -17,9 +17,10 @@
 //     kFail: drop any open body; step.error is the read's error
 //
 // Policy (defaults in HttpLimits, each configurable; docs/remote.md lists them):
-//  - retried, with exponential backoff (or the server's Retry-After, up to a cap) and resumption at the byte
-//    reached: connection failures, 5xx, 408, 429, truncated bodies, an idle connection, a rate below the minimum;
-//  - never retried: other 4xx, a Content-Range that does not answer the Range sent, an ETag or size that changes,
+//  - retried as the one retry decision says (net/http_retry.h: which statuses and failures, the backoff, the
+//    server's Retry-After), resuming at the byte reached: connection failures, 408, 429, 500, 502, 503, 504,
+//    truncated bodies, an idle connection, a rate below the minimum;
+//  - never retried: other statuses, a Content-Range that does not answer the Range sent, an ETag or size that changes,
 //    more redirects than the cap, a redirect to a non-HTTP(S) URL or to one with user info, a body over the cap;
 //  - URLs with user info, and non-HTTP(S) URLs, are refused before any request;
 //  - the token goes to the token origin only (the Hub endpoint's), on every hop: never after a redirect elsewhere;
@@ -28,7 +29,6 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,33 +37,10 @@
 
 #include "core/error.h"
 #include "core/result.h"
+#include "net/http_limits.h"
+#include "net/http_retry.h"
 
 namespace pb::net {
-
-inline constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
-
-struct HttpLimits {
-  uint32_t retries = 5;                      // PB_HTTP_RETRIES: failed attempts in a row retried (an attempt that
-                                             // brought bytes resets the count, unless it was too slow)
-  uint32_t backoff_ms = 250;                 // PB_HTTP_BACKOFF_MS: the first wait, doubled after each failure...
-  uint32_t backoff_max_ms = 8000;            // ...up to this
-  uint32_t max_retry_after_s = 10;           // a Retry-After longer than this fails at once instead of waiting
-  uint32_t idle_ms = 10'000;                 // PB_HTTP_IDLE_MS: no answer, or no byte, for this long (as
-                                             // huggingface_hub's HF_HUB_DOWNLOAD_TIMEOUT)
-  uint32_t total_ms = 600'000;               // PB_HTTP_TOTAL_MS: one read, every attempt and wait included
-  uint32_t min_rate = 1024;                  // PB_HTTP_MIN_RATE: bytes/s a flowing body must average per window
-  uint32_t rate_window_ms = 30'000;          // PB_HTTP_RATE_WINDOW_MS
-  uint32_t max_redirects = 10;               // PB_HTTP_MAX_REDIRECTS
-  uint64_t max_json_bytes = 64ull << 20;     // PB_HTTP_MAX_JSON_BYTES: a JSON file (index, config) read whole
-  uint64_t max_adapter_bytes = 2ull << 30;   // PB_HTTP_MAX_ADAPTER_BYTES: an adapter's weights, which the CLIs
-                                             // read whole (a base model is never read whole)
-};
-
-// The environment variables (and WASM option names) that set HttpLimits, in the order documented.
-const std::vector<std::string_view>& HttpLimitNames();
-
-// Sets the limit called `name` (one of HttpLimitNames()) from its decimal text; InvalidArgument otherwise.
-Status SetHttpLimit(HttpLimits& limits, std::string_view name, std::string_view value);
 
 enum class HttpAction : uint8_t { kSend, kRead, kWait, kDone, kFail };
 
@@ -83,7 +60,7 @@ struct HttpStep {
 // The headers of one answer the policy looks at (absent ones as std::nullopt).
 struct HttpHead {
   int status = 0;
-  std::optional<std::string> content_range, content_length, content_encoding, etag, retry_after, error_message,
+  std::optional<std::string> content_range, content_length, content_encoding, etag, retry_after, date, error_message,
       location, repo_commit;
   // The URL that answered when the transport followed redirects itself (a browser's fetch); "" otherwise.
   std::string final_url;
@@ -94,14 +71,6 @@ struct HttpHead {
 struct BodySlice {
   uint64_t skip = 0;
   uint64_t take = 0;
-};
-
-enum class TransportError : uint8_t {
-  kResolve,     // the host name did not resolve
-  kConnect,     // no connection (refused, unreachable, connect timeout)
-  kBroken,      // the connection failed after it was made (reset, closed early, protocol error)
-  kTls,         // TLS handshake or certificate failure: not retried
-  kBadScheme,   // the transport refused the URL's scheme: not retried
 };
 
 struct HttpTarget {
@@ -185,8 +154,7 @@ class HttpFilePolicy {
   std::string Verb() const { return file_->answered ? "read" : "open"; }
   void Fail(Error error, int status = 0);
   // A failure of the attempt in flight: retried after a backoff if the policy allows, else the read's error.
-  void Failure(int64_t now_ms, Error error, bool retryable, std::optional<uint64_t> retry_after_s = std::nullopt,
-               int status = 0, bool progress_resets = true);
+  void Failure(int64_t now_ms, Error error, const AttemptFailure& what, bool progress_resets = true);
   void HttpError(int64_t now_ms, const HttpHead& head);
   bool Pin(const HttpHead& head, std::optional<uint64_t> size);
   std::string CapText() const;  // which cap a whole read is held to, for its message
@@ -223,8 +191,8 @@ class HttpFilePolicy {
 // or of the JS API waits forever: per attempt, nothing sent or received for idle_ms fails it (`no answer` once the
 // request is sent and its answer has not begun); once bytes flow either way, each rate window must bring min_rate
 // bytes/s; the call, every attempt and backoff wait included, ends by total_ms. Whether a failed attempt is retried
-// is the caller's rule (a push never retries its commit). Sans I/O, as HttpFilePolicy: the transport passes the
-// time, reports progress, and asks Expired() when deadline_ms() passes.
+// is DecideRetry's answer, which every call but a push's commit asks (the commit is never retried). Sans I/O, as
+// HttpFilePolicy: the transport passes the time, reports progress, and asks Expired() when deadline_ms() passes.
 class HttpCallClock {
  public:
   // Starts the call: `what` names it in errors (`POST https://…/preupload/main`).
@@ -240,8 +208,11 @@ class HttpCallClock {
   // The attempt's error once one of its deadlines passed (IoError naming the limit), else nullopt; `total` tells
   // whether it was the call's own deadline (no attempt may follow).
   std::optional<Error> Expired(int64_t now_ms, bool* total = nullptr);
-  // Whether a wait of `ms` before another attempt ends before the call's deadline.
-  bool CanWait(int64_t now_ms, int64_t ms) const { return now_ms + ms < call_deadline_; }
+  // Whether and when to try again after a failed attempt, `failures` attempts having failed before it: the one
+  // retry decision (net/http_retry.h), against this call's limits and deadline.
+  RetryDecision DecideRetry(int64_t now_ms, const AttemptFailure& what, uint32_t failures) const {
+    return net::DecideRetry(limits_, what, failures, call_deadline_ - now_ms);
+  }
   const HttpLimits& limits() const { return limits_; }
 
  private:

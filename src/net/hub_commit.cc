@@ -1,10 +1,10 @@
-#include "app/hub_commit.h"
+#include "net/hub_commit.h"
 
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
 
-namespace pb::app {
+namespace pb::net {
 namespace {
 
 using nlohmann::json;
@@ -166,4 +166,4 @@ std::string HubErrorText(int status, std::string_view body, std::string_view x_e
   return message + " (HTTP " + std::to_string(status) + ")";
 }
 
-}  // namespace pb::app
+}  // namespace pb::net

@@ -7,7 +7,7 @@
 #include <span>
 #include <string>
 
-namespace pb::app {
+namespace pb::net {
 
 class Sha256 {
  public:
@@ -26,4 +26,4 @@ class Sha256 {
 
 std::string Sha256Hex(std::span<const uint8_t> bytes);
 
-}  // namespace pb::app
+}  // namespace pb::net
