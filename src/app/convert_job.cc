@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
 
 #include "app/report.h"
 #include "kernels/convert.h"
@@ -190,7 +189,7 @@ Status ConvertJob::SupplyTensor(std::span<const uint8_t> bytes) {
   read_done_ += bytes.size();
   out_len_ = (carry_len_ + bytes.size()) / in_size * out_size;
   if (out_len_ > out_capacity_) {
-    out_.reset(new (std::nothrow) uint8_t[out_len_]);
+    out_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, (out_len_ + 4095) / 4096 * 4096)));
     out_capacity_ = out_ ? out_len_ : 0;
     if (!out_)
       return MakeError(ErrorCode::IoError, "out of memory: cannot reserve " + std::to_string(out_len_) + " bytes");

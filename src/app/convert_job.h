@@ -10,6 +10,7 @@
 // In input order the reads go forward through IN (a stream serves them); reference order needs random access.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,9 +84,13 @@ class ConvertJob final : public job::Job, private ReaderEvents {
   bool asked_read_ = false;  // the last step was a read
   bool write_pending_ = false, progress_pending_ = false;
   uint64_t write_at_ = 0;
-  // The converted bytes of the last supply. Allocated without throwing: a heap that cannot hold them (WASM's)
-  // fails the supply with IoError instead of ending the process.
-  std::unique_ptr<uint8_t[]> out_;
+  // The converted bytes of the last supply, page-aligned. Allocated with aligned_alloc, as the WASM handles'
+  // buffers are (wasm/handle.h): in WASM, operator new and malloc end the module when the heap is full, and
+  // aligned_alloc returns null, so a heap that cannot hold the bytes fails the supply with IoError.
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> out_;
   size_t out_capacity_ = 0, out_len_ = 0;
   uint8_t carry_[8] = {};     // a source element split across two supplies
   size_t carry_len_ = 0;
