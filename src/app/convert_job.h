@@ -24,8 +24,9 @@
 
 namespace pb::app {
 
-// The largest read the job asks for: bounds its memory whatever the tensor size.
-inline constexpr uint64_t kConvertReadPiece = 4 << 20;
+// The largest read the job asks for: bounds its memory whatever the tensor size (8 MiB: the JS window, so the
+// npm CLI reads as much per call as it did before the job; docs/benchmarks.md).
+inline constexpr uint64_t kConvertReadPiece = 8 << 20;
 
 struct ConvertOptions {
   Dtype target = Dtype::BF16;

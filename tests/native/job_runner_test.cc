@@ -61,8 +61,8 @@ Bytes Expected(const Bytes& file, TensorOrder order) {
 TEST(JobRunner, ForwardedAndWrittenRangesLandWhereTheJobSays) {
   const fs::path dir = fs::temp_directory_path() / ("pb-job-runner-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  // Tensors over one read piece (4 MiB), so forwards and reads both span several of the executor's buffers.
-  const Bytes file = Interleaved(5, (5 << 20) + 4);
+  // Tensors over one read piece (8 MiB), so reads take several pieces and forwards are larger than a piece.
+  const Bytes file = Interleaved(5, (9 << 20) + 4);
   WriteFile(dir / "in.safetensors", file);
   for (const char* order : {"reference", "input"}) {
     const fs::path out = dir / "out.safetensors";

@@ -82,6 +82,15 @@ function supply(job, bytes) {
  */
 export async function run(job, inputs, sink, { signal, onProgress, onMessage } = {}) {
   const reads = inputs.map(reader);
+  // One write stays in flight while the next bytes are read: reading and writing overlap, as a pulled stream's
+  // do. Writes still start in order, each once the one before it has finished.
+  let inflight = null;
+  const write = async (output, at, bytes, forwarded) => {
+    if (inflight) await inflight;
+    throwIfAborted(signal); // nothing starts after an abort
+    inflight = Promise.resolve(sink.write(output, at, bytes, forwarded));
+    inflight.catch(() => {}); // awaited before the next write, the commit or the abort
+  };
   try {
     for (;;) {
       throwIfAborted(signal);
@@ -101,13 +110,13 @@ export async function run(job, inputs, sink, { signal, onProgress, onMessage } =
             const bytes = await raceAbort(reads[step.input](pos, Math.min(job.windowSize, step.end - pos)), signal);
             if (bytes.length === 0)
               throw new SafetensorsError('IoError', `source ended at byte ${pos}, inside a tensor`, { offset: pos });
-            await sink.write(step.output, step.at + (pos - step.begin), bytes, true);
+            await write(step.output, step.at + (pos - step.begin), bytes, true);
             pos += bytes.length;
           }
           break;
         case 'write':
           // A copy, taken before anything else calls into the module.
-          await sink.write(step.output, step.at, job.module.HEAPU8.slice(step.ptr, step.ptr + step.length));
+          await write(step.output, step.at, job.module.HEAPU8.slice(step.ptr, step.ptr + step.length));
           break;
         case 'message':
           await onMessage?.(step.text);
@@ -116,6 +125,7 @@ export async function run(job, inputs, sink, { signal, onProgress, onMessage } =
           onProgress?.({ input: step.input, done: step.done, total: step.total });
           break;
         case 'done':
+          if (inflight) await inflight;
           throwIfAborted(signal);
           await sink.commit?.();
           return;
@@ -124,6 +134,7 @@ export async function run(job, inputs, sink, { signal, onProgress, onMessage } =
       }
     }
   } catch (error) {
+    await inflight?.catch(() => {});
     await sink.abort?.(error);
     throw signal?.aborted ? abortReason(signal) : error;
   }
