@@ -1,4 +1,4 @@
-// WASM inspect of a header-heavy file: the API's path (the compact table, web/src/inspect.js
+// WASM inspect of a header-heavy file: the API's path (the compact table, web/src/ops/inspect.js
 // headerFromHandle) against the JSON path it replaced (RenderInspectJson, then JSON.parse: what the CLI's
 // --json still renders), each run in a fresh Node process so that the WASM heap's high-water mark is the run's
 // own. Prints the median wall time of RUNS runs and the peak WASM heap of each path.
@@ -14,7 +14,7 @@ const web = new URL('../web/src/', import.meta.url);
 if (child) {
   const pb = await import(new URL('node.js', web));
   const { getModule } = await import(new URL('init.js', web));
-  const { inspectRendered, headerFromJson } = await import(new URL('inspect.js', web));
+  const { inspectRendered, headerFromJson } = await import(new URL('ops/inspect.js', web));
   await pb.init();
   const module = await getModule();
   const bytes = readFileSync(file);

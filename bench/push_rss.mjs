@@ -1,4 +1,4 @@
-// Peak resident memory of pushToHub (web/src/push.js) pushing a large output to the local Hub stand-in, run in
+// Peak resident memory of pushToHub (web/src/remote/push.js) pushing a large output to the local Hub stand-in, run in
 // a separate process so that the stand-in's copy of the upload is not counted:
 //   node bench/push_rss.mjs [--size BYTES] [--source generated|file|cli] [--multipart-threshold BYTES]
 // generated: a deterministic generated stream (content: () => stream, size), replayed for the hash and the upload;

@@ -1,22 +1,26 @@
 cmake_minimum_required(VERSION 3.20)
 # The layers, checked (run by ctest as `layers`; cmake -DSOURCE_DIR=<repo> -P cmake/check_layers.cmake):
-#   core (format) <- kernels <- gguf <- convert, adapter <- merge <- app <- cli (native edge), wasm (JS edge)
+#   core (format) <- kernels <- gguf <- convert, adapter <- merge <- app <- cli (native edge), wasm (JS edge);
+#   linalg beside them, under compose; net (HTTP, URLs, Hub protocol) on core alone, under app.
+#   job (the step protocol, docs/jobs.md) depends on core alone; convert and every layer above it may use it.
 # Each folder below may include project headers only from the folders listed for it, so the dependency arrows
 # run one way and a back-arrow (core including kernels, adapter including merge...) fails the build's tests.
 # The sans-I/O folders may not include a header that reaches files, sockets, processes or the terminal.
 set(PB_LAYERS
   "linalg:linalg"
   "core:core"
+  "job:job,core"
   "kernels:kernels,core"
-  "convert:convert,kernels,core"
+  "convert:convert,job,kernels,core"
   "gguf:gguf,kernels,core"
   "adapter:adapter,gguf,kernels,core"
-  "merge:merge,adapter,gguf,kernels,core"
-  "compose:compose,linalg,adapter,gguf,kernels,core"
-  "app:app,compose,linalg,merge,adapter,gguf,convert,kernels,core"
-  "cli:cli,app,compose,linalg,merge,adapter,gguf,convert,kernels,core"
+  "merge:merge,job,adapter,gguf,kernels,core"
+  "compose:compose,job,linalg,adapter,gguf,kernels,core"
+  "net:net,core"
+  "app:app,job,net,compose,linalg,merge,adapter,gguf,convert,kernels,core"
+  "cli:cli,job,app,net,compose,linalg,merge,adapter,gguf,convert,kernels,core"
 )
-set(PB_WASM_ALLOWED app compose linalg merge adapter gguf convert kernels core)
+set(PB_WASM_ALLOWED app job net compose linalg merge adapter gguf convert kernels core)
 # Headers that do I/O. <cstdio> stays allowed for snprintf; its stream functions are caught by name below.
 set(PB_IO_HEADERS fstream iostream istream ostream filesystem unistd.h fcntl.h dirent.h termios.h poll.h
     netdb.h signal.h csignal curl/curl.h emscripten.h emscripten/bind.h)
@@ -77,6 +81,66 @@ foreach(folder IN LISTS folders)
     endif()
   endif()
 endforeach()
+
+# The README's layer list (between `<!-- layers -->` and `<!-- /layers -->`: "- `src/FOLDER/`...: USED, USED" or
+# "- `wasm/`...: app", `—` for none) must say what the table above says: every layer once, and what each may
+# include is exactly the layers its line names and everything those may include.
+file(READ ${SOURCE_DIR}/README.md readme)
+string(FIND "${readme}" "<!-- layers -->" list_begin)
+string(FIND "${readme}" "<!-- /layers -->" list_end)
+if(list_begin EQUAL -1 OR list_end LESS list_begin)
+  set(problems "${problems}\n  README.md has no layer list between <!-- layers --> and <!-- /layers -->")
+else()
+  math(EXPR list_length "${list_end} - ${list_begin}")
+  string(SUBSTRING "${readme}" ${list_begin} ${list_length} readme_list)
+  string(REGEX MATCHALL "\n- `(src/[a-z_]+|wasm)/`[^:\n]*:[^\n]*" readme_lines "${readme_list}")
+  set(readme_layers "")
+  foreach(line IN LISTS readme_lines)
+    string(REGEX REPLACE "^\n- `(src/)?([a-z_]+)/`.*$" "\\2" folder "${line}")
+    string(REGEX REPLACE "^[^:]*:(.*)$" "\\1" used "${line}")
+    string(REGEX MATCHALL "[a-z_]+" used "${used}")
+    list(APPEND readme_layers ${folder})
+    set(readme_uses_${folder} ${used})
+  endforeach()
+  # What the README says each layer may include: the transitive closure of its line.
+  function(readme_closure folder out)
+    set(seen "")
+    set(todo ${readme_uses_${folder}})
+    while(todo)
+      list(POP_FRONT todo next)
+      if(NOT next IN_LIST seen)
+        list(APPEND seen ${next})
+        list(APPEND todo ${readme_uses_${next}})
+      endif()
+    endwhile()
+    list(SORT seen)
+    set(${out} "${seen}" PARENT_SCOPE)
+  endfunction()
+  set(table_layers "")
+  string(REPLACE ";" "," wasm_allowed "wasm;${PB_WASM_ALLOWED}")
+  foreach(layer IN LISTS PB_LAYERS ITEMS "wasm:${wasm_allowed}")
+    string(REPLACE ":" ";" parts "${layer}")
+    list(GET parts 0 folder)
+    list(GET parts 1 allowed)
+    string(REPLACE "," ";" allowed "${allowed}")
+    list(REMOVE_ITEM allowed ${folder})
+    list(SORT allowed)
+    list(APPEND table_layers ${folder})
+    if(NOT folder IN_LIST readme_layers)
+      set(problems "${problems}\n  README.md's layer list has no line for ${folder}/")
+      continue()
+    endif()
+    readme_closure(${folder} said)
+    if(NOT "${said}" STREQUAL "${allowed}")
+      set(problems "${problems}\n  README.md's layer list lets ${folder}/ use (${said}); the layer table: (${allowed})")
+    endif()
+  endforeach()
+  foreach(folder IN LISTS readme_layers)
+    if(NOT folder IN_LIST table_layers)
+      set(problems "${problems}\n  README.md's layer list names ${folder}/, which is not in the layer table")
+    endif()
+  endforeach()
+endif()
 
 if(problems)
   message(FATAL_ERROR "layer violations:${problems}")

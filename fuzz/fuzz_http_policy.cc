@@ -1,4 +1,4 @@
-// libFuzzer target for the HTTP policy (src/app/http_policy.h) and the URL rules it uses (http_url.h): a
+// libFuzzer target for the HTTP policy (src/net/http_policy.h) and the URL rules it uses (http_url.h): a
 // hostile or broken server, played from the fuzz input against the state machine both CLIs and the JS API use.
 //
 // Input: part 0 = the target URL, part 1 = the token origin (optional), part 2 = a script of bytes. The script
@@ -20,10 +20,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "app/http_policy.h"
-#include "app/http_url.h"
 #include "fuzz_input.h"
 #include "json_mutator.h"
+#include "net/http_policy.h"
+#include "net/http_url.h"
 
 namespace {
 

@@ -37,7 +37,6 @@
 #include "app/command_line.h"
 #include "app/input_hint.h"
 #include "app/push_target.h"
-#include "convert/convert_stream.h"
 #include "core/reader.h"
 #include "app/report.h"
 #include "core/writer.h"
@@ -185,112 +184,6 @@ class Writer : public Handle {
   std::optional<StreamingWriter> writer_;
 };
 
-std::optional<Dtype> ParseTarget(const std::string& dtype) { return ParseDtype(dtype); }
-
-// StreamingConverter: the source file's bytes in, the converted file out, input order.
-class StreamConverter : public Handle {
- public:
-  StreamConverter(const std::string& target, double total_size) {
-    auto dtype = ParseTarget(target);
-    if (!dtype) {
-      Fail(MakeError(ErrorCode::UnsupportedDtype, "unknown target dtype " + target));
-      return;
-    }
-    converter_ = std::make_unique<StreamingConverter>(*dtype, chunks_, ReaderOptions{KnownSize(total_size)});
-  }
-  bool ok() const { return converter_ != nullptr; }
-  bool feed(size_t n) {
-    auto bytes = Begin(n);
-    return bytes && converter_ && Check(converter_->Feed(*bytes));
-  }
-  bool finish() {
-    chunks_.Clear();
-    return converter_ && Check(converter_->Finish());
-  }
-  bool header_done() const { return converter_ && converter_->plan() != nullptr; }
-  std::string header_json() const { return header_done() ? RenderInspectJson(*converter_->header()) : ""; }
-  std::string header_summary_json() const { return header_done() ? RenderInspectSummaryJson(*converter_->header()) : ""; }
-  val header_table() { return header_done() ? HeaderTableView(*converter_->header(), table_) : val::null(); }
-  val header_json_view() const { return header_done() ? HeaderJsonView(*converter_->header()) : val::null(); }
-  std::string summary_text() const {
-    return header_done() ? RenderConvertText(*converter_->plan(), *converter_->header()) : "";
-  }
-  std::string summary_json() const {
-    return header_done() ? RenderConvertJson(*converter_->plan(), *converter_->header()) : "";
-  }
-  double output_size() const { return header_done() ? double(converter_->plan()->write.total_size()) : -1; }
-
- private:
-  std::unique_ptr<StreamingConverter> converter_;
-  std::vector<uint32_t> table_;
-};
-
-// Random-access conversion: the header is fed through a StreamingReader (with the file size, so every check
-// runs, coverage included); then the plan names the source range of every output tensor, the edge reads those
-// ranges (pread, Blob.slice…) and pushes their bytes in plan order into TensorBytesConverter.
-class RangeConverter : public Handle, private ReaderEvents {
- public:
-  RangeConverter(const std::string& target, double total_size, const std::string& order)
-      : reader_(ReaderOptions{KnownSize(total_size)}) {
-    auto dtype = ParseTarget(target);
-    auto o = ParseOrder(order);
-    if (!dtype) Fail(MakeError(ErrorCode::UnsupportedDtype, "unknown target dtype " + target));
-    else if (!o) Fail(MakeError(ErrorCode::InvalidArgument, "order must be \"reference\" or \"input\""));
-    else { target_ = *dtype; order_ = *o; }
-  }
-  bool ok() const { return !error_.has_value(); }
-  double bytes_until_header() const { return double(reader_.bytes_until_header()); }
-  // Header bytes only; once the header is complete the plan is made and the output header emitted.
-  bool feed_header(size_t n) {
-    auto bytes = Begin(n);
-    if (!bytes || error_) return false;
-    if (!Check(reader_.Feed(*bytes, *this))) return false;
-    if (reader_.header_done() && !converter_) {
-      auto plan = PlanConversion(*reader_.header(), target_, order_);
-      if (!plan.ok()) return Fail(plan.error());
-      converter_ = std::make_unique<TensorBytesConverter>(std::move(plan.value()), chunks_);
-      return Check(converter_->Begin());
-    }
-    return true;
-  }
-  // The source stream ended before the header was complete: reports the reader's error.
-  bool finish_header() {
-    chunks_.Clear();
-    return Check(reader_.Finish(*this));
-  }
-  bool planned() const { return converter_ != nullptr; }
-  size_t range_count() const { return converter_ ? converter_->plan().source_tensor.size() : 0; }
-  // Absolute file offsets of planned tensor i's source bytes.
-  double range_begin(size_t i) const { return double(reader_.header()->data_start() + Source(i).begin); }
-  double range_end(size_t i) const { return double(reader_.header()->data_start() + Source(i).end); }
-  bool push(size_t n) {
-    auto bytes = Begin(n);
-    return bytes && converter_ && Check(converter_->Push(*bytes));
-  }
-  bool finish() {
-    chunks_.Clear();
-    return converter_ && Check(converter_->Finish());
-  }
-  std::string header_json() const { return reader_.header() ? RenderInspectJson(*reader_.header()) : ""; }
-  std::string header_summary_json() const { return reader_.header() ? RenderInspectSummaryJson(*reader_.header()) : ""; }
-  val header_table() { return reader_.header() ? HeaderTableView(*reader_.header(), table_) : val::null(); }
-  val header_json_view() const { return reader_.header() ? HeaderJsonView(*reader_.header()) : val::null(); }
-  std::string summary_text() const { return planned() ? RenderConvertText(converter_->plan(), *reader_.header()) : ""; }
-  std::string summary_json() const { return planned() ? RenderConvertJson(converter_->plan(), *reader_.header()) : ""; }
-  double output_size() const { return planned() ? double(converter_->plan().write.total_size()) : -1; }
-
- private:
-  std::vector<uint32_t> table_;
-  TensorInfo Source(size_t i) const { return reader_.header()->tensor(converter_->plan().source_tensor.at(i)); }
-  Status OnHeader(const Header&) override { return Status::Ok(); }
-  Status OnTensorData(size_t, uint64_t, std::span<const uint8_t>) override { return Status::Ok(); }
-
-  StreamingReader reader_;
-  Dtype target_ = Dtype::F32;
-  TensorOrder order_ = TensorOrder::kReference;
-  std::unique_ptr<TensorBytesConverter> converter_;
-};
-
 // Renders an error raised outside the core (a file that cannot be opened…) exactly as the core renders its
 // own. `error_json` is {"code","message","tensor","offset"}; an unknown code renders as IoError.
 Error ErrorFromJson(const std::string& error_json) {
@@ -377,38 +270,6 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .function("begin", &Writer::begin)
       .function("write", &Writer::write)
       .function("finish", &Writer::finish);
-  class_<StreamConverter, base<Handle>>("StreamConverter")
-      .constructor<std::string, double>()
-      .function("ok", &StreamConverter::ok)
-      .function("feed", &StreamConverter::feed)
-      .function("finish", &StreamConverter::finish)
-      .function("headerDone", &StreamConverter::header_done)
-      .function("headerJson", &StreamConverter::header_json)
-      .function("headerSummaryJson", &StreamConverter::header_summary_json)
-      .function("headerTable", &StreamConverter::header_table)
-      .function("headerJsonView", &StreamConverter::header_json_view)
-      .function("summaryText", &StreamConverter::summary_text)
-      .function("summaryJson", &StreamConverter::summary_json)
-      .function("outputSize", &StreamConverter::output_size);
-  class_<RangeConverter, base<Handle>>("RangeConverter")
-      .constructor<std::string, double, std::string>()
-      .function("ok", &RangeConverter::ok)
-      .function("bytesUntilHeader", &RangeConverter::bytes_until_header)
-      .function("feedHeader", &RangeConverter::feed_header)
-      .function("finishHeader", &RangeConverter::finish_header)
-      .function("planned", &RangeConverter::planned)
-      .function("rangeCount", &RangeConverter::range_count)
-      .function("rangeBegin", &RangeConverter::range_begin)
-      .function("rangeEnd", &RangeConverter::range_end)
-      .function("push", &RangeConverter::push)
-      .function("finish", &RangeConverter::finish)
-      .function("headerJson", &RangeConverter::header_json)
-      .function("headerSummaryJson", &RangeConverter::header_summary_json)
-      .function("headerTable", &RangeConverter::header_table)
-      .function("headerJsonView", &RangeConverter::header_json_view)
-      .function("summaryText", &RangeConverter::summary_text)
-      .function("summaryJson", &RangeConverter::summary_json)
-      .function("outputSize", &RangeConverter::output_size);
   function("renderError", &RenderError);
   function("explainInputError", &ExplainInputError);
   function("cliHelp", +[](const std::string& command) { return std::string(pb::CliHelp(command)); });

@@ -1,4 +1,5 @@
-// Embind layer over compose/lora_serving.h for the adapter cache (web/src/adapter-cache.js, docs/adapter-cache.md).
+// Embind layer over compose/lora_serving.h for the adapter cache (web/src/edge/adapter-cache.js,
+// docs/adapter-cache.md).
 // ServedAdapter: one registered adapter, read from its header (MergeIo's steps, then load()); resolve(name) says
 // which module a runtime means, its one byte span and its scaling; factors(n, name, dtype) turns the span's bytes
 // (in the window) into A and B in that dtype (output chunks: tensor 0 = A, tensor 1 = B).

@@ -1,6 +1,6 @@
 // A parsed header handed to JS as a compact table instead of JSON: rendering a 200,000-tensor header as JSON and
 // parsing it back took most of a second and tens of MB of heap (docs/benchmarks.md, "Header-heavy inspect"). JS builds
-// its tensor objects from the table (web/src/inspect.js, headerFromHandle) and the summary document
+// its tensor objects from the table (web/src/ops/inspect.js, headerFromHandle) and the summary document
 // (RenderInspectSummaryJson: sizes, metadata, parameter counts), so both paths give the same values.
 #pragma once
 
@@ -40,7 +40,7 @@ inline emscripten::val HeaderTableView(const Header& h, std::vector<uint32_t>& r
 }
 
 // The header JSON as read, as a Uint8Array view of the heap (valid until the next call into the module): the names
-// the table points into, so that JS can decode it once and cut the names out of it (web/src/inspect.js).
+// the table points into, so that JS can decode it once and cut the names out of it (web/src/ops/inspect.js).
 inline emscripten::val HeaderJsonView(const Header& h) {
   return emscripten::val(emscripten::typed_memory_view(h.json().size(), reinterpret_cast<const uint8_t*>(h.json().data())));
 }

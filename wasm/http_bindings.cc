@@ -1,5 +1,6 @@
-// Embind layer over the HTTP policy (app/http_policy.h) for web/src/range-client.js, which is only its `fetch`
-// transport. Thin: values cross as numbers and strings; a step comes back as a small JS object.
+// Embind layer over the HTTP policy (net/http_policy.h) for web/src/remote/range-client.js, which is only its `fetch`
+// transport, and over a push call's deadlines and retry decision (net/http_retry.h) for web/src/remote/push.js. Thin:
+// values cross as numbers and strings; a step comes back as a small JS object.
 //  - Times are the transport's clock in ms (performance.now() or Date.now()), sizes and offsets doubles (exact
 //    below 2^53); an end or cap of -1 means "unbounded" / "the default cap", a size of -1 "unknown".
 //  - Headers cross as one string of "name\nvalue\n" pairs (lower-case names), limits as "NAME=value\n" lines.
@@ -11,9 +12,9 @@
 #include <string_view>
 #include <utility>
 
-#include "app/http_policy.h"
-#include "app/http_url.h"
 #include "app/report.h"
+#include "net/http_policy.h"
+#include "net/http_url.h"
 
 namespace pb::wasm {
 namespace {
@@ -104,6 +105,7 @@ class HttpFile {
       else if (name == "content-encoding") head.content_encoding = value;
       else if (name == "etag") head.etag = value;
       else if (name == "retry-after") head.retry_after = value;
+      else if (name == "date") head.date = value;
       else if (name == "x-error-message") head.error_message = value;
       else if (name == "location") head.location = value;
       else if (name == "x-repo-commit") head.repo_commit = value;
@@ -142,7 +144,7 @@ class HttpFile {
   double skip_ = 0;
 };
 
-// The deadlines of one call that is not a file read (net::HttpCallClock), for web/src/push.js: the same limits
+// The deadlines of one call that is not a file read (net::HttpCallClock), for web/src/remote/push.js: the same limits
 // (PB_HTTP_* lines) and messages as the native CLI's push.
 class HttpCall {
  public:
@@ -165,11 +167,22 @@ class HttpCall {
     return e.has_value();
   }
   bool total() const { return total_; }
-  bool can_wait(double now, double ms) const { return clock_->CanWait(static_cast<int64_t>(now), static_cast<int64_t>(ms)); }
-  double retries() const { return clock_->limits().retries; }
-  double backoff_ms() const { return clock_->limits().backoff_ms; }
-  double backoff_max_ms() const { return clock_->limits().backoff_max_ms; }
-  double max_retry_after_s() const { return clock_->limits().max_retry_after_s; }
+  // The one retry decision (net/http_retry.h) after a failed attempt: `status` 0 for a failure without an answer,
+  // `kind` then the TransportError; `retry_after` / `date` the answer's headers (null when absent). Answers
+  // {retry, wait (ms), reason ("" or why it gives up, for the error's end)}.
+  val decide_retry(double now, int status, int kind, const val& retry_after, const val& date, double failures) const {
+    net::AttemptFailure what{.status = status,
+                             .transport = static_cast<net::TransportError>(std::clamp(kind, 0, 4))};
+    if (retry_after.isString()) what.retry_after = retry_after.as<std::string>();
+    if (date.isString()) what.date = date.as<std::string>();
+    const net::RetryDecision d =
+        clock_->DecideRetry(static_cast<int64_t>(now), what, static_cast<uint32_t>(std::max(0.0, failures)));
+    val out = val::object();
+    out.set("retry", d.retry());
+    out.set("wait", static_cast<double>(d.wait_ms));
+    out.set("reason", d.reason);
+    return out;
+  }
   double max_json_bytes() const { return static_cast<double>(clock_->limits().max_json_bytes); }
 
  private:
@@ -224,11 +237,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_http) {
       .function("deadline", &HttpCall::deadline)
       .function("expired", &HttpCall::expired)
       .function("total", &HttpCall::total)
-      .function("canWait", &HttpCall::can_wait)
-      .function("retries", &HttpCall::retries)
-      .function("backoffMs", &HttpCall::backoff_ms)
-      .function("backoffMaxMs", &HttpCall::backoff_max_ms)
-      .function("maxRetryAfterS", &HttpCall::max_retry_after_s)
+      .function("decideRetry", &HttpCall::decide_retry)
       .function("maxJsonBytes", &HttpCall::max_json_bytes);
   function("urlOrigin", &UrlOriginOf);
 }

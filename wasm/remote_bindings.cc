@@ -1,4 +1,4 @@
-// Embind layer over the rules of remote arguments (app/remote_address.h, app/base_layout.h) and the multi-file
+// Embind layer over the rules of remote arguments (net/remote_address.h, app/base_layout.h) and the multi-file
 // inspect report, for web/bin/peft-bridge.mjs: the npm CLI asks here what to fetch, as the native CLI does.
 // Failures come back as {ok: false, errorJson, errorText}.
 #include <emscripten/bind.h>
@@ -8,10 +8,10 @@
 
 #include "app/base_config_source.h"
 #include "app/base_layout.h"
-#include "app/remote_address.h"
 #include "app/report.h"
 #include "core/json.h"
 #include "failure_value.h"
+#include "net/remote_address.h"
 
 namespace pb::wasm {
 namespace {
@@ -29,7 +29,7 @@ std::vector<std::string> Names(const std::string& json_text) {
 
 // {ok, folder, model (inspect reads every shard), label, url, fileName}
 val ParseRemote(const std::string& arg, const std::string& endpoint) {
-  auto a = app::ParseRemoteAddress(arg, endpoint);
+  auto a = net::ParseRemoteAddress(arg, endpoint);
   if (!a.ok()) return FailureValue(a.error());
   val r = val::object();
   r.set("ok", true);
@@ -37,13 +37,13 @@ val ParseRemote(const std::string& arg, const std::string& endpoint) {
   r.set("model", app::NamesRemoteModel(a.value()));
   r.set("label", a->label);
   r.set("url", a->url);
-  r.set("fileName", app::RemoteFileName(a.value()));
+  r.set("fileName", net::RemoteFileName(a.value()));
   return r;
 }
 
-// {ok, url, label} of `arg` as one file (app::RemoteFileAddress).
+// {ok, url, label} of `arg` as one file (net::RemoteFileAddress).
 val FileAddress(const std::string& arg, const std::string& endpoint) {
-  auto f = app::RemoteFileAddress(arg, endpoint);
+  auto f = net::RemoteFileAddress(arg, endpoint);
   if (!f.ok()) return FailureValue(f.error());
   val r = val::object();
   r.set("ok", true);
@@ -54,10 +54,10 @@ val FileAddress(const std::string& arg, const std::string& endpoint) {
 
 // {url, label} of `name` in (or beside) the address `arg`; `commit` "" for none.
 val Entry(const std::string& arg, const std::string& endpoint, const std::string& name, const std::string& commit) {
-  auto a = app::ParseRemoteAddress(arg, endpoint);
+  auto a = net::ParseRemoteAddress(arg, endpoint);
   val r = val::object();
   if (!a.ok()) return FailureValue(a.error());
-  app::RemoteFile f = app::RemoteEntry(a.value(), name, commit.empty() ? std::nullopt : std::optional<std::string>(commit));
+  net::RemoteFile f = net::RemoteEntry(a.value(), name, commit.empty() ? std::nullopt : std::optional<std::string>(commit));
   r.set("ok", true);
   r.set("url", f.url);
   r.set("label", f.label);
@@ -66,7 +66,7 @@ val Entry(const std::string& arg, const std::string& endpoint, const std::string
 
 // {ok, names: [..]} (as JSON text) of a Hub tree listing.
 val Listing(const std::string& text, const std::string& label) {
-  auto names = app::ParseHubListing(text, label);
+  auto names = net::ParseHubListing(text, label);
   if (!names.ok()) return FailureValue(names.error());
   Json list = Json::array();
   for (const auto& n : names.value()) list.push_back(n);
@@ -107,7 +107,7 @@ std::string RenderFiles(const std::string& files_json, bool json) {
 // What a merge reads of the remote base `arg` (app::ChooseRemoteBase), `listing_json` the names of its folder:
 // {ok, index: name | null, single, config: 'none' | 'listed' | 'maybe', listing: [{name, kind}] (JSON text)}.
 val RemoteBase(const std::string& arg, const std::string& endpoint, const std::string& listing_json) {
-  auto a = app::ParseRemoteAddress(arg, endpoint);
+  auto a = net::ParseRemoteAddress(arg, endpoint);
   if (!a.ok()) return FailureValue(a.error());
   std::vector<std::string> names = Names(listing_json);
   auto files = app::ChooseRemoteBase(a.value(), names);

@@ -26,17 +26,8 @@
 // MAX_RANK, MAX_RESPONSE_MB, MAX_ACTIVE, SLOT_WAIT_MS, RESPONSE_DEADLINE_MS, STALL_MS.
 import { DurableObject } from 'cloudflare:workers';
 import wasmModule from 'peft-bridge/peft_bridge_wasm.wasm';
-import {
-  createAdapterCache,
-  init,
-  inOwnRequest,
-  openRemote,
-  SafetensorsError,
-  translateAdapter,
-  workerEndpoint,
-  workerErrorStatus,
-  workerHubAccess,
-} from 'peft-bridge';
+import { init, openRemote, SafetensorsError, translateAdapter } from 'peft-bridge';
+import { createAdapterCache, inOwnRequest, workerEndpoint, workerErrorStatus, workerHubAccess } from 'peft-bridge/edge';
 
 /** The registry: one SQLite-backed object holds every entry, so all isolates and regions see one list. */
 export class AdapterRegistry extends DurableObject {
@@ -290,7 +281,7 @@ async function servePeft(env, parts, file, url, request) {
 // RESPONSE_DEADLINE_MS, nor than STALL_MS while the client reads nothing (a client that never reads would hold it
 // forever), nor once the client has gone: then the body is ended with an error and the slot released.
 // A waiting request polls a timer of its own: woken by the request that releases a slot, it would run (and fetch)
-// in that request's context, which workerd ends with it (see inOwnRequest in web/src/adapter-cache.js).
+// in that request's context, which workerd ends with it (see inOwnRequest in web/src/edge/adapter-cache.js).
 let active = 0;
 
 /** A slot ({release()}), or null when none came free within SLOT_WAIT_MS (or the client left meanwhile). */

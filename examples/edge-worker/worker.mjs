@@ -15,7 +15,8 @@
 // (secret, required with HF_TOKEN): the worker's token is used only for requests carrying
 // `Authorization: Bearer <ACCESS_SECRET>`; another bearer value is the caller's own Hub token; none is anonymous.
 import wasmModule from 'peft-bridge/peft_bridge_wasm.wasm';
-import { init, mergeRemoteIndex, mergeRemoteShard, planRemote, SafetensorsError, workerErrorStatus, workerHubAccess } from 'peft-bridge';
+import { init, mergeRemoteIndex, mergeRemoteShard, planRemote, SafetensorsError } from 'peft-bridge';
+import { workerErrorStatus, workerHubAccess } from 'peft-bridge/edge';
 
 export default {
   async fetch(request, env) {

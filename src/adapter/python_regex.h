@@ -108,6 +108,14 @@ class RegexWorkLimit {
   RegexWorkLimit* outer_;
 };
 
+// The NFA simulation one read of an adapter may take (a RegexWorkLimit of this many steps): a fixed 2^22 steps
+// (0.1 s natively), far above what a small adapter's patterns need, plus 16 steps per byte of the names the patterns
+// are matched against. Matching is linear in a name's length (each character moves the few live threads of the
+// patterns PEFT users write), so a real adapter's work grows with its names and the allowance grows with it: size
+// alone never refuses an adapter (89,088 MoE tensor names against `.*\.(gate_proj|up_proj|down_proj)$`), while a
+// hostile config, whose cost grows with its pattern count instead, still ends in a precise error in bounded time.
+constexpr uint64_t RegexStepsFor(uint64_t name_bytes) { return (uint64_t{1} << 22) + 16 * name_bytes; }
+
 // InvalidConfig naming the construct and its position when the pattern is malformed, uses syntax outside
 // the subset above, or exceeds a limit. The pattern is echoed at most 200 bytes long.
 Result<PythonRegex> CompilePythonRegex(std::string_view pattern);

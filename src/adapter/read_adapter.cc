@@ -50,16 +50,6 @@ Result<AdapterFormat> DetectFormat(const Header& header, const std::optional<std
 
 namespace {
 
-// The NFA simulation one read may take (RegexWorkLimit): a fixed 2^22 steps (0.1 s natively), far above what a
-// small adapter's patterns need, plus 16 steps per byte of the tensor names the patterns are matched against.
-// Matching is linear in a name's length (each character moves the few live threads of the patterns PEFT users
-// write), so a real adapter's work grows with its names and the allowance grows with it: size alone never
-// refuses an adapter (89,088 MoE tensor names against `.*\.(gate_proj|up_proj|down_proj)$`), while a hostile
-// config, whose cost grows with its pattern count instead, still ends in a precise error in bounded time.
-constexpr uint64_t kRegexStepsPerRead = uint64_t{1} << 22;
-constexpr uint64_t kRegexStepsPerNameByte = 16;
-uint64_t RegexStepsFor(uint64_t name_bytes) { return kRegexStepsPerRead + kRegexStepsPerNameByte * name_bytes; }
-
 Result<ReadResult> ReadAs(AdapterFormat format, ReadState& state) {
   switch (format) {
     case AdapterFormat::kPeft: return internal::ReadPeft(state);

@@ -21,9 +21,9 @@ std::string HubAddress(const AdapterBaseModel& base) {
 }
 
 // The config.json a remote --base-config (or the adapter's Hub base) names.
-Result<RemoteFile> RemoteConfig(std::string_view address, std::string_view endpoint) {
-  PB_ASSIGN_OR_RETURN(auto a, ParseRemoteAddress(address, endpoint));
-  return a.folder ? RemoteEntry(a, "config.json") : RemoteSelf(a);
+Result<net::RemoteFile> RemoteConfig(std::string_view address, std::string_view endpoint) {
+  PB_ASSIGN_OR_RETURN(auto a, net::ParseRemoteAddress(address, endpoint));
+  return a.folder ? net::RemoteEntry(a, "config.json") : net::RemoteSelf(a);
 }
 
 }  // namespace
@@ -49,7 +49,7 @@ std::string LocalBaseConfigPath(std::string_view name) {
 Result<BaseConfigChoice> ChooseBaseConfig(const BaseConfigFacts& facts) {
   BaseConfigChoice choice;
   if (facts.flag) {
-    if (IsRemoteArgument(*facts.flag)) {
+    if (net::IsRemoteArgument(*facts.flag)) {
       PB_ASSIGN_OR_RETURN(choice.remote, RemoteConfig(*facts.flag, facts.endpoint));
       choice.kind = BaseConfigChoice::Kind::kRemote;
     } else {

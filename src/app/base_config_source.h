@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "app/remote_address.h"
 #include "core/result.h"
+#include "net/remote_address.h"
 
 namespace pb::app {
 
@@ -31,18 +31,18 @@ std::optional<AdapterBaseModel> AdapterBaseModelOf(std::string_view adapter_conf
 std::string LocalBaseConfigPath(std::string_view name);
 
 struct BaseConfigFacts {
-  std::optional<std::string> flag;              // --base-config as given
-  std::optional<AdapterBaseModel> base;         // from the adapter's config
-  bool local_config_exists = false;             // LocalBaseConfigPath(base->name) is a regular file
-  bool adapter_remote = false;                  // the adapter is read from a remote address
-  std::string endpoint{kDefaultHubEndpoint};    // HF_ENDPOINT
+  std::optional<std::string> flag;                 // --base-config as given
+  std::optional<AdapterBaseModel> base;            // from the adapter's config
+  bool local_config_exists = false;                // LocalBaseConfigPath(base->name) is a regular file
+  bool adapter_remote = false;                     // the adapter is read from a remote address
+  std::string endpoint{net::kDefaultHubEndpoint};  // HF_ENDPOINT
 };
 
 struct BaseConfigChoice {
   enum class Kind { kNone, kLocal, kRemote };
   Kind kind = Kind::kNone;
-  std::string path;                   // kLocal: the file to read
-  RemoteFile remote;                  // kRemote
+  std::string path;        // kLocal: the file to read
+  net::RemoteFile remote;  // kRemote
   // How the output says where the config came from when the user did not name it ("" when --base-config did).
   std::string note;
   // kNone: appended to every refusal that needs the config (head counts, the architecture).

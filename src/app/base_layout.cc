@@ -18,7 +18,7 @@ Result<std::string> ChooseBaseFile(std::string_view dir, std::span<const std::st
   return MakeError(ErrorCode::IoError, std::move(message));
 }
 
-Result<RemoteBaseFiles> ChooseRemoteBase(const RemoteAddress& address, std::span<const std::string> listing) {
+Result<RemoteBaseFiles> ChooseRemoteBase(const net::RemoteAddress& address, std::span<const std::string> listing) {
   RemoteBaseFiles files;
   if (address.folder) {
     PB_ASSIGN_OR_RETURN(auto first, ChooseBaseFile(address.label, listing));
@@ -29,7 +29,7 @@ Result<RemoteBaseFiles> ChooseRemoteBase(const RemoteAddress& address, std::span
     for (const auto& name : listing) files.listing.push_back({name, EntryKind::kFile});
     return files;
   }
-  std::string name = RemoteFileName(address);
+  std::string name = net::RemoteFileName(address);
   if (IsModelIndexName(name)) files.index = std::move(name);
   else if (name.ends_with(".safetensors")) files.single = std::move(name);
   else
@@ -41,5 +41,9 @@ Result<RemoteBaseFiles> ChooseRemoteBase(const RemoteAddress& address, std::span
 }
 
 bool IsModelIndexName(std::string_view name) { return name.ends_with(".safetensors.index.json"); }
+
+bool NamesRemoteModel(const net::RemoteAddress& address) {
+  return address.folder || IsModelIndexName(net::RemoteFileName(address));
+}
 
 }  // namespace pb::app

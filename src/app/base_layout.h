@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "app/base_extras.h"
-#include "app/remote_address.h"
 #include "core/result.h"
+#include "net/remote_address.h"
 
 namespace pb::app {
 
@@ -23,6 +23,9 @@ Result<std::string> ChooseBaseFile(std::string_view dir, std::span<const std::st
 // True for the name of a sharded model's index (model.safetensors.index.json, and the same file under another
 // model name, as diffusers' diffusion_pytorch_model.safetensors.index.json).
 bool IsModelIndexName(std::string_view name);
+
+// True when `address` names a model's folder or its index (inspect then reads every shard), not one file.
+bool NamesRemoteModel(const net::RemoteAddress& address);
 
 // What a merge reads of a remote base (`--base hf://owner/repo[/folder]`, or the URL of a .safetensors file or of
 // an index), in the order both CLIs read it:
@@ -43,6 +46,6 @@ struct RemoteBaseFiles {
 
 // `listing`: the folder's file names (ignored for a file address). IoError as ChooseBaseFile for a folder with
 // no model; InvalidArgument for a file address that is neither a .safetensors file nor an index.
-Result<RemoteBaseFiles> ChooseRemoteBase(const RemoteAddress& address, std::span<const std::string> listing);
+Result<RemoteBaseFiles> ChooseRemoteBase(const net::RemoteAddress& address, std::span<const std::string> listing);
 
 }  // namespace pb::app

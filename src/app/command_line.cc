@@ -6,16 +6,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/base_layout.h"
 #include "app/combine_args.h"
 #include "app/create_report.h"
 #include "app/extract_report.h"
 #include "app/push_target.h"
-#include "app/base_layout.h"
-#include "app/remote_address.h"
 #include "app/report.h"
 #include "core/json.h"
 #include "core/utf8.h"
 #include "merge/quantize_plan.h"
+#include "net/remote_address.h"
 
 namespace pb::app {
 namespace {
@@ -404,8 +404,8 @@ bool ConvertWritesModelFolder(const CommandLine& line, bool in_is_directory) {
   if (line.Has("quantize") || in_is_directory) return true;
   const std::string& in = line.positional.at(0);
   std::string_view name = std::string_view(in).substr(in.rfind('/') == std::string::npos ? 0 : in.rfind('/') + 1);
-  if (IsRemoteArgument(in)) {
-    auto address = ParseRemoteAddress(in, "");
+  if (net::IsRemoteArgument(in)) {
+    auto address = net::ParseRemoteAddress(in, "");
     return address.ok() && NamesRemoteModel(address.value());
   }
   return IsModelIndexName(name);

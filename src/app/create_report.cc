@@ -4,9 +4,9 @@
 
 #include "adapter/naming_tables.h"
 #include "adapter/python_json.h"
-#include "app/remote_address.h"
 #include "app/push_target.h"
 #include "app/size_text.h"
+#include "net/remote_address.h"
 
 namespace pb::app {
 namespace {

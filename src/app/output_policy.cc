@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "app/remote_address.h"
+#include "net/remote_address.h"
 
 namespace pb::app {
 namespace {
@@ -82,7 +82,7 @@ bool IsOwnTemporary(std::string_view name) {
 std::vector<NamedInput> NamedInputs(const CommandLine& line) {
   std::vector<NamedInput> named;
   auto add = [&](const std::string& label, const std::string& path) {
-    if (!IsRemoteArgument(path)) named.push_back({label, path});
+    if (!net::IsRemoteArgument(path)) named.push_back({label, path});
   };
   const std::string& c = line.command;
   if (c == "convert" && !line.positional.empty()) add("IN", line.positional[0]);

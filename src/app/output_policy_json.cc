@@ -36,23 +36,20 @@ Result<json> Parse(const std::string& text) {
 
 }  // namespace
 
-Result<std::string> PlanOutputJson(const std::string& request) {
+Result<OutputPolicyRequest> ParseOutputPolicyRequest(const std::string& request) {
   PB_ASSIGN_OR_RETURN(auto parsed, Parse(request));
   const json& j = parsed;
-  std::vector<InputFact> inputs;
+  OutputPolicyRequest r;
   if (j.contains("inputs") && j["inputs"].is_array())
     for (const auto& i : j["inputs"]) {
       InputFact in{Str(i, "label"), Str(i, "path"), Str(i, "real"), Str(i, "entry"), Str(i, "id"), Flag(i, "directory"),
                    std::nullopt, Str(i, "withinPath")};
       if (i.is_object() && i.contains("within") && i["within"].is_string()) in.within = i["within"].get<std::string>();
-      inputs.push_back(std::move(in));
+      r.inputs.push_back(std::move(in));
     }
-  OutputFlags flags{Flag(j, "force"), Flag(j, "followLinks")};
-  const std::string command = Str(j, "command");
-  OutputPlan plan;
-  if (!j.contains("out") || !j["out"].is_object()) {
-    PB_RETURN_IF_ERROR(CheckInputLinks(command, inputs, flags));
-  } else {
+  r.flags = OutputFlags{Flag(j, "force"), Flag(j, "followLinks")};
+  r.command = Str(j, "command");
+  if (j.contains("out") && j["out"].is_object()) {
     const json& o = j["out"];
     OutputRequest out;
     out.label = Str(o, "label");
@@ -61,16 +58,32 @@ Result<std::string> PlanOutputJson(const std::string& request) {
     out.exists = Flag(o, "exists");
     out.single_file = Flag(o, "singleFile");
     if (o.contains("listing") && o["listing"].is_array())
-      for (const auto& e : o["listing"]) out.listing.push_back({Str(e, "name"), KindOf(Str(e, "kind")), Str(e, "id"), Str(e, "targetId")});
+      for (const auto& e : o["listing"])
+        out.listing.push_back({Str(e, "name"), KindOf(Str(e, "kind")), Str(e, "id"), Str(e, "targetId")});
     if (o.contains("writes") && o["writes"].is_array())
       for (const auto& w : o["writes"])
         if (w.is_string()) out.writes.push_back(w.get<std::string>());
-    PB_ASSIGN_OR_RETURN(auto planned, PlanOutput(command, inputs, out, flags));
-    plan = std::move(planned);
+    r.out = std::move(out);
   }
+  return r;
+}
+
+std::string RenderOutputPlanJson(const OutputPlan& plan) {
   return json{{"commit", Names(plan.commit)}, {"replace", Names(plan.replace)}, {"remove", Names(plan.remove)},
               {"stale", Names(plan.stale)}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<std::string> PlanOutputJson(const std::string& request) {
+  PB_ASSIGN_OR_RETURN(auto r, ParseOutputPolicyRequest(request));
+  OutputPlan plan;
+  if (!r.out) {
+    PB_RETURN_IF_ERROR(CheckInputLinks(r.command, r.inputs, r.flags));
+  } else {
+    PB_ASSIGN_OR_RETURN(auto planned, PlanOutput(r.command, r.inputs, *r.out, r.flags));
+    plan = std::move(planned);
+  }
+  return RenderOutputPlanJson(plan);
 }
 
 CommandLine CommandLineFromJson(const std::string& line_json) {

@@ -2,7 +2,9 @@
 // module decides with the same code as the native CLI (app/output_policy.h).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "app/base_extras.h"
 #include "app/output_policy.h"
@@ -15,6 +17,17 @@ namespace pb::app {
 // With "out": null only the input links are checked. Returns the plan as
 // {"commit":[...],"replace":[...],"remove":[...],"stale":[...]} (all empty without "out"), or the policy's refusal.
 Result<std::string> PlanOutputJson(const std::string& request);
+
+// The request above, parsed (what PlanOutputJson decides on; jobs take it as their output check).
+struct OutputPolicyRequest {
+  std::string command;
+  std::vector<InputFact> inputs;
+  std::optional<OutputRequest> out;
+  OutputFlags flags;
+};
+Result<OutputPolicyRequest> ParseOutputPolicyRequest(const std::string& request);
+// A plan as PlanOutputJson returns it.
+std::string RenderOutputPlanJson(const OutputPlan& plan);
 
 // A command line as the npm CLI's parseCommandLine gives it ({command, positional, options: {name: [values]}});
 // anything else reads as an empty line.

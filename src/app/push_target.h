@@ -1,7 +1,7 @@
 // `--push-to OWNER/REPO[@BRANCH]` (merge, translate, combine, extract, create): the grammar, its messages and the
 // summary printed after a push, written once for both CLIs. Both write the outputs as without the option, then
-// push the files they wrote: the npm CLI with pushToHub (web/src/push.js, over @huggingface/hub), the native CLI
-// with the same requests (src/cli/push_command.cc, over app/hub_commit.h). Sans-I/O, like the rest of app/.
+// push the files they wrote: the npm CLI with pushToHub (web/src/remote/push.js, over @huggingface/hub), the native CLI
+// with the same requests (src/cli/push_command.cc, over net/hub_commit.h). Sans-I/O, like the rest of app/.
 #pragma once
 
 #include <cstdint>

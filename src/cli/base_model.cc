@@ -9,13 +9,13 @@
 #include <span>
 
 #include "app/base_layout.h"
-#include "app/http_policy.h"
-#include "app/remote_address.h"
 #include "cli/adapter_dir.h"
 #include "cli/file_io.h"
 #include "cli/http_source.h"
 #include "cli/input_facts.h"
 #include "cli/local_model.h"
+#include "net/http_policy.h"
+#include "net/remote_address.h"
 
 namespace pb::cli {
 namespace {
@@ -90,11 +90,11 @@ Status CheckIndex(const BaseModel& base) {
 
 Result<BaseModel> OpenRemoteBase(const std::string& given) {
   PB_ASSIGN_OR_RETURN(auto address, ParseRemote(given));
-  const app::RemoteAddress& a = address;
+  const net::RemoteAddress& a = address;
   std::vector<std::string> names;
   if (a.folder) {
-    PB_ASSIGN_OR_RETURN(auto listing, ReadRemoteWhole(app::RemoteSelf(a), WholeCap::kJson));
-    PB_ASSIGN_OR_RETURN(names, app::ParseHubListing(std::string(listing.bytes.begin(), listing.bytes.end()), a.label));
+    PB_ASSIGN_OR_RETURN(auto listing, ReadRemoteWhole(net::RemoteSelf(a), WholeCap::kJson));
+    PB_ASSIGN_OR_RETURN(names, net::ParseHubListing(std::string(listing.bytes.begin(), listing.bytes.end()), a.label));
   }
   PB_ASSIGN_OR_RETURN(auto files, app::ChooseRemoteBase(a, names));
   BaseModel base;
@@ -102,7 +102,7 @@ Result<BaseModel> OpenRemoteBase(const std::string& given) {
   base.is_directory = a.folder;
   base.listing = std::move(files.listing);
   if (files.index) {
-    PB_ASSIGN_OR_RETURN(auto text, ReadRemoteWhole(app::RemoteEntry(a, *files.index), WholeCap::kJson));
+    PB_ASSIGN_OR_RETURN(auto text, ReadRemoteWhole(net::RemoteEntry(a, *files.index), WholeCap::kJson));
     PB_ASSIGN_OR_RETURN(auto index, merge::ParseModelIndex(std::string(text.bytes.begin(), text.bytes.end())));
     base.shard_names = index.shard_names;
     base.index = std::move(index);
@@ -112,7 +112,7 @@ Result<BaseModel> OpenRemoteBase(const std::string& given) {
   }
   if (files.config != app::RemoteBaseFiles::Config::kNone) {
     int status = 0;
-    auto text = ReadRemoteWhole(app::RemoteEntry(a, "config.json", base.commit), WholeCap::kJson, &status);
+    auto text = ReadRemoteWhole(net::RemoteEntry(a, "config.json", base.commit), WholeCap::kJson, &status);
     if (text.ok()) {
       base.config = std::string(text->bytes.begin(), text->bytes.end());
       if (!base.commit) base.commit = text->commit;
@@ -121,7 +121,7 @@ Result<BaseModel> OpenRemoteBase(const std::string& given) {
     }
   }
   for (const auto& name : base.shard_names) {
-    auto reader = RemoteReader::Open(app::RemoteEntry(a, name, base.commit));
+    auto reader = RemoteReader::Open(net::RemoteEntry(a, name, base.commit));
     if (!reader.ok()) return InShard(name, reader.error());
     auto header = reader->ReadHeader();
     if (!header.ok()) return InShard(name, header.error());
@@ -187,7 +187,7 @@ Status CopyBaseFile(const BaseModel& base, const std::string& name, ByteSink& si
   auto write = [&](std::span<const uint8_t> bytes) -> Status { return sink.Write(bytes); };
   if (base.remote) {
     PB_ASSIGN_OR_RETURN(auto address, ParseRemote(base.given));
-    PB_ASSIGN_OR_RETURN(auto reader, RemoteReader::Open(app::RemoteEntry(address, name, base.commit)));
+    PB_ASSIGN_OR_RETURN(auto reader, RemoteReader::Open(net::RemoteEntry(address, name, base.commit)));
     return reader.Stream(0, net::kUnbounded, write);
   }
   PB_ASSIGN_OR_RETURN(auto in, InputFile::Open(Join(base.dir, name)));

@@ -1,85 +1,45 @@
-#include <algorithm>
+// `convert IN OUT`: the command's sequence is app::ConvertJob's; here IN is opened, the output policy's facts are
+// gathered, and the job runs on the native executor (cli/job_runner.h).
 #include <cstdio>
 
+#include "app/convert_job.h"
 #include "cli/commands.h"
 #include "cli/file_io.h"
 #include "cli/input_facts.h"
+#include "cli/job_runner.h"
 #include "cli/output_transaction.h"
 #include "cli/stderr_progress.h"
-#include "app/output_policy.h"
-#include "app/cli_text.h"
-#include "convert/convert_stream.h"
-#include "app/report.h"
 #include "cli/text_output.h"
 
 namespace pb::cli {
-namespace {
-
-constexpr size_t kReadChunk = 4 << 20;
-
-// Streams every planned tensor's source bytes, in plan order, through the converter.
-// Progress counts the bytes of IN read: the header, then each tensor's.
-Status ConvertFile(const InputFile& in, const Header& header, ConversionPlan plan, ByteSink& sink, StderrProgress& progress) {
-  uint64_t done = header.data_start();
-  TensorBytesConverter converter(std::move(plan), sink);
-  PB_RETURN_IF_ERROR(converter.Begin());
-  std::vector<uint8_t> buffer(kReadChunk);
-  for (size_t src : converter.plan().source_tensor) {
-    TensorInfo t = header.tensor(src);
-    uint64_t pos = header.data_start() + t.begin, end = header.data_start() + t.end;
-    while (pos < end) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, end - pos));
-      PB_RETURN_IF_ERROR(in.ReadAt(pos, std::span<uint8_t>(buffer.data(), n)));
-      PB_RETURN_IF_ERROR(converter.Push(std::span<const uint8_t>(buffer.data(), n)));
-      pos += n;
-      done += n;
-      progress.Update(done);
-    }
-  }
-  return converter.Finish();
-}
-
-}  // namespace
 
 int RunConvert(const app::CommandLine& line) {
   const bool json = line.Has("json");
-  const std::optional<Dtype> dtype = app::ParseFloatDtypeName(*line.Value("dtype"));  // checked by the grammar
-  const TensorOrder order = line.Value("order") == "input" ? TensorOrder::kInput : TensorOrder::kReference;
-  const std::vector<std::string>& positional = line.positional;
+  const std::string& in_path = line.positional[0];
+  const std::string& out_path = line.positional[1];
+  auto fail = [&](const Error& e) {
+    return ReportFailure(ExplainInput(e, in_path, app::InputRole::kTensorFile), json);
+  };
+  auto in = InputFile::Open(in_path);
+  if (!in.ok()) return fail(in.error());
 
-  auto fail = [&](const Error& e) { return ReportFailure(e, json); };
-  auto in = InputFile::Open(positional[0]);
-  if (!in.ok()) return fail(ExplainInput(in.error(), positional[0], app::InputRole::kTensorFile));
-  // OUT may replace a file, never IN (whatever the path: a hard link, a path through a link to IN's directory).
-  std::vector<app::InputFact> inputs{FileFact("IN", positional[0], std::nullopt)};
-  AddNamedInputFacts(line, inputs);
-  auto output = app::PlanOutput("convert", inputs, DescribeOutputFile(positional[1]), app::OutputFlags{});
-  if (!output.ok()) return fail(output.error());
-  auto header = in->ReadHeader();
-  if (!header.ok()) return fail(ExplainInput(header.error(), positional[0], app::InputRole::kTensorFile));
-  auto plan = PlanConversion(header.value(), *dtype, order);
-  if (!plan.ok()) return fail(plan.error());
-  // The text is the plan, told before the work starts; the JSON, one document, comes once the output is in place.
-  const bool quiet = line.Has("quiet");
-  if (!json && !quiet) {
-    std::string text = RenderConvertText(plan.value(), header.value());
-    WriteText(stdout, text);
-    std::fflush(stdout);
-  }
-  std::string summary = json ? RenderConvertJson(plan.value(), header.value()) : "";
-  auto transaction = OutputTransaction::ForFile(positional[1], std::move(output.value()));
-  auto out = transaction->Add(DescribeOutputFile(positional[1]).writes[0]);
-  if (!out.ok()) return fail(out.error());
-  StderrProgress progress(line, header->file_size());
-  progress.StartFile(positional[0].substr(positional[0].rfind('/') + 1), 0);  // the file name, not its path
-  Status status = ConvertFile(in.value(), header.value(), std::move(plan.value()), *out.value(), progress);
-  if (status.ok()) status = transaction->Commit();
-  if (!status.ok()) {
-    progress.Abandon();
-    return fail(status.error());  // the temporary file is removed when `transaction` goes away
-  }
-  progress.Finish();
-  WriteText(stdout, summary);
+  app::ConvertOptions options = app::ConvertOptionsFromLine(line, in->size());
+  std::vector<app::InputFact> facts{FileFact("IN", in_path, std::nullopt)};
+  AddNamedInputFacts(line, facts);
+  app::OutputRequest request = DescribeOutputFile(out_path);
+  const std::vector<std::string> names = request.writes;
+  options.output = app::ConvertOptions::OutputCheck{std::move(facts), std::move(request), app::OutputFlags{}};
+  app::ConvertJob job(std::move(options));
+
+  auto begin = [&]() -> Result<std::unique_ptr<OutputTransaction>> {
+    return OutputTransaction::ForFile(out_path, job.output_plan());  // the plan the job's policy check made
+  };
+  TransactionOutputs outputs(begin, names);
+  StderrProgress progress(line, in->size());
+  const JobInput inputs[] = {{&in.value(), in_path.substr(in_path.rfind('/') + 1)}};  // the file name, not its path
+  Status status = RunJob(job, inputs, outputs, progress);
+  if (!status.ok()) return fail(status.error());  // the temporary file is removed when `outputs` goes away
+  WriteText(stdout, job.summary());
   return 0;
 }
 

@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "app/http_policy.h"
-#include "app/http_url.h"
-#include "app/remote_address.h"
 #include "core/reader.h"
+#include "net/http_policy.h"
+#include "net/http_url.h"
+#include "net/remote_address.h"
 
 #ifndef PB_VERSION
 #define PB_VERSION "dev"
@@ -28,7 +28,7 @@
 namespace pb::cli {
 namespace {
 
-// The constants, messages and checks below mirror web/src/hub.js: both CLIs must agree byte for byte.
+// The constants, messages and checks below mirror web/src/remote/hub.js: both CLIs must agree byte for byte.
 constexpr uint64_t kFirstRange = 64 * 1024;  // nearly every header fits: one request is the usual cost
 constexpr uint64_t kRemotePiece = 64ull << 20;  // one request of a long read (RemoteReader::Stream)
 
@@ -81,6 +81,22 @@ std::string HubToken() {
 }
 
 // The PB_HTTP_* variables (docs/remote.md): both CLIs read the same ones and the policy checks them.
+net::TransportError CurlTransportError(int code) {
+  switch (static_cast<CURLcode>(code)) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY: return net::TransportError::kResolve;
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT: return net::TransportError::kConnect;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE: return net::TransportError::kTls;
+    case CURLE_UNSUPPORTED_PROTOCOL: return net::TransportError::kBadScheme;
+    default: return net::TransportError::kBroken;
+  }
+}
+
 Result<net::HttpLimits> LimitsFromEnv() {
   net::HttpLimits limits;
   for (std::string_view name : net::HttpLimitNames()) {
@@ -91,7 +107,7 @@ Result<net::HttpLimits> LimitsFromEnv() {
   return limits;
 }
 
-// libcurl as a transport of the policy (app/http_policy.h): it sends what Next() says, without following
+// libcurl as a transport of the policy (net/http_policy.h): it sends what Next() says, without following
 // redirects (the policy follows them, scoping the token per hop as the JS transport does), and reports heads,
 // body chunks, ends, failures and deadlines. It reads with the multi interface so that the policy's deadlines are
 // kept to the millisecond rather than curl's once-a-second progress calls. One transport keeps its connection
@@ -172,6 +188,7 @@ class CurlTransport {
       else if (name == "content-encoding") t.head.content_encoding = value;
       else if (name == "etag") t.head.etag = value;
       else if (name == "retry-after") t.head.retry_after = value;
+      else if (name == "date") t.head.date = value;
       else if (name == "x-error-message") t.head.error_message = value;
       else if (name == "location") t.head.location = value;
       else if (name == "x-repo-commit") t.head.repo_commit = value;
@@ -195,22 +212,6 @@ class CurlTransport {
       return 0;  // enough (a server ignoring Range would send the whole file), or a failure
     }
     return n;
-  }
-
-  static net::TransportError Kind(CURLcode rc) {
-    switch (rc) {
-      case CURLE_COULDNT_RESOLVE_HOST:
-      case CURLE_COULDNT_RESOLVE_PROXY: return net::TransportError::kResolve;
-      case CURLE_COULDNT_CONNECT:
-      case CURLE_OPERATION_TIMEDOUT: return net::TransportError::kConnect;
-      case CURLE_SSL_CONNECT_ERROR:
-      case CURLE_PEER_FAILED_VERIFICATION:
-      case CURLE_SSL_CERTPROBLEM:
-      case CURLE_SSL_CIPHER:
-      case CURLE_SSL_CACERT_BADFILE: return net::TransportError::kTls;
-      case CURLE_UNSUPPORTED_PROTOCOL: return net::TransportError::kBadScheme;
-      default: return net::TransportError::kBroken;
-    }
   }
 
   void Perform(net::HttpFilePolicy& policy, const net::HttpStep& step, const Deliver& deliver, Status& delivered) {
@@ -256,7 +257,7 @@ class CurlTransport {
       if (!t.head_done) policy.OnTransportError(now, net::TransportError::kBroken);
       else policy.OnBodyEnd(now);
     } else {
-      policy.OnTransportError(now, Kind(*rc));
+      policy.OnTransportError(now, CurlTransportError(*rc));
     }
   }
 
@@ -274,22 +275,22 @@ class IgnoreEvents final : public ReaderEvents {
 
 }  // namespace
 
-bool IsRemoteAddress(const std::string& arg) { return app::IsRemoteArgument(arg); }
+bool IsRemoteAddress(const std::string& arg) { return net::IsRemoteArgument(arg); }
 
 std::string HubEndpoint() {
   std::string e = GetEnv("HF_ENDPOINT");
-  if (e.empty()) e = std::string(app::kDefaultHubEndpoint);
+  if (e.empty()) e = std::string(net::kDefaultHubEndpoint);
   while (!e.empty() && e.back() == '/') e.pop_back();
   return e;
 }
 
-Result<app::RemoteAddress> ParseRemote(const std::string& arg) { return app::ParseRemoteAddress(arg, HubEndpoint()); }
+Result<net::RemoteAddress> ParseRemote(const std::string& arg) { return net::ParseRemoteAddress(arg, HubEndpoint()); }
 
 namespace {
 
 // The policy for one file: the PB_HTTP_* limits, and the token for the Hub endpoint's origin only (the policy
 // checks every hop), never for another server.
-Result<net::HttpFilePolicy> OpenPolicy(const app::RemoteFile& file) {
+Result<net::HttpFilePolicy> OpenPolicy(const net::RemoteFile& file) {
   PB_ASSIGN_OR_RETURN(auto limits, LimitsFromEnv());
   return net::HttpFilePolicy::Open(
       {.url = file.url, .label = file.label, .token = HubToken(), .token_origin = net::UrlOrigin(HubEndpoint())},
@@ -298,12 +299,12 @@ Result<net::HttpFilePolicy> OpenPolicy(const app::RemoteFile& file) {
 
 }  // namespace
 
-Result<RemoteReader> RemoteReader::Open(const app::RemoteFile& file) {
+Result<RemoteReader> RemoteReader::Open(const net::RemoteFile& file) {
   PB_ASSIGN_OR_RETURN(auto policy, OpenPolicy(file));
   return RemoteReader(file, std::move(policy));
 }
 
-RemoteReader::RemoteReader(app::RemoteFile file, net::HttpFilePolicy policy)
+RemoteReader::RemoteReader(net::RemoteFile file, net::HttpFilePolicy policy)
     : file_(std::move(file)), policy_(std::make_unique<net::HttpFilePolicy>(std::move(policy))),
       transport_(std::make_unique<CurlTransport>()) {}
 RemoteReader::RemoteReader(RemoteReader&&) noexcept = default;
@@ -367,7 +368,7 @@ Result<Header> RemoteReader::ReadHeader() {
   return *reader.header();
 }
 
-Result<RemoteBytes> ReadRemoteWhole(const app::RemoteFile& file, WholeCap cap, int* failed_status) {
+Result<RemoteBytes> ReadRemoteWhole(const net::RemoteFile& file, WholeCap cap, int* failed_status) {
   PB_ASSIGN_OR_RETURN(auto reader, RemoteReader::Open(file));
   RemoteBytes out;
   auto deliver = [&](std::span<const uint8_t> bytes) {
@@ -384,10 +385,10 @@ Result<RemoteBytes> ReadRemoteWhole(const app::RemoteFile& file, WholeCap cap, i
 
 Result<Header> ReadRemoteHeader(const std::string& arg) {
   PB_ASSIGN_OR_RETURN(auto address, ParseRemote(arg));
-  return ReadRemoteHeader(app::RemoteSelf(address));
+  return ReadRemoteHeader(net::RemoteSelf(address));
 }
 
-Result<Header> ReadRemoteHeader(const app::RemoteFile& file) {
+Result<Header> ReadRemoteHeader(const net::RemoteFile& file) {
   PB_ASSIGN_OR_RETURN(auto reader, RemoteReader::Open(file));
   return reader.ReadHeader();
 }

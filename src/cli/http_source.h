@@ -1,6 +1,6 @@
 // Remote input for the native CLI: http(s) URLs and hf://owner/repo/path[@revision] Hub addresses, read with
 // libcurl by Range requests. Like file_io.h this is an edge: libcurl is only the transport of the HTTP policy
-// (app/http_policy.h: retries, deadlines, redirects, token scope), which the JS client (web/src/range-client.js)
+// (net/http_policy.h: retries, deadlines, redirects, token scope), which the JS client (web/src/remote/range-client.js)
 // drives too, so both CLIs make the same requests and print the same bytes; the bytes go to the core's
 // StreamingReader, so a remote header is validated exactly as a local file of the same size.
 #pragma once
@@ -12,12 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "app/remote_address.h"
 #include "core/header.h"
+#include "net/remote_address.h"
 
 namespace pb::net {
 class HttpFilePolicy;
 struct HttpLimits;
+enum class TransportError : uint8_t;
 }
 
 namespace pb::cli {
@@ -27,14 +28,17 @@ class CurlTransport;
 // True for an argument naming a remote file or folder: http://, https:// or hf://.
 bool IsRemoteAddress(const std::string& arg);
 
+// How a libcurl failure (a CURLcode) reads as the retry decision's TransportError, for every libcurl transport.
+net::TransportError CurlTransportError(int curl_code);
+
 // The HTTP policy's limits from the PB_HTTP_* variables (docs/remote.md), as both CLIs read them.
 Result<net::HttpLimits> LimitsFromEnv();
 // HF_ENDPOINT, else https://huggingface.co (without a trailing '/').
 std::string HubEndpoint();
 // HF_TOKEN, else the token file huggingface_hub writes (empty when there is none).
 std::string HubToken();
-// `arg` as app::ParseRemoteAddress reads it against HubEndpoint().
-Result<app::RemoteAddress> ParseRemote(const std::string& arg);
+// `arg` as net::ParseRemoteAddress reads it against HubEndpoint().
+Result<net::RemoteAddress> ParseRemote(const std::string& arg);
 
 struct RemoteBytes {
   std::vector<uint8_t> bytes;
@@ -43,7 +47,7 @@ struct RemoteBytes {
 enum class WholeCap { kJson, kAdapter };  // PB_HTTP_MAX_JSON_BYTES or PB_HTTP_MAX_ADAPTER_BYTES
 // A whole remote file, held to its cap. On failure `failed_status` (when given) gets the HTTP status it failed
 // with (404 for an absent file), 0 for none.
-Result<RemoteBytes> ReadRemoteWhole(const app::RemoteFile& file, WholeCap cap, int* failed_status = nullptr);
+Result<RemoteBytes> ReadRemoteWhole(const net::RemoteFile& file, WholeCap cap, int* failed_status = nullptr);
 
 // One remote file read by ranges under one policy: every read is held to the first answer's ETag and size, so a
 // file that changes between its header and its data fails instead of mixing two versions.
@@ -52,7 +56,7 @@ class RemoteReader {
   // Gets the bytes as they arrive; an error it returns ends the read with that error.
   using Deliver = std::function<Status(std::span<const uint8_t>)>;
 
-  static Result<RemoteReader> Open(const app::RemoteFile& file);
+  static Result<RemoteReader> Open(const net::RemoteFile& file);
   RemoteReader(RemoteReader&&) noexcept;
   ~RemoteReader();
 
@@ -69,8 +73,8 @@ class RemoteReader {
   int failed_status() const;                          // as ReadRemoteWhole's `failed_status`
 
  private:
-  RemoteReader(app::RemoteFile file, net::HttpFilePolicy policy);
-  app::RemoteFile file_;
+  RemoteReader(net::RemoteFile file, net::HttpFilePolicy policy);
+  net::RemoteFile file_;
   std::unique_ptr<net::HttpFilePolicy> policy_;
   std::unique_ptr<CurlTransport> transport_;
 };
@@ -81,6 +85,6 @@ class RemoteReader {
 // huggingface_hub writes) is sent as a Bearer token to that endpoint's origin only. The PB_HTTP_* variables set
 // the policy's limits (docs/remote.md).
 Result<Header> ReadRemoteHeader(const std::string& arg);
-Result<Header> ReadRemoteHeader(const app::RemoteFile& file);
+Result<Header> ReadRemoteHeader(const net::RemoteFile& file);
 
 }  // namespace pb::cli

@@ -1,6 +1,6 @@
 #include "cli/input_facts.h"
 
-#include "app/remote_address.h"
+#include "net/remote_address.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -95,7 +95,7 @@ app::InputFact FileFact(const std::string& label, const std::string& path, const
 
 void AddAdapterFacts(const std::string& label, const std::string& given, const std::string& weights_path,
                      std::vector<app::InputFact>& facts) {
-  if (app::IsRemoteArgument(given)) return;  // nothing local to alias or to leave by a link
+  if (net::IsRemoteArgument(given)) return;  // nothing local to alias or to leave by a link
   std::optional<std::string> folder;
   if (IsDirectory(given)) {
     facts.push_back(DirectoryFact(label, given));

@@ -20,6 +20,11 @@
 #include <thread>
 
 #include "adapter/python_json.h"
+#include "app/base_extras.h"
+#include "app/cli_text.h"
+#include "app/merge_report.h"
+#include "app/output_policy.h"
+#include "app/progress_text.h"
 #include "cli/adapter_dir.h"
 #include "cli/base_model.h"
 #include "cli/commands.h"
@@ -28,16 +33,11 @@
 #include "cli/naming_table_files.h"
 #include "cli/output_transaction.h"
 #include "cli/stderr_progress.h"
-#include "app/base_extras.h"
-#include "app/cli_text.h"
-#include "app/output_policy.h"
-#include "app/progress_text.h"
-#include "app/remote_address.h"
-#include "merge/merge_engine.h"
-#include "merge/quantize_plan.h"
-#include "app/merge_report.h"
-#include "merge/model_index.h"
 #include "cli/text_output.h"
+#include "merge/merge_engine.h"
+#include "merge/model_index.h"
+#include "merge/quantize_plan.h"
+#include "net/remote_address.h"
 
 namespace pb::cli {
 namespace {

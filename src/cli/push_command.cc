@@ -1,9 +1,9 @@
 // --push-to for the native CLI (docs/push.md): the files the command's transaction committed are pushed to a Hub
 // model repo in one commit, with the requests @huggingface/hub's commit makes (the npm CLI's path): optional repo
 // and branch creation, preupload, a sha256 pass over each LFS file, the LFS batch call, basic or multipart PUTs
-// read from the file (never held), the NDJSON commit. The bodies, answers and URLs are app/hub_commit.h's;
-// this file is the libcurl transport, the file reads and the retries (every call but the commit, which is the
-// only one that changes the repo and is never retried).
+// read from the file (never held), the NDJSON commit. The bodies, answers and URLs are net/hub_commit.h's;
+// this file is the libcurl transport and the file reads; every call but the commit (the only one that changes the
+// repo, never retried) is retried as net/http_retry.h decides.
 #include <curl/curl.h>
 #include <dirent.h>
 #include <sys/stat.h>
@@ -21,15 +21,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/http_policy.h"
-#include "app/hub_commit.h"
 #include "app/push_target.h"
-#include "app/sha256.h"
 #include "cli/commands.h"
 #include "cli/file_io.h"
 #include "cli/http_source.h"
 #include "cli/output_transaction.h"
 #include "cli/text_output.h"
+#include "net/http_policy.h"
+#include "net/hub_commit.h"
+#include "net/sha256.h"
 
 namespace pb::cli {
 namespace {
@@ -42,7 +42,8 @@ struct Answer {
   std::string body;
   std::string etag;
   std::string error_message;  // X-Error-Message
-  std::string retry_after;
+  std::string retry_after, date;
+  std::string give_up_reason;  // why a retried status was not retried again (net::RetryDecision::reason)
   net::HttpCallClock* clock = nullptr;  // told when the head arrives
   bool head_seen = false;
 };
@@ -94,6 +95,7 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     if (name == "etag") a->etag = value;
     if (name == "x-error-message") a->error_message = value;
     if (name == "retry-after") a->retry_after = value;
+    if (name == "date") a->date = value;
   }
   if (!a->head_seen && a->clock && line.starts_with("HTTP/")) {
     a->head_seen = true;
@@ -126,10 +128,10 @@ struct Body {
   uint64_t length = 0;
 };
 
-// One attempt of a call, held to `clock`'s deadlines. A transport failure is an IoError (`*expired` set when it was
-// a deadline: the clock's error; `*total` when the call's own); any HTTP status is an Answer.
+// One attempt of a call, held to `clock`'s deadlines. A transport failure is an IoError (the clock's error when it
+// was a deadline, `*total` set when the call's own) and `*kind` says which; any HTTP status is an Answer.
 Result<Answer> Send(const std::string& method, const std::string& url, const std::vector<std::string>& header_lines, const Body& body,
-                    net::HttpCallClock& clock, bool* total) {
+                    net::HttpCallClock& clock, bool* total, net::TransportError* kind) {
   static const bool initialized = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
   (void)initialized;
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> easy(curl_easy_init(), &curl_easy_cleanup);
@@ -179,35 +181,50 @@ Result<Answer> Send(const std::string& method, const std::string& url, const std
   CURLcode code = curl_easy_perform(e);
   *total = progress.total;
   if (code == CURLE_ABORTED_BY_CALLBACK && progress.expired) return *progress.expired;
-  if (code != CURLE_OK) return MakeError(ErrorCode::IoError, std::string(curl_easy_strerror(code)));
+  if (code != CURLE_OK) {
+    *kind = CurlTransportError(code);
+    return MakeError(ErrorCode::IoError, std::string(curl_easy_strerror(code)));
+  }
   curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &answer.status);
   return answer;
 }
 
-// Send, retried on transport failures (a passed deadline included), 408, 429 and 5xx as remote reads are
-// (PB_HTTP_RETRIES times, PB_HTTP_BACKOFF_MS doubled up to 8 s, Retry-After up to 10 s), unless `retry` is false;
-// every attempt and wait within PB_HTTP_TOTAL_MS (net::HttpCallClock).
+// Send, retried as the one retry decision says (net/http_retry.h: transport failures, a passed deadline included,
+// and 408, 429, 500, 502, 503, 504; PB_HTTP_RETRIES times, the backoff or the server's Retry-After), unless `retry`
+// is false; every attempt and wait within PB_HTTP_TOTAL_MS (net::HttpCallClock).
 Result<Answer> Call(const std::string& method, const std::string& url, const std::vector<std::string>& headers, const Body& body,
                     bool retry) {
   PB_ASSIGN_OR_RETURN(const net::HttpLimits limits, LimitsFromEnv());
   net::HttpCallClock clock(limits, method + " " + url, NowMs());
-  const uint32_t retries = retry ? limits.retries : 0;
   for (uint32_t failures = 0;; ++failures) {
     bool total = false;
-    auto r = Send(method, url, headers, body, clock, &total);
-    bool retryable = !total && (!r.ok() || r->status == 408 || r->status == 429 || r->status >= 500);
-    if (!retryable || failures >= retries) return r;
-    uint64_t ms = std::min<uint64_t>(static_cast<uint64_t>(limits.backoff_ms) << std::min(failures, 30u), limits.backoff_max_ms);
-    if (r.ok() && !r->retry_after.empty()) {
-      ms = std::min<uint64_t>(std::strtoull(r->retry_after.c_str(), nullptr, 10), limits.max_retry_after_s) * 1000;
+    net::TransportError kind = net::TransportError::kBroken;
+    auto r = Send(method, url, headers, body, clock, &total, &kind);
+    if (r.ok() && !net::IsRetriedStatus(static_cast<int>(r->status))) return r;  // a success, or a final status
+    if (!retry) return r;
+    net::AttemptFailure what{.transport = kind};
+    if (r.ok()) {
+      what.status = static_cast<int>(r->status);
+      if (!r->retry_after.empty()) what.retry_after = r->retry_after;
+      if (!r->date.empty()) what.date = r->date;
     }
-    if (!clock.CanWait(NowMs(), static_cast<int64_t>(ms))) return r;
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    const net::RetryDecision decision = clock.DecideRetry(NowMs(), what, failures);
+    if (!decision.retry()) {
+      if (decision.reason.empty()) return r;
+      if (r.ok()) {
+        r->give_up_reason = decision.reason;
+        return r;
+      }
+      return MakeError(r.error().code, r.error().message + " (" + decision.reason + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(decision.wait_ms));
   }
 }
 
 Error HubFailure(const std::string& what, const Answer& a) {
-  return MakeError(ErrorCode::IoError, what + ": " + app::HubErrorText(static_cast<int>(a.status), a.body, a.error_message));
+  std::string text = net::HubErrorText(static_cast<int>(a.status), a.body, a.error_message);
+  if (!a.give_up_reason.empty()) text += " (" + a.give_up_reason + ")";
+  return MakeError(ErrorCode::IoError, what + ": " + text);
 }
 
 Result<std::string> ReadPrefix(const std::string& path, uint64_t n) {
@@ -222,7 +239,7 @@ Result<std::string> ReadPrefix(const std::string& path, uint64_t n) {
 Result<std::string> HashFile(const std::string& path) {
   std::unique_ptr<FILE, decltype(&std::fclose)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) return MakeError(ErrorCode::IoError, "cannot read `" + path + "`");
-  app::Sha256 sha;
+  net::Sha256 sha;
   std::vector<uint8_t> piece(kPiece);
   for (;;) {
     size_t got = std::fread(piece.data(), 1, piece.size(), f.get());
@@ -246,7 +263,7 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
                               const std::vector<CommittedOutput>& outputs) {
   const bool create_pr = line.Has("create-pr");
   const std::string endpoint = HubEndpoint();
-  const auto urls = app::MakeHubCommitUrls(endpoint, target.repo, target.branch, create_pr);
+  const auto urls = net::MakeHubCommitUrls(endpoint, target.repo, target.branch, create_pr);
   const std::string auth = "Authorization: Bearer " + token;
   const std::string json = "Content-Type: application/json";
   const std::string pushing = "pushing to " + target.repo;
@@ -283,18 +300,18 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
   }
 
   // preupload: which files go through LFS
-  std::vector<app::PreuploadFile> samples;
+  std::vector<net::PreuploadFile> samples;
   for (const auto& f : files) {
     PB_ASSIGN_OR_RETURN(auto sample, ReadPrefix(f.path, 512));
     samples.push_back({f.name, f.size, std::move(sample)});
   }
-  std::string preupload = app::PreuploadRequestJson(samples);
+  std::string preupload = net::PreuploadRequestJson(samples);
   PB_ASSIGN_OR_RETURN(auto pre, Call("POST", urls.preupload, {auth, json}, {.text = &preupload}, true));
   if (pre.status != 200) return HubFailure(pushing, pre);
-  PB_ASSIGN_OR_RETURN(auto lfs_paths, app::ParsePreuploadLfsPaths(pre.body));
+  PB_ASSIGN_OR_RETURN(auto lfs_paths, net::ParsePreuploadLfsPaths(pre.body));
 
   // the first pass: each LFS file's sha256
-  std::vector<app::LfsObject> objects;
+  std::vector<net::LfsObject> objects;
   std::vector<PushFile*> lfs_files;
   for (auto& f : files) {
     if (std::find(lfs_paths.begin(), lfs_paths.end(), f.name) == lfs_paths.end()) continue;
@@ -306,11 +323,11 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
 
   // the second pass: the uploads the LFS batch asks for
   if (!objects.empty()) {
-    std::string batch = app::LfsBatchRequestJson(objects, create_pr ? std::nullopt : std::optional<std::string_view>(target.branch));
+    std::string batch = net::LfsBatchRequestJson(objects, create_pr ? std::nullopt : std::optional<std::string_view>(target.branch));
     const std::vector<std::string> lfs_headers = {auth, "Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"};
     PB_ASSIGN_OR_RETURN(auto b, Call("POST", urls.lfs_batch, lfs_headers, {.text = &batch}, true));
     if (b.status != 200) return HubFailure(pushing, b);
-    PB_ASSIGN_OR_RETURN(auto uploads, app::ParseLfsBatch(b.body));
+    PB_ASSIGN_OR_RETURN(auto uploads, net::ParseLfsBatch(b.body));
     for (const auto& u : uploads) {
       if (!u.needed) continue;
       const PushFile* f = nullptr;
@@ -333,7 +350,7 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
         if (put.etag.empty()) return MakeError(ErrorCode::IoError, uploading + ": the storage gave no ETag for part " + std::to_string(i + 1));
         etags.push_back(put.etag);
       }
-      std::string completion = app::MultipartCompletionJson(u.oid, etags);
+      std::string completion = net::MultipartCompletionJson(u.oid, etags);
       PB_ASSIGN_OR_RETURN(auto done, Call("POST", u.href, {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
                                           {.text = &completion}, true));
       if (done.status < 200 || done.status >= 300) return HubFailure(uploading, done);
@@ -341,19 +358,19 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
   }
 
   // the commit: the only call that changes the repo, never retried
-  std::vector<app::CommitEntry> entries;
+  std::vector<net::CommitEntry> entries;
   for (const auto& f : files) {
-    app::CommitEntry e{f.name, f.lfs, f.oid, f.size, {}};
+    net::CommitEntry e{f.name, f.lfs, f.oid, f.size, {}};
     if (!f.lfs) {
       PB_ASSIGN_OR_RETURN(e.content, ReadPrefix(f.path, f.size));
     }
     entries.push_back(std::move(e));
   }
   auto title = line.Value("commit-message");
-  std::string commit = app::CommitNdjson(title ? *title : app::PushCommitTitle(line.command, files.size()), "", entries);
+  std::string commit = net::CommitNdjson(title ? *title : app::PushCommitTitle(line.command, files.size()), "", entries);
   PB_ASSIGN_OR_RETURN(auto c, Call("POST", urls.commit, {auth, "Content-Type: application/x-ndjson"}, {.text = &commit}, false));
   if (c.status != 200) return HubFailure(pushing, c);
-  PB_ASSIGN_OR_RETURN(auto answer, app::ParseCommitAnswer(c.body));
+  PB_ASSIGN_OR_RETURN(auto answer, net::ParseCommitAnswer(c.body));
   app::PushOutcome outcome{target, create_pr, answer.commit_oid, answer.commit_url, answer.pull_request_url, {}};
   for (const auto& f : files) outcome.files.push_back({f.name, f.size, f.lfs});
   return outcome;

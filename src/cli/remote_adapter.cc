@@ -1,31 +1,31 @@
 // A remote adapter (adapter-info, translate, merge --adapter): which files are read is the shared rules'
-// (app/remote_address.h, app/adapter_files.h); this only fetches them. web/bin/peft-bridge.mjs fetches the same
+// (net/remote_address.h, app/adapter_files.h); this only fetches them. web/bin/peft-bridge.mjs fetches the same
 // files in the same order, so both CLIs fail alike.
 #include "app/adapter_files.h"
-#include "app/remote_address.h"
 #include "cli/adapter_dir.h"
 #include "cli/http_source.h"
+#include "net/remote_address.h"
 
 namespace pb::cli {
 
 Result<AdapterDir> LoadRemoteAdapter(const std::string& given, const std::optional<std::string>& base_config_path) {
   PB_ASSIGN_OR_RETURN(auto address, ParseRemote(given));
-  const app::RemoteAddress& a = address;
+  const net::RemoteAddress& a = address;
   AdapterDir dir;
   std::string weights_name;
-  std::optional<app::RemoteFile> config;
+  std::optional<net::RemoteFile> config;
   bool config_optional = false;
   if (a.folder) {
     // A repo (or a folder of one): its listing, chosen from as a local directory's.
-    PB_ASSIGN_OR_RETURN(auto listing, ReadRemoteWhole(app::RemoteSelf(a), WholeCap::kJson));
-    PB_ASSIGN_OR_RETURN(auto names, app::ParseHubListing(std::string(listing.bytes.begin(), listing.bytes.end()), a.label));
+    PB_ASSIGN_OR_RETURN(auto listing, ReadRemoteWhole(net::RemoteSelf(a), WholeCap::kJson));
+    PB_ASSIGN_OR_RETURN(auto names, net::ParseHubListing(std::string(listing.bytes.begin(), listing.bytes.end()), a.label));
     PB_ASSIGN_OR_RETURN(auto chosen, app::ChooseAdapterFiles(a.label, names));
     weights_name = chosen.weights;
-    if (chosen.config) config = app::RemoteEntry(a, *chosen.config);
+    if (chosen.config) config = net::RemoteEntry(a, *chosen.config);
   } else {
     // The weights file itself, with adapter_config.json beside it when there is one.
-    PB_RETURN_IF_ERROR(app::CheckAdapterWeightsPath(app::RemoteFileName(a)));
-    config = app::RemoteEntry(a, app::kAdapterConfigName);
+    PB_RETURN_IF_ERROR(app::CheckAdapterWeightsPath(net::RemoteFileName(a)));
+    config = net::RemoteEntry(a, app::kAdapterConfigName);
     config_optional = true;
   }
   std::optional<std::string> commit;
@@ -39,10 +39,10 @@ Result<AdapterDir> LoadRemoteAdapter(const std::string& given, const std::option
       return text.error();
     }
   }
-  const app::RemoteFile weights = a.folder ? app::RemoteEntry(a, weights_name, commit) : app::RemoteSelf(a);
+  const net::RemoteFile weights = a.folder ? net::RemoteEntry(a, weights_name, commit) : net::RemoteSelf(a);
   PB_ASSIGN_OR_RETURN(auto bytes, ReadRemoteWhole(weights, WholeCap::kAdapter));
   dir.weights_path = weights.label;
-  dir.weights_name = a.folder ? weights_name : app::RemoteFileName(a);
+  dir.weights_name = a.folder ? weights_name : net::RemoteFileName(a);
   dir.weights_bytes = std::move(bytes.bytes);
   if (base_config_path) {
     PB_ASSIGN_OR_RETURN(auto text, ReadText(*base_config_path));

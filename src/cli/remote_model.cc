@@ -9,18 +9,18 @@
 
 namespace pb::cli {
 
-Result<std::string> InspectRemoteModel(const app::RemoteAddress& a, bool json) {
+Result<std::string> InspectRemoteModel(const net::RemoteAddress& a, bool json) {
   // Which file first: the folder's index or single file (as a local model directory), or the index named.
-  std::optional<app::RemoteFile> index_file;
+  std::optional<net::RemoteFile> index_file;
   std::vector<std::string> names;
   if (a.folder) {
-    PB_ASSIGN_OR_RETURN(auto listing, ReadRemoteWhole(app::RemoteSelf(a), WholeCap::kJson));
-    PB_ASSIGN_OR_RETURN(auto files, app::ParseHubListing(std::string(listing.bytes.begin(), listing.bytes.end()), a.label));
+    PB_ASSIGN_OR_RETURN(auto listing, ReadRemoteWhole(net::RemoteSelf(a), WholeCap::kJson));
+    PB_ASSIGN_OR_RETURN(auto files, net::ParseHubListing(std::string(listing.bytes.begin(), listing.bytes.end()), a.label));
     PB_ASSIGN_OR_RETURN(auto first, app::ChooseBaseFile(a.label, files));
-    if (app::IsModelIndexName(first)) index_file = app::RemoteEntry(a, first);
+    if (app::IsModelIndexName(first)) index_file = net::RemoteEntry(a, first);
     else names.push_back(first);
   } else {
-    index_file = app::RemoteSelf(a);
+    index_file = net::RemoteSelf(a);
   }
   std::optional<merge::ModelIndex> index;
   std::optional<std::string> commit;
@@ -34,7 +34,7 @@ Result<std::string> InspectRemoteModel(const app::RemoteAddress& a, bool json) {
   std::vector<Header> headers;
   std::vector<RenderedReport> reports;
   for (const std::string& name : names) {
-    auto header = ReadRemoteHeader(app::RemoteEntry(a, name, commit));
+    auto header = ReadRemoteHeader(net::RemoteEntry(a, name, commit));
     if (!header.ok()) {
       Error e = header.error();
       e.message = name + ": " + e.message;  // as a local merge names the shard

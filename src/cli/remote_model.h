@@ -4,12 +4,12 @@
 
 #include <string>
 
-#include "app/remote_address.h"
 #include "core/result.h"
+#include "net/remote_address.h"
 
 namespace pb::cli {
 
 // The report of every file of the model (app/report.h's RenderInspectFiles*), text or JSON.
-Result<std::string> InspectRemoteModel(const app::RemoteAddress& address, bool json);
+Result<std::string> InspectRemoteModel(const net::RemoteAddress& address, bool json);
 
 }  // namespace pb::cli

@@ -42,7 +42,9 @@
 //
 // Faults, injected on the responses that carry file bytes (CDN answers, and small files at resolve):
 //   {type: 'truncate', at}            send `at` body bytes, then close the socket
-//   {type: 'status', status, retryAfter}  answer `status` (e.g. 503) with an optional Retry-After (seconds)
+//   {type: 'status', status, retryAfter}  answer `status` (e.g. 503) with an optional Retry-After (seconds, or
+//                                     any text); `retryAfterDate: s` sends it as an HTTP-date, s seconds after the
+//                                     answer's Date
 //   {type: 'wrongContentRange'}       206 whose Content-Range is one byte off
 //   {type: 'slow', delay, chunk}      send the body in `chunk`-byte pieces, `delay` ms apart
 //   {type: 'ignoreRange'}             200 with the whole file, whatever the Range header said
@@ -83,8 +85,19 @@ import { fileURLToPath } from 'node:url';
 
 const EXPOSED = [
   'Content-Range', 'ETag', 'Content-Length', 'Accept-Ranges', 'X-Linked-Etag', 'X-Linked-Size', 'X-Repo-Commit',
-  'X-Error-Code', 'X-Error-Message', 'Retry-After',
+  'X-Error-Code', 'X-Error-Message', 'Retry-After', 'Date',
 ].join(', ');
+
+/** A status fault's Retry-After: `retryAfter` as given (seconds, or any text), or, with `retryAfterDate`, the
+ * HTTP-date that many seconds after the answer's own Date header (both set here, from one instant). */
+function retryAfterHeaders(fault) {
+  if (fault.retryAfterDate !== undefined) {
+    const now = Date.now();
+    const at = new Date(now + fault.retryAfterDate * 1000);
+    return { Date: new Date(now).toUTCString(), 'Retry-After': at.toUTCString() };
+  }
+  return fault.retryAfter !== undefined ? { 'Retry-After': String(fault.retryAfter) } : {};
+}
 
 const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
 // Small git-stored files the Hub serves directly; everything else is LFS behind the CDN redirect.
@@ -274,7 +287,7 @@ export async function startHub(options = {}) {
     }
     const status = hits.find((f) => f.type === 'status');
     if (status) {
-      const headers = status.retryAfter !== undefined ? { 'Retry-After': String(status.retryAfter) } : {};
+      const headers = retryAfterHeaders(status);
       return error(res, status.status ?? 503, 'ServiceUnavailable', 'Injected failure', headers);
     }
     const headers = { ...extraHeaders, 'Accept-Ranges': 'bytes', ETag: `"${hash}"`, 'Content-Type': 'application/octet-stream' };
@@ -397,7 +410,7 @@ export async function startHub(options = {}) {
     const status = hits.find((f) => f.type === 'status');
     if (status) {
       await readBody(req).catch(() => {});
-      const headers = status.retryAfter !== undefined ? { 'Retry-After': String(status.retryAfter) } : {};
+      const headers = retryAfterHeaders(status);
       return apiError(res, status.status ?? 503, 'ServiceUnavailable', 'Injected failure', headers);
     }
     return null;

@@ -1,4 +1,4 @@
-// createAdapterCache (web/src/adapter-cache.js, docs/adapter-cache.md) against the local fake Hub
+// createAdapterCache (web/src/edge/adapter-cache.js, docs/adapter-cache.md) against the local fake Hub
 // (tests/hub/server.mjs): registration reads headers and configs only and fails as `merge --dry-run`; one Range
 // request per module; concurrent requests share one fetch; the budget is never exceeded; LRU eviction order; dtype
 // conversion = the core's convert; compose = Σ scale·s·B·A (float64 reference) and = combine's cat bytes; applyTo

@@ -10,7 +10,7 @@ import { cliPath, collect, nativeCli, repoRoot, skipWithoutNativeCli, webDir } f
 import { startHub } from '../hub/server.mjs';
 
 const { createAdapter } = await import(join(webDir, 'src', 'node.js'));
-const { openMergeHandles } = await import(join(webDir, 'src', 'merge.js'));
+const { openMergeHandles } = await import(join(webDir, 'src', 'ops', 'merge.js'));
 
 const work = mkdtempSync(join(tmpdir(), 'pb-create-remote-'));
 const corpus = (name) => join(repoRoot, 'tests', 'golden', 'corpus', name, 'base');

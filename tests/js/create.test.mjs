@@ -10,7 +10,7 @@ import { cliPath, collect, nativeCli, rejectsWith, repoRoot, skipWithoutNativeCl
 
 // The Node entry (local paths as bases).
 const { createAdapter } = await import(join(webDir, 'src', 'node.js'));
-const { openMergeHandles } = await import(join(webDir, 'src', 'merge.js'));
+const { openMergeHandles } = await import(join(webDir, 'src', 'ops', 'merge.js'));
 const CORPUS = join(repoRoot, 'tests', 'golden', 'corpus');
 const base = (name) => join(CORPUS, name, 'base');
 

@@ -1,6 +1,7 @@
-// createAdapterCache in real workerd (the package's "workerd" entry, the `fetch` global), against the local Hub
-// stand-in: one cache kept across requests, registration checked against a base, modules served by Range, a
-// composition whose bytes equal Node's, the cache's hits on a second request.
+// createAdapterCache in real workerd (the package's `peft-bridge/edge` entry under the "workerd" condition: no init(),
+// the module compiled at deploy time; the `fetch` global), against the local Hub stand-in: one cache kept across
+// requests, registration checked against a base, modules served by Range, a composition whose bytes equal Node's,
+// the cache's hits on a second request.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -14,7 +15,7 @@ import { startHub } from '../hub/server.mjs';
 const skip = !hasWorkerd ? 'workerd is not installed (npm ci)' : false;
 const Q0 = 'model.layers.0.self_attn.q_proj';
 
-const WORKER = `import { createAdapterCache } from 'peft-bridge';
+const WORKER = `import { createAdapterCache } from 'peft-bridge/edge';
 let cache = null;
 export default {
   async fetch(request, env) {

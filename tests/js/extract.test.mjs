@@ -14,7 +14,7 @@ import { startHub } from '../hub/server.mjs';
 
 // The Node entry (local paths as models).
 const { extractAdapter } = await import(join(webDir, 'src', 'node.js'));
-const { openMergeHandles } = await import(join(webDir, 'src', 'merge.js'));
+const { openMergeHandles } = await import(join(webDir, 'src', 'ops', 'merge.js'));
 const CORPUS = join(repoRoot, 'tests', 'golden', 'corpus');
 const base = (name) => join(CORPUS, name, 'base');
 const tuned = (name) => join(CORPUS, name, 'peft_merged');

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { cliPath, collect, nativeCli, pb, skipWithoutNativeCli, webDir } from './helpers/common.mjs';
 
 const { mergeShards, SafetensorsError } = pb;
-const { openMergeHandles } = await import(join(webDir, 'src', 'merge.js'));
+const { openMergeHandles } = await import(join(webDir, 'src', 'ops', 'merge.js'));
 
 const run = (command, args) => {
   const t0 = process.hrtime.bigint();

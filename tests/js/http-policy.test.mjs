@@ -1,4 +1,4 @@
-// The one HTTP policy (src/app/http_policy.h) on every fault of the local fake Hub (tests/hub/server.mjs), as
+// The one HTTP policy (src/net/http_policy.h) on every fault of the local fake Hub (tests/hub/server.mjs), as
 // the native CLI, the npm CLI and the JS API meet it: the same exit status and output bytes from both CLIs, the
 // same error from the API, the same requests, in bounded time. Deadlines are made small with the PB_HTTP_*
 // variables (the API's options of the same meaning), so every case ends within a second or two.

@@ -1,4 +1,4 @@
-// The Hub client (web/src/hub.js) and both CLIs' `inspect hf://… / https://…` against the local fake Hub
+// The Hub client (web/src/remote/hub.js) and both CLIs' `inspect hf://… / https://…` against the local fake Hub
 // (tests/hub/server.mjs): request counts, Range / 200 / 416 handling, retries and resumption, ETag pinning, tokens,
 // sharded repos and single-tensor reads. Nothing here talks to the real Hub.
 // The CLIs run with the asynchronous execFile: the server lives in this process and must keep answering.

@@ -124,7 +124,7 @@ test('bad source types throw TypeError; an aborted signal rejects', async () => 
 });
 
 test('the header built from the compact table equals the JSON rendering: escapes, non-ASCII names, uint64 dims, scalars', async () => {
-  const { inspectRendered, headerFromJson } = await import('../../web/src/inspect.js');
+  const { inspectRendered, headerFromJson } = await import('../../web/src/ops/inspect.js');
   const json = JSON.stringify({
     __metadata__: { format: 'pt', 'ключ': 'значение \u00e9' },
     'plain.weight': { dtype: 'BF16', shape: [2, 3], data_offsets: [0, 12] },
@@ -144,7 +144,7 @@ test('the header built from the compact table equals the JSON rendering: escapes
 });
 
 test('an all-ASCII header: names cut from its decoded text, escaped ones (\\u00e9, \\") decoded apart, as the JSON rendering', async () => {
-  const { inspectRendered, headerFromJson } = await import('../../web/src/inspect.js');
+  const { inspectRendered, headerFromJson } = await import('../../web/src/ops/inspect.js');
   // JSON.stringify keeps é as is; written as \u00e9 the header's bytes are all ASCII while the name is not.
   const json = JSON.stringify({
     'model.layers.0.self_attn.q_proj.weight': { dtype: 'BF16', shape: [2, 3], data_offsets: [0, 12] },

@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { makeFile, pb } from './helpers/common.mjs';
+import { errorFromHandle } from '../../web/src/errors.js';
 import { NativeHandle } from '../../web/src/handles.js';
 import { getModule } from '../../web/src/init.js';
 
@@ -41,16 +42,24 @@ test('input(): a window that cannot be reserved throws IoError before copying an
 });
 
 test('converter output that cannot be buffered fails the call with IoError', () => {
-  // F16 -> F32 doubles the bytes: 8 MiB of input needs 16 MiB of owned output buffer in one call.
+  // F16 -> F32 doubles the bytes: the convert job's 4 MiB read needs 8 MiB of output buffer in one supply.
   const n = 4 << 20;
   const header = makeFile(JSON.stringify({ w: { dtype: 'F16', shape: [n], data_offsets: [0, 2 * n] } }));
-  const data = new Uint8Array(2 * n).fill(0x3c);
-  const conv = new NativeHandle(module, new module.StreamConverter('F32', -1), 2 * n);
+  const bytes = new Uint8Array(header.length + 2 * n).fill(0x3c);
+  bytes.set(header);
+  const options = { dtype: 'F32', order: 'input', inputSize: bytes.length };
+  const conv = new NativeHandle(module, new module.JobHandle('convert', JSON.stringify(options)), 2 * n);
   const eaters = [];
   try {
-    conv.input('feed', header); // header out, window reserved at header size
-    conv.handle.window(2 * n); // the data's window, reserved before the heap fills
-    // Fill the heap, leaving a few MiB: enough for the converter's staging block, not for its output.
+    let step = conv.handle.next();
+    for (; step.kind !== 'read'; step = conv.handle.next()) {
+      if (step.kind !== 'readHeader') continue;
+      conv.fillWindow(bytes.subarray(step.begin, step.end));
+      assert.ok(conv.handle.supply(step.end - step.begin));
+    }
+    const piece = bytes.subarray(step.begin, step.end);
+    assert.ok(conv.handle.window(piece.length) > 0); // the data's window, reserved before the heap fills
+    // Fill the heap, leaving a few MiB: not enough for the converted output.
     const spare = new module.Reader(-1);
     assert.ok(spare.window(6 << 20) > 0);
     for (let size = 1 << 30; size >= 1 << 20; size >>= 1) {
@@ -61,12 +70,11 @@ test('converter output that cannot be buffered fails the call with IoError', () 
       }
     }
     spare.delete();
-    let produced = 0;
-    assert.throws(
-      () => conv.inputToBytes('feed', data, (out) => (produced += out.length)),
-      (e) => e instanceof SafetensorsError && e.code === 'IoError' && /^out of memory: cannot reserve \d+ bytes$/.test(e.message),
-    );
-    assert.ok(produced < 4 * n);
+    conv.fillWindow(piece);
+    assert.equal(conv.handle.supply(piece.length), false);
+    const e = errorFromHandle(conv.handle);
+    assert.ok(e instanceof SafetensorsError && e.code === 'IoError' && /^out of memory: cannot reserve \d+ bytes$/.test(e.message), e.message);
+    assert.equal(conv.handle.next(), null, 'the job stays failed');
   } finally {
     conv.close();
     for (const e of eaters) e.delete();

@@ -110,7 +110,7 @@ test('planMerge lists the copied files among its outputs and in copiedFiles, as 
 
 test('mergeInWorkers writes the CLI\'s folder', async (t) => {
   if (skipWithoutNativeCli(t)) return;
-  const workerModule = new URL(`file://${join(webDir, 'src', 'merge-worker.js')}`);
+  const workerModule = new URL(`file://${join(webDir, 'src', 'ops', 'merge-worker.js')}`);
   const files = await mergeInWorkers({
     base: { ...localBase, open: (name) => new Blob([read(join(base, name))]) },
     adapter: adapterInput,

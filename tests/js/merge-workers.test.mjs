@@ -1,4 +1,4 @@
-// mergeInWorkers under Node: the package's Web Worker (web/src/merge-worker.js) runs in worker threads through
+// mergeInWorkers under Node: the package's Web Worker (web/src/ops/merge-worker.js) runs in worker threads through
 // tests/js/helpers/node-web-worker.mjs (Node 20 has no global Worker). A three-shard BF16 base merged by 1, 2 and
 // 3 workers, its streams read at once and one after another, must give mergeShards' bytes; a cancelled stream,
 // a failure inside a worker (merge --safe on a NaN), an abort and inputs that cannot be sent are checked too.
@@ -11,7 +11,7 @@ import { NAMES, makeShardedModel as makeModel } from './helpers/sharded-model.mj
 import { nodeWebWorker } from './helpers/node-web-worker.mjs';
 
 const { mergeInWorkers, mergeShards, SafetensorsError } = pb;
-const workerModule = new URL(`file://${join(webDir, 'src', 'merge-worker.js')}`);
+const workerModule = new URL(`file://${join(webDir, 'src', 'ops', 'merge-worker.js')}`);
 
 /** Worker factory that counts the workers made and terminated. */
 function countingWorkers() {

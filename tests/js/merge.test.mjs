@@ -13,7 +13,7 @@ import {
 } from './helpers/common.mjs';
 
 const { createMergeStream, mergeShards, writeSafetensors, SafetensorsError } = pb;
-const { openMergeHandles } = await import(join(webDir, 'src', 'merge.js'));
+const { openMergeHandles } = await import(join(webDir, 'src', 'ops', 'merge.js'));
 
 const run = (command, args) => {
   const r = spawnSync(command, args, { encoding: 'buffer', timeout: 300000, maxBuffer: 1 << 26 });

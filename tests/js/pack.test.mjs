@@ -4,9 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, sep } from 'node:path';
 import { webDir } from './helpers/common.mjs';
 
 const npm = (args, cwd) => execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd, encoding: 'utf8', timeout: 120000 });
@@ -16,10 +16,22 @@ test('npm pack: whitelisted files, a separate .wasm; installed, "peft-bridge" in
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const [packed] = JSON.parse(npm(['pack', '--json', '--pack-destination', dir], webDir));
   const files = packed.files.map((f) => f.path).sort();
-  const allowed = (p) => /^src\/(cli\/)?[a-z-]+\.js$/.test(p) || ['src/index.d.ts', 'bin/peft-bridge.mjs', 'dist/peft_bridge_wasm.mjs', 'dist/peft_bridge_wasm.wasm', 'package.json', 'README.md', 'LICENSE'].includes(p);
+  const allowed = (p) =>
+    /^src\/((io|remote|ops|edge|browser|cli)\/)?[a-z-]+\.js$/.test(p) ||
+    /^src\/((edge|browser)\/)?index\.d\.ts$/.test(p) ||
+    ['bin/peft-bridge.mjs', 'dist/peft_bridge_wasm.mjs', 'dist/peft_bridge_wasm.wasm'].includes(p) ||
+    ['package.json', 'README.md', 'LICENSE'].includes(p);
   assert.deepEqual(files.filter((p) => !allowed(p)), [], 'only the whitelist is published');
-  for (const p of ['dist/peft_bridge_wasm.wasm', 'src/index.d.ts', 'src/node.js', 'src/browser.js', 'src/workerd.js', 'src/remote.js', 'bin/peft-bridge.mjs', 'src/cli/merge-command.js', 'README.md', 'LICENSE'])
-    assert.ok(files.includes(p), p);
+  const expected = [
+    'dist/peft_bridge_wasm.wasm', 'src/index.d.ts', 'src/node.js', 'src/browser.js', 'src/workerd.js',
+    'src/workerd-wasm.js', 'src/edge/index.js', 'src/edge/workerd.js', 'src/edge/index.d.ts', 'src/browser/index.js',
+    'src/browser/index.d.ts', 'src/remote/remote.js', 'src/ops/merge-worker.js', 'bin/peft-bridge.mjs',
+    'src/cli/merge-command.js', 'README.md', 'LICENSE',
+  ];
+  for (const p of expected) assert.ok(files.includes(p), p);
+  const sources = readdirSync(join(webDir, 'src'), { recursive: true }).map((p) => `src/${p.split(sep).join('/')}`);
+  const modules = sources.filter((p) => p.endsWith('.js') || p.endsWith('.d.ts'));
+  assert.deepEqual(modules.filter((p) => !files.includes(p)), [], 'every module of web/src is published');
 
   const project = join(dir, 'project');
   mkdirSync(project);
@@ -60,10 +72,26 @@ console.log(JSON.stringify({ tensors: info.tensors.map((t) => [t.name, t.dtype, 
   assert.deepEqual(result, { tensors: [['model.layers.0.self_attn.q_proj.weight', 'F32', [2, 2]]], merged: 1, values: [2, 3, 5, 6] });
 
   // The export conditions, in their order: workerd, browser, node (Node's own), each to its entry.
-  const resolve = (conditions) =>
-    execFileSync(process.execPath, [...conditions, '--input-type=module', '-e', "console.log(import.meta.resolve('peft-bridge'))"], { cwd: project, encoding: 'utf8' }).trim();
+  const node = (conditions, code) =>
+    execFileSync(process.execPath, [...conditions, '--input-type=module', '-e', code], { cwd: project, encoding: 'utf8' })
+      .trim();
+  const resolve = (conditions, specifier = 'peft-bridge') =>
+    node(conditions, `console.log(import.meta.resolve(${JSON.stringify(specifier)}))`);
   assert.match(resolve([]), /\/src\/node\.js$/);
   assert.match(resolve(['--conditions=browser']), /\/src\/browser\.js$/);
   assert.match(resolve(['--conditions=workerd', '--conditions=browser']), /\/src\/workerd\.js$/);
+  // The subpath entries: the edge helpers (with the module compiled at deploy time under workerd) and the
+  // browser's save helper; the worker helpers are no longer in the root entry.
+  assert.match(resolve([], 'peft-bridge/edge'), /\/src\/edge\/index\.js$/);
+  assert.match(resolve(['--conditions=workerd'], 'peft-bridge/edge'), /\/src\/edge\/workerd\.js$/);
+  assert.match(resolve(['--conditions=browser'], 'peft-bridge/browser'), /\/src\/browser\/index\.js$/);
+  const names = (specifier) =>
+    JSON.parse(node([], `console.log(JSON.stringify(Object.keys(await import(${JSON.stringify(specifier)})).sort()))`));
+  const workerHelpers = ['inOwnRequest', 'workerEndpoint', 'workerErrorStatus', 'workerHubAccess'];
+  assert.deepEqual(names('peft-bridge/edge'), ['AdapterCache', 'createAdapterCache', ...workerHelpers]);
+  assert.deepEqual(names('peft-bridge/browser'), ['saveStreams']);
+  const root = names('peft-bridge');
+  assert.deepEqual(workerHelpers.filter((n) => root.includes(n)), []);
+  assert.ok(root.includes('createAdapterCache') && root.includes('saveStreams'), root.join(', '));
   assert.match(execFileSync(join(project, 'node_modules', '.bin', 'peft-bridge'), ['--version'], { encoding: 'utf8' }), /\d+\.\d+/);
 });

@@ -12,7 +12,7 @@ import { dirname, join, posix } from 'node:path';
 import { downloadFile, listFiles } from '@huggingface/hub';
 import { repoRoot, webDir } from './helpers/common.mjs';
 import { startHub } from '../hub/server.mjs';
-import { freePort, hasWorkerd, serveWorkerd } from './helpers/workerd.mjs';
+import { freePort, hasWorkerd, packageModules, serveWorkerd } from './helpers/workerd.mjs';
 
 const CHROMIUM = '/usr/bin/chromium';
 const TOKEN = 'hf_web_writer';
@@ -111,7 +111,7 @@ test('workerd: pushToHub with the modules a bundler makes: a generated file in p
     copyFileSync(from, to);
     modules.push(`(name = "${name}", esModule = embed "${name}")`);
   };
-  for (const name of readdirSync(join(webDir, 'src')).filter((n) => n.endsWith('.js'))) embed(`node_modules/peft-bridge/src/${name}`, join(webDir, 'src', name));
+  for (const name of packageModules()) embed(`node_modules/peft-bridge/src/${name}`, join(webDir, 'src', name));
   embed('node_modules/peft-bridge/dist/peft_bridge_wasm.mjs', join(webDir, 'dist', 'peft_bridge_wasm.mjs'));
   copyFileSync(join(webDir, 'dist', 'peft_bridge_wasm.wasm'), join(root, 'node_modules/peft-bridge/dist/peft_bridge_wasm.wasm'));
   modules.push('(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm", wasm = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm")');

@@ -1,4 +1,4 @@
-// pushToHub (web/src/push.js, over @huggingface/hub's commit) against the local Hub stand-in's commit API: every
+// pushToHub (web/src/remote/push.js, over @huggingface/hub's commit) against the local Hub stand-in's commit API: every
 // kind of content (bytes, Blob, a Node file path, a generated stream replayed), LFS and regular files, multipart,
 // branches and pull requests, read back with @huggingface/hub's listFiles / downloadFile and with our inspect;
 // retried faults, faults that fail leaving the repo unchanged, bad tokens, bad repo names, abort.

@@ -1,4 +1,4 @@
-// Remote arguments in both CLIs (src/app/remote_address.h; docs/remote.md): adapter-info, translate and merge of a
+// Remote arguments in both CLIs (src/net/remote_address.h; docs/remote.md): adapter-info, translate and merge of a
 // Hub adapter (a repo, or its weights file's URL), inspect of a whole repo and of an index URL, against the local
 // stand-in Hub (tests/hub/server.mjs). The native CLI and the npm CLI must print the same bytes and exit alike;
 // a remote read must give what the same files read locally give.

@@ -1,6 +1,6 @@
-// Remote merge (web/src/remote.js) against the local fake Hub (tests/hub/server.mjs): mergeRemote, one shard at a
-// time (mergeRemoteShard, mergeRemoteIndex), planRemote, each byte-identical to the native CLI's merge of the same
-// files; retries that leave the output unchanged; a file changing mid-merge; abort; saveStreams.
+// Remote merge (web/src/remote/remote.js) against the local fake Hub (tests/hub/server.mjs): mergeRemote, one shard
+// at a time (mergeRemoteShard, mergeRemoteIndex), planRemote, each byte-identical to the native CLI's merge of the
+// same files; retries that leave the output unchanged; a file changing mid-merge; abort; saveStreams.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -11,7 +11,7 @@ import { nativeMerge, writeAdapter, writeShardedBase, writeSingleBase } from './
 import { startHub } from '../hub/server.mjs';
 
 const { mergeRemote, mergeRemoteShard, mergeRemoteIndex, planRemote, saveStreams, SafetensorsError } = pb;
-const { openMergeHandles } = await import(join(webDir, 'src', 'merge.js'));
+const { openMergeHandles } = await import(join(webDir, 'src', 'ops', 'merge.js'));
 
 const same = (a, b) => Buffer.from(a).equals(Buffer.from(b));
 

@@ -74,7 +74,7 @@ test('npm CLI --quantize with shards on workers: the summary lists every shard\'
 
 /** Runs `fn` with the merge planned on this thread as runMerge plans it: {o, session, base, adapterFiles, plan}. */
 async function planned(root, fn) {
-  const { MergeSession } = await import(join(webDir, 'src', 'merge.js'));
+  const { MergeSession } = await import(join(webDir, 'src', 'ops', 'merge.js'));
   const { openMergeInputs } = await import(join(webDir, 'src', 'cli', 'merge-command.js'));
   const { recordWholeReads } = await import(join(webDir, 'src', 'cli', 'inputs.js'));
   const o = { base: join(root, 'base'), adapter: join(root, 'rob'), baseConfig: null, convert: false, namingTables: null };

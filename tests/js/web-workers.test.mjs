@@ -1,5 +1,5 @@
 // mergeInWorkers in real Web Workers: headless Chromium loads the package's browser entry, the base's shards and the
-// adapter come from a file input (Files, as a user picks them), and the default worker (src/merge-worker.js,
+// adapter come from a file input (Files, as a user picks them), and the default worker (src/ops/merge-worker.js,
 // resolved against the module's URL) merges them, two at once, the streams read concurrently. Every output file
 // must be mergeShards' bytes computed here in Node, and the page must have started real dedicated workers.
 import { test } from 'node:test';
@@ -68,5 +68,5 @@ test('Chromium: mergeInWorkers with Files, two Web Workers, every file = mergeSh
   assert.deepEqual(got.map(({ path, size, sha }) => ({ path, size, sha })), expected);
   for (const f of got) assert.equal(f.length, f.size, f.path);
   assert.equal(workers.length, 2, `two dedicated workers: ${workers.join(', ')}`);
-  for (const url of workers) assert.equal(url, `${site.origin}/web/src/merge-worker.js`);
+  for (const url of workers) assert.equal(url, `${site.origin}/web/src/ops/merge-worker.js`);
 });

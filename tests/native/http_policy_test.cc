@@ -1,10 +1,10 @@
-// The HTTP policy (app/http_policy.h) driven by a scripted transport: every branch of what is retried and what is
+// The HTTP policy (net/http_policy.h) driven by a scripted transport: every branch of what is retried and what is
 // not, the backoff and Retry-After waits, ETag / size / Content-Range checks, deadlines, the minimum rate, the
 // redirect cap and targets, user info, the token's scope and the JSON cap. Time is the test's: nothing sleeps.
 #include <gtest/gtest.h>
 
-#include "app/http_policy.h"
-#include "app/http_url.h"
+#include "net/http_policy.h"
+#include "net/http_url.h"
 
 namespace pb::net {
 namespace {
@@ -176,7 +176,27 @@ TEST(HttpPolicy, RetryAfterIsHonouredUpToItsCap) {
   EXPECT_EQ(w.deadline_ms, 3000);
   Send(p, 3000);
   p.OnHead(3000, StatusHead(503, "3600"));  // longer than max_retry_after_s: fail now instead of waiting an hour
-  EXPECT_EQ(FailMessage(p, 3000), "cannot open `hf://o/r/model.safetensors`: HTTP 503: nope");
+  EXPECT_EQ(FailMessage(p, 3000), "cannot open `hf://o/r/model.safetensors`: HTTP 503: nope (the server asked to wait "
+                                  "3600 s before trying again, more than the 10 s allowed)");
+}
+
+// The read follows the one retry decision (net/http_retry.h; its table is http_retry_test.cc): a 501 is final, and
+// a Retry-After given as an HTTP-date is waited, counted from the answer's Date.
+TEST(HttpPolicy, FollowsTheRetryDecision) {
+  HttpFilePolicy p = Make();
+  p.BeginRead(0, 10, 0);
+  Send(p, 0);
+  p.OnHead(0, StatusHead(501));
+  EXPECT_EQ(FailMessage(p, 0), "cannot open `hf://o/r/model.safetensors`: HTTP 501: nope");
+  HttpFilePolicy q = Make();
+  q.BeginRead(0, 10, 0);
+  Send(q, 0);
+  HttpHead h = StatusHead(503, "Wed, 21 Oct 2015 07:28:04 GMT");
+  h.date = "Wed, 21 Oct 2015 07:28:00 GMT";
+  q.OnHead(0, h);
+  HttpStep w = q.Next(0);
+  ASSERT_EQ(w.action, HttpAction::kWait);
+  EXPECT_EQ(w.deadline_ms, 4000);
 }
 
 TEST(HttpPolicy, FourHundredsAreNotRetriedExcept408And429) {
@@ -780,9 +800,13 @@ TEST(HttpCallClock, AnUnansweredCallFailsAfterIdleMsAndTheCallEndsByTotalMs) {
   auto d = c.Expired(1100, &total);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->message, "POST https://hub.test/api/models/o/r/commit/main: no data for 300 ms (PB_HTTP_IDLE_MS)");
-  // The call's deadline caps every attempt and wait.
-  EXPECT_FALSE(c.CanWait(1900, 100));
-  EXPECT_TRUE(c.CanWait(1800, 100));
+  // The call's deadline caps every attempt and wait: the retry decision, asked through the clock, knows it.
+  const AttemptFailure busy{.status = 503, .retry_after = "1"};
+  EXPECT_EQ(c.DecideRetry(1000, busy, 0).give_up, GiveUp::kDeadline);
+  EXPECT_TRUE(c.DecideRetry(900, {.status = 503, .retry_after = "0"}, 0).retry());
+  EXPECT_EQ(c.DecideRetry(1900, {.status = 503, .retry_after = "0"}, 0).wait_ms, 0u);
+  EXPECT_EQ(c.DecideRetry(1800, {.status = 503}, 0).give_up, GiveUp::kDeadline);  // the 250 ms backoff
+  EXPECT_EQ(c.DecideRetry(1700, {.status = 503}, 0).wait_ms, 250u);
   c.BeginAttempt(1950);
   EXPECT_EQ(c.deadline_ms(), 2000);
   auto t = c.Expired(2000, &total);

@@ -1,14 +1,14 @@
 // The native --push-to's sans-I/O pieces: SHA-256 (FIPS 180-4 vectors), base64, and the commit API's bodies,
-// answers and URLs (src/app/hub_commit.h) as @huggingface/hub sends and reads them.
-#include "app/hub_commit.h"
+// answers and URLs (src/net/hub_commit.h) as @huggingface/hub sends and reads them.
+#include "net/hub_commit.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "app/sha256.h"
+#include "net/sha256.h"
 
-namespace pb::app {
+namespace pb::net {
 namespace {
 
 std::span<const uint8_t> Bytes(std::string_view s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
@@ -85,4 +85,4 @@ TEST(HubCommit, Answers) {
 }
 
 }  // namespace
-}  // namespace pb::app
+}  // namespace pb::net

@@ -1,6 +1,6 @@
-// What a remote argument names and which files of a remote model are read (app/remote_address.h,
+// What a remote argument names and which files of a remote model are read (net/remote_address.h,
 // app/base_layout.h, the multi-file inspect report): the rules both CLIs share.
-#include "app/remote_address.h"
+#include "net/remote_address.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +13,9 @@
 
 namespace pb::app {
 namespace {
+
+// The addresses are the network layer's (net/), the choice of files in them the command layer's (app/).
+using namespace ::pb::net;
 
 constexpr std::string_view kEndpoint = "http://hub.test:8080/";
 

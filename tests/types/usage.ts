@@ -475,3 +475,24 @@ export async function pushUsage(bytes: Uint8Array, blob: Blob): Promise<string> 
   await pushToHub({ files, token: 'hf_x' });
   return result.pullRequestUrl ?? result.commit + result.files.filter((f) => f.lfs).length;
 }
+
+// The subpath entries, resolved as an application resolves them (the package's exports and their `types`): the
+// edge helpers with the adapter cache, and the browser's save helper.
+import * as edge from 'peft-bridge/edge';
+import { saveStreams as saveInBrowser, type DirectoryHandle as BrowserDirectory } from 'peft-bridge/browser';
+// @ts-expect-error the worker helpers are exported by peft-bridge/edge only
+import { workerHubAccess as notInRoot } from '../../web/src/index.js';
+
+export async function edgeUsage(request: Request, error: unknown, dir: BrowserDirectory): Promise<number> {
+  const { token, trusted } = edge.workerHubAccess(request, { token: 'hf_x', secret: 's' });
+  const status: number = edge.workerErrorStatus(error);
+  const allowed = 'https://hub.example';
+  const { endpoint, own } = edge.workerEndpoint(null, { endpoint: 'https://huggingface.co', allowed });
+  const cache: edge.AdapterCache = edge.createAdapterCache({ budgetBytes: 1 << 20 });
+  const stats: edge.AdapterCacheStats = await edge.inOwnRequest(Promise.resolve(cache.stats()));
+  // @ts-expect-error workerEndpoint needs the worker's endpoint
+  edge.workerEndpoint(null, {});
+  const saved = await saveInBrowser([{ path: 'a.json', stream: new Blob(['{}']).stream() }], { directoryHandle: dir });
+  const flags = (trusted ? 1 : 0) + (own ? 1 : 0);
+  return status + flags + (token ?? endpoint).length + stats.peakResidentBytes + saved.length;
+}

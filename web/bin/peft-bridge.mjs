@@ -5,7 +5,7 @@
 //   by SIGHUP / SIGINT / SIGTERM (its temporary output files are removed first).
 // The commands live in web/src/cli/ (a file per command family; Node's fs, streams and signals only): this file
 // dispatches the command line the core parsed and reports a failed standard output.
-import { strerror } from '../src/node-files.js';
+import { strerror } from '../src/io/node-files.js';
 import { err, module, out, parseCommandLine, stdoutFailure } from '../src/cli/io.js';
 import { runConvert, runInspect } from '../src/cli/inspect-convert.js';
 import { runAdapterInfo, runTranslate } from '../src/cli/adapter-commands.js';

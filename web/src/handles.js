@@ -40,7 +40,7 @@ function outOfMemory(n) {
 export class NativeHandle {
   /**
    * @param {any} module the instantiated Emscripten module
-   * @param {any} native an Embind handle (Reader, Writer, StreamConverter, RangeConverter)
+   * @param {any} native an Embind handle (Reader, Writer, JobHandle...)
    * @param {number} [windowSize]
    */
   constructor(module, native, windowSize = DEFAULT_WINDOW_SIZE) {

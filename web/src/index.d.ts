@@ -971,7 +971,7 @@ export interface MergeWorkerLike {
 export interface MergeInWorkersOptions extends MergeShardsOptions {
   /** How many workers (one module instance each); at most one per shard. Default `navigator.hardwareConcurrency`. */
   workers?: number;
-  /** Makes a module worker running the package's `src/merge-worker.js`. Default
+  /** Makes a module worker running the package's `src/ops/merge-worker.js`. Default
    * `new Worker(new URL('./merge-worker.js', import.meta.url), {type: 'module'})`, the form bundlers follow. */
   createWorker?: () => MergeWorkerLike;
 }
@@ -1207,14 +1207,6 @@ export interface PushResult {
  * the Hub's refusals, with its message and status). */
 export function pushToHub(options: PushOptions): Promise<PushResult>;
 
-/** What a worker request may do with the Hub: with `Authorization: Bearer <secret>` the worker's own `token`
- * (`trusted: true`); with another bearer value that value, as the caller's own Hub token; with none, no token.
- * Throws (code `WorkerMisconfigured`) when a token is given without a secret to guard it. */
-export function workerHubAccess(
-  request: { headers: { get(name: string): string | null } },
-  worker?: { token?: string; secret?: string },
-): { token: string | undefined; trusted: boolean };
-
 // ---- The adapter cache (docs/adapter-cache.md) ----
 
 export type CacheDtype = 'f32' | 'bf16' | 'f16';
@@ -1364,21 +1356,3 @@ export class AdapterCache {
 
 /** An LRU cache of LoRA modules read by Range from the Hub, with per-request composition (docs/adapter-cache.md). */
 export function createAdapterCache(options: AdapterCacheOptions): AdapterCache;
-
-/** `promise`, settled in the caller's request: in workerd, what follows a promise another request settled runs in
- * that request's context (and its I/O dies with it), so there this waits by polling a timer of its own; elsewhere it
- * is the promise itself. For workers that share work between requests (the adapter cache uses it). */
-export function inOwnRequest<T>(promise: Promise<T>): Promise<T>;
-
-/** The HTTP status a worker answers an error with: the Hub's 401 / 403 / 404, 502 for other I/O failures, 400 for
- * a bad request (a malformed percent-encoding too), 413 for LimitExceeded, 422 for inputs the core refuses, 500
- * otherwise. */
-export function workerErrorStatus(error: unknown): number;
-
-/** The server a worker reads an address a request names from: its own Hub `endpoint` when the request names none
- * (or the same origin), else an origin `allowed` lists (ALLOWED_ENDPOINTS: comma- or space-separated); any other
- * throws InvalidArgument. `own`: the worker's endpoint, the only one its Hub token may go to. */
-export function workerEndpoint(
-  requested: string | undefined | null,
-  worker: { endpoint: string; allowed?: string | string[] },
-): { endpoint: string; own: boolean };

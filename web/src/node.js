@@ -2,10 +2,10 @@
 // and a path or file: URL is a source everywhere one is taken (node-files.js).
 import { readFile } from 'node:fs/promises';
 import { setDefaultWasm } from './init.js';
-import { nodeFiles } from './node-files.js';
-import { nodeUpload } from './node-upload.js';
-import { setUploadTransport } from './push.js';
-import { setLocalFiles } from './sources.js';
+import { nodeFiles } from './io/node-files.js';
+import { nodeUpload } from './io/node-upload.js';
+import { setUploadTransport } from './remote/push.js';
+import { setLocalFiles } from './io/sources.js';
 
 setDefaultWasm(async () => ({ wasmBinary: await readFile(new URL('../dist/peft_bridge_wasm.wasm', import.meta.url)) }));
 setLocalFiles(nodeFiles);

@@ -1,8 +1,5 @@
-// The package's "workerd" entry (Cloudflare Workers, wrangler): workers may not compile WebAssembly at run time,
-// so the .wasm is imported as a module compiled at deploy time (wrangler and workerd's CompiledWasm modules).
-import wasmModule from '../dist/peft_bridge_wasm.wasm';
-import { setDefaultWasm } from './init.js';
-
-setDefaultWasm(() => ({ wasmModule }));
+// The package's "workerd" entry (Cloudflare Workers, wrangler): the .wasm is the module compiled at deploy time
+// (workerd-wasm.js).
+import './workerd-wasm.js';
 
 export * from './index.js';

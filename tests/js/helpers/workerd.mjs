@@ -1,6 +1,6 @@
 // Runs an example worker in real workerd, with the modules a bundler (wrangler) would produce: the package under
-// node_modules/peft-bridge, the .wasm as a CompiledWasm module, and the two bare specifiers workers import
-// ('peft-bridge' resolved with the "workerd" export condition, 'peft-bridge/peft_bridge_wasm.wasm') as small
+// node_modules/peft-bridge, the .wasm as a CompiledWasm module, and the bare specifiers workers import ('peft-bridge'
+// and 'peft-bridge/edge' resolved with the "workerd" export condition, 'peft-bridge/peft_bridge_wasm.wasm') as small
 // re-exporting modules. Four test-only routes wrap the worker: /__heap (the WASM heap's size), /__download?url=
 // (a plain download by the worker, to compare memory with), /__proxy?url= (the file passed on to the client
 // through the worker, to compare throughput with) and /__trap[?in=Class] (a real trap in the module: now, or inside
@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
-import { basename, join } from 'node:path';
+import { basename, dirname, join, sep } from 'node:path';
 import { repoRoot, webDir } from './common.mjs';
 
 export const workerdBin = join(repoRoot, 'node_modules', 'workerd', 'bin', 'workerd');
@@ -20,6 +20,14 @@ export async function freePort() {
   const { port } = server.address();
   await new Promise((resolve) => server.close(resolve));
   return port;
+}
+
+/** The package's modules a worker may load (web/src, without the npm CLI's), as paths under src/ with '/'. */
+export function packageModules() {
+  return readdirSync(join(webDir, 'src'), { recursive: true })
+    .map((p) => p.split(sep).join('/'))
+    .filter((p) => p.endsWith('.js') && !p.startsWith('cli/'))
+    .sort();
 }
 
 const capnpText = (value) => JSON.stringify(String(value)); // capnp text literals take JSON's escapes
@@ -36,10 +44,10 @@ export async function startWorkerd(t, { worker, dir, bindings = {}, durableObjec
   const root = mkdtempSync(join(dir, 'workerd-'));
   mkdirSync(join(root, 'do-storage'));
   const pkg = join(root, 'node_modules', 'peft-bridge');
-  mkdirSync(join(pkg, 'src'), { recursive: true });
-  mkdirSync(join(pkg, 'dist'));
+  mkdirSync(join(pkg, 'dist'), { recursive: true });
   const modules = [];
-  for (const name of readdirSync(join(webDir, 'src')).filter((n) => n.endsWith('.js'))) {
+  for (const name of packageModules()) {
+    mkdirSync(dirname(join(pkg, 'src', name)), { recursive: true });
     copyFileSync(join(webDir, 'src', name), join(pkg, 'src', name));
     modules.push(`(name = "node_modules/peft-bridge/src/${name}", esModule = embed "node_modules/peft-bridge/src/${name}")`);
   }
@@ -90,6 +98,7 @@ export default {
 `,
   );
   writeFileSync(join(root, 'pkg.js'), 'export * from "./node_modules/peft-bridge/src/workerd.js";\n');
+  writeFileSync(join(root, 'pkg-edge.js'), 'export * from "../node_modules/peft-bridge/src/edge/workerd.js";\n');
   writeFileSync(join(root, 'pkg-wasm.js'), 'export { default } from "../node_modules/peft-bridge/dist/peft_bridge_wasm.wasm";\n');
   const port = await freePort();
   const textBindings = Object.entries(bindings).map(([name, value]) => `(name = ${capnpText(name)}, text = ${capnpText(value)})`);
@@ -114,6 +123,7 @@ const worker :Workerd.Worker = (
     (name = "main.mjs", esModule = embed "main.mjs"),
     (name = "${workerFile}", esModule = embed "${workerFile}"),
     (name = "peft-bridge", esModule = embed "pkg.js"),
+    (name = "peft-bridge/edge", esModule = embed "pkg-edge.js"),
     (name = "peft-bridge/peft_bridge_wasm.wasm", esModule = embed "pkg-wasm.js"),
     ${modules.join(',\n    ')}
   ],

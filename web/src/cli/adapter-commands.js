@@ -1,5 +1,5 @@
 // adapter-info and translate for the npm CLI (src/cli/adapter_commands.cc).
-import { callAdapter } from '../adapter.js';
+import { callAdapter } from '../ops/adapter.js';
 import { err, explainInput, fail, flag, module, option, out } from './io.js';
 import { commonOptions, loadAdapterDir, namingTables, resolveBaseConfig } from './inputs.js';
 import { OutputTransaction, adapterFacts, describeOutputDirectory, baseName, describeOutputFile, fileFact, namedInputFacts, planOutput, stripTrailingSlashes } from './output.js';

@@ -1,5 +1,5 @@
 // combine for the npm CLI (src/cli/combine_command.cc).
-import { openCombine } from '../combine.js';
+import { openCombine } from '../ops/combine.js';
 import { explainInput, fail, flag, module, option, out } from './io.js';
 import { loadAdapterDir, namingTables, remoteChecked } from './inputs.js';
 import { OutputTransaction, adapterFacts, describeOutputDirectory, fileFact, namedInputFacts, planOutput } from './output.js';

@@ -1,6 +1,6 @@
 // create for the npm CLI (src/cli/create_command.cc): the base opened as merge opens it, the adapter planned
-// and made by the core (web/src/create.js's steps), written into one all-or-nothing output.
-import { createSession, supplyBase, weightsChunks } from '../create.js';
+// and made by the core (web/src/ops/create.js's steps), written into one all-or-nothing output.
+import { createSession, supplyBase, weightsChunks } from '../ops/create.js';
 import { explainInput, fail, flag, option, out } from './io.js';
 import { namingTables } from './inputs.js';
 import { OutputTransaction, describeOutputDirectory, namedInputFacts, planOutput } from './output.js';

@@ -1,8 +1,8 @@
 // extract for the npm CLI (src/cli/extract_command.cc): both models opened as merge opens a base (local or
 // remote, headers only), planned by the core, then the ranges the core asks for read and pushed
-// (web/src/extract.js's steps) while it writes adapter_model.safetensors after a reserved header region; the
+// (web/src/ops/extract.js's steps) while it writes adapter_model.safetensors after a reserved header region; the
 // header is written in place last, then adapter_config.json, in one all-or-nothing output.
-import { extractSession, pumpExtract } from '../extract.js';
+import { extractSession, pumpExtract } from '../ops/extract.js';
 import { explainInput, fail, flag, option, out } from './io.js';
 import { namingTables } from './inputs.js';
 import { OutputTransaction, describeOutputDirectory, namedInputFacts, planOutput } from './output.js';

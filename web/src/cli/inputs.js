@@ -3,10 +3,10 @@
 // naming_table_files.cc, remote_adapter.cc and remote_model.cc do natively).
 import { readFileSync } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
-import { DEFAULT_ENDPOINT, isRemote, readRemoteWhole, withRemoteHeader } from '../hub.js';
-import { inspectRendered } from '../inspect.js';
-import { uninitialized } from '../node-files.js';
-import { ADAPTER_CAP, LIMIT_OPTIONS } from '../range-client.js';
+import { DEFAULT_ENDPOINT, isRemote, readRemoteWhole, withRemoteHeader } from '../remote/hub.js';
+import { inspectRendered } from '../ops/inspect.js';
+import { uninitialized } from '../io/node-files.js';
+import { ADAPTER_CAP, LIMIT_OPTIONS } from '../remote/range-client.js';
 import { descriptorHandle } from './descriptor-handle.js';
 import { CliFailure, IoFailure, coreError, errorFields, flag, ioFailure, isDirectory, isRegularFile, joinPath, module, option } from './io.js';
 
@@ -230,7 +230,7 @@ export const commonOptions = (line) => ({
   positional: line.positional,
 });
 
-// ---- remote arguments: the shared rules say what to fetch (src/app/remote_address.h, base_layout.h); as
+// ---- remote arguments: the shared rules say what to fetch (src/net/remote_address.h, base_layout.h); as
 // src/cli/remote_adapter.cc and remote_model.cc, this fetches the same files in the same order ----
 
 export const remoteChecked = (r) => {

@@ -1,10 +1,11 @@
 // inspect and convert for the npm CLI (src/cli/inspect_command.cc, convert_command.cc).
-import { createConversion } from '../convert.js';
-import { isRemote } from '../hub.js';
-import { inspectRendered } from '../inspect.js';
-import { err, explainInput, fail, flag, isDirectory, module, option, out } from './io.js';
+import { isRemote } from '../remote/hub.js';
+import { openJob, run } from '../job-driver.js';
+import { openSource } from '../io/sources.js';
+import { inspectRendered } from '../ops/inspect.js';
+import { err, explainInput, fail, flag, isDirectory, module, out } from './io.js';
 import { inspectLocalModel, inspectRemoteModel, openInput, remoteAddress, remoteOptions } from './inputs.js';
-import { OutputTransaction, baseName, describeOutputFile, fileFact, namedInputFacts, planOutput } from './output.js';
+import { OutputTransaction, baseName, describeOutputFile, fileFact, namedInputFacts } from './output.js';
 import { stderrProgress } from './progress.js';
 
 export async function runInspect(line) {
@@ -49,44 +50,42 @@ export async function runConvert(line) {
     return 2;
   }
   if (route.folder) return (await import('./merge-command.js')).runMerge(line);
+  // One file into one: the sequence is the core's convert job (app/convert_job.h); here IN is opened, the output
+  // policy's facts gathered, and the job driven (../job-driver.js) into the output transaction.
   const json = flag(line, 'json');
-  const dtype = option(line, 'dtype');
-  const order = option(line, 'order') ?? 'reference';
-  const { positional } = line;
-  const [inPath, outPath] = positional;
-
+  const [inPath, outPath] = line.positional;
   let input;
+  let job = null;
   let output = null;
   let progress = null;
   try {
     input = await openInput(inPath);
-    // OUT may replace a file, never IN (whatever the path: a hard link, a path through a link to IN's directory).
-    const plan = planOutput('convert', [await fileFact('IN', inPath, null), ...(await namedInputFacts(line))], await describeOutputFile(outPath), {});
-    let planText = '';
+    const inputs = [await fileFact('IN', inPath, null), ...(await namedInputFacts(line))];
+    const target = await describeOutputFile(outPath);
+    const request = { command: 'convert', inputs, out: target, force: false, followLinks: false };
+    job = await openJob('convert', { line, inputSize: input.source.size, output: request });
     progress = stderrProgress(line, input.source.size);
-    const onProgress = ({ bytesRead }) => progress.update(bytesRead); // the bytes of IN read, header included
-    const { readable, summary } = createConversion(input.source, { dtype, order, onPlan: (text) => (planText = text), onProgress });
-    const reader = readable.getReader();
-    try {
-      // The first chunk is the output header: the input header is valid and the plan made before OUT is touched.
-      let next = await reader.read();
-      // The text is the plan, told before the work starts; the JSON, one document, once the output is in place.
-      if (!json && !flag(line, 'quiet')) await out(planText);
-      output = OutputTransaction.forFile(outPath, plan);
-      const file = await output.add(baseName(outPath));
-      progress.startFile(baseName(inPath), 0);
-      while (!next.done) {
-        await output.write(file, next.value);
-        next = await reader.read();
-      }
-    } catch (error) {
-      await reader.cancel(error).catch(() => {});
-      throw error;
-    }
-    const report = await summary;
-    await output.commit();
+    let file = null;
+    const sink = {
+      async write(_output, at, bytes) {
+        if (!output) {
+          output = OutputTransaction.forFile(outPath, JSON.parse(job.handle.outputPlanJson()));
+          file = await output.add(baseName(outPath));
+        }
+        await output.writeAt(file, at, bytes);
+      },
+      commit: () => output.commit(),
+    };
+    let shown = null;
+    const onProgress = ({ input: i, done }) => {
+      if (shown !== i) progress.startFile(baseName(inPath), 0); // the file name, not its path
+      shown = i;
+      progress.update(done);
+    };
+    await run(job, [await openSource(input.source)], sink, { onMessage: out, onProgress });
     progress.finish();
-    if (json) await out(report.json);
+    const summary = job.handle.summary();
+    if (summary) await out(summary);
     return 0;
   } catch (error) {
     progress?.abandon();
@@ -94,6 +93,7 @@ export async function runConvert(line) {
   } finally {
     progress?.close();
     await output?.close();
+    job?.close();
     await input?.handle.close();
   }
 }

@@ -3,7 +3,7 @@
 import { lstat, stat } from 'node:fs/promises';
 import { errorFromValue, renderedError } from '../errors.js';
 import { getModule, loadedModule } from '../init.js';
-import { strerror } from '../node-files.js';
+import { strerror } from '../io/node-files.js';
 
 // The current instance, whichever it is: after a trap inside a call (module-guard.js) it is discarded, and the
 // next use of `module` reaches the fresh one once something has loaded it (fail() does, to render the error).

@@ -2,15 +2,15 @@
 import { open, readdir, stat } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { renderedError } from '../errors.js';
-import { MergeSession } from '../merge.js';
-import { openSource } from '../sources.js';
+import { MergeSession } from '../ops/merge.js';
+import { openSource } from '../io/sources.js';
 import { CliFailure, coreError, err, explainInput, fail, flag, isRegularFile, joinPath, module, option, out } from './io.js';
 import { stderrProgress } from './progress.js';
 import { RunCopier } from './run-copier.js';
 import { ShardWorkers } from './shard-workers.js';
 import { WholeCopies, canCopyWhole, copyWhole } from './whole-copies.js';
-import { isRemote, openRemote, readRemoteWhole } from '../hub.js';
-import { readAhead } from '../remote.js';
+import { isRemote, openRemote, readRemoteWhole } from '../remote/hub.js';
+import { readAhead } from '../remote/remote.js';
 import { chooseLocalModel, decodeText, lazyInput, loadAdapterDir, namingTables, openInput, readWholeFile, recordWholeReads, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
 import { OutputTransaction, adapterFacts, describeOutputDirectory, directoryFact, fileFact, namedInputFacts, planOutput } from './output.js';
 

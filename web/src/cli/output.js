@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { rmdirSync, unlinkSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, readFile, realpath, rename, rmdir, stat, unlink } from 'node:fs/promises';
-import { isRemote } from '../hub.js';
+import { isRemote } from '../remote/hub.js';
 import { IoFailure, coreError, ioFailure, isDirectory, isRegularFile, joinPath, module, out, write } from './io.js';
 
 // ---- the output policy and the one atomic multi-file write (src/app/output_policy.h, src/cli/input_facts.cc,

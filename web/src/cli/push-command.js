@@ -1,14 +1,14 @@
 // --push-to and `push DIR --to` for the npm CLI (src/app/push_target.h has the grammar, the messages, the folder's
 // files and the summary; src/cli/push_command.cc is the native CLI's): once a command has written its outputs as
 // it does without the option, the files it wrote are pushed to the Hub repo in one commit with pushToHub
-// (web/src/push.js), read from disk (hashed in one pass, uploaded in a second); `push DIR` pushes a folder's files
-// the same way. The repo is created when missing, as `hf upload` does. The token and endpoint are the ones remote
+// (web/src/remote/push.js), read from disk (hashed in one pass, uploaded in a second); `push DIR` pushes a folder's
+// files the same way. The repo is created when missing, as `hf upload` does. The token and endpoint are the ones remote
 // reads use (HF_TOKEN or huggingface_hub's token file, HF_ENDPOINT).
 import { lstat, readdir, stat } from 'node:fs/promises';
-import { nodeFiles } from '../node-files.js';
-import { nodeUpload } from '../node-upload.js';
-import { pushToHub, setUploadTransport } from '../push.js';
-import { setLocalFiles } from '../sources.js';
+import { nodeFiles } from '../io/node-files.js';
+import { nodeUpload } from '../io/node-upload.js';
+import { pushToHub, setUploadTransport } from '../remote/push.js';
+import { setLocalFiles } from '../io/sources.js';
 import { CliFailure, coreError, err, errorFields, fail, flag, joinPath, module, option, out } from './io.js';
 import { remoteOptions } from './inputs.js';
 import { committedOutputs } from './output.js';

@@ -19,7 +19,7 @@ const post = (message) => parentPort.postMessage(message);
 async function start() {
   await init({ wasmModule });
   const { inheritDescriptors } = await import('./inputs.js');
-  const { MergeSession } = await import('../merge.js');
+  const { MergeSession } = await import('../ops/merge.js');
   const { openMergeInputs, shardMemory, writeShard } = await import('./merge-command.js');
   const { writeFileAt } = await import('./output.js');
   const { descriptorHandle } = await import('./descriptor-handle.js');

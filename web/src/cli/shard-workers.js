@@ -8,7 +8,7 @@
 // error of the first failing shard in file order, the quantization errors in shard order.
 import { Worker } from 'node:worker_threads';
 import { errorFromMessage } from '../errors.js';
-import { isRemote } from '../hub.js';
+import { isRemote } from '../remote/hub.js';
 import { compiledModule } from '../init.js';
 import { CliFailure, joinPath } from './io.js';
 
