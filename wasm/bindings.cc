@@ -38,6 +38,7 @@
 #include "app/input_hint.h"
 #include "app/push_target.h"
 #include "convert/convert_stream.h"
+#include "core/dtype_vocabulary.h"
 #include "core/reader.h"
 #include "app/report.h"
 #include "core/writer.h"
@@ -185,18 +186,17 @@ class Writer : public Handle {
   std::optional<StreamingWriter> writer_;
 };
 
-std::optional<Dtype> ParseTarget(const std::string& dtype) { return ParseDtype(dtype); }
 
 // StreamingConverter: the source file's bytes in, the converted file out, input order.
 class StreamConverter : public Handle {
  public:
   StreamConverter(const std::string& target, double total_size) {
-    auto dtype = ParseTarget(target);
-    if (!dtype) {
-      Fail(MakeError(ErrorCode::UnsupportedDtype, "unknown target dtype " + target));
+    auto dtype = ParseFloatDtypeOption(target);  // the CLIs' vocabulary
+    if (!dtype.ok()) {
+      Fail(dtype.error());
       return;
     }
-    converter_ = std::make_unique<StreamingConverter>(*dtype, chunks_, ReaderOptions{KnownSize(total_size)});
+    converter_ = std::make_unique<StreamingConverter>(dtype.value(), chunks_, ReaderOptions{KnownSize(total_size)});
   }
   bool ok() const { return converter_ != nullptr; }
   bool feed(size_t n) {
@@ -232,11 +232,11 @@ class RangeConverter : public Handle, private ReaderEvents {
  public:
   RangeConverter(const std::string& target, double total_size, const std::string& order)
       : reader_(ReaderOptions{KnownSize(total_size)}) {
-    auto dtype = ParseTarget(target);
+    auto dtype = ParseFloatDtypeOption(target);  // the CLIs' vocabulary
     auto o = ParseOrder(order);
-    if (!dtype) Fail(MakeError(ErrorCode::UnsupportedDtype, "unknown target dtype " + target));
+    if (!dtype.ok()) Fail(dtype.error());
     else if (!o) Fail(MakeError(ErrorCode::InvalidArgument, "order must be \"reference\" or \"input\""));
-    else { target_ = *dtype; order_ = *o; }
+    else { target_ = dtype.value(); order_ = *o; }
   }
   bool ok() const { return !error_.has_value(); }
   double bytes_until_header() const { return double(reader_.bytes_until_header()); }

@@ -15,8 +15,8 @@ export function createConversion(source, options = {}) {
   // onPlan(text): the core's text summary, once the header is planned and before any tensor is read (the CLI
   // prints it before the work starts).
   const { signal, onProgress, onPlan } = options;
-  if (typeof options.dtype !== 'string') throw new TypeError("peft-bridge: convert needs {dtype: 'bf16' | 'f16' | 'f32'}");
-  const target = options.dtype.toUpperCase();
+  if (options.dtype == null) throw new TypeError("peft-bridge: convert needs {dtype: 'bf16' | 'f16' | 'f32'}");
+  const target = String(options.dtype); // any spelling of the CLIs' vocabulary, checked by the core
   // The CLI's default, so that convert(file) writes the bytes `peft-bridge convert` writes.
   const order = options.order ?? 'reference';
   if (order !== 'input' && order !== 'reference') throw new TypeError("peft-bridge: order must be 'reference' or 'input'");
