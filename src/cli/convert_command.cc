@@ -11,6 +11,7 @@
 #include "convert/convert_stream.h"
 #include "app/report.h"
 #include "cli/text_output.h"
+#include "core/dtype_vocabulary.h"
 
 namespace pb::cli {
 namespace {
@@ -43,7 +44,7 @@ Status ConvertFile(const InputFile& in, const Header& header, ConversionPlan pla
 
 int RunConvert(const app::CommandLine& line) {
   const bool json = line.Has("json");
-  const std::optional<Dtype> dtype = app::ParseFloatDtypeName(*line.Value("dtype"));  // checked by the grammar
+  const std::optional<Dtype> dtype = ParseFloatDtypeName(*line.Value("dtype"));  // checked by the grammar
   const TensorOrder order = line.Value("order") == "input" ? TensorOrder::kInput : TensorOrder::kReference;
   const std::vector<std::string>& positional = line.positional;
 
