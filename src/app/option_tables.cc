@@ -415,6 +415,7 @@ Result<CommandLine> OptionsCommandLine(std::string_view command, const Json& opt
         case K::kPath:      // an input: a path, bytes or an object, read by the caller
           break;
         case K::kList:
+          if (v.is_array() && v.empty()) break;  // no names, no weights: as if not given
           if (v.is_array()) {
             std::string joined;
             for (const auto& item : v) {

@@ -62,6 +62,9 @@ TEST(OptionTables, AJsOptionsObjectIsReadAsTheCliReadsItsOptions) {
   EXPECT_TRUE(merge->Has("no-copy-extra"));
   EXPECT_EQ(merge->Value("group-size"), "64");
   EXPECT_TRUE(merge->Has("allow-partial"));
+  auto no_weights = Read("combine", R"({"weights": [], "method": "cat", "seed": 0})");  // CombineOptionsToJson's
+  ASSERT_TRUE(no_weights.ok()) << no_weights.error().message;
+  EXPECT_FALSE(no_weights->Has("weights"));
   auto kept = Read("merge", R"({"copyExtra": true})");
   ASSERT_TRUE(kept.ok());
   EXPECT_FALSE(kept->Has("no-copy-extra"));
