@@ -1,6 +1,6 @@
 // libFuzzer target for `combine`: options JSON + up to three adapters -> PlanCombine -> CombineWriter.
 //
-// Input: part 0 = the options (app::CombineOptionsFromJson's JSON); then, per adapter (up to 3), a part with its
+// Input: part 0 = the options (combine's JS options, read by app::OptionsCommandLine); then, per adapter (up to 3), a part with its
 // safetensors file and a part with its adapter_config.json ("" for none). Compact encoding expanded first.
 //
 // Checks (abort() on failure):
@@ -19,6 +19,7 @@
 #include "adapter/adapter_io.h"
 #include "adapter/lora_config.h"
 #include "app/combine_args.h"
+#include "app/option_tables.h"
 #include "app/combine_report.h"
 #include "compose/combine_plan.h"
 #include "compose/combine_writer.h"
@@ -62,11 +63,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parts.size() < 2) return 0;
   auto options_json = pb::ParseJson(parts[0], "options");
   if (!options_json.ok()) return 0;
-  auto options = pb::app::CombineOptionsFromJson(options_json.value());
-  if (!options.ok()) {
-    if (options.error().message.empty()) Fail("an option refusal without a message");
+  auto line = pb::app::OptionsCommandLine("combine", options_json.value());
+  if (!line.ok()) {
+    if (line.error().message.empty()) Fail("an option refusal without a message");
     return 0;
   }
+  const std::optional<pb::compose::CombineOptions> options = pb::app::CombineOptionsOf(line.value());
   // The methods that form full deltas cost out × in per module: kept small here so a run stays quick.
   const bool dense = pb::compose::IsSvdMethod(options->method) && options->method != pb::compose::CombineMethod::kSvd;
 

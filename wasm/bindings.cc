@@ -36,6 +36,7 @@
 #include "app/cli_text.h"
 #include "app/command_line.h"
 #include "app/input_hint.h"
+#include "app/option_tables.h"
 #include "app/push_target.h"
 #include "core/reader.h"
 #include "app/report.h"
@@ -350,6 +351,9 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
     for (auto name : pb::ErrorCodeNames()) names.append(name).push_back('\n');
     return names;
   });
+  // Every command's option table (app/option_tables.h), as JSON: what tests/js/option-tables.test.mjs holds
+  // index.d.ts's option interfaces to.
+  function("optionTables", +[] { return pb::app::OptionTablesJson().dump(); });
   function("heapInUse", +[] { return static_cast<double>(mallinfo().uordblks); });
   // The dtype names by code, one per line: the codes of headerTable() rows.
   function("dtypeNames", +[] {

@@ -18,8 +18,10 @@
 #include "adapter/adapter_io.h"
 #include "app/combine_args.h"
 #include "app/command_line.h"
+#include "app/option_tables.h"
 #include "compose/combine_plan.h"
 #include "compose/lora_serving.h"
+#include "core/dtype_vocabulary.h"
 #include "core/json.h"
 #include "merge_io.h"
 
@@ -29,7 +31,7 @@ namespace {
 using emscripten::val;
 
 std::optional<Dtype> DtypeOption(const std::string& name) {
-  if (auto d = app::ParseFloatDtypeName(name)) return d;
+  if (auto d = ParseFloatDtypeName(name)) return d;
   return ParseDtype(name);  // "F32", "BF16"... as safetensors spells them
 }
 
@@ -251,7 +253,7 @@ class ComposeLayout : public Handle {
   void add(const ServedAdapter& a) { inputs_.push_back({a.label(), &a.adapter()}); }
   void setLimits(double terms, double rank, double bytes) { limits_ = LimitsOf(terms, rank, bytes); }
 
-  // options: CombineOptionsFromJson's ({"weights": [...], "dtype": ...}; the method is cat). Returns
+  // options: combine's JS options ({"weights": [...], "dtype": ...}; the method is cat). Returns
   // {"config", "size" (of the weights file), "weightsName", "order", "metadata", "rank", "tensors": [{name, dtype,
   // shape, module, factor: "A"|"B"}]}, or """"
   // (error set). modules_to_save copies are refused: the cache serves LoRA factors only.
@@ -261,9 +263,9 @@ class ComposeLayout : public Handle {
     if (!j.ok()) return Fail(MakeError(ErrorCode::InvalidArgument, j.error().message)), std::string();
     Json o = j.value();
     o["method"] = "cat";
-    auto options = app::CombineOptionsFromJson(o);
-    if (!options.ok()) return Fail(options.error()), std::string();
-    auto planned = compose::PlanCombine(inputs_, options.value());
+    auto line = app::OptionsCommandLine("combine", o);
+    if (!line.ok()) return Fail(line.error()), std::string();
+    auto planned = compose::PlanCombine(inputs_, app::CombineOptionsOf(line.value()));
     if (!planned.ok()) return Fail(planned.error()), std::string();
     const compose::CombinePlan& p = planned.value();
     if (!p.extras.empty())

@@ -3,8 +3,8 @@
 // (MergeIo's steps), then add_input reads it; plan() plans; unless a dry run, begin_write() writes the header as
 // output chunks, then needs() lists [input, begin, end] ranges whose bytes supply(n) takes in order (each call's
 // output in the chunk table), until needs() is empty; finish_write() ends the file. result() gives the texts.
-// Options, as JSON: app::CombineOptionsFromJson's fields, plus "from", "arch", "strict", "namingTables",
-// "dryRun".
+// Options, as JSON: the JS keys of combine's option table (app/option_tables.h), read as the CLI's options, and
+// "namingTables".
 #include <emscripten/bind.h>
 
 #include <memory>
@@ -16,6 +16,7 @@
 #include "adapter/adapter_io.h"
 #include "app/combine_args.h"
 #include "app/combine_report.h"
+#include "app/option_tables.h"
 #include "compose/combine_plan.h"
 #include "compose/combine_writer.h"
 #include "core/json.h"
@@ -32,25 +33,15 @@ class CombineJob : public MergeIo {
  public:
   explicit CombineJob(const std::string& options_json) {
     auto parsed = ParseJson(options_json, "combine options");
-    if (!parsed.ok() || !parsed->is_object()) {
-      Fail(MakeError(ErrorCode::InvalidArgument, "combine options are not a JSON object"));
+    const Json j = parsed.ok() ? std::move(parsed.value()) : Json();
+    auto line = app::OptionsCommandLine("combine", j);
+    if (!line.ok()) {
+      Fail(line.error());
       return;
     }
-    const Json& j = parsed.value();
-    auto options = app::CombineOptionsFromJson(j);
-    if (!options.ok()) {
-      Fail(options.error());
-      return;
-    }
-    options_ = std::move(options.value());
-    if (j.contains("from") && j["from"].is_string()) {
-      read_options_.format = adapter::ParseFormatName(j["from"].get<std::string>());
-      if (!read_options_.format) {
-        Fail(MakeError(ErrorCode::InvalidArgument, "from: unknown format `" + j["from"].get<std::string>() + "`"));
-        return;
-      }
-    }
-    if (j.contains("arch") && j["arch"].is_string()) read_options_.arch = j["arch"].get<std::string>();
+    options_ = app::CombineOptionsOf(line.value());
+    if (auto from = line->Value("from")) read_options_.format = adapter::ParseFormatName(*from);  // a table choice
+    read_options_.arch = line->Value("arch");
     auto tables = NamingTablesOption(j);
     if (!tables.ok()) {
       Fail(tables.error());
@@ -58,8 +49,8 @@ class CombineJob : public MergeIo {
     }
     tables_ = std::move(tables.value());
     read_options_.tables = tables_.get();
-    read_options_.strict = j.contains("strict") && j["strict"].is_boolean() && j["strict"].get<bool>();
-    dry_run_ = j.contains("dryRun") && j["dryRun"].is_boolean() && j["dryRun"].get<bool>();
+    read_options_.strict = line->Has("strict");
+    dry_run_ = line->Has("dry-run");
   }
   bool ok() const { return !error_.has_value(); }
 

@@ -15,6 +15,7 @@
 
 #include "app/command_line.h"
 #include "app/create_report.h"
+#include "app/option_tables.h"
 #include "compose/create_plan.h"
 #include "compose/create_writer.h"
 #include "core/header.h"
@@ -23,7 +24,6 @@
 #include "merge_io.h"
 #include "merge/model_index.h"
 #include "naming_tables_option.h"
-#include "options_object.h"
 
 namespace pb::wasm {
 namespace {
@@ -35,31 +35,24 @@ using emscripten::val;
 class AdapterCreator : public MergeIo {  // MergeIo: headerLength, as the Merger reads a base
  public:
   explicit AdapterCreator(const std::string& options_json) {
-    auto object = OptionsObject::Parse(options_json, "create options");
-    if (!object.ok()) {
-      Fail(object.error());
+    auto parsed = ParseJson(options_json, "create options");
+    const Json j = parsed.ok() ? std::move(parsed.value()) : Json();
+    auto line = app::OptionsCommandLine("create", j);  // the CLI's options, read as the CLI reads them
+    if (!line.ok()) {
+      Fail(line.error());
       return;
     }
-    const OptionsObject& o = object.value();
-    const Json& j = o.json();
-    auto text = [&](const char* key) { return o.Text(key); };
-    compose::CreateArguments a;
-    a.target_modules = text("targetModules");
-    a.target_regex = text("targetRegex");
-    a.r = text("r");
-    a.alpha = text("alpha");
-    a.seed = text("seed");
-    a.init = text("init");
-    a.dtype = o.DtypeText("dtype");
-    a.rslora = o.Flag("rslora");
-    a.dora = o.Flag("dora");
-    auto options = compose::ParseCreateArguments(a);
+    auto options = compose::ParseCreateArguments(app::CreateArgumentsOf(line.value()));
     if (!options.ok()) {
       Fail(options.error());
       return;
     }
     options_ = std::move(options.value());
-    options_.arch = text("arch");
+    options_.arch = line->Value("arch");
+    auto text = [&](const char* key) -> std::optional<std::string> {  // the keys only the JS API has
+      if (!j.contains(key) || !j[key].is_string()) return std::nullopt;
+      return j[key].get<std::string>();
+    };
     if (auto base = text("base")) {
       auto name = app::CreateBaseNameOf(*base);
       options_.base_name_or_path = name.name;

@@ -21,6 +21,7 @@
 
 #include "app/create_report.h"
 #include "app/extract_report.h"
+#include "app/option_tables.h"
 #include "compose/extract_job.h"
 #include "compose/extract_plan.h"
 #include "core/header.h"
@@ -28,7 +29,6 @@
 #include "merge/model_index.h"
 #include "merge_io.h"
 #include "naming_tables_option.h"
-#include "options_object.h"
 
 namespace pb::wasm {
 namespace {
@@ -38,28 +38,24 @@ using emscripten::val;
 class ExtractHandle : public MergeIo {  // MergeIo: headerLength, as the Merger reads a base
  public:
   explicit ExtractHandle(const std::string& options_json) {
-    auto object = OptionsObject::Parse(options_json, "extract options");
-    if (!object.ok()) {
-      Fail(object.error());
+    auto parsed = ParseJson(options_json, "extract options");
+    const Json j = parsed.ok() ? std::move(parsed.value()) : Json();
+    auto line = app::OptionsCommandLine("extract", j);  // the CLI's options, read as the CLI reads them
+    if (!line.ok()) {
+      Fail(line.error());
       return;
     }
-    const OptionsObject& o = object.value();
-    const Json& j = o.json();
-    auto text = [&](const char* key) { return o.Text(key); };
-    compose::ExtractArguments a;
-    a.rank = text("rank");
-    a.energy = text("energy");
-    a.max_rank = text("maxRank");
-    a.modules = text("modules");
-    a.embeddings = text("embeddings");
-    a.dtype = o.DtypeText("dtype");
-    auto options = compose::ParseExtractArguments(a);
+    auto options = compose::ParseExtractArguments(app::ExtractArgumentsOf(line.value()));
     if (!options.ok()) {
       Fail(options.error());
       return;
     }
     options_ = std::move(options.value());
-    options_.arch = text("arch");
+    options_.arch = line->Value("arch");
+    auto text = [&](const char* key) -> std::optional<std::string> {  // the keys only the JS API has
+      if (!j.contains(key) || !j[key].is_string()) return std::nullopt;
+      return j[key].get<std::string>();
+    };
     if (auto base = text("base")) {  // as the native CLI names the base from --base
       auto name = app::CreateBaseNameOf(*base);
       options_.base_name_or_path = name.name;

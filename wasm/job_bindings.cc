@@ -8,8 +8,10 @@
 #include <string>
 
 #include "app/convert_job.h"
+#include "app/option_tables.h"
 #include "app/output_policy_json.h"
 #include "core/dtype.h"
+#include "core/json.h"
 #include "handle.h"
 #include "job/job.h"
 
@@ -28,14 +30,13 @@ Result<app::ConvertOptions> ConvertOptionsFromJson(const nlohmann::json& j) {
   if (j.contains("line")) {
     options = app::ConvertOptionsFromLine(app::CommandLineFromJson(j["line"].dump()), size);
   } else {
-    const std::string dtype = j.value("dtype", ""), order = j.value("order", "reference");
-    auto target = ParseDtype(dtype);
-    if (!target) return MakeError(ErrorCode::UnsupportedDtype, "unknown target dtype " + dtype);
-    if (order != "reference" && order != "input")
-      return MakeError(ErrorCode::InvalidArgument, "order must be \"reference\" or \"input\"");
-    options.target = *target;
-    options.order = order == "input" ? TensorOrder::kInput : TensorOrder::kReference;
-    options.input_size = size;
+    // convert()'s keys, read as the CLI reads its options (app/option_tables.h): one dtype vocabulary.
+    PB_ASSIGN_OR_RETURN(Json keys, ParseJson(j.dump(), "convert options"));
+    PB_ASSIGN_OR_RETURN(app::CommandLine line, app::OptionsCommandLine("convert", keys));
+    if (!line.Value("dtype")) return MakeError(ErrorCode::InvalidArgument, "convert needs a dtype (bf16, f16 or f32)");
+    options = app::ConvertOptionsFromLine(line, size);
+    options.json = false;
+    options.tell_plan = false;
   }
   if (j.contains("output") && j["output"].is_object()) {
     PB_ASSIGN_OR_RETURN(auto request, app::ParseOutputPolicyRequest(j["output"].dump()));

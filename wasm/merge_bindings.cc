@@ -46,7 +46,9 @@
 #include "merge/quantize_plan.h"
 #include "merge/merge_plan.h"
 #include "merge/merge_regions.h"
+#include "app/merge_args.h"
 #include "app/merge_report.h"
+#include "app/option_tables.h"
 #include "merge/model_index.h"
 #include "failure_value.h"
 #include "handle.h"
@@ -61,43 +63,26 @@ using emscripten::val;
 // WASM memory only ever grows, so its current size is the high-water mark: what the merge needed at most.
 double HeapSize() { return double(emscripten_get_heap_size()); }
 
-// Options as JSON: {"dtype": "bf16"|"f16"|"f32"|null, "safe", "unmerge", "allowPartial": bool, "arch": string|null,
-// "quantize": "fp8"|"int8"|"int4"|null, "scheme": "per-channel"|"per-group"|"block"|null, "groupSize": number|null}.
+// Options as JSON: the JS keys of merge's option table (app/option_tables.h: dtype, safe, allowPartial, arch,
+// quantize, scheme, groupSize), read as the CLI's options; "unmerge": bool; "namingTables".
 class MergeHandle : public MergeIo {
  public:
   virtual ~MergeHandle() = default;
   explicit MergeHandle(const std::string& options_json) {
     auto parsed = ParseJson(options_json, "merge options");
     Json j = parsed.ok() ? std::move(parsed.value()) : Json();
-    if (!j.is_object()) {
-      Fail(MakeError(ErrorCode::InvalidArgument, "merge options are not a JSON object"));
+    auto line = app::OptionsCommandLine("merge", j);  // the CLI's options, read as the CLI reads them
+    if (!line.ok()) {
+      Fail(line.error());
       return;
     }
-    if (j.contains("dtype") && !j["dtype"].is_null()) {  // the CLI's dtype vocabulary (src/app/command_line.h)
-      std::string d = j["dtype"].is_string() ? j["dtype"].get<std::string>() : j["dtype"].dump();
-      options_.dtype = app::ParseFloatDtypeName(d);
-      if (!options_.dtype)
-        Fail(MakeError(ErrorCode::InvalidArgument, "unknown dtype `" + ClipForMessage(d) + "` (expected bf16, f16 or f32)"));
+    const bool unmerge = j.contains("unmerge") && j["unmerge"].is_boolean() && j["unmerge"].get<bool>();
+    auto options = app::MergeOptionsOf(line.value(), unmerge);
+    if (!options.ok()) {
+      Fail(options.error());
+      return;
     }
-    auto flag = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
-    options_.safe = flag("safe");
-    options_.unmerge = flag("unmerge");
-    options_.allow_partial = flag("allowPartial");
-    if (j.contains("arch") && j["arch"].is_string()) options_.arch = j["arch"].get<std::string>();
-    if (j.contains("quantize") && !j["quantize"].is_null()) {  // the CLI's words (merge/quantize_plan.h)
-      auto text = [&](const char* key) -> std::optional<std::string> {
-        if (!j.contains(key) || j[key].is_null()) return std::nullopt;
-        return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
-      };
-      const auto method = text("quantize"), scheme = text("scheme"), group = text("groupSize");
-      auto q = merge::MakeQuantizeOptions(*method, scheme ? std::optional<std::string_view>(*scheme) : std::nullopt,
-                                          group ? std::optional<std::string_view>(*group) : std::nullopt);
-      if (!q.ok()) {
-        Fail(q.error());
-        return;
-      }
-      options_.quantize = q.value();
-    }
+    options_ = std::move(options.value());
     auto tables = NamingTablesOption(j);
     if (!tables.ok()) {
       Fail(tables.error());
@@ -437,42 +422,23 @@ class StreamMerger : public MergeHandle {
 
 // The same steps as the merge handles' adapter loading (header, inline tensors, read), then either the ‖ΔW‖
 // pass (info) or translate's output written tensor by tensor (the weights file as output chunks), each
-// referenced tensor's bytes supplied as adapter_needs() asks. Options, as JSON: {"from","arch","to": string|null, "strict","oldPeft","dryRun": bool}.
+// referenced tensor's bytes supplied as adapter_needs() asks. Options, as JSON: the JS keys of translate's option
+// table (app/option_tables.h), read as the CLI's options; "namingTables", "outFile", "baseConfigNote", "baseConfigHint".
 class AdapterJob : public MergeIo {
  public:
   explicit AdapterJob(const std::string& options_json) {
     auto parsed = ParseJson(options_json, "adapter options");
-    if (!parsed.ok() || !parsed->is_object()) {
-      Fail(MakeError(ErrorCode::InvalidArgument, "adapter options are not a JSON object"));
+    const Json j = parsed.ok() ? std::move(parsed.value()) : Json();
+    // translate's table holds adapter-info's options too; its grammar checks --outtype against --to.
+    auto line = app::OptionsCommandLine("translate", j);
+    if (!line.ok()) {
+      Fail(line.error());
       return;
     }
-    const Json& j = parsed.value();
-    for (const char* key : {"from", "to"}) {
-      if (!j.contains(key) || j[key].is_null()) continue;
-      std::string name = j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
-      auto format = adapter::ParseFormatName(name);
-      if (!format) {
-        Fail(MakeError(ErrorCode::InvalidArgument,
-                       std::string(key) + ": unknown format `" + name +
-                           "` (expected peft, mlx, kohya, gguf-names, diffusers-attnproc or gguf)"));
-        return;
-      }
-      (std::string(key) == "from" ? read_options_.format : to_) = format;
-    }
-    if (j.contains("arch") && j["arch"].is_string()) read_options_.arch = j["arch"].get<std::string>();
-    if (j.contains("outtype") && !j["outtype"].is_null()) {  // --outtype: the gguf format's tensor type
-      auto type = j["outtype"].is_string() ? gguf::ParseOutType(j["outtype"].get<std::string>()) : std::nullopt;
-      if (!type) {
-        Fail(MakeError(ErrorCode::InvalidArgument, "outtype: unknown `" + ClipForMessage(j["outtype"].dump()) +
-                                                       "` (expected f32, f16, bf16 or q8_0)"));
-        return;
-      }
-      if (to_ != adapter::AdapterFormat::kGguf) {
-        Fail(MakeError(ErrorCode::InvalidArgument, "outtype applies to to: 'gguf' only"));
-        return;
-      }
-      outtype_ = *type;
-    }
+    if (auto from = line->Value("from")) read_options_.format = adapter::ParseFormatName(*from);  // table choices
+    if (auto to = line->Value("to")) to_ = adapter::ParseFormatName(*to);
+    read_options_.arch = line->Value("arch");
+    if (auto outtype = line->Value("outtype")) outtype_ = *gguf::ParseOutType(*outtype);
     auto tables = NamingTablesOption(j);
     if (!tables.ok()) {
       Fail(tables.error());
@@ -480,15 +446,14 @@ class AdapterJob : public MergeIo {
     }
     tables_ = std::move(tables.value());
     read_options_.tables = tables_.get();
-    auto flag = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
-    read_options_.strict = flag("strict");
-    old_peft_ = flag("oldPeft");
-    allow_partial_ = flag("allowPartial");
+    read_options_.strict = line->Has("strict");
+    old_peft_ = line->Has("old-peft");
+    allow_partial_ = line->Has("allow-partial");
     if (j.contains("outFile") && j["outFile"].is_string()) out_file_ = j["outFile"].get<std::string>();
     // app::ChooseBaseConfig's note or hint, from the caller that chose the base config (chooseBaseConfig).
     for (auto [key, field] : {std::pair{"baseConfigNote", &base_config_note_}, {"baseConfigHint", &base_config_hint_}})
       if (j.contains(key) && j[key].is_string()) *field = j[key].get<std::string>();
-    dry_run_ = flag("dryRun");
+    dry_run_ = line->Has("dry-run");
   }
   bool ok() const { return !error_.has_value(); }
 

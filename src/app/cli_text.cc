@@ -1,12 +1,17 @@
 #include "app/cli_text.h"
 
+#include <map>
+#include <string>
+
 #include "app/create_report.h"
 #include "app/extract_report.h"
-#include "app/push_target.h"
+#include "app/option_tables.h"
 
 namespace pb {
+namespace {
 
-std::string_view CliHelp(std::string_view command) {
+// A help's text up to its "options:" line; the option lines come from the command's table (app/option_tables.h).
+std::string_view HelpIntro(std::string_view command) {
   if (command.empty())
     return "usage: peft-bridge <command> [options]\n"
            "\n"
@@ -42,7 +47,7 @@ std::string_view CliHelp(std::string_view command) {
            "N ms (for tests).\n"
            "\n"
            "Options take their value as `--opt value` or `--opt=value`. Dtypes may be written bf16|bfloat16,\n"
-           "f16|fp16|float16 or f32|fp32|float32, in any case.\n"
+           "f16|fp16|float16|half or f32|fp32|float32|float, in any case.\n"
            "\n"
            "Exit status: 0 success, 1 invalid input or I/O failure, 2 usage error.\n";
   if (command == "inspect")
@@ -56,9 +61,7 @@ std::string_view CliHelp(std::string_view command) {
            "folder, or a model.safetensors.index.json (local or its URL) means every shard of the model, each report\n"
            "under a \"==> NAME <==\" line, then the totals over all of them.\n"
            "\n"
-           "options:\n"
-           "  --json    print one JSON object; on invalid input {\"ok\":false,\"error\":{...}}\n"
-           "  --help    show this help\n";
+           "options:\n";
   if (command == "convert")
     return "usage: peft-bridge convert IN OUT --dtype bf16|f16|f32 [--order reference|input] [--json]\n"
            "       peft-bridge convert MODEL_DIR OUT_DIR --dtype bf16|f16|f32 [--dry-run] [--json] [--force]\n"
@@ -72,15 +75,7 @@ std::string_view CliHelp(std::string_view command) {
            "model.safetensors.index.json or a Hub repo (hf://OWNER/REPO) is converted whole, every shard, into the\n"
            "folder OUT_DIR (shards, index, config.json and the model's other files), as merge writes it.\n"
            "\n"
-           "options:\n"
-           "  --dtype D          target dtype: bf16, f16 or f32\n"
-           "  --order reference  tensor order of Python safetensors: dtype descending, then name (default)\n"
-           "  --order input      keep IN's order\n"
-           "  --json             print a JSON summary (or a JSON error)\n"
-           "  --quantize Q       quantize MODEL (a .safetensors file with its config.json, or a folder, as merge's\n"
-           "                     --base) into the folder OUT_DIR, as merge --quantize does with no adapter;\n"
-           "                     --scheme, --group-size: as for merge (docs/merge.md, Quantize)\n"
-           "  --help             show this help\n";
+           "options:\n";
   if (command == "adapter-info")
     return "usage: peft-bridge adapter-info DIR [--json] [--from FORMAT] [--arch NAME] [--naming-table FILE]...\n"
            "       [--base-config FILE] [--strict]\n"
@@ -92,15 +87,7 @@ std::string_view CliHelp(std::string_view command) {
            "the .safetensors or .gguf file itself, a Hub repo or folder (hf://OWNER/REPO[/FOLDER][@REVISION]) or the\n"
            "URL of the weights file (fetched whole, at most $PB_HTTP_MAX_ADAPTER_BYTES).\n"
            "\n"
-           "options:\n"
-           "  --json              print one JSON object; on invalid input {\"ok\":false,\"error\":{...}}\n"
-           "  --from FORMAT       peft, mlx, kohya, gguf-names, diffusers-attnproc or gguf instead of detecting it\n"
-           "  --arch NAME         naming table to use (llama, gpt2, ...); default: from --base-config or the keys\n"
-           "  --naming-table FILE a naming table to add (repeatable; docs/naming-tables.md): a new model family,\n"
-           "                      or a replacement for the built-in table of the same name\n"
-           "  --base-config FILE  the base model's config.json (architecture, head counts, layer count)\n"
-           "  --strict            fail with UnresolvedTensor if any tensor is not understood\n"
-           "  --help              show this help\n";
+           "options:\n";
   if (command == "translate")
     return "usage: peft-bridge translate IN_DIR OUT_DIR|OUT.gguf --to peft|mlx|kohya|gguf-names|gguf [--arch NAME]\n"
            "       [--outtype f32|f16|bf16|q8_0] [--base-config FILE] [--from FORMAT] [--dry-run] [--strict] [--old-peft] [--json]\n"
@@ -112,27 +99,7 @@ std::string_view CliHelp(std::string_view command) {
            "--allow-partial. OUT_DIR may be neither IN_DIR nor inside it, and must be empty unless --force.\n"
            "All files are written first and renamed into place together; on failure nothing is left.\n"
            "\n"
-           "options:\n"
-           "  --to FORMAT         peft (adapter_model.safetensors + adapter_config.json), mlx (adapters.safetensors\n"
-           "                      + adapter_config.json), kohya, gguf-names (llama.cpp's names and layout in safetensors)\n"
-           "                      or gguf (llama.cpp's LoRA file for --lora: OUT.gguf, or OUT_DIR/adapter_model.gguf)\n"
-           "  --outtype TYPE      gguf only: the LoRA tensors' type, as convert_lora_to_gguf.py's --outtype (f32, the\n"
-           "                      default, f16, bf16, q8_0; q8_0 rows not a multiple of 32 long are written F16)\n"
-           "  --dry-run           print the plan, write nothing\n"
-           "  --strict            fail with UnresolvedTensor if any tensor cannot be mapped\n"
-           "  --old-peft          write a config PEFT < 0.14 accepts (fails if a newer field matters)\n"
-           "  --force             write into a non-empty OUT_DIR: replace the files written, remove stale\n"
-           "                      model files (*.safetensors, model.safetensors.index.json, adapter_config.json),\n"
-           "                      keep everything else\n"
-           "  --allow-partial     write even if tensors are dropped (a warning line per tensor on stderr)\n"
-           "  --follow-links      read files in IN_DIR that are links leading outside it\n"
-           "  --base-config FILE  gguf and gguf-names: the base's config.json (architecture, head counts), or\n"
-           "                      hf://OWNER/REPO[@REV] for its config.json on the Hub. Without it, as\n"
-           "                      convert_lora_to_gguf.py: the adapter's base_model_name_or_path when it is a local\n"
-           "                      folder with config.json, or its Hub repo when IN_DIR is on the Hub (said in the notes)\n"
-           "  --from, --arch, --naming-table, --json   as for adapter-info\n"
-           PB_PUSH_HELP
-           "  --help              show this help\n";
+           "options:\n";
   if (command == "combine")
     return "usage: peft-bridge combine ADAPTER ADAPTER... [--weights W1,W2,...] -o|--out DIR\n"
            "       [--method cat|linear|svd|ties|ties_svd|dare_linear|dare_ties|dare_linear_svd|dare_ties_svd|\n"
@@ -147,29 +114,9 @@ std::string_view CliHelp(std::string_view command) {
            "weights (rank Σ rᵢ). The summary gives every module's relative error against that exact sum (from\n"
            "r×r Gram matrices), and for the svd methods the energy kept.\n"
            "\n"
-           "options:\n"
-           "  --weights W1,W2,... one per adapter (default 1 each); negative weights subtract\n"
-           "  --method M          cat (default); linear: exact as cat, or with --peft-compat PEFT's A-and-B-separate\n"
-           "                      sum (cross terms); svd: the exact sum recompressed to --rank by its SVD; ties,\n"
-           "                      dare_linear, dare_ties, magnitude_prune: PEFT's, on A and B separately (equal\n"
-           "                      ranks); *_svd: those on the full deltas, then recompressed\n"
-           "  --rank N            the svd methods' rank (default: the largest input rank)\n"
-           "  --density D         the fraction the pruning methods keep, in [0, 1]\n"
-           "  --majority-sign S   ties: total (default) or frequency\n"
-           "  --svd-clamp Q       clamp the new factors to the Q-quantile of their values, as PEFT does\n"
-           "  --seed S            DARE's random masks (default 0): the same bytes on every run and platform\n"
-           "  --peft-compat       PEFT's numbers and config, its rounding and bugs included: linear's cross terms,\n"
-           "                      the first adapter's use_rslora kept (an overscale), its target_modules rule\n"
-           "  --dtype D           the new factors' dtype (default: the first adapter's)\n"
-           "  --dry-run           print the plan, write nothing\n"
-           "  --force             write into a non-empty DIR, as translate does\n"
-           "  --allow-partial     combine even if an adapter has tensors no output holds (noted per tensor); without\n"
-           "                      it they are refused, as translate and merge refuse them\n"
-           "  --from, --arch, --naming-table, --base-config, --strict, --follow-links, --json   as for adapter-info\n"
-           PB_PUSH_HELP
-           "  --help              show this help\n";
-  if (command == "create") return app::CreateCliHelp();
-  if (command == "extract") return app::ExtractCliHelp();
+           "options:\n";
+  if (command == "create") return app::CreateHelpIntro();
+  if (command == "extract") return app::ExtractHelpIntro();
   if (command == "push")
     return "usage: peft-bridge push DIR --to OWNER/REPO[@BRANCH] [--create-pr] [--commit-message M] [--private]\n"
            "\n"
@@ -180,10 +127,7 @@ std::string_view CliHelp(std::string_view command) {
            "of an interrupted peft-bridge run is refused (its output is not complete). HF_TOKEN or huggingface_hub's\n"
            "token file, HF_ENDPOINT. The summary (files, bytes, commit and its URL) is printed on stdout.\n"
            "\n"
-           "options:\n"
-           "  --to OWNER/REPO[@BRANCH]  the repo, and the branch (default main)\n"
-           PB_PUSH_OPTIONS_HELP
-           "  --help              show this help\n";
+           "options:\n";
   if (command == "merge" || command == "unmerge")
     return command == "merge"
                ? "usage: peft-bridge merge --base PATH --adapter DIR -o|--out DIR [--dtype bf16|f16|f32] [--safe]\n"
@@ -205,38 +149,25 @@ std::string_view CliHelp(std::string_view command) {
                  "or hf://OWNER/REPO[/FOLDER][@REVISION] (shards read with range requests; docs/remote.md).\n"
                  "\n"
                  "options:\n"
-                 "  --dtype D          output dtype of floating-point tensors (default: each tensor's own)\n"
-                 "  --safe             fail on NaN or Inf in a merged tensor, naming the module\n"
-                 "  --quantize Q       write the Linear weights quantized, rounded once from the merge in the model\n"
-                 "                     dtype, in the layout vLLM and transformers load (docs/merge.md, Quantize):\n"
-                 "                     fp8: compressed-tensors float-quantized, per-channel scales, dynamic FP8\n"
-                 "                     activations; int8/int4: compressed-tensors pack-quantized, weight-only\n"
-                 "  --scheme S         per-channel (fp8's default), per-group (int's default) or block (fp8 only:\n"
-                 "                     transformers' fine-grained FP8, 128 x 128 blocks)\n"
-                 "  --group-size N     columns per scale with per-group (default 128)\n"
-                 "  --dry-run          plan and report, write nothing\n"
-                 "  --json             print a JSON summary (modules, tensors, unmatched keys, bytes, time, memory)\n"
-                 "  --base-config FILE the base config.json, when it is not beside the weights\n"
-                 "  --arch NAME        naming table to use (default: from config.json or the adapter's keys)\n"
-                 "  --naming-table FILE a naming table to add (repeatable), as for adapter-info\n"
-                 "  --force            write into a non-empty OUT: replace the files written, remove stale model\n"
-                 "                     files (old shards, old index, adapter files), keep everything else\n"
-                 "  --allow-partial    merge even if adapter tensors cannot be applied (a warning per tensor)\n"
-                 "  --follow-links     read shards and configs that are links leading outside their directory\n"
-                 "  --no-copy-extra    copy none of the base's other files (tokenizer, generation config...)\n"
-                 "  --threads N        merge with N threads, each a region of the shard; the output bytes do not\n"
-                 "                     depend on N (default: the cores this process may use when the low-rank\n"
-                 "                     products are at least half the work, else one per shard up to them).\n"
-                 "                     The npm CLI merges whole shards at once on worker threads, by default\n"
-                 "                     only when the products dominate or it quantizes; a one-file model, a\n"
-                 "                     remote base or a remote adapter on one thread\n"
-                 PB_PUSH_HELP
-                 "  --help             show this help\n"
                : "usage: peft-bridge unmerge --base PATH --adapter DIR -o|--out DIR [options as for merge]\n"
                  "\n"
                  "Subtracts the adapter's delta from a merged model with the same engine (W - s*B*A, rounded once).\n"
                  "Not an exact inverse after rounding; DoRA and modules_to_save cannot be unmerged.\n";
   return {};
+}
+
+}  // namespace
+
+std::string_view CliHelp(std::string_view command) {
+  static const std::map<std::string, std::string, std::less<>> helps = [] {
+    std::map<std::string, std::string, std::less<>> all = {{"", std::string(HelpIntro(""))}};
+    for (const auto& table : app::OptionTables())
+      all[std::string(table.command)] =
+          std::string(HelpIntro(table.command)) + (table.lists_options ? app::OptionHelpLines(table.command) : "");
+    return all;
+  }();
+  auto it = helps.find(command);
+  return it == helps.end() ? std::string_view() : std::string_view(it->second);
 }
 
 }  // namespace pb

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/dtype_vocabulary.h"
 #include "core/utf8.h"
 
 namespace pb::app {
@@ -72,77 +73,6 @@ compose::CombineOptions CombineOptionsOf(const CommandLine& line) {
   return o;
 }
 
-Result<compose::CombineOptions> CombineOptionsFromJson(const Json& j) {
-  compose::CombineOptions o;
-  auto invalid = [](const std::string& field, const std::string& want) {
-    return MakeError(ErrorCode::InvalidArgument, "combine option `" + field + "` must be " + want);
-  };
-  auto present = [&](const char* key) { return j.is_object() && j.contains(key) && !j[key].is_null(); };
-  auto number = [&](const char* key) -> std::optional<double> {
-    if (!j[key].is_number()) return std::nullopt;
-    const double v = j[key].get<double>();
-    return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
-  };
-  auto count = [&](const char* key) -> std::optional<uint64_t> {
-    if (j[key].is_number_unsigned()) return j[key].get<uint64_t>();
-    if (j[key].is_number_integer() && j[key].get<int64_t>() >= 0) return static_cast<uint64_t>(j[key].get<int64_t>());
-    if (j[key].is_number_float()) {
-      const double v = j[key].get<double>();
-      if (v >= 0 && v < 18446744073709551616.0 && std::floor(v) == v) return static_cast<uint64_t>(v);
-    }
-    return std::nullopt;
-  };
-  if (!j.is_object()) return MakeError(ErrorCode::InvalidArgument, "combine options must be an object");
-  if (present("method")) {
-    auto m = j["method"].is_string() ? compose::ParseCombineMethod(j["method"].get<std::string>()) : std::nullopt;
-    if (!m) return invalid("method", "one of cat, linear, svd, ties, ties_svd, dare_linear, dare_ties, dare_linear_svd, "
-                                     "dare_ties_svd, magnitude_prune, magnitude_prune_svd");
-    o.method = *m;
-  }
-  if (present("weights")) {
-    if (!j["weights"].is_array()) return invalid("weights", "an array of numbers, one per adapter");
-    for (const auto& w : j["weights"]) {
-      if (!w.is_number() || !std::isfinite(w.get<double>())) return invalid("weights", "an array of finite numbers");
-      o.weights.push_back(w.get<double>());
-    }
-  }
-  if (present("rank")) {
-    auto r = count("rank");
-    if (!r || *r == 0) return invalid("rank", "a positive integer");
-    o.rank = *r;
-  }
-  for (const char* key : {"density", "svdClamp"}) {
-    if (!present(key)) continue;
-    auto v = number(key);
-    if (!v) return invalid(key, "a number");
-    (std::string(key) == "density" ? o.density : o.svd_clamp) = *v;
-  }
-  if (present("seed")) {
-    auto s = count("seed");
-    if (!s) return invalid("seed", "a non-negative integer");
-    o.seed = *s;
-  }
-  if (present("majoritySign")) {
-    const std::string v = j["majoritySign"].is_string() ? j["majoritySign"].get<std::string>() : "";
-    if (v != "total" && v != "frequency") return invalid("majoritySign", "\"total\" or \"frequency\"");
-    o.majority_sign = v == "frequency" ? compose::MajoritySign::kFrequency : compose::MajoritySign::kTotal;
-  }
-  if (present("peftCompat")) {
-    if (!j["peftCompat"].is_boolean()) return invalid("peftCompat", "a boolean");
-    o.peft_compat = j["peftCompat"].get<bool>();
-  }
-  if (present("allowPartial")) {
-    if (!j["allowPartial"].is_boolean()) return invalid("allowPartial", "a boolean");
-    o.allow_partial = j["allowPartial"].get<bool>();
-  }
-  if (present("dtype")) {
-    auto d = j["dtype"].is_string() ? ParseFloatDtypeName(j["dtype"].get<std::string>()) : std::nullopt;
-    if (!d) return invalid("dtype", "bf16, f16 or f32");
-    o.dtype = d;
-  }
-  return o;
-}
-
 Json CombineOptionsToJson(const compose::CombineOptions& o) {
   Json j = Json::object();
   j["method"] = std::string(compose::CombineMethodName(o.method));
@@ -154,7 +84,7 @@ Json CombineOptionsToJson(const compose::CombineOptions& o) {
   j["majoritySign"] = o.majority_sign == compose::MajoritySign::kFrequency ? "frequency" : "total";
   j["peftCompat"] = o.peft_compat;
   j["allowPartial"] = o.allow_partial;
-  j["dtype"] = o.dtype ? Json(*o.dtype == Dtype::BF16 ? "bf16" : *o.dtype == Dtype::F16 ? "f16" : "f32") : Json(nullptr);
+  j["dtype"] = o.dtype ? Json(std::string(FloatDtypeOptionName(*o.dtype))) : Json(nullptr);
   return j;
 }
 

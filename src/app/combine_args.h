@@ -19,11 +19,8 @@ std::optional<std::string> CheckCombineNumbers(const CommandLine& line);
 // The options of a command line CheckCombineNumbers accepted (weights empty when --weights is absent: 1 each).
 compose::CombineOptions CombineOptionsOf(const CommandLine& line);
 
-// The options as the JS API gives them (and the npm CLI passes them on): {"method", "weights": [numbers],
-// "rank", "density", "majoritySign": "total"|"frequency", "svdClamp", "seed", "peftCompat", "dtype", "allowPartial"}, each
-// optional. InvalidArgument naming the field for a wrong type or value.
-Result<compose::CombineOptions> CombineOptionsFromJson(const Json& options);
-// The same fields from options (what the npm CLI hands to the WASM module for its command line).
+// The options as the JS API's keys (combine's option table, app/option_tables.h): what the npm CLI hands to the
+// WASM module for its command line.
 Json CombineOptionsToJson(const compose::CombineOptions& options);
 
 }  // namespace pb::app

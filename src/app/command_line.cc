@@ -10,8 +10,10 @@
 #include "app/combine_args.h"
 #include "app/create_report.h"
 #include "app/extract_report.h"
+#include "app/option_tables.h"
 #include "app/push_target.h"
 #include "app/report.h"
+#include "core/dtype_vocabulary.h"
 #include "core/json.h"
 #include "core/utf8.h"
 #include "merge/quantize_plan.h"
@@ -20,130 +22,42 @@
 namespace pb::app {
 namespace {
 
-enum class Kind { kFlag, kValue, kRepeated };
+using OptionSpec = OptionRow;  // a command's options are its table's rows (app/option_tables.h)
 
-struct OptionSpec {
-  std::string_view name;   // long name without dashes
-  char alias;              // short alias, or 0
-  Kind kind;
-  std::string_view choices = {};  // "a|b|c": the accepted values, checked here (empty: any value)
-};
+bool TakesNoValue(const OptionSpec& o) { return o.kind == OptionKind::kFlag || o.kind == OptionKind::kNegatedFlag; }
 
 struct CommandSpec {
   std::string_view name;
   size_t min_positional;
   size_t max_positional;
   std::string_view positional_usage;  // what the missing/extra message names: "exactly one FILE"...
-  std::vector<OptionSpec> options;
   std::vector<std::string_view> required;  // option names
+  std::vector<const OptionSpec*> options = {};  // the table's rows that the command line spells
 };
-
-constexpr std::string_view kFormats = "peft|mlx|kohya|gguf-names|diffusers-attnproc|gguf";
-constexpr std::string_view kTargets = "peft|mlx|kohya|gguf-names|gguf";
-constexpr std::string_view kCombineMethods =
-    "cat|linear|svd|ties|ties_svd|dare_linear|dare_ties|dare_linear_svd|dare_ties_svd|magnitude_prune|"
-    "magnitude_prune_svd";
-
-// Options every command takes.
-const std::vector<OptionSpec>& CommonOptions() {
-  static const std::vector<OptionSpec> options = {
-      {"help", 'h', Kind::kFlag},
-      {"quiet", 'q', Kind::kFlag},
-      {"no-progress", 0, Kind::kFlag},
-  };
-  return options;
-}
 
 const std::vector<CommandSpec>& Commands() {
   static const std::vector<CommandSpec> commands = [] {
-    const OptionSpec json{"json", 0, Kind::kFlag};
-    const OptionSpec arch{"arch", 0, Kind::kValue};
-    const OptionSpec base_config{"base-config", 0, Kind::kValue};
-    const OptionSpec from{"from", 0, Kind::kValue, kFormats};
-    const OptionSpec strict{"strict", 0, Kind::kFlag};
-    const OptionSpec dry_run{"dry-run", 0, Kind::kFlag};
-    const OptionSpec force{"force", 0, Kind::kFlag};
-    const OptionSpec allow_partial{"allow-partial", 0, Kind::kFlag};
-    const OptionSpec follow_links{"follow-links", 0, Kind::kFlag};
-    const OptionSpec dtype{"dtype", 0, Kind::kValue};
-    const OptionSpec naming_table{"naming-table", 0, Kind::kRepeated};
-    const OptionSpec quantize{"quantize", 0, Kind::kValue, "fp8|int8|int4"};
-    const OptionSpec scheme{"scheme", 0, Kind::kValue, "per-channel|per-group|block"};
-    const OptionSpec group_size{"group-size", 0, Kind::kValue};
-    // --push-to and its companions (app/push_target.h): merge, translate, combine, extract, create.
-    const std::vector<OptionSpec> push = {{"push-to", 0, Kind::kValue}, {"create-pr", 0, Kind::kFlag},
-                                          {"commit-message", 0, Kind::kValue}, {"create-repo", 0, Kind::kFlag},
-                                          {"private", 0, Kind::kFlag}};
     std::vector<CommandSpec> list = {
-        {"inspect", 1, 1, "exactly one FILE", {json}, {}},
+        {"inspect", 1, 1, "exactly one FILE", {}},
         // --quantize: IN is a model (as merge's --base) and OUT a folder; --dtype is then optional.
-        {"convert", 2, 2, "IN and OUT",
-         {dtype, {"order", 0, Kind::kValue, "reference|input"}, json, force, quantize, scheme, group_size, dry_run,
-          base_config},
-         {}},
-        {"adapter-info",
-         1,
-         1,
-         "exactly one DIR",
-         {json, from, arch, naming_table, base_config, strict, follow_links},
-         {}},
-        {"translate",
-         2,
-         2,
-         "IN_DIR and OUT_DIR",
-         {{"to", 0, Kind::kValue, kTargets}, json, from, arch, naming_table, base_config, strict, dry_run,
-          {"old-peft", 0, Kind::kFlag}, force, allow_partial, follow_links,
-          {"outtype", 0, Kind::kValue, "f32|f16|bf16|q8_0"}},
-         {"to"}},
+        {"convert", 2, 2, "IN and OUT", {}},
+        {"adapter-info", 1, 1, "exactly one DIR", {}},
+        {"translate", 2, 2, "IN_DIR and OUT_DIR", {"to"}},
+        {"combine", 1, SIZE_MAX, "at least one ADAPTER", {}},
+        {"merge", 0, 0, "no positional arguments (use --base, --adapter and -o/--out)", {"base", "adapter"}},
+        {"unmerge", 0, 0, "no positional arguments (use --base, --adapter and -o/--out)", {"base", "adapter"}},
+        {"create", 0, 0, "no positional arguments (use --base, --target-modules and -o/--out)", {"base"}},
+        {"extract", 0, 0, "no positional arguments (use --base, --tuned and -o/--out)", {"base", "tuned"}},
+        // `push DIR --to OWNER/REPO[@BRANCH]`: an existing folder (a command's output whose push failed...),
+        // pushed as --push-to pushes an output; --to takes --push-to's companions.
+        {"push", 1, 1, "exactly one DIR (a folder, or one file)", {"to"}},
     };
-    list.push_back({"combine",
-                    1,
-                    SIZE_MAX,
-                    "at least one ADAPTER",
-                    {{"weights", 0, Kind::kValue}, {"method", 0, Kind::kValue, kCombineMethods}, {"rank", 0, Kind::kValue},
-                     {"density", 0, Kind::kValue}, {"majority-sign", 0, Kind::kValue, "total|frequency"},
-                     {"svd-clamp", 0, Kind::kValue}, {"seed", 0, Kind::kValue}, {"peft-compat", 0, Kind::kFlag},
-                     {"out", 'o', Kind::kValue}, dtype, dry_run, json, from, arch, naming_table, base_config, strict,
-                     force, allow_partial, follow_links},
-                    {}});
-    for (std::string_view name : {"merge", "unmerge"}) {
-      list.push_back({name,
-                      0,
-                      0,
-                      "no positional arguments (use --base, --adapter and -o/--out)",
-                      {{"base", 0, Kind::kValue}, {"adapter", 0, Kind::kValue}, {"out", 'o', Kind::kValue}, dtype,
-                       {"safe", 0, Kind::kFlag}, dry_run, json, base_config, arch, naming_table, force, allow_partial,
-                       follow_links, {"no-copy-extra", 0, Kind::kFlag}, {"threads", 0, Kind::kValue}},
-                      {"base", "adapter"}});
-      if (name == "merge") list.back().options.insert(list.back().options.end(), {quantize, scheme, group_size});
+    for (auto& spec : list) {
+      const OptionTable* table = FindOptionTable(spec.name);
+      for (const auto* rows : {&table->rows, &table->push_rows})
+        for (const auto& row : *rows)
+          if (!row.name.empty()) spec.options.push_back(&row);
     }
-    list.push_back({"create",
-                    0,
-                    0,
-                    "no positional arguments (use --base, --target-modules and -o/--out)",
-                    {{"base", 0, Kind::kValue}, {"out", 'o', Kind::kValue}, {"target-modules", 0, Kind::kValue},
-                     {"target-regex", 0, Kind::kValue}, {"r", 0, Kind::kValue}, {"alpha", 0, Kind::kValue},
-                     {"rslora", 0, Kind::kFlag}, {"dora", 0, Kind::kFlag}, {"init", 0, Kind::kValue, "kaiming|gaussian"},
-                     {"seed", 0, Kind::kValue}, dtype, dry_run, json, force, base_config, arch, naming_table,
-                     follow_links},
-                    {"base"}});
-    list.push_back({"extract",
-                    0,
-                    0,
-                    "no positional arguments (use --base, --tuned and -o/--out)",
-                    {{"base", 0, Kind::kValue}, {"tuned", 0, Kind::kValue}, {"out", 'o', Kind::kValue},
-                     {"rank", 0, Kind::kValue}, {"energy", 0, Kind::kValue}, {"max-rank", 0, Kind::kValue},
-                     {"modules", 0, Kind::kValue}, {"embeddings", 0, Kind::kValue, "save|lora|skip"}, dtype, dry_run,
-                     json, force, base_config, arch, naming_table, follow_links},
-                    {"base", "tuned"}});
-    for (auto& spec : list)
-      if (spec.name == "merge" || spec.name == "translate" || spec.name == "combine" || spec.name == "extract" ||
-          spec.name == "create")
-        spec.options.insert(spec.options.end(), push.begin(), push.end());
-    // `push DIR --to OWNER/REPO[@BRANCH]`: an existing folder (a command's output whose push failed...), pushed as
-    // --push-to pushes an output; --to takes --push-to's companions.
-    list.push_back({"push", 1, 1, "exactly one DIR (a folder, or one file)", {{"to", 0, Kind::kValue}}, {"to"}});
-    list.back().options.insert(list.back().options.end(), push.begin() + 1, push.end());
     return list;
   }();
   return commands;
@@ -151,8 +65,8 @@ const std::vector<CommandSpec>& Commands() {
 
 const OptionSpec* FindOption(const CommandSpec& spec, std::string_view name, char alias) {
   auto match = [&](const OptionSpec& o) { return alias ? o.alias == alias : o.name == name; };
-  for (const auto& o : spec.options)
-    if (match(o)) return &o;
+  for (const auto* o : spec.options)
+    if (match(*o)) return o;
   for (const auto& o : CommonOptions())
     if (match(o)) return &o;
   return nullptr;
@@ -189,7 +103,7 @@ std::optional<std::string_view> SuggestOption(const CommandSpec& spec, std::stri
     const size_t d = o.name == plain ? 0 : EditDistance(plain, o.name);
     if (d < best_distance) best_distance = d, best = o.name;
   };
-  for (const auto& o : spec.options) consider(o);
+  for (const auto* o : spec.options) consider(*o);
   for (const auto& o : CommonOptions()) consider(o);
   return best;
 }
@@ -223,7 +137,10 @@ std::string ChoicesText(std::string_view choices) {
   return out;
 }
 
-std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std::span<const std::string> args) {
+// `options_only`: the options of a JS options object (OptionsCommandLine), which has no positional arguments, no
+// -o/--out and no push: every check of the options themselves, none of what the command line must also hold.
+std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std::span<const std::string> args,
+                                                  bool options_only = false) {
   CommandLine line;
   line.command = std::string(spec.name);
   auto usage = [&](std::string message) { return UsageError{line.command, std::move(message)}; };
@@ -263,7 +180,7 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
       continue;
     }
     std::string value;
-    if (option->kind == Kind::kFlag) {
+    if (TakesNoValue(*option)) {
       if (inline_value) return usage(shown + " takes no value");
     } else if (inline_value) {
       value = *inline_value;
@@ -273,24 +190,27 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     }
     if (!option->choices.empty() && !InChoices(option->choices, value))
       return usage("unknown " + std::string(option->name) + " `" + ClipForMessage(value) + "` (expected " + ChoicesText(option->choices) + ")");
-    if (option->name == "dtype") {  // any spelling users know; the commands see one
-      auto dtype = ParseFloatDtypeName(value);
-      if (!dtype) return usage("unknown dtype `" + ClipForMessage(value) + "` (expected bf16, f16 or f32)");
-      value = *dtype == Dtype::BF16 ? "bf16" : *dtype == Dtype::F16 ? "f16" : "f32";
+    if (option->kind == OptionKind::kDtype) {  // any spelling users know; the commands see one
+      auto dtype = ParseFloatDtypeOption(value);
+      if (!dtype.ok()) return usage(dtype.error().message);
+      value = FloatDtypeOptionName(dtype.value());
     }
     auto& values = line.options[std::string(option->name)];
-    if (!values.empty() && option->kind != Kind::kRepeated) return usage(shown + " given twice");
+    if (!values.empty() && option->kind != OptionKind::kRepeated) return usage(shown + " given twice");
     values.push_back(std::move(value));
   }
   if (line.help) return line;  // `merge --help` needs nothing else
-  if (line.positional.size() < spec.min_positional || line.positional.size() > spec.max_positional) {
-    if (spec.max_positional == 0) return usage("unexpected argument `" + ClipForMessage(line.positional.front()) + "`");
-    return usage("expected " + std::string(spec.positional_usage));
+  // What the command line must hold besides its options' values.
+  if (!options_only) {
+    if (line.positional.size() < spec.min_positional || line.positional.size() > spec.max_positional) {
+      if (spec.max_positional == 0) return usage("unexpected argument `" + ClipForMessage(line.positional.front()) + "`");
+      return usage("expected " + std::string(spec.positional_usage));
+    }
+    for (auto name : spec.required)
+      if (!line.Has(name)) return usage("--" + std::string(name) + " is required");
+    if ((spec.name == "merge" || spec.name == "unmerge" || spec.name == "combine") && !line.Has("out") && !line.Has("dry-run"))
+      return usage("-o/--out is required (or --dry-run)");
   }
-  for (auto name : spec.required)
-    if (!line.Has(name)) return usage("--" + std::string(name) + " is required");
-  if ((spec.name == "merge" || spec.name == "unmerge" || spec.name == "combine") && !line.Has("out") && !line.Has("dry-run"))
-    return usage("-o/--out is required (or --dry-run)");
   if (spec.name == "combine")
     if (auto bad = CheckCombineNumbers(line)) return usage(*bad);
   if (auto threads = line.Value("threads")) {  // merge, unmerge: threads, or the npm CLI's worker threads
@@ -300,7 +220,7 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
       return usage("--threads must be a whole number from 1 to 1024, not `" + ClipForMessage(t) + "`");
   }
   if (spec.name == "convert") {
-    if (!line.Has("quantize") && !line.Has("dtype")) return usage("--dtype is required");
+    if (!line.Has("quantize") && !line.Has("dtype") && !options_only) return usage("--dtype is required");
     if (line.Has("quantize") && line.Has("order"))
       return usage("--order applies to convert without --quantize (which writes a model folder in the input's order)");
   }
@@ -312,6 +232,9 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
                                         group ? std::optional<std::string_view>(*group) : std::nullopt);
     if (!q.ok()) return usage(q.error().message);
   }
+  if (spec.name == "translate" && line.Has("outtype") && line.Value("to") != "gguf")
+    return usage("--outtype applies to --to gguf only (the other formats keep the adapter's dtypes)");
+  if (options_only) return line;  // create's and extract's values: their handles check them with the core's words
   if (spec.name == "create")
     if (auto problem = CreateUsageProblem(line)) return usage(*problem);
   if (spec.name == "extract")
@@ -326,8 +249,6 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     for (const char* name : {"create-pr", "commit-message", "create-repo", "private"})
       if (line.Has(name)) return usage("--" + std::string(name) + " applies to --push-to OWNER/REPO[@BRANCH]");
   }
-  if (spec.name == "translate" && line.Has("outtype") && line.Value("to") != "gguf")
-    return usage("--outtype applies to --to gguf only (the other formats keep the adapter's dtypes)");
   return line;
 }
 
@@ -381,6 +302,12 @@ static std::variant<CommandLine, UsageError> ParseArguments(std::span<const std:
   return UsageError{"", "unknown command `" + ClipForMessage(first) + "`"};
 }
 
+std::variant<CommandLine, UsageError> ParseCommandOptions(std::string_view command, std::span<const std::string> args) {
+  for (const auto& spec : Commands())
+    if (spec.name == command) return ParseCommand(spec, args, true);
+  return UsageError{"", "unknown command `" + ClipForMessage(command) + "`"};
+}
+
 std::string RenderUsageError(const UsageError& error) {
   std::string help = error.command.empty() ? "peft-bridge --help" : "peft-bridge " + error.command + " --help";
   if (error.json) {
@@ -389,15 +316,6 @@ std::string RenderUsageError(const UsageError& error) {
     return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
   return "error: " + error.message + "\nrun `" + help + "` for usage\n";
-}
-
-std::optional<Dtype> ParseFloatDtypeName(std::string_view name) {
-  std::string lower(name);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (lower == "bf16" || lower == "bfloat16") return Dtype::BF16;
-  if (lower == "f16" || lower == "fp16" || lower == "float16" || lower == "half") return Dtype::F16;
-  if (lower == "f32" || lower == "fp32" || lower == "float32" || lower == "float") return Dtype::F32;
-  return std::nullopt;
 }
 
 bool ConvertWritesModelFolder(const CommandLine& line, bool in_is_directory) {

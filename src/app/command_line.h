@@ -41,12 +41,13 @@ struct UsageError {
 
 std::variant<CommandLine, UsageError> ParseCommandLine(std::span<const std::string> args);
 
+// The options alone of `command` (no positional arguments, nothing required): every check of their values the
+// command line gets (choices, the dtype vocabulary, numbers, --quantize's companions), for the options a JS
+// options object gives (app/option_tables.h OptionsCommandLine).
+std::variant<CommandLine, UsageError> ParseCommandOptions(std::string_view command, std::span<const std::string> args);
+
 // "error: <message>\nrun `peft-bridge <command> --help` for usage\n": what both CLIs print on stderr (exit 2).
 std::string RenderUsageError(const UsageError& error);
-
-// The dtype vocabulary users know: bf16 | bfloat16 | BF16, f16 | fp16 | float16 | half, f32 | fp32 | float32 |
-// float (any case). nullopt for anything else.
-std::optional<Dtype> ParseFloatDtypeName(std::string_view name);
 
 // Whether `convert IN OUT` writes a model folder (shards, index, config.json and the model's other files), as merge
 // does with no adapter: with --quantize, or when IN is a model's folder (`in_is_directory`, the fact the CLI

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "app/report.h"
+#include "core/dtype_vocabulary.h"
 #include "kernels/convert.h"
 
 namespace pb::app {

@@ -56,7 +56,7 @@ CreateBaseName CreateBaseNameOf(std::string_view base) {
   return {std::string(base), std::nullopt};
 }
 
-std::string_view CreateCliHelp() {
+std::string_view CreateHelpIntro() {
   return "usage: peft-bridge create --base PATH|hf://REPO -o|--out DIR --target-modules NAMES|all-linear\n"
          "       [--target-regex REGEX] [--r R] [--alpha A] [--rslora] [--dora] [--init kaiming|gaussian]\n"
          "       [--seed S] [--dtype bf16|f16|f32] [--dry-run] [--json] [--force] [--base-config FILE] [--arch NAME]\n"
@@ -70,27 +70,7 @@ std::string_view CreateCliHelp() {
          "folder, its model.safetensors or index, or a remote repo (as merge --base): the layers and shapes come\n"
          "from the weights' headers; only DoRA reads weight data (streamed, one tensor at a time).\n"
          "\n"
-         "options:\n"
-         "  --target-modules L  comma-separated module names, PEFT's list rule (a module whose path is a name or\n"
-         "                      ends with `.name`), or all-linear (every Linear/Conv1D but the output head);\n"
-         "                      each name must match a module\n"
-         "  --target-regex RE   instead: a Python regex the whole module path must match (PEFT's string form)\n"
-         "  --r R               rank (default 8)\n"
-         "  --alpha A           lora_alpha (default 8, PEFT's); an integer stays an int in the config\n"
-         "  --rslora            scaling alpha/sqrt(r) (use_rslora)\n"
-         "  --dora              DoRA (use_dora): reads the targeted base weights for the magnitudes\n"
-         "  --init I            kaiming (PEFT's default, init_lora_weights=true) or gaussian\n"
-         "  --seed S            the random numbers' seed, 0 to 2^64-1 (default 0)\n"
-         "  --dtype D           the adapter's dtype (default f32, as PEFT's fresh adapter)\n"
-         "  --dry-run           plan and report, write nothing\n"
-         "  --json              print a JSON summary\n"
-         "  --force             write into a non-empty DIR (replacing the adapter files)\n"
-         "  --base-config FILE  the base config.json, when it is not beside the weights\n"
-         "  --arch NAME         naming table to use (default: from config.json, else detected)\n"
-         "  --naming-table FILE a naming table to add (repeatable)\n"
-         "  --follow-links      read shards and configs that are links leading outside their directory\n"
-         PB_PUSH_HELP
-         "  --help              show this help\n";
+         "options:\n";
 }
 
 std::string RenderCreatePlanText(const compose::CreatePlan& plan, bool dry_run) {

@@ -24,7 +24,8 @@ struct CreateBaseName {
 };
 CreateBaseName CreateBaseNameOf(std::string_view base);
 
-std::string_view CreateCliHelp();
+// `create --help` up to its "options:" line (the option lines: app/option_tables.h).
+std::string_view CreateHelpIntro();
 
 // "create: N LoRA module(s) …" and a line per module: printed before the work (and alone with --dry-run).
 std::string RenderCreatePlanText(const compose::CreatePlan& plan, bool dry_run);

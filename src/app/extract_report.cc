@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "app/push_target.h"
 #include "app/size_text.h"
 
 namespace pb::app {
@@ -64,7 +63,7 @@ std::optional<std::string> ExtractUsageProblem(const CommandLine& line) {
   return std::nullopt;
 }
 
-std::string_view ExtractCliHelp() {
+std::string_view ExtractHelpIntro() {
   return "usage: peft-bridge extract --base PATH|hf://REPO --tuned PATH|hf://REPO -o|--out DIR\n"
          "       [--rank N | --energy F] [--max-rank N] [--modules all-linear|NAMES] [--embeddings save|lora|skip]\n"
          "       [--dtype bf16|f16|f32] [--dry-run] [--json] [--force] [--base-config FILE] [--arch NAME]\n"
@@ -80,26 +79,7 @@ std::string_view ExtractCliHelp() {
          "randomized subspace iteration run until the error of the rank-r result settles (docs/extract.md); each\n"
          "module's relative error ||dW - B.A|| / ||dW|| is reported.\n"
          "\n"
-         "options:\n"
-         "  --base PATH         the base model: folder, model.safetensors, its index, or a remote repo (as merge)\n"
-         "  --tuned PATH        the fine-tuned model, the same forms (the same tensor names and shapes)\n"
-         "  --rank N            every module at rank N (or its smaller side)\n"
-         "  --energy F          per module the smallest rank keeping the fraction F of ||dW||^2, at most --max-rank\n"
-         "  --max-rank N        the rank when neither is given, and --energy's cap (default 128, mergekit's)\n"
-         "  --modules L         the layers to decompose: all-linear (default: every Linear/Conv1D but the head) or\n"
-         "                      comma-separated names, PEFT's list rule (a convolution may be named too)\n"
-         "  --embeddings E      embeddings and the head: save (default, modules_to_save when changed), lora\n"
-         "                      (decomposed: lora_embedding_A/B, the head as a Linear) or skip (not read)\n"
-         "  --dtype D           the adapter's dtype (default: the tuned weights')\n"
-         "  --dry-run           plan and report, read no weights, write nothing\n"
-         "  --json              print a JSON summary\n"
-         "  --force             write into a non-empty DIR (replacing the adapter files)\n"
-         "  --base-config FILE  the base config.json, when it is not beside the weights\n"
-         "  --arch NAME         naming table to use (default: from config.json, else detected)\n"
-         "  --naming-table FILE a naming table to add (repeatable)\n"
-         "  --follow-links      read shards and configs that are links leading outside their directory\n"
-         PB_PUSH_HELP
-         "  --help              show this help\n";
+         "options:\n";
 }
 
 std::string RenderExtractPlanText(const compose::ExtractPlan& plan, bool dry_run) {

@@ -15,7 +15,8 @@ namespace pb::app {
 compose::ExtractArguments ExtractArgumentsOf(const CommandLine& line);
 // The usage problem of an `extract` command line (no -o without --dry-run, a bad --rank...), or nullopt.
 std::optional<std::string> ExtractUsageProblem(const CommandLine& line);
-std::string_view ExtractCliHelp();
+// `extract --help` up to its "options:" line (the option lines: app/option_tables.h).
+std::string_view ExtractHelpIntro();
 
 // "extract: N module(s) to decompose …", a line per module and what is left out: printed before the work
 // (and alone with --dry-run).

@@ -17,18 +17,6 @@
 
 namespace pb::app {
 
-// The help lines the pushing commands share (adjacent to their literal help texts).
-#define PB_PUSH_HELP                                                                                              \
-  "  --push-to OWNER/REPO[@BRANCH]  then push the files written to that Hub model repo, in one commit\n"          \
-  "                      (HF_TOKEN or huggingface_hub's token file, HF_ENDPOINT; a missing repo or BRANCH is\n"   \
-  "                      created, as `hf upload` does; if the push fails, `peft-bridge push OUT --to ...` retries)\n" \
-  PB_PUSH_OPTIONS_HELP
-#define PB_PUSH_OPTIONS_HELP                                                                                      \
-  "  --create-pr         push as a pull request (refs/pr/N) against BRANCH (default main)\n"                        \
-  "  --commit-message M  the commit's title (default: peft-bridge COMMAND: N file(s))\n"                            \
-  "  --private           a repo the push creates is private (an existing repo keeps its visibility)\n"             \
-  "  --create-repo       accepted for scripts written before the repo was created by default; no change\n"
-
 struct PushTarget {
   std::string repo;    // owner/name
   std::string branch;  // "main" when not given

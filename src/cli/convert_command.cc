@@ -10,6 +10,7 @@
 #include "cli/output_transaction.h"
 #include "cli/stderr_progress.h"
 #include "cli/text_output.h"
+#include "core/dtype_vocabulary.h"
 
 namespace pb::cli {
 

@@ -33,6 +33,7 @@
 #include "cli/naming_table_files.h"
 #include "cli/output_transaction.h"
 #include "cli/stderr_progress.h"
+#include "app/merge_args.h"
 #include "cli/text_output.h"
 #include "merge/merge_engine.h"
 #include "merge/model_index.h"
@@ -275,24 +276,14 @@ int RunMerge(const app::CommandLine& line) {
                                    adapter_path = line.Value("adapter"),
                                    out_dir = convert ? line.positional[1] : line.Value("out"),
                                    base_config = line.Value("base-config"), arch = line.Value("arch");
-  merge::MergeOptions options;
-  options.unmerge = unmerge;
-  if (auto dtype = line.Value("dtype")) options.dtype = app::ParseFloatDtypeName(*dtype);  // checked by the grammar
-  options.safe = line.Has("safe");
-  if (auto method = line.Value("quantize")) {  // the combination was checked by the grammar
-    auto scheme = line.Value("scheme"), group = line.Value("group-size");
-    auto q = merge::MakeQuantizeOptions(*method, scheme ? std::optional<std::string_view>(*scheme) : std::nullopt,
-                                        group ? std::optional<std::string_view>(*group) : std::nullopt);
-    if (!q.ok()) return ReportFailure(q.error(), line.Has("json"));
-    options.quantize = q.value();
-  }
-  const bool json = line.Has("json"), dry_run = line.Has("dry-run"), allow_partial = line.Has("allow-partial");
-  options.allow_partial = allow_partial;
+  auto parsed = app::MergeOptionsOf(line, unmerge);
+  if (!parsed.ok()) return ReportFailure(parsed.error(), line.Has("json"));
+  merge::MergeOptions options = std::move(parsed.value());
+  const bool json = line.Has("json"), dry_run = line.Has("dry-run");
 
   app::OutputFlags flags;
   flags.force = line.Has("force");
   flags.follow_links = line.Has("follow-links");
-  options.arch = arch;
   auto fail = [&](const Error& e) { return ReportFailure(e, json); };
   const auto t0 = std::chrono::steady_clock::now();
 

@@ -13,6 +13,7 @@
 #include "compose/option_text.h"
 #include "adapter/natural_order.h"
 #include "adapter/python_json.h"
+#include "core/dtype_vocabulary.h"
 #include "core/json.h"
 #include "core/utf8.h"
 
@@ -126,9 +127,9 @@ Result<CreateOptions> ParseCreateArguments(const CreateArguments& args) {
     else return Invalid("unknown init " + Quoted(*args.init) + " (expected kaiming or gaussian)");
   }
   if (args.dtype) {
-    auto dtype = AdapterDtype(*args.dtype);
-    if (!dtype) return Invalid("unknown dtype " + Quoted(*args.dtype) + " (expected bf16, f16 or f32)");
-    o.dtype = *dtype;
+    auto dtype = ParseFloatDtypeOption(*args.dtype);
+    if (!dtype.ok()) return dtype.error();
+    o.dtype = dtype.value();
   }
   return o;
 }

@@ -36,7 +36,7 @@ struct CreateArguments {
   std::optional<std::string> r, alpha, seed;
   bool rslora = false, dora = false;
   std::optional<std::string> init;   // "kaiming" | "gaussian"
-  std::optional<std::string> dtype;  // bf16 | f16 | f32 (any spelling of app::ParseFloatDtypeName's)
+  std::optional<std::string> dtype;  // any spelling of core/dtype.h's ParseFloatDtypeName
 };
 
 struct CreateOptions {

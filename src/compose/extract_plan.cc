@@ -11,6 +11,7 @@
 #include "adapter/lora_config.h"
 #include "compose/model_modules.h"
 #include "compose/option_text.h"
+#include "core/dtype_vocabulary.h"
 #include "core/json.h"
 #include "core/utf8.h"
 #include "core/writer.h"
@@ -105,8 +106,9 @@ Result<ExtractOptions> ParseExtractArguments(const ExtractArguments& args) {
     else return Invalid("unknown --embeddings " + Quoted(*args.embeddings) + " (expected save, lora or skip)");
   }
   if (args.dtype) {
-    o.dtype = AdapterDtype(*args.dtype);
-    if (!o.dtype) return Invalid("unknown dtype " + Quoted(*args.dtype) + " (expected bf16, f16 or f32)");
+    auto dtype = ParseFloatDtypeOption(*args.dtype);
+    if (!dtype.ok()) return dtype.error();
+    o.dtype = dtype.value();
   }
   return o;
 }

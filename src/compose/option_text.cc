@@ -27,11 +27,4 @@ std::optional<double> PositiveDecimal(std::string_view t) {
   return v;
 }
 
-std::optional<Dtype> AdapterDtype(std::string_view t) {
-  if (t == "bf16") return Dtype::BF16;
-  if (t == "f16") return Dtype::F16;
-  if (t == "f32") return Dtype::F32;
-  return std::nullopt;
-}
-
 }  // namespace pb::compose

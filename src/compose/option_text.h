@@ -1,5 +1,5 @@
 // The option values the adapter commands take as text (both CLIs and the JS API pass strings), read one way for
-// all of them: create's --r / --alpha / --dtype, extract's --rank / --max-rank / --energy / --dtype.
+// all of them: create's --r / --alpha, extract's --rank / --max-rank / --energy (a dtype: core/dtype.h).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,5 @@ std::optional<uint64_t> PositiveInteger(std::string_view text);
 // A positive finite decimal number: digits, one point, an optional exponent (no hex, inf or nan, which strtod
 // takes).
 std::optional<double> PositiveDecimal(std::string_view text);
-// bf16, f16 or f32 (the CLIs normalise every spelling to these first).
-std::optional<Dtype> AdapterDtype(std::string_view text);
 
 }  // namespace pb::compose

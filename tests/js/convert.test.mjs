@@ -81,7 +81,8 @@ test('reference order needs a random-access source', async () => {
 test('invalid input and unsupported targets error the stream with SafetensorsError', async (t) => {
   await assert.rejects(collect(convert(new Uint8Array(3), { dtype: 'bf16' })), (e) => e.code === 'HeaderTooSmall');
   await assert.rejects(collect(convert(countingStream([new Uint8Array(3)]).stream, { dtype: 'bf16', order: 'input' })), (e) => e.code === 'HeaderTooSmall');
-  await assert.rejects(collect(convert(file('{}', new Uint8Array(0)), { dtype: 'i32' })), (e) => e.code === 'UnsupportedDtype');
+  // A target outside the CLIs' --dtype vocabulary: InvalidArgument, as `peft-bridge convert --dtype i32 --json` says.
+  await assert.rejects(collect(convert(file('{}', new Uint8Array(0)), { dtype: 'i32' })), (e) => e.code === 'InvalidArgument');
   const truncated = file('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', f32(1, 2)).subarray(0, 70);
   await assert.rejects(collect(convert(countingStream([truncated]).stream, { dtype: 'bf16', order: 'input' })), (e) => e.code === 'MetadataIncompleteBuffer');
   await assert.rejects(collect(convert(truncated, { dtype: 'bf16' })), (e) => e.code === 'MetadataIncompleteBuffer');

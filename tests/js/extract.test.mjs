@@ -279,7 +279,7 @@ test('extractAdapter: the core\'s errors, with the CLI\'s messages; a stream bas
   if (skipWithoutNativeCli(t)) return;
   const llama = base('llama_lora_f32');
   await rejectsWith(extractAdapter({ base: llama, tuned: tuned('llama_lora_f32'), rank: 0 }), 'InvalidArgument', /--rank/);
-  await rejectsWith(extractAdapter({ base: llama, tuned: tuned('llama_lora_f32'), embeddings: 'keep' }), 'InvalidArgument', /--embeddings/);
+  await rejectsWith(extractAdapter({ base: llama, tuned: tuned('llama_lora_f32'), embeddings: 'keep' }), 'InvalidArgument', /unknown embeddings `keep` \(expected save, lora or skip\)/); // the CLI's message
   await rejectsWith(extractAdapter({ base: llama, tuned: tuned('gpt2_conv1d_f32') }), 'ShapeMismatch');
   await rejectsWith(extractAdapter({ base: llama, tuned: llama }), 'InvalidArgument', /no decomposed module differs/);
   const streamBase = { open: (name) => new Blob([readFileSync(join(llama, name))]).stream() };

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/dtype_vocabulary.h"
+
 namespace pb::app {
 namespace {
 

@@ -127,6 +127,12 @@ export type Dtype =
   | 'BOOL' | 'F4' | 'F6_E2M3' | 'F6_E3M2' | 'U8' | 'I8' | 'F8_E5M2' | 'F8_E4M3' | 'F8_E8M0' | 'F8_E4M3FNUZ'
   | 'F8_E5M2FNUZ' | 'I16' | 'U16' | 'F16' | 'BF16' | 'I32' | 'U32' | 'F32' | 'C64' | 'F64' | 'I64' | 'U64';
 
+/** The dtype vocabulary of every `dtype` option (convert, merge, combine, create, extract), the CLIs' `--dtype`: read
+ * by the core in any case ('BF16', 'BFloat16'…); anything else rejects with {@link SafetensorsError} InvalidArgument. */
+export type FloatDtypeName =
+  | 'bf16' | 'bfloat16' | 'f16' | 'fp16' | 'float16' | 'half' | 'f32' | 'fp32' | 'float32' | 'float'
+  | 'BF16' | 'F16' | 'F32';
+
 export interface TensorInfo {
   name: string;
   dtype: Dtype;
@@ -406,8 +412,8 @@ export interface ConvertProgress {
 }
 
 export interface ConvertOptions {
-  /** Target dtype for F16, BF16, F32, F64, F8_E4M3 and F8_E5M2 tensors; others are copied. Case-insensitive. */
-  dtype: 'bf16' | 'f16' | 'f32' | 'BF16' | 'F16' | 'F32';
+  /** Target dtype for F16, BF16, F32, F64, F8_E4M3 and F8_E5M2 tensors; others are copied. */
+  dtype: FloatDtypeName;
   /** 'reference' (the default, as the CLI's: `convert(path, {dtype})` writes the bytes `peft-bridge convert`
    * writes) needs a random-access source (Uint8Array, ArrayBuffer, Blob, RandomAccessSource, a path in Node); a
    * stream without an explicit order errors with InvalidArgument. 'input' keeps the source's order and works with
@@ -620,7 +626,7 @@ export interface CombineOptions extends AdapterReadOptions {
   /** PEFT's numbers and config, its rounding and bugs included (`--peft-compat`). */
   peftCompat?: boolean;
   /** The new factors' dtype (default: the first adapter's). */
-  dtype?: 'bf16' | 'f16' | 'f32';
+  dtype?: FloatDtypeName;
   /** Plan only: `files` is empty and no module has an error yet. */
   dryRun?: boolean;
   /** Combine the rest when an input has tensors no output holds (`--allow-partial`; each noted). Without it the
@@ -690,7 +696,7 @@ export interface CreateAdapterOptions extends Omit<RemoteOptions, 'signal'> {
   /** The random numbers' seed, 0 to 2^64-1 (default 0): the same bytes as the CLI's with the same seed. */
   seed?: number | bigint | string;
   /** The adapter's dtype (default f32, as PEFT's fresh adapter). */
-  dtype?: 'bf16' | 'f16' | 'f32';
+  dtype?: FloatDtypeName;
   /** Plan only: `create --dry-run`'s summary and text; no weights read, no files. */
   dryRun?: boolean;
   /** What the config records as base_model_name_or_path (default: base when it is a path or a URL, `owner/name`
@@ -768,7 +774,7 @@ export interface ExtractAdapterOptions extends Omit<RemoteOptions, 'signal'> {
   /** Embeddings and the head: `save` (default: modules_to_save when changed), `lora` (decomposed) or `skip`. */
   embeddings?: 'save' | 'lora' | 'skip';
   /** The adapter's dtype (default: the tuned weights'). */
-  dtype?: 'bf16' | 'f16' | 'f32';
+  dtype?: FloatDtypeName;
   /** Plan only: the summary of `extract --dry-run --json`, no weights read, no files. */
   dryRun?: boolean;
   /** What the config records as base_model_name_or_path (default: `base` when it is a path, URL or Hub repo). */
@@ -857,7 +863,7 @@ export interface MergeOptions {
   /** The adapter's files (`weights` read by range, see {@link AdapterInput}). Its `baseConfig` is ignored here. */
   adapter: AdapterInput;
   /** Output dtype of every floating-point tensor (`--dtype`). Default: each tensor keeps its own. */
-  dtype?: 'bf16' | 'f16' | 'f32';
+  dtype?: FloatDtypeName;
   /** Fail with a named module on NaN or Inf in a merged tensor (`--safe`). */
   safe?: boolean;
   /** Subtract the adapter's delta from an already merged model instead of adding it (`unmerge`). */

@@ -61,7 +61,7 @@ export function convert(source, options) {
           `reference order${options.order === undefined ? " (the default, the CLI's)" : ''} needs a random-access source (Uint8Array, ArrayBuffer, Blob, {size, read} or in Node a file path); pass order: "input" for a stream`,
         );
       const inputSize = src.size ?? null;
-      const jobOptions = { dtype: options.dtype.toUpperCase(), order, inputSize };
+      const jobOptions = { dtype: options.dtype, order, inputSize };
       job = await openJob('convert', jobOptions, { windowSize: options.windowSize });
       const size = () => (job.handle.outputSize() >= 0 ? job.handle.outputSize() : null);
       const progress = (done) => onProgress?.({ bytesRead: done, bytesWritten, inputSize, outputSize: size() });

@@ -14,7 +14,6 @@ import { NativeHandle, concat } from '../handles.js';
 import { getModule } from '../init.js';
 import { DEFAULT_READ_SIZE, chunkBytes, closeRandomAccess, isRandomAccess, openSource, raceAbort } from '../io/sources.js';
 
-const DTYPES = new Set(['bf16', 'f16', 'f32']);
 // The merge handles' methods for reading the adapter by range.
 const MERGE_ADAPTER = {
   length: 'adapterHeaderLength',
@@ -33,10 +32,8 @@ export function openMergeHandles() {
 }
 
 function optionsJson(options) {
-  const dtype = options.dtype ?? null;
-  if (dtype !== null && !DTYPES.has(dtype)) throw new TypeError("peft-bridge: dtype must be 'bf16', 'f16' or 'f32'");
   return JSON.stringify({
-    dtype,
+    dtype: options.dtype ?? null, // any spelling of the CLIs' vocabulary, checked by the core
     safe: !!options.safe,
     unmerge: !!options.unmerge,
     // No silent loss: adapter tensors the merge cannot apply are refused unless allowPartial (--allow-partial).
