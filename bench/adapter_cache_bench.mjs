@@ -13,10 +13,11 @@ const dir = mkdtempSync(join(tmpdir(), 'pb-cache-bench-'));
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 
 let seed = 1;
-const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+const random = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
 const bf16 = (n) => {
   const u = new Uint16Array(n);
-  for (let i = 0; i < n; ++i) u[i] = (random() < 0.5 ? 0x8000 : 0) | ((116 + Math.floor(random() * 6)) << 7) | Math.floor(random() * 128);
+  for (let i = 0; i < n; ++i)
+    u[i] = (random() < 0.5 ? 0x8000 : 0) | ((116 + Math.floor(random() * 6)) << 7) | Math.floor(random() * 128);
   return new Uint8Array(u.buffer);
 };
 async function adapter(name, r) {
@@ -32,7 +33,15 @@ async function adapter(name, r) {
   const parts = [];
   for await (const c of pb.writeSafetensors({ tensors })) parts.push(c);
   writeFileSync(join(path, 'adapter_model.safetensors'), Buffer.concat(parts));
-  writeFileSync(join(path, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r, lora_alpha: 2 * r, target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] }));
+  writeFileSync(
+    join(path, 'adapter_config.json'),
+    JSON.stringify({
+      peft_type: 'LORA',
+      r,
+      lora_alpha: 2 * r,
+      target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj'],
+    }),
+  );
   return path;
 }
 const hub = await startHub({ files: { 'me/sql': await adapter('sql', 16), 'me/chat': await adapter('chat', 64) } });
@@ -46,18 +55,34 @@ try {
   await cache.register('sql', { repo: 'me/sql' });
   await cache.register('chat', { repo: 'me/chat' });
   const bytesIn = hub.requests.filter((r) => r.method === 'GET').length;
-  console.log(`register 2 adapters (32 modules each): ${ms(t0)}, ${bytesIn} GET requests (listing, config, first 64 KiB, each)`);
+  console.log(
+    `register 2 adapters (32 modules each): ${ms(t0)}, ${bytesIn} GET requests (listing, config, first 64 KiB, each)`,
+  );
   t0 = performance.now();
   const m = await cache.module('chat', Q, { dtype: 'f32' });
   console.log(`first module (r 64, bf16 -> f32, ${m.A.length + m.B.length} bytes): ${ms(t0)}`);
   t0 = performance.now();
   for (let i = 0; i < 1000; ++i) await cache.module('chat', Q, { dtype: 'f32' });
-  console.log(`hit: ${((performance.now() - t0) / 1000 * 1000).toFixed(1)} µs`);
+  console.log(`hit: ${(((performance.now() - t0) / 1000) * 1000).toFixed(1)} µs`);
   t0 = performance.now();
-  const d = await cache.compose([{ id: 'sql', scale: 0.7 }, { id: 'chat', scale: 0.3 }], Q, { dtype: 'bf16' });
+  const d = await cache.compose(
+    [
+      { id: 'sql', scale: 0.7 },
+      { id: 'chat', scale: 0.3 },
+    ],
+    Q,
+    { dtype: 'bf16' },
+  );
   console.log(`compose r 16 + r 64 -> bf16 (one fetch missing): ${ms(t0)}`);
   t0 = performance.now();
-  await cache.compose([{ id: 'sql', scale: 0.7 }, { id: 'chat', scale: 0.3 }], Q, { dtype: 'bf16' });
+  await cache.compose(
+    [
+      { id: 'sql', scale: 0.7 },
+      { id: 'chat', scale: 0.3 },
+    ],
+    Q,
+    { dtype: 'bf16' },
+  );
   console.log(`compose again (factors cached): ${ms(t0)}`);
   const weight = bf16(H * H);
   t0 = performance.now();
@@ -73,7 +98,9 @@ try {
       for (const id of ['sql', 'chat']) all.push(small.module(id, `model.layers.${l}.self_attn.${p}`));
   await Promise.all(all);
   const s = small.stats();
-  console.log(`64 concurrent modules, budget 4 MiB: ${ms(t0)}; peak ${s.peakResidentBytes} B, evictions ${s.evictions}, ${s.bytesFetched} B fetched in ${s.spanReads} reads`);
+  console.log(
+    `64 concurrent modules, budget 4 MiB: ${ms(t0)}; peak ${s.peakResidentBytes} B, evictions ${s.evictions}, ${s.bytesFetched} B fetched in ${s.spanReads} reads`,
+  );
   await small.close();
   await cache.close();
 } finally {

@@ -15,17 +15,33 @@ process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 
 const tensors = [];
 for (let l = 0; l < 32; ++l)
-  for (const [p, out] of [['q_proj', 512], ['v_proj', 512]]) {
+  for (const [p, out] of [
+    ['q_proj', 512],
+    ['v_proj', 512],
+  ]) {
     const key = `base_model.model.model.layers.${l}.self_attn.${p}`;
-    tensors.push({ name: `${key}.lora_A.weight`, dtype: 'F32', shape: [8, 512], data: new Uint8Array(8 * 512 * 4).fill(1) });
-    tensors.push({ name: `${key}.lora_B.weight`, dtype: 'F32', shape: [out, 8], data: new Uint8Array(out * 8 * 4).fill(1) });
+    tensors.push({
+      name: `${key}.lora_A.weight`,
+      dtype: 'F32',
+      shape: [8, 512],
+      data: new Uint8Array(8 * 512 * 4).fill(1),
+    });
+    tensors.push({
+      name: `${key}.lora_B.weight`,
+      dtype: 'F32',
+      shape: [out, 8],
+      data: new Uint8Array(out * 8 * 4).fill(1),
+    });
   }
 const path = join(dir, 'lora');
 mkdirSync(path);
 const parts = [];
 for await (const c of pb.writeSafetensors({ tensors })) parts.push(c);
 writeFileSync(join(path, 'adapter_model.safetensors'), Buffer.concat(parts));
-writeFileSync(join(path, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 8, lora_alpha: 16, target_modules: ['q_proj', 'v_proj'] }));
+writeFileSync(
+  join(path, 'adapter_config.json'),
+  JSON.stringify({ peft_type: 'LORA', r: 8, lora_alpha: 16, target_modules: ['q_proj', 'v_proj'] }),
+);
 const hub = await startHub({ files: { 'me/lora': path } });
 const MiB = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
 const KiB = (n) => `${(n / 1024).toFixed(1)} KiB`;
@@ -48,7 +64,9 @@ try {
   console.log(`WASM heap: ${MiB(wasm0)} -> ${MiB(wasm1)}: ${KiB((wasm1 - wasm0) / N)} per registration`);
   console.log(`V8 heap (after GC): ${MiB(js0)} -> ${MiB(js1)}: ${KiB((js1 - js0) / N)} per registration`);
   for (let i = 0; i < N; ++i) await cache.unregister(`a${i}`);
-  console.log(`after unregistering them: WASM heap ${MiB(module.heapSize())} (it never shrinks; freed memory is reused), V8 heap ${MiB(jsHeap())}`);
+  console.log(
+    `after unregistering them: WASM heap ${MiB(module.heapSize())} (it never shrinks; freed memory is reused), V8 heap ${MiB(jsHeap())}`,
+  );
   await cache.close();
 } finally {
   await hub.close();

@@ -19,7 +19,10 @@ if (child) {
   const module = await getModule();
   const bytes = readFileSync(file);
   const t0 = performance.now();
-  const header = child === 'table' ? await pb.inspect(bytes) : headerFromJson((await inspectRendered(bytes, { render: 'json' })).json);
+  const header =
+    child === 'table'
+      ? await pb.inspect(bytes)
+      : headerFromJson((await inspectRendered(bytes, { render: 'json' })).json);
   const seconds = (performance.now() - t0) / 1000;
   console.log(JSON.stringify({ seconds, heap: module.heapSize(), tensors: header.tensors.length }));
   process.exit(0);
@@ -35,5 +38,7 @@ for (const path of ['table', 'json']) {
     results.push(JSON.parse(r.stdout));
   }
   const label = path === 'table' ? 'inspect() (compact table)' : 'JSON render + JSON.parse (before)';
-  console.log(`${label}: ${results[0].tensors} tensors, median ${median(results.map((r) => r.seconds)).toFixed(3)} s of ${runs}, WASM heap ${(Math.max(...results.map((r) => r.heap)) / 2 ** 20).toFixed(1)} MiB`);
+  console.log(
+    `${label}: ${results[0].tensors} tensors, median ${median(results.map((r) => r.seconds)).toFixed(3)} s of ${runs}, WASM heap ${(Math.max(...results.map((r) => r.heap)) / 2 ** 20).toFixed(1)} MiB`,
+  );
 }

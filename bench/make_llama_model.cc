@@ -73,7 +73,8 @@ void WriteFile(const std::string& path, const std::vector<TensorSpec>& specs) {
 int main(int argc, char** argv) {
   if (argc < 3) {
     return std::fprintf(stderr, "usage: make_llama_model OUT_DIR LAYERS [RANK=16] [--rank N] [--single-file] "
-                                "[--targets q_proj,v_proj,...]\n"), 2;
+                                "[--targets q_proj,v_proj,...]\n"),
+           2;
   }
   const std::string out = argv[1];
   const int layers = std::atoi(argv[2]);
@@ -113,7 +114,8 @@ int main(int argc, char** argv) {
   for (int l = 0; l < layers; ++l) {
     size_t s = single || l < layers / 2 ? 0 : 1;
     std::string p = "model.layers." + std::to_string(l) + ".";
-    for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj"}) add(s, p + "self_attn." + m + ".weight", {kHidden, kHidden});
+    for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj"})
+      add(s, p + "self_attn." + m + ".weight", {kHidden, kHidden});
     add(s, p + "mlp.gate_proj.weight", {kInter, kHidden});
     add(s, p + "mlp.up_proj.weight", {kInter, kHidden});
     add(s, p + "mlp.down_proj.weight", {kHidden, kInter});
@@ -147,12 +149,13 @@ int main(int argc, char** argv) {
     std::fclose(f);
   }
   f = std::fopen((out + "/config.json").c_str(), "w");
-  std::fprintf(f,
-               "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 4096,\n  \"intermediate_size\": 11008,\n"
-               "  \"model_type\": \"llama\",\n  \"num_attention_heads\": 32,\n  \"num_hidden_layers\": %d,\n"
-               "  \"num_key_value_heads\": 32,\n  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"bfloat16\",\n"
-               "  \"vocab_size\": 32000\n}\n",
-               layers);
+  std::fprintf(
+      f,
+      "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 4096,\n  \"intermediate_size\": 11008,\n"
+      "  \"model_type\": \"llama\",\n  \"num_attention_heads\": 32,\n  \"num_hidden_layers\": %d,\n"
+      "  \"num_key_value_heads\": 32,\n  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"bfloat16\",\n"
+      "  \"vocab_size\": 32000\n}\n",
+      layers);
   std::fclose(f);
   // The adapter: F32 like PEFT's default, r = RANK (16), alpha 2r on the attention projections --targets names.
   std::vector<TensorSpec> lora;
@@ -179,8 +182,9 @@ int main(int argc, char** argv) {
     if (!adapter::EmitSafetensors(a, sink).ok()) return 1;
   }
   f = std::fopen((adir + "/adapter_config.json").c_str(), "w");
-  std::fprintf(f, "{\"peft_type\": \"LORA\", \"task_type\": \"CAUSAL_LM\", \"r\": %llu, \"lora_alpha\": %llu, "
-                  "\"target_modules\": [%s]}",
+  std::fprintf(f,
+               "{\"peft_type\": \"LORA\", \"task_type\": \"CAUSAL_LM\", \"r\": %llu, \"lora_alpha\": %llu, "
+               "\"target_modules\": [%s]}",
                static_cast<unsigned long long>(kRank), static_cast<unsigned long long>(2 * kRank), target_list.c_str());
   std::fclose(f);
   std::printf("wrote %d layers, %.2f GB of weights, to %s\n", layers, static_cast<double>(total) / 1e9, out.c_str());

@@ -129,9 +129,7 @@ void BM_Peak(benchmark::State& state, bool fma, int threads) {
   constexpr uint64_t kIters = 4'000'000;
   std::vector<double> flops(threads);
   std::vector<float> sinks(threads);
-  auto run = [&](int t) {
-    flops[t] = fma ? PeakFma(kIters, g_one, &sinks[t]) : PeakMulAdd(kIters, g_one, &sinks[t]);
-  };
+  auto run = [&](int t) { flops[t] = fma ? PeakFma(kIters, g_one, &sinks[t]) : PeakMulAdd(kIters, g_one, &sinks[t]); };
   RunThreads(threads, run);  // warm-up (and clock ramp)
   Times times;
   double per_run_flops = 0, best_rate = 0;
@@ -172,7 +170,8 @@ float RandomFloat(XorShift32& rng, uint32_t emin, uint32_t emax) {
 }
 
 struct MergeInputs {
-  explicit MergeInputs(size_t rank) : w(kRows * kCols * 2), out(kRows * kCols * 2), left(kRows * rank), right(rank * kCols) {
+  explicit MergeInputs(size_t rank)
+      : w(kRows * kCols * 2), out(kRows * kCols * 2), left(kRows * rank), right(rank * kCols) {
     XorShift32 rng{12345};
     auto* wp = reinterpret_cast<uint16_t*>(w.data);
     for (size_t i = 0; i < kRows * kCols; ++i)

@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
   std::string config = Slurp(dir + "/config.json");
   adapter::AdapterSource src{"adapter_model.safetensors",
                              {reinterpret_cast<const uint8_t*>(weights.data()), weights.size()},
-                             Slurp(dir + "/adapter/adapter_config.json"), config};
+                             Slurp(dir + "/adapter/adapter_config.json"),
+                             config};
   auto read = adapter::ReadAdapter(src, {});
   if (!read.ok()) return std::fprintf(stderr, "%s\n", read.error().message.c_str()), 1;
   std::string().swap(weights);  // as the CLI does: the Adapter holds its tensors, the file copy goes
@@ -136,9 +137,11 @@ int main(int argc, char** argv) {
   done = true;
   sampler.join();
   const long anon_kib = peak_anon_kib.load();
-  std::printf("{\"bytes_in\": %llu, \"adapter_mib\": %.1f, \"seconds\": %.3f, \"gb_per_s\": %.2f, \"threads\": %d, \"peak_rss_anon_mib\": %.1f, "
+  std::printf("{\"bytes_in\": %llu, \"adapter_mib\": %.1f, \"seconds\": %.3f, \"gb_per_s\": %.2f, \"threads\": %d, "
+              "\"peak_rss_anon_mib\": %.1f, "
               "\"modules\": %zu, \"checksum\": %llu}\n",
-              static_cast<unsigned long long>(in_bytes), adapter_bytes / 1048576.0, seconds, static_cast<double>(in_bytes) / seconds / 1e9,
-              threads, anon_kib / 1024.0, plan->modules_matched, static_cast<unsigned long long>(checksum % 1000));
+              static_cast<unsigned long long>(in_bytes), adapter_bytes / 1048576.0, seconds,
+              static_cast<double>(in_bytes) / seconds / 1e9, threads, anon_kib / 1024.0, plan->modules_matched,
+              static_cast<unsigned long long>(checksum % 1000));
   return 0;
 }

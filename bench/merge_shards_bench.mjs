@@ -22,7 +22,10 @@ const rounds = Number(process.argv[3] ?? 5);
 if (!dir) throw new Error('usage: node bench/merge_shards_bench.mjs MODEL_DIR [ROUNDS]');
 const index = readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8');
 const shards = [...new Set(Object.values(JSON.parse(index).weight_map))].sort();
-const adapter = { weights: join(dir, 'adapter', 'adapter_model.safetensors'), config: readFileSync(join(dir, 'adapter', 'adapter_config.json')) };
+const adapter = {
+  weights: join(dir, 'adapter', 'adapter_model.safetensors'),
+  config: readFileSync(join(dir, 'adapter', 'adapter_config.json')),
+};
 let total = 0;
 for (const s of shards) {
   const f = await open(join(dir, s));
@@ -49,7 +52,8 @@ const jobs = {
     for (const s of shards) {
       const f = await open(join(dir, s));
       const size = (await f.stat()).size;
-      for (let pos = 0; pos < size; pos += 4 << 20) await f.read(new Uint8Array(Math.min(4 << 20, size - pos)), 0, Math.min(4 << 20, size - pos), pos);
+      for (let pos = 0; pos < size; pos += 4 << 20)
+        await f.read(new Uint8Array(Math.min(4 << 20, size - pos)), 0, Math.min(4 << 20, size - pos), pos);
       await f.close();
     }
   },
@@ -60,7 +64,11 @@ const jobs = {
 for (const [kind, openShard] of Object.entries(opens))
   jobs[`mergeShards, ${kind}`] = async () => {
     let out = 0;
-    for await (const f of mergeShards({ base: { open: openShard, index, config: readFileSync(join(dir, 'config.json')) }, adapter })) out += await drain(f.stream);
+    for await (const f of mergeShards({
+      base: { open: openShard, index, config: readFileSync(join(dir, 'config.json')) },
+      adapter,
+    }))
+      out += await drain(f.stream);
     return out;
   };
 
@@ -73,8 +81,14 @@ for (let r = 0; r <= rounds; ++r)
     if (r > 0) times[name].push(s);
   }
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor((a.length - 1) / 2)];
-console.log(`${(total / 1e9).toFixed(2)} GB of base in ${shards.length} shards; ${rounds} rounds after a warm-up; load ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+console.log(
+  `${(total / 1e9).toFixed(2)} GB of base in ${shards.length} shards; ${rounds} rounds after a warm-up; load ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
+);
 for (const [name, t] of Object.entries(times))
-  console.log(`${name.padEnd(34)} median ${median(t).toFixed(3)} s  ${(total / median(t) / 1e9).toFixed(2)} GB/s  (${t.map((x) => x.toFixed(2)).join(' ')})`);
+  console.log(
+    `${name.padEnd(34)} median ${median(t).toFixed(3)} s  ${(total / median(t) / 1e9).toFixed(2)} GB/s  (${t.map((x) => x.toFixed(2)).join(' ')})`,
+  );
 const heap = (await getModule()).HEAPU8.length;
-console.log(`WASM heap: ${(heap / 2 ** 20).toFixed(1)} MiB; peak RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(1)} MiB`);
+console.log(
+  `WASM heap: ${(heap / 2 ** 20).toFixed(1)} MiB; peak RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(1)} MiB`,
+);

@@ -32,7 +32,9 @@ const args = Object.fromEntries(
   }),
 );
 const runs = Number(args.runs ?? 10);
-const ranks = String(args.ranks ?? '8,16,64').split(',').map(Number);
+const ranks = String(args.ranks ?? '8,16,64')
+  .split(',')
+  .map(Number);
 const ROWS = 4096;
 const COLS = 4096;
 const MiB = 1 << 20;
@@ -81,7 +83,8 @@ for (const rank of ranks) {
 }
 
 // ---- native, same run ----
-let nativePath = typeof args.native === 'string' ? resolve(args.native) : resolve(root, 'build/native/bench/pb_merge_bench');
+let nativePath =
+  typeof args.native === 'string' ? resolve(args.native) : resolve(root, 'build/native/bench/pb_merge_bench');
 let native = null;
 if (existsSync(nativePath)) {
   const filter = `^(memcpy|peak)/[^/]*(/256MiB)?/threads:1/|^merge/bf16/4096x4096/r(${ranks.join('|')})/threads:1/`;
@@ -112,12 +115,18 @@ if (args.json) {
   console.log(JSON.stringify({ copiedGBps: copiedBps / 1e9, peakGflops: peak / 1e9, wasm, native }, null, 2));
 } else {
   const f = (x, d = 2) => (x === undefined || x === null ? 'n/a' : x.toFixed(d));
-  console.log(`WASM (Node ${process.versions.node}, V8 ${process.versions.v8}), ${ROWS}x${COLS} BF16 -> BF16, 1 thread, best of ${runs}`);
+  console.log(
+    `WASM (Node ${process.versions.node}, V8 ${process.versions.v8}), ${ROWS}x${COLS} BF16 -> BF16, 1 thread, best of ${runs}`,
+  );
   console.log(`  memory.copy ${f(copiedBps / 1e9)} GB/s copied; mul+add peak ${f(peak / 1e9, 1)} GFLOP/s`);
   if (native) {
-    console.log(`native (${native.path}): memcpy ${f(native.copiedGBps)} GB/s copied; mul+add peak ${f(native.peakMulAdd, 1)} GFLOP/s, FMA peak ${f(native.peakFma, 1)} GFLOP/s`);
+    console.log(
+      `native (${native.path}): memcpy ${f(native.copiedGBps)} GB/s copied; mul+add peak ${f(native.peakMulAdd, 1)} GFLOP/s, FMA peak ${f(native.peakFma, 1)} GFLOP/s`,
+    );
   }
-  console.log('merge          best_ms  median_ms  GFLOP/s  floor_ms (bytes, flops)  vs_floor | native_ms  native_vs_floor  wasm/native  same_bits');
+  console.log(
+    'merge          best_ms  median_ms  GFLOP/s  floor_ms (bytes, flops)  vs_floor | native_ms  native_vs_floor  wasm/native  same_bits',
+  );
   for (const w of wasm) {
     console.log(
       `${w.name.padEnd(14)} ${f(w.bestMs).padStart(7)}  ${f(w.medianMs).padStart(9)}  ${f(w.gflops, 1).padStart(7)}  ` +

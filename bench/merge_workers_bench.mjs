@@ -61,8 +61,10 @@ try {
       'mergeShards (page thread)': async () => {
         for await (const f of pb.mergeShards(options())) await drain(f.stream);
       },
-      'mergeInWorkers, 1 worker': async () => Promise.all((await pb.mergeInWorkers({ ...options(), workers: 1 })).map((f) => drain(f.stream))),
-      'mergeInWorkers, 2 workers': async () => Promise.all((await pb.mergeInWorkers({ ...options(), workers: 2 })).map((f) => drain(f.stream))),
+      'mergeInWorkers, 1 worker': async () =>
+        Promise.all((await pb.mergeInWorkers({ ...options(), workers: 1 })).map((f) => drain(f.stream))),
+      'mergeInWorkers, 2 workers': async () =>
+        Promise.all((await pb.mergeInWorkers({ ...options(), workers: 2 })).map((f) => drain(f.stream))),
     };
     await pb.init();
   }, inputs);
@@ -79,10 +81,14 @@ try {
     }
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-  console.log(`${shards.length} shards, ${(total / 1e9).toFixed(2)} GB, ${rounds} rounds, load ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+  console.log(
+    `${shards.length} shards, ${(total / 1e9).toFixed(2)} GB, ${rounds} rounds, load ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
+  );
   for (const name of names) {
     const m = median(times[name]);
-    console.log(`${name.padEnd(28)} median ${m.toFixed(3)} s  ${(total / m / 1e9).toFixed(2)} GB/s  runs ${times[name].map((x) => x.toFixed(2)).join(' ')}`);
+    console.log(
+      `${name.padEnd(28)} median ${m.toFixed(3)} s  ${(total / m / 1e9).toFixed(2)} GB/s  runs ${times[name].map((x) => x.toFixed(2)).join(' ')}`,
+    );
   }
 } finally {
   await browser.close();

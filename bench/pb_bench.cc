@@ -49,10 +49,10 @@ using namespace pb::bench;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMiB = size_t{1} << 20;
-constexpr size_t kBufBytes = 128 * kMiB;   // memcpy and kernel input size
-constexpr size_t kChunk = 1 * kMiB;        // streaming chunk size
-constexpr size_t kFileData = 256 * kMiB;   // data region of the synthetic files
-constexpr size_t kFileTensors = 2048;      // 128 KiB each
+constexpr size_t kBufBytes = 128 * kMiB;  // memcpy and kernel input size
+constexpr size_t kChunk = 1 * kMiB;       // streaming chunk size
+constexpr size_t kFileData = 256 * kMiB;  // data region of the synthetic files
+constexpr size_t kFileTensors = 2048;     // 128 KiB each
 constexpr size_t kHeaderTensors = 200'000;
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -126,8 +126,13 @@ float RandomWeight() {
   return std::bit_cast<float>(bits);
 }
 
-void FillF32(float* p, size_t n) { for (size_t i = 0; i < n; ++i) p[i] = RandomWeight(); }
-void FillF64(double* p, size_t n) { for (size_t i = 0; i < n; ++i) p[i] = static_cast<double>(RandomWeight()) * (1 + 1e-9 * static_cast<double>(i % 1000)); }
+void FillF32(float* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) p[i] = RandomWeight();
+}
+void FillF64(double* p, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    p[i] = static_cast<double>(RandomWeight()) * (1 + 1e-9 * static_cast<double>(i % 1000));
+}
 
 enum class Src { BF16, F16, E4M3, E5M2 };
 template <Src S, class T>
@@ -400,31 +405,44 @@ int main(int argc, char** argv) {
   auto timed = [](benchmark::internal::Benchmark* b) { b->UseManualTime()->Unit(benchmark::kMillisecond); };
 
   timed(RegisterBenchmark("memcpy/128MiB", BM_Memcpy, true));
-  timed(RegisterBenchmark("kernel/BF16->F32", BM_Kernel<uint16_t, float>, kernels::BF16ToF32, FillNarrow<Src::BF16, uint16_t>));
+  timed(RegisterBenchmark("kernel/BF16->F32", BM_Kernel<uint16_t, float>, kernels::BF16ToF32,
+                          FillNarrow<Src::BF16, uint16_t>));
   timed(RegisterBenchmark("kernel/F32->BF16", BM_Kernel<float, uint16_t>, kernels::F32ToBF16, FillF32));
-  timed(RegisterBenchmark("kernel/F16->F32", BM_Kernel<uint16_t, float>, kernels::F16ToF32, FillNarrow<Src::F16, uint16_t>));
+  timed(RegisterBenchmark("kernel/F16->F32", BM_Kernel<uint16_t, float>, kernels::F16ToF32,
+                          FillNarrow<Src::F16, uint16_t>));
   timed(RegisterBenchmark("kernel/F32->F16", BM_Kernel<float, uint16_t>, kernels::F32ToF16, FillF32));
-  timed(RegisterBenchmark("kernel/F8E4M3->F32", BM_Kernel<uint8_t, float>, kernels::F8E4M3ToF32, FillNarrow<Src::E4M3, uint8_t>));
+  timed(RegisterBenchmark("kernel/F8E4M3->F32", BM_Kernel<uint8_t, float>, kernels::F8E4M3ToF32,
+                          FillNarrow<Src::E4M3, uint8_t>));
   timed(RegisterBenchmark("kernel/F32->F8E4M3", BM_Kernel<float, uint8_t>, kernels::F32ToF8E4M3, FillF32));
-  timed(RegisterBenchmark("kernel/F8E5M2->F32", BM_Kernel<uint8_t, float>, kernels::F8E5M2ToF32, FillNarrow<Src::E5M2, uint8_t>));
+  timed(RegisterBenchmark("kernel/F8E5M2->F32", BM_Kernel<uint8_t, float>, kernels::F8E5M2ToF32,
+                          FillNarrow<Src::E5M2, uint8_t>));
   timed(RegisterBenchmark("kernel/F32->F8E5M2", BM_Kernel<float, uint8_t>, kernels::F32ToF8E5M2, FillF32));
   timed(RegisterBenchmark("kernel/F64->F32", BM_Kernel<double, float>, kernels::F64ToF32, FillF64));
   timed(RegisterBenchmark("kernel/F32->F64", BM_Kernel<float, double>, kernels::F32ToF64, FillF32));
-  timed(RegisterBenchmark("kernel_blocks/BF16->F32/aligned", BM_KernelBlocks<uint16_t, float>, kernels::BF16ToF32, FillNarrow<Src::BF16, uint16_t>, 0, 0));
-  timed(RegisterBenchmark("kernel_blocks/BF16->F32/in+8_out+16", BM_KernelBlocks<uint16_t, float>, kernels::BF16ToF32, FillNarrow<Src::BF16, uint16_t>, 8, 16));
-  timed(RegisterBenchmark("kernel_blocks/F32->BF16/aligned", BM_KernelBlocks<float, uint16_t>, kernels::F32ToBF16, FillF32, 0, 0));
-  timed(RegisterBenchmark("kernel_blocks/F32->BF16/in+8_out+16", BM_KernelBlocks<float, uint16_t>, kernels::F32ToBF16, FillF32, 8, 16));
+  timed(RegisterBenchmark("kernel_blocks/BF16->F32/aligned", BM_KernelBlocks<uint16_t, float>, kernels::BF16ToF32,
+                          FillNarrow<Src::BF16, uint16_t>, 0, 0));
+  timed(RegisterBenchmark("kernel_blocks/BF16->F32/in+8_out+16", BM_KernelBlocks<uint16_t, float>, kernels::BF16ToF32,
+                          FillNarrow<Src::BF16, uint16_t>, 8, 16));
+  timed(RegisterBenchmark("kernel_blocks/F32->BF16/aligned", BM_KernelBlocks<float, uint16_t>, kernels::F32ToBF16,
+                          FillF32, 0, 0));
+  timed(RegisterBenchmark("kernel_blocks/F32->BF16/in+8_out+16", BM_KernelBlocks<float, uint16_t>, kernels::F32ToBF16,
+                          FillF32, 8, 16));
   timed(RegisterBenchmark("reader/256MiB/spans", BM_Reader, false));
   timed(RegisterBenchmark("reader/256MiB/copy_chunk", BM_Reader, true));
   timed(RegisterBenchmark("convert/BF16->F32/discard", BM_Converter, Dtype::BF16, Dtype::F32, SinkKind::kDiscard));
   timed(RegisterBenchmark("convert/F32->BF16/discard", BM_Converter, Dtype::F32, Dtype::BF16, SinkKind::kDiscard));
   timed(RegisterBenchmark("convert/BF16->F32/to_memory", BM_Converter, Dtype::BF16, Dtype::F32, SinkKind::kMemoryCopy));
   timed(RegisterBenchmark("convert/F32->BF16/to_memory", BM_Converter, Dtype::F32, Dtype::BF16, SinkKind::kMemoryCopy));
-  timed(RegisterBenchmark("convert/BF16->F32/to_memory_lent", BM_Converter, Dtype::BF16, Dtype::F32, SinkKind::kMemoryLent));
-  timed(RegisterBenchmark("convert/F32->BF16/to_memory_lent", BM_Converter, Dtype::F32, Dtype::BF16, SinkKind::kMemoryLent));
+  timed(RegisterBenchmark("convert/BF16->F32/to_memory_lent", BM_Converter, Dtype::BF16, Dtype::F32,
+                          SinkKind::kMemoryLent));
+  timed(RegisterBenchmark("convert/F32->BF16/to_memory_lent", BM_Converter, Dtype::F32, Dtype::BF16,
+                          SinkKind::kMemoryLent));
   RegisterBenchmark("header/200k_tensors/stream_1MiB", BM_HeaderStream)->Unit(benchmark::kMillisecond);
   RegisterBenchmark("header/200k_tensors/PlanWrite", BM_PlanWrite)->Unit(benchmark::kMillisecond);
-  RegisterBenchmark("json/index/ParseModelIndex", BM_ParseIndex)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMillisecond);
+  RegisterBenchmark("json/index/ParseModelIndex", BM_ParseIndex)
+      ->Arg(100000)
+      ->Arg(1000000)
+      ->Unit(benchmark::kMillisecond);
   timed(RegisterBenchmark("memcpy/128MiB/again", BM_Memcpy, false));
 
   benchmark::RunSpecifiedBenchmarks();

@@ -25,9 +25,11 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const { pushToHub } = await import(join(root, 'web', 'src', 'node.js'));
 const baseline = process.resourceUsage().maxRSS;
 
-const server = spawn(process.execPath, [join(root, 'tests', 'hub', 'server.mjs'), '--owner', 'me=hf_bench', '--multipart-threshold', multipartThreshold], {
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
+const server = spawn(
+  process.execPath,
+  [join(root, 'tests', 'hub', 'server.mjs'), '--owner', 'me=hf_bench', '--multipart-threshold', multipartThreshold],
+  { stdio: ['ignore', 'pipe', 'inherit'] },
+);
 const endpoint = await new Promise((resolve) => createInterface({ input: server.stdout }).once('line', resolve));
 
 const dir = mkdtempSync(join(tmpdir(), 'pb-push-rss-'));
@@ -62,7 +64,10 @@ try {
     createRepo: true,
     token: 'hf_bench',
     endpoint,
-    files: [{ path: 'model.safetensors', content, size }, { path: 'config.json', content: new TextEncoder().encode('{}') }],
+    files: [
+      { path: 'model.safetensors', content, size },
+      { path: 'config.json', content: new TextEncoder().encode('{}') },
+    ],
   });
 } finally {
   server.kill();

@@ -20,7 +20,10 @@ import { mergeRemote } from '../web/src/node.js';
 
 const args = process.argv.slice(2);
 const dir = args[0];
-if (!dir || dir.startsWith('--')) throw new Error('usage: node bench/remote_ranges_bench.mjs MODEL_DIR [--latency MS] [--pieces MiB,...] [--readers K,...] [--rounds N]');
+if (!dir || dir.startsWith('--'))
+  throw new Error(
+    'usage: node bench/remote_ranges_bench.mjs MODEL_DIR [--latency MS] [--pieces MiB,...] [--readers K,...] [--rounds N]',
+  );
 const flag = (name, fallback) => {
   const i = args.indexOf(`--${name}`);
   return i < 0 ? fallback : args[i + 1];
@@ -35,7 +38,19 @@ const shards = [...new Set(Object.values(index.weight_map))].sort();
 const total = shards.reduce((n, s) => n + statSync(join(dir, s)).size, 0);
 
 // The stand-in in its own process, so that serving does not share this event loop or core with the merge.
-const server = spawn(process.execPath, [new URL('../tests/hub/server.mjs', import.meta.url).pathname, '--dir', `me/base=${dir}`, '--dir', `me/lora=${join(dir, 'adapter')}`, '--latency', String(latency)], { stdio: ['ignore', 'pipe', 'inherit'] });
+const server = spawn(
+  process.execPath,
+  [
+    new URL('../tests/hub/server.mjs', import.meta.url).pathname,
+    '--dir',
+    `me/base=${dir}`,
+    '--dir',
+    `me/lora=${join(dir, 'adapter')}`,
+    '--latency',
+    String(latency),
+  ],
+  { stdio: ['ignore', 'pipe', 'inherit'] },
+);
 const endpoint = await new Promise((resolve, reject) => {
   server.once('exit', (code) => reject(new Error(`the stand-in exited (${code})`)));
   createInterface({ input: server.stdout }).once('line', resolve);
@@ -68,33 +83,51 @@ async function plainFetch() {
 async function merge(pieceSize, readers) {
   const t0 = performance.now();
   let bytes = 0;
-  for await (const { stream } of mergeRemote({ base: { repo: 'me/base' }, adapter: { repo: 'me/lora' }, endpoint, pieceSize, readers })) bytes += await drain(stream);
+  for await (const { stream } of mergeRemote({
+    base: { repo: 'me/base' },
+    adapter: { repo: 'me/lora' },
+    endpoint,
+    pieceSize,
+    readers,
+  }))
+    bytes += await drain(stream);
   return { seconds: (performance.now() - t0) / 1000, bytes };
 }
 
 const min = (xs) => Math.min(...xs);
 
 try {
-  console.log(`model: ${dir} (${shards.length} shards, ${(total / 1e9).toFixed(3)} GB); latency ${latency} ms per answer; ${rounds} rounds; node ${process.version}`);
+  console.log(
+    `model: ${dir} (${shards.length} shards, ${(total / 1e9).toFixed(3)} GB); latency ${latency} ms per answer; ${rounds} rounds; node ${process.version}`,
+  );
   await plainFetch(); // warm-up
   await merge(pieces[0] << 20, readersList[0]); // warm-up: the module compiled, the page cache warm
   // Rounds outermost, every setting once per round: load from elsewhere spreads over all settings alike.
-  const settings = [['fetch', 0, 0], ...pieces.flatMap((piece) => readersList.map((readers) => ['merge', piece, readers]))];
+  const settings = [
+    ['fetch', 0, 0],
+    ...pieces.flatMap((piece) => readersList.map((readers) => ['merge', piece, readers])),
+  ];
   const times = new Map(settings.map((s) => [s.join(), []]));
   for (let r = 0; r < rounds; ++r) {
     for (const setting of settings) {
       const [kind, piece, readers] = setting;
-      times.get(setting.join()).push(kind === 'fetch' ? await plainFetch() : (await merge(piece << 20, readers)).seconds);
+      times
+        .get(setting.join())
+        .push(kind === 'fetch' ? await plainFetch() : (await merge(piece << 20, readers)).seconds);
     }
   }
   const floor = median(times.get('fetch,0,0'));
-  console.log(`plain fetch of the shards: median ${floor.toFixed(2)} s (min ${min(times.get('fetch,0,0')).toFixed(2)}), ${(total / 1e9 / floor).toFixed(3)} GB/s`);
+  console.log(
+    `plain fetch of the shards: median ${floor.toFixed(2)} s (min ${min(times.get('fetch,0,0')).toFixed(2)}), ${(total / 1e9 / floor).toFixed(3)} GB/s`,
+  );
   console.log('piece MiB | readers | median s | min s | GB/s (median) | plain fetch / merge');
   for (const setting of settings.slice(1)) {
     const [, piece, readers] = setting;
     const t = times.get(setting.join());
     const s = median(t);
-    console.log(`${piece} | ${readers} | ${s.toFixed(2)} | ${min(t).toFixed(2)} | ${(total / 1e9 / s).toFixed(3)} | ${(floor / s).toFixed(2)}`);
+    console.log(
+      `${piece} | ${readers} | ${s.toFixed(2)} | ${min(t).toFixed(2)} | ${(total / 1e9 / s).toFixed(3)} | ${(floor / s).toFixed(2)}`,
+    );
   }
 } finally {
   server.kill();

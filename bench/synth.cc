@@ -29,8 +29,8 @@ void FreePages(uint8_t* p, size_t bytes) {
 // ("model.layers.37.mlp.experts.113.gate_proj.weight"), BF16, `count` tensors exactly.
 // Per layer: 4 attention projections, 2 norms, the router, 256 experts x 3 projections.
 std::vector<TensorSpec> MoeSpecs(size_t count) {
-  constexpr uint64_t kHidden = 2048, kExpertInter = 768, kExperts = 256, kHeads = 32, kKvHeads = 4,
-                     kHeadDim = 128, kVocab = 151936;
+  constexpr uint64_t kHidden = 2048, kExpertInter = 768, kExperts = 256, kHeads = 32, kKvHeads = 4, kHeadDim = 128,
+                     kVocab = 151936;
   std::vector<TensorSpec> specs;
   specs.reserve(count);
   auto add = [&](std::string name, std::vector<uint64_t> shape) {

@@ -74,12 +74,65 @@ function memoryCopyModule() {
   // (module (memory (export "mem") 4097)
   //   (func (export "copy") (param i32 i32 i32) local.get 0 local.get 1 local.get 2 memory.copy))
   const bytes = new Uint8Array([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    0x01, 0x07, 0x01, 0x60, 0x03, 0x7f, 0x7f, 0x7f, 0x00, // type: (i32 i32 i32) -> ()
-    0x03, 0x02, 0x01, 0x00, // function 0 has type 0
-    0x05, 0x04, 0x01, 0x00, 0x81, 0x20, // memory: min 4097 pages (256 MiB + 64 KiB)
-    0x07, 0x0e, 0x02, 0x03, 0x6d, 0x65, 0x6d, 0x02, 0x00, 0x04, 0x63, 0x6f, 0x70, 0x79, 0x00, 0x00, // exports
-    0x0a, 0x0e, 0x01, 0x0c, 0x00, 0x20, 0x00, 0x20, 0x01, 0x20, 0x02, 0xfc, 0x0a, 0x00, 0x00, 0x0b, // code
+    0x00,
+    0x61,
+    0x73,
+    0x6d,
+    0x01,
+    0x00,
+    0x00,
+    0x00,
+    0x01,
+    0x07,
+    0x01,
+    0x60,
+    0x03,
+    0x7f,
+    0x7f,
+    0x7f,
+    0x00, // type: (i32 i32 i32) -> ()
+    0x03,
+    0x02,
+    0x01,
+    0x00, // function 0 has type 0
+    0x05,
+    0x04,
+    0x01,
+    0x00,
+    0x81,
+    0x20, // memory: min 4097 pages (256 MiB + 64 KiB)
+    0x07,
+    0x0e,
+    0x02,
+    0x03,
+    0x6d,
+    0x65,
+    0x6d,
+    0x02,
+    0x00,
+    0x04,
+    0x63,
+    0x6f,
+    0x70,
+    0x79,
+    0x00,
+    0x00, // exports
+    0x0a,
+    0x0e,
+    0x01,
+    0x0c,
+    0x00,
+    0x20,
+    0x00,
+    0x20,
+    0x01,
+    0x20,
+    0x02,
+    0xfc,
+    0x0a,
+    0x00,
+    0x00,
+    0x0b, // code
   ]);
   return new WebAssembly.Instance(new WebAssembly.Module(bytes)).exports;
 }
@@ -122,12 +175,24 @@ function safetensorsBytes(entries, dataSize, metadata = { format: 'pt' }) {
 function loraFile(dtype, totalBytes, count = 2048) {
   const elemBytes = dtype === 'BF16' ? 2 : 4;
   const per = totalBytes / count / elemBytes;
-  const proj = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj', 'mlp.extra_proj'];
+  const proj = [
+    'self_attn.q_proj',
+    'self_attn.k_proj',
+    'self_attn.v_proj',
+    'self_attn.o_proj',
+    'mlp.gate_proj',
+    'mlp.up_proj',
+    'mlp.down_proj',
+    'mlp.extra_proj',
+  ];
   const entries = [];
   let off = 0;
   for (let i = 0; entries.length < count; ++i) {
     const base = `base_model.model.model.layers.${Math.floor(i / 8)}.${proj[i % 8]}`;
-    for (const [ab, shape] of [['A', [16, per / 16]], ['B', [per / 16, 16]]]) {
+    for (const [ab, shape] of [
+      ['A', [16, per / 16]],
+      ['B', [per / 16, 16]],
+    ]) {
       if (entries.length >= count) break;
       entries.push({ name: `${base}.lora_${ab}.weight`, dtype, shape, begin: off, end: off + per * elemBytes });
       off += per * elemBytes;
@@ -141,19 +206,24 @@ function loraFile(dtype, totalBytes, count = 2048) {
   const data = file.subarray(dataStart);
   if (dtype === 'F32') {
     const src = new Uint8Array(f32.buffer);
-    for (let p = 0; p < data.length; p += src.length) data.set(src.subarray(0, Math.min(src.length, data.length - p)), p);
+    for (let p = 0; p < data.length; p += src.length)
+      data.set(src.subarray(0, Math.min(src.length, data.length - p)), p);
   } else {
     const hi = new Uint16Array(f32.length);
     for (let i = 0; i < f32.length; ++i) hi[i] = u16[2 * i + 1];
     const src = new Uint8Array(hi.buffer);
-    for (let p = 0; p < data.length; p += src.length) data.set(src.subarray(0, Math.min(src.length, data.length - p)), p);
+    for (let p = 0; p < data.length; p += src.length)
+      data.set(src.subarray(0, Math.min(src.length, data.length - p)), p);
   }
   return file;
 }
 
 // The 200,000-tensor MoE header of bench/synth.cc (same names and shapes), names sorted as the writer does.
 function moeHeaderFile(count) {
-  const H = 2048, I = 768, E = 256, V = 151936;
+  const H = 2048,
+    I = 768,
+    E = 256,
+    V = 151936;
   const specs = [];
   const add = (name, shape) => specs.length < count && specs.push({ name, shape });
   add('model.embed_tokens.weight', [V, H]);
@@ -237,7 +307,9 @@ const results = { node: process.version, date: new Date().toISOString(), fileMiB
 const base = baselines();
 results.baseline = { memoryCopyGBps: base.memoryCopy / 1e9, typedArraySetGBps: base.typedArraySet / 1e9 };
 console.log(`node ${process.version}; ${runs} runs per path (median shown, best in brackets); chunks of 1 MiB`);
-console.log(`baseline  memory.copy 128 MiB: ${fmt(base.memoryCopy / 1e9)} GB/s copied;  Uint8Array.set 128 MiB: ${fmt(base.typedArraySet / 1e9)} GB/s copied`);
+console.log(
+  `baseline  memory.copy 128 MiB: ${fmt(base.memoryCopy / 1e9)} GB/s copied;  Uint8Array.set 128 MiB: ${fmt(base.typedArraySet / 1e9)} GB/s copied`,
+);
 
 const bf16 = loraFile('BF16', fileMiB * MiB);
 const f32 = loraFile('F32', fileMiB * MiB);
@@ -246,17 +318,43 @@ const f32 = loraFile('F32', fileMiB * MiB);
   const ph = await measurePhase(() => timeRuns(() => readAll(bf16)));
   const t = ph.value;
   const rate = gb(bf16.length, t.median);
-  results.read = { fileBytes: bf16.length, seconds: t.median, fileGBps: rate, bestGBps: gb(bf16.length, t.best), ratio: (rate * 1e9) / base.memoryCopy, peakRssDeltaMiB: ph.peakDelta / MiB, wasmMemoryMiB: ph.wasmBytes / MiB };
-  console.log(`read      readSafetensors ${fileMiB} MiB BF16, 2048 tensors: ${fmt(rate)} GB/s [${fmt(gb(bf16.length, t.best))}], ratio to memory.copy ${fmt(results.read.ratio)}; peak RSS +${mib(ph.peakDelta)} MiB, wasm memory ${mib(ph.wasmBytes)} MiB`);
+  results.read = {
+    fileBytes: bf16.length,
+    seconds: t.median,
+    fileGBps: rate,
+    bestGBps: gb(bf16.length, t.best),
+    ratio: (rate * 1e9) / base.memoryCopy,
+    peakRssDeltaMiB: ph.peakDelta / MiB,
+    wasmMemoryMiB: ph.wasmBytes / MiB,
+  };
+  console.log(
+    `read      readSafetensors ${fileMiB} MiB BF16, 2048 tensors: ${fmt(rate)} GB/s [${fmt(gb(bf16.length, t.best))}], ratio to memory.copy ${fmt(results.read.ratio)}; peak RSS +${mib(ph.peakDelta)} MiB, wasm memory ${mib(ph.wasmBytes)} MiB`,
+  );
 }
-for (const [name, file, dtype] of [['BF16->F32', bf16, 'f32'], ['F32->BF16', f32, 'bf16']]) {
+for (const [name, file, dtype] of [
+  ['BF16->F32', bf16, 'f32'],
+  ['F32->BF16', f32, 'bf16'],
+]) {
   const ph = await measurePhase(() => timeRuns(() => convertAll(file, dtype)));
   const t = ph.value;
   const inRate = gb(file.length, t.median);
   const traffic = gb(file.length + t.value, t.median);
   const ratio = (traffic * 1e9) / (2 * base.memoryCopy);
-  results[`convert ${name}`] = { inBytes: file.length, outBytes: t.value, seconds: t.median, inGBps: inRate, bestInGBps: gb(file.length, t.best), trafficGBps: traffic, ratio, targetMet: inRate >= 1.5, peakRssDeltaMiB: ph.peakDelta / MiB, wasmMemoryMiB: ph.wasmBytes / MiB };
-  console.log(`convert   ${name} ${fileMiB} MiB: in ${fmt(inRate)} GB/s [${fmt(gb(file.length, t.best))}], traffic ${fmt(traffic)} GB/s, ratio to memory bound ${fmt(ratio)}; target >= 1.5 GB/s ${inRate >= 1.5 ? 'met' : 'MISSED'}; peak RSS +${mib(ph.peakDelta)} MiB, wasm memory ${mib(ph.wasmBytes)} MiB`);
+  results[`convert ${name}`] = {
+    inBytes: file.length,
+    outBytes: t.value,
+    seconds: t.median,
+    inGBps: inRate,
+    bestInGBps: gb(file.length, t.best),
+    trafficGBps: traffic,
+    ratio,
+    targetMet: inRate >= 1.5,
+    peakRssDeltaMiB: ph.peakDelta / MiB,
+    wasmMemoryMiB: ph.wasmBytes / MiB,
+  };
+  console.log(
+    `convert   ${name} ${fileMiB} MiB: in ${fmt(inRate)} GB/s [${fmt(gb(file.length, t.best))}], traffic ${fmt(traffic)} GB/s, ratio to memory bound ${fmt(ratio)}; target >= 1.5 GB/s ${inRate >= 1.5 ? 'met' : 'MISSED'}; peak RSS +${mib(ph.peakDelta)} MiB, wasm memory ${mib(ph.wasmBytes)} MiB`,
+  );
 }
 {
   const head = moeHeaderFile(headerTensors);
@@ -268,8 +366,17 @@ for (const [name, file, dtype] of [['BF16->F32', bf16, 'f32'], ['F32->BF16', f32
     }),
   );
   const t = ph.value;
-  results.inspect = { tensors: headerTensors, jsonBytes: head.length - 8, seconds: t.median, best: t.best, peakRssDeltaMiB: ph.peakDelta / MiB, wasmMemoryMiB: ph.wasmBytes / MiB };
-  console.log(`inspect   ${headerTensors} tensors (${fmt((head.length - 8) / 1e6, 1)} MB JSON): ${fmt(t.median, 3)} s [${fmt(t.best, 3)}]; peak RSS +${mib(ph.peakDelta)} MiB, wasm memory ${mib(ph.wasmBytes)} MiB`);
+  results.inspect = {
+    tensors: headerTensors,
+    jsonBytes: head.length - 8,
+    seconds: t.median,
+    best: t.best,
+    peakRssDeltaMiB: ph.peakDelta / MiB,
+    wasmMemoryMiB: ph.wasmBytes / MiB,
+  };
+  console.log(
+    `inspect   ${headerTensors} tensors (${fmt((head.length - 8) / 1e6, 1)} MB JSON): ${fmt(t.median, 3)} s [${fmt(t.best, 3)}]; peak RSS +${mib(ph.peakDelta)} MiB, wasm memory ${mib(ph.wasmBytes)} MiB`,
+  );
 }
 results.finalRssMiB = process.memoryUsage.rss() / MiB;
 if (args.json) console.log(JSON.stringify(results, null, 2));

@@ -69,8 +69,12 @@ std::vector<std::string> DerivedNames(const LoraConfig& c) {
   seeds.insert(seeds.end(), c.modules_to_save.begin(), c.modules_to_save.end());
   for (const auto& [k, v] : c.rank_pattern) seeds.push_back(k);
   for (const auto& [k, v] : c.alpha_pattern) seeds.push_back(k);
-  std::vector<std::string> names = {"model.layers.0.self_attn.q_proj", "model.layers.12.mlp.down_proj", "q_proj",
-                                    "transformer.h.3.attn.c_attn", "lm_head", ""};
+  std::vector<std::string> names = {"model.layers.0.self_attn.q_proj",
+                                    "model.layers.12.mlp.down_proj",
+                                    "q_proj",
+                                    "transformer.h.3.attn.c_attn",
+                                    "lm_head",
+                                    ""};
   for (const auto& s : seeds) {
     if (names.size() >= 64) break;
     names.push_back(s);
@@ -117,14 +121,39 @@ void CheckSettings(const LoraConfig& c, const std::string& name) {
 }  // namespace
 
 PB_FUZZ_DEFINE_MUTATOR((pb::fuzz::MutatorVocabulary{
-    {"peft_type", "task_type", "r", "lora_alpha", "lora_dropout", "target_modules", "exclude_modules",
-     "modules_to_save", "layers_to_transform", "layers_pattern", "rank_pattern", "alpha_pattern", "use_rslora",
-     "use_dora", "fan_in_fan_out", "bias", "lora_bias", "init_lora_weights", "base_model_name_or_path",
-     "revision", "peft_version", "trainable_token_indices", "layer_replication", "target_parameters",
-     "megatron_config", "alora_invocation_tokens", "inference_mode", "auto_mapping"},
-    {"LORA", "LOHA", "CAUSAL_LM", "SEQ_CLS", "all-linear", "ALL-LINEAR", "none", "all", "lora_only", "q_proj",
-     "v_proj", "model.layers.0.self_attn.q_proj", ".*\\.q_proj", "(a+)+$", "^model\\..*", "layers", "h",
-     "pissa", "gaussian", "(?i)Q_PROJ", "layers.0.mlp", "(?P<x>a)", "[a-z]+", "x{2,5}", "\\d+", "\\A"}}))
+    {"peft_type",
+     "task_type",
+     "r",
+     "lora_alpha",
+     "lora_dropout",
+     "target_modules",
+     "exclude_modules",
+     "modules_to_save",
+     "layers_to_transform",
+     "layers_pattern",
+     "rank_pattern",
+     "alpha_pattern",
+     "use_rslora",
+     "use_dora",
+     "fan_in_fan_out",
+     "bias",
+     "lora_bias",
+     "init_lora_weights",
+     "base_model_name_or_path",
+     "revision",
+     "peft_version",
+     "trainable_token_indices",
+     "layer_replication",
+     "target_parameters",
+     "megatron_config",
+     "alora_invocation_tokens",
+     "inference_mode",
+     "auto_mapping"},
+    {"LORA",        "LOHA",       "CAUSAL_LM",    "SEQ_CLS",  "all-linear", "ALL-LINEAR",
+     "none",        "all",        "lora_only",    "q_proj",   "v_proj",     "model.layers.0.self_attn.q_proj",
+     ".*\\.q_proj", "(a+)+$",     "^model\\..*",  "layers",   "h",          "pissa",
+     "gaussian",    "(?i)Q_PROJ", "layers.0.mlp", "(?P<x>a)", "[a-z]+",     "x{2,5}",
+     "\\d+",        "\\A"}}))
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input = pb::fuzz::Expand(std::string_view(reinterpret_cast<const char*>(data), size));
@@ -149,12 +178,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto again = pb::adapter::ParseLoraConfig(kept);
   if (!again.ok()) Fail("the written-back config does not re-parse: " + again.error().message, kept);
   if (again->document != config.document) Fail("write-back changed the document", kept);
-  if (Render(again.value()) != Render(config)) Fail("write-back changed the fields", Render(config) + "\n" + Render(again.value()));
+  if (Render(again.value()) != Render(config))
+    Fail("write-back changed the fields", Render(config) + "\n" + Render(again.value()));
 
   // As PEFT writes it (sorted keys): re-parses, and is a fixed point.
   const std::string sorted = pb::adapter::DumpPythonJson(config.document);
   auto sorted_again = pb::adapter::ParseLoraConfig(sorted);
   if (!sorted_again.ok()) Fail("the sorted write-back does not re-parse: " + sorted_again.error().message, sorted);
-  if (pb::adapter::DumpPythonJson(sorted_again->document) != sorted) Fail("sorted write-back is not a fixed point", sorted);
+  if (pb::adapter::DumpPythonJson(sorted_again->document) != sorted)
+    Fail("sorted write-back is not a fixed point", sorted);
   return 0;
 }

@@ -66,7 +66,8 @@ void CheckWrite(const ReadResult& read, AdapterFormat to, const AdapterSource& s
   if (!emitted.ok()) Fail("a planned adapter cannot be emitted: " + emitted.error().message);
   auto parsed = pb::ParseWholeFile(sink.bytes);
   if (!parsed.ok()) Fail("a written adapter does not parse: " + parsed.error().message, std::string(FormatName(to)));
-  if (parsed->tensor_count() != out->weights.tensors.size()) Fail("a written adapter lost tensors", std::string(FormatName(to)));
+  if (parsed->tensor_count() != out->weights.tensors.size())
+    Fail("a written adapter lost tensors", std::string(FormatName(to)));
   if (out->config_name && !IsJson(out->config_text)) Fail("a written config is not JSON", out->config_text);
   if (to == AdapterFormat::kPeft) {
     auto cfg = ParseLoraConfig(out->config_text);
@@ -88,7 +89,8 @@ void CheckWrite(const ReadResult& read, AdapterFormat to, const AdapterSource& s
 
 // The CLIs read an adapter from its header and the few inline tensors' bytes (tensors referenced by range):
 // that read must reach the same verdict, modules and mappings as the read of the whole file.
-void CheckHeaderOnly(const ReadResult& whole, const pb::Header& header, const AdapterSource& source, const ReadOptions& ro) {
+void CheckHeaderOnly(const ReadResult& whole, const pb::Header& header, const AdapterSource& source,
+                     const ReadOptions& ro) {
   std::vector<uint8_t> inline_bytes;
   for (const ByteRange& r : InlineTensorRanges(header)) {
     if (r.end > source.weights.size() || r.begin > r.end) Fail("an inline tensor range is outside the file");
@@ -103,20 +105,39 @@ void CheckHeaderOnly(const ReadResult& whole, const pb::Header& header, const Ad
   for (size_t i = 0; i < read->mappings.size(); ++i) {
     const TensorMapping &a = read->mappings[i], &b = whole.mappings[i];
     if (a.from != b.from || a.to != b.to || a.action != b.action)
-      Fail("a header-only read maps a tensor otherwise", a.from + " -> " + a.to + " (" + a.action + ") vs " + b.from +
-                                                             " -> " + b.to + " (" + b.action + ")");
+      Fail("a header-only read maps a tensor otherwise",
+           a.from + " -> " + a.to + " (" + a.action + ") vs " + b.from + " -> " + b.to + " (" + b.action + ")");
   }
 }
 
 }  // namespace
 
 PB_FUZZ_DEFINE_MUTATOR((pb::fuzz::MutatorVocabulary{
-    {"dtype", "shape", "data_offsets", "__metadata__", "peft_type", "r", "lora_alpha", "target_modules", "use_dora",
-     "lora_parameters", "rank", "scale", "alpha", "keys", "num_layers", "fine_tune_type", "modules_to_save",
+    {"dtype",
+     "shape",
+     "data_offsets",
+     "__metadata__",
+     "peft_type",
+     "r",
+     "lora_alpha",
+     "target_modules",
+     "use_dora",
+     "lora_parameters",
+     "rank",
+     "scale",
+     "alpha",
+     "keys",
+     "num_layers",
+     "fine_tune_type",
+     "modules_to_save",
      "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight",
-     "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight", "model.layers.0.self_attn.q_proj.lora_a",
-     "lora_te_text_model_encoder_layers_0_self_attn_q_proj.lora_down.weight", "blk.0.attn_q.weight.lora_a",
-     "adapter.type", "general.type", "adapter.lora.alpha"},
+     "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight",
+     "model.layers.0.self_attn.q_proj.lora_a",
+     "lora_te_text_model_encoder_layers_0_self_attn_q_proj.lora_down.weight",
+     "blk.0.attn_q.weight.lora_a",
+     "adapter.type",
+     "general.type",
+     "adapter.lora.alpha"},
     {"F32", "F16", "BF16", "I64", "F8_E4M3", "LORA", "lora", "q_proj", "base_model.model.", ".lora_A.weight",
      ".lora_B.weight", ".lora_embedding_A", ".lora_magnitude_vector", ".lora_a", ".alpha", ".lora_up.weight",
      "_lora.down.weight", "attn_q", "adapter"}}))
@@ -128,7 +149,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view opts = parts[0];
   const NamingTables& tables = NamingTables::Builtin();
   ReadOptions ro;
-  if (opts.size() > 0 && static_cast<uint8_t>(opts[0]) % 8 >= 1 && static_cast<uint8_t>(opts[0]) % 8 <= kAdapterFormatCount)
+  if (opts.size() > 0 && static_cast<uint8_t>(opts[0]) % 8 >= 1 &&
+      static_cast<uint8_t>(opts[0]) % 8 <= kAdapterFormatCount)
     ro.format = static_cast<AdapterFormat>(static_cast<uint8_t>(opts[0]) % 8 - 1);
   if (opts.size() > 1) {
     ro.strict = opts[1] & 1;

@@ -1,7 +1,8 @@
 // libFuzzer target for `combine`: options JSON + up to three adapters -> PlanCombine -> CombineWriter.
 //
-// Input: part 0 = the options (combine's JS options, read by app::OptionsCommandLine); then, per adapter (up to 3), a part with its
-// safetensors file and a part with its adapter_config.json ("" for none). Compact encoding expanded first.
+// Input: part 0 = the options (combine's JS options, read by app::OptionsCommandLine); then, per adapter (up to 3), a
+// part with its safetensors file and a part with its adapter_config.json ("" for none). Compact encoding expanded
+// first.
 //
 // Checks (abort() on failure):
 //   - a refused option set, read or plan carries a message;
@@ -80,7 +81,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     configs.emplace_back(p + 1 < parts.size() ? std::string(parts[p + 1]) : std::string());
     pb::adapter::AdapterSource source;
     source.weights_name = "adapter_model.safetensors";
-    source.weights = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(files.back().data()), files.back().size());
+    source.weights =
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(files.back().data()), files.back().size());
     if (!configs.back().empty()) source.config = configs.back();
     auto read = pb::adapter::ReadAdapter(source, {});
     if (!read.ok()) {
@@ -102,7 +104,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::set<std::string> paths;
   for (const auto& m : plan->modules) {
     if (!paths.insert(m.path).second) Fail("a module planned twice", m.path);
-    if (m.rank == 0 || m.inputs.empty() || m.inputs.size() != m.ranks.size()) Fail("a malformed planned module", m.path);
+    if (m.rank == 0 || m.inputs.empty() || m.inputs.size() != m.ranks.size())
+      Fail("a malformed planned module", m.path);
   }
   std::vector<std::string> labels;
   for (const auto& in : inputs) labels.push_back(in.label);
@@ -126,7 +129,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Fail("the combined config is refused", plan->output.config_text);
   for (const auto& o : writer.outcomes()) {
     if (!(o.relative_error >= 0) && !std::isnan(o.relative_error)) Fail("a negative relative error");
-    if (finite && !std::isfinite(o.relative_error) && !std::isnan(o.relative_error)) Fail("an infinite error from finite inputs");
+    if (finite && !std::isfinite(o.relative_error) && !std::isnan(o.relative_error))
+      Fail("an infinite error from finite inputs");
   }
   report.outcomes = &writer.outcomes();
   report.dry_run = false;

@@ -85,7 +85,8 @@ Run Extract(const pb::compose::ExtractPlan& plan, std::string_view base, std::st
     if (!(r.relative_error >= 0 && r.relative_error <= 1 + 1e-9) || !(r.energy_kept >= 0 && r.energy_kept <= 1))
       Fail("a module's error or kept energy outside [0, 1]", r.path);
   (void)pb::app::RenderExtractOutcomeText(plan, outcome.value());
-  if (!pb::ParseJson(pb::app::RenderExtractJson(plan, &outcome.value()), "report").ok()) Fail("the outcome's JSON does not parse");
+  if (!pb::ParseJson(pb::app::RenderExtractJson(plan, &outcome.value()), "report").ok())
+    Fail("the outcome's JSON does not parse");
   return run;
 }
 
@@ -128,16 +129,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (plan->reserved_header < 8) Fail("no reserved header region");
   for (const auto& m : plan->modules) {
     if (m.kind == pb::compose::ExtractKind::kSave) continue;
-    if (m.max_rank == 0 || m.max_rank > std::min(m.rows, m.cols)) Fail("a rank bound outside [1, smaller side]", m.path);
+    if (m.max_rank == 0 || m.max_rank > std::min(m.rows, m.cols))
+      Fail("a rank bound outside [1, smaller side]", m.path);
     if (m.rows * m.cols > (1u << 16)) return 0;  // the SVD of large deltas: kept out so a run stays quick
   }
   (void)pb::app::RenderExtractPlanText(plan.value(), true);
-  if (!pb::ParseJson(pb::app::RenderExtractJson(plan.value(), nullptr), "report").ok()) Fail("the plan's JSON does not parse");
+  if (!pb::ParseJson(pb::app::RenderExtractJson(plan.value(), nullptr), "report").ok())
+    Fail("the plan's JSON does not parse");
 
   Run whole = Extract(plan.value(), base, tuned, 0);
   if (base.size() + tuned.size() <= (1u << 16)) {
     Run chunked = Extract(plan.value(), base, tuned, 7);
-    if (chunked.ok != whole.ok || chunked.file != whole.file || chunked.config != whole.config || chunked.error != whole.error)
+    if (chunked.ok != whole.ok || chunked.file != whole.file || chunked.config != whole.config ||
+        chunked.error != whole.error)
       Fail("chunked pushes changed the result", whole.error + " / " + chunked.error);
   }
   if (!whole.ok) return 0;

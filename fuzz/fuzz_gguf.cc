@@ -57,8 +57,8 @@ std::string Describe(const Result<gguf::GgufParse>& r) {
   if (!r.ok()) return "error " + std::string(ErrorCodeName(r.error().code)) + ": " + r.error().message;
   if (!r->file) return "need " + std::to_string(r->need);
   const gguf::GgufFile& f = *r->file;
-  std::string s = "v" + std::to_string(f.version) + " keys=" + std::to_string(f.keys.size()) + " data_start=" +
-                  std::to_string(f.data_start) + " data_size=" + std::to_string(f.data_size);
+  std::string s = "v" + std::to_string(f.version) + " keys=" + std::to_string(f.keys.size()) +
+                  " data_start=" + std::to_string(f.data_start) + " data_size=" + std::to_string(f.data_size);
   for (const auto& k : f.keys) s += "\n" + k.key + "=" + k.Render();
   for (const auto& t : f.tensors) s += "\n" + t.name + " " + std::to_string(t.type) + " @" + std::to_string(t.offset);
   return s;
@@ -106,7 +106,8 @@ void CheckLayout(std::span<const uint8_t> file, const gguf::GgufFile& f) {
   for (size_t i = 0; i < f.tensors.size(); ++i) {
     if (f.tensors[i].offset != expected) Fail("an accepted offset is not the running sum", f.tensors[i].name);
     expected += gguf::Pad(f.tensors[i].size, f.alignment);
-    if (f.TensorEnd(i) > file.size() || f.TensorBegin(i) < f.data_start) Fail("a tensor lies outside the file", f.tensors[i].name);
+    if (f.TensorEnd(i) > file.size() || f.TensorBegin(i) < f.data_start)
+      Fail("a tensor lies outside the file", f.tensors[i].name);
   }
   if (expected != f.data_size) Fail("data_size is not the padded sum");
   if (f.data_start != (f.tensors.empty() ? f.infos_end : gguf::Pad(f.infos_end, f.alignment))) Fail("data_start");
@@ -128,7 +129,8 @@ void CheckLayout(std::span<const uint8_t> file, const gguf::GgufFile& f) {
   if (!layout.ok()) Fail("the writer refuses an accepted layout: " + layout.error().message);
   if (layout->data_start != f.data_start) Fail("the writer lays the header out otherwise");
   for (size_t i = 0; i < slots.size(); ++i)
-    if (layout->offsets[i] != f.tensors[i].offset || layout->sizes[i] != f.tensors[i].size) Fail("offsets or sizes differ", slots[i].name);
+    if (layout->offsets[i] != f.tensors[i].offset || layout->sizes[i] != f.tensors[i].size)
+      Fail("offsets or sizes differ", slots[i].name);
   std::vector<uint8_t> header = gguf::EncodeHeader(layout.value());
   std::memcpy(header.data() + 4, &f.version, 4);  // the writer writes version 3; v2 has the same layout
   bool zero_padding = true;
@@ -146,7 +148,8 @@ void CheckAdapter(std::span<const uint8_t> file, const gguf::GgufFile& f, const 
   if (a.ok() != b.ok()) Fail("whole and header-only reads disagree", a.ok() ? b.error().message : a.error().message);
   if (!a.ok()) {
     if (a.error().message.empty() || b.error().message.empty()) Fail("a refused read without a message");
-    if (a.error().message != b.error().message) Fail("the reads refuse differently", a.error().message + "\n" + b.error().message);
+    if (a.error().message != b.error().message)
+      Fail("the reads refuse differently", a.error().message + "\n" + b.error().message);
     return;
   }
   if (a->mappings.size() != b->mappings.size() || a->adapter.modules.size() != b->adapter.modules.size())
@@ -175,7 +178,8 @@ void CheckAdapter(std::span<const uint8_t> file, const gguf::GgufFile& f, const 
   }
   for (size_t i = 0; i < a->adapter.modules.size(); ++i) {
     const auto& m = a->adapter.modules[i];
-    if (fetch.get(2 * i)->bytes != m.a.bytes || fetch.get(2 * i + 1)->bytes != m.b.bytes) Fail("factor bytes differ", m.path);
+    if (fetch.get(2 * i)->bytes != m.a.bytes || fetch.get(2 * i + 1)->bytes != m.b.bytes)
+      Fail("factor bytes differ", m.path);
   }
   adapter::WriteOptions wo;
   wo.base_config = base;
@@ -190,7 +194,8 @@ void CheckAdapter(std::span<const uint8_t> file, const gguf::GgufFile& f, const 
   auto again = adapter::ReadAdapter(AdapterSource{"again.gguf", sink.bytes, std::nullopt, base}, {});
   if (!again.ok()) Fail("our .gguf does not read back: " + again.error().message);
   // The modules written (those whose q/k row order needs head counts no base config gave are dropped, with a reason).
-  if (again->adapter.modules.size() != out->gguf->slots.size() / 2) Fail("the .gguf round trip changes the module count");
+  if (again->adapter.modules.size() != out->gguf->slots.size() / 2)
+    Fail("the .gguf round trip changes the module count");
 }
 
 const char* kLlamaConfig =
@@ -209,9 +214,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto once = gguf::ParseGgufHeader(file, file.size());
   auto pushed = Pushed(file, first, known);
-  if (known && Describe(once) != Describe(pushed)) Fail("pushed and whole parses differ", Describe(once) + "\n--\n" + Describe(pushed));
+  if (known && Describe(once) != Describe(pushed))
+    Fail("pushed and whole parses differ", Describe(once) + "\n--\n" + Describe(pushed));
   for (const auto* r : {&once, &pushed})
-    if (!r->ok() && r->error().message.rfind("GGUF: ", 0) != 0) Fail("a refusal without a GGUF message", r->error().message);
+    if (!r->ok() && r->error().message.rfind("GGUF: ", 0) != 0)
+      Fail("a refusal without a GGUF message", r->error().message);
   // Without a size, an accepted file is accepted the same way (tensor bounds are checked against a known size only).
   auto unsized = gguf::ParseGgufHeader(file, std::nullopt);
   if (once.ok() && once->file && !(unsized.ok() && unsized->file && Describe(unsized) == Describe(once)))

@@ -71,7 +71,8 @@ std::optional<std::string> Header(Script& s, const std::string& well_formed) {
 }
 
 HttpHead Answer(Script& s, uint64_t position) {
-  static constexpr int kStatuses[] = {200, 206, 206, 206, 301, 302, 307, 308, 404, 403, 401, 416, 429, 500, 503, 408, 204, 0};
+  static constexpr int kStatuses[] = {200, 206, 206, 206, 301, 302, 307, 308, 404,
+                                      403, 401, 416, 429, 500, 503, 408, 204, 0};
   HttpHead head;
   head.status = kStatuses[s.Byte() % (sizeof kStatuses / sizeof kStatuses[0])];
   const uint64_t a = s.Byte() % 2 ? position : s.Number();
@@ -84,7 +85,7 @@ HttpHead Answer(Script& s, uint64_t position) {
   head.etag = Header(s, s.Byte() % 4 ? "\"abc\"" : "\"changed\"");
   head.retry_after = Header(s, std::to_string(s.Byte() % 20));
   head.location = Header(s, s.Byte() % 2 ? "/next/file" : "https://cdn.example/blob?x=1");
-  if (s.Byte() % 8 == 0) head.location = std::string(s.Number() % 100'000, 'L');  // a huge Location
+  if (s.Byte() % 8 == 0) head.location = std::string(s.Number() % 100'000, 'L');       // a huge Location
   if (s.Byte() % 8 == 0) head.error_message = std::string(s.Number() % 100'000, 'E');  // a huge server message
   if (s.Byte() % 8 == 0) head.final_url = s.Byte() % 2 ? "https://other.example/x" : s.Text();
   head.repo_commit = Header(s, "0123456789abcdef0123456789abcdef01234567");
@@ -118,7 +119,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto opened = HttpFilePolicy::Open({url, "file", "secret", origin}, limits);
   if (opened.ok() != acceptable) Fail(std::string("Open ") + (opened.ok() ? "accepted" : "refused") + " the URL", url);
   if (!opened.ok()) {
-    if (opened.error().message.size() > 1000) Fail("an Open error is not clipped", opened.error().message.substr(0, 300));
+    if (opened.error().message.size() > 1000)
+      Fail("an Open error is not clipped", opened.error().message.substr(0, 300));
     return 0;
   }
   HttpFilePolicy policy = std::move(opened.value());
@@ -135,11 +137,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       auto next = policy.Next(now);
       if (next.action == HttpAction::kFail) {
         if (!next.error || next.error->message.empty()) Fail("kFail without an error message");
-        if (next.error->message.size() > 2000) Fail("an error message is not clipped", next.error->message.substr(0, 300));
+        if (next.error->message.size() > 2000)
+          Fail("an error message is not clipped", next.error->message.substr(0, 300));
         break;
       }
       if (next.action == HttpAction::kDone) {
-        const uint64_t stop = whole ? policy.size().value_or(policy.position()) : std::min(end, policy.size().value_or(end));
+        const uint64_t stop = whole ? policy.size().value_or(policy.position())
+                                    : std::min(end, policy.size().value_or(end));
         if (policy.position() < stop) Fail("kDone before the end of the read");
         break;
       }
@@ -161,8 +165,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       now += s.Byte() % 3 == 0 ? static_cast<int64_t>(s.Number() % 1'000'000) : 1;
       switch (s.Byte() % 8) {
-        case 0: case 1: case 2: policy.OnHead(now, Answer(s, policy.position())); break;
-        case 3: case 4: {
+        case 0:
+        case 1:
+        case 2: policy.OnHead(now, Answer(s, policy.position())); break;
+        case 3:
+        case 4: {
           const uint64_t before = policy.position(), length = s.Number() % (1u << 20);
           auto slice = policy.OnBody(now, length);
           if (slice.skip + slice.take > length) Fail("a slice larger than its chunk");
@@ -173,7 +180,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         case 5: policy.OnBodyEnd(now); break;
         case 6: policy.OnTransportError(now, static_cast<pb::net::TransportError>(s.Byte() % 5)); break;
-        default: policy.OnTimer(std::max(now, next.deadline_ms)); now = std::max(now, next.deadline_ms); break;
+        default:
+          policy.OnTimer(std::max(now, next.deadline_ms));
+          now = std::max(now, next.deadline_ms);
+          break;
       }
     }
     policy.OnClosed();

@@ -66,10 +66,11 @@ using Bytes = std::vector<uint8_t>;
 }
 
 // Dtypes the engine copies, converts or merges (F64, F8 are merged through staging buffers; I64 only copied).
-constexpr Dtype kBaseDtypes[] = {Dtype::F32, Dtype::F16, Dtype::BF16, Dtype::F32, Dtype::BF16, Dtype::F16,
-                                 Dtype::F64, Dtype::F8_E4M3, Dtype::F8_E5M2, Dtype::I64};
+constexpr Dtype kBaseDtypes[] = {Dtype::F32, Dtype::F16, Dtype::BF16,    Dtype::F32,     Dtype::BF16,
+                                 Dtype::F16, Dtype::F64, Dtype::F8_E4M3, Dtype::F8_E5M2, Dtype::I64};
 constexpr Dtype kAdapterDtypes[] = {Dtype::F32, Dtype::F16, Dtype::BF16};
-constexpr uint64_t kRanks[] = {1, 2, 3, 4, 1, 2, 16, 64, 0};  // 16, 64 against modules of 1-6 features; 0: empty factors
+constexpr uint64_t kRanks[] = {1, 2,  3,  4, 1,
+                               2, 16, 64, 0};  // 16, 64 against modules of 1-6 features; 0: empty factors
 constexpr uint64_t kBlockBytes[] = {4u << 20, 0, 1, 2, 7, 16, 64};
 
 // Values: each element from one input byte, so inputs stay small.
@@ -77,9 +78,22 @@ enum class Values { kSmall, kSpecials, kRaw };
 
 float ValueOf(uint8_t b, Values mode) {
   if (mode == Values::kSpecials && b >= 0xF0) {
-    static const float kSpecial[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                                     -std::numeric_limits<float>::infinity(), 3.0e38f, -3.0e38f, 1.0e-40f, -0.0f,
-                                     65504.0f, 65536.0f, 1.0e30f, -1.0e30f, 1.0e-30f, 7.0e4f, 1.0e-8f, 448.0f, 0.0f};
+    static const float kSpecial[] = {std::numeric_limits<float>::quiet_NaN(),
+                                     std::numeric_limits<float>::infinity(),
+                                     -std::numeric_limits<float>::infinity(),
+                                     3.0e38f,
+                                     -3.0e38f,
+                                     1.0e-40f,
+                                     -0.0f,
+                                     65504.0f,
+                                     65536.0f,
+                                     1.0e30f,
+                                     -1.0e30f,
+                                     1.0e-30f,
+                                     7.0e4f,
+                                     1.0e-8f,
+                                     448.0f,
+                                     0.0f};
     return kSpecial[b & 15];
   }
   return static_cast<float>(static_cast<int8_t>(b)) / 16.0f;
@@ -101,7 +115,8 @@ Bytes MakeValues(FuzzedDataProvider& fdp, Dtype dtype, uint64_t count, Values mo
 
 std::vector<double> Doubles(Dtype dtype, const uint8_t* bytes, uint64_t count) {
   std::vector<float> f(count);
-  if (!pb::kernels::ConvertElements(dtype, Dtype::F32, bytes, f.data(), count)) Fail("cannot widen", std::string(pb::DtypeName(dtype)));
+  if (!pb::kernels::ConvertElements(dtype, Dtype::F32, bytes, f.data(), count))
+    Fail("cannot widen", std::string(pb::DtypeName(dtype)));
   return std::vector<double>(f.begin(), f.end());
 }
 
@@ -290,8 +305,10 @@ void CheckLowRank(const PlannedTensor& p, const uint8_t* w_bytes, const uint8_t*
   // left [rows, r], right [r, cols]: Linear / Conv left = B, right = A; Conv1D [in, out] left = Aᵀ, right = Bᵀ.
   const bool out_in = p.orientation == Orientation::kOutIn;
   if (out_in ? (b.size() != rows * r || a.size() != r * cols) : (a.size() != r * rows || b.size() != cols * r)) return;
-  for (double v : a) if (!std::isfinite(v)) return;
-  for (double v : b) if (!std::isfinite(v)) return;
+  for (double v : a)
+    if (!std::isfinite(v)) return;
+  for (double v : b)
+    if (!std::isfinite(v)) return;
   const double s = static_cast<float>(m.settings.scaling);
   if (!std::isfinite(s)) return;
   const double u = std::ldexp(1.0, -24), gamma = (r + 1) * u / (1 - (r + 1) * u);
@@ -307,7 +324,8 @@ void CheckLowRank(const PlannedTensor& p, const uint8_t* w_bytes, const uint8_t*
         if (std::fabs(l * rt) > 1e37 || abs_sum > 1e37) fp32_overflow = true;
       }
       const double wij = w[i * cols + j];
-      if (!std::isfinite(wij) || fp32_overflow || std::fabs(s) * abs_sum > 1e37) continue;  // fp32 may overflow: no bound
+      if (!std::isfinite(wij) || fp32_overflow || std::fabs(s) * abs_sum > 1e37)
+        continue;  // fp32 may overflow: no bound
       const double exact = wij + s * sum;
       const double e = std::fabs(s) * gamma * abs_sum + u * (std::fabs(wij) + std::fabs(s) * abs_sum) * (1 + gamma) +
                        (r + 2) * std::ldexp(1.0, -149) * std::max(1.0, std::fabs(s));
@@ -319,7 +337,8 @@ void CheckLowRank(const PlannedTensor& p, const uint8_t* w_bytes, const uint8_t*
         continue;
       }
       char detail[512];
-      std::snprintf(detail, sizeof detail, "%s [%llu, %llu]: got %.9g, exact %.17g, bound %.3g (w %.9g, s %.9g, r %llu, %s -> %s)",
+      std::snprintf(detail, sizeof detail,
+                    "%s [%llu, %llu]: got %.9g, exact %.17g, bound %.3g (w %.9g, s %.9g, r %llu, %s -> %s)",
                     p.name.c_str(), static_cast<unsigned long long>(i), static_cast<unsigned long long>(j), got, exact,
                     tol, wij, s, static_cast<unsigned long long>(r), std::string(pb::DtypeName(p.in_dtype)).c_str(),
                     std::string(pb::DtypeName(p.out_dtype)).c_str());
@@ -388,7 +407,8 @@ std::string Ops(const ShardPlan& shard) {
   std::string ops;
   for (const PlannedTensor& p : shard.tensors) {
     ops += std::string(TensorOpName(p.op));
-    if (p.module) ops += "(r" + std::to_string(p.module->rank()) + (p.orientation == Orientation::kInOut ? ",in-out" : "") + ")";
+    if (p.module)
+      ops += "(r" + std::to_string(p.module->rank()) + (p.orientation == Orientation::kInOut ? ",in-out" : "") + ")";
     ops += p.quantized ? "+q " : " ";
   }
   return ops;
@@ -411,8 +431,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The base: a few modules of an architecture's templates (or generic Linear names), 1-2 layers, 1-6 features.
   const size_t arch_index = fdp.ConsumeIntegralInRange<size_t>(0, tables.arches().size());
   const ArchTable* arch = arch_index < tables.arches().size() ? &tables.arches()[arch_index] : nullptr;
-  const std::string prefix = arch ? arch->body_prefixes[fdp.ConsumeIntegralInRange<size_t>(0, arch->body_prefixes.size() - 1)]
-                                  : std::string("model.");
+  const std::string prefix =
+      arch ? arch->body_prefixes[fdp.ConsumeIntegralInRange<size_t>(0, arch->body_prefixes.size() - 1)]
+           : std::string("model.");
   const uint64_t layers = fdp.ConsumeIntegralInRange<uint64_t>(1, 2);
   struct Module {
     std::string path;
@@ -447,11 +468,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (kind != ModuleKind::kOther) modules.push_back({path, kind, in, out, kernel});
     }
   }
-  if (fdp.ConsumeBool()) base.push_back({prefix + "norm.weight", Dtype::F32, {2}, MakeValues(fdp, Dtype::F32, 2, base_values)});
+  if (fdp.ConsumeBool())
+    base.push_back({prefix + "norm.weight", Dtype::F32, {2}, MakeValues(fdp, Dtype::F32, 2, base_values)});
 
   // The adapter: factors with values for a subset of the modules, sometimes wrong, ranks per module.
   const uint64_t r = kRanks[fdp.ConsumeIntegralInRange<size_t>(0, std::size(kRanks) - 1)];
-  const bool dora = fdp.ConsumeIntegralInRange<int>(0, 3) == 0, lora_bias = !dora && fdp.ConsumeIntegralInRange<int>(0, 3) == 0;
+  const bool dora = fdp.ConsumeIntegralInRange<int>(0, 3) == 0,
+             lora_bias = !dora && fdp.ConsumeIntegralInRange<int>(0, 3) == 0;
   const Dtype adt = kAdapterDtypes[fdp.ConsumeIntegralInRange<size_t>(0, std::size(kAdapterDtypes) - 1)];
   const Values adapter_values = static_cast<Values>(fdp.ConsumeIntegralInRange<int>(0, 2));
   std::vector<NamedTensor> factors;
@@ -488,9 +511,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const bool score = fdp.ConsumeIntegralInRange<int>(0, 7) == 0;
   if (score) add("base_model.model.score.weight", {2, 3});
-  json config = {{"peft_type", "LORA"}, {"r", r}, {"lora_alpha", fdp.ConsumeIntegralInRange<int>(0, 64)},
-                 {"target_modules", targets}, {"use_dora", dora}, {"lora_bias", lora_bias},
-                 {"use_rslora", fdp.ConsumeBool()}, {"fan_in_fan_out", false}, {"bias", "none"}};
+  json config = {{"peft_type", "LORA"},
+                 {"r", r},
+                 {"lora_alpha", fdp.ConsumeIntegralInRange<int>(0, 64)},
+                 {"target_modules", targets},
+                 {"use_dora", dora},
+                 {"lora_bias", lora_bias},
+                 {"use_rslora", fdp.ConsumeBool()},
+                 {"fan_in_fan_out", false},
+                 {"bias", "none"}};
   if (!rank_pattern.empty()) config["rank_pattern"] = rank_pattern;
   if (score) config["modules_to_save"] = {"score"};
   if (parts.size() > 1) {
@@ -524,18 +553,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool forward = fdp.ConsumeBool(), stream_held = fdp.ConsumeBool();
   const size_t pieces = fdp.ConsumeIntegralInRange<size_t>(1, 5);
 
-  const std::string options_text = std::string("safe=") + (options.safe ? "1" : "0") + " unmerge=" + (options.unmerge ? "1" : "0") +
-                                   " quantize=" + (options.quantize ? "1" : "0") + " block=" + std::to_string(options.factor_block_bytes) +
-                                   " dtype=" + (options.dtype ? std::string(pb::DtypeName(*options.dtype)) : "-") +
-                                   " arch=" + (arch ? arch->name : "-") + " values=" + std::to_string(static_cast<int>(base_values)) +
-                                   "/" + std::to_string(static_cast<int>(adapter_values)) + " | ";
+  const std::string options_text =
+      std::string("safe=") + (options.safe ? "1" : "0") + " unmerge=" + (options.unmerge ? "1" : "0") +
+      " quantize=" + (options.quantize ? "1" : "0") + " block=" + std::to_string(options.factor_block_bytes) +
+      " dtype=" + (options.dtype ? std::string(pb::DtypeName(*options.dtype)) : "-") +
+      " arch=" + (arch ? arch->name : "-") + " values=" + std::to_string(static_cast<int>(base_values)) + "/" +
+      std::to_string(static_cast<int>(adapter_values)) + " | ";
   // The files, and the adapter read twice: whole (its tensors held) and from its header (referenced, fetched).
   const Bytes base_file = EmitFile(base);
   auto base_header = pb::ParseWholeFile(base_file);
   if (!base_header.ok()) Fail("the synthesised base does not parse: " + base_header.error().message);
   std::vector<NamedTensor> unique;
   for (auto& f : factors)
-    if (std::none_of(unique.begin(), unique.end(), [&](const NamedTensor& u) { return u.name == f.name; })) unique.push_back(f);
+    if (std::none_of(unique.begin(), unique.end(), [&](const NamedTensor& u) { return u.name == f.name; }))
+      unique.push_back(f);
   const Bytes adapter_file = EmitFile(unique);
   const std::string config_text = config.dump(-1, ' ', false, json::error_handler_t::replace);
   ReadOptions read_options;
@@ -546,7 +577,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Bytes inline_bytes;
   for (const ByteRange& r : InlineTensorRanges(adapter_header.value()))
     inline_bytes.insert(inline_bytes.end(), adapter_file.begin() + r.begin, adapter_file.begin() + r.end);
-  AdapterSource header_only{"adapter_model.safetensors", {}, config_text, base_config, &adapter_header.value(), inline_bytes};
+  AdapterSource header_only{"adapter_model.safetensors", {},          config_text, base_config,
+                            &adapter_header.value(),     inline_bytes};
   auto referenced = ReadAdapter(header_only, read_options);
   if (held.ok() != referenced.ok()) Fail("reading the adapter whole and from its header disagree");
   if (!held.ok()) {
@@ -572,16 +604,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   Cutter whole{std::minstd_rand(seed), 3}, pushes{std::minstd_rand(seed + 1), push_style},
       region_cut{std::minstd_rand(seed + 2), push_style};
-  const Outcome a = RunShardMerger(shard_held, base_header.value(), base_file, options, nullptr, whole, false, {}, false);
-  const Outcome b = RunShardMerger(shard_ref, base_header.value(), base_file, options, &adapter_file, pushes, forward, {}, false);
-  const Outcome c = stream_held ? RunStreaming(held->adapter, base_config, options, base_file, nullptr, stream_cut)
-                                : RunStreaming(referenced->adapter, base_config, options, base_file, &adapter_file, stream_cut);
+  const Outcome a =
+      RunShardMerger(shard_held, base_header.value(), base_file, options, nullptr, whole, false, {}, false);
+  const Outcome b =
+      RunShardMerger(shard_ref, base_header.value(), base_file, options, &adapter_file, pushes, forward, {}, false);
+  const Outcome c = stream_held
+                        ? RunStreaming(held->adapter, base_config, options, base_file, nullptr, stream_cut)
+                        : RunStreaming(referenced->adapter, base_config, options, base_file, &adapter_file, stream_cut);
   const Outcome d = RunRegions(shard_ref, base_header.value(), base_file, options, &adapter_file, region_cut, pieces);
   if (a.ok != b.ok || a.ok != c.ok || a.ok != d.ok)
     Fail("the routes disagree on accepting the merge",
          "whole: " + a.message + "\npushed: " + b.message + "\nstreamed: " + c.message + "\nregions: " + d.message);
   if (!a.ok) {
-    if (a.message != b.message) Fail("the held and the referenced merge fail differently", a.message + "\n" + b.message);
+    if (a.message != b.message)
+      Fail("the held and the referenced merge fail differently", a.message + "\n" + b.message);
     Describe(options_text + "merge refused: " + a.message.substr(0, 100) + " | " + Ops(shard_held));
     return 0;
   }

@@ -44,7 +44,8 @@ using namespace pb::adapter;
   std::abort();
 }
 
-constexpr Dtype kBaseDtypes[] = {Dtype::F32, Dtype::F16, Dtype::BF16, Dtype::F32, Dtype::BF16, Dtype::I64, Dtype::F8_E4M3};
+constexpr Dtype kBaseDtypes[] = {Dtype::F32,  Dtype::F16, Dtype::BF16,   Dtype::F32,
+                                 Dtype::BF16, Dtype::I64, Dtype::F8_E4M3};
 constexpr Dtype kAdapterDtypes[] = {Dtype::F32, Dtype::F16, Dtype::BF16};
 
 struct BaseTensor {
@@ -68,13 +69,15 @@ std::string HeaderJson(const std::vector<BaseTensor>& tensors) {
   uint64_t offset = 0;
   for (const auto& t : tensors) {
     uint64_t bytes = ByteLength(t.dtype, t.shape);
-    h[t.name] = {{"dtype", std::string(pb::DtypeName(t.dtype))}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    h[t.name] = {
+        {"dtype", std::string(pb::DtypeName(t.dtype))}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   return h.dump();
 }
 
-void CheckPlan(const pb::merge::MergePlan& plan, const std::vector<pb::Header>& headers, const pb::adapter::Adapter& adapter) {
+void CheckPlan(const pb::merge::MergePlan& plan, const std::vector<pb::Header>& headers,
+               const pb::adapter::Adapter& adapter) {
   if (plan.shards.size() != headers.size()) Fail("a shard was lost");
   uint64_t tensor_bytes = 0, file_bytes = 0;
   for (size_t s = 0; s < plan.shards.size(); ++s) {
@@ -91,7 +94,8 @@ void CheckPlan(const pb::merge::MergePlan& plan, const std::vector<pb::Header>& 
       }
       if (additions) Fail("a base tensor after the additions", t.name);
       if (t.op == pb::merge::TensorOp::kAdd) Fail("an addition with a source", t.name);
-      if (*t.source >= h.tensor_count() || !seen.insert(*t.source).second) Fail("a source planned twice or out of range", t.name);
+      if (*t.source >= h.tensor_count() || !seen.insert(*t.source).second)
+        Fail("a source planned twice or out of range", t.name);
       pb::TensorInfo info = h.tensor(*t.source);
       if (info.name != t.name) Fail("a planned tensor renamed", t.name);
       if (info.begin < last_begin) Fail("tensors out of data order", t.name);
@@ -99,7 +103,8 @@ void CheckPlan(const pb::merge::MergePlan& plan, const std::vector<pb::Header>& 
       using pb::merge::TensorOp;
       if (t.op == TensorOp::kLowRank || t.op == TensorOp::kLowRankEmbedding || t.op == TensorOp::kDoraRows ||
           t.op == TensorOp::kDoraColumns || t.op == TensorOp::kAddBias) {
-        if (t.module == nullptr || t.module < adapter.modules.data() || t.module >= adapter.modules.data() + adapter.modules.size())
+        if (t.module == nullptr || t.module < adapter.modules.data() ||
+            t.module >= adapter.modules.data() + adapter.modules.size())
           Fail("a merge op without a module of the adapter", t.name);
         if (t.op != TensorOp::kAddBias && t.rows * t.cols != Elements(t.shape))
           Fail("rows x cols is not the tensor's size", t.name);
@@ -118,7 +123,8 @@ void CheckPlan(const pb::merge::MergePlan& plan, const std::vector<pb::Header>& 
     for (const auto& t : shard.tensors) {
       if (t.quantized) {
         const auto& q = *t.quantized;
-        if (t.shape.size() != 2 || t.rows * t.cols != Elements(t.shape)) Fail("a quantized tensor is not a matrix", t.name);
+        if (t.shape.size() != 2 || t.rows * t.cols != Elements(t.shape))
+          Fail("a quantized tensor is not a matrix", t.name);
         if (!plan.quantize) Fail("a quantized tensor without --quantize", t.name);
         for (const std::string* name : {&q.weight, &q.scale})
           if (!out->Find(*name)) Fail("a quantized tensor's output is missing from the header", *name);
@@ -154,8 +160,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The base: templates of an architecture (or generic names) under one body prefix, in 1-3 layers.
   const size_t arch_index = fdp.ConsumeIntegralInRange<size_t>(0, tables.arches().size());
   const ArchTable* arch = arch_index < tables.arches().size() ? &tables.arches()[arch_index] : nullptr;
-  const std::string prefix = arch ? arch->body_prefixes[fdp.ConsumeIntegralInRange<size_t>(0, arch->body_prefixes.size() - 1)]
-                                  : std::string("model.");
+  const std::string prefix =
+      arch ? arch->body_prefixes[fdp.ConsumeIntegralInRange<size_t>(0, arch->body_prefixes.size() - 1)]
+           : std::string("model.");
   const uint64_t layers = fdp.ConsumeIntegralInRange<uint64_t>(1, 3);
   const uint64_t hidden = 1ull << fdp.ConsumeIntegralInRange<int>(1, 4);
   struct Module {
@@ -174,7 +181,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::string path = t ? (t->head ? t->hf : prefix + Filled(t->hf, layer))
                            : prefix + "layers." + std::to_string(layer) + ".proj" + std::to_string(i);
       ModuleKind kind = t ? t->kind : ModuleKind::kLinear;
-      uint64_t in = hidden * fdp.ConsumeIntegralInRange<uint64_t>(1, 3), out = hidden * fdp.ConsumeIntegralInRange<uint64_t>(1, 3);
+      uint64_t in = hidden * fdp.ConsumeIntegralInRange<uint64_t>(1, 3),
+               out = hidden * fdp.ConsumeIntegralInRange<uint64_t>(1, 3);
       Dtype dt = kBaseDtypes[fdp.ConsumeIntegralInRange<size_t>(0, std::size(kBaseDtypes) - 1)];
       std::vector<uint64_t> shape;
       switch (kind) {
@@ -193,7 +201,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // The adapter: factors for a subset of the modules, sometimes wrong.
   const uint64_t r = fdp.ConsumeIntegralInRange<uint64_t>(1, 4);
-  const bool dora = fdp.ConsumeIntegralInRange<int>(0, 3) == 0, lora_bias = !dora && fdp.ConsumeIntegralInRange<int>(0, 3) == 0;
+  const bool dora = fdp.ConsumeIntegralInRange<int>(0, 3) == 0,
+             lora_bias = !dora && fdp.ConsumeIntegralInRange<int>(0, 3) == 0;
   const Dtype adt = kAdapterDtypes[fdp.ConsumeIntegralInRange<size_t>(0, std::size(kAdapterDtypes) - 1)];
   std::vector<AdapterTensor> factors;
   json targets = json::array();
@@ -219,11 +228,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string name = path.substr(path.rfind('.') + 1);
     if (std::find(targets.begin(), targets.end(), name) == targets.end()) targets.push_back(name);
   }
-  if (fdp.ConsumeIntegralInRange<int>(0, 7) == 0) factors.push_back({"base_model.model.score.weight", adt, {2, hidden}});
+  if (fdp.ConsumeIntegralInRange<int>(0, 7) == 0)
+    factors.push_back({"base_model.model.score.weight", adt, {2, hidden}});
 
-  json config = {{"peft_type", "LORA"}, {"r", r}, {"lora_alpha", fdp.ConsumeIntegralInRange<int>(1, 64)},
-                 {"target_modules", targets}, {"use_dora", dora}, {"lora_bias", lora_bias},
-                 {"use_rslora", fdp.ConsumeBool()}, {"fan_in_fan_out", fdp.ConsumeBool()}, {"bias", "none"}};
+  json config = {{"peft_type", "LORA"},
+                 {"r", r},
+                 {"lora_alpha", fdp.ConsumeIntegralInRange<int>(1, 64)},
+                 {"target_modules", targets},
+                 {"use_dora", dora},
+                 {"lora_bias", lora_bias},
+                 {"use_rslora", fdp.ConsumeBool()},
+                 {"fan_in_fan_out", fdp.ConsumeBool()},
+                 {"bias", "none"}};
   if (fdp.ConsumeIntegralInRange<int>(0, 7) == 0) config["modules_to_save"] = {"score"};
   if (parts.size() > 1) {
     // ParseJson: the overlay may be 200k levels deep or hold 100k keys (nlohmann's own parse would overflow
@@ -236,7 +252,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parts.size() > 2) {
     base_config = std::string(parts[2]);
   } else {
-    json bc = {{"num_attention_heads", fdp.ConsumeIntegralInRange<int>(1, 4)}, {"tie_word_embeddings", fdp.ConsumeBool()}};
+    json bc = {{"num_attention_heads", fdp.ConsumeIntegralInRange<int>(1, 4)},
+               {"tie_word_embeddings", fdp.ConsumeBool()}};
     if (arch && !arch->model_types.empty()) bc["model_type"] = arch->model_types.front();
     base_config = bc.dump();
   }
@@ -244,22 +261,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The adapter's safetensors file (zero data: the plan decides from headers alone).
   SafetensorsOutput file;
   for (const auto& f : factors) {
-    if (std::any_of(file.tensors.begin(), file.tensors.end(), [&](const pb::TensorSpec& s) { return s.name == f.key; })) continue;
+    if (std::any_of(file.tensors.begin(), file.tensors.end(), [&](const pb::TensorSpec& s) { return s.name == f.key; }))
+      continue;
     file.tensors.push_back({f.key, f.dtype, f.shape});
     file.data.emplace_back(ByteLength(f.dtype, f.shape), 0);
   }
   pb::fuzz::VectorSink sink;
   if (!EmitSafetensors(file, sink).ok()) return 0;
-  AdapterSource source{"adapter_model.safetensors", sink.bytes, config.dump(-1, ' ', false, json::error_handler_t::replace), base_config};
+  AdapterSource source{"adapter_model.safetensors", sink.bytes,
+                       config.dump(-1, ' ', false, json::error_handler_t::replace), base_config};
   ReadOptions read_options;
   read_options.format = AdapterFormat::kPeft;
   auto adapter = ReadAdapter(source, read_options);
   if (!adapter.ok()) return 0;  // fuzz_adapter_readers covers the readers' verdicts
 
   // The base in 1-3 shards.
-  const size_t shard_count = std::min<size_t>(fdp.ConsumeIntegralInRange<size_t>(1, 3), std::max<size_t>(1, base.size()));
+  const size_t shard_count =
+      std::min<size_t>(fdp.ConsumeIntegralInRange<size_t>(1, 3), std::max<size_t>(1, base.size()));
   std::vector<std::vector<BaseTensor>> split(shard_count);
-  for (size_t i = 0; i < base.size(); ++i) split[fdp.ConsumeIntegralInRange<size_t>(0, shard_count - 1)].push_back(base[i]);
+  for (size_t i = 0; i < base.size(); ++i)
+    split[fdp.ConsumeIntegralInRange<size_t>(0, shard_count - 1)].push_back(base[i]);
   std::vector<pb::Header> headers;
   for (const auto& s : split) {
     auto h = pb::ParseHeader(HeaderJson(s));
@@ -268,7 +289,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<pb::merge::BaseShardHeader> shards;
   for (size_t i = 0; i < headers.size(); ++i)
-    shards.push_back({"model-0000" + std::to_string(i + 1) + "-of-0000" + std::to_string(headers.size()) + ".safetensors", &headers[i]});
+    shards.push_back(
+        {"model-0000" + std::to_string(i + 1) + "-of-0000" + std::to_string(headers.size()) + ".safetensors",
+         &headers[i]});
 
   pb::merge::MergeOptions options;
   if (fdp.ConsumeBool()) options.dtype = kBaseDtypes[fdp.ConsumeIntegralInRange<size_t>(0, std::size(kBaseDtypes) - 1)];

@@ -41,7 +41,8 @@ namespace {
 PB_FUZZ_DEFINE_MUTATOR((pb::fuzz::MutatorVocabulary{
     {"metadata", "weight_map", "total_size", "model.embed_tokens.weight", "lm_head.weight", "format"},
     {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors", "../x.safetensors",
-     "a/b.safetensors", ".hidden.safetensors", "x.bin", "..", ".", "a\\b.safetensors", "model.layers.0.mlp.up_proj.weight"}}))
+     "a/b.safetensors", ".hidden.safetensors", "x.bin", "..", ".", "a\\b.safetensors",
+     "model.layers.0.mlp.up_proj.weight"}}))
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input = pb::fuzz::Expand(std::string_view(reinterpret_cast<const char*>(data), size));
@@ -75,7 +76,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Fail("the shard names are not the weight_map's values");
 
   // CheckIndexEntries with made-up shard contents.
-  pb::Status all = pb::merge::CheckIndexEntries(model_index, [](const std::string&, const std::string&) { return true; });
+  pb::Status all =
+      pb::merge::CheckIndexEntries(model_index, [](const std::string&, const std::string&) { return true; });
   if (!all.ok()) Fail("shards holding everything fail the check: " + all.error().message);
   const std::string absent = shard_names.back();
   pb::Status missing_shard = pb::merge::CheckIndexEntries(
@@ -107,7 +109,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // shard that has it); only new names go round the shards. Moving an entry could empty a shard, and the
       // output index would then rightly name fewer shards (a harness bug once reported that: docs/fuzzing.md).
       auto& shard = weight_map.contains(name) && weight_map[name].is_string()
-                        ? plan.shards[std::lower_bound(shard_names.begin(), shard_names.end(), weight_map[name].get<std::string>()) -
+                        ? plan.shards[std::lower_bound(shard_names.begin(), shard_names.end(),
+                                                       weight_map[name].get<std::string>()) -
                                       shard_names.begin()]
                         : plan.shards[k % plan.shards.size()];
       pb::merge::PlannedTensor t;
@@ -139,7 +142,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const pb::Json& out_map = j.value()["weight_map"];
   for (const auto& [tensor, shard] : added) {
     const pb::Json& got = out_map.contains(tensor) ? out_map[tensor] : pb::Json();
-    if (!got.is_string() || got.get<std::string>() != *want_shard(tensor)) Fail("an added tensor is not mapped to its shard", tensor);
+    if (!got.is_string() || got.get<std::string>() != *want_shard(tensor))
+      Fail("an added tensor is not mapped to its shard", tensor);
   }
   for (const auto& [tensor, file] : weight_map.items()) {
     if (want_shard(tensor)) continue;

@@ -48,7 +48,9 @@ void CheckRowOrder(const RowPermutation& p) {
         std::vector<uint64_t> sorted = order.value();
         std::sort(sorted.begin(), sorted.end());
         for (uint64_t i = 0; i < sorted.size(); ++i)
-          if (sorted[i] != i) Fail("GgufRowOrder is not a permutation", std::string(pb::adapter::RowPermutationKindName(p.kind)) + " rows=" + std::to_string(rows));
+          if (sorted[i] != i)
+            Fail("GgufRowOrder is not a permutation",
+                 std::string(pb::adapter::RowPermutationKindName(p.kind)) + " rows=" + std::to_string(rows));
       }
 }
 
@@ -68,7 +70,8 @@ void CheckArch(const NamingTables& tables, const ArchTable& arch) {
       // Head templates match with prefix ""; the reverse lookups take a body prefix of the table.
       const std::string& body = m->tmpl->head ? arch.body_prefixes.front() : m->prefix;
       auto back = tables.FromCanonical(arch, m->canonical, body);
-      if (!back || back->canonical != m->canonical) Fail("FromCanonical does not map the canonical name back", m->canonical);
+      if (!back || back->canonical != m->canonical)
+        Fail("FromCanonical does not map the canonical name back", m->canonical);
       if (m->gguf) {
         auto g = tables.FromGguf(arch, *m->gguf, body);
         if (!g || g->gguf != m->gguf) Fail("FromGguf does not map the GGUF name back", *m->gguf);
@@ -95,16 +98,79 @@ void CheckFormat(const FormatTable& table) {
 
 }  // namespace
 
-PB_FUZZ_DEFINE_MUTATOR((pb::fuzz::MutatorVocabulary{
-    {"note", "model_types", "architectures", "gguf_arch", "body_prefixes", "detect_priority", "modules", "hf", "head",
-     "canonical", "gguf", "kind", "gguf_permute", "tied_to", "fused", "heads", "format", "description", "weights_file",
-     "config_file", "prefixes", "write_prefix", "path_style", "metadata", "roles", "suffix", "transpose", "path_rewrites",
-     "scale", "lora_A", "lora_B", "lora_B_bias", "lora_embedding_A", "lora_embedding_B", "magnitude", "alpha", "from", "to",
-     "num_attention_heads", "num_key_value_heads", "model_type", "n_head"},
-    {"llama", "LlamaForCausalLM", "model.", "transformer.", "", "layers.{N}.self_attn.q_proj", "layers/{N}/attention/query",
-     "blk.{N}.attn_q", "linear", "conv1d", "embedding", "conv2d", "other", "llama_rope", "falcon_qkv", "gptneox_qkv",
-     "num_attention_heads", "num_key_value_heads", "peft", "mlx", "kohya", "gguf-names", "dotted", "underscore",
-     "gguf", ".lora_A.weight", ".lora_down.weight", "base_model.model.", "{N}", "lm_head", "alpha_tensor"}}))
+PB_FUZZ_DEFINE_MUTATOR((pb::fuzz::MutatorVocabulary{{"note",
+                                                     "model_types",
+                                                     "architectures",
+                                                     "gguf_arch",
+                                                     "body_prefixes",
+                                                     "detect_priority",
+                                                     "modules",
+                                                     "hf",
+                                                     "head",
+                                                     "canonical",
+                                                     "gguf",
+                                                     "kind",
+                                                     "gguf_permute",
+                                                     "tied_to",
+                                                     "fused",
+                                                     "heads",
+                                                     "format",
+                                                     "description",
+                                                     "weights_file",
+                                                     "config_file",
+                                                     "prefixes",
+                                                     "write_prefix",
+                                                     "path_style",
+                                                     "metadata",
+                                                     "roles",
+                                                     "suffix",
+                                                     "transpose",
+                                                     "path_rewrites",
+                                                     "scale",
+                                                     "lora_A",
+                                                     "lora_B",
+                                                     "lora_B_bias",
+                                                     "lora_embedding_A",
+                                                     "lora_embedding_B",
+                                                     "magnitude",
+                                                     "alpha",
+                                                     "from",
+                                                     "to",
+                                                     "num_attention_heads",
+                                                     "num_key_value_heads",
+                                                     "model_type",
+                                                     "n_head"},
+                                                    {"llama",
+                                                     "LlamaForCausalLM",
+                                                     "model.",
+                                                     "transformer.",
+                                                     "",
+                                                     "layers.{N}.self_attn.q_proj",
+                                                     "layers/{N}/attention/query",
+                                                     "blk.{N}.attn_q",
+                                                     "linear",
+                                                     "conv1d",
+                                                     "embedding",
+                                                     "conv2d",
+                                                     "other",
+                                                     "llama_rope",
+                                                     "falcon_qkv",
+                                                     "gptneox_qkv",
+                                                     "num_attention_heads",
+                                                     "num_key_value_heads",
+                                                     "peft",
+                                                     "mlx",
+                                                     "kohya",
+                                                     "gguf-names",
+                                                     "dotted",
+                                                     "underscore",
+                                                     "gguf",
+                                                     ".lora_A.weight",
+                                                     ".lora_down.weight",
+                                                     "base_model.model.",
+                                                     "{N}",
+                                                     "lm_head",
+                                                     "alpha_tensor"}}))
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input = pb::fuzz::Expand(std::string_view(reinterpret_cast<const char*>(data), size));

@@ -45,8 +45,8 @@ std::string RenderHeader(const Header& h) {
   s += "}";
   for (size_t i = 0; i < h.tensor_count(); ++i) {
     pb::TensorInfo t = h.tensor(i);
-    s += "\n" + std::to_string(t.name.size()) + ":" + std::string(t.name) + " " +
-         std::string(pb::DtypeName(t.dtype)) + " [";
+    s += "\n" + std::to_string(t.name.size()) + ":" + std::string(t.name) + " " + std::string(pb::DtypeName(t.dtype)) +
+         " [";
     for (uint64_t d : t.shape) s += std::to_string(d) + ",";
     s += "] " + std::to_string(t.begin) + "-" + std::to_string(t.end);
     // Find must return the tensor's own index (names are unique after validation).
@@ -209,9 +209,11 @@ std::vector<size_t> RandomChunks(uint32_t seed, size_t total) {
     uint32_t r = next();
     size_t c;
     switch (r & 7) {
-      case 0: c = 0; break;                          // empty Feed
-      case 1: case 2: c = 1 + (r >> 8) % 3; break;   // 1-3 bytes (splits the prefix, names, elements)
-      case 3: case 4: c = 1 + (r >> 8) % 64; break;
+      case 0: c = 0; break;  // empty Feed
+      case 1:
+      case 2: c = 1 + (r >> 8) % 3; break;  // 1-3 bytes (splits the prefix, names, elements)
+      case 3:
+      case 4: c = 1 + (r >> 8) % 64; break;
       case 5: c = 1 + (r >> 8) % 512; break;
       case 6: c = 8 - (sum % 8 == 0 ? 0 : sum % 8); break;  // up to the next multiple of 8 (or 0)
       default: c = 1 + (r >> 8) % 4096; break;
@@ -233,8 +235,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint32_t seed = 0;
   std::span<const uint8_t> file(data, size);
   if (size >= 4) {
-    seed = static_cast<uint32_t>(data[0]) | static_cast<uint32_t>(data[1]) << 8 |
-           static_cast<uint32_t>(data[2]) << 16 | static_cast<uint32_t>(data[3]) << 24;
+    seed = static_cast<uint32_t>(data[0]) | static_cast<uint32_t>(data[1]) << 8 | static_cast<uint32_t>(data[2]) << 16 |
+           static_cast<uint32_t>(data[3]) << 24;
     file = file.subspan(4);
   }
   auto whole_verdict = pb::ParseWholeFile(file);
@@ -247,15 +249,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Outcome b = Run(file, random, with_total);
     Compare(with_total ? "random chunks vs whole (total_size known)" : "random chunks vs whole", a, b);
     Outcome skipped = Run(file, random, with_total, /*skip=*/true);
-    Compare(with_total ? "random chunks, some skipped, vs whole (total_size known)" : "random chunks, some skipped, vs whole",
+    Compare(with_total ? "random chunks, some skipped, vs whole (total_size known)"
+                       : "random chunks, some skipped, vs whole",
             a, skipped);
     if (!bytewise.empty()) {
       Outcome c = Run(file, bytewise, with_total);
       Compare(with_total ? "bytewise vs whole (total_size known)" : "bytewise vs whole", a, c);
     }
     // The streaming verdict equals random access over the complete file.
-    if (whole_verdict.ok() != !a.code.has_value() ||
-        (a.code && whole_verdict.error().code != *a.code))
+    if (whole_verdict.ok() != !a.code.has_value() || (a.code && whole_verdict.error().code != *a.code))
       Mismatch(with_total ? "reader vs ParseWholeFile (total_size known)" : "reader vs ParseWholeFile", a.status,
                RenderStatus(whole_verdict.status()));
     if (whole_verdict.ok() && RenderHeader(whole_verdict.value()) != a.header)

@@ -64,10 +64,10 @@ constexpr size_t kMaxSubjectBytes = 64 << 10;
 }  // namespace
 
 PB_FUZZ_DEFINE_MUTATOR((pb::fuzz::MutatorVocabulary{
-    {},
-    {"(?i)", "q_proj", ".*", "\\.", "(a+)+$", "[^.]+", "(?:", "(?=", "(?!", "(?P<n>", "(?P=n)", "\\d{1,3}", "\\b",
-     "\\Z", "\\A", "{,3}", "{2,}", "|", "[\\w.]", "\\x41", "\\101", "\\u0041", "(?#c)", "model.layers.0.self_attn",
-     "$", "^", "*?", "+?", "??", "[]]", "[^]]", "\\1"}}))
+    {}, {"(?i)", "q_proj", ".*",     "\\.",      "(a+)+$", "[^.]+",   "(?:",   "(?=",
+         "(?!",  "(?P<n>", "(?P=n)", "\\d{1,3}", "\\b",    "\\Z",     "\\A",   "{,3}",
+         "{2,}", "|",      "[\\w.]", "\\x41",    "\\101",  "\\u0041", "(?#c)", "model.layers.0.self_attn",
+         "$",    "^",      "*?",     "+?",       "??",     "[]]",     "[^]]",  "\\1"}}))
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input = pb::fuzz::Expand(std::string_view(reinterpret_cast<const char*>(data), size));
@@ -88,7 +88,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (compiled.error().message.size() > 1024) Fail("the rejection's message is not clipped", pattern, "");
     return 0;
   }
-  if (pattern.size() > pb::adapter::regex_internal::kMaxPatternBytes) Fail("a pattern over the size limit compiled", pattern, "");
+  if (pattern.size() > pb::adapter::regex_internal::kMaxPatternBytes)
+    Fail("a pattern over the size limit compiled", pattern, "");
 
   std::string_view literal = pattern;
   bool icase = literal.substr(0, 4) == "(?i)";
@@ -115,7 +116,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (full && !prefix) Fail("FullMatch without Match", pattern, s);
     if (spans.has_value() != prefix) Fail("MatchGroups disagrees with Match", pattern, s);
     if (spans) {
-      if (spans->size() != static_cast<size_t>(groups) + 1) Fail("MatchGroups has the wrong number of groups", pattern, s);
+      if (spans->size() != static_cast<size_t>(groups) + 1)
+        Fail("MatchGroups has the wrong number of groups", pattern, s);
       if (!(*spans)[0] || (*spans)[0]->first != 0) Fail("group 0 is unset or does not start at 0", pattern, s);
       const std::vector<bool> boundary = Boundaries(s);
       for (const auto& g : *spans) {
@@ -132,11 +134,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const bool ascii = std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
     if (word_only && (!icase || ascii)) {
       bool want_full = icase ? EqualsIcase(s, literal) : s == literal;
-      bool want_prefix = s.size() >= literal.size() &&
-                         (icase ? EqualsIcase(std::string_view(s).substr(0, literal.size()), literal) : s.starts_with(literal));
+      bool want_prefix =
+          s.size() >= literal.size() &&
+          (icase ? EqualsIcase(std::string_view(s).substr(0, literal.size()), literal) : s.starts_with(literal));
       if (full != want_full) Fail("literal pattern: FullMatch disagrees with ==", pattern, s);
       if (prefix != want_prefix) Fail("literal pattern: Match disagrees with starts_with", pattern, s);
-      if (spans && (*spans)[0]->second != literal.size()) Fail("literal pattern: group 0 is not the literal", pattern, s);
+      if (spans && (*spans)[0]->second != literal.size())
+        Fail("literal pattern: group 0 is not the literal", pattern, s);
     }
   }
   return 0;

@@ -20,8 +20,8 @@ namespace {
 using json = nlohmann::ordered_json;
 using Rng = std::mt19937;
 
-constexpr size_t kMaxTreeDepth = 64;    // deeper parts are mutated as bytes (nlohmann's dump recurses)
-constexpr size_t kMaxNodes = 20000;     // nodes considered when picking one
+constexpr size_t kMaxTreeDepth = 64;  // deeper parts are mutated as bytes (nlohmann's dump recurses)
+constexpr size_t kMaxNodes = 20000;   // nodes considered when picking one
 const std::string kHugeMarker = "\x04HUGE\x04";
 
 size_t Below(Rng& rng, size_t n) { return n == 0 ? 0 : std::uniform_int_distribution<size_t>(0, n - 1)(rng); }
@@ -36,14 +36,24 @@ std::string Repeat(uint64_t count, const std::string& body) {
   return "\x01R" + std::to_string(count) + "\x02" + body + "\x03";
 }
 
-std::string JsonEscaped(const std::string& s) {
-  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
-}
+std::string JsonEscaped(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // A JSON-string-safe fragment (no quotes), for the compact encoding.
 std::string Fragment(Rng& rng, const MutatorVocabulary& vocab) {
-  static const char* const kFragments[] = {"a", ".", "q_proj.", "layers.\x01#.", "model.layers.\x01#.self_attn.",
-                                           "(a+)", "a*", ".*", "[a-z]", "\\\\.", "\xc3\xa9", "\\u00e9", "_", "{N}"};
+  static const char* const kFragments[] = {"a",
+                                           ".",
+                                           "q_proj.",
+                                           "layers.\x01#.",
+                                           "model.layers.\x01#.self_attn.",
+                                           "(a+)",
+                                           "a*",
+                                           ".*",
+                                           "[a-z]",
+                                           "\\\\.",
+                                           "\xc3\xa9",
+                                           "\\u00e9",
+                                           "_",
+                                           "{N}"};
   if (!vocab.strings.empty() && OneIn(rng, 3)) {
     std::string s = JsonEscaped(vocab.strings[Below(rng, vocab.strings.size())]);
     return s.substr(1, s.size() - 2);
@@ -54,9 +64,9 @@ std::string Fragment(Rng& rng, const MutatorVocabulary& vocab) {
 // The compact text of a huge value.
 std::string HugeValue(Rng& rng, const MutatorVocabulary& vocab) {
   switch (Below(rng, 7)) {
-    case 0: return "\"" + Repeat(LogUniform(rng, 10000, 1000000), Fragment(rng, vocab)) + "\"";  // long name
+    case 0: return "\"" + Repeat(LogUniform(rng, 10000, 1000000), Fragment(rng, vocab)) + "\"";      // long name
     case 1: return "{\"" + Repeat(LogUniform(rng, 10000, 1000000), Fragment(rng, vocab)) + "\":1}";  // long key
-    case 2: {  // deep arrays
+    case 2: {                                                                                        // deep arrays
       uint64_t n = LogUniform(rng, 1000, 200000);
       return Repeat(n, "[") + "1" + Repeat(n, "]");
     }
@@ -98,7 +108,8 @@ json RandomScalar(Rng& rng, const MutatorVocabulary& vocab) {
   switch (Below(rng, 7)) {
     case 0: return nullptr;
     case 1: return OneIn(rng, 2);
-    case 2: case 3: return EdgeNumber(rng);
+    case 2:
+    case 3: return EdgeNumber(rng);
     case 4: return vocab.strings.empty() ? "x" : vocab.strings[Below(rng, vocab.strings.size())];
     case 5: return vocab.keys.empty() ? "k" : vocab.keys[Below(rng, vocab.keys.size())];
     default: return std::string(Below(rng, 8), static_cast<char>('a' + Below(rng, 26)));
@@ -123,9 +134,19 @@ json RandomValue(Rng& rng, const MutatorVocabulary& vocab) {
 }
 
 void MutateString(Rng& rng, std::string& s, const MutatorVocabulary& vocab) {
-  static const std::string_view kBits[] = {".", "*", "+", "?", "(", ")", "[", "]", "{2,3}", "|", "^", "$", "\\", "(?i)",
-                                      "(?P<n>", "(?=", "\\d", "\\.", ".0.", ".lora_A.weight", "{N}", "/", "..",
-                                      "\xc3\xa9", "\xff", std::string_view("\0", 1)};
+  static const std::string_view kBits[] = {".",      "*",
+                                           "+",      "?",
+                                           "(",      ")",
+                                           "[",      "]",
+                                           "{2,3}",  "|",
+                                           "^",      "$",
+                                           "\\",     "(?i)",
+                                           "(?P<n>", "(?=",
+                                           "\\d",    "\\.",
+                                           ".0.",    ".lora_A.weight",
+                                           "{N}",    "/",
+                                           "..",     "\xc3\xa9",
+                                           "\xff",   std::string_view("\0", 1)};
   std::string bit = OneIn(rng, 3) && !vocab.strings.empty() ? vocab.strings[Below(rng, vocab.strings.size())]
                                                             : std::string(kBits[Below(rng, std::size(kBits))]);
   size_t at = Below(rng, s.size() + 1);
@@ -156,7 +177,9 @@ bool MutateTree(Rng& rng, json& root, const MutatorVocabulary& vocab) {
   json& node = *nodes[Below(rng, nodes.size())];
   switch (Below(rng, 16)) {
     case 0: node = RandomScalar(rng, vocab); return true;
-    case 1: case 2: case 3: {  // insert a member / element
+    case 1:
+    case 2:
+    case 3: {  // insert a member / element
       if (node.is_object()) {
         std::string key = vocab.keys.empty() || OneIn(rng, 4) ? std::string(1 + Below(rng, 3), 'k')
                                                               : vocab.keys[Below(rng, vocab.keys.size())];
@@ -170,7 +193,8 @@ bool MutateTree(Rng& rng, json& root, const MutatorVocabulary& vocab) {
       }
       return false;
     }
-    case 4: case 5: {  // delete
+    case 4:
+    case 5: {  // delete
       if (!node.is_structured() || node.empty()) return false;
       size_t k = Below(rng, node.size());
       if (node.is_object()) node.erase(std::next(node.begin(), static_cast<std::ptrdiff_t>(k)).key());
@@ -185,17 +209,23 @@ bool MutateTree(Rng& rng, json& root, const MutatorVocabulary& vocab) {
     case 7: {  // wrap
       json inner = std::move(node);
       if (OneIn(rng, 2)) node = json::array({std::move(inner)});
-      else node = json::object({{vocab.keys.empty() ? "k" : vocab.keys[Below(rng, vocab.keys.size())], std::move(inner)}});
+      else
+        node = json::object({{vocab.keys.empty() ? "k" : vocab.keys[Below(rng, vocab.keys.size())], std::move(inner)}});
       return true;
     }
-    case 8: case 9: case 10: {
+    case 8:
+    case 9:
+    case 10: {
       if (node.is_string()) {
         std::string s = node.get<std::string>();
         MutateString(rng, s, vocab);
         node = s;
         return true;
       }
-      if (node.is_number()) { node = EdgeNumber(rng); return true; }
+      if (node.is_number()) {
+        node = EdgeNumber(rng);
+        return true;
+      }
       if (node.is_object() && !node.empty()) {  // rename a key
         auto it = std::next(node.begin(), static_cast<std::ptrdiff_t>(Below(rng, node.size())));
         std::string key = it.key();
@@ -208,8 +238,15 @@ bool MutateTree(Rng& rng, json& root, const MutatorVocabulary& vocab) {
       return false;
     }
     case 11: {  // a string becomes a list of strings and back (target_modules' two forms)
-      if (node.is_string()) { node = json::array({node}); return true; }
-      if (node.is_array() && !node.empty()) { json first = node[0]; node = std::move(first); return true; }
+      if (node.is_string()) {
+        node = json::array({node});
+        return true;
+      }
+      if (node.is_array() && !node.empty()) {
+        json first = node[0];
+        node = std::move(first);
+        return true;
+      }
       return false;
     }
     case 12: {  // reorder an object (first-match order of rank_pattern)
@@ -222,7 +259,12 @@ bool MutateTree(Rng& rng, json& root, const MutatorVocabulary& vocab) {
       node = std::move(reordered);
       return true;
     }
-    case 13: if (OneIn(rng, 3)) { node = kHugeMarker; return true; } return false;
+    case 13:
+      if (OneIn(rng, 3)) {
+        node = kHugeMarker;
+        return true;
+      }
+      return false;
     default: node = RandomValue(rng, vocab); return true;
   }
 }
@@ -245,7 +287,10 @@ bool MutateJsonText(Rng& rng, std::string& text, const MutatorVocabulary& vocab)
   if (root.is_discarded() || !Depth(root, kMaxTreeDepth)) return false;
   bool changed = false;
   for (size_t n = 1 + Below(rng, 3), tries = 0; n > 0 && tries < 12; ++tries)
-    if (MutateTree(rng, root, vocab)) { changed = true; --n; }
+    if (MutateTree(rng, root, vocab)) {
+      changed = true;
+      --n;
+    }
   if (!changed) return false;
   std::string out = root.dump(OneIn(rng, 2) ? -1 : 2, ' ', false, json::error_handler_t::replace);
   const std::string marker = JsonEscaped(kHugeMarker);

@@ -29,8 +29,8 @@ size_t MutateInput(uint8_t* data, size_t size, size_t max_size, unsigned seed, c
 }  // namespace pb::fuzz
 
 // Defines the target's LLVMFuzzerCustomMutator over MutateInput with the given vocabulary expression.
-#define PB_FUZZ_DEFINE_MUTATOR(vocabulary)                                                                  \
+#define PB_FUZZ_DEFINE_MUTATOR(vocabulary)                                                                \
   extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned seed) { \
-    static const pb::fuzz::MutatorVocabulary vocab = (vocabulary);                                          \
-    return pb::fuzz::MutateInput(data, size, max_size, seed, vocab);                                        \
+    static const pb::fuzz::MutatorVocabulary vocab = (vocabulary);                                        \
+    return pb::fuzz::MutateInput(data, size, max_size, seed, vocab);                                      \
   }

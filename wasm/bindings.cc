@@ -74,7 +74,9 @@ class Reader : public Handle, private ReaderEvents {
   double bytes_fed() const { return double(reader_.bytes_fed()); }
   std::string header_json() const { return reader_.header() ? RenderInspectJson(*reader_.header()) : std::string(); }
   std::string header_text() const { return reader_.header() ? RenderInspectText(*reader_.header()) : std::string(); }
-  std::string header_summary_json() const { return reader_.header() ? RenderInspectSummaryJson(*reader_.header()) : ""; }
+  std::string header_summary_json() const {
+    return reader_.header() ? RenderInspectSummaryJson(*reader_.header()) : "";
+  }
   val header_table() { return reader_.header() ? HeaderTableView(*reader_.header(), table_) : val::null(); }
   val header_json_view() const { return reader_.header() ? HeaderJsonView(*reader_.header()) : val::null(); }
 
@@ -213,10 +215,11 @@ app::CommandLine CommandLineFromJson(const std::string& line_json) { return app:
 
 namespace {
 
-// app::ExplainInputError for the npm CLI, which gathers the same facts with Node's fs (`exists`: lstat succeeds). `error_json` as for
-// renderError; `role` "tensor", "adapter" or "base". {changed: false} when the error stays as it was, else
-// {changed: true, errorJson, errorText}.
-val ExplainInputError(const std::string& error_json, const std::string& path, bool directory, bool exists, const std::string& role) {
+// app::ExplainInputError for the npm CLI, which gathers the same facts with Node's fs (`exists`: lstat succeeds).
+// `error_json` as for renderError; `role` "tensor", "adapter" or "base". {changed: false} when the error stays as it
+// was, else {changed: true, errorJson, errorText}.
+val ExplainInputError(const std::string& error_json, const std::string& path, bool directory, bool exists,
+                      const std::string& role) {
   const Error before = ErrorFromJson(error_json);
   const app::InputRole r = role == "adapter" ? app::InputRole::kAdapter
                            : role == "base"  ? app::InputRole::kBase
@@ -273,94 +276,115 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
       .function("finish", &Writer::finish);
   function("renderError", &RenderError);
   function("explainInputError", &ExplainInputError);
-  function("cliHelp", +[](const std::string& command) { return std::string(pb::CliHelp(command)); });
-  function("version", +[] { return std::string(pb::kVersion); });
+  function(
+      "cliHelp", +[](const std::string& command) { return std::string(pb::CliHelp(command)); });
+  function(
+      "version", +[] { return std::string(pb::kVersion); });
   // What the npm CLI prints passes the native CLI's rule (core/printable.h): no raw control characters.
-  function("terminalSafe", +[](const std::string& text) { return pb::TerminalSafe(text); });
+  function(
+      "terminalSafe", +[](const std::string& text) { return pb::TerminalSafe(text); });
   // Bytes of the heap currently allocated by malloc (not its high-water mark): tests use it to prove that
   // failing calls free everything they allocated.
   // The shared command-line grammar (src/app/command_line.h): a JSON array of arguments in, CommandLineJson out.
-  function("parseCommandLine", +[](const std::string& args_json) {
-    auto j = nlohmann::json::parse(args_json, nullptr, /*allow_exceptions=*/false);
-    std::vector<std::string> args;
-    if (j.is_array())
-      for (const auto& a : j)
-        if (a.is_string()) args.push_back(a.get<std::string>());
-    return pb::app::CommandLineJson(args);
-  });
+  function(
+      "parseCommandLine", +[](const std::string& args_json) {
+        auto j = nlohmann::json::parse(args_json, nullptr, /*allow_exceptions=*/false);
+        std::vector<std::string> args;
+        if (j.is_array())
+          for (const auto& a : j)
+            if (a.is_string()) args.push_back(a.get<std::string>());
+        return pb::app::CommandLineJson(args);
+      });
   // How convert runs (app::ConvertWritesModelFolder), from the parsed line and whether IN is a directory:
   // {"folder": bool, "usageError": text or null, "usageErrorJson": bool}.
-  function("convertRoute", +[](const std::string& line_json, bool in_is_directory) {
-    const pb::app::CommandLine line = pb::wasm::CommandLineFromJson(line_json);
-    nlohmann::json r;
-    r["folder"] = !line.positional.empty() && pb::app::ConvertWritesModelFolder(line, in_is_directory);
-    auto problem = pb::app::ConvertUsageProblem(line, r["folder"].get<bool>());
-    r["usageError"] = problem ? nlohmann::json(pb::app::RenderUsageError({line.command, *problem, line.Has("json")})) : nlohmann::json();
-    r["usageErrorJson"] = line.Has("json");
-    return r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  });
+  function(
+      "convertRoute", +[](const std::string& line_json, bool in_is_directory) {
+        const pb::app::CommandLine line = pb::wasm::CommandLineFromJson(line_json);
+        nlohmann::json r;
+        r["folder"] = !line.positional.empty() && pb::app::ConvertWritesModelFolder(line, in_is_directory);
+        auto problem = pb::app::ConvertUsageProblem(line, r["folder"].get<bool>());
+        r["usageError"] = problem
+                              ? nlohmann::json(pb::app::RenderUsageError({line.command, *problem, line.Has("json")}))
+                              : nlohmann::json();
+        r["usageErrorJson"] = line.Has("json");
+        return r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      });
   // A push's repo creation answered `status` (app::ClassifyCreateRepoAnswer): "created", "exists", "ask" or "failed".
-  function("createRepoAnswer", +[](int status) {
-    switch (pb::app::ClassifyCreateRepoAnswer(status)) {
-      case pb::app::CreateRepoAnswer::kCreated: return std::string("created");
-      case pb::app::CreateRepoAnswer::kExists: return std::string("exists");
-      case pb::app::CreateRepoAnswer::kAskWhetherItExists: return std::string("ask");
-      case pb::app::CreateRepoAnswer::kFailed: break;
-    }
-    return std::string("failed");
-  });
+  function(
+      "createRepoAnswer", +[](int status) {
+        switch (pb::app::ClassifyCreateRepoAnswer(status)) {
+          case pb::app::CreateRepoAnswer::kCreated: return std::string("created");
+          case pb::app::CreateRepoAnswer::kExists: return std::string("exists");
+          case pb::app::CreateRepoAnswer::kAskWhetherItExists: return std::string("ask");
+          case pb::app::CreateRepoAnswer::kFailed: break;
+        }
+        return std::string("failed");
+      });
   // `push DIR` (app::PushSkips, app::PushFolderFiles): entries_json [{path, kind: 'file'|'directory'|'other'}];
   // {ok, files: JSON text of the names} or the failure.
-  function("pushSkips", +[](const std::string& path) { return pb::app::PushSkips(path); });
-  function("pushFolderFiles", +[](const std::string& dir, const std::string& entries_json) {
-    std::vector<pb::app::FolderEntry> entries;
-    auto j = nlohmann::json::parse(entries_json, nullptr, /*allow_exceptions=*/false);
-    if (j.is_array())
-      for (const auto& e : j)
-        if (e.is_object() && e.contains("path") && e["path"].is_string() && e.contains("kind") && e["kind"].is_string()) {
-          const std::string kind = e["kind"].get<std::string>();
-          entries.push_back({e["path"].get<std::string>(), kind == "file"        ? pb::app::EntryKind::kFile
-                                                           : kind == "directory" ? pb::app::EntryKind::kDirectory
-                                                                                 : pb::app::EntryKind::kOther});
-        }
-    auto files = pb::app::PushFolderFiles(dir, std::move(entries));
-    if (!files.ok()) return pb::wasm::FailureValue(files.error());
-    emscripten::val r = emscripten::val::object();
-    r.set("ok", true);
-    r.set("files", nlohmann::json(files.value()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    return r;
-  });
+  function(
+      "pushSkips", +[](const std::string& path) { return pb::app::PushSkips(path); });
+  function(
+      "pushFolderFiles", +[](const std::string& dir, const std::string& entries_json) {
+        std::vector<pb::app::FolderEntry> entries;
+        auto j = nlohmann::json::parse(entries_json, nullptr, /*allow_exceptions=*/false);
+        if (j.is_array())
+          for (const auto& e : j)
+            if (e.is_object() && e.contains("path") && e["path"].is_string() && e.contains("kind") &&
+                e["kind"].is_string()) {
+              const std::string kind = e["kind"].get<std::string>();
+              entries.push_back({e["path"].get<std::string>(), kind == "file"        ? pb::app::EntryKind::kFile
+                                                               : kind == "directory" ? pb::app::EntryKind::kDirectory
+                                                                                     : pb::app::EntryKind::kOther});
+            }
+        auto files = pb::app::PushFolderFiles(dir, std::move(entries));
+        if (!files.ok()) return pb::wasm::FailureValue(files.error());
+        emscripten::val r = emscripten::val::object();
+        r.set("ok", true);
+        r.set("files", nlohmann::json(files.value()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+        return r;
+      });
   // What a failed --push-to's error ends with (app::PushRetryHint), from the parsed line.
-  function("pushRetryHint", +[](const std::string& line_json) {
-    const pb::app::CommandLine line = pb::wasm::CommandLineFromJson(line_json);
-    auto value = line.Value("push-to");
-    if (!value) return std::string();
-    auto target = pb::app::ParsePushTarget(*value);
-    auto* t = std::get_if<pb::app::PushTarget>(&target);
-    return t ? pb::app::PushRetryHint(line, *t) : std::string();
-  });
+  function(
+      "pushRetryHint", +[](const std::string& line_json) {
+        const pb::app::CommandLine line = pb::wasm::CommandLineFromJson(line_json);
+        auto value = line.Value("push-to");
+        if (!value) return std::string();
+        auto target = pb::app::ParsePushTarget(*value);
+        auto* t = std::get_if<pb::app::PushTarget>(&target);
+        return t ? pb::app::PushRetryHint(line, *t) : std::string();
+      });
   // --push-to (src/app/push_target.h): the target parsed, the default commit title, the summary, the no-token text.
-  function("pushTarget", +[](const std::string& value) { return pb::app::PushTargetJson(value); });
-  function("pushCommitTitle", +[](const std::string& command, double files) {
-    return pb::app::PushCommitTitle(command, static_cast<size_t>(files));
-  });
-  function("renderPushOutcome", +[](const std::string& json) { return pb::app::RenderPushOutcomeJson(json); });
-  function("pushNeedsToken", +[] { return std::string(pb::app::kPushNeedsToken); });
-  function("errorCodes", +[] {
-    std::string names;
-    for (auto name : pb::ErrorCodeNames()) names.append(name).push_back('\n');
-    return names;
-  });
+  function(
+      "pushTarget", +[](const std::string& value) { return pb::app::PushTargetJson(value); });
+  function(
+      "pushCommitTitle", +[](const std::string& command, double files) {
+        return pb::app::PushCommitTitle(command, static_cast<size_t>(files));
+      });
+  function(
+      "renderPushOutcome", +[](const std::string& json) { return pb::app::RenderPushOutcomeJson(json); });
+  function(
+      "pushNeedsToken", +[] { return std::string(pb::app::kPushNeedsToken); });
+  function(
+      "errorCodes", +[] {
+        std::string names;
+        for (auto name : pb::ErrorCodeNames()) names.append(name).push_back('\n');
+        return names;
+      });
   // Every command's option table (app/option_tables.h), as JSON: what tests/js/option-tables.test.mjs holds
   // index.d.ts's option interfaces to.
-  function("optionTables", +[] { return pb::app::OptionTablesJson().dump(); });
-  function("heapInUse", +[] { return static_cast<double>(mallinfo().uordblks); });
+  function(
+      "optionTables", +[] { return pb::app::OptionTablesJson().dump(); });
+  function(
+      "heapInUse", +[] { return static_cast<double>(mallinfo().uordblks); });
   // The dtype names by code, one per line: the codes of headerTable() rows.
-  function("dtypeNames", +[] {
-    std::string names;
-    for (int code = 0; code < pb::kDtypeCount; ++code) names.append(pb::DtypeName(static_cast<pb::Dtype>(code))).push_back('\n');
-    return names;
-  });
+  function(
+      "dtypeNames", +[] {
+        std::string names;
+        for (int code = 0; code < pb::kDtypeCount; ++code)
+          names.append(pb::DtypeName(static_cast<pb::Dtype>(code))).push_back('\n');
+        return names;
+      });
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -383,33 +407,36 @@ val Failure(const Error& e) {
 EMSCRIPTEN_BINDINGS(peft_bridge_adapter) {
   using namespace emscripten;
   // The refusal the CLI prints for a pickled adapter file, rendered by the core.
-  function("pickleAdapterError", +[](const std::string& file_name) {
-    return pb::wasm::Failure(pb::adapter::PickleAdapterError(file_name));
-  });
+  function(
+      "pickleAdapterError",
+      +[](const std::string& file_name) { return pb::wasm::Failure(pb::adapter::PickleAdapterError(file_name)); });
   // Which files of an adapter directory are read (app/adapter_files.h): `files_json` lists the names of the
   // directory's regular files; {ok, weights, config (null when absent)} or the failure.
-  function("chooseAdapterFiles", +[](const std::string& dir, const std::string& files_json) {
-    const nlohmann::json files = nlohmann::json::parse(files_json, nullptr, /*allow_exceptions=*/false);
-    std::vector<std::string> names;
-    if (files.is_array())
-      for (const auto& f : files)
-        if (f.is_string()) names.push_back(f.get<std::string>());
-    auto chosen = pb::app::ChooseAdapterFiles(dir, names);
-    if (!chosen.ok()) return pb::wasm::Failure(chosen.error());
-    val r = val::object();
-    r.set("ok", true);
-    r.set("weights", chosen->weights);
-    r.set("config", chosen->config ? val(*chosen->config) : val::null());
-    return r;
-  });
+  function(
+      "chooseAdapterFiles", +[](const std::string& dir, const std::string& files_json) {
+        const nlohmann::json files = nlohmann::json::parse(files_json, nullptr, /*allow_exceptions=*/false);
+        std::vector<std::string> names;
+        if (files.is_array())
+          for (const auto& f : files)
+            if (f.is_string()) names.push_back(f.get<std::string>());
+        auto chosen = pb::app::ChooseAdapterFiles(dir, names);
+        if (!chosen.ok()) return pb::wasm::Failure(chosen.error());
+        val r = val::object();
+        r.set("ok", true);
+        r.set("weights", chosen->weights);
+        r.set("config", chosen->config ? val(*chosen->config) : val::null());
+        return r;
+      });
   // The config read beside a weights file named directly.
-  function("adapterConfigName", +[]() { return std::string(pb::app::kAdapterConfigName); });
+  function(
+      "adapterConfigName", +[]() { return std::string(pb::app::kAdapterConfigName); });
   // A weights file named directly: {ok} or the refusal of a pickled one.
-  function("checkAdapterWeightsPath", +[](const std::string& path) {
-    pb::Status s = pb::app::CheckAdapterWeightsPath(path);
-    if (!s.ok()) return pb::wasm::Failure(s.error());
-    val r = val::object();
-    r.set("ok", true);
-    return r;
-  });
+  function(
+      "checkAdapterWeightsPath", +[](const std::string& path) {
+        pb::Status s = pb::app::CheckAdapterWeightsPath(path);
+        if (!s.ok()) return pb::wasm::Failure(s.error());
+        val r = val::object();
+        r.set("ok", true);
+        return r;
+      });
 }

@@ -59,7 +59,8 @@ nlohmann::json ModuleJson(const adapter::LoraModule& m) {
 class ServedAdapter : public MergeIo {
  public:
   // Reads the adapter whose header was just set (window: its inline tensors' bytes); errors name it by `label`.
-  bool load(size_t n, const std::string& label, const std::string& weights_name, const val& config, const val& base_config) {
+  bool load(size_t n, const std::string& label, const std::string& weights_name, const val& config,
+            const val& base_config) {
     auto bytes = Begin(n);
     if (!bytes) return false;
     if (!adapter_header_) return Fail(MakeError(ErrorCode::InvalidArgument, "the adapter's header was not given"));
@@ -131,14 +132,16 @@ std::optional<std::vector<uint64_t>> Sizes(const nlohmann::json& j) {
 // The terms of a composition from their JSON ([{dtype, aShape, bShape, weight, scaling}]) and the window's bytes
 // (each term's A then B, in order); `rest` gets the bytes after them.
 Result<std::vector<compose::ServedFactors>> TermFactors(const nlohmann::json& j, std::span<const uint8_t> bytes,
-                                                        std::vector<compose::ServedTerm>& terms, std::span<const uint8_t>& rest) {
+                                                        std::vector<compose::ServedTerm>& terms,
+                                                        std::span<const uint8_t>& rest) {
   std::vector<compose::ServedFactors> factors;
   if (!j.is_array()) return MakeError(ErrorCode::InvalidArgument, "terms are not a JSON array");
   size_t at = 0;
   for (const auto& t : j) {
     compose::ServedFactors f;
-    if (!t.is_object() || !t.contains("dtype") || !t["dtype"].is_string() || !t.contains("aShape") || !t.contains("bShape") ||
-        (t.contains("weight") && !t["weight"].is_number()) || (t.contains("scaling") && !t["scaling"].is_number()))
+    if (!t.is_object() || !t.contains("dtype") || !t["dtype"].is_string() || !t.contains("aShape") ||
+        !t.contains("bShape") || (t.contains("weight") && !t["weight"].is_number()) ||
+        (t.contains("scaling") && !t["scaling"].is_number()))
       return MakeError(ErrorCode::InvalidArgument, "a term is not {dtype, aShape, bShape, weight, scaling}");
     auto d = DtypeOption(t["dtype"].get<std::string>());
     if (!d) return BadDtype(t["dtype"].get<std::string>());
@@ -223,7 +226,9 @@ class ServingMath : public Handle {
     else if (layout == "in-out") l = compose::WeightLayout::kInOut;
     else if (layout == "embedding") l = compose::WeightLayout::kEmbedding;
     else if (layout == "auto") l = compose::WeightLayout::kOutIn;  // refined below from the factors and the shape
-    else return Fail(MakeError(ErrorCode::InvalidArgument, "layout must be 'out-in', 'in-out' or 'embedding' (got `" + layout + "`)"));
+    else
+      return Fail(MakeError(ErrorCode::InvalidArgument,
+                            "layout must be 'out-in', 'in-out' or 'embedding' (got `" + layout + "`)"));
     auto j = ParseJson(terms_json, "terms");
     auto s = ParseJson(shape_json, "shape");
     if (!j.ok()) return Fail(j.error());
@@ -258,7 +263,8 @@ class ComposeLayout : public Handle {
   // shape, module, factor: "A"|"B"}]}, or """"
   // (error set). modules_to_save copies are refused: the cache serves LoRA factors only.
   std::string plan(const std::string& options_json) {
-    if (Status s = compose::CheckCompositionTerms(inputs_.size(), limits_); !s.ok()) return Fail(s.error()), std::string();
+    if (Status s = compose::CheckCompositionTerms(inputs_.size(), limits_); !s.ok())
+      return Fail(s.error()), std::string();
     auto j = ParseJson(options_json, "compose options");
     if (!j.ok()) return Fail(MakeError(ErrorCode::InvalidArgument, j.error().message)), std::string();
     Json o = j.value();
@@ -290,7 +296,8 @@ class ComposeLayout : public Handle {
     }
     auto file = adapter::PlanSafetensors(p.output.weights);
     if (!file.ok()) return Fail(file.error()), std::string();
-    if (Status s = compose::CheckComposition(inputs_.size(), p.rank, file.value().total_size(), "the composed adapter", limits_);
+    if (Status s = compose::CheckComposition(inputs_.size(), p.rank, file.value().total_size(), "the composed adapter",
+                                             limits_);
         !s.ok())
       return Fail(s.error()), std::string();
     return nlohmann::json{{"config", p.output.config_text},

@@ -67,8 +67,9 @@ class CombineJob : public MergeIo {
     input->config = OptionalText(config);
     input->base_config = OptionalText(base_config);
     input->inline_bytes.assign(bytes->begin(), bytes->end());
-    adapter::AdapterSource source{weights_name, {}, input->config, input->base_config, input->header.get(),
-                                  input->inline_bytes, input->gguf.get()};
+    adapter::AdapterSource source{
+        weights_name,     {}, input->config, input->base_config, input->header.get(), input->inline_bytes,
+        input->gguf.get()};
     auto read = adapter::ReadAdapter(source, read_options_);
     if (!read.ok()) return FailNamed(label, read.error());
     input->read = std::move(read.value());
@@ -154,7 +155,8 @@ class CombineJob : public MergeIo {
 val CombineOptionsFromLine(const std::string& line_json) {
   auto parsed = ParseJson(line_json, "command line");
   app::CommandLine line;
-  const Json* options = parsed.ok() && parsed->is_object() && parsed->contains("options") ? &parsed.value()["options"] : nullptr;
+  const Json* options = parsed.ok() && parsed->is_object() && parsed->contains("options") ? &parsed.value()["options"]
+                                                                                          : nullptr;
   if (options && options->is_object())
     for (const auto& [name, values] : options->items())
       if (values.is_array())

@@ -131,7 +131,8 @@ class AdapterCreator : public MergeIo {  // MergeIo: headerLength, as the Merger
   bool begin() {
     chunks_.Clear();
     if (!plan_) return Fail(MakeError(ErrorCode::InvalidArgument, "begin before plan"));
-    if (!magnitudes_->done()) return Fail(MakeError(ErrorCode::InvalidArgument, "begin before every DoRA weight was supplied"));
+    if (!magnitudes_->done())
+      return Fail(MakeError(ErrorCode::InvalidArgument, "begin before every DoRA weight was supplied"));
     emitter_ = std::make_unique<compose::AdapterEmitter>(*plan_, magnitudes_->TakeNorms(), chunks_);
     return Check(emitter_->Begin());
   }

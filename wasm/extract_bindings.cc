@@ -165,7 +165,8 @@ class ExtractHandle : public MergeIo {  // MergeIo: headerLength, as the Merger 
   val header() const {
     if (!outcome_) return val::null();
     const std::string& h = outcome_->header;
-    return val::global("Uint8Array").new_(emscripten::typed_memory_view(h.size(), reinterpret_cast<const uint8_t*>(h.data())));
+    return val::global("Uint8Array")
+        .new_(emscripten::typed_memory_view(h.size(), reinterpret_cast<const uint8_t*>(h.data())));
   }
   std::string config() const { return outcome_ ? outcome_->config_text : ""; }
   std::string outcome_text() const { return outcome_ ? app::RenderExtractOutcomeText(*plan_, *outcome_) : ""; }

@@ -42,7 +42,8 @@ inline emscripten::val HeaderTableView(const Header& h, std::vector<uint32_t>& r
 // The header JSON as read, as a Uint8Array view of the heap (valid until the next call into the module): the names
 // the table points into, so that JS can decode it once and cut the names out of it (web/src/ops/inspect.js).
 inline emscripten::val HeaderJsonView(const Header& h) {
-  return emscripten::val(emscripten::typed_memory_view(h.json().size(), reinterpret_cast<const uint8_t*>(h.json().data())));
+  return emscripten::val(
+      emscripten::typed_memory_view(h.json().size(), reinterpret_cast<const uint8_t*>(h.json().data())));
 }
 
 }  // namespace pb::wasm

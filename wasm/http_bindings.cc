@@ -45,9 +45,11 @@ class HttpFile {
       return;
     }
     const net::HttpLimits limits = parsed.value();
-    auto opened = net::HttpFilePolicy::Open(
-        {.url = std::move(url), .label = std::move(label), .token = std::move(token), .token_origin = std::move(token_origin)},
-        limits);
+    auto opened = net::HttpFilePolicy::Open({.url = std::move(url),
+                                             .label = std::move(label),
+                                             .token = std::move(token),
+                                             .token_origin = std::move(token_origin)},
+                                            limits);
     if (!opened.ok()) error_ = opened.error();
     else policy_.emplace(std::move(opened.value()));
   }
@@ -157,7 +159,9 @@ class HttpCall {
   std::string error_json() const { return error_ ? RenderErrorJson(*error_) : std::string(); }
   std::string error_text() const { return error_ ? RenderErrorText(*error_) : std::string(); }
   void begin_attempt(double now) { clock_->BeginAttempt(static_cast<int64_t>(now)); }
-  void on_progress(double now, double bytes) { clock_->OnProgress(static_cast<int64_t>(now), static_cast<uint64_t>(std::max(0.0, bytes))); }
+  void on_progress(double now, double bytes) {
+    clock_->OnProgress(static_cast<int64_t>(now), static_cast<uint64_t>(std::max(0.0, bytes)));
+  }
   void on_head(double now) { clock_->OnHead(static_cast<int64_t>(now)); }
   double deadline() const { return static_cast<double>(clock_->deadline_ms()); }
   // True when the attempt failed (the error in errorJson(); total() tells whether the call's deadline passed).
@@ -171,8 +175,7 @@ class HttpCall {
   // `kind` then the TransportError; `retry_after` / `date` the answer's headers (null when absent). Answers
   // {retry, wait (ms), reason ("" or why it gives up, for the error's end)}.
   val decide_retry(double now, int status, int kind, const val& retry_after, const val& date, double failures) const {
-    net::AttemptFailure what{.status = status,
-                             .transport = static_cast<net::TransportError>(std::clamp(kind, 0, 4))};
+    net::AttemptFailure what{.status = status, .transport = static_cast<net::TransportError>(std::clamp(kind, 0, 4))};
     if (retry_after.isString()) what.retry_after = retry_after.as<std::string>();
     if (date.isString()) what.date = date.as<std::string>();
     const net::RetryDecision d =

@@ -102,8 +102,8 @@ class MergeHandle : public MergeIo {
     if (!bytes) return false;
     if (!adapter_header_) return Fail(MakeError(ErrorCode::InvalidArgument, "the adapter's header was not given"));
     base_config_ = OptionalText(base_config);
-    adapter::AdapterSource source{weights_name, {}, OptionalText(config), base_config_, adapter_header_.get(), *bytes,
-                                  adapter_gguf_.get()};
+    adapter::AdapterSource source{weights_name,          {},     OptionalText(config), base_config_,
+                                  adapter_header_.get(), *bytes, adapter_gguf_.get()};
     auto read = adapter::ReadAdapter(source, {std::nullopt, options_.arch, false, tables_.get()});
     if (!read.ok()) return Fail(read.error());
     read_ = std::make_unique<adapter::ReadResult>(std::move(read.value()));
@@ -136,18 +136,19 @@ class MergeHandle : public MergeIo {
   virtual adapter::AdapterBytesConsumer* Consumer() const = 0;
 
   merge::MergeSummary SummaryOf(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run) const {
-    return {&plan, read_.get(), uint64_t(source_bytes), seconds, peak_rss_, dry_run, options_.unmerge, copied_,
-            quant_errors_, convert_, uint64_t(HeapSize())};
+    return {&plan,         read_.get(), uint64_t(source_bytes), seconds, peak_rss_, dry_run, options_.unmerge, copied_,
+            quant_errors_, convert_,    uint64_t(HeapSize())};
   }
-  std::string Summary(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run, bool json) const {
+  std::string Summary(const merge::MergePlan& plan, double source_bytes, double seconds, bool dry_run,
+                      bool json) const {
     merge::MergeSummary s = SummaryOf(plan, source_bytes, seconds, dry_run);
     return json ? merge::RenderMergeJson(s) : merge::RenderMergeText(s);
   }
 
   merge::MergeOptions options_;
   std::shared_ptr<const adapter::NamingTables> tables_;  // the namingTables option; null: the embedded ones
-  std::vector<std::string> copied_;  // the base's other files the CLI copies (set_copied_files)
-  uint64_t peak_rss_ = 0;            // the process's peak RSS as its host measured it (set_peak_rss); 0: none
+  std::vector<std::string> copied_;                      // the base's other files the CLI copies (set_copied_files)
+  uint64_t peak_rss_ = 0;  // the process's peak RSS as its host measured it (set_peak_rss); 0: none
   std::vector<merge::QuantError> quant_errors_;  // --quantize: each finished weight's error, shard after shard
   bool convert_ = false;                         // set_no_adapter: the summary says convert
   std::optional<std::string> base_config_;
@@ -250,8 +251,11 @@ class Merger : public MergeHandle {
     nlohmann::json out = nlohmann::json::array();
     if (shard < shard_quant_.size())
       for (const auto& q : shard_quant_[shard])
-        out.push_back({{"tensor", q.tensor}, {"maxAbs", NumberJson(q.max_abs)}, {"sumSqErr", NumberJson(q.sum_sq_err)},
-                       {"sumSqRef", NumberJson(q.sum_sq_ref)}, {"count", q.count}});
+        out.push_back({{"tensor", q.tensor},
+                       {"maxAbs", NumberJson(q.max_abs)},
+                       {"sumSqErr", NumberJson(q.sum_sq_err)},
+                       {"sumSqRef", NumberJson(q.sum_sq_ref)},
+                       {"count", q.count}});
     return out.dump();
   }
   bool set_quant_errors(size_t shard, const std::string& text) {
@@ -367,7 +371,7 @@ class Merger : public MergeHandle {
   std::vector<std::unique_ptr<Header>> headers_;  // stable addresses: the plan points into them
   std::unique_ptr<merge::MergePlan> plan_;
   std::unique_ptr<merge::ShardMerger> merger_;
-  size_t shard_ = 0;                                           // the shard merger_ merges
+  size_t shard_ = 0;                                         // the shard merger_ merges
   std::vector<std::vector<merge::QuantError>> shard_quant_;  // --quantize: each shard's errors, by shard index
 };
 
@@ -423,7 +427,8 @@ class StreamMerger : public MergeHandle {
 // The same steps as the merge handles' adapter loading (header, inline tensors, read), then either the ‖ΔW‖
 // pass (info) or translate's output written tensor by tensor (the weights file as output chunks), each
 // referenced tensor's bytes supplied as adapter_needs() asks. Options, as JSON: the JS keys of translate's option
-// table (app/option_tables.h), read as the CLI's options; "namingTables", "outFile", "baseConfigNote", "baseConfigHint".
+// table (app/option_tables.h), read as the CLI's options; "namingTables", "outFile", "baseConfigNote",
+// "baseConfigHint".
 class AdapterJob : public MergeIo {
  public:
   explicit AdapterJob(const std::string& options_json) {
@@ -538,7 +543,7 @@ class AdapterJob : public MergeIo {
     config_ = OptionalText(config);
     base_config_ = OptionalText(base_config);
     inline_.assign(bytes->begin(), bytes->end());
-    return adapter::AdapterSource{weights_name, {}, config_, base_config_, adapter_header_.get(), inline_,
+    return adapter::AdapterSource{weights_name,       {}, config_, base_config_, adapter_header_.get(), inline_,
                                   adapter_gguf_.get()};
   }
 
@@ -580,11 +585,12 @@ val CheckIndexShards(const std::string& index_text, const std::string& held_json
   for (const auto& [shard, tensors] : held->items())
     for (const auto& t : tensors)
       if (t.is_string()) names[shard].insert(t.get<std::string>());
-  Status s = merge::CheckIndexEntries(index.value(), [&](const std::string& shard, const std::string& tensor) -> std::optional<bool> {
-    auto it = names.find(shard);
-    if (it == names.end()) return std::nullopt;
-    return it->second.contains(tensor);
-  });
+  Status s = merge::CheckIndexEntries(index.value(),
+                                      [&](const std::string& shard, const std::string& tensor) -> std::optional<bool> {
+                                        auto it = names.find(shard);
+                                        if (it == names.end()) return std::nullopt;
+                                        return it->second.contains(tensor);
+                                      });
   if (!s.ok()) return FailureValue(s.error());
   val r = val::object();
   r.set("ok", true);
@@ -654,10 +660,11 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("result", &AdapterJob::result);
   function("heapSize", &HeapSize);
   // The npm CLI's translate OUT: one .gguf file or a directory (app/translate_output.h).
-  function("translateOutputIsFile", +[](const std::string& to, const std::string& out) {
-    auto format = pb::adapter::ParseFormatName(to);
-    return format && pb::app::TranslateOutputIsFile(*format, out);
-  });
+  function(
+      "translateOutputIsFile", +[](const std::string& to, const std::string& out) {
+        auto format = pb::adapter::ParseFormatName(to);
+        return format && pb::app::TranslateOutputIsFile(*format, out);
+      });
   function("modelIndexShards", &ModelIndexShards);
   function("checkIndexShards", &CheckIndexShards);
 }

@@ -96,7 +96,7 @@ class MergeIo : public Handle {
     return j.dump();
   }
 
-  std::unique_ptr<Header> adapter_header_;  // the adapter's header, until the adapter is read from it
+  std::unique_ptr<Header> adapter_header_;        // the adapter's header, until the adapter is read from it
   std::unique_ptr<gguf::GgufFile> adapter_gguf_;  // a .gguf adapter's header (adapter_header_ then empty)
   uint64_t adapter_need_ = 0;
 };
@@ -115,8 +115,9 @@ inline void SetOutputFiles(emscripten::val& r, const adapter::AdapterOutput& out
   }
   emscripten::val c = emscripten::val::object();
   c.set("name", *out.config_name);
-  c.set("bytes", emscripten::val::global("Uint8Array").new_(emscripten::typed_memory_view(
-                     out.config_text.size(), reinterpret_cast<const uint8_t*>(out.config_text.data()))));
+  c.set("bytes", emscripten::val::global("Uint8Array")
+                     .new_(emscripten::typed_memory_view(out.config_text.size(),
+                                                         reinterpret_cast<const uint8_t*>(out.config_text.data()))));
   r.set("config", c);
 }
 

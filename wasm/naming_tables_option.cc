@@ -36,10 +36,11 @@ Result<std::shared_ptr<const adapter::NamingTables>> NamingTablesOption(const Js
 EMSCRIPTEN_BINDINGS(peft_bridge_naming_tables) {
   // The npm CLI checks --naming-table files before it reads any input, where the native CLI does: "" when the
   // tables are valid, else the error as RenderErrorJson writes it.
-  emscripten::function("namingTablesError", +[](const std::string& options_json) {
-    auto options = pb::ParseJson(options_json, "options");
-    if (!options.ok()) return pb::RenderErrorJson(options.error());
-    auto tables = pb::wasm::NamingTablesOption(options.value());
-    return tables.ok() ? std::string() : pb::RenderErrorJson(tables.error());
-  });
+  emscripten::function(
+      "namingTablesError", +[](const std::string& options_json) {
+        auto options = pb::ParseJson(options_json, "options");
+        if (!options.ok()) return pb::RenderErrorJson(options.error());
+        auto tables = pb::wasm::NamingTablesOption(options.value());
+        return tables.ok() ? std::string() : pb::RenderErrorJson(tables.error());
+      });
 }

@@ -20,7 +20,8 @@ pb::app::ProgressSettings SettingsFromJson(const std::string& text) {
   if (j.is_object()) {
     auto flag = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
     auto variable = [&](const char* key) {
-      return j.contains(key) && j[key].is_string() ? std::optional<std::string>(j[key].get<std::string>()) : std::nullopt;
+      return j.contains(key) && j[key].is_string() ? std::optional<std::string>(j[key].get<std::string>())
+                                                   : std::nullopt;
     };
     env.json = flag("json");
     env.quiet = flag("quiet");
@@ -37,7 +38,8 @@ uint64_t Bytes(double n) { return n > 0 && n < 18446744073709551616.0 ? static_c
 
 class Progress {
  public:
-  Progress(double total, const std::string& environment_json) : meter_(Bytes(total), SettingsFromJson(environment_json)) {}
+  Progress(double total, const std::string& environment_json)
+      : meter_(Bytes(total), SettingsFromJson(environment_json)) {}
   std::string start_file(const std::string& name, double done, double seconds) {
     return meter_.StartFile(name, Bytes(done), seconds);
   }
@@ -64,7 +66,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge_progress) {
       .function("finish", &Progress::finish)
       .function("abandon", &Progress::abandon);
   // The line's time alone ("ETA 0:05", "in 0:12"): the page's ETA beside its own progress bar.
-  emscripten::function("progressTimeText", +[](double done, double total, double seconds) {
-    return pb::app::ProgressTimeText(Bytes(done), Bytes(total), seconds);
-  });
+  emscripten::function(
+      "progressTimeText", +[](double done, double total, double seconds) {
+        return pb::app::ProgressTimeText(Bytes(done), Bytes(total), seconds);
+      });
 }

@@ -57,7 +57,8 @@ val Entry(const std::string& arg, const std::string& endpoint, const std::string
   auto a = net::ParseRemoteAddress(arg, endpoint);
   val r = val::object();
   if (!a.ok()) return FailureValue(a.error());
-  net::RemoteFile f = net::RemoteEntry(a.value(), name, commit.empty() ? std::nullopt : std::optional<std::string>(commit));
+  net::RemoteFile f =
+      net::RemoteEntry(a.value(), name, commit.empty() ? std::nullopt : std::optional<std::string>(commit));
   r.set("ok", true);
   r.set("url", f.url);
   r.set("label", f.label);
@@ -96,10 +97,12 @@ std::string RenderFiles(const std::string& files_json, bool json) {
     for (const auto& f : parsed.value()) {
       if (!f.is_object()) continue;
       auto name = f.find("name"), report = f.find("report"), doc = f.find("json");
-      if (name == f.end() || report == f.end() || doc == f.end() || !name->is_string() || !report->is_string() || !doc->is_string())
+      if (name == f.end() || report == f.end() || doc == f.end() || !name->is_string() || !report->is_string() ||
+          !doc->is_string())
         continue;
       auto totals = TotalsOfReportJson(doc->get_ref<const std::string&>());
-      files.push_back({name->get<std::string>(), report->get<std::string>(), totals.ok() ? totals.value() : InspectTotals{}});
+      files.push_back(
+          {name->get<std::string>(), report->get<std::string>(), totals.ok() ? totals.value() : InspectTotals{}});
     }
   return json ? RenderInspectFilesJson(files) : RenderInspectFilesText(files);
 }
@@ -173,5 +176,6 @@ EMSCRIPTEN_BINDINGS(peft_bridge_remote) {
   function("chooseRemoteBase", &pb::wasm::RemoteBase);
   function("adapterBaseModel", &pb::wasm::AdapterBase);
   function("chooseBaseConfig", &pb::wasm::BaseConfig);
-  function("isModelIndexName", +[](const std::string& name) { return pb::app::IsModelIndexName(name); });
+  function(
+      "isModelIndexName", +[](const std::string& name) { return pb::app::IsModelIndexName(name); });
 }

@@ -150,14 +150,19 @@ Result<std::vector<LoraModule>> AssembleModules(std::vector<RoleTensor> tensors,
     LoraModule& m = modules[it->second];
     auto& flags = seen[rt.module];
     size_t role_slot = static_cast<size_t>(rt.role);
-    if (flags[role_slot])
-      return Mismatch(rt.module, "two tensors for " + std::string(PeftRoleSuffix(rt.role)));
+    if (flags[role_slot]) return Mismatch(rt.module, "two tensors for " + std::string(PeftRoleSuffix(rt.role)));
     flags[role_slot] = true;
     switch (rt.role) {
       case PeftRole::kLoraA: m.a = std::move(rt.tensor); break;
       case PeftRole::kLoraB: m.b = std::move(rt.tensor); break;
-      case PeftRole::kEmbeddingA: m.a = std::move(rt.tensor); m.shape = LoraShape::kEmbedding; break;
-      case PeftRole::kEmbeddingB: m.b = std::move(rt.tensor); m.shape = LoraShape::kEmbedding; break;
+      case PeftRole::kEmbeddingA:
+        m.a = std::move(rt.tensor);
+        m.shape = LoraShape::kEmbedding;
+        break;
+      case PeftRole::kEmbeddingB:
+        m.b = std::move(rt.tensor);
+        m.shape = LoraShape::kEmbedding;
+        break;
       case PeftRole::kLoraBBias: m.b_bias = std::move(rt.tensor); break;
       case PeftRole::kMagnitude: m.magnitude = std::move(rt.tensor); break;
       case PeftRole::kTrainableTokens: break;  // not a LoRA factor; callers keep these as extras
@@ -166,8 +171,8 @@ Result<std::vector<LoraModule>> AssembleModules(std::vector<RoleTensor> tensors,
   for (auto& m : modules) {
     const auto& f = seen[m.path];
     bool linear_pair = f[static_cast<size_t>(PeftRole::kLoraA)] || f[static_cast<size_t>(PeftRole::kLoraB)];
-    bool embedding_pair =
-        f[static_cast<size_t>(PeftRole::kEmbeddingA)] || f[static_cast<size_t>(PeftRole::kEmbeddingB)];
+    bool embedding_pair = f[static_cast<size_t>(PeftRole::kEmbeddingA)] ||
+                          f[static_cast<size_t>(PeftRole::kEmbeddingB)];
     if (linear_pair && embedding_pair) return Mismatch(m.path, "has both lora_A/lora_B and lora_embedding_A/B");
     if (!f[static_cast<size_t>(PeftRole::kLoraA)] && !f[static_cast<size_t>(PeftRole::kEmbeddingA)])
       return Mismatch(m.path, "has no lora_A (or lora_embedding_A) tensor");
@@ -206,21 +211,20 @@ Result<std::vector<LoraModule>> AssembleModules(std::vector<RoleTensor> tensors,
       }
     }
     if (m.a.dtype != m.b.dtype)
-      return Mismatch(m.path, "A is " + std::string(DtypeName(m.a.dtype)) + " but B is " +
-                                  std::string(DtypeName(m.b.dtype)));
+      return Mismatch(m.path,
+                      "A is " + std::string(DtypeName(m.a.dtype)) + " but B is " + std::string(DtypeName(m.b.dtype)));
     if (!IsConvertibleFloat(m.a.dtype))
-      return MakeError(ErrorCode::UnsupportedDtype,
-                       "module `" + m.path + "`: LoRA factors of dtype " + std::string(DtypeName(m.a.dtype)) +
-                           " cannot be applied; expected F16, BF16, F32 or F64");
+      return MakeError(ErrorCode::UnsupportedDtype, "module `" + m.path + "`: LoRA factors of dtype " +
+                                                        std::string(DtypeName(m.a.dtype)) +
+                                                        " cannot be applied; expected F16, BF16, F32 or F64");
     uint64_t out = m.out_features();
     if (m.b_bias && (m.b_bias->shape.size() != 1 || m.b_bias->shape[0] != out))
-      return Mismatch(m.path, "lora_B.bias " + ShapeText(m.b_bias->shape) + " does not match " +
-                                  std::to_string(out) + " output features");
+      return Mismatch(m.path, "lora_B.bias " + ShapeText(m.b_bias->shape) + " does not match " + std::to_string(out) +
+                                  " output features");
     if (m.magnitude) {
       const auto& ms = m.magnitude->shape;
       uint64_t elements = m.magnitude->element_count();
-      bool ok = m.shape == LoraShape::kConv ? (ms.size() == as.size() && ms[0] == 1 && ms[1] == out &&
-                                               elements == out)
+      bool ok = m.shape == LoraShape::kConv ? (ms.size() == as.size() && ms[0] == 1 && ms[1] == out && elements == out)
                                             : (ms.size() == 1 && ms[0] == out);
       if (!ok)
         return Mismatch(m.path, "lora_magnitude_vector " + ShapeText(ms) + " does not fit " + std::to_string(out) +
@@ -232,7 +236,8 @@ Result<std::vector<LoraModule>> AssembleModules(std::vector<RoleTensor> tensors,
       if (!wrapped->ok()) return wrapped->error();
       if (as.size() != 2 || m.magnitude || m.b_bias || m.shape != LoraShape::kLinear)
         return Mismatch(m.path, "LoRA on parameter `" + wrapped->value().parameter_path +
-                                    "` must be 2-D lora_A and lora_B only, found A " + ShapeText(as) + " and B " + ShapeText(bs));
+                                    "` must be 2-D lora_A and lora_B only, found A " + ShapeText(as) + " and B " +
+                                    ShapeText(bs));
       m.shape = LoraShape::kExperts;
       m.experts = std::move(wrapped->value());
       m.settings = ResolveModuleSettings(config, m.experts->parameter_path);
@@ -248,8 +253,8 @@ Result<std::vector<LoraModule>> AssembleModules(std::vector<RoleTensor> tensors,
     if (static_cast<uint64_t>(m.settings.r) != m.rank()) {
       std::string source = m.settings.rank_pattern_key ? "rank_pattern[\"" + *m.settings.rank_pattern_key + "\"]"
                                                        : std::string("r");
-      return Mismatch(m.path, "the tensors have rank " + std::to_string(m.rank()) + " but the config gives " +
-                                  source + " = " + std::to_string(m.settings.r) +
+      return Mismatch(m.path, "the tensors have rank " + std::to_string(m.rank()) + " but the config gives " + source +
+                                  " = " + std::to_string(m.settings.r) +
                                   " (PEFT would fail to load them with a size mismatch)");
     }
   }
@@ -259,10 +264,12 @@ Result<std::vector<LoraModule>> AssembleModules(std::vector<RoleTensor> tensors,
 Result<std::string> CheckDropped(std::string_view command, const std::vector<RejectedTensor>& dropped,
                                  bool allow_partial) {
   std::string lines;
-  for (const auto& d : dropped) lines += (allow_partial ? "warning: dropped " : "\n  ") + d.name + ": " + d.reason + (allow_partial ? "\n" : "");
+  for (const auto& d : dropped)
+    lines += (allow_partial ? "warning: dropped " : "\n  ") + d.name + ": " + d.reason + (allow_partial ? "\n" : "");
   if (dropped.empty() || allow_partial) return lines;
-  return MakeError(ErrorCode::UnresolvedTensor, std::string(command) + " would drop " + std::to_string(dropped.size()) +
-                                                    " tensor(s); pass --allow-partial to write the rest anyway:" + lines);
+  return MakeError(ErrorCode::UnresolvedTensor,
+                   std::string(command) + " would drop " + std::to_string(dropped.size()) +
+                       " tensor(s); pass --allow-partial to write the rest anyway:" + lines);
 }
 
 }  // namespace pb::adapter

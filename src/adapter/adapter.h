@@ -27,8 +27,8 @@ namespace pb::adapter {
 struct Tensor {
   Dtype dtype = Dtype::F32;
   std::vector<uint64_t> shape;
-  std::vector<uint8_t> bytes;   // empty when `ref` is set
-  std::optional<TensorRef> ref; // set when the bytes are still in the adapter file
+  std::vector<uint8_t> bytes;    // empty when `ref` is set
+  std::optional<TensorRef> ref;  // set when the bytes are still in the adapter file
   uint64_t element_count() const;
   uint64_t byte_length() const { return element_count() * DtypeBits(dtype) / 8; }
   bool held() const { return !ref.has_value(); }
@@ -54,9 +54,9 @@ struct LoraModule {
   LoraShape shape = LoraShape::kLinear;
   Tensor a;  // PEFT orientation always
   Tensor b;
-  std::optional<Tensor> b_bias;     // lora_B.bias (lora_bias=True), [out]
-  std::optional<Tensor> magnitude;  // DoRA lora_magnitude_vector
-  ModuleSettings settings;          // r, alpha, scaling as PEFT resolves them for this module
+  std::optional<Tensor> b_bias;          // lora_B.bias (lora_bias=True), [out]
+  std::optional<Tensor> magnitude;       // DoRA lora_magnitude_vector
+  ModuleSettings settings;               // r, alpha, scaling as PEFT resolves them for this module
   std::optional<ExpertsTarget> experts;  // kExperts: the parameter, its experts and the nesting
   uint64_t rank() const {
     if (a.shape.empty()) return 0;
@@ -111,15 +111,15 @@ struct TensorMapping {
 };
 
 struct Adapter {
-  LoraConfig config;                    // PEFT's config (synthesized when the source was not PEFT)
-  std::vector<LoraModule> modules;      // in order of first appearance in the source
+  LoraConfig config;                // PEFT's config (synthesized when the source was not PEFT)
+  std::vector<LoraModule> modules;  // in order of first appearance in the source
   std::vector<ExtraTensor> extras;
-  std::vector<RejectedTensor> rejected; // input tensors not understood
-  std::vector<std::string> notes;       // facts worth telling (e.g. tensors PEFT would silently ignore)
-  std::string source_format;            // "peft", "mlx", "kohya", "gguf-names"
-  std::optional<std::string> arch;      // naming table used or detected, if any
+  std::vector<RejectedTensor> rejected;  // input tensors not understood
+  std::vector<std::string> notes;        // facts worth telling (e.g. tensors PEFT would silently ignore)
+  std::string source_format;             // "peft", "mlx", "kohya", "gguf-names"
+  std::optional<std::string> arch;       // naming table used or detected, if any
 
-  uint64_t parameter_count() const;     // elements of every tensor held
+  uint64_t parameter_count() const;  // elements of every tensor held
   const LoraModule* FindModule(std::string_view path) const;
 };
 
@@ -132,7 +132,7 @@ struct PeftKey {
 };
 std::optional<PeftKey> ParsePeftLoraKey(std::string_view key_without_prefix);
 std::string PeftKeyFor(std::string_view module, PeftRole role);  // without the prefix
-std::string_view PeftRoleSuffix(PeftRole role);                   // ".lora_A.weight", ".lora_embedding_A", ...
+std::string_view PeftRoleSuffix(PeftRole role);                  // ".lora_A.weight", ".lora_embedding_A", ...
 
 // Reads tensor bytes out of a whole safetensors file already validated by ParseWholeFile.
 Tensor TensorFromFile(const Header& header, std::span<const uint8_t> file, size_t index);

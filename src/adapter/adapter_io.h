@@ -63,8 +63,8 @@ Error PickleAdapterError(const std::string& file_name);
 // A safetensors file to write: tensors with their bytes (or references to fetch them by), metadata, order.
 struct SafetensorsOutput {
   std::vector<TensorSpec> tensors;
-  std::vector<std::vector<uint8_t>> data;  // per tensor, same order (empty where refs holds a reference)
-  std::vector<std::optional<Tensor>> refs; // per tensor when not empty: a referenced tensor, fetched when written
+  std::vector<std::vector<uint8_t>> data;   // per tensor, same order (empty where refs holds a reference)
+  std::vector<std::optional<Tensor>> refs;  // per tensor when not empty: a referenced tensor, fetched when written
   std::optional<Metadata> metadata;
   TensorOrder order = TensorOrder::kReference;
   // Appends data (held tensor) or a reference; the spec is the caller's.
@@ -88,8 +88,8 @@ struct WriteOptions {
   bool strict = false;
   gguf::TensorType gguf_outtype = gguf::TensorType::kF32;  // gguf: convert_lora_to_gguf.py's --outtype
   std::optional<std::string> weights_name;  // the weights file's name when the user chose it (translate OUT.gguf)
-  bool compat_pre_014 = false;             // PEFT < 0.14 rejects unknown config keys: write only theirs
-  std::optional<std::string> base_config;  // head counts (GGUF row order), layer count (mlx num_layers)
+  bool compat_pre_014 = false;              // PEFT < 0.14 rejects unknown config keys: write only theirs
+  std::optional<std::string> base_config;   // head counts (GGUF row order), layer count (mlx num_layers)
   // Where base_config came from when the user did not name it (app::ChooseBaseConfig's note: a line of the
   // output's notes), or, when none was found, what to pass (its hint: added to each refusal that needs it).
   std::string base_config_note, base_config_hint;
@@ -101,8 +101,8 @@ struct WriteOptions {
 
 struct AdapterOutput {
   std::string weights_name;
-  SafetensorsOutput weights;        // the weights file, unless it is a .gguf file:
-  std::optional<GgufOutput> gguf;   // the gguf format's (then `weights` is empty)
+  SafetensorsOutput weights;       // the weights file, unless it is a .gguf file:
+  std::optional<GgufOutput> gguf;  // the gguf format's (then `weights` is empty)
   std::optional<std::string> config_name;
   std::string config_text;
   std::vector<TensorMapping> mappings;  // canonical PEFT key -> output tensor (or rejected)

@@ -170,8 +170,8 @@ std::string RenderAdapterInfoText(const ReadResult& read) {
   for (size_t i : ListedOrder(a)) {
     const LoraModule& m = a.modules[i];
     out += "  " + m.path + "  " + std::string(LoraShapeName(m.shape)) + " " + std::to_string(m.in_features()) + "->" +
-           std::to_string(m.out_features()) + "  r=" + std::to_string(m.rank()) + " alpha=" +
-           AlphaText(m.settings.alpha) + " scaling=" + PythonFloatRepr(m.settings.scaling) + " " +
+           std::to_string(m.out_features()) + "  r=" + std::to_string(m.rank()) +
+           " alpha=" + AlphaText(m.settings.alpha) + " scaling=" + PythonFloatRepr(m.settings.scaling) + " " +
            std::string(DtypeName(m.a.dtype)) + (m.magnitude ? " dora" : "") + (m.b_bias ? " lora_bias" : "") +
            (m.experts ? " parameter " + m.experts->parameter_path + " (" + std::to_string(m.experts->num_experts) +
                             " experts)"
@@ -241,14 +241,15 @@ std::string TranslateBody(const TranslateResult& result, AdapterFormat to, std::
 }
 
 std::string WrittenFiles(const TranslateResult& result) {
-  return result.output.weights_name + (result.output.config_name ? ", " + *result.output.config_name : std::string()) + "\n";
+  return result.output.weights_name + (result.output.config_name ? ", " + *result.output.config_name : std::string()) +
+         "\n";
 }
 
 }  // namespace
 
 std::string RenderTranslateText(const TranslateResult& result, AdapterFormat to, bool dry_run) {
-  return TranslateBody(result, to, dry_run ? "would translate" : "translated") + (dry_run ? "would write: " : "wrote: ") +
-         WrittenFiles(result);
+  return TranslateBody(result, to, dry_run ? "would translate" : "translated") +
+         (dry_run ? "would write: " : "wrote: ") + WrittenFiles(result);
 }
 
 std::string RenderTranslatePlanText(const TranslateResult& result, AdapterFormat to) {

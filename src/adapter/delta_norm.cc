@@ -29,7 +29,7 @@ double DeltaFrobeniusNorm(const Tensor& a_tensor, const Tensor& b_tensor, uint64
   const std::vector<double> a = AsDouble(a_tensor), b = AsDouble(b_tensor);
   const size_t a_cols = a.size() / (r * n_experts);  // A is [r·E, in (* kernel)]
   const size_t b_cols = r * n_experts;
-  const size_t b_rows = b.size() / b_cols;           // B is [out, r·E (* 1...)]
+  const size_t b_rows = b.size() / b_cols;  // B is [out, r·E (* 1...)]
   double sum = 0;
   // Expert e: A's rows e·r + i, B's columns i·E + e (PEFT's ParamWrapper layout; E = 1 is plain LoRA), and
   // ‖ΔW‖² sums over the experts. Through the r × r Gram matrices when r is small against the weight, else from

@@ -66,8 +66,8 @@ Result<const ArchTable*> ChooseArch(const NamingTables& tables, const std::optio
 // A config document for an adapter that came from another tool: PEFT HEAD's defaults, then r, lora_alpha,
 // target_modules (+ layers_to_transform), use_dora, and rank_pattern / alpha_pattern for modules that
 // differ from the most common rank / alpha. `modules` hold their final rank and scaling in settings.
-Json SynthesizeConfig(const std::vector<std::pair<std::string, std::pair<int64_t, double>>>& rank_alpha,
-                      bool use_dora, const std::optional<std::string>& base_model);
+Json SynthesizeConfig(const std::vector<std::pair<std::string, std::pair<int64_t, double>>>& rank_alpha, bool use_dora,
+                      const std::optional<std::string>& base_model);
 // Parses a document we synthesized or carried (never fails for ours; errors pass through for others).
 Result<LoraConfig> ConfigFromDocument(const Json& document);
 // A JSON number for alpha: an integer when it is one (PEFT's lora_alpha is an int), else a float.
@@ -78,9 +78,9 @@ std::optional<uint64_t> LayerIndex(std::string_view module_path);
 std::optional<uint64_t> ConfigInt(const std::optional<std::string>& config_json, const char* key);
 
 // Metadata keys peft-bridge adds to formats that have no config file, so a round trip restores everything.
-inline constexpr const char* kPeftConfigKey = "peft_config";                    // the PEFT config document
-inline constexpr const char* kModulePathsKey = "peft_bridge.module_paths";      // JSON list of dotted paths
-inline constexpr const char* kArchKey = "peft_bridge.arch";                     // the naming table used
+inline constexpr const char* kPeftConfigKey = "peft_config";                // the PEFT config document
+inline constexpr const char* kModulePathsKey = "peft_bridge.module_paths";  // JSON list of dotted paths
+inline constexpr const char* kArchKey = "peft_bridge.arch";                 // the naming table used
 // mlx-lm's adapter_config.json: the modules whose LoRA is an embedding's (lora_embedding_A/B in PEFT). mlx-lm tells
 // them apart by the model's module types, which an adapter file alone does not have; recorded so that reading back
 // needs no naming table (T5's relative_attention_bias, for one, is an embedding no name rule recognises).

@@ -110,7 +110,8 @@ Result<FormatTable> ParseFormatTable(std::string_view path, std::string_view jso
   for (const auto& item : roles->items()) {
     const std::string role_name = item.key();  // a plain variable: clang 14 cannot capture structured bindings
     const auto& spec = item.value();
-    auto known = std::find_if(kRoleNames.begin(), kRoleNames.end(), [&](const RoleName& r) { return r.name == role_name; });
+    auto known =
+        std::find_if(kRoleNames.begin(), kRoleNames.end(), [&](const RoleName& r) { return r.name == role_name; });
     if (known == kRoleNames.end()) return Bad(path, "unknown role `" + role_name + "`");
     auto suffix = spec.is_object() ? StringField(spec, "suffix") : std::nullopt;
     if (!suffix || suffix->empty()) return Bad(path, "role `" + role_name + "` needs a non-empty `suffix`");

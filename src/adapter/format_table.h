@@ -44,11 +44,11 @@ struct FormatTable {
   std::vector<std::string> prefixes;  // accepted when reading, first one written (unless write_prefix)
   std::optional<std::string> write_prefix;
   PathStyle path_style = PathStyle::kDotted;
-  std::optional<Metadata> metadata;   // written as __metadata__ (null: no __metadata__)
+  std::optional<Metadata> metadata;  // written as __metadata__ (null: no __metadata__)
   // Applied in order to a spelled path when reading (first occurrence of `from` becomes `to`), for
   // conventions that name modules differently from the model ("x.processor.to_out" -> "x.to_out.0").
   std::vector<std::pair<std::string, std::string>> path_rewrites;
-  std::vector<RoleSpelling> roles;    // longest suffix first, so ".weight.lora_a" is tried before shorter ones
+  std::vector<RoleSpelling> roles;  // longest suffix first, so ".weight.lora_a" is tried before shorter ones
   const RoleSpelling* Find(FormatRole role) const;
 };
 

@@ -18,8 +18,9 @@ Status GgufEmitter::WriteTensor(size_t index, const Tensor& tensor) {
   const uint64_t count = tensor.element_count();
   std::vector<float> values(count);
   if (!kernels::ConvertElements(tensor.dtype, Dtype::F32, tensor.bytes.data(), values.data(), count))
-    return MakeError(ErrorCode::UnsupportedDtype, "`" + slot.name + "`: " + std::string(DtypeName(tensor.dtype)) +
-                                                      " cannot be written to GGUF (floating-point tensors only)",
+    return MakeError(ErrorCode::UnsupportedDtype,
+                     "`" + slot.name + "`: " + std::string(DtypeName(tensor.dtype)) +
+                         " cannot be written to GGUF (floating-point tensors only)",
                      slot.name);
   std::vector<uint8_t> bytes;
   gguf::EncodeValues(slot.type, values, bytes);

@@ -62,7 +62,8 @@ Result<std::vector<uint64_t>> GgufRowOrder(const RowPermutation& permutation, ui
                                            uint64_t kv_heads) {
   auto bad = [&](const std::string& why) {
     return MakeError(ErrorCode::InvalidArgument, "cannot reorder " + std::to_string(rows) + " rows as " +
-                                                     std::string(RowPermutationKindName(permutation.kind)) + ": " + why);
+                                                     std::string(RowPermutationKindName(permutation.kind)) + ": " +
+                                                     why);
   };
   std::vector<uint64_t> order;
   // Whatever the head counts, no row to reorder means an empty order (and no division by a sum that may wrap).
@@ -112,7 +113,8 @@ Result<std::vector<uint64_t>> GgufRowOrder(const RowPermutation& permutation, ui
     case RowPermutationKind::kGptNeoxQkv: {
       // GPTNeoXModel: rows [heads, 3, d] (q, k, v per head) become [3, heads, d].
       uint64_t n = heads;
-      if (n == 0 || n > rows / 3 || rows % (3 * n)) return bad("not 3 * " + std::to_string(n) + " heads of a common size");
+      if (n == 0 || n > rows / 3 || rows % (3 * n))
+        return bad("not 3 * " + std::to_string(n) + " heads of a common size");
       uint64_t d = rows / (3 * n);
       order.reserve(rows);
       for (uint64_t t = 0; t < 3; ++t)

@@ -71,7 +71,8 @@ class RuleParser {
         }
       }
     }
-    const bool positional = std::any_of(r.not_after.begin(), r.not_after.end(), [](const auto& v) { return !v.empty(); });
+    const bool positional =
+        std::any_of(r.not_after.begin(), r.not_after.end(), [](const auto& v) { return !v.empty(); });
     if (!positional) r.branches.clear();
     combined += "))";
     auto search = CompilePythonRegex(combined);
@@ -107,7 +108,7 @@ struct RuleMatch {
   std::string prefix;
   std::string rest;
   size_t branch = 0;
-  std::string matched;                      // Python's match.group(0)
+  std::string matched;                     // Python's match.group(0)
   std::optional<std::string> first_group;  // the branch's first group (its \1), if it took part
 };
 
@@ -126,7 +127,8 @@ std::optional<RuleMatch> Match(const KeyRule& r, std::string_view key) {
       for (size_t b = 0; b < r.branches.size(); ++b) {
         bool excluded = false;
         for (const auto& na : r.not_after[b])
-          if (p >= na.width && na.regex.FullMatch(std::string_view(m.rest).substr(p - na.width, na.width))) excluded = true;
+          if (p >= na.width && na.regex.FullMatch(std::string_view(m.rest).substr(p - na.width, na.width)))
+            excluded = true;
         if (excluded) continue;
         auto groups = r.branches[b].MatchGroups(std::string_view(m.rest).substr(p));
         if (!groups) continue;
@@ -271,7 +273,8 @@ std::optional<KeyRules> KeyMapping::Select(const Named* entry, std::string selec
 }
 
 std::optional<KeyRules> KeyMapping::ForModelType(std::string_view model_type) const {
-  auto it = std::find_if(model_types_.begin(), model_types_.end(), [&](const Named& n) { return n.name == model_type; });
+  auto it =
+      std::find_if(model_types_.begin(), model_types_.end(), [&](const Named& n) { return n.name == model_type; });
   return Select(it == model_types_.end() ? nullptr : &*it, "model_type " + std::string(model_type));
 }
 

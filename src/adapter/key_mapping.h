@@ -41,7 +41,7 @@ struct KeyRule {
   };
   std::vector<std::vector<NotAfter>> not_after;  // per branch
   std::vector<PythonRegex> branches;             // per branch, only when some branch has a lookbehind
-  std::vector<std::string> targets;          // the replacement of a rename; every name a converter builds
+  std::vector<std::string> targets;              // the replacement of a rename; every name a converter builds
   // A rule of a sub-model only matches keys under its path (transformers' scope_prefix), with or without the
   // model's base_model_prefix before it.
   std::optional<std::string> scope;

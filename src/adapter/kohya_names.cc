@@ -18,9 +18,9 @@ constexpr std::array<Component, 3> kComponents = {{
 }};
 
 // The top-level modules of diffusers' UNet2DConditionModel that hold weights.
-constexpr std::array<std::string_view, 10> kUnetBlocks = {"down_blocks", "mid_block",     "up_blocks",      "conv_in",
-                                                          "conv_out",    "conv_norm_out", "time_embedding", "add_embedding",
-                                                          "class_embedding", "encoder_hid_proj"};
+constexpr std::array<std::string_view, 10> kUnetBlocks = {
+    "down_blocks",   "mid_block",      "up_blocks",     "conv_in",         "conv_out",
+    "conv_norm_out", "time_embedding", "add_embedding", "class_embedding", "encoder_hid_proj"};
 
 std::string Underscored(std::string_view prefix, std::string_view path) {
   std::string s(prefix);
@@ -39,7 +39,8 @@ bool HasSecondTextEncoder(const std::vector<std::string>& module_paths) {
 std::string KohyaBaseName(std::string_view path, bool second_text_encoder, std::string_view default_prefix) {
   for (const auto& c : kComponents)
     if (path.starts_with(c.module_prefix))
-      return Underscored(second_text_encoder ? c.kohya_prefix_sdxl : c.kohya_prefix, path.substr(c.module_prefix.size()));
+      return Underscored(second_text_encoder ? c.kohya_prefix_sdxl : c.kohya_prefix,
+                         path.substr(c.module_prefix.size()));
   std::string_view first = path.substr(0, path.find('.'));
   for (auto block : kUnetBlocks)
     if (first == block) return Underscored("lora_unet_", path);

@@ -63,12 +63,27 @@ Result<LlamaCppLora> PlanLlamaCppLora(const Adapter& adapter, const WriteOptions
       if (m.b_bias) reject(PeftKeyFor(m.path, PeftRole::kLoraBBias), reason);
       if (m.magnitude) reject(PeftKeyFor(m.path, PeftRole::kMagnitude), reason);
     };
-    if (m.experts) { reject_module(ExpertsNotHeldReason("llama.cpp", *m.experts)); continue; }
+    if (m.experts) {
+      reject_module(ExpertsNotHeldReason("llama.cpp", *m.experts));
+      continue;
+    }
     auto match = tables.MatchHf(*arch, m.path);
-    if (!match || !match->gguf) { reject_module("llama.cpp's " + arch->gguf_arch + " model has no tensor for `" + m.path + "`"); continue; }
-    if (m.magnitude) { reject_module("llama.cpp cannot apply DoRA; merge the adapter instead"); continue; }
-    if (m.b_bias) { reject_module("llama.cpp's LoRA has no lora_B bias"); continue; }
-    if (m.shape == LoraShape::kConv) { reject_module("llama.cpp has no convolution LoRA"); continue; }
+    if (!match || !match->gguf) {
+      reject_module("llama.cpp's " + arch->gguf_arch + " model has no tensor for `" + m.path + "`");
+      continue;
+    }
+    if (m.magnitude) {
+      reject_module("llama.cpp cannot apply DoRA; merge the adapter instead");
+      continue;
+    }
+    if (m.b_bias) {
+      reject_module("llama.cpp's LoRA has no lora_B bias");
+      continue;
+    }
+    if (m.shape == LoraShape::kConv) {
+      reject_module("llama.cpp has no convolution LoRA");
+      continue;
+    }
     Tensor a = m.a, b = m.b;
     std::string a_action = "copy", b_action = "copy";
     if (fold) {
@@ -77,11 +92,17 @@ Result<LlamaCppLora> PlanLlamaCppLora(const Adapter& adapter, const WriteOptions
       b_action = "fold scale";
     }
     if (match->tmpl->gguf_permute && !emb) {
-      if (out.heads == 0) { reject_module("llama.cpp reorders this weight's rows by attention head; pass --base-config so the head count is known" + hint); continue; }
+      if (out.heads == 0) {
+        reject_module(
+            "llama.cpp reorders this weight's rows by attention head; pass --base-config so the head count is known" +
+            hint);
+        continue;
+      }
       PB_ASSIGN_OR_RETURN(auto order, GgufRowOrder(*match->tmpl->gguf_permute, b.shape[0], out.heads, out.kv_heads));
       PB_ASSIGN_OR_RETURN(auto permuted, PermuteRows(b, order));
       b = std::move(permuted);
-      const std::string permute = "permute rows (" + std::string(RowPermutationKindName(match->tmpl->gguf_permute->kind)) + ")";
+      const std::string permute =
+          "permute rows (" + std::string(RowPermutationKindName(match->tmpl->gguf_permute->kind)) + ")";
       b_action = b_action == "copy" ? permute : b_action + ", " + permute;
     }
     if (emb) {
@@ -100,7 +121,9 @@ Result<LlamaCppLora> PlanLlamaCppLora(const Adapter& adapter, const WriteOptions
   }
   if (!fold && !alphas.empty()) out.alpha = *alphas.begin();
   if (!options.base_config_note.empty()) out.notes.push_back(options.base_config_note);
-  if (fold) out.notes.push_back("per-module alpha, rsLoRA or lora_alpha 0: PEFT's scaling is folded into lora_b and adapter.lora.alpha is 0");
+  if (fold)
+    out.notes.push_back(
+        "per-module alpha, rsLoRA or lora_alpha 0: PEFT's scaling is folded into lora_b and adapter.lora.alpha is 0");
   return out;
 }
 

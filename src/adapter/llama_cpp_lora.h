@@ -24,7 +24,7 @@ struct LlamaCppLora {
   // One alpha every module shares (llama.cpp scales by alpha / rank per tensor); nullopt when PEFT's scaling
   // had to be folded into B (rsLoRA, per-module alpha): llama.cpp's scale is then 1.
   std::optional<double> alpha;
-  uint64_t heads = 0, kv_heads = 0;  // from the base config, when known (0: unknown)
+  uint64_t heads = 0, kv_heads = 0;                       // from the base config, when known (0: unknown)
   nlohmann::json module_paths = nlohmann::json::array();  // the dotted paths written, for a lossless read back
   std::vector<TensorMapping> mappings;  // canonical PEFT key -> output tensor name (or rejected, with why)
   std::vector<std::string> notes;

@@ -113,27 +113,21 @@ class FieldReader {
 
   void Bool(const char* key, bool& out) {
     if (const Json* v = Value(key)) {
-      if (v->is_boolean())
-        out = v->get<bool>();
-      else
-        Fail(key, "true or false", *v);
+      if (v->is_boolean()) out = v->get<bool>();
+      else Fail(key, "true or false", *v);
     }
   }
   void OptString(const char* key, std::optional<std::string>& out) {
     if (const Json* v = Value(key)) {
-      if (v->is_string())
-        out = v->get<std::string>();
-      else
-        Fail(key, "a string or null", *v);
+      if (v->is_string()) out = v->get<std::string>();
+      else Fail(key, "a string or null", *v);
     }
   }
   void Number(const char* key, double& out, bool null_ok) {
     const Json* v = Get(key);
     if (!v || (null_ok && v->is_null())) return;
-    if (v->is_number())
-      out = v->get<double>();
-    else
-      Fail(key, "a number", *v);
+    if (v->is_number()) out = v->get<double>();
+    else Fail(key, "a number", *v);
   }
   bool StringList(const char* key, const Json& v, std::vector<std::string>& out) {
     for (const Json& item : v) {
@@ -162,10 +156,8 @@ class FieldReader {
   void Rank() {
     const Json* v = Get("r");
     if (!v) return;
-    if (FitsInt64(*v) && v->get<int64_t>() >= 1)
-      out_r_ = v->get<int64_t>();
-    else
-      Fail("r", "a positive integer", *v);
+    if (FitsInt64(*v) && v->get<int64_t>() >= 1) out_r_ = v->get<int64_t>();
+    else Fail("r", "a positive integer", *v);
   }
   int64_t r() const { return out_r_; }
 
@@ -233,40 +225,30 @@ void ReadFields(FieldReader& in, LoraConfig& c) {
   if (const Json* v = in.Get("bias")) {
     if (!v->is_string() || (*v != "none" && *v != "all" && *v != "lora_only"))
       in.Fail("bias", "\"none\", \"all\" or \"lora_only\"", *v);
-    else
-      c.bias = v->get<std::string>();
+    else c.bias = v->get<std::string>();
   }
   in.Selector("target_modules", c.target_modules);
   in.Selector("exclude_modules", c.exclude_modules);
   if (const Json* v = in.Value("modules_to_save")) {
-    if (v->is_array())
-      in.StringList("modules_to_save", *v, c.modules_to_save);
-    else
-      in.Fail("modules_to_save", "a list of module names or null", *v);
+    if (v->is_array()) in.StringList("modules_to_save", *v, c.modules_to_save);
+    else in.Fail("modules_to_save", "a list of module names or null", *v);
   }
   ReadLayersAndPatterns(in, c);
   if (const Json* v = in.Get("init_lora_weights")) {
-    if (v->is_boolean())
-      c.init_lora_weights = v->get<bool>() ? "true" : "false";
-    else if (v->is_string())
-      c.init_lora_weights = v->get<std::string>();
-    else
-      in.Fail("init_lora_weights", "true, false or an initialisation name", *v);
+    if (v->is_boolean()) c.init_lora_weights = v->get<bool>() ? "true" : "false";
+    else if (v->is_string()) c.init_lora_weights = v->get<std::string>();
+    else in.Fail("init_lora_weights", "true, false or an initialisation name", *v);
   }
   if (const Json* v = in.Value("trainable_token_indices")) {
-    if (v->is_array() || v->is_object())
-      c.trainable_token_indices = *v;
-    else
-      in.Fail("trainable_token_indices", "a list of token ids, an object of lists or null", *v);
+    if (v->is_array() || v->is_object()) c.trainable_token_indices = *v;
+    else in.Fail("trainable_token_indices", "a list of token ids, an object of lists or null", *v);
   }
   if (const Json* v = in.Value("layer_replication")) c.layer_replication = *v;
   for (const char* key : {"velora_config", "kasa_config"})  // __post_init__: "must be a ... dict, or None"
     if (const Json* v = in.Value(key); v && !v->is_object()) in.Fail(key, "an object or null", *v);
   if (const Json* v = in.Value("target_parameters")) {
-    if (v->is_array())
-      in.StringList("target_parameters", *v, c.target_parameters);
-    else
-      in.Fail("target_parameters", "a list of strings or null", *v);
+    if (v->is_array()) in.StringList("target_parameters", *v, c.target_parameters);
+    else in.Fail("target_parameters", "a list of strings or null", *v);
   }
 }
 
@@ -294,8 +276,11 @@ std::optional<Error> CheckPostInit(const FieldReader& in, const LoraConfig& c) {
   // PEFT's lora.ParamWrapper (the layer target_parameters creates) raises these in its constructor, so PEFT
   // cannot load such an adapter at all.
   if (!c.target_parameters.empty()) {
-    const char* why = c.use_dora ? "use_dora" : c.lora_bias ? "lora_bias" : c.fan_in_fan_out ? "fan_in_fan_out"
-                      : c.lora_dropout != 0 ? "lora_dropout" : nullptr;
+    const char* why = c.use_dora            ? "use_dora"
+                      : c.lora_bias         ? "lora_bias"
+                      : c.fan_in_fan_out    ? "fan_in_fan_out"
+                      : c.lora_dropout != 0 ? "lora_dropout"
+                                            : nullptr;
     if (why)
       return Invalid(std::string("`target_parameters` cannot be combined with `") + why +
                      "`: PEFT's ParamWrapper refuses it (use_dora, lora_bias, fan_in_fan_out and lora_dropout != 0 "
@@ -325,9 +310,8 @@ std::optional<Error> CheckInitMode(const std::string& mode) {
       Lower(mode) == "gaussian")
     return std::nullopt;
   const std::string field = "init_lora_weights=\"" + mode + "\" ";
-  const std::string rewrites = field +
-                               "rewrites the base weights when PEFT loads the adapter; convert it with PEFT's "
-                               "path_initial_model_for_weight_conversion first";
+  const std::string rewrites = field + "rewrites the base weights when PEFT loads the adapter; convert it with PEFT's "
+                                       "path_initial_model_for_weight_conversion first";
   if (mode.starts_with("pissa")) {
     if (!IsPissaMode(mode))
       return Invalid("`init_lora_weights` must be \"pissa\" or \"pissa_niter_<n>\", found \"" + mode + "\"");

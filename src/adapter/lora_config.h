@@ -38,25 +38,25 @@ struct LoraConfig {
   std::optional<std::string> revision;
   std::optional<std::string> peft_version;
   int64_t r = 8;
-  double lora_alpha = 8;           // the JSON may hold an int or a float; document keeps which
+  double lora_alpha = 8;  // the JSON may hold an int or a float; document keeps which
   double lora_dropout = 0.0;
   bool fan_in_fan_out = false;
-  std::string bias = "none";       // none | all | lora_only
+  std::string bias = "none";  // none | all | lora_only
   bool use_rslora = false;
   bool use_dora = false;
   bool lora_bias = false;
   ModuleSelector target_modules;
   ModuleSelector exclude_modules;
-  std::vector<std::string> modules_to_save;                        // empty when null
+  std::vector<std::string> modules_to_save;  // empty when null
   // Parameters wrapped by PEFT's ParamWrapper (MoE experts' fused 3-D weights), as written: each entry matches
   // a parameter whose dotted path is the entry or ends with "." + entry (tuners_utils _inject_parameters).
-  std::vector<std::string> target_parameters;                      // empty when null
-  std::vector<int64_t> layers_to_transform;                        // empty when null; an int becomes [int]
-  std::vector<std::string> layers_pattern;                         // empty when null; a string becomes [s]
-  std::vector<std::pair<std::string, int64_t>> rank_pattern;       // in file order
-  std::vector<std::pair<std::string, double>> alpha_pattern;       // in file order
-  std::string init_lora_weights = "true";                          // "true", "false" or the mode string
-  std::optional<Json> trainable_token_indices;   // kept as written
+  std::vector<std::string> target_parameters;                 // empty when null
+  std::vector<int64_t> layers_to_transform;                   // empty when null; an int becomes [int]
+  std::vector<std::string> layers_pattern;                    // empty when null; a string becomes [s]
+  std::vector<std::pair<std::string, int64_t>> rank_pattern;  // in file order
+  std::vector<std::pair<std::string, double>> alpha_pattern;  // in file order
+  std::string init_lora_weights = "true";                     // "true", "false" or the mode string
+  std::optional<Json> trainable_token_indices;                // kept as written
   std::optional<Json> layer_replication;
   // The regexes above, compiled once by ParseLoraConfig (CompileConfigPatterns in module_select.h).
   std::shared_ptr<const ConfigPatterns> patterns;

@@ -76,8 +76,7 @@ std::string Quote(std::string_view s) {
 }
 
 // Compiles one wrapped pattern into `out`; `what` names the field and entry for the message.
-Status Add(const std::string& what, const std::string& python, std::vector<PythonRegex>& out,
-           int allowed_groups = -1) {
+Status Add(const std::string& what, const std::string& python, std::vector<PythonRegex>& out, int allowed_groups = -1) {
   auto re = CompilePythonRegex(python);
   if (!re.ok()) return MakeError(ErrorCode::InvalidConfig, "adapter_config.json: " + what + ": " + re.error().message);
   if (allowed_groups >= 0 && re->group_count() > allowed_groups)
@@ -114,8 +113,7 @@ Result<std::shared_ptr<const ConfigPatterns>> Compile(const LoraConfig& config) 
     if (IsPlainSegment(m)) {
       out->saved_module_names.push_back(m);
     } else if (regex_entries.insert(m).second) {
-      if (Status s = Add("`modules_to_save` entry " + Quote(m), SavedModulePattern(m), out->modules_to_save);
-          !s.ok())
+      if (Status s = Add("`modules_to_save` entry " + Quote(m), SavedModulePattern(m), out->modules_to_save); !s.ok())
         return s.error();
     }
   }

@@ -193,8 +193,7 @@ class TableParser {
   }
 
   // A template string: non-empty, at most one {N}, no '{' or '}' otherwise.
-  std::optional<std::string> Template(const Json& obj, const std::string& where, const char* key,
-                                      bool required) {
+  std::optional<std::string> Template(const Json& obj, const std::string& where, const char* key, bool required) {
     auto it = obj.find(key);
     std::string field = where + "." + key;
     if (it == obj.end() || it->is_null()) {
@@ -298,7 +297,7 @@ class TableParser {
       }
       auto pk = it->find("kind");
       auto kind = pk != it->end() && pk->is_string() ? ParseRowPermutationKind(pk->get_ref<const std::string&>())
-                                                      : std::nullopt;
+                                                     : std::nullopt;
       if (!kind) {
         Fail(field + ".kind", "must be one of llama_rope, falcon_qkv, gptneox_qkv");
         return std::nullopt;
@@ -404,10 +403,8 @@ Status NamingTables::Add(std::span<const EmbeddedFile> files) {
   PB_ASSIGN_OR_RETURN(auto parsed, Parse(files));
   for (auto& t : parsed.arches_) {
     auto same = std::find_if(arches_.begin(), arches_.end(), [&](const ArchTable& a) { return a.name == t.name; });
-    if (same != arches_.end())
-      *same = std::move(t);
-    else
-      arches_.push_back(std::move(t));
+    if (same != arches_.end()) *same = std::move(t);
+    else arches_.push_back(std::move(t));
   }
   return Status::Ok();
 }

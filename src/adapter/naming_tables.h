@@ -35,9 +35,9 @@ enum class ModuleKind {
 std::string_view ModuleKindName(ModuleKind kind);
 
 struct ModuleTemplate {
-  std::string hf;         // relative to one of the table's body prefixes, {N} = layer index: "layers.{N}.self_attn.q_proj"
-  bool head = false;      // true: `hf` is a full path outside the body (lm_head, score, classifier.dense)
-  std::string canonical;  // "layers/{N}/attention/query"
+  std::string hf;     // relative to one of the table's body prefixes, {N} = layer index: "layers.{N}.self_attn.q_proj"
+  bool head = false;  // true: `hf` is a full path outside the body (lm_head, score, classifier.dense)
+  std::string canonical;            // "layers/{N}/attention/query"
   std::optional<std::string> gguf;  // "blk.{N}.attn_q" (no ".weight"); absent: llama.cpp has no such tensor
   ModuleKind kind = ModuleKind::kLinear;
   std::optional<RowPermutation> gguf_permute;
@@ -95,7 +95,8 @@ class NamingTables {
 
   std::optional<ModuleMatch> MatchHf(const ArchTable& arch, std::string_view hf_module_path) const;
   // The HF path for a canonical / GGUF name, under `prefix` (a body prefix of the table).
-  std::optional<ModuleMatch> FromCanonical(const ArchTable& arch, std::string_view canonical, std::string_view prefix) const;
+  std::optional<ModuleMatch> FromCanonical(const ArchTable& arch, std::string_view canonical,
+                                           std::string_view prefix) const;
   std::optional<ModuleMatch> FromGguf(const ArchTable& arch, std::string_view gguf_name, std::string_view prefix) const;
   // kohya-style paths lose their dots ("model_layers_0_self_attn_q_proj"); the templates disambiguate.
   // Returns the match only when exactly one template (under any body prefix) fits.

@@ -21,7 +21,8 @@ std::optional<int> RegistrationRank(std::string_view parameter) {
 
 // PEFT's match: `key in target_names or key.endswith("." + target)` for key = holder.parameter.
 bool Names(std::string_view entry, std::string_view key) {
-  return key == entry || (key.size() > entry.size() && key.ends_with(entry) && key[key.size() - entry.size() - 1] == '.');
+  return key == entry ||
+         (key.size() > entry.size() && key.ends_with(entry) && key[key.size() - entry.size() - 1] == '.');
 }
 
 // A bare entry ("down_proj", as PEFT's own conversion of MLP targets writes them) names a parameter of any module,
@@ -58,8 +59,8 @@ std::optional<Result<ExpertsTarget>> ParamWrapperOf(const LoraConfig& config, st
   if (t.wrapped.empty()) return std::nullopt;
   if (!qualified && t.depth == 0 && !HoldsParameters(config, t.holder)) return std::nullopt;
   auto refuse = [&](const std::string& why) -> std::optional<Result<ExpertsTarget>> {
-    return Result<ExpertsTarget>(MakeError(ErrorCode::UnsupportedAdapter,
-                                           "LoRA on parameters of `" + t.holder + "`: " + why));
+    return Result<ExpertsTarget>(
+        MakeError(ErrorCode::UnsupportedAdapter, "LoRA on parameters of `" + t.holder + "`: " + why));
   };
   if (t.wrapped.size() > 1) {
     std::vector<std::pair<int, std::string>> ranked;

@@ -33,7 +33,7 @@ struct ExpertsTarget {
   // Every parameter of `holder` that target_parameters names, in registration order (innermost first): the
   // nesting is right only if the base has each of them (the merge plan checks).
   std::vector<std::string> wrapped;
-  uint64_t num_experts = 0;    // E = A's rows / r (set when the module is assembled)
+  uint64_t num_experts = 0;  // E = A's rows / r (set when the module is assembled)
 };
 
 // For the module part of a PEFT LoRA key (after "base_model.model.", before ".lora_A.weight"): nullopt when no

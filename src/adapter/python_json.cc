@@ -41,7 +41,7 @@ void ShortestDecimal(double v, uint64_t& m, int& q) {
       ++m;
       break;
     }
-  }  // at n = 17 the nearest always reads back
+  }                      // at n = 17 the nearest always reads back
   while (m % 10 == 0) {  // 2.50e+00 -> 25e-1: repr never shows trailing zeros (m > 0 here)
     m /= 10;
     ++q;
@@ -61,17 +61,39 @@ uint32_t NextCodePoint(const std::string& s, size_t& i) {
   const auto c = static_cast<unsigned char>(s[i]);
   size_t len = 0;
   uint32_t cp = 0, min = 0;
-  if (c < 0x80) { ++i; return c; }
-  if ((c & 0xE0) == 0xC0) { len = 2; min = 0x80; cp = c & 0x1F; }
-  else if ((c & 0xF0) == 0xE0) { len = 3; min = 0x800; cp = c & 0x0F; }
-  else if ((c & 0xF8) == 0xF0) { len = 4; min = 0x10000; cp = c & 0x07; }
-  if (len == 0 || i + len > s.size()) { ++i; return 0xFFFD; }
+  if (c < 0x80) {
+    ++i;
+    return c;
+  }
+  if ((c & 0xE0) == 0xC0) {
+    len = 2;
+    min = 0x80;
+    cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3;
+    min = 0x800;
+    cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4;
+    min = 0x10000;
+    cp = c & 0x07;
+  }
+  if (len == 0 || i + len > s.size()) {
+    ++i;
+    return 0xFFFD;
+  }
   for (size_t k = 1; k < len; ++k) {
     const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xC0) != 0x80) { ++i; return 0xFFFD; }
+    if ((b & 0xC0) != 0x80) {
+      ++i;
+      return 0xFFFD;
+    }
     cp = (cp << 6) | (b & 0x3F);
   }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) { ++i; return 0xFFFD; }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    ++i;
+    return 0xFFFD;
+  }
   i += len;
   return cp;
 }
@@ -125,13 +147,15 @@ class Writer {
  private:
   void Object(const Json& v, int depth) {
     const auto& object = v.get_ref<const Json::object_t&>();
-    if (object.empty()) { out_ += "{}"; return; }
+    if (object.empty()) {
+      out_ += "{}";
+      return;
+    }
     std::vector<const Json::object_t::value_type*> items;
     items.reserve(object.size());
     for (const auto& kv : object) items.push_back(&kv);
     // Python sorts str keys by code point; for valid UTF-8, byte order is the same order.
-    if (options_.sort_keys)
-      std::sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
+    if (options_.sort_keys) std::sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
     out_.push_back('{');
     for (size_t i = 0; i < items.size(); ++i) {
       Separator(i, depth + 1);
@@ -144,7 +168,10 @@ class Writer {
 
   void Array(const Json& v, int depth) {
     const auto& array = v.get_ref<const Json::array_t&>();
-    if (array.empty()) { out_ += "[]"; return; }
+    if (array.empty()) {
+      out_ += "[]";
+      return;
+    }
     out_.push_back('[');
     for (size_t i = 0; i < array.size(); ++i) {
       Separator(i, depth + 1);

@@ -13,8 +13,8 @@
 namespace pb::adapter {
 
 struct PythonJsonOptions {
-  int indent = 2;          // spaces per level; < 0 means Python's indent=None (", " and ": " on one line)
-  bool sort_keys = true;   // sort object keys by code point, like Python's sorted() on str
+  int indent = 2;         // spaces per level; < 0 means Python's indent=None (", " and ": " on one line)
+  bool sort_keys = true;  // sort object keys by code point, like Python's sorted() on str
 };
 
 // Formats a double as Python's repr(float): shortest round-trip digits; scientific notation when the

@@ -10,8 +10,8 @@
 // O(program size x text length) whatever the pattern ("(a+)+$" included), uses no recursion proportional
 // to the text or the pattern, and cannot fail at run time. Lookahead is decided without backtracking by
 // a backward pass per lookahead that marks, for every position, whether the assertion holds there.
-// Limits, each a precise InvalidConfig: 100,000 bytes of pattern, 100 nested groups, repeat counts up to 1000, 10000 instructions
-// after {m,n} expansion.
+// Limits, each a precise InvalidConfig: 100,000 bytes of pattern, 100 nested groups, repeat counts up to 1000, 10000
+// instructions after {m,n} expansion.
 //
 // Text is matched by code point (UTF-8 decoded; an invalid byte is one code point that only `.` and
 // negated classes match), as Python matches a str. Patterns are ASCII. Outside ASCII, \d matches nothing,
@@ -55,7 +55,7 @@ class RegexSubject {
 class PythonRegex {
  public:
   bool FullMatch(std::string_view text) const { return FullMatch(RegexSubject(text)); }  // re.fullmatch
-  bool Match(std::string_view text) const { return Match(RegexSubject(text)); }  // re.match: anchored at start
+  bool Match(std::string_view text) const { return Match(RegexSubject(text)); }          // re.match: anchored at start
   bool FullMatch(const RegexSubject& text) const;
   bool Match(const RegexSubject& text) const;
 

@@ -20,8 +20,9 @@ class Compiler {
     Emit(root);
     Push({Op::kMatch});
     auto& insts = out->insts;
-    while (out->straight < insts.size() && (insts[out->straight].op == Op::kChar || insts[out->straight].op == Op::kAny ||
-                                            insts[out->straight].op == Op::kClass || insts[out->straight].op == Op::kAssert))
+    while (out->straight < insts.size() &&
+           (insts[out->straight].op == Op::kChar || insts[out->straight].op == Op::kAny ||
+            insts[out->straight].op == Op::kClass || insts[out->straight].op == Op::kAssert))
       ++out->straight;
     return !too_large_;
   }
@@ -138,8 +139,8 @@ Result<Program> CompileTree(const Tree& tree, std::string_view pattern) {
             Compiler(tree, /*backward=*/true, /*captures=*/false).Compile(tree.root, &p.backward);
   for (size_t k = 0; ok && k < tree.looks.size(); ++k) {
     p.looks.emplace_back();
-    ok = Compiler(tree, /*backward=*/true, /*captures=*/false).Compile(tree.nodes[tree.looks[k]].children[0],
-                                                                       &p.looks.back());
+    ok = Compiler(tree, /*backward=*/true, /*captures=*/false)
+             .Compile(tree.nodes[tree.looks[k]].children[0], &p.looks.back());
   }
   if (!ok)
     return MakeError(ErrorCode::InvalidConfig, "pattern too large: more than " + std::to_string(kMaxInstructions) +

@@ -10,9 +10,9 @@
 
 namespace pb::adapter::regex_internal {
 
-constexpr size_t kMaxPatternBytes = 100000;  // longer patterns would not fit kMaxInstructions anyway
-constexpr uint32_t kMaxNesting = 100;        // nested groups (the compiler's recursion is bounded by it)
-constexpr uint32_t kMaxRepeat = 1000;        // m and n of {m,n}
+constexpr size_t kMaxPatternBytes = 100000;   // longer patterns would not fit kMaxInstructions anyway
+constexpr uint32_t kMaxNesting = 100;         // nested groups (the compiler's recursion is bounded by it)
+constexpr uint32_t kMaxRepeat = 1000;         // m and n of {m,n}
 constexpr uint32_t kMaxInstructions = 10000;  // program size after {m,n} expansion, forward or backward
 constexpr uint32_t kUnbounded = UINT32_MAX;   // n of *, + and {m,}
 
@@ -92,9 +92,9 @@ struct Code {
 };
 
 struct Program {
-  Code forward;                // for MatchGroups and re.match
-  Code backward;               // the pattern reversed: matched from the end of the text towards its start
-  std::vector<Code> looks;     // each lookahead body, reversed (decided by a backward pass)
+  Code forward;             // for MatchGroups and re.match
+  Code backward;            // the pattern reversed: matched from the end of the text towards its start
+  std::vector<Code> looks;  // each lookahead body, reversed (decided by a backward pass)
   std::vector<CharClass> classes;
   int groups = 0;
   bool ends_with_dollar = false;  // every match ends at a top-level trailing `$`

@@ -14,7 +14,9 @@ namespace {
 
 bool IsOctal(char c) { return c >= '0' && c <= '7'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsAlnum(unsigned char c) { return IsDigit(static_cast<char>(c)) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool IsAlnum(unsigned char c) {
+  return IsDigit(static_cast<char>(c)) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
 int HexValue(char c) {
   if (IsDigit(c)) return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -177,7 +179,8 @@ class Parser {
       case 'U': return hex(8);
       case '0': {
         uint32_t v = 0;
-        for (int k = 0; k < 2 && i_ < p_.size() && IsOctal(p_[i_]); ++k) v = v * 8 + static_cast<uint32_t>(p_[i_++] - '0');
+        for (int k = 0; k < 2 && i_ < p_.size() && IsOctal(p_[i_]); ++k)
+          v = v * 8 + static_cast<uint32_t>(p_[i_++] - '0');
         *value = v;
         return std::nullopt;
       }

@@ -34,10 +34,13 @@ Result<AdapterFormat> DetectFormat(const Header& header, const std::optional<std
   for (size_t i = 0; i < header.tensor_count(); ++i) {
     std::string_view name = header.tensor(i).name;
     if (name.starts_with("base_model.model.")) ++votes[static_cast<size_t>(AdapterFormat::kPeft)];
-    else if (name.ends_with(".weight.lora_a") || name.ends_with(".weight.lora_b")) ++votes[static_cast<size_t>(AdapterFormat::kGgufNames)];
+    else if (name.ends_with(".weight.lora_a") || name.ends_with(".weight.lora_b"))
+      ++votes[static_cast<size_t>(AdapterFormat::kGgufNames)];
     else if (name.ends_with(".lora_a") || name.ends_with(".lora_b")) ++votes[static_cast<size_t>(AdapterFormat::kMlx)];
-    else if (name.ends_with(".lora_down.weight") || name.ends_with(".lora_up.weight")) ++votes[static_cast<size_t>(AdapterFormat::kKohya)];
-    else if (name.ends_with("_lora.down.weight") || name.ends_with("_lora.up.weight")) ++votes[static_cast<size_t>(AdapterFormat::kDiffusersAttnProc)];
+    else if (name.ends_with(".lora_down.weight") || name.ends_with(".lora_up.weight"))
+      ++votes[static_cast<size_t>(AdapterFormat::kKohya)];
+    else if (name.ends_with("_lora.down.weight") || name.ends_with("_lora.up.weight"))
+      ++votes[static_cast<size_t>(AdapterFormat::kDiffusersAttnProc)];
   }
   size_t best = std::max_element(votes, votes + kAdapterFormatCount) - votes;
   if (votes[best] == 0)
@@ -96,17 +99,16 @@ Result<ReadResult> ReadGgufAdapter(const AdapterSource& source, const ReadOption
 Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& options) {
   // The JSON files come first: a malformed or hostile one (100,000 levels deep…) fails before any work, and
   // the readers below, which parse them again, may then take them as valid.
-  if (source.config)
-    PB_RETURN_IF_ERROR(ParseJson(*source.config, "adapter_config.json"));
-  if (source.base_config)
-    PB_RETURN_IF_ERROR(ParseJson(*source.base_config, "config.json"));
+  if (source.config) PB_RETURN_IF_ERROR(ParseJson(*source.config, "adapter_config.json"));
+  if (source.base_config) PB_RETURN_IF_ERROR(ParseJson(*source.base_config, "config.json"));
   if (source.gguf || (!source.header && gguf::LooksLikeGguf(source.weights))) return ReadGgufAdapter(source, options);
   Result<Header> header = source.header ? Result<Header>(*source.header) : ParseWholeFile(source.weights);
   if (source.header) {
     uint64_t inline_total = 0;
     for (const ByteRange& r : InlineTensorRanges(*source.header)) inline_total += r.size();
     if (source.inline_bytes.size() != inline_total)
-      return MakeError(ErrorCode::InvalidArgument, source.weights_name + ": " + std::to_string(source.inline_bytes.size()) +
+      return MakeError(ErrorCode::InvalidArgument, source.weights_name + ": " +
+                                                       std::to_string(source.inline_bytes.size()) +
                                                        " inline tensor bytes given, the header's small tensors hold " +
                                                        std::to_string(inline_total));
   }
@@ -264,8 +266,8 @@ std::string TargetName(std::string_view path) {
 
 }  // namespace
 
-Json SynthesizeConfig(const std::vector<std::pair<std::string, std::pair<int64_t, double>>>& rank_alpha,
-                      bool use_dora, const std::optional<std::string>& base_model) {
+Json SynthesizeConfig(const std::vector<std::pair<std::string, std::pair<int64_t, double>>>& rank_alpha, bool use_dora,
+                      const std::optional<std::string>& base_model) {
   Json doc = DefaultLoraConfigDocument();
   // The most common rank and alpha become r and lora_alpha; the others become per-module patterns, keyed
   // by the escaped full module path (matched by PEFT >= 0.15's "(.*\.)?(p)$" rule).

@@ -12,7 +12,8 @@ Result<ReadResult> ReadDiffusersAttnProc(ReadState& state) {
     const std::string name(state.header.tensor(i).name);
     auto key = SplitFormatKey(table, name);
     if (!key) {
-      state.Reject(name, "not a diffusers attention-processor LoRA tensor (expected *_lora.down.weight / *_lora.up.weight)");
+      state.Reject(name,
+                   "not a diffusers attention-processor LoRA tensor (expected *_lora.down.weight / *_lora.up.weight)");
       continue;
     }
     const std::string module = RewritePath(table, key->spelled_path);

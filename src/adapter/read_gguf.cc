@@ -45,8 +45,8 @@ Status CheckAdapterKeys(const std::string& file, const gguf::GgufFile& gguf) {
                       "GGUF key `" + std::string(key) + "` is " + std::string(gguf::ValueTypeName(k->type)) +
                           "; llama.cpp reads it as a STRING");
     if (value && k->text != *value) {
-      std::string what = "GGUF key `" + std::string(key) + "` is " + gguf::Quote(k->text) + ", not `" +
-                         std::string(*value) + "`";
+      std::string what =
+          "GGUF key `" + std::string(key) + "` is " + gguf::Quote(k->text) + ", not `" + std::string(*value) + "`";
       if (key == "general.type") what += ": this .gguf file is not a LoRA adapter (a model, or another kind of file)";
       else what += ": peft-bridge reads LoRA adapters only";
       return KeyError(file, k, key, what);

@@ -58,7 +58,8 @@ Result<ReadResult> ReadLlamaCppLayout(ReadState& state, const LlamaCppFile& file
       continue;
     }
     std::optional<ModuleMatch> match;
-    if (auto it = recorded.find(key->spelled_path); it != recorded.end()) match = state.tables.MatchHf(*table_arch, it->second);
+    if (auto it = recorded.find(key->spelled_path); it != recorded.end())
+      match = state.tables.MatchHf(*table_arch, it->second);
     if (!match) match = state.tables.FromGguf(*table_arch, key->spelled_path, prefix);
     if (!match) {
       state.Reject(name, "the " + table_arch->name + " naming table has no module for `" + key->spelled_path + "`");
@@ -110,7 +111,8 @@ Result<ReadResult> ReadLlamaCppLayout(ReadState& state, const LlamaCppFile& file
     size_t kept = 0;
     for (size_t i = 0; i < state.role_tensors.size(); ++i) {
       if (halves[state.role_tensors[i].module] != 3) {
-        const bool is_a = state.role_tensors[i].role == PeftRole::kLoraA || state.role_tensors[i].role == PeftRole::kEmbeddingA;
+        const bool is_a = state.role_tensors[i].role == PeftRole::kLoraA ||
+                          state.role_tensors[i].role == PeftRole::kEmbeddingA;
         state.Reject(state.role_sources[i], std::string("its pair's ") + (is_a ? ".lora_b" : ".lora_a") +
                                                 " tensor is missing or rejected (llama.cpp needs both halves)");
         continue;

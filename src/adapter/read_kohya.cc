@@ -65,9 +65,9 @@ Result<ReadResult> ReadKohya(ReadState& state) {
     return found;
   };
 
-  std::map<std::string, double> alphas;        // module -> alpha tensor value
+  std::map<std::string, double> alphas;  // module -> alpha tensor value
   std::map<std::string, std::string> alpha_keys;
-  std::map<std::string, Tensor> magnitudes;    // module -> dora_scale, checked once B is known
+  std::map<std::string, Tensor> magnitudes;  // module -> dora_scale, checked once B is known
   std::map<std::string, std::string> magnitude_keys;
   for (size_t i = 0; i < state.header.tensor_count(); ++i) {
     const std::string name(state.header.tensor(i).name);
@@ -110,7 +110,8 @@ Result<ReadResult> ReadKohya(ReadState& state) {
     if (rt.role == PeftRole::kLoraB && !rt.tensor.shape.empty()) out_features[rt.module] = rt.tensor.shape[0];
   for (auto& [module, t] : magnitudes) {
     auto out = out_features.find(module);
-    if (out != out_features.end() && !t.shape.empty() && t.shape[0] == out->second && t.element_count() == out->second) {
+    if (out != out_features.end() && !t.shape.empty() && t.shape[0] == out->second &&
+        t.element_count() == out->second) {
       t.shape = {out->second};
       state.AddRole(magnitude_keys[module], module, PeftRole::kMagnitude, std::move(t), "reshape");
     } else {
@@ -137,7 +138,8 @@ Result<ReadResult> ReadKohya(ReadState& state) {
     doc = SynthesizeConfig(rank_alpha, !magnitudes.empty(), std::nullopt);
   }
   // The alpha tensors are consumed into the config.
-  for (const auto& [module, key] : alpha_keys) state.result.mappings.push_back({key, "adapter_config.json", "alpha", ""});
+  for (const auto& [module, key] : alpha_keys)
+    state.result.mappings.push_back({key, "adapter_config.json", "alpha", ""});
   if (arch.value()) state.result.adapter.arch = arch.value()->name;
   PB_ASSIGN_OR_RETURN(auto config, ConfigFromDocument(doc));
   return state.Finish(std::move(config));

@@ -38,7 +38,8 @@ Result<ReadResult> ReadMlx(ReadState& state) {
     return MakeError(ErrorCode::UnsupportedAdapter,
                      "mlx-lm fine_tune_type \"full\" saves full weights, not an adapter");
   if (fine_tune_type != "lora" && fine_tune_type != "dora")
-    return MakeError(ErrorCode::UnsupportedAdapter, "mlx-lm fine_tune_type \"" + fine_tune_type + "\" is not supported");
+    return MakeError(ErrorCode::UnsupportedAdapter,
+                     "mlx-lm fine_tune_type \"" + fine_tune_type + "\" is not supported");
   double scale = 20.0;  // mlx-lm's default when lora_parameters leaves it out
   auto params = cfg.find("lora_parameters");
   if (params != cfg.end() && params->is_object() && params->contains("scale")) {
@@ -51,12 +52,12 @@ Result<ReadResult> ReadMlx(ReadState& state) {
   std::set<std::string, std::less<>> embedding_modules;  // as write_mlx.cc records them
   if (auto recorded = cfg.find(kEmbeddingModulesKey); recorded != cfg.end()) {
     if (!recorded->is_array())
-      return MakeError(ErrorCode::InvalidConfig,
-                       std::string("adapter_config.json: `") + kEmbeddingModulesKey + "` must be a list of module paths");
+      return MakeError(ErrorCode::InvalidConfig, std::string("adapter_config.json: `") + kEmbeddingModulesKey +
+                                                     "` must be a list of module paths");
     for (const auto& m : *recorded) {
       if (!m.is_string())
-        return MakeError(ErrorCode::InvalidConfig,
-                         std::string("adapter_config.json: `") + kEmbeddingModulesKey + "` must be a list of module paths");
+        return MakeError(ErrorCode::InvalidConfig, std::string("adapter_config.json: `") + kEmbeddingModulesKey +
+                                                       "` must be a list of module paths");
       embedding_modules.insert(m.get<std::string>());
     }
   }

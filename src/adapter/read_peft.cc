@@ -23,7 +23,8 @@ std::string_view ModuleOf(std::string_view key) {
 }
 
 bool EndsWithComponent(std::string_view path, std::string_view name) {
-  return path == name || (path.size() > name.size() && path.ends_with(name) && path[path.size() - name.size() - 1] == '.');
+  return path == name ||
+         (path.size() > name.size() && path.ends_with(name) && path[path.size() - name.size() - 1] == '.');
 }
 
 // Why a key that is not a LoRA factor of this adapter type is not understood.
@@ -32,8 +33,12 @@ std::string ForeignTensorReason(std::string_view key) {
     std::string_view text;
     std::string_view type;
   };
-  constexpr std::array<Marker, 6> kMarkers = {{{"hada_", "LoHa"}, {"lokr_", "LoKr"}, {"ia3_l", "IA3"},
-                                               {".lora_E", "AdaLoRA"}, {"lora_", "LoRA"}, {"vera_", "VeRA"}}};
+  constexpr std::array<Marker, 6> kMarkers = {{{"hada_", "LoHa"},
+                                               {"lokr_", "LoKr"},
+                                               {"ia3_l", "IA3"},
+                                               {".lora_E", "AdaLoRA"},
+                                               {"lora_", "LoRA"},
+                                               {"vera_", "VeRA"}}};
   for (const auto& m : kMarkers) {
     if (key.find(m.text) == std::string_view::npos) continue;
     if (m.type == "LoRA")
@@ -60,7 +65,8 @@ Result<std::vector<uint64_t>> TokenIndicesFor(const LoraConfig& config, const st
   } else {
     for (const auto& [name, value] : spec.items())
       if (module.ends_with(name)) {
-        if (list && *list != value) return fail("trainable_token_indices has two entries that name it with different indices");
+        if (list && *list != value)
+          return fail("trainable_token_indices has two entries that name it with different indices");
         list = &value;
       }
     if (!list) return fail("no entry of trainable_token_indices names this module");
@@ -68,14 +74,15 @@ Result<std::vector<uint64_t>> TokenIndicesFor(const LoraConfig& config, const st
   if (!list->is_array()) return fail("its trainable_token_indices entry is not a list");
   std::vector<uint64_t> indices;
   for (const Json& i : *list) {
-    if (!i.is_number_integer() || i.get<int64_t>() < 0) return fail("token index " + i.dump() + " is not a non-negative integer");
+    if (!i.is_number_integer() || i.get<int64_t>() < 0)
+      return fail("token index " + i.dump() + " is not a non-negative integer");
     indices.push_back(i.get<uint64_t>());
   }
   if (rows.shape.size() != 2 || rows.shape[0] != indices.size())
-    return MakeError(ErrorCode::ShapeMismatch, "trainable tokens of `" + module + "`: the tensor has " +
-                                                   (rows.shape.empty() ? std::string("no") : std::to_string(rows.shape[0])) +
-                                                   " rows but trainable_token_indices lists " +
-                                                   std::to_string(indices.size()) + " tokens");
+    return MakeError(ErrorCode::ShapeMismatch,
+                     "trainable tokens of `" + module + "`: the tensor has " +
+                         (rows.shape.empty() ? std::string("no") : std::to_string(rows.shape[0])) +
+                         " rows but trainable_token_indices lists " + std::to_string(indices.size()) + " tokens");
   return indices;
 }
 

@@ -58,8 +58,7 @@ const TensorRef& TensorFetch::RefOf(size_t k) const { return *requested_[lazy_[k
 
 // Completes the lazy tensors from filling_ on that need no bytes (empty tensors).
 Status TensorFetch::CompleteEmpty() {
-  while (filling_ < lazy_.size() && RefOf(filling_).range.size() == 0)
-    PB_RETURN_IF_ERROR(Complete(filling_++));
+  while (filling_ < lazy_.size() && RefOf(filling_).range.size() == 0) PB_RETURN_IF_ERROR(Complete(filling_++));
   if (filling_ == lazy_.size()) needs_.clear();
   return Status::Ok();
 }
@@ -79,7 +78,8 @@ Status TensorFetch::Complete(size_t k) {
 Status TensorFetch::Supply(std::span<const uint8_t> bytes) {
   if (!pending_status_.ok()) return pending_status_;
   while (!bytes.empty()) {
-    if (filling_ >= lazy_.size()) return MakeError(ErrorCode::InvalidArgument, "more adapter bytes than were asked for");
+    if (filling_ >= lazy_.size())
+      return MakeError(ErrorCode::InvalidArgument, "more adapter bytes than were asked for");
     const uint64_t want = RefOf(filling_).range.size();
     std::vector<uint8_t>& dst = stored_[filling_];
     if (dst.capacity() < want) {  // reserved on the first byte, so the count is what is really held

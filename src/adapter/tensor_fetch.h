@@ -50,13 +50,13 @@ class TensorFetch {
   void Recount(uint64_t transient);
   const TensorRef& RefOf(size_t lazy_index) const;
   std::vector<const Tensor*> requested_;
-  std::vector<size_t> lazy_;                 // indices into requested_ of the referenced tensors
-  std::vector<std::vector<uint8_t>> stored_; // per lazy tensor: its bytes as they arrive
-  std::vector<Tensor> made_;                 // per lazy tensor, once complete
+  std::vector<size_t> lazy_;                  // indices into requested_ of the referenced tensors
+  std::vector<std::vector<uint8_t>> stored_;  // per lazy tensor: its bytes as they arrive
+  std::vector<Tensor> made_;                  // per lazy tensor, once complete
   std::vector<ByteRange> needs_;
-  size_t filling_ = 0;                       // the lazy tensor the next supplied byte belongs to
+  size_t filling_ = 0;  // the lazy tensor the next supplied byte belongs to
   uint64_t held_ = 0, peak_ = 0;
-  Status pending_status_ = Status::Ok();     // a failure met by Request (an empty tensor's rearrangement)
+  Status pending_status_ = Status::Ok();  // a failure met by Request (an empty tensor's rearrangement)
 };
 
 // The ranges of `header`'s tensors of at most kInlineTensorBytes bytes (kohya's 0-dim alphas), which readers

@@ -97,9 +97,9 @@ Result<Tensor> Materialize(const Tensor& t, std::vector<uint8_t> stored) {
   }
   for (const Rearrangement& step : ref.steps) {
     cur.shape = step.shape;  // a reshape recorded between steps (kohya's magnitudes) changes no bytes
-    Result<Tensor> next = step.kind == Rearrangement::Kind::kTranspose2D ? Transpose2D(cur)
+    Result<Tensor> next = step.kind == Rearrangement::Kind::kTranspose2D   ? Transpose2D(cur)
                           : step.kind == Rearrangement::Kind::kPermuteRows ? PermuteRows(cur, *step.order)
-                                                                            : ScaleTensor(cur, step.scale);
+                                                                           : ScaleTensor(cur, step.scale);
     if (!next.ok()) return next.error();
     cur = std::move(next.value());
   }

@@ -71,15 +71,16 @@ Result<Json> CompatDocument(const Json& doc, std::vector<std::string>& notes) {
       out[key] = value;
       continue;
     }
-    bool is_default = defaults.contains(key) ? defaults[key] == value
-                                             : (value.is_null() || value == false || (value.is_structured() && value.empty()));
+    bool is_default = defaults.contains(key)
+                          ? defaults[key] == value
+                          : (value.is_null() || value == false || (value.is_structured() && value.empty()));
     if (key == "peft_version" || is_default) {
       notes.push_back("dropped `" + key + "` for PEFT < 0.14");
       continue;
     }
-    return MakeError(ErrorCode::UnsupportedAdapter,
-                     "`" + key + "` = " + value.dump() + " cannot be written for PEFT < 0.14: that release rejects the "
-                     "field, and dropping it would change the adapter's meaning");
+    return MakeError(ErrorCode::UnsupportedAdapter, "`" + key + "` = " + value.dump() +
+                                                        " cannot be written for PEFT < 0.14: that release rejects the "
+                                                        "field, and dropping it would change the adapter's meaning");
   }
   return out;
 }

@@ -67,7 +67,8 @@ Result<AdapterOutput> WriteGguf(const Adapter& adapter, const WriteOptions& opti
       KeyValue::String(kPeftConfigKey, DumpPythonJson(adapter.config.document, {.indent = -1, .sort_keys = true})));
   if (lora.heads) {
     file.keys.push_back(KeyValue::Uint32(arch->gguf_arch + ".attention.head_count", static_cast<uint32_t>(lora.heads)));
-    file.keys.push_back(KeyValue::Uint32(arch->gguf_arch + ".attention.head_count_kv", static_cast<uint32_t>(lora.kv_heads)));
+    file.keys.push_back(
+        KeyValue::Uint32(arch->gguf_arch + ".attention.head_count_kv", static_cast<uint32_t>(lora.kv_heads)));
   }
   bool fell_back = false;
   for (auto& t : lora.tensors) {

@@ -1,6 +1,6 @@
-// kohya-ss convention: <prefix><path with "_">.lora_down.weight (the prefix by component: adapter/kohya_names.h) = A, .lora_up.weight = B, .alpha = scaling * r
-// (kohya's scale is alpha / rank), .dora_scale = [out, 1]. The PEFT config and the dotted module paths go into
-// the metadata so that reading the file back restores the adapter exactly.
+// kohya-ss convention: <prefix><path with "_">.lora_down.weight (the prefix by component: adapter/kohya_names.h) = A,
+// .lora_up.weight = B, .alpha = scaling * r (kohya's scale is alpha / rank), .dora_scale = [out, 1]. The PEFT config
+// and the dotted module paths go into the metadata so that reading the file back restores the adapter exactly.
 #include <map>
 
 #include "adapter/format_internal.h"
@@ -43,8 +43,8 @@ Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& opt
     }
     if (m.shape == LoraShape::kEmbedding || m.b_bias || (m.magnitude && m.shape == LoraShape::kConv)) {
       std::string reason = m.shape == LoraShape::kEmbedding ? "kohya has no embedding LoRA convention"
-                           : m.b_bias ? "kohya LoRA has no lora_B bias"
-                                      : "kohya's conv dora_scale layout is not PEFT's";
+                           : m.b_bias                       ? "kohya LoRA has no lora_B bias"
+                                                            : "kohya's conv dora_scale layout is not PEFT's";
       bool emb = m.shape == LoraShape::kEmbedding;
       reject(PeftKeyFor(m.path, emb ? PeftRole::kEmbeddingA : PeftRole::kLoraA), reason);
       reject(PeftKeyFor(m.path, emb ? PeftRole::kEmbeddingB : PeftRole::kLoraB), reason);
@@ -54,7 +54,8 @@ Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& opt
     }
     const std::string base = KohyaBaseName(m.path, second_text_encoder, prefix);
     if (auto [it, inserted] = spelled.emplace(base, m.path); !inserted) {
-      const std::string reason = "its kohya name `" + base + "` is also the name of `" + it->second + "` (dots become underscores)";
+      const std::string reason =
+          "its kohya name `" + base + "` is also the name of `" + it->second + "` (dots become underscores)";
       reject(PeftKeyFor(m.path, PeftRole::kLoraA), reason);
       reject(PeftKeyFor(m.path, PeftRole::kLoraB), reason);
       if (m.magnitude) reject(PeftKeyFor(m.path, PeftRole::kMagnitude), reason);
@@ -68,7 +69,8 @@ Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& opt
     if (m.magnitude) {
       Tensor d = *m.magnitude;
       d.shape = {m.out_features(), 1};
-      add(PeftKeyFor(m.path, PeftRole::kMagnitude), base + table.Find(FormatRole::kMagnitude)->suffix, std::move(d), "reshape");
+      add(PeftKeyFor(m.path, PeftRole::kMagnitude), base + table.Find(FormatRole::kMagnitude)->suffix, std::move(d),
+          "reshape");
     }
     paths.push_back(m.path);
     if (uniform_rank && (*uniform_rank != m.rank() || *uniform_alpha != alpha)) uniform = false;

@@ -35,19 +35,31 @@ Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& optio
       if (m.b_bias) reject(PeftKeyFor(m.path, PeftRole::kLoraBBias), reason);
       if (m.magnitude) reject(PeftKeyFor(m.path, PeftRole::kMagnitude), reason);
     };
-    if (m.experts) { reject_module(ExpertsNotHeldReason("mlx-lm", *m.experts)); continue; }
+    if (m.experts) {
+      reject_module(ExpertsNotHeldReason("mlx-lm", *m.experts));
+      continue;
+    }
     auto layer = LayerIndex(m.path);
-    if (m.shape == LoraShape::kConv) { reject_module("mlx-lm has no convolution LoRA layer"); continue; }
-    if (!layer) { reject_module("mlx-lm applies LoRA inside the transformer blocks only"); continue; }
-    if (m.b_bias) { reject_module("mlx-lm's LoRA layers have no lora_B bias"); continue; }
+    if (m.shape == LoraShape::kConv) {
+      reject_module("mlx-lm has no convolution LoRA layer");
+      continue;
+    }
+    if (!layer) {
+      reject_module("mlx-lm applies LoRA inside the transformer blocks only");
+      continue;
+    }
+    if (m.b_bias) {
+      reject_module("mlx-lm's LoRA layers have no lora_B bias");
+      continue;
+    }
     if (m.magnitude && m.shape == LoraShape::kEmbedding) {
       reject_module("mlx-lm's embedding DoRA magnitude is per token, PEFT's per dimension");
       continue;
     }
     if (first && m.rank() != first->rank())
-      return MakeError(ErrorCode::UnsupportedAdapter,
-                       "mlx-lm uses one rank for every LoRA layer, but `" + first->path + "` has rank " +
-                           std::to_string(first->rank()) + " and `" + m.path + "` rank " + std::to_string(m.rank()));
+      return MakeError(ErrorCode::UnsupportedAdapter, "mlx-lm uses one rank for every LoRA layer, but `" + first->path +
+                                                          "` has rank " + std::to_string(first->rank()) + " and `" +
+                                                          m.path + "` rank " + std::to_string(m.rank()));
     if (!first) first = &m;
     written.push_back(&m);
     if (std::find(layers.begin(), layers.end(), *layer) == layers.end()) layers.push_back(*layer);
@@ -68,7 +80,8 @@ Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& optio
       b = std::move(folded);
       b_action = "fold scale, transpose";
       out.notes.push_back("`" + m->path + "`: scaling " + PythonFloatRepr(m->settings.scaling) +
-                          " differs from the adapter's " + PythonFloatRepr(scale) + "; the ratio is folded into lora_b");
+                          " differs from the adapter's " + PythonFloatRepr(scale) +
+                          "; the ratio is folded into lora_b");
     }
     auto a_t = Transpose2D(m->a);
     auto b_t = Transpose2D(b);
@@ -79,13 +92,14 @@ Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& optio
       out.weights.Add(std::move(t));
       out.mappings.push_back({std::move(canonical), std::move(name), std::move(action), ""});
     };
-    add(PeftKeyFor(m->path, emb ? PeftRole::kEmbeddingA : PeftRole::kLoraA), m->path + table.Find(FormatRole::kLoraA)->suffix,
-        std::move(a_t.value()), "transpose");
-    add(PeftKeyFor(m->path, emb ? PeftRole::kEmbeddingB : PeftRole::kLoraB), m->path + table.Find(FormatRole::kLoraB)->suffix,
-        std::move(b_t.value()), b_action);
+    add(PeftKeyFor(m->path, emb ? PeftRole::kEmbeddingA : PeftRole::kLoraA),
+        m->path + table.Find(FormatRole::kLoraA)->suffix, std::move(a_t.value()), "transpose");
+    add(PeftKeyFor(m->path, emb ? PeftRole::kEmbeddingB : PeftRole::kLoraB),
+        m->path + table.Find(FormatRole::kLoraB)->suffix, std::move(b_t.value()), b_action);
     if (m->magnitude) {
       any_dora = true;
-      add(PeftKeyFor(m->path, PeftRole::kMagnitude), m->path + table.Find(FormatRole::kMagnitude)->suffix, *m->magnitude, "copy");
+      add(PeftKeyFor(m->path, PeftRole::kMagnitude), m->path + table.Find(FormatRole::kMagnitude)->suffix,
+          *m->magnitude, "copy");
     }
   }
 

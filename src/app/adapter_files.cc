@@ -9,8 +9,8 @@ namespace pb::app {
 
 namespace {
 
-constexpr std::string_view kPreferredWeights[] = {
-    "adapter_model.safetensors", "adapters.safetensors", "pytorch_lora_weights.safetensors"};
+constexpr std::string_view kPreferredWeights[] = {"adapter_model.safetensors", "adapters.safetensors",
+                                                  "pytorch_lora_weights.safetensors"};
 
 bool Listed(std::span<const std::string> files, std::string_view name) {
   return std::find(files.begin(), files.end(), name) != files.end();
@@ -53,10 +53,13 @@ Result<AdapterFiles> ChooseAdapterFiles(std::string_view dir, std::span<const st
                        "`" + shown + "` holds several .gguf files and no .safetensors adapter; pass the file itself");
   }
   if (safetensors.size() > 1)
-    return MakeError(ErrorCode::InvalidArgument, "`" + shown + "` holds several .safetensors files and none has an "
-                                                 "adapter's usual name; pass the file itself");
+    return MakeError(ErrorCode::InvalidArgument, "`" + shown +
+                                                     "` holds several .safetensors files and none has an "
+                                                     "adapter's usual name; pass the file itself");
   if (Listed(files, "adapter_model.bin")) return adapter::PickleAdapterError("adapter_model.bin");
-  return MakeError(ErrorCode::IoError, "`" + shown + "` holds no adapter_model.safetensors (or other .safetensors file, or one .gguf file)");
+  return MakeError(
+      ErrorCode::IoError,
+      "`" + shown + "` holds no adapter_model.safetensors (or other .safetensors file, or one .gguf file)");
 }
 
 Status CheckAdapterWeightsPath(std::string_view path) {

@@ -80,8 +80,9 @@ Result<BaseConfigChoice> ChooseBaseConfig(const BaseConfigFacts& facts) {
     }
   }
   choice.hint = "the adapter's base_model_name_or_path `" + base.name + "` is not a local folder with config.json";
-  choice.hint += hub ? "; pass --base-config " + HubAddress(base) + " (its config.json, read from the Hub) or a local "
-                       "copy's config.json"
+  choice.hint += hub ? "; pass --base-config " + HubAddress(base) +
+                           " (its config.json, read from the Hub) or a local "
+                           "copy's config.json"
                      : "; pass --base-config BASE/config.json";
   return choice;
 }

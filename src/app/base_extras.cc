@@ -6,9 +6,8 @@
 namespace pb::app {
 
 bool IsWeightFile(std::string_view name) {
-  constexpr std::array<std::string_view, 11> kSuffixes = {".safetensors", ".index.json", ".bin",  ".pt",
-                                                          ".pth",         ".ckpt",       ".gguf", ".h5",
-                                                          ".msgpack",     ".onnx",       ".pkl"};
+  constexpr std::array<std::string_view, 11> kSuffixes = {
+      ".safetensors", ".index.json", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".pkl"};
   for (auto s : kSuffixes)
     if (name.size() > s.size() && name.ends_with(s)) return true;
   return name == "adapter_config.json" || name.starts_with("adapter_model.");

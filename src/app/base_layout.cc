@@ -14,7 +14,8 @@ Result<std::string> ChooseBaseFile(std::string_view dir, std::span<const std::st
   std::string message = "`" + std::string(dir) + "` has neither model.safetensors nor model.safetensors.index.json";
   // An adapter's folder (a Hub adapter repo, most often) given where a model belongs.
   if (listed("adapter_config.json"))
-    message += ": it is an adapter (adapter_config.json); `peft-bridge adapter-info " + std::string(dir) + "` describes it";
+    message +=
+        ": it is an adapter (adapter_config.json); `peft-bridge adapter-info " + std::string(dir) + "` describes it";
   return MakeError(ErrorCode::IoError, std::move(message));
 }
 

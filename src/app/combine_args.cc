@@ -66,7 +66,8 @@ compose::CombineOptions CombineOptionsOf(const CommandLine& line) {
   if (auto v = line.Value("density")) o.density = *Number(*v);
   if (auto v = line.Value("svd-clamp")) o.svd_clamp = *Number(*v);
   if (auto v = line.Value("seed")) o.seed = *Count(*v);
-  if (line.Value("majority-sign") == std::optional<std::string>("frequency")) o.majority_sign = compose::MajoritySign::kFrequency;
+  if (line.Value("majority-sign") == std::optional<std::string>("frequency"))
+    o.majority_sign = compose::MajoritySign::kFrequency;
   o.peft_compat = line.Has("peft-compat");
   o.allow_partial = line.Has("allow-partial");
   if (auto d = line.Value("dtype")) o.dtype = ParseFloatDtypeName(*d);

@@ -48,7 +48,8 @@ std::string RenderCombinePlanText(const CombineReport& r) {
   for (const auto& m : p.modules)
     out += "  " + m.path + ": " + std::to_string(m.inputs.size()) + " adapter(s), rank " + Ranks(m) + " -> " +
            std::to_string(m.rank) + "\n";
-  for (const auto& e : p.extras) out += "  " + e.key + ": modules_to_save, " + std::to_string(e.inputs.size()) + " adapter(s)\n";
+  for (const auto& e : p.extras)
+    out += "  " + e.key + ": modules_to_save, " + std::to_string(e.inputs.size()) + " adapter(s)\n";
   for (const auto& n : p.notes) out += "note: " + n + "\n";
   if (r.dry_run) out += "would write: " + Files(p) + "\n";
   return out;
@@ -81,7 +82,8 @@ std::string RenderCombineJson(const CombineReport& r) {
   j["dtype"] = std::string(DtypeName(p.dtype));
   j["runtimeScale"] = p.runtime_scale;
   Json inputs = Json::array();
-  for (size_t i = 0; i < r.labels.size(); ++i) inputs.push_back({{"adapter", r.labels[i]}, {"weight", p.options.weights[i]}});
+  for (size_t i = 0; i < r.labels.size(); ++i)
+    inputs.push_back({{"adapter", r.labels[i]}, {"weight", p.options.weights[i]}});
   j["inputs"] = inputs;
   Json modules = Json::array();
   for (size_t m = 0; m < p.modules.size(); ++m) {

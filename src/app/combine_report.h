@@ -12,7 +12,7 @@ namespace pb::app {
 
 struct CombineReport {
   const compose::CombinePlan* plan = nullptr;
-  std::vector<std::string> labels;                      // the inputs as given
+  std::vector<std::string> labels;                                // the inputs as given
   const std::vector<compose::ModuleOutcome>* outcomes = nullptr;  // null before the work (or for a dry run)
   bool dry_run = false;
 };

@@ -30,8 +30,8 @@ struct CommandSpec {
   std::string_view name;
   size_t min_positional;
   size_t max_positional;
-  std::string_view positional_usage;  // what the missing/extra message names: "exactly one FILE"...
-  std::vector<std::string_view> required;  // option names
+  std::string_view positional_usage;            // what the missing/extra message names: "exactly one FILE"...
+  std::vector<std::string_view> required;       // option names
   std::vector<const OptionSpec*> options = {};  // the table's rows that the command line spells
 };
 
@@ -140,7 +140,7 @@ std::string ChoicesText(std::string_view choices) {
 // `options_only`: the options of a JS options object (OptionsCommandLine), which has no positional arguments, no
 // -o/--out and no push: every check of the options themselves, none of what the command line must also hold.
 std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std::span<const std::string> args,
-                                                  bool options_only = false) {
+                                                   bool options_only = false) {
   CommandLine line;
   line.command = std::string(spec.name);
   auto usage = [&](std::string message) { return UsageError{line.command, std::move(message)}; };
@@ -171,7 +171,8 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     if (!option) {
       std::string message = "unknown option `" + ClipForMessage(a) + "`";
       if (a[1] == '-')
-        if (auto suggestion = SuggestOption(spec, a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2)))
+        if (auto suggestion = SuggestOption(
+                spec, a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2)))
           message += " (did you mean `--" + std::string(*suggestion) + "`?)";
       return usage(message);
     }
@@ -189,7 +190,8 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
       value = args[++i];
     }
     if (!option->choices.empty() && !InChoices(option->choices, value))
-      return usage("unknown " + std::string(option->name) + " `" + ClipForMessage(value) + "` (expected " + ChoicesText(option->choices) + ")");
+      return usage("unknown " + std::string(option->name) + " `" + ClipForMessage(value) + "` (expected " +
+                   ChoicesText(option->choices) + ")");
     if (option->kind == OptionKind::kDtype) {  // any spelling users know; the commands see one
       auto dtype = ParseFloatDtypeOption(value);
       if (!dtype.ok()) return usage(dtype.error().message);
@@ -203,12 +205,14 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
   // What the command line must hold besides its options' values.
   if (!options_only) {
     if (line.positional.size() < spec.min_positional || line.positional.size() > spec.max_positional) {
-      if (spec.max_positional == 0) return usage("unexpected argument `" + ClipForMessage(line.positional.front()) + "`");
+      if (spec.max_positional == 0)
+        return usage("unexpected argument `" + ClipForMessage(line.positional.front()) + "`");
       return usage("expected " + std::string(spec.positional_usage));
     }
     for (auto name : spec.required)
       if (!line.Has(name)) return usage("--" + std::string(name) + " is required");
-    if ((spec.name == "merge" || spec.name == "unmerge" || spec.name == "combine") && !line.Has("out") && !line.Has("dry-run"))
+    if ((spec.name == "merge" || spec.name == "unmerge" || spec.name == "combine") && !line.Has("out") &&
+        !line.Has("dry-run"))
       return usage("-o/--out is required (or --dry-run)");
   }
   if (spec.name == "combine")
@@ -228,7 +232,8 @@ std::variant<CommandLine, UsageError> ParseCommand(const CommandSpec& spec, std:
     return usage(std::string(line.Has("scheme") ? "--scheme" : "--group-size") + " needs --quantize fp8|int8|int4");
   if (line.Has("quantize")) {
     auto scheme = line.Value("scheme"), group = line.Value("group-size");
-    auto q = merge::MakeQuantizeOptions(*line.Value("quantize"), scheme ? std::optional<std::string_view>(*scheme) : std::nullopt,
+    auto q = merge::MakeQuantizeOptions(*line.Value("quantize"),
+                                        scheme ? std::optional<std::string_view>(*scheme) : std::nullopt,
                                         group ? std::optional<std::string_view>(*group) : std::nullopt);
     if (!q.ok()) return usage(q.error().message);
   }
@@ -286,8 +291,8 @@ static std::variant<CommandLine, UsageError> ParseArguments(std::span<const std:
     CommandLine line;
     line.help = true;
     if (first == "help" && args.size() > 1) line.command = args[1];  // `help merge`
-    if (!line.command.empty() &&
-        std::none_of(Commands().begin(), Commands().end(), [&](const CommandSpec& c) { return c.name == line.command; }))
+    if (!line.command.empty() && std::none_of(Commands().begin(), Commands().end(),
+                                              [&](const CommandSpec& c) { return c.name == line.command; }))
       return UsageError{"", "unknown command `" + ClipForMessage(line.command) + "`"};
     return line;
   }
@@ -333,14 +338,16 @@ std::optional<std::string> ConvertUsageProblem(const CommandLine& line, bool wri
   if (!writes_folder) {  // one file into one: the model folder's options have nothing to act on
     for (const char* only : {"dry-run", "base-config"})
       if (line.Has(only))
-        return "--" + std::string(only) + " applies to convert --quantize or of a model (its folder, its index or a Hub repo)";
+        return "--" + std::string(only) +
+               " applies to convert --quantize or of a model (its folder, its index or a Hub repo)";
     return std::nullopt;
   }
   if (line.Has("order") && !line.Has("quantize"))
     return "--order applies to the convert of one .safetensors file (a model folder is written in the input's order)";
   // A folder named like a weights file is a mistake in the making: `convert model/ model.bf16.safetensors`.
   if (line.positional.size() > 1 && line.positional[1].ends_with(".safetensors"))
-    return "convert of a model (`" + ClipForMessage(line.positional[0]) + "`: a folder, an index or a Hub repo) writes a model folder, and OUT `" +
+    return "convert of a model (`" + ClipForMessage(line.positional[0]) +
+           "`: a folder, an index or a Hub repo) writes a model folder, and OUT `" +
            ClipForMessage(line.positional[1]) + "` names a .safetensors file; name a folder (or convert one shard)";
   return std::nullopt;
 }

@@ -19,9 +19,9 @@
 namespace pb::app {
 
 struct CommandLine {
-  std::string command;  // "inspect", "merge"...; empty for the top level (help, version)
-  bool help = false;    // --help / -h: print CliHelp(command), exit 0
-  bool version = false; // --version / -V at the top level
+  std::string command;   // "inspect", "merge"...; empty for the top level (help, version)
+  bool help = false;     // --help / -h: print CliHelp(command), exit 0
+  bool version = false;  // --version / -V at the top level
   std::vector<std::string> positional;
   // Options by their long name without dashes ("dtype", "out"); flags map to "". Repeatable options keep
   // every value in order.
@@ -36,7 +36,7 @@ struct CommandLine {
 struct UsageError {
   std::string command;  // whose help the hint names ("" for the top level)
   std::string message;
-  bool json = false;    // the arguments ask for --json: the error is a JSON document on stdout
+  bool json = false;  // the arguments ask for --json: the error is a JSON document on stdout
 };
 
 std::variant<CommandLine, UsageError> ParseCommandLine(std::span<const std::string> args);

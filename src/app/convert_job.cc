@@ -135,9 +135,7 @@ Result<job::Step> ConvertJob::Advance() {
       }
       phase_ = Phase::kDone;
       [[fallthrough]];
-    case Phase::kDone:
-      summary_ = options_.json ? RenderConvertJson(*plan_, *reader_.header()) : "";
-      return job::Step{};
+    case Phase::kDone: summary_ = options_.json ? RenderConvertJson(*plan_, *reader_.header()) : ""; return job::Step{};
   }
   return job::Step{};
 }
@@ -150,8 +148,8 @@ Status ConvertJob::InputEnded() {
     return Status::Ok();
   }
   const uint64_t at = reader_.header() ? reader_.header()->data_start() + consumed_ : reader_.bytes_fed();
-  return MakeError(ErrorCode::IoError, "source ended at byte " + std::to_string(at) + ", inside a tensor",
-                   std::nullopt, at);
+  return MakeError(ErrorCode::IoError, "source ended at byte " + std::to_string(at) + ", inside a tensor", std::nullopt,
+                   at);
 }
 
 Status ConvertJob::Supply(std::span<const uint8_t> bytes) {

@@ -93,7 +93,7 @@ class ConvertJob final : public job::Job, private ReaderEvents {
   };
   std::unique_ptr<uint8_t, Free> out_;
   size_t out_capacity_ = 0, out_len_ = 0;
-  uint8_t carry_[8] = {};     // a source element split across two supplies
+  uint8_t carry_[8] = {};  // a source element split across two supplies
   size_t carry_len_ = 0;
 };
 

@@ -86,8 +86,8 @@ std::string RenderCreatePlanText(const compose::CreatePlan& plan, bool dry_run) 
   if (o.dora) out += "reads " + SizeText(plan.base_bytes) + " of base weights for the DoRA magnitudes\n";
   for (const auto& n : plan.notes) out += "note: " + n + "\n";
   if (dry_run)
-    out += "would write: " + std::string(compose::kCreateWeightsName) + " (" + SizeText(plan.write.total_size()) + "), " +
-           std::string(compose::kCreateConfigName) + "\n";
+    out += "would write: " + std::string(compose::kCreateWeightsName) + " (" + SizeText(plan.write.total_size()) +
+           "), " + std::string(compose::kCreateConfigName) + "\n";
   return out;
 }
 
@@ -113,8 +113,10 @@ std::string RenderCreateJson(const compose::CreatePlan& plan, bool dry_run) {
   j["dtype"] = std::string(DtypeName(o.dtype));
   j["modules"] = nlohmann::ordered_json::array();
   for (const auto& m : plan.modules)
-    j["modules"].push_back({{"path", m.path}, {"kind", std::string(adapter::ModuleKindName(m.kind))},
-                            {"inFeatures", m.in_features}, {"outFeatures", m.out_features}});
+    j["modules"].push_back({{"path", m.path},
+                            {"kind", std::string(adapter::ModuleKindName(m.kind))},
+                            {"inFeatures", m.in_features},
+                            {"outFeatures", m.out_features}});
   if (o.target_regex) j["targetModules"] = *o.target_regex;
   else j["targetModules"] = plan.target_modules;
   j["files"] = {{{"name", std::string(compose::kCreateWeightsName)}, {"bytes", plan.write.total_size()}},

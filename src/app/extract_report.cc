@@ -88,7 +88,8 @@ std::string RenderExtractPlanText(const compose::ExtractPlan& plan, bool dry_run
   std::string out = std::string(dry_run ? "would extract" : "extract") + ": " + std::to_string(decomposed) +
                     " module(s) to decompose, " + std::to_string(saved) + " to save if changed; " + RankRule(plan) +
                     ", embeddings " + std::string(PolicyName(plan.options.embeddings)) + ", " +
-                    std::string(DtypeName(plan.dtype)) + (plan.arch.empty() ? std::string() : ", arch " + plan.arch) + "\n";
+                    std::string(DtypeName(plan.dtype)) + (plan.arch.empty() ? std::string() : ", arch " + plan.arch) +
+                    "\n";
   for (const auto& m : plan.modules) {
     out += "  " + m.path + " ";
     if (m.kind == compose::ExtractKind::kSave) out += "(" + std::string(KindName(m)) + ")\n";
@@ -96,9 +97,9 @@ std::string RenderExtractPlanText(const compose::ExtractPlan& plan, bool dry_run
       out += "[" + std::to_string(m.in_features()) + " -> " + std::to_string(m.out_features()) + "] " +
              std::string(KindName(m)) + ", rank ≤ " + std::to_string(m.max_rank) + "\n";
   }
-  if (!plan.left_out.empty())
-    out += "left out (not decomposed, not read): " + compose::ListText(plan.left_out) + "\n";
-  if (!plan.skipped_embeddings.empty()) out += "embeddings skipped (not read): " + compose::ListText(plan.skipped_embeddings) + "\n";
+  if (!plan.left_out.empty()) out += "left out (not decomposed, not read): " + compose::ListText(plan.left_out) + "\n";
+  if (!plan.skipped_embeddings.empty())
+    out += "embeddings skipped (not read): " + compose::ListText(plan.skipped_embeddings) + "\n";
   out += "reads " + SizeText(plan.read_bytes) + " of the two models; holds one delta of at most " +
          SizeText(plan.largest_delta_elements * 4) + " (float32)\n";
   for (const auto& n : plan.notes) out += "note: " + n + "\n";

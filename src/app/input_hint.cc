@@ -29,9 +29,9 @@ bool IsFormatError(ErrorCode code) {
 // The files that travel beside weights and are easily passed instead of them (or of their folder).
 struct CompanionFile {
   std::string_view name;
-  std::string_view what;         // "an adapter's config"
-  std::string_view weights;      // the file beside it that a one-file command takes
-  bool folder_is_adapter;        // its folder is an adapter (else a base model)
+  std::string_view what;     // "an adapter's config"
+  std::string_view weights;  // the file beside it that a one-file command takes
+  bool folder_is_adapter;    // its folder is an adapter (else a base model)
 };
 constexpr CompanionFile kCompanions[] = {
     {"adapter_config.json", "an adapter's config", "adapter_model.safetensors", true},
@@ -72,7 +72,8 @@ Error ExplainInputError(Error error, const InputProbe& probe, InputRole role) {
     else if (role == InputRole::kAdapter) hint = "pass an adapter's folder or its weights file";
     else hint = "pass the base model's folder or its .safetensors file";
     // A caller's mistake, not a damaged file: the format check's detail would only mislead.
-    return MakeError(ErrorCode::InvalidArgument, quoted + " is " + std::string(c.what) + ", not safetensors weights: " + hint);
+    return MakeError(ErrorCode::InvalidArgument,
+                     quoted + " is " + std::string(c.what) + ", not safetensors weights: " + hint);
   }
   return error;
 }

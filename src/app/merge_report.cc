@@ -86,11 +86,11 @@ std::string RenderMergeJson(const MergeSummary& s) {
 
 std::string RenderMergePlanText(const MergeSummary& s) {
   const std::string arch = s.plan->arch ? " (architecture " + *s.plan->arch + ")" : std::string();
-  std::string out = std::string(s.dry_run ? "would " : "") +
-                    (s.convert ? "convert the model, no adapter" + arch + "\n"
-                               : std::string(s.unmerge ? "unmerge " : "merge ") +
-                                     std::to_string(s.plan->modules_matched) + " module(s) into " +
-                                     std::to_string(s.plan->tensors_merged) + " tensor(s)" + arch + "\n");
+  std::string out =
+      std::string(s.dry_run ? "would " : "") +
+      (s.convert ? "convert the model, no adapter" + arch + "\n"
+                 : std::string(s.unmerge ? "unmerge " : "merge ") + std::to_string(s.plan->modules_matched) +
+                       " module(s) into " + std::to_string(s.plan->tensors_merged) + " tensor(s)" + arch + "\n");
   for (const auto& shard : s.plan->shards)
     out += "  " + shard.name + ": " + std::to_string(shard.tensors.size()) + " tensors, " +
            app::SizeText(shard.write.total_size()) + "\n";

@@ -14,15 +14,15 @@ namespace pb::merge {
 struct MergeSummary {
   const MergePlan* plan;
   const adapter::ReadResult* adapter;
-  uint64_t source_bytes;   // base tensor bytes read
-  double seconds;          // wall time of the whole command
-  uint64_t peak_memory;    // the process's peak RSS (0 if unknown: a browser)
+  uint64_t source_bytes;  // base tensor bytes read
+  double seconds;         // wall time of the whole command
+  uint64_t peak_memory;   // the process's peak RSS (0 if unknown: a browser)
   bool dry_run;
   bool unmerge;
-  std::vector<std::string> copied = {};  // base files copied into the output (app/base_extras.h), in order
+  std::vector<std::string> copied = {};       // base files copied into the output (app/base_extras.h), in order
   std::vector<QuantError> quant_errors = {};  // --quantize: each quantized weight's error, once written
-  bool convert = false;  // `convert IN OUT --quantize`: the model's own weights, no adapter
-  uint64_t peak_wasm_heap = 0;  // WASM: the module's heap at its largest (it only grows); 0 natively
+  bool convert = false;                       // `convert IN OUT --quantize`: the model's own weights, no adapter
+  uint64_t peak_wasm_heap = 0;                // WASM: the module's heap at its largest (it only grows); 0 natively
 };
 
 // The text summary is the plan, printed before the work starts, and the outcome, printed once it is done:
@@ -42,10 +42,11 @@ std::string RenderMergeOutcomeText(const MergeSummary& s);
 // "45.1 MB WASM heap" where no process is measured (a browser); "unknown" when none is.
 std::string PeakMemoryText(const MergeSummary& s);
 // {"ok":true,"dry_run","unmerge","arch","modules_matched","tensors_merged","unmatched_keys":[...],
-//  "files":[{"name","bytes"}],"copied_files":[names],"total_size","bytes_in","bytes_out","seconds","gb_per_s","peak_memory" (process RSS),
-//  "peak_wasm_heap" (null natively),"notes":[...],
-//  with --quantize "quantization":{"method","scheme","format","groupSize","quantized":[names],"kept":[{"tensor","reason"}],
-//  "ignore":[modules],"warnings":[lines],"errors":[{"tensor","maxAbs","rms","relative"}]}} (camelCase keys, as every JSON output)
+//  "files":[{"name","bytes"}],"copied_files":[names],"total_size","bytes_in","bytes_out","seconds","gb_per_s","peak_memory"
+//  (process RSS), "peak_wasm_heap" (null natively),"notes":[...], with --quantize
+//  "quantization":{"method","scheme","format","groupSize","quantized":[names],"kept":[{"tensor","reason"}],
+//  "ignore":[modules],"warnings":[lines],"errors":[{"tensor","maxAbs","rms","relative"}]}} (camelCase keys, as every
+//  JSON output)
 std::string RenderMergeJson(const MergeSummary& s);
 
 }  // namespace pb::merge

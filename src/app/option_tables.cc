@@ -25,17 +25,25 @@ const OptionRow kOnProgress{.name = "", .js = "onProgress", .kind = K::kApi};
 std::vector<OptionRow> PushRows(bool push_command) {
   std::vector<OptionRow> rows;
   if (push_command)
-    rows.push_back({.name = "to", .kind = K::kText, .metavar = "OWNER/REPO[@BRANCH]",
+    rows.push_back({.name = "to",
+                    .kind = K::kText,
+                    .metavar = "OWNER/REPO[@BRANCH]",
                     .help = "the repo, and the branch (default main)"});
   else
-    rows.push_back({.name = "push-to", .kind = K::kText, .metavar = "OWNER/REPO[@BRANCH]",
-                    .help = "then push the files written to that Hub model repo, in one commit\n"
-                            "(HF_TOKEN or huggingface_hub's token file, HF_ENDPOINT; a missing repo or BRANCH is\n"
-                            "created, as `hf upload` does; if the push fails, `peft-bridge push OUT --to ...` retries)"});
+    rows.push_back({.name = "push-to",
+                    .kind = K::kText,
+                    .metavar = "OWNER/REPO[@BRANCH]",
+                    .help =
+                        "then push the files written to that Hub model repo, in one commit\n"
+                        "(HF_TOKEN or huggingface_hub's token file, HF_ENDPOINT; a missing repo or BRANCH is\n"
+                        "created, as `hf upload` does; if the push fails, `peft-bridge push OUT --to ...` retries)"});
   rows.push_back({.name = "create-pr", .help = "push as a pull request (refs/pr/N) against BRANCH (default main)"});
-  rows.push_back({.name = "commit-message", .kind = K::kText, .metavar = "M",
+  rows.push_back({.name = "commit-message",
+                  .kind = K::kText,
+                  .metavar = "M",
                   .help = "the commit's title (default: peft-bridge COMMAND: N file(s))"});
-  rows.push_back({.name = "private", .help = "a repo the push creates is private (an existing repo keeps its visibility)"});
+  rows.push_back(
+      {.name = "private", .help = "a repo the push creates is private (an existing repo keeps its visibility)"});
   rows.push_back({.name = "create-repo",
                   .help = "accepted for scripts written before the repo was created by default; no change"});
   return rows;
@@ -46,52 +54,83 @@ std::vector<OptionRow> MergeRows(bool quantize) {
       {.name = "base", .js = "base", .kind = K::kPath},
       {.name = "adapter", .js = "adapter", .kind = K::kPath},
       {.name = "out", .alias = 'o', .kind = K::kPath},
-      {.name = "dtype", .js = "dtype", .kind = K::kDtype, .metavar = "D",
+      {.name = "dtype",
+       .js = "dtype",
+       .kind = K::kDtype,
+       .metavar = "D",
        .help = "output dtype of floating-point tensors (default: each tensor's own)"},
       {.name = "safe", .js = "safe", .help = "fail on NaN or Inf in a merged tensor, naming the module"},
   };
   if (quantize)
-    rows.insert(rows.end(), {
-        {.name = "quantize", .js = "quantize", .kind = K::kChoice, .choices = "fp8|int8|int4", .metavar = "Q",
-         .help = "write the Linear weights quantized, rounded once from the merge in the model\n"
-                 "dtype, in the layout vLLM and transformers load (docs/merge.md, Quantize):\n"
-                 "fp8: compressed-tensors float-quantized, per-channel scales, dynamic FP8\n"
-                 "activations; int8/int4: compressed-tensors pack-quantized, weight-only"},
-        {.name = "scheme", .js = "scheme", .kind = K::kChoice, .choices = "per-channel|per-group|block",
-         .metavar = "S",
-         .help = "per-channel (fp8's default), per-group (int's default) or block (fp8 only:\n"
-                 "transformers' fine-grained FP8, 128 x 128 blocks)"},
-        {.name = "group-size", .js = "groupSize", .kind = K::kInteger, .default_value = "128", .metavar = "N",
-         .help = "columns per scale with per-group (default 128)"},
-    });
-  rows.insert(rows.end(), {
-      {.name = "dry-run", .help = "plan and report, write nothing"},
-      {.name = "json", .help = "print a JSON summary (modules, tensors, unmatched keys, bytes, time, memory)"},
-      {.name = "base-config", .js = "baseConfig", .kind = K::kPath, .metavar = "FILE",
-       .help = "the base config.json, when it is not beside the weights"},
-      {.name = "arch", .js = "arch", .kind = K::kText, .metavar = "NAME",
-       .help = "naming table to use (default: from config.json or the adapter's keys)"},
-      {.name = "naming-table", .js = "namingTables", .kind = K::kRepeated, .metavar = "FILE",
-       .help = "a naming table to add (repeatable), as for adapter-info"},
-      {.name = "force",
-       .help = "write into a non-empty OUT: replace the files written, remove stale model\n"
-               "files (old shards, old index, adapter files), keep everything else"},
-      {.name = "allow-partial", .js = "allowPartial",
-       .help = "merge even if adapter tensors cannot be applied (a warning per tensor)"},
-      {.name = "follow-links", .help = "read shards and configs that are links leading outside their directory"},
-      {.name = "no-copy-extra", .js = "copyExtra", .kind = K::kNegatedFlag,
-       .help = "copy none of the base's other files (tokenizer, generation config...)"},
-      {.name = "threads", .kind = K::kInteger, .metavar = "N",
-       .help = "merge with N threads, each a region of the shard; the output bytes do not\n"
-               "depend on N (default: the cores this process may use when the low-rank\n"
-               "products are at least half the work, else one per shard up to them).\n"
-               "The npm CLI merges whole shards at once on worker threads, by default\n"
-               "only when the products dominate or it quantizes; a one-file model, a\n"
-               "remote base or a remote adapter on one thread"},
-      {.name = "", .js = "unmerge", .kind = K::kApi},  // the CLI's `unmerge` command
-      kSignal,
-      kOnProgress,
-  });
+    rows.insert(rows.end(),
+                {
+                    {.name = "quantize",
+                     .js = "quantize",
+                     .kind = K::kChoice,
+                     .choices = "fp8|int8|int4",
+                     .metavar = "Q",
+                     .help = "write the Linear weights quantized, rounded once from the merge in the model\n"
+                             "dtype, in the layout vLLM and transformers load (docs/merge.md, Quantize):\n"
+                             "fp8: compressed-tensors float-quantized, per-channel scales, dynamic FP8\n"
+                             "activations; int8/int4: compressed-tensors pack-quantized, weight-only"},
+                    {.name = "scheme",
+                     .js = "scheme",
+                     .kind = K::kChoice,
+                     .choices = "per-channel|per-group|block",
+                     .metavar = "S",
+                     .help = "per-channel (fp8's default), per-group (int's default) or block (fp8 only:\n"
+                             "transformers' fine-grained FP8, 128 x 128 blocks)"},
+                    {.name = "group-size",
+                     .js = "groupSize",
+                     .kind = K::kInteger,
+                     .default_value = "128",
+                     .metavar = "N",
+                     .help = "columns per scale with per-group (default 128)"},
+                });
+  rows.insert(
+      rows.end(),
+      {
+          {.name = "dry-run", .help = "plan and report, write nothing"},
+          {.name = "json", .help = "print a JSON summary (modules, tensors, unmatched keys, bytes, time, memory)"},
+          {.name = "base-config",
+           .js = "baseConfig",
+           .kind = K::kPath,
+           .metavar = "FILE",
+           .help = "the base config.json, when it is not beside the weights"},
+          {.name = "arch",
+           .js = "arch",
+           .kind = K::kText,
+           .metavar = "NAME",
+           .help = "naming table to use (default: from config.json or the adapter's keys)"},
+          {.name = "naming-table",
+           .js = "namingTables",
+           .kind = K::kRepeated,
+           .metavar = "FILE",
+           .help = "a naming table to add (repeatable), as for adapter-info"},
+          {.name = "force",
+           .help = "write into a non-empty OUT: replace the files written, remove stale model\n"
+                   "files (old shards, old index, adapter files), keep everything else"},
+          {.name = "allow-partial",
+           .js = "allowPartial",
+           .help = "merge even if adapter tensors cannot be applied (a warning per tensor)"},
+          {.name = "follow-links", .help = "read shards and configs that are links leading outside their directory"},
+          {.name = "no-copy-extra",
+           .js = "copyExtra",
+           .kind = K::kNegatedFlag,
+           .help = "copy none of the base's other files (tokenizer, generation config...)"},
+          {.name = "threads",
+           .kind = K::kInteger,
+           .metavar = "N",
+           .help = "merge with N threads, each a region of the shard; the output bytes do not\n"
+                   "depend on N (default: the cores this process may use when the low-rank\n"
+                   "products are at least half the work, else one per shard up to them).\n"
+                   "The npm CLI merges whole shards at once on worker threads, by default\n"
+                   "only when the products dominate or it quantizes; a one-file model, a\n"
+                   "remote base or a remote adapter on one thread"},
+          {.name = "", .js = "unmerge", .kind = K::kApi},  // the CLI's `unmerge` command
+          kSignal,
+          kOnProgress,
+      });
   return rows;
 }
 
@@ -100,187 +139,356 @@ std::vector<OptionTable> MakeTables() {
                                     .help = "print one JSON object; on invalid input {\"ok\":false,\"error\":{...}}"};
   std::vector<OptionTable> tables;
   tables.push_back({"inspect", 12, {adapter_info_json}, {}});
-  tables.push_back({"convert", 21, {
-      {.name = "dtype", .js = "dtype", .kind = K::kDtype, .metavar = "D", .help = "target dtype: bf16, f16 or f32"},
-      {.name = "order", .js = "order", .kind = K::kChoice, .choices = "reference|input", .default_value = "reference",
-       .metavar = "reference", .help = "tensor order of Python safetensors: dtype descending, then name (default)"},
-      {.name = "", .kind = K::kHelpNote, .metavar = "--order input", .help = "keep IN's order"},
-      {.name = "json", .help = "print a JSON summary (or a JSON error)"},
-      {.name = "force"},
-      {.name = "quantize", .kind = K::kChoice, .choices = "fp8|int8|int4", .metavar = "Q",
-       .help = "quantize MODEL (a .safetensors file with its config.json, or a folder, as merge's\n"
-               "--base) into the folder OUT_DIR, as merge --quantize does with no adapter;\n"
-               "--scheme, --group-size: as for merge (docs/merge.md, Quantize)"},
-      {.name = "scheme", .kind = K::kChoice, .choices = "per-channel|per-group|block"},
-      {.name = "group-size", .kind = K::kInteger, .default_value = "128"},
-      {.name = "dry-run"},
-      {.name = "base-config", .kind = K::kPath},
-      kSignal,
-      kOnProgress,
-  }, {}});
-  tables.push_back({"adapter-info", 22, {
-      adapter_info_json,
-      {.name = "from", .js = "from", .kind = K::kChoice, .choices = kFormats, .metavar = "FORMAT",
-       .help = "peft, mlx, kohya, gguf-names, diffusers-attnproc or gguf instead of detecting it"},
-      {.name = "arch", .js = "arch", .kind = K::kText, .metavar = "NAME",
-       .help = "naming table to use (llama, gpt2, ...); default: from --base-config or the keys"},
-      {.name = "naming-table", .js = "namingTables", .kind = K::kRepeated, .metavar = "FILE",
-       .help = "a naming table to add (repeatable; docs/naming-tables.md): a new model family,\n"
-               "or a replacement for the built-in table of the same name"},
-      {.name = "base-config", .js = "baseConfig", .kind = K::kPath, .metavar = "FILE",
-       .help = "the base model's config.json (architecture, head counts, layer count)"},
-      {.name = "strict", .js = "strict", .help = "fail with UnresolvedTensor if any tensor is not understood"},
-      {.name = "follow-links"},
-      kSignal,
-  }, {}});
-  tables.push_back({"translate", 22, {
-      {.name = "to", .js = "to", .kind = K::kChoice, .choices = kTargets, .metavar = "FORMAT",
-       .help = "peft (adapter_model.safetensors + adapter_config.json), mlx (adapters.safetensors\n"
-               "+ adapter_config.json), kohya, gguf-names (llama.cpp's names and layout in safetensors)\n"
-               "or gguf (llama.cpp's LoRA file for --lora: OUT.gguf, or OUT_DIR/adapter_model.gguf)"},
-      {.name = "outtype", .js = "outtype", .kind = K::kChoice, .choices = "f32|f16|bf16|q8_0", .default_value = "f32",
-       .metavar = "TYPE",
-       .help = "gguf only: the LoRA tensors' type, as convert_lora_to_gguf.py's --outtype (f32, the\n"
-               "default, f16, bf16, q8_0; q8_0 rows not a multiple of 32 long are written F16)"},
-      {.name = "dry-run", .js = "dryRun", .help = "print the plan, write nothing"},
-      {.name = "strict", .js = "strict", .help = "fail with UnresolvedTensor if any tensor cannot be mapped"},
-      {.name = "old-peft", .js = "oldPeft", .help = "write a config PEFT < 0.14 accepts (fails if a newer field matters)"},
-      {.name = "force",
-       .help = "write into a non-empty OUT_DIR: replace the files written, remove stale\n"
-               "model files (*.safetensors, model.safetensors.index.json, adapter_config.json),\n"
-               "keep everything else"},
-      {.name = "allow-partial", .js = "allowPartial",
-       .help = "write even if tensors are dropped (a warning line per tensor on stderr)"},
-      {.name = "follow-links", .help = "read files in IN_DIR that are links leading outside it"},
-      {.name = "base-config", .js = "baseConfig", .kind = K::kPath, .metavar = "FILE",
-       .help = "gguf and gguf-names: the base's config.json (architecture, head counts), or\n"
-               "hf://OWNER/REPO[@REV] for its config.json on the Hub. Without it, as\n"
-               "convert_lora_to_gguf.py: the adapter's base_model_name_or_path when it is a local\n"
-               "folder with config.json, or its Hub repo when IN_DIR is on the Hub (said in the notes)"},
-      // The separating space is the text's: these lines keep their three spaces.
-      {.name = "", .kind = K::kHelpNote, .metavar = "--from, --arch, --naming-table, --json",
-       .help = " as for adapter-info"},
-      {.name = "from", .js = "from", .kind = K::kChoice, .choices = kFormats},
-      {.name = "arch", .js = "arch", .kind = K::kText},
-      {.name = "naming-table", .js = "namingTables", .kind = K::kRepeated},
-      {.name = "json"},
-      kSignal,
-  }, PushRows(false)});
-  tables.push_back({"combine", 22, {
-      {.name = "weights", .js = "weights", .kind = K::kList, .metavar = "W1,W2,...",
-       .help = "one per adapter (default 1 each); negative weights subtract"},
-      {.name = "method", .js = "method", .kind = K::kChoice, .choices = kCombineMethods, .default_value = "cat",
-       .metavar = "M",
-       .help = "cat (default); linear: exact as cat, or with --peft-compat PEFT's A-and-B-separate\n"
-               "sum (cross terms); svd: the exact sum recompressed to --rank by its SVD; ties,\n"
-               "dare_linear, dare_ties, magnitude_prune: PEFT's, on A and B separately (equal\n"
-               "ranks); *_svd: those on the full deltas, then recompressed"},
-      {.name = "rank", .js = "rank", .kind = K::kInteger, .metavar = "N",
-       .help = "the svd methods' rank (default: the largest input rank)"},
-      {.name = "density", .js = "density", .kind = K::kNumber, .metavar = "D",
-       .help = "the fraction the pruning methods keep, in [0, 1]"},
-      {.name = "majority-sign", .js = "majoritySign", .kind = K::kChoice, .choices = "total|frequency",
-       .default_value = "total", .metavar = "S", .help = "ties: total (default) or frequency"},
-      {.name = "svd-clamp", .js = "svdClamp", .kind = K::kNumber, .metavar = "Q",
-       .help = "clamp the new factors to the Q-quantile of their values, as PEFT does"},
-      {.name = "seed", .js = "seed", .kind = K::kInteger, .default_value = "0", .metavar = "S",
-       .help = "DARE's random masks (default 0): the same bytes on every run and platform"},
-      {.name = "peft-compat", .js = "peftCompat",
-       .help = "PEFT's numbers and config, its rounding and bugs included: linear's cross terms,\n"
-               "the first adapter's use_rslora kept (an overscale), its target_modules rule"},
-      {.name = "out", .alias = 'o', .kind = K::kPath},
-      {.name = "dtype", .js = "dtype", .kind = K::kDtype, .metavar = "D",
-       .help = "the new factors' dtype (default: the first adapter's)"},
-      {.name = "dry-run", .js = "dryRun", .help = "print the plan, write nothing"},
-      {.name = "force", .help = "write into a non-empty DIR, as translate does"},
-      {.name = "allow-partial", .js = "allowPartial",
-       .help = "combine even if an adapter has tensors no output holds (noted per tensor); without\n"
-               "it they are refused, as translate and merge refuse them"},
-      {.name = "", .kind = K::kHelpNote,
-       .metavar = "--from, --arch, --naming-table, --base-config, --strict, --follow-links, --json",
-       .help = " as for adapter-info"},
-      {.name = "from", .js = "from", .kind = K::kChoice, .choices = kFormats},
-      {.name = "arch", .js = "arch", .kind = K::kText},
-      {.name = "naming-table", .js = "namingTables", .kind = K::kRepeated},
-      {.name = "base-config", .js = "baseConfig", .kind = K::kPath},
-      {.name = "strict", .js = "strict"},
-      {.name = "follow-links"},
-      {.name = "json"},
-      kSignal,
-  }, PushRows(false)});
+  tables.push_back({"convert",
+                    21,
+                    {
+                        {.name = "dtype",
+                         .js = "dtype",
+                         .kind = K::kDtype,
+                         .metavar = "D",
+                         .help = "target dtype: bf16, f16 or f32"},
+                        {.name = "order",
+                         .js = "order",
+                         .kind = K::kChoice,
+                         .choices = "reference|input",
+                         .default_value = "reference",
+                         .metavar = "reference",
+                         .help = "tensor order of Python safetensors: dtype descending, then name (default)"},
+                        {.name = "", .kind = K::kHelpNote, .metavar = "--order input", .help = "keep IN's order"},
+                        {.name = "json", .help = "print a JSON summary (or a JSON error)"},
+                        {.name = "force"},
+                        {.name = "quantize",
+                         .kind = K::kChoice,
+                         .choices = "fp8|int8|int4",
+                         .metavar = "Q",
+                         .help = "quantize MODEL (a .safetensors file with its config.json, or a folder, as merge's\n"
+                                 "--base) into the folder OUT_DIR, as merge --quantize does with no adapter;\n"
+                                 "--scheme, --group-size: as for merge (docs/merge.md, Quantize)"},
+                        {.name = "scheme", .kind = K::kChoice, .choices = "per-channel|per-group|block"},
+                        {.name = "group-size", .kind = K::kInteger, .default_value = "128"},
+                        {.name = "dry-run"},
+                        {.name = "base-config", .kind = K::kPath},
+                        kSignal,
+                        kOnProgress,
+                    },
+                    {}});
+  tables.push_back(
+      {"adapter-info",
+       22,
+       {
+           adapter_info_json,
+           {.name = "from",
+            .js = "from",
+            .kind = K::kChoice,
+            .choices = kFormats,
+            .metavar = "FORMAT",
+            .help = "peft, mlx, kohya, gguf-names, diffusers-attnproc or gguf instead of detecting it"},
+           {.name = "arch",
+            .js = "arch",
+            .kind = K::kText,
+            .metavar = "NAME",
+            .help = "naming table to use (llama, gpt2, ...); default: from --base-config or the keys"},
+           {.name = "naming-table",
+            .js = "namingTables",
+            .kind = K::kRepeated,
+            .metavar = "FILE",
+            .help = "a naming table to add (repeatable; docs/naming-tables.md): a new model family,\n"
+                    "or a replacement for the built-in table of the same name"},
+           {.name = "base-config",
+            .js = "baseConfig",
+            .kind = K::kPath,
+            .metavar = "FILE",
+            .help = "the base model's config.json (architecture, head counts, layer count)"},
+           {.name = "strict", .js = "strict", .help = "fail with UnresolvedTensor if any tensor is not understood"},
+           {.name = "follow-links"},
+           kSignal,
+       },
+       {}});
+  tables.push_back(
+      {"translate",
+       22,
+       {
+           {.name = "to",
+            .js = "to",
+            .kind = K::kChoice,
+            .choices = kTargets,
+            .metavar = "FORMAT",
+            .help = "peft (adapter_model.safetensors + adapter_config.json), mlx (adapters.safetensors\n"
+                    "+ adapter_config.json), kohya, gguf-names (llama.cpp's names and layout in safetensors)\n"
+                    "or gguf (llama.cpp's LoRA file for --lora: OUT.gguf, or OUT_DIR/adapter_model.gguf)"},
+           {.name = "outtype",
+            .js = "outtype",
+            .kind = K::kChoice,
+            .choices = "f32|f16|bf16|q8_0",
+            .default_value = "f32",
+            .metavar = "TYPE",
+            .help = "gguf only: the LoRA tensors' type, as convert_lora_to_gguf.py's --outtype (f32, the\n"
+                    "default, f16, bf16, q8_0; q8_0 rows not a multiple of 32 long are written F16)"},
+           {.name = "dry-run", .js = "dryRun", .help = "print the plan, write nothing"},
+           {.name = "strict", .js = "strict", .help = "fail with UnresolvedTensor if any tensor cannot be mapped"},
+           {.name = "old-peft",
+            .js = "oldPeft",
+            .help = "write a config PEFT < 0.14 accepts (fails if a newer field matters)"},
+           {.name = "force",
+            .help = "write into a non-empty OUT_DIR: replace the files written, remove stale\n"
+                    "model files (*.safetensors, model.safetensors.index.json, adapter_config.json),\n"
+                    "keep everything else"},
+           {.name = "allow-partial",
+            .js = "allowPartial",
+            .help = "write even if tensors are dropped (a warning line per tensor on stderr)"},
+           {.name = "follow-links", .help = "read files in IN_DIR that are links leading outside it"},
+           {.name = "base-config",
+            .js = "baseConfig",
+            .kind = K::kPath,
+            .metavar = "FILE",
+            .help = "gguf and gguf-names: the base's config.json (architecture, head counts), or\n"
+                    "hf://OWNER/REPO[@REV] for its config.json on the Hub. Without it, as\n"
+                    "convert_lora_to_gguf.py: the adapter's base_model_name_or_path when it is a local\n"
+                    "folder with config.json, or its Hub repo when IN_DIR is on the Hub (said in the notes)"},
+           // The separating space is the text's: these lines keep their three spaces.
+           {.name = "",
+            .kind = K::kHelpNote,
+            .metavar = "--from, --arch, --naming-table, --json",
+            .help = " as for adapter-info"},
+           {.name = "from", .js = "from", .kind = K::kChoice, .choices = kFormats},
+           {.name = "arch", .js = "arch", .kind = K::kText},
+           {.name = "naming-table", .js = "namingTables", .kind = K::kRepeated},
+           {.name = "json"},
+           kSignal,
+       },
+       PushRows(false)});
+  tables.push_back({"combine",
+                    22,
+                    {
+                        {.name = "weights",
+                         .js = "weights",
+                         .kind = K::kList,
+                         .metavar = "W1,W2,...",
+                         .help = "one per adapter (default 1 each); negative weights subtract"},
+                        {.name = "method",
+                         .js = "method",
+                         .kind = K::kChoice,
+                         .choices = kCombineMethods,
+                         .default_value = "cat",
+                         .metavar = "M",
+                         .help = "cat (default); linear: exact as cat, or with --peft-compat PEFT's A-and-B-separate\n"
+                                 "sum (cross terms); svd: the exact sum recompressed to --rank by its SVD; ties,\n"
+                                 "dare_linear, dare_ties, magnitude_prune: PEFT's, on A and B separately (equal\n"
+                                 "ranks); *_svd: those on the full deltas, then recompressed"},
+                        {.name = "rank",
+                         .js = "rank",
+                         .kind = K::kInteger,
+                         .metavar = "N",
+                         .help = "the svd methods' rank (default: the largest input rank)"},
+                        {.name = "density",
+                         .js = "density",
+                         .kind = K::kNumber,
+                         .metavar = "D",
+                         .help = "the fraction the pruning methods keep, in [0, 1]"},
+                        {.name = "majority-sign",
+                         .js = "majoritySign",
+                         .kind = K::kChoice,
+                         .choices = "total|frequency",
+                         .default_value = "total",
+                         .metavar = "S",
+                         .help = "ties: total (default) or frequency"},
+                        {.name = "svd-clamp",
+                         .js = "svdClamp",
+                         .kind = K::kNumber,
+                         .metavar = "Q",
+                         .help = "clamp the new factors to the Q-quantile of their values, as PEFT does"},
+                        {.name = "seed",
+                         .js = "seed",
+                         .kind = K::kInteger,
+                         .default_value = "0",
+                         .metavar = "S",
+                         .help = "DARE's random masks (default 0): the same bytes on every run and platform"},
+                        {.name = "peft-compat",
+                         .js = "peftCompat",
+                         .help = "PEFT's numbers and config, its rounding and bugs included: linear's cross terms,\n"
+                                 "the first adapter's use_rslora kept (an overscale), its target_modules rule"},
+                        {.name = "out", .alias = 'o', .kind = K::kPath},
+                        {.name = "dtype",
+                         .js = "dtype",
+                         .kind = K::kDtype,
+                         .metavar = "D",
+                         .help = "the new factors' dtype (default: the first adapter's)"},
+                        {.name = "dry-run", .js = "dryRun", .help = "print the plan, write nothing"},
+                        {.name = "force", .help = "write into a non-empty DIR, as translate does"},
+                        {.name = "allow-partial",
+                         .js = "allowPartial",
+                         .help = "combine even if an adapter has tensors no output holds (noted per tensor); without\n"
+                                 "it they are refused, as translate and merge refuse them"},
+                        {.name = "",
+                         .kind = K::kHelpNote,
+                         .metavar = "--from, --arch, --naming-table, --base-config, --strict, --follow-links, --json",
+                         .help = " as for adapter-info"},
+                        {.name = "from", .js = "from", .kind = K::kChoice, .choices = kFormats},
+                        {.name = "arch", .js = "arch", .kind = K::kText},
+                        {.name = "naming-table", .js = "namingTables", .kind = K::kRepeated},
+                        {.name = "base-config", .js = "baseConfig", .kind = K::kPath},
+                        {.name = "strict", .js = "strict"},
+                        {.name = "follow-links"},
+                        {.name = "json"},
+                        kSignal,
+                    },
+                    PushRows(false)});
   tables.push_back({"merge", 21, MergeRows(true), PushRows(false)});
   tables.push_back({"unmerge", 21, MergeRows(false), {}, false});
-  tables.push_back({"create", 22, {
-      {.name = "base", .js = "base", .kind = K::kPath},
-      {.name = "out", .alias = 'o', .kind = K::kPath},
-      {.name = "target-modules", .js = "targetModules", .kind = K::kList, .metavar = "L",
-       .help = "comma-separated module names, PEFT's list rule (a module whose path is a name or\n"
-               "ends with `.name`), or all-linear (every Linear/Conv1D but the output head);\n"
-               "each name must match a module"},
-      {.name = "target-regex", .js = "targetRegex", .kind = K::kText, .metavar = "RE",
-       .help = "instead: a Python regex the whole module path must match (PEFT's string form)"},
-      {.name = "r", .js = "r", .kind = K::kInteger, .default_value = "8", .metavar = "R", .help = "rank (default 8)"},
-      {.name = "alpha", .js = "alpha", .kind = K::kNumber, .default_value = "8", .metavar = "A",
-       .help = "lora_alpha (default 8, PEFT's); an integer stays an int in the config"},
-      {.name = "rslora", .js = "rslora", .help = "scaling alpha/sqrt(r) (use_rslora)"},
-      {.name = "dora", .js = "dora", .help = "DoRA (use_dora): reads the targeted base weights for the magnitudes"},
-      {.name = "init", .js = "init", .kind = K::kChoice, .choices = "kaiming|gaussian", .default_value = "kaiming",
-       .metavar = "I", .help = "kaiming (PEFT's default, init_lora_weights=true) or gaussian"},
-      {.name = "seed", .js = "seed", .kind = K::kInteger, .default_value = "0", .metavar = "S",
-       .help = "the random numbers' seed, 0 to 2^64-1 (default 0)"},
-      {.name = "dtype", .js = "dtype", .kind = K::kDtype, .default_value = "f32", .metavar = "D",
-       .help = "the adapter's dtype (default f32, as PEFT's fresh adapter)"},
-      {.name = "dry-run", .js = "dryRun", .help = "plan and report, write nothing"},
-      {.name = "json", .help = "print a JSON summary"},
-      {.name = "force", .help = "write into a non-empty DIR (replacing the adapter files)"},
-      {.name = "base-config", .js = "baseConfig", .kind = K::kPath, .metavar = "FILE",
-       .help = "the base config.json, when it is not beside the weights"},
-      {.name = "arch", .js = "arch", .kind = K::kText, .metavar = "NAME",
-       .help = "naming table to use (default: from config.json, else detected)"},
-      {.name = "naming-table", .js = "namingTables", .kind = K::kRepeated, .metavar = "FILE",
-       .help = "a naming table to add (repeatable)"},
-      {.name = "follow-links", .help = "read shards and configs that are links leading outside their directory"},
-      {.name = "", .js = "baseName", .kind = K::kApi},  // the name the config records, for a base given as bytes
-      {.name = "", .js = "revision", .kind = K::kApi},
-      kSignal,
-      kOnProgress,
-  }, PushRows(false)});
-  tables.push_back({"extract", 22, {
-      {.name = "base", .js = "base", .kind = K::kPath, .metavar = "PATH",
-       .help = "the base model: folder, model.safetensors, its index, or a remote repo (as merge)"},
-      {.name = "tuned", .js = "tuned", .kind = K::kPath, .metavar = "PATH",
-       .help = "the fine-tuned model, the same forms (the same tensor names and shapes)"},
-      {.name = "out", .alias = 'o', .kind = K::kPath},
-      {.name = "rank", .js = "rank", .kind = K::kInteger, .metavar = "N",
-       .help = "every module at rank N (or its smaller side)"},
-      {.name = "energy", .js = "energy", .kind = K::kNumber, .metavar = "F",
-       .help = "per module the smallest rank keeping the fraction F of ||dW||^2, at most --max-rank"},
-      {.name = "max-rank", .js = "maxRank", .kind = K::kInteger, .default_value = "128", .metavar = "N",
-       .help = "the rank when neither is given, and --energy's cap (default 128, mergekit's)"},
-      {.name = "modules", .js = "modules", .kind = K::kList, .default_value = "all-linear", .metavar = "L",
-       .help = "the layers to decompose: all-linear (default: every Linear/Conv1D but the head) or\n"
-               "comma-separated names, PEFT's list rule (a convolution may be named too)"},
-      {.name = "embeddings", .js = "embeddings", .kind = K::kChoice, .choices = "save|lora|skip",
-       .default_value = "save", .metavar = "E",
-       .help = "embeddings and the head: save (default, modules_to_save when changed), lora\n"
-               "(decomposed: lora_embedding_A/B, the head as a Linear) or skip (not read)"},
-      {.name = "dtype", .js = "dtype", .kind = K::kDtype, .metavar = "D",
-       .help = "the adapter's dtype (default: the tuned weights')"},
-      {.name = "dry-run", .js = "dryRun", .help = "plan and report, read no weights, write nothing"},
-      {.name = "json", .help = "print a JSON summary"},
-      {.name = "force", .help = "write into a non-empty DIR (replacing the adapter files)"},
-      {.name = "base-config", .js = "baseConfig", .kind = K::kPath, .metavar = "FILE",
-       .help = "the base config.json, when it is not beside the weights"},
-      {.name = "arch", .js = "arch", .kind = K::kText, .metavar = "NAME",
-       .help = "naming table to use (default: from config.json, else detected)"},
-      {.name = "naming-table", .js = "namingTables", .kind = K::kRepeated, .metavar = "FILE",
-       .help = "a naming table to add (repeatable)"},
-      {.name = "follow-links", .help = "read shards and configs that are links leading outside their directory"},
-      {.name = "", .js = "baseName", .kind = K::kApi},
-      {.name = "", .js = "revision", .kind = K::kApi},
-      kSignal,
-      kOnProgress,
-  }, PushRows(false)});
+  tables.push_back(
+      {"create",
+       22,
+       {
+           {.name = "base", .js = "base", .kind = K::kPath},
+           {.name = "out", .alias = 'o', .kind = K::kPath},
+           {.name = "target-modules",
+            .js = "targetModules",
+            .kind = K::kList,
+            .metavar = "L",
+            .help = "comma-separated module names, PEFT's list rule (a module whose path is a name or\n"
+                    "ends with `.name`), or all-linear (every Linear/Conv1D but the output head);\n"
+                    "each name must match a module"},
+           {.name = "target-regex",
+            .js = "targetRegex",
+            .kind = K::kText,
+            .metavar = "RE",
+            .help = "instead: a Python regex the whole module path must match (PEFT's string form)"},
+           {.name = "r",
+            .js = "r",
+            .kind = K::kInteger,
+            .default_value = "8",
+            .metavar = "R",
+            .help = "rank (default 8)"},
+           {.name = "alpha",
+            .js = "alpha",
+            .kind = K::kNumber,
+            .default_value = "8",
+            .metavar = "A",
+            .help = "lora_alpha (default 8, PEFT's); an integer stays an int in the config"},
+           {.name = "rslora", .js = "rslora", .help = "scaling alpha/sqrt(r) (use_rslora)"},
+           {.name = "dora",
+            .js = "dora",
+            .help = "DoRA (use_dora): reads the targeted base weights for the magnitudes"},
+           {.name = "init",
+            .js = "init",
+            .kind = K::kChoice,
+            .choices = "kaiming|gaussian",
+            .default_value = "kaiming",
+            .metavar = "I",
+            .help = "kaiming (PEFT's default, init_lora_weights=true) or gaussian"},
+           {.name = "seed",
+            .js = "seed",
+            .kind = K::kInteger,
+            .default_value = "0",
+            .metavar = "S",
+            .help = "the random numbers' seed, 0 to 2^64-1 (default 0)"},
+           {.name = "dtype",
+            .js = "dtype",
+            .kind = K::kDtype,
+            .default_value = "f32",
+            .metavar = "D",
+            .help = "the adapter's dtype (default f32, as PEFT's fresh adapter)"},
+           {.name = "dry-run", .js = "dryRun", .help = "plan and report, write nothing"},
+           {.name = "json", .help = "print a JSON summary"},
+           {.name = "force", .help = "write into a non-empty DIR (replacing the adapter files)"},
+           {.name = "base-config",
+            .js = "baseConfig",
+            .kind = K::kPath,
+            .metavar = "FILE",
+            .help = "the base config.json, when it is not beside the weights"},
+           {.name = "arch",
+            .js = "arch",
+            .kind = K::kText,
+            .metavar = "NAME",
+            .help = "naming table to use (default: from config.json, else detected)"},
+           {.name = "naming-table",
+            .js = "namingTables",
+            .kind = K::kRepeated,
+            .metavar = "FILE",
+            .help = "a naming table to add (repeatable)"},
+           {.name = "follow-links", .help = "read shards and configs that are links leading outside their directory"},
+           {.name = "", .js = "baseName", .kind = K::kApi},  // the name the config records, for a base given as bytes
+           {.name = "", .js = "revision", .kind = K::kApi},
+           kSignal,
+           kOnProgress,
+       },
+       PushRows(false)});
+  tables.push_back(
+      {"extract",
+       22,
+       {
+           {.name = "base",
+            .js = "base",
+            .kind = K::kPath,
+            .metavar = "PATH",
+            .help = "the base model: folder, model.safetensors, its index, or a remote repo (as merge)"},
+           {.name = "tuned",
+            .js = "tuned",
+            .kind = K::kPath,
+            .metavar = "PATH",
+            .help = "the fine-tuned model, the same forms (the same tensor names and shapes)"},
+           {.name = "out", .alias = 'o', .kind = K::kPath},
+           {.name = "rank",
+            .js = "rank",
+            .kind = K::kInteger,
+            .metavar = "N",
+            .help = "every module at rank N (or its smaller side)"},
+           {.name = "energy",
+            .js = "energy",
+            .kind = K::kNumber,
+            .metavar = "F",
+            .help = "per module the smallest rank keeping the fraction F of ||dW||^2, at most --max-rank"},
+           {.name = "max-rank",
+            .js = "maxRank",
+            .kind = K::kInteger,
+            .default_value = "128",
+            .metavar = "N",
+            .help = "the rank when neither is given, and --energy's cap (default 128, mergekit's)"},
+           {.name = "modules",
+            .js = "modules",
+            .kind = K::kList,
+            .default_value = "all-linear",
+            .metavar = "L",
+            .help = "the layers to decompose: all-linear (default: every Linear/Conv1D but the head) or\n"
+                    "comma-separated names, PEFT's list rule (a convolution may be named too)"},
+           {.name = "embeddings",
+            .js = "embeddings",
+            .kind = K::kChoice,
+            .choices = "save|lora|skip",
+            .default_value = "save",
+            .metavar = "E",
+            .help = "embeddings and the head: save (default, modules_to_save when changed), lora\n"
+                    "(decomposed: lora_embedding_A/B, the head as a Linear) or skip (not read)"},
+           {.name = "dtype",
+            .js = "dtype",
+            .kind = K::kDtype,
+            .metavar = "D",
+            .help = "the adapter's dtype (default: the tuned weights')"},
+           {.name = "dry-run", .js = "dryRun", .help = "plan and report, read no weights, write nothing"},
+           {.name = "json", .help = "print a JSON summary"},
+           {.name = "force", .help = "write into a non-empty DIR (replacing the adapter files)"},
+           {.name = "base-config",
+            .js = "baseConfig",
+            .kind = K::kPath,
+            .metavar = "FILE",
+            .help = "the base config.json, when it is not beside the weights"},
+           {.name = "arch",
+            .js = "arch",
+            .kind = K::kText,
+            .metavar = "NAME",
+            .help = "naming table to use (default: from config.json, else detected)"},
+           {.name = "naming-table",
+            .js = "namingTables",
+            .kind = K::kRepeated,
+            .metavar = "FILE",
+            .help = "a naming table to add (repeatable)"},
+           {.name = "follow-links", .help = "read shards and configs that are links leading outside their directory"},
+           {.name = "", .js = "baseName", .kind = K::kApi},
+           {.name = "", .js = "revision", .kind = K::kApi},
+           kSignal,
+           kOnProgress,
+       },
+       PushRows(false)});
   tables.push_back({"push", kPushHelpColumn, {}, PushRows(true)});
   return tables;
 }
@@ -316,12 +524,9 @@ void AppendRows(std::string& out, const std::vector<OptionRow>& rows, size_t col
 }
 
 Json RowJson(const OptionRow& row) {
-  return {{"name", row.name},
-          {"alias", row.alias ? std::string(1, row.alias) : std::string()},
-          {"js", row.js},
-          {"kind", OptionKindName(row.kind)},
-          {"choices", row.choices},
-          {"default", row.default_value},
+  return {{"name", row.name},       {"alias", row.alias ? std::string(1, row.alias) : std::string()},
+          {"js", row.js},           {"kind", OptionKindName(row.kind)},
+          {"choices", row.choices}, {"default", row.default_value},
           {"help", row.help}};
 }
 

@@ -34,9 +34,9 @@ enum class OptionKind : uint8_t {
 };
 
 struct OptionRow {
-  std::string_view name;                // the CLI's long name without dashes; "" for kApi and kHelpNote rows
-  char alias = 0;                       // the CLI's short alias (`-o`), or 0
-  std::string_view js = {};             // the JS options object's key; "" when the JS API has none (--json…)
+  std::string_view name;     // the CLI's long name without dashes; "" for kApi and kHelpNote rows
+  char alias = 0;            // the CLI's short alias (`-o`), or 0
+  std::string_view js = {};  // the JS options object's key; "" when the JS API has none (--json…)
   OptionKind kind = OptionKind::kFlag;
   std::string_view choices = {};        // kChoice: "a|b|c"
   std::string_view default_value = {};  // what leaving it out means, when that is one value
@@ -46,10 +46,10 @@ struct OptionRow {
 
 struct OptionTable {
   std::string_view command;
-  size_t help_column;                 // where the help texts start (the push block's own: kPushHelpColumn)
-  std::vector<OptionRow> rows;        // in the help's order
-  std::vector<OptionRow> push_rows;   // --push-to and its companions (merge, translate...), or push's
-  bool lists_options = true;          // whether the help lists them (unmerge's says "as for merge")
+  size_t help_column;                // where the help texts start (the push block's own: kPushHelpColumn)
+  std::vector<OptionRow> rows;       // in the help's order
+  std::vector<OptionRow> push_rows;  // --push-to and its companions (merge, translate...), or push's
+  bool lists_options = true;         // whether the help lists them (unmerge's says "as for merge")
 };
 
 // Every command's table: inspect, convert, adapter-info, translate, combine, merge, unmerge, create, extract, push.

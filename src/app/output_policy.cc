@@ -75,7 +75,8 @@ bool IsOwnTemporary(std::string_view name) {
   const std::string_view tag = name.substr(name.size() - kSuffix, 5);
   if (tag != ".tmp-" && tag != ".old-") return false;
   for (char c : name.substr(name.size() - 6))
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+      return false;
   return true;
 }
 
@@ -116,16 +117,17 @@ std::string RenderCommitJournal(const CommitJournal& journal) {
 Status CheckCommitJournalSize(uint64_t bytes, std::string_view path) {
   if (bytes <= kMaxCommitJournalBytes) return Status::Ok();
   return MakeError(ErrorCode::InvalidArgument,
-                   "`" + std::string(path) + "` is not a commit journal peft-bridge wrote (it is " + std::to_string(bytes) +
-                       " bytes; a journal is at most " + std::to_string(kMaxCommitJournalBytes) +
-                       "); remove it once you have checked the directory");
+                   "`" + std::string(path) + "` is not a commit journal peft-bridge wrote (it is " +
+                       std::to_string(bytes) + " bytes; a journal is at most " +
+                       std::to_string(kMaxCommitJournalBytes) + "); remove it once you have checked the directory");
 }
 
 Result<CommitJournal> ParseCommitJournal(std::string_view text, std::string_view path) {
   PB_RETURN_IF_ERROR(CheckCommitJournalSize(text.size(), path));
   auto bad = [&](const std::string& why) {
-    return MakeError(ErrorCode::InvalidArgument, "`" + std::string(path) + "` is not a commit journal peft-bridge wrote (" +
-                                                     why + "); remove it once you have checked the directory");
+    return MakeError(ErrorCode::InvalidArgument, "`" + std::string(path) +
+                                                     "` is not a commit journal peft-bridge wrote (" + why +
+                                                     "); remove it once you have checked the directory");
   };
   constexpr std::string_view kFirst = "peft-bridge commit journal 1\n";
   if (!text.starts_with(kFirst)) return bad("its first line");
@@ -171,13 +173,13 @@ Status CheckInputLinks(std::string_view command, const std::vector<InputFact>& i
     lines += "\n  " + in.path + " -> " + in.real + " (outside " + in.within_path + ")";
   }
   if (count == 0) return Status::Ok();
-  return Refuse(std::string(command) + ": " + std::to_string(count) +
-                " input file(s) are links leading outside their directory; pass --follow-links to read them anyway:" +
-                lines);
+  return Refuse(
+      std::string(command) + ": " + std::to_string(count) +
+      " input file(s) are links leading outside their directory; pass --follow-links to read them anyway:" + lines);
 }
 
-Result<OutputPlan> PlanOutput(std::string_view command, const std::vector<InputFact>& inputs,
-                              const OutputRequest& out, const OutputFlags& flags) {
+Result<OutputPlan> PlanOutput(std::string_view command, const std::vector<InputFact>& inputs, const OutputRequest& out,
+                              const OutputFlags& flags) {
   PB_RETURN_IF_ERROR(CheckInputLinks(command, inputs, flags));
   if (out.failure) return *out.failure;
   const std::string never = "; " + std::string(command) + " never writes over its inputs";
@@ -200,8 +202,7 @@ Result<OutputPlan> PlanOutput(std::string_view command, const std::vector<InputF
     if (!out.single_file && (e.kind == EntryKind::kFile || e.kind == EntryKind::kSymlink) && !writes.count(e.name) &&
         IsOwnTemporary(e.name) && !InputAt(inputs, out, e.name))
       plan.stale.push_back(e.name);
-    else
-      listing.push_back(e);
+    else listing.push_back(e);
   }
   std::sort(plan.stale.begin(), plan.stale.end());
   std::sort(listing.begin(), listing.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
@@ -226,7 +227,8 @@ Result<OutputPlan> PlanOutput(std::string_view command, const std::vector<InputF
   std::string blocked;
   for (const auto& e : listing) {
     if (!writes.count(e.name) || e.kind == EntryKind::kFile || e.kind == EntryKind::kSymlink) continue;
-    blocked += "\n  " + OutputPath(out, e.name) + (e.kind == EntryKind::kDirectory ? " is a directory" : " is not a regular file");
+    blocked += "\n  " + OutputPath(out, e.name) +
+               (e.kind == EntryKind::kDirectory ? " is a directory" : " is not a regular file");
   }
   if (!blocked.empty())
     return Refuse(std::string(command) + " cannot replace what is in the way of its output files:" + blocked);

@@ -124,8 +124,8 @@ Result<CommitJournal> ParseCommitJournal(std::string_view text, std::string_view
 Status CheckInputLinks(std::string_view command, const std::vector<InputFact>& inputs, const OutputFlags& flags);
 
 // Every check above; the plan, or the first refusal (InvalidArgument, naming what is aliased or what blocks).
-Result<OutputPlan> PlanOutput(std::string_view command, const std::vector<InputFact>& inputs,
-                              const OutputRequest& out, const OutputFlags& flags);
+Result<OutputPlan> PlanOutput(std::string_view command, const std::vector<InputFact>& inputs, const OutputRequest& out,
+                              const OutputFlags& flags);
 
 // A tensor of the input the output will not hold, and why; the no-silent-loss rule is the core's
 // (adapter::CheckDropped), which translate, merge and combine apply themselves.

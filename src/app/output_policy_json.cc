@@ -42,8 +42,8 @@ Result<OutputPolicyRequest> ParseOutputPolicyRequest(const std::string& request)
   OutputPolicyRequest r;
   if (j.contains("inputs") && j["inputs"].is_array())
     for (const auto& i : j["inputs"]) {
-      InputFact in{Str(i, "label"), Str(i, "path"), Str(i, "real"), Str(i, "entry"), Str(i, "id"), Flag(i, "directory"),
-                   std::nullopt, Str(i, "withinPath")};
+      InputFact in{Str(i, "label"), Str(i, "path"),       Str(i, "real"), Str(i, "entry"),
+                   Str(i, "id"),    Flag(i, "directory"), std::nullopt,   Str(i, "withinPath")};
       if (i.is_object() && i.contains("within") && i["within"].is_string()) in.within = i["within"].get<std::string>();
       r.inputs.push_back(std::move(in));
     }
@@ -69,7 +69,9 @@ Result<OutputPolicyRequest> ParseOutputPolicyRequest(const std::string& request)
 }
 
 std::string RenderOutputPlanJson(const OutputPlan& plan) {
-  return json{{"commit", Names(plan.commit)}, {"replace", Names(plan.replace)}, {"remove", Names(plan.remove)},
+  return json{{"commit", Names(plan.commit)},
+              {"replace", Names(plan.replace)},
+              {"remove", Names(plan.remove)},
               {"stale", Names(plan.stale)}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -132,8 +134,8 @@ Result<std::string> ParseCommitJournalJson(const std::string& text, const std::s
   PB_ASSIGN_OR_RETURN(auto journal, ParseCommitJournal(text, path));
   json renames = json::array();
   for (const auto& r : journal.renames) renames.push_back({{"temp", r.temp}, {"final", r.final}});
-  return json{{"renames", renames}, {"remove", Names(journal.remove)}, {"asides", Names(journal.asides)}}
-      .dump(-1, ' ', false, json::error_handler_t::replace);
+  return json{{"renames", renames}, {"remove", Names(journal.remove)}, {"asides", Names(journal.asides)}}.dump(
+      -1, ' ', false, json::error_handler_t::replace);
 }
 
 Result<std::string> PlanExtraFilesJson(const std::string& request) {
@@ -150,7 +152,8 @@ Result<std::string> PlanExtraFilesJson(const std::string& request) {
     for (const auto& w : j["written"])
       if (w.is_string()) r.written.push_back(w.get<std::string>());
   ExtraFiles extra = PlanExtraFiles(r);
-  return json{{"copy", Names(extra.copy)}, {"warnings", extra.warnings}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return json{{"copy", Names(extra.copy)}, {"warnings", extra.warnings}}.dump(-1, ' ', false,
+                                                                              json::error_handler_t::replace);
 }
 
 }  // namespace pb::app

@@ -12,7 +12,8 @@
 namespace pb::app {
 
 // {"command", "inputs": [{"label","path","real","entry","id","directory","within"(string|null),"withinPath"}],
-//  "out": null | {"label","path","real","exists","listing":[{"name","kind":"file|directory|symlink|other","id","targetId"}],
+//  "out": null |
+//  {"label","path","real","exists","listing":[{"name","kind":"file|directory|symlink|other","id","targetId"}],
 //                 "writes":[names],"singleFile"}, "force", "followLinks"}
 // With "out": null only the input links are checked. Returns the plan as
 // {"commit":[...],"replace":[...],"remove":[...],"stale":[...]} (all empty without "out"), or the policy's refusal.

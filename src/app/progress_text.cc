@@ -55,9 +55,9 @@ std::string DurationText(double seconds) {
   const auto total = static_cast<uint64_t>(std::llround(seconds));
   char buf[32];
   if (total >= 3600)
-    std::snprintf(buf, sizeof buf, "%u:%02u:%02u", unsigned(total / 3600), unsigned(total / 60 % 60), unsigned(total % 60));
-  else
-    std::snprintf(buf, sizeof buf, "%u:%02u", unsigned(total / 60), unsigned(total % 60));
+    std::snprintf(buf, sizeof buf, "%u:%02u:%02u", unsigned(total / 3600), unsigned(total / 60 % 60),
+                  unsigned(total % 60));
+  else std::snprintf(buf, sizeof buf, "%u:%02u", unsigned(total / 60), unsigned(total % 60));
   return buf;
 }
 

@@ -13,9 +13,9 @@ namespace pb::app {
 
 // What decides whether progress shows, as each CLI finds it.
 struct ProgressEnvironment {
-  bool json = false;                 // --json
-  bool quiet = false;                // -q / --quiet
-  bool no_progress = false;          // --no-progress
+  bool json = false;         // --json
+  bool quiet = false;        // -q / --quiet
+  bool no_progress = false;  // --no-progress
   bool stderr_is_terminal = false;
   std::optional<std::string> progress_variable;  // $PB_PROGRESS: "always" draws without a terminal (tests)
   std::optional<std::string> clock_variable;     // $PB_PROGRESS_CLOCK_MS: a fixed elapsed time (tests)
@@ -47,8 +47,8 @@ inline constexpr double kEtaAfterFraction = 0.01;
 std::string RenderProgressLine(uint64_t done, uint64_t total, double seconds, std::string_view file);
 
 // The line's time: "ETA 0:05" (the remaining bytes at the average rate), "ETA --:--" while nothing moved or before
-// kEtaAfterSeconds and kEtaAfterFraction, "in 0:12" once done >= total. The page shows it beside its own progress bar, so
-// every front end's ETA reads alike.
+// kEtaAfterSeconds and kEtaAfterFraction, "in 0:12" once done >= total. The page shows it beside its own progress bar,
+// so every front end's ETA reads alike.
 std::string ProgressTimeText(uint64_t done, uint64_t total, double seconds);
 
 // What the line names while several files move at once (the native CLI merging shards one per thread), in place

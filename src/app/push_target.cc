@@ -30,10 +30,10 @@ std::optional<std::string> RepoIdProblem(std::string_view repo) {
   std::string_view owner = repo.substr(0, slash), name = repo.substr(slash + 1);
   for (std::string_view part : {owner, name})
     if (!HubNamePart(part))
-      return shown +
-             " is not a repo id: OWNER and NAME are 1-96 letters, digits, '-', '_' or '.', starting and ending "
-             "with a letter, digit or '_', without '--' or '..'";
-  if (name.size() >= 4 && name.substr(name.size() - 4) == ".git") return shown + " is not a repo id: NAME may not end in .git";
+      return shown + " is not a repo id: OWNER and NAME are 1-96 letters, digits, '-', '_' or '.', starting and ending "
+                     "with a letter, digit or '_', without '--' or '..'";
+  if (name.size() >= 4 && name.substr(name.size() - 4) == ".git")
+    return shown + " is not a repo id: NAME may not end in .git";
   return std::nullopt;
 }
 
@@ -48,7 +48,8 @@ std::optional<std::string> BranchProblem(std::string_view branch) {
       branch.find("//") != std::string_view::npos || branch.find("..") != std::string_view::npos ||
       branch.find("@{") != std::string_view::npos || branch.find("/.") != std::string_view::npos ||
       (branch.size() >= 5 && branch.substr(branch.size() - 5) == ".lock"))
-    return shown + " is not a branch name (git's rules: no '..', '//', '@{', leading or trailing '/' or '.', '.lock' end)";
+    return shown +
+           " is not a branch name (git's rules: no '..', '//', '@{', leading or trailing '/' or '.', '.lock' end)";
   return std::nullopt;
 }
 
@@ -57,7 +58,8 @@ std::variant<PushTarget, std::string> ParsePushTarget(std::string_view value, st
   if (value.starts_with("hf://") || value.starts_with("https://") || value.starts_with("http://"))
     return prefix + "expected OWNER/REPO[@BRANCH], a repo id, not a URL (the endpoint is HF_ENDPOINT's)";
   size_t at = value.find('@');
-  PushTarget target{std::string(value.substr(0, at)), at == std::string_view::npos ? "main" : std::string(value.substr(at + 1))};
+  PushTarget target{std::string(value.substr(0, at)),
+                    at == std::string_view::npos ? "main" : std::string(value.substr(at + 1))};
   if (auto problem = RepoIdProblem(target.repo)) return prefix + *problem + " (expected OWNER/REPO[@BRANCH])";
   if (auto problem = BranchProblem(target.branch)) return prefix + *problem;
   return target;
@@ -93,12 +95,14 @@ Result<std::vector<std::string>> PushFolderFiles(std::string_view dir, std::vect
   for (const auto& e : entries) {
     if (PushSkips(e.path)) continue;
     if (e.path == kCommitJournalName)
-      return MakeError(ErrorCode::InvalidArgument,
-                       "`" + shown + "` holds the journal of an interrupted peft-bridge run (" + std::string(kCommitJournalName) +
-                           "): its output is not complete; run the command into it again, which completes or undoes that run");
+      return MakeError(
+          ErrorCode::InvalidArgument,
+          "`" + shown + "` holds the journal of an interrupted peft-bridge run (" + std::string(kCommitJournalName) +
+              "): its output is not complete; run the command into it again, which completes or undoes that run");
     if (e.kind == EntryKind::kDirectory) continue;  // its files are listed under it
     if (e.kind != EntryKind::kFile)
-      return MakeError(ErrorCode::InvalidArgument, "`" + shown + "/" + e.path + "` is neither a file nor a folder: nothing to push for it");
+      return MakeError(ErrorCode::InvalidArgument,
+                       "`" + shown + "/" + e.path + "` is neither a file nor a folder: nothing to push for it");
     files.push_back(e.path);
   }
   if (files.empty()) return MakeError(ErrorCode::InvalidArgument, "`" + shown + "` holds no file to push");
@@ -123,7 +127,8 @@ std::string ShellWord(const std::string& s) {
 }  // namespace
 
 std::string PushRetryHint(const CommandLine& line, const PushTarget& target) {
-  std::optional<std::string> out = line.command == "translate" && line.positional.size() > 1 ? line.positional[1] : line.Value("out");
+  std::optional<std::string> out = line.command == "translate" && line.positional.size() > 1 ? line.positional[1]
+                                                                                             : line.Value("out");
   if (!out) return "";
   std::string retry = "peft-bridge push " + ShellWord(*out) + " --to " + target.repo +
                       (target.branch == "main" ? "" : "@" + ShellWord(target.branch));
@@ -161,8 +166,8 @@ std::string RenderPushOutcome(const PushOutcome& o) {
   what += ", " + SizeText(bytes);
   std::string short_commit = o.commit.substr(0, 12);
   if (o.create_pr)
-    return "opened a pull request on " + o.target.repo + " (against " + o.target.branch + ") with " + what + ": commit " +
-           short_commit + "\n  " + o.pull_request_url + "\n";
+    return "opened a pull request on " + o.target.repo + " (against " + o.target.branch + ") with " + what +
+           ": commit " + short_commit + "\n  " + o.pull_request_url + "\n";
   return "pushed " + what + " to " + o.target.repo + "@" + o.target.branch + ": commit " + short_commit + "\n  " +
          o.commit_url + "\n";
 }
@@ -171,7 +176,9 @@ std::string RenderPushOutcomeJson(std::string_view json) {
   auto j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   PushOutcome o;
   if (!j.is_object()) return RenderPushOutcome(o);
-  auto str = [&](const char* key) { return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string(); };
+  auto str = [&](const char* key) {
+    return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+  };
   o.target.repo = str("repo");
   o.target.branch = str("branch");
   o.create_pr = j.contains("createPr") && j["createPr"].is_boolean() && j["createPr"].get<bool>();

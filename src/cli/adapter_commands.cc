@@ -87,7 +87,8 @@ int RunAdapterInfo(const app::CommandLine& line) {
   adapter::DeltaNormPass norms(read->adapter);  // module by module, each one's factors read with pread
   if (Status s = SupplyAdapterBytes(norms, dir.value()); !s.ok()) return fail(s.error());
   read->delta_norms = norms.norms();
-  std::string out = o.json ? adapter::RenderAdapterInfoJson(read.value()) : adapter::RenderAdapterInfoText(read.value());
+  std::string out = o.json ? adapter::RenderAdapterInfoJson(read.value())
+                           : adapter::RenderAdapterInfoText(read.value());
   WriteText(stdout, out);
   return 0;
 }
@@ -135,12 +136,14 @@ int RunTranslate(const app::CommandLine& line) {
     const auto& output = result->output;
     std::vector<std::string> names{output.weights_name};
     if (output.config_name) names.push_back(*output.config_name);
-    auto plan = app::PlanOutput("translate", inputs,
-                                one_file ? DescribeOutputFile(out_path) : DescribeOutputDirectory("OUT_DIR", out_path, names),
-                                flags);
+    auto plan = app::PlanOutput(
+        "translate", inputs,
+        one_file ? DescribeOutputFile(out_path) : DescribeOutputDirectory("OUT_DIR", out_path, names), flags);
     if (!plan.ok()) return fail(plan.error());
-    auto transaction = one_file ? Result<std::unique_ptr<OutputTransaction>>(OutputTransaction::ForFile(out_path, std::move(plan.value())))
-                                : OutputTransaction::Begin(out_path, std::move(plan.value()));
+    auto transaction =
+        one_file
+            ? Result<std::unique_ptr<OutputTransaction>>(OutputTransaction::ForFile(out_path, std::move(plan.value())))
+            : OutputTransaction::Begin(out_path, std::move(plan.value()));
     if (!transaction.ok()) return fail(transaction.error());
     // The plan is told before the work starts; the outcome line follows it.
     if (text_out) {

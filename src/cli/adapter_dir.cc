@@ -61,7 +61,8 @@ Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<s
 Status ReadWeightsAt(const AdapterDir& dir, uint64_t offset, std::span<uint8_t> out) {
   if (dir.weights) return dir.weights->ReadAt(offset, out);
   if (offset > dir.weights_bytes.size() || out.size() > dir.weights_bytes.size() - offset)
-    return MakeError(ErrorCode::IoError, "`" + dir.weights_path + "` ended before byte " + std::to_string(offset + out.size()));
+    return MakeError(ErrorCode::IoError,
+                     "`" + dir.weights_path + "` ended before byte " + std::to_string(offset + out.size()));
   std::copy_n(dir.weights_bytes.begin() + static_cast<std::ptrdiff_t>(offset), out.size(), out.begin());
   return Status::Ok();
 }
@@ -100,7 +101,9 @@ Status ReadAdapterHeader(AdapterDir& dir) {
   auto header = [&]() -> Result<Header> {
     if (dir.weights) return dir.weights->ReadHeader();
     const std::vector<uint8_t>& bytes = dir.weights_bytes;
-    PB_ASSIGN_OR_RETURN(auto n, ReadHeaderLength(std::span<const uint8_t>(bytes.data(), std::min<size_t>(bytes.size(), 8)), bytes.size()));
+    PB_ASSIGN_OR_RETURN(
+        auto n,
+        ReadHeaderLength(std::span<const uint8_t>(bytes.data(), std::min<size_t>(bytes.size(), 8)), bytes.size()));
     return ParseHeader(std::string(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n)),
                        bytes.size());
   }();
@@ -119,7 +122,12 @@ Status ReadAdapterHeader(AdapterDir& dir) {
 }
 
 adapter::AdapterSource SourceOf(const AdapterDir& dir) {
-  return {WeightsName(dir), {}, dir.config, dir.base_config, &dir.header, dir.inline_bytes,
+  return {WeightsName(dir),
+          {},
+          dir.config,
+          dir.base_config,
+          &dir.header,
+          dir.inline_bytes,
           dir.gguf ? &*dir.gguf : nullptr};
 }
 

@@ -18,11 +18,11 @@ namespace pb::cli {
 // handled in memory bounded by its largest module.
 struct AdapterDir {
   std::string weights_path;
-  std::string weights_name;  // the weights file's name ("" for weights_path's last segment)
-  std::optional<InputFile> weights;  // a local adapter's weights, read with pread...
+  std::string weights_name;            // the weights file's name ("" for weights_path's last segment)
+  std::optional<InputFile> weights;    // a local adapter's weights, read with pread...
   std::vector<uint8_t> weights_bytes;  // ...or a remote one's, fetched whole (bounded by PB_HTTP_MAX_ADAPTER_BYTES)
   Header header;
-  std::vector<uint8_t> inline_bytes;  // the bytes of adapter::InlineTensorRanges(header), concatenated
+  std::vector<uint8_t> inline_bytes;   // the bytes of adapter::InlineTensorRanges(header), concatenated
   std::optional<gguf::GgufFile> gguf;  // a .gguf adapter's header (then `header` is empty), by its magic
   std::optional<std::string> config;
   std::optional<std::string> base_config;

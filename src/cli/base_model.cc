@@ -26,7 +26,8 @@ constexpr size_t kReadChunk = 4 << 20;
 // (the default limit is 1,024). Opened again, it must be the file whose header was read (same file, same size).
 class LocalShard final : public ShardBytes {
  public:
-  LocalShard(std::string path, const InputFile& file) : path_(std::move(path)), size_(file.size()), id_(file.Identity()) {}
+  LocalShard(std::string path, const InputFile& file)
+      : path_(std::move(path)), size_(file.size()), id_(file.Identity()) {}
   Status Stream(uint64_t begin, uint64_t end, const Deliver& deliver) override {
     std::optional<InputFile> opened;  // for this read only, unless the shard is acquired
     if (!file_) {
@@ -57,7 +58,8 @@ class LocalShard final : public ShardBytes {
   Result<InputFile> Reopen() const {
     PB_ASSIGN_OR_RETURN(auto f, InputFile::Open(path_));
     if (f.size() != size_ || f.Identity() != id_)
-      return MakeError(ErrorCode::IoError, "`" + path_ + "` changed while the command ran (it is not the file whose header was read)");
+      return MakeError(ErrorCode::IoError,
+                       "`" + path_ + "` changed while the command ran (it is not the file whose header was read)");
     return f;
   }
   std::string path_;
@@ -69,7 +71,9 @@ class LocalShard final : public ShardBytes {
 class RemoteShard final : public ShardBytes {
  public:
   explicit RemoteShard(RemoteReader reader) : reader_(std::move(reader)) {}
-  Status Stream(uint64_t begin, uint64_t end, const Deliver& deliver) override { return reader_.Stream(begin, end, deliver); }
+  Status Stream(uint64_t begin, uint64_t end, const Deliver& deliver) override {
+    return reader_.Stream(begin, end, deliver);
+  }
 
  private:
   RemoteReader reader_;
@@ -175,7 +179,9 @@ std::vector<app::BaseEntry> ListBase(const BaseModel& base) {
       struct stat st;
       app::EntryKind kind = app::EntryKind::kOther;
       if (::stat(Join(base.dir, name).c_str(), &st) == 0)
-        kind = S_ISREG(st.st_mode) ? app::EntryKind::kFile : S_ISDIR(st.st_mode) ? app::EntryKind::kDirectory : app::EntryKind::kOther;
+        kind = S_ISREG(st.st_mode)   ? app::EntryKind::kFile
+               : S_ISDIR(st.st_mode) ? app::EntryKind::kDirectory
+                                     : app::EntryKind::kOther;
       entries.push_back({name, kind});
     }
     ::closedir(d);

@@ -55,7 +55,8 @@ int RunCombine(const app::CommandLine& line) {
   for (const std::string& given : line.positional) {
     auto dir = LoadAdapterDir(given, base_config);
     if (!dir.ok()) return fail(ExplainInput(dir.error(), given, app::InputRole::kAdapter));
-    auto read = adapter::ReadAdapter(SourceOf(dir.value()), {from, line.Value("arch"), line.Has("strict"), tables->get()});
+    auto read =
+        adapter::ReadAdapter(SourceOf(dir.value()), {from, line.Value("arch"), line.Has("strict"), tables->get()});
     if (!read.ok()) {
       Error e = read.error();
       e.message = given + ": " + e.message;
@@ -100,7 +101,8 @@ int RunCombine(const app::CommandLine& line) {
     if (status.ok()) status = writer->Finish();
     if (status.ok() && output.config_name) {
       auto config = transaction.value()->Add(*output.config_name);
-      status = config.ok() ? config.value()->Write({reinterpret_cast<const uint8_t*>(output.config_text.data()), output.config_text.size()})
+      status = config.ok() ? config.value()->Write({reinterpret_cast<const uint8_t*>(output.config_text.data()),
+                                                    output.config_text.size()})
                            : Status(config.error());
     }
     if (status.ok()) status = transaction.value()->Commit();
@@ -109,8 +111,9 @@ int RunCombine(const app::CommandLine& line) {
     report.outcomes = &written->outcomes();
   }
   // A dry run's plan is all it prints; a combination's plan was printed before the work.
-  std::string out = json ? app::RenderCombineJson(report)
-                    : dry_run ? app::RenderCombinePlanText(report) : app::RenderCombineOutcomeText(report);
+  std::string out = json      ? app::RenderCombineJson(report)
+                    : dry_run ? app::RenderCombinePlanText(report)
+                              : app::RenderCombineOutcomeText(report);
   if (json || !line.Has("quiet")) WriteText(stdout, out);
   return 0;
 }

@@ -48,7 +48,8 @@ int RunCreate(const app::CommandLine& line) {
   AddNamedInputFacts(line, inputs);
   if (Status s = app::CheckInputLinks("create", inputs, flags); !s.ok()) return fail(s.error());
   if (!dry_run) {
-    const std::vector<std::string> names{std::string(compose::kCreateWeightsName), std::string(compose::kCreateConfigName)};
+    const std::vector<std::string> names{std::string(compose::kCreateWeightsName),
+                                         std::string(compose::kCreateConfigName)};
     auto output = app::PlanOutput("create", inputs, DescribeOutputDirectory("--out", *out_dir, names), flags);
     if (!output.ok()) return fail(output.error());
     auto transaction = OutputTransaction::Begin(*out_dir, std::move(output.value()));
@@ -69,12 +70,13 @@ int RunCreate(const app::CommandLine& line) {
       for (const auto& range : magnitudes.ranges()) {
         if (shown != range.shard) progress.StartFile(base->shard_names[range.shard], done);
         shown = range.shard;
-        Status s = base->shards[range.shard]->Stream(range.begin, range.end, [&](std::span<const uint8_t> bytes) -> Status {
-          PB_RETURN_IF_ERROR(magnitudes.Push(bytes));
-          done += bytes.size();
-          progress.Update(done);
-          return Status::Ok();
-        });
+        Status s =
+            base->shards[range.shard]->Stream(range.begin, range.end, [&](std::span<const uint8_t> bytes) -> Status {
+              PB_RETURN_IF_ERROR(magnitudes.Push(bytes));
+              done += bytes.size();
+              progress.Update(done);
+              return Status::Ok();
+            });
         if (!s.ok()) {
           progress.Abandon();
           return fail(s.error());

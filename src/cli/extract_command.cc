@@ -59,11 +59,13 @@ int RunExtract(const app::CommandLine& line) {
   AddNamedInputFacts(line, inputs);
   if (Status s = app::CheckInputLinks("extract", inputs, flags); !s.ok()) return fail(s.error());
   if (dry_run) {
-    std::string summary = json ? app::RenderExtractJson(plan.value(), nullptr) : app::RenderExtractPlanText(plan.value(), true);
+    std::string summary = json ? app::RenderExtractJson(plan.value(), nullptr)
+                               : app::RenderExtractPlanText(plan.value(), true);
     if (json || !quiet) WriteText(stdout, summary);
     return 0;
   }
-  const std::vector<std::string> names{std::string(compose::kExtractWeightsName), std::string(compose::kExtractConfigName)};
+  const std::vector<std::string> names{std::string(compose::kExtractWeightsName),
+                                       std::string(compose::kExtractConfigName)};
   auto output = app::PlanOutput("extract", inputs, DescribeOutputDirectory("--out", *out_dir, names), flags);
   if (!output.ok()) return fail(output.error());
   auto transaction = OutputTransaction::Begin(*out_dir, std::move(output.value()));
@@ -83,11 +85,12 @@ int RunExtract(const app::CommandLine& line) {
     StderrProgress progress(line, plan->read_bytes);
     while (auto read = job.NextRead()) {
       BaseModel& model = read->tuned ? tuned.value() : base.value();
-      Status s = model.shards[read->shard]->Stream(read->begin, read->end, [&](std::span<const uint8_t> bytes) -> Status {
-        PB_RETURN_IF_ERROR(job.Push(bytes));
-        progress.Update(std::min(job.bytes_read(), plan->read_bytes));
-        return Status::Ok();
-      });
+      Status s =
+          model.shards[read->shard]->Stream(read->begin, read->end, [&](std::span<const uint8_t> bytes) -> Status {
+            PB_RETURN_IF_ERROR(job.Push(bytes));
+            progress.Update(std::min(job.bytes_read(), plan->read_bytes));
+            return Status::Ok();
+          });
       if (!s.ok()) {
         progress.Abandon();
         return fail(s.error());

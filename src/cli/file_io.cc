@@ -45,8 +45,7 @@ Result<InputFile> InputFile::Open(const std::string& path) {
   return InputFile(fd, static_cast<uint64_t>(st.st_size), path);
 }
 
-InputFile::InputFile(InputFile&& other) noexcept
-    : fd_(other.fd_), size_(other.size_), path_(std::move(other.path_)) {
+InputFile::InputFile(InputFile&& other) noexcept : fd_(other.fd_), size_(other.size_), path_(std::move(other.path_)) {
   other.fd_ = -1;
 }
 
@@ -191,7 +190,8 @@ Status AtomicOutputFile::CopyRegionFrom(const InputFile& in, uint64_t in_offset,
   if (done == n) return Status::Ok();
   std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(kReadChunk, n - done)));
   while (done < n) {
-    const auto piece = std::span<uint8_t>(buffer.data(), static_cast<size_t>(std::min<uint64_t>(buffer.size(), n - done)));
+    const auto piece =
+        std::span<uint8_t>(buffer.data(), static_cast<size_t>(std::min<uint64_t>(buffer.size(), n - done)));
     PB_RETURN_IF_ERROR(in.ReadAt(in_offset + done, piece));
     PB_RETURN_IF_ERROR(WriteRegionAt(offset + done, piece));
     done += piece.size();

@@ -29,7 +29,7 @@ namespace pb::cli {
 namespace {
 
 // The constants, messages and checks below mirror web/src/remote/hub.js: both CLIs must agree byte for byte.
-constexpr uint64_t kFirstRange = 64 * 1024;  // nearly every header fits: one request is the usual cost
+constexpr uint64_t kFirstRange = 64 * 1024;     // nearly every header fits: one request is the usual cost
 constexpr uint64_t kRemotePiece = 64ull << 20;  // one request of a long read (RemoteReader::Stream)
 
 Error Io(std::string message) { return MakeError(ErrorCode::IoError, std::move(message)); }
@@ -42,12 +42,14 @@ std::string Lower(std::string_view s) {
 }
 
 int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
+    s.remove_suffix(1);
   return std::string(s);
 }
 
@@ -201,7 +203,8 @@ class CurlTransport {
     size_t n = size * count;
     net::BodySlice slice = t.policy->OnBody(NowMs(), n);
     if (slice.take > 0) {
-      *t.delivered = (*t.deliver)(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data) + slice.skip, slice.take));
+      *t.delivered =
+          (*t.deliver)(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data) + slice.skip, slice.take));
       if (!t.delivered->ok()) {
         t.stopped = true;
         return 0;  // the bytes' consumer failed (a full disk, a refused tensor): the read ends with its error
@@ -305,7 +308,8 @@ Result<RemoteReader> RemoteReader::Open(const net::RemoteFile& file) {
 }
 
 RemoteReader::RemoteReader(net::RemoteFile file, net::HttpFilePolicy policy)
-    : file_(std::move(file)), policy_(std::make_unique<net::HttpFilePolicy>(std::move(policy))),
+    : file_(std::move(file)),
+      policy_(std::make_unique<net::HttpFilePolicy>(std::move(policy))),
       transport_(std::make_unique<CurlTransport>()) {}
 RemoteReader::RemoteReader(RemoteReader&&) noexcept = default;
 RemoteReader::~RemoteReader() = default;

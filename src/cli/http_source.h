@@ -19,7 +19,7 @@ namespace pb::net {
 class HttpFilePolicy;
 struct HttpLimits;
 enum class TransportError : uint8_t;
-}
+}  // namespace pb::net
 
 namespace pb::cli {
 
@@ -70,7 +70,7 @@ class RemoteReader {
 
   std::optional<uint64_t> size() const;
   const std::optional<std::string>& commit() const;  // X-Repo-Commit, once an answer named it
-  int failed_status() const;                          // as ReadRemoteWhole's `failed_status`
+  int failed_status() const;                         // as ReadRemoteWhole's `failed_status`
 
  private:
   RemoteReader(net::RemoteFile file, net::HttpFilePolicy policy);

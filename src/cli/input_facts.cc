@@ -111,7 +111,8 @@ void AddAdapterFacts(const std::string& label, const std::string& given, const s
 
 void AddNamedInputFacts(const app::CommandLine& line, std::vector<app::InputFact>& facts) {
   for (const auto& named : app::NamedInputs(line))
-    facts.push_back(IsDirectory(named.path) ? DirectoryFact(named.label, named.path) : FileFact(named.label, named.path, std::nullopt));
+    facts.push_back(IsDirectory(named.path) ? DirectoryFact(named.label, named.path)
+                                            : FileFact(named.label, named.path, std::nullopt));
 }
 
 app::OutputRequest DescribeOutputDirectory(const std::string& label, const std::string& path,

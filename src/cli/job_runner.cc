@@ -49,12 +49,12 @@ Status Execute(job::Job& job, std::span<const JobInput> inputs, JobOutputs& outp
       }
       case job::StepKind::kForward: {
         PB_ASSIGN_OR_RETURN(const InputFile* in, input(step.input));
-        PB_ASSIGN_OR_RETURN(AtomicOutputFile* out, outputs.Open(step.output));
+        PB_ASSIGN_OR_RETURN(AtomicOutputFile * out, outputs.Open(step.output));
         PB_RETURN_IF_ERROR(out->CopyRegionFrom(*in, step.begin, step.at, step.end - step.begin));
         break;
       }
       case job::StepKind::kWrite: {
-        PB_ASSIGN_OR_RETURN(AtomicOutputFile* out, outputs.Open(step.output));
+        PB_ASSIGN_OR_RETURN(AtomicOutputFile * out, outputs.Open(step.output));
         PB_RETURN_IF_ERROR(out->WriteRegionAt(step.at, step.bytes));
         break;
       }
@@ -69,8 +69,7 @@ Status Execute(job::Job& job, std::span<const JobInput> inputs, JobOutputs& outp
         }
         progress.Update(step.done);
         break;
-      case job::StepKind::kDone:
-        return outputs.Commit();
+      case job::StepKind::kDone: return outputs.Commit();
     }
   }
 }

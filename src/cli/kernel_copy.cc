@@ -91,7 +91,8 @@ uint64_t KernelCopy(KernelCopyWay, int, uint64_t, int, uint64_t, uint64_t) { ret
 
 uint64_t KernelCopy(int in_fd, uint64_t in_offset, int out_fd, uint64_t out_offset, uint64_t n) {
   uint64_t done = KernelCopy(KernelCopyWay::kCopyFileRange, in_fd, in_offset, out_fd, out_offset, n);
-  if (done < n) done += KernelCopy(KernelCopyWay::kSplice, in_fd, in_offset + done, out_fd, out_offset + done, n - done);
+  if (done < n)
+    done += KernelCopy(KernelCopyWay::kSplice, in_fd, in_offset + done, out_fd, out_offset + done, n - done);
   return done;
 }
 

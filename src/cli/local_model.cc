@@ -54,7 +54,8 @@ Result<std::string> InspectLocalModel(const std::string& path, bool json) {
       e.message = name + ": " + e.message;  // as a merge names the shard
       return e;
     }
-    reports.push_back({name, json ? RenderInspectJson(header.value()) : RenderInspectText(header.value()), TotalsOf(header.value())});
+    reports.push_back(
+        {name, json ? RenderInspectJson(header.value()) : RenderInspectText(header.value()), TotalsOf(header.value())});
     headers.push_back(std::move(header.value()));
   }
   if (files.index) {  // every weight_map entry must be in the shard it names

@@ -54,7 +54,7 @@ int Run(const std::vector<std::string>& args);
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::signal(SIGPIPE, SIG_IGN);  // a closed pipe shows up as a write error, reported above
+  std::signal(SIGPIPE, SIG_IGN);    // a closed pipe shows up as a write error, reported above
   pb::cli::StartInterruptThread();  // before any other thread: SIGINT/SIGTERM/SIGHUP wait for a commit to end
   return FinishStdout(Run(std::vector<std::string>(argv + 1, argv + argc)));
 }
@@ -79,7 +79,8 @@ int Run(const std::vector<std::string>& args) {
   // does, with no adapter.
   if (line.command == "convert") {
     const bool folder = pb::app::ConvertWritesModelFolder(line, pb::cli::IsDirectory(line.positional[0]));
-    if (auto problem = pb::app::ConvertUsageProblem(line, folder)) return pb::cli::UsageError({line.command, *problem, line.Has("json")});
+    if (auto problem = pb::app::ConvertUsageProblem(line, folder))
+      return pb::cli::UsageError({line.command, *problem, line.Has("json")});
     return folder ? pb::cli::RunMerge(line) : pb::cli::RunConvert(line);
   }
   if (line.command == "adapter-info") return pb::cli::RunAdapterInfo(line);

@@ -202,7 +202,8 @@ Status MergeShard(const ShardWork& w, size_t threads, SharedProgress& shared,
     for (size_t k; (k = next.fetch_add(1)) < regions.size();) {
       const size_t r = order[k];
       if (failed.load() < r) continue;
-      Status s = MergeRegion(w, regions[r], shared, [&] { return failed.load(std::memory_order_relaxed) < r; }, quant[r]);
+      Status s = MergeRegion(
+          w, regions[r], shared, [&] { return failed.load(std::memory_order_relaxed) < r; }, quant[r]);
       if (s.ok() || failed.load() < r) continue;
       errors[r] = s.error();
       for (size_t f = failed.load(); r < f && !failed.compare_exchange_weak(f, r);) {
@@ -316,8 +317,8 @@ int RunMerge(const app::CommandLine& line) {
   for (const auto& h : base->headers) source_total += h.data_size();
   // --threads (checked by the grammar): regions of each shard merged at once; the bytes do not depend on it.
   // Without it, merge::DefaultMergeThreads: every core for a compute-bound merge, within a memory bound.
-  const size_t threads =
-      line.Has("threads") ? std::stoul(*line.Value("threads")) : merge::DefaultMergeThreads(plan.value(), AvailableCores());
+  const size_t threads = line.Has("threads") ? std::stoul(*line.Value("threads"))
+                                             : merge::DefaultMergeThreads(plan.value(), AvailableCores());
 
   // The policy: no link out of an input directory, no silent loss, no output over an input or into a
   // non-empty directory.
@@ -328,8 +329,8 @@ int RunMerge(const app::CommandLine& line) {
   if (base->index) names.push_back("model.safetensors.index.json");
   if (plan->config_json) names.push_back("config.json");
   // The base's other files (tokenizer, generation config...) are inputs too, and outputs.
-  app::ExtraFilesRequest extra_request{*base_path, base->is_directory, {}, names, plan->config_json.has_value(),
-                                       !line.Has("no-copy-extra")};
+  app::ExtraFilesRequest extra_request{
+      *base_path, base->is_directory, {}, names, plan->config_json.has_value(), !line.Has("no-copy-extra")};
   if (extra_request.base_is_directory && extra_request.copy_extra) extra_request.listing = ListBase(base.value());
   const app::ExtraFiles extra = app::PlanExtraFiles(extra_request);
   if (!base->remote)
@@ -340,8 +341,8 @@ int RunMerge(const app::CommandLine& line) {
   WriteText(stderr, extra.warnings);
   std::vector<merge::QuantError> quant_errors;
   auto summary_of = [&](double seconds, uint64_t peak_memory) {
-    return merge::MergeSummary{&plan.value(), &read.value(), source_total, seconds, peak_memory, dry_run, unmerge, extra.copy,
-                               quant_errors, convert};
+    return merge::MergeSummary{&plan.value(), &read.value(), source_total, seconds,      peak_memory,
+                               dry_run,       unmerge,       extra.copy,   quant_errors, convert};
   };
   if (!dry_run) {
     names.insert(names.end(), extra.copy.begin(), extra.copy.end());
@@ -361,7 +362,10 @@ int RunMerge(const app::CommandLine& line) {
     Status status = Status::Ok();
     for (size_t i = 0; i < extra.copy.size() && status.ok(); ++i) {
       auto out = transaction.value()->Add(extra.copy[i]);
-      if (!out.ok()) { status = out.error(); break; }
+      if (!out.ok()) {
+        status = out.error();
+        break;
+      }
       status = CopyBaseFile(base.value(), extra.copy[i], *out.value());
       if (status.ok()) status = out.value()->Prepare();
     }
@@ -373,9 +377,13 @@ int RunMerge(const app::CommandLine& line) {
     std::vector<ShardWork> works;
     for (size_t s = 0; s < plan->shards.size() && status.ok(); ++s) {
       auto out = transaction.value()->Add(plan->shards[s].name);
-      if (!out.ok()) { status = out.error(); break; }
+      if (!out.ok()) {
+        status = out.error();
+        break;
+      }
       outs.push_back(out.value());
-      works.push_back({*base->shards[s], base->headers[s], plan->shards[s], adapter_dir.value(), options, *out.value()});
+      works.push_back(
+          {*base->shards[s], base->headers[s], plan->shards[s], adapter_dir.value(), options, *out.value()});
       if (at_once) {
         status = out.value()->Park();  // reopened when its shard is merged: not a descriptor per shard at once
         continue;
@@ -398,7 +406,8 @@ int RunMerge(const app::CommandLine& line) {
       if (!out.ok()) return Status(out.error());
       return out.value()->Write({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
     };
-    if (status.ok() && base->index) status = write_text("model.safetensors.index.json", merge::OutputIndexJson(*base->index, plan.value()));
+    if (status.ok() && base->index)
+      status = write_text("model.safetensors.index.json", merge::OutputIndexJson(*base->index, plan.value()));
     if (status.ok() && plan->config_json) status = write_text("config.json", *plan->config_json);
     if (status.ok()) status = transaction.value()->Commit();
     if (!status.ok()) {
@@ -410,8 +419,9 @@ int RunMerge(const app::CommandLine& line) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const merge::MergeSummary summary = summary_of(seconds, PeakRssBytes());
   // A dry run's plan is all it prints; a merge's plan was printed before the work.
-  std::string out = json ? merge::RenderMergeJson(summary)
-                    : dry_run ? merge::RenderMergePlanText(summary) : merge::RenderMergeOutcomeText(summary);
+  std::string out = json      ? merge::RenderMergeJson(summary)
+                    : dry_run ? merge::RenderMergePlanText(summary)
+                              : merge::RenderMergeOutcomeText(summary);
   if (json || !line.Has("quiet")) WriteText(stdout, out);
   return 0;
 }

@@ -94,20 +94,21 @@ Result<AtomicOutputFile*> OutputTransaction::Add(const std::string& name) {
 }
 
 Status OutputTransaction::Commit() {
-  for (auto& f : files_)
-    PB_RETURN_IF_ERROR(f->Prepare());
+  for (auto& f : files_) PB_RETURN_IF_ERROR(f->Prepare());
   // Every final name is checked before anything is renamed: a directory in the way fails the whole commit.
   for (const auto& f : files_) {
     struct stat st;
     if (::lstat(f->final_path().c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-      return MakeError(ErrorCode::IoError, "cannot replace `" + f->final_path() + "`: " +
-                                               (S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file"));
+      return MakeError(ErrorCode::IoError,
+                       "cannot replace `" + f->final_path() +
+                           "`: " + (S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file"));
   }
   auto hold = CriticalSection();  // an interrupt waits until the commit is done or undone
   if (single_file_) {
     // One rename replaces the destination at once: nothing to move aside.
     AtomicOutputFile& f = *files_.at(0);
-    if (::rename(f.temp_path().c_str(), f.final_path().c_str()) != 0) return IoFailure("cannot rename into", f.final_path());
+    if (::rename(f.temp_path().c_str(), f.final_path().c_str()) != 0)
+      return IoFailure("cannot rename into", f.final_path());
     f.MarkRenamed();
   } else {
     PB_RETURN_IF_ERROR(CommitDirectory());
@@ -115,7 +116,8 @@ Status OutputTransaction::Commit() {
   committed_ = true;
   if (created_) ForgetCreatedDirectory(dir_);
   for (size_t i = 0; i < files_.size(); ++i)
-    MutableCommittedOutputs().push_back({single_file_ ? BaseNameOf(files_[i]->final_path()) : names_[i], files_[i]->final_path()});
+    MutableCommittedOutputs().push_back(
+        {single_file_ ? BaseNameOf(files_[i]->final_path()) : names_[i], files_[i]->final_path()});
   SyncDirectory(single_file_ ? DirectoryOf(dir_) : dir_);
   return Status::Ok();
 }
@@ -156,7 +158,8 @@ Status OutputTransaction::CommitDirectory() {
   {
     const std::string text = app::RenderCommitJournal(journal);
     auto file = AtomicOutputFile::Create(journal_path);
-    Status s = file.ok() ? file.value()->Write({reinterpret_cast<const uint8_t*>(text.data()), text.size()}) : Status(file.error());
+    Status s = file.ok() ? file.value()->Write({reinterpret_cast<const uint8_t*>(text.data()), text.size()})
+                         : Status(file.error());
     if (s.ok()) s = file.value()->Persist();
     if (!s.ok()) {
       drop_reserved();

@@ -43,13 +43,14 @@ struct Answer {
   std::string etag;
   std::string error_message;  // X-Error-Message
   std::string retry_after, date;
-  std::string give_up_reason;  // why a retried status was not retried again (net::RetryDecision::reason)
+  std::string give_up_reason;           // why a retried status was not retried again (net::RetryDecision::reason)
   net::HttpCallClock* clock = nullptr;  // told when the head arrives
   bool head_seen = false;
 };
 
 int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 // The call's deadlines (net::HttpCallClock) as libcurl's progress callback: bytes moved either way are progress,
@@ -130,8 +131,8 @@ struct Body {
 
 // One attempt of a call, held to `clock`'s deadlines. A transport failure is an IoError (the clock's error when it
 // was a deadline, `*total` set when the call's own) and `*kind` says which; any HTTP status is an Answer.
-Result<Answer> Send(const std::string& method, const std::string& url, const std::vector<std::string>& header_lines, const Body& body,
-                    net::HttpCallClock& clock, bool* total, net::TransportError* kind) {
+Result<Answer> Send(const std::string& method, const std::string& url, const std::vector<std::string>& header_lines,
+                    const Body& body, net::HttpCallClock& clock, bool* total, net::TransportError* kind) {
   static const bool initialized = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
   (void)initialized;
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> easy(curl_easy_init(), &curl_easy_cleanup);
@@ -192,8 +193,8 @@ Result<Answer> Send(const std::string& method, const std::string& url, const std
 // Send, retried as the one retry decision says (net/http_retry.h: transport failures, a passed deadline included,
 // and 408, 429, 500, 502, 503, 504; PB_HTTP_RETRIES times, the backoff or the server's Retry-After), unless `retry`
 // is false; every attempt and wait within PB_HTTP_TOTAL_MS (net::HttpCallClock).
-Result<Answer> Call(const std::string& method, const std::string& url, const std::vector<std::string>& headers, const Body& body,
-                    bool retry) {
+Result<Answer> Call(const std::string& method, const std::string& url, const std::vector<std::string>& headers,
+                    const Body& body, bool retry) {
   PB_ASSIGN_OR_RETURN(const net::HttpLimits limits, LimitsFromEnv());
   net::HttpCallClock clock(limits, method + " " + url, NowMs());
   for (uint32_t failures = 0;; ++failures) {
@@ -278,7 +279,8 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
 
   {  // the repo, created when missing (app::ClassifyCreateRepoAnswer: huggingface_hub's create_repo(exist_ok=True))
     size_t slash = target.repo.find('/');
-    nlohmann::json request = {{"name", target.repo.substr(slash + 1)}, {"organization", target.repo.substr(0, slash)}, {"type", "model"}};
+    nlohmann::json request = {
+        {"name", target.repo.substr(slash + 1)}, {"organization", target.repo.substr(0, slash)}, {"type", "model"}};
     if (line.Has("private")) request["visibility"] = "private";
     std::string text = request.dump();
     PB_ASSIGN_OR_RETURN(auto a, Call("POST", urls.create_repo, {auth, json}, {.text = &text}, true));
@@ -296,7 +298,8 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
   if (target.branch != "main" && !target.branch.starts_with("refs/")) {
     std::string text = "{}";
     PB_ASSIGN_OR_RETURN(auto a, Call("POST", urls.branch, {auth, json}, {.text = &text}, true));
-    if (a.status != 200 && a.status != 409) return HubFailure("creating branch " + target.branch + " of " + target.repo, a);
+    if (a.status != 200 && a.status != 409)
+      return HubFailure("creating branch " + target.branch + " of " + target.repo, a);
   }
 
   // preupload: which files go through LFS
@@ -323,8 +326,10 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
 
   // the second pass: the uploads the LFS batch asks for
   if (!objects.empty()) {
-    std::string batch = net::LfsBatchRequestJson(objects, create_pr ? std::nullopt : std::optional<std::string_view>(target.branch));
-    const std::vector<std::string> lfs_headers = {auth, "Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"};
+    std::string batch =
+        net::LfsBatchRequestJson(objects, create_pr ? std::nullopt : std::optional<std::string_view>(target.branch));
+    const std::vector<std::string> lfs_headers = {auth, "Accept: application/vnd.git-lfs+json",
+                                                  "Content-Type: application/vnd.git-lfs+json"};
     PB_ASSIGN_OR_RETURN(auto b, Call("POST", urls.lfs_batch, lfs_headers, {.text = &batch}, true));
     if (b.status != 200) return HubFailure(pushing, b);
     PB_ASSIGN_OR_RETURN(auto uploads, net::ParseLfsBatch(b.body));
@@ -341,18 +346,25 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
         continue;
       }
       uint64_t parts = (f->size + u.chunk_size - 1) / u.chunk_size;
-      if (u.part_urls.size() != parts) return MakeError(ErrorCode::IoError, uploading + ": the Hub asked for a wrong number of parts");
+      if (u.part_urls.size() != parts)
+        return MakeError(ErrorCode::IoError, uploading + ": the Hub asked for a wrong number of parts");
       std::vector<std::string> etags;
       for (uint64_t i = 0; i < parts; ++i) {
         uint64_t offset = i * u.chunk_size, length = std::min(u.chunk_size, f->size - offset);
-        PB_ASSIGN_OR_RETURN(auto put, Call("PUT", u.part_urls[i], {}, {.path = f->path, .offset = offset, .length = length}, true));
-        if (put.status < 200 || put.status >= 300) return HubFailure(uploading + " (part " + std::to_string(i + 1) + ")", put);
-        if (put.etag.empty()) return MakeError(ErrorCode::IoError, uploading + ": the storage gave no ETag for part " + std::to_string(i + 1));
+        PB_ASSIGN_OR_RETURN(
+            auto put, Call("PUT", u.part_urls[i], {}, {.path = f->path, .offset = offset, .length = length}, true));
+        if (put.status < 200 || put.status >= 300)
+          return HubFailure(uploading + " (part " + std::to_string(i + 1) + ")", put);
+        if (put.etag.empty())
+          return MakeError(ErrorCode::IoError,
+                           uploading + ": the storage gave no ETag for part " + std::to_string(i + 1));
         etags.push_back(put.etag);
       }
       std::string completion = net::MultipartCompletionJson(u.oid, etags);
-      PB_ASSIGN_OR_RETURN(auto done, Call("POST", u.href, {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
-                                          {.text = &completion}, true));
+      PB_ASSIGN_OR_RETURN(
+          auto done,
+          Call("POST", u.href, {"Accept: application/vnd.git-lfs+json", "Content-Type: application/vnd.git-lfs+json"},
+               {.text = &completion}, true));
       if (done.status < 200 || done.status >= 300) return HubFailure(uploading, done);
     }
   }
@@ -367,8 +379,10 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
     entries.push_back(std::move(e));
   }
   auto title = line.Value("commit-message");
-  std::string commit = net::CommitNdjson(title ? *title : app::PushCommitTitle(line.command, files.size()), "", entries);
-  PB_ASSIGN_OR_RETURN(auto c, Call("POST", urls.commit, {auth, "Content-Type: application/x-ndjson"}, {.text = &commit}, false));
+  std::string commit =
+      net::CommitNdjson(title ? *title : app::PushCommitTitle(line.command, files.size()), "", entries);
+  PB_ASSIGN_OR_RETURN(
+      auto c, Call("POST", urls.commit, {auth, "Content-Type: application/x-ndjson"}, {.text = &commit}, false));
   if (c.status != 200) return HubFailure(pushing, c);
   PB_ASSIGN_OR_RETURN(auto answer, net::ParseCommitAnswer(c.body));
   app::PushOutcome outcome{target, create_pr, answer.commit_oid, answer.commit_url, answer.pull_request_url, {}};
@@ -381,7 +395,8 @@ Result<app::PushOutcome> Push(const app::CommandLine& line, const app::PushTarge
 int PushFiles(const app::CommandLine& line, const std::string& value, const std::vector<CommittedOutput>& files,
               FILE* summary_to, bool with_retry_hint) {
   auto parsed = app::ParsePushTarget(value);
-  if (auto* problem = std::get_if<std::string>(&parsed)) return ReportFailure(MakeError(ErrorCode::InvalidArgument, *problem), false);
+  if (auto* problem = std::get_if<std::string>(&parsed))
+    return ReportFailure(MakeError(ErrorCode::InvalidArgument, *problem), false);
   const auto& target = std::get<app::PushTarget>(parsed);
   const std::string hint = with_retry_hint ? app::PushRetryHint(line, target) : "";
   auto failed = [&](Error e) {
@@ -410,10 +425,13 @@ void ListFolder(const std::string& dir, const std::string& prefix, std::vector<a
     struct stat st;
     app::EntryKind kind = app::EntryKind::kOther;
     if (::stat((dir + "/" + path).c_str(), &st) == 0)
-      kind = S_ISREG(st.st_mode) ? app::EntryKind::kFile : S_ISDIR(st.st_mode) ? app::EntryKind::kDirectory : app::EntryKind::kOther;
+      kind = S_ISREG(st.st_mode)   ? app::EntryKind::kFile
+             : S_ISDIR(st.st_mode) ? app::EntryKind::kDirectory
+                                   : app::EntryKind::kOther;
     entries.push_back({path, kind});
     struct stat own;  // into real folders only: a link to a folder could lead back up
-    if (kind == app::EntryKind::kDirectory && !app::PushSkips(path) && ::lstat((dir + "/" + path).c_str(), &own) == 0 && S_ISDIR(own.st_mode))
+    if (kind == app::EntryKind::kDirectory && !app::PushSkips(path) && ::lstat((dir + "/" + path).c_str(), &own) == 0 &&
+        S_ISDIR(own.st_mode))
       ListFolder(dir, path, entries);
   }
   ::closedir(d);
@@ -440,7 +458,8 @@ int RunPushCommand(const app::CommandLine& line) {
     struct stat st;
     const bool exists = ::lstat(dir.c_str(), &st) == 0;
     return ReportFailure(MakeError(exists ? ErrorCode::InvalidArgument : ErrorCode::IoError,
-                                   exists ? "`" + dir + "` is neither a folder nor a file" : "cannot open `" + dir + "`: No such file or directory"),
+                                   exists ? "`" + dir + "` is neither a folder nor a file"
+                                          : "cannot open `" + dir + "`: No such file or directory"),
                          false);
   }
   return PushFiles(line, *line.Value("to"), files, stdout, false);

@@ -18,7 +18,8 @@ Result<AdapterDir> LoadRemoteAdapter(const std::string& given, const std::option
   if (a.folder) {
     // A repo (or a folder of one): its listing, chosen from as a local directory's.
     PB_ASSIGN_OR_RETURN(auto listing, ReadRemoteWhole(net::RemoteSelf(a), WholeCap::kJson));
-    PB_ASSIGN_OR_RETURN(auto names, net::ParseHubListing(std::string(listing.bytes.begin(), listing.bytes.end()), a.label));
+    PB_ASSIGN_OR_RETURN(auto names,
+                        net::ParseHubListing(std::string(listing.bytes.begin(), listing.bytes.end()), a.label));
     PB_ASSIGN_OR_RETURN(auto chosen, app::ChooseAdapterFiles(a.label, names));
     weights_name = chosen.weights;
     if (chosen.config) config = net::RemoteEntry(a, *chosen.config);

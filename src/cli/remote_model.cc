@@ -15,7 +15,8 @@ Result<std::string> InspectRemoteModel(const net::RemoteAddress& a, bool json) {
   std::vector<std::string> names;
   if (a.folder) {
     PB_ASSIGN_OR_RETURN(auto listing, ReadRemoteWhole(net::RemoteSelf(a), WholeCap::kJson));
-    PB_ASSIGN_OR_RETURN(auto files, net::ParseHubListing(std::string(listing.bytes.begin(), listing.bytes.end()), a.label));
+    PB_ASSIGN_OR_RETURN(auto files,
+                        net::ParseHubListing(std::string(listing.bytes.begin(), listing.bytes.end()), a.label));
     PB_ASSIGN_OR_RETURN(auto first, app::ChooseBaseFile(a.label, files));
     if (app::IsModelIndexName(first)) index_file = net::RemoteEntry(a, first);
     else names.push_back(first);
@@ -40,7 +41,8 @@ Result<std::string> InspectRemoteModel(const net::RemoteAddress& a, bool json) {
       e.message = name + ": " + e.message;  // as a local merge names the shard
       return e;
     }
-    reports.push_back({name, json ? RenderInspectJson(header.value()) : RenderInspectText(header.value()), TotalsOf(header.value())});
+    reports.push_back(
+        {name, json ? RenderInspectJson(header.value()) : RenderInspectText(header.value()), TotalsOf(header.value())});
     headers.push_back(std::move(header.value()));
   }
   if (index) {  // every weight_map entry must be in the shard it names

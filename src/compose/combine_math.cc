@@ -84,8 +84,9 @@ void Prune(std::vector<double>& t, double density, bool random, linalg::SeededRa
 
 // merge_utils.py's task_arithmetic / magnitude_prune / ties / dare_linear / dare_ties over equally shaped
 // tensors `ts` (flattened) with weights `v`: prune, weight, then a sum or TIES's sign election and disjoint mean.
-std::vector<double> MergeTaskTensors(std::vector<std::vector<double>> ts, const std::vector<double>& v, CombineMethod method,
-                                     const ModuleMath& math, uint64_t factor, const Rounding& round) {
+std::vector<double> MergeTaskTensors(std::vector<std::vector<double>> ts, const std::vector<double>& v,
+                                     CombineMethod method, const ModuleMath& math, uint64_t factor,
+                                     const Rounding& round) {
   const bool random = IsRandomMethod(method);
   const bool prunes = NeedsDensity(method);
   for (size_t i = 0; i < ts.size(); ++i) {
@@ -163,7 +164,8 @@ Combined FromSvd(const linalg::Svd& svd, double total_energy, size_t out_rows, s
     // torch.quantile (linear interpolation) over U·S and Vh flattened, then both clamped to ±that value.
     std::vector<double> all(c.b.data());
     all.insert(all.end(), c.a.data().begin(), c.a.data().end());
-    std::sort(all.begin(), all.end(), [](double x, double y) { return std::isnan(y) ? !std::isnan(x) : x < y; });  // NaN last
+    std::sort(all.begin(), all.end(),
+              [](double x, double y) { return std::isnan(y) ? !std::isnan(x) : x < y; });  // NaN last
     const double pos = *math.svd_clamp * static_cast<double>(all.size() - 1);
     const size_t lo = static_cast<size_t>(std::floor(pos));
     const size_t hi = std::min(lo + 1, all.size() - 1);
@@ -187,10 +189,10 @@ Result<Combined> DenseSvd(const std::vector<Term>& terms, const ModuleMath& math
     deltas.push_back(std::move(d.data()));
     v.push_back(math.peft_compat ? RoundTo(Dtype::F32, t.weight) : t.weight);
   }
-  CombineMethod inner = math.method == CombineMethod::kTiesSvd          ? CombineMethod::kTies
-                        : math.method == CombineMethod::kDareLinearSvd  ? CombineMethod::kDareLinear
-                        : math.method == CombineMethod::kDareTiesSvd    ? CombineMethod::kDareTies
-                                                                        : CombineMethod::kMagnitudePrune;
+  CombineMethod inner = math.method == CombineMethod::kTiesSvd         ? CombineMethod::kTies
+                        : math.method == CombineMethod::kDareLinearSvd ? CombineMethod::kDareLinear
+                        : math.method == CombineMethod::kDareTiesSvd   ? CombineMethod::kDareTies
+                                                                       : CombineMethod::kMagnitudePrune;
   Matrix merged = FromFlat(MergeTaskTensors(std::move(deltas), v, inner, math, 2, Rounding{}), out_rows, in_cols);
   PB_RETURN_IF_ERROR(RequireFinite(merged, Dtype::F64, "the weighted deltas"));  // before an SVD of Inf or NaN
   double energy = 0;
@@ -237,7 +239,8 @@ namespace {
 
 // ‖L·R‖_F from the Gram matrices: ‖L·R‖² = tr((LᵀL)(RRᵀ)).
 double ProductNorm2(const Matrix& left, const Matrix& right) {
-  return linalg::FrobeniusDot(linalg::MultiplyTransposedLeft(left, left), linalg::MultiplyTransposedRight(right, right));
+  return linalg::FrobeniusDot(linalg::MultiplyTransposedLeft(left, left),
+                              linalg::MultiplyTransposedRight(right, right));
 }
 
 // ‖L·R‖_F from QR: with L = Q₁R₁ and Rᵀ = Q₂R₂, ‖L·R‖ = ‖R₁·R₂ᵀ‖, accurate whatever cancels inside L·R.
@@ -306,7 +309,8 @@ double RelativeError(const std::vector<Term>& terms, const Matrix& a, const Matr
   // Otherwise ‖xy‖² + s²‖ba‖² − 2s⟨xy, ba⟩ from Gram matrices; where that cancels (a result within ~1e-6 of the
   // exact sum), the QR form of the same difference, [x, −s·b]·[y; a].
   const double result2 = runtime_scale * runtime_scale * ProductNorm2(b, a);
-  const double cross = runtime_scale * linalg::FrobeniusDot(linalg::MultiplyTransposedLeft(x, b), linalg::MultiplyTransposedRight(y, a));
+  const double cross =
+      runtime_scale * linalg::FrobeniusDot(linalg::MultiplyTransposedLeft(x, b), linalg::MultiplyTransposedRight(y, a));
   const double relative = std::sqrt(std::max(0.0, exact2 + result2 - 2 * cross) / exact2);
   if (relative > 1e-6) return relative;
   return ProductNormByQr(SideBySide(x, b, -runtime_scale), Stacked(y, a)) / std::sqrt(exact2);

@@ -25,18 +25,18 @@ struct Term {
 
 struct ModuleMath {
   CombineMethod method = CombineMethod::kCat;
-  uint64_t rank = 0;                 // the new factors' rank (zero-padded when the result has fewer)
+  uint64_t rank = 0;  // the new factors' rank (zero-padded when the result has fewer)
   std::optional<double> density;
   MajoritySign majority_sign = MajoritySign::kTotal;
   std::optional<double> svd_clamp;
   bool peft_compat = false;
   uint64_t seed = 0;
-  uint64_t module_index = 0;         // for the random streams
+  uint64_t module_index = 0;  // for the random streams
 };
 
 struct Combined {
-  linalg::Matrix a;  // rank × in
-  linalg::Matrix b;  // out × rank
+  linalg::Matrix a;                   // rank × in
+  linalg::Matrix b;                   // out × rank
   std::optional<double> kept_energy;  // SVD family: Σ kept σ² / Σ σ² of the matrix it decomposed
 };
 

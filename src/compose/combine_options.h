@@ -45,16 +45,16 @@ enum class MajoritySign : uint8_t { kTotal, kFrequency };
 
 struct CombineOptions {
   CombineMethod method = CombineMethod::kCat;
-  std::vector<double> weights;           // one per adapter (default 1 each)
-  std::optional<uint64_t> rank;          // the SVD family's new rank (default: the largest input rank)
-  std::optional<double> density;         // the fraction kept by pruning, in [0, 1]
+  std::vector<double> weights;    // one per adapter (default 1 each)
+  std::optional<uint64_t> rank;   // the SVD family's new rank (default: the largest input rank)
+  std::optional<double> density;  // the fraction kept by pruning, in [0, 1]
   MajoritySign majority_sign = MajoritySign::kTotal;
-  std::optional<double> svd_clamp;       // a quantile in [0, 1] of the new factors' values, clamped to ±it
-  uint64_t seed = 0;                     // DARE's masks
-  bool peft_compat = false;              // PEFT's numbers and config, bugs included (docs/combine.md)
-  std::optional<Dtype> dtype;            // output dtype (default: the first adapter's A dtype)
-  bool allow_partial = false;            // combine the rest when an input has tensors no output holds (noted);
-                                         // otherwise refused, as translate and merge refuse them
+  std::optional<double> svd_clamp;  // a quantile in [0, 1] of the new factors' values, clamped to ±it
+  uint64_t seed = 0;                // DARE's masks
+  bool peft_compat = false;         // PEFT's numbers and config, bugs included (docs/combine.md)
+  std::optional<Dtype> dtype;       // output dtype (default: the first adapter's A dtype)
+  bool allow_partial = false;       // combine the rest when an input has tensors no output holds (noted);
+                                    // otherwise refused, as translate and merge refuse them
 };
 
 }  // namespace pb::compose

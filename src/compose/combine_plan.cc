@@ -41,7 +41,8 @@ Status CheckOptions(const CombineOptions& o, size_t inputs) {
   for (double w : o.weights)
     if (!std::isfinite(w)) return Invalid("a weight must be a finite number");
   if (NeedsDensity(o.method)) {
-    if (!o.density) return Invalid(std::string(CombineMethodName(o.method)) + " needs --density (the fraction kept, in [0, 1])");
+    if (!o.density)
+      return Invalid(std::string(CombineMethodName(o.method)) + " needs --density (the fraction kept, in [0, 1])");
     if (!(*o.density >= 0 && *o.density <= 1)) return Invalid("--density must be in [0, 1]");
     if (IsRandomMethod(o.method) && *o.density == 0)
       return Invalid("--density 0 with " + std::string(CombineMethodName(o.method)) +
@@ -51,10 +52,12 @@ Status CheckOptions(const CombineOptions& o, size_t inputs) {
                    std::string(CombineMethodName(o.method)));
   }
   if (o.rank && !IsSvdMethod(o.method))
-    return Invalid("--rank applies to the svd methods; " + std::string(CombineMethodName(o.method)) + " sets the rank itself");
+    return Invalid("--rank applies to the svd methods; " + std::string(CombineMethodName(o.method)) +
+                   " sets the rank itself");
   if (o.rank && *o.rank == 0) return Invalid("--rank must be at least 1");
   if (o.svd_clamp && !IsSvdMethod(o.method)) return Invalid("--svd-clamp applies to the svd methods");
-  if (o.svd_clamp && !(*o.svd_clamp >= 0 && *o.svd_clamp <= 1)) return Invalid("--svd-clamp must be a quantile in [0, 1]");
+  if (o.svd_clamp && !(*o.svd_clamp >= 0 && *o.svd_clamp <= 1))
+    return Invalid("--svd-clamp must be a quantile in [0, 1]");
   return Status::Ok();
 }
 
@@ -124,8 +127,8 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
   if (o.weights.empty()) o.weights.assign(inputs.size(), 1.0);
   PB_RETURN_IF_ERROR(CheckOptions(o, inputs.size()));
   if (inputs.size() == 1 && o.method != CombineMethod::kLinear && o.method != CombineMethod::kCat) {
-    plan.notes.push_back("one adapter: combined with `linear`, as PEFT does (" + std::string(CombineMethodName(o.method)) +
-                         " needs several)");
+    plan.notes.push_back("one adapter: combined with `linear`, as PEFT does (" +
+                         std::string(CombineMethodName(o.method)) + " needs several)");
     o.method = CombineMethod::kLinear;
     o.density.reset();
     o.rank.reset();
@@ -166,27 +169,33 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
     const LoraModule* first = inputs[pm.inputs[0]].adapter->FindModule(pm.path);
     for (size_t k = 1; k < pm.inputs.size(); ++k) {
       const LoraModule* m = inputs[pm.inputs[k]].adapter->FindModule(pm.path);
-      const bool same_a = std::equal(m->a.shape.begin() + 1, m->a.shape.end(), first->a.shape.begin() + 1, first->a.shape.end());
+      const bool same_a =
+          std::equal(m->a.shape.begin() + 1, m->a.shape.end(), first->a.shape.begin() + 1, first->a.shape.end());
       if (m->shape != first->shape || !same_a || m->out_features() != first->out_features())
-        mismatched.push_back(pm.path + " (" + inputs[pm.inputs[0]].label + ": " + std::to_string(first->out_features()) +
-                             "×" + std::to_string(first->in_features()) + ", " + inputs[pm.inputs[k]].label + ": " +
-                             std::to_string(m->out_features()) + "×" + std::to_string(m->in_features()) + ")");
+        mismatched.push_back(pm.path + " (" + inputs[pm.inputs[0]].label + ": " +
+                             std::to_string(first->out_features()) + "×" + std::to_string(first->in_features()) + ", " +
+                             inputs[pm.inputs[k]].label + ": " + std::to_string(m->out_features()) + "×" +
+                             std::to_string(m->in_features()) + ")");
       if (separate && m->rank() != first->rank()) unequal.push_back(pm.path);
     }
   }
   if (!mismatched.empty())
-    return MakeError(ErrorCode::ShapeMismatch, "the adapters disagree on the shape of " + std::to_string(mismatched.size()) +
+    return MakeError(ErrorCode::ShapeMismatch, "the adapters disagree on the shape of " +
+                                                   std::to_string(mismatched.size()) +
                                                    " module(s): " + List(mismatched));
   if (!unequal.empty())
-    return Invalid(std::string(CombineMethodName(o.method)) + " combines A and B elementwise, so every adapter needs the "
-                   "same rank per module; they differ for " + List(unequal) + " (use cat or svd)");
+    return Invalid(std::string(CombineMethodName(o.method)) +
+                   " combines A and B elementwise, so every adapter needs the "
+                   "same rank per module; they differ for " +
+                   List(unequal) + " (use cat or svd)");
 
   // The new rank, as PEFT sets it.
   std::vector<uint64_t> ranks;
   for (const auto& in : inputs) ranks.push_back(AdapterRank(*in.adapter));
   if (separate) {
     if (std::adjacent_find(ranks.begin(), ranks.end(), std::not_equal_to<>()) != ranks.end())
-      return Invalid(std::string(CombineMethodName(o.method)) + " needs adapters of one rank (PEFT's rule); use cat or svd");
+      return Invalid(std::string(CombineMethodName(o.method)) +
+                     " needs adapters of one rank (PEFT's rule); use cat or svd");
     plan.rank = ranks.front();
   } else if (IsSvdMethod(o.method)) {
     plan.rank = o.rank.value_or(*std::max_element(ranks.begin(), ranks.end()));
@@ -201,13 +210,15 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
     for (const auto& pm : plan.modules) {
       const LoraModule* m = inputs[pm.inputs[0]].adapter->FindModule(pm.path);
       const uint64_t out = m->out_features(), in = m->a.element_count() / std::max<uint64_t>(1, m->rank());
-      if (plan.rank > std::min(out, in)) too_narrow.push_back(pm.path + " (" + std::to_string(out) + "×" + std::to_string(in) + ")");
+      if (plan.rank > std::min(out, in))
+        too_narrow.push_back(pm.path + " (" + std::to_string(out) + "×" + std::to_string(in) + ")");
       if (o.method != CombineMethod::kSvd && (in == 0 || out > kMaxDenseElements / in))
         too_large.push_back(pm.path + " (" + std::to_string(out) + "×" + std::to_string(in) + ")");
     }
     if (!too_narrow.empty())
       return Invalid("rank " + std::to_string(plan.rank) + " is more than the smaller side of " +
-                     std::to_string(too_narrow.size()) + " module(s): " + List(too_narrow) + " (give a smaller --rank)");
+                     std::to_string(too_narrow.size()) + " module(s): " + List(too_narrow) +
+                     " (give a smaller --rank)");
     if (!too_large.empty())
       return Invalid(std::string(CombineMethodName(o.method)) + " forms each module's full out × in delta, at most " +
                      std::to_string(kMaxDenseElements) + " elements; too large: " + List(too_large) +
@@ -257,13 +268,15 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
       if (added) {
         plan.extras.push_back({e.key, {}, 0, base_copy(e, *inputs[i].adapter)});
         out.extras.push_back({e.key, e.kind, Placeholder(e.tensor.dtype, e.tensor.shape)});
-      } else if (out.extras[it->second].tensor.shape != e.tensor.shape || out.extras[it->second].tensor.dtype != e.tensor.dtype) {
+      } else if (out.extras[it->second].tensor.shape != e.tensor.shape ||
+                 out.extras[it->second].tensor.dtype != e.tensor.dtype) {
         extra_mismatch.push_back(e.key);
       }
       plan.extras[it->second].inputs.push_back(i);
     }
   if (!extra_mismatch.empty())
-    return MakeError(ErrorCode::ShapeMismatch, "the adapters' modules_to_save copies differ in shape or dtype: " + List(extra_mismatch));
+    return MakeError(ErrorCode::ShapeMismatch,
+                     "the adapters' modules_to_save copies differ in shape or dtype: " + List(extra_mismatch));
 
   // adapter_config.json: the first adapter's, with r = lora_alpha = the new rank (runtime scaling 1, every
   // adapter's own scaling folded into the factors), as PEFT writes it.
@@ -282,7 +295,8 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
     doc["target_modules"] = targets;
     if (lead.config.use_rslora)
       plan.notes.push_back("--peft-compat keeps the first adapter's use_rslora, as PEFT does: the combined adapter is "
-                           "scaled by √" + std::to_string(plan.rank) + " at run time");
+                           "scaled by √" +
+                           std::to_string(plan.rank) + " at run time");
   } else {
     // Exactly the modules written, by their full paths: the first adapter's layers_to_transform, layers_pattern
     // or exclude_modules must not drop another adapter's modules when PEFT loads the result.
@@ -296,7 +310,8 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
     for (const char* key : {"layers_to_transform", "layers_pattern", "exclude_modules"})
       if (doc.contains(key)) doc[key] = nullptr;
     std::set<std::string> saved;
-    for (const auto& in : inputs) saved.insert(in.adapter->config.modules_to_save.begin(), in.adapter->config.modules_to_save.end());
+    for (const auto& in : inputs)
+      saved.insert(in.adapter->config.modules_to_save.begin(), in.adapter->config.modules_to_save.end());
     if (!saved.empty()) {
       Json list = Json::array();
       for (const auto& s : saved) list.push_back(s);
@@ -305,13 +320,14 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
   }
   for (const auto& pm : plan.modules)
     if (pm.inputs.size() < inputs.size())
-      plan.notes.push_back(pm.path + ": in " + std::to_string(pm.inputs.size()) + " of " + std::to_string(inputs.size()) +
-                           " adapters; combined over those");
+      plan.notes.push_back(pm.path + ": in " + std::to_string(pm.inputs.size()) + " of " +
+                           std::to_string(inputs.size()) + " adapters; combined over those");
   for (const auto& pe : plan.extras)
     if (pe.base_copy)
-      plan.notes.push_back(pe.key + ": the base weight PEFT saves with the adapter (save_embedding_layers), loaded over "
-                           "the model's; copied unchanged from `" + inputs[pe.inputs[0]].label +
-                           "`, not weighted (the inputs that have it must agree)");
+      plan.notes.push_back(pe.key +
+                           ": the base weight PEFT saves with the adapter (save_embedding_layers), loaded over "
+                           "the model's; copied unchanged from `" +
+                           inputs[pe.inputs[0]].label + "`, not weighted (the inputs that have it must agree)");
   for (const auto& pe : plan.extras)
     if (!pe.base_copy && pe.inputs.size() < inputs.size())
       plan.notes.push_back(pe.key + " (modules_to_save): in " + std::to_string(pe.inputs.size()) + " of " +
@@ -319,7 +335,8 @@ Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const C
 
   PB_ASSIGN_OR_RETURN(plan.output, adapter::WriteAdapter(out, adapter::AdapterFormat::kPeft, {}));
   // WritePeft lists each module's A then B, then the extras.
-  for (size_t m = 0; m < plan.modules.size(); ++m) plan.modules[m].a_tensor = 2 * m, plan.modules[m].b_tensor = 2 * m + 1;
+  for (size_t m = 0; m < plan.modules.size(); ++m)
+    plan.modules[m].a_tensor = 2 * m, plan.modules[m].b_tensor = 2 * m + 1;
   for (size_t e = 0; e < plan.extras.size(); ++e) plan.extras[e].tensor = 2 * plan.modules.size() + e;
   return plan;
 }

@@ -19,23 +19,23 @@ namespace pb::compose {
 inline constexpr uint64_t kMaxDenseElements = uint64_t{1} << 28;
 
 struct CombineInput {
-  std::string label;                    // how messages name it (the argument as given)
+  std::string label;  // how messages name it (the argument as given)
   const adapter::Adapter* adapter = nullptr;
 };
 
 struct PlannedModule {
   std::string path;
   adapter::LoraShape shape = adapter::LoraShape::kLinear;
-  std::vector<size_t> inputs;       // the inputs that have it, in input order
-  std::vector<uint64_t> ranks;      // their ranks
-  uint64_t rank = 0;                // the combined factors' rank
+  std::vector<size_t> inputs;         // the inputs that have it, in input order
+  std::vector<uint64_t> ranks;        // their ranks
+  uint64_t rank = 0;                  // the combined factors' rank
   size_t a_tensor = 0, b_tensor = 0;  // indices into CombinePlan::output.weights.tensors
 };
 
 struct PlannedExtra {
-  std::string key;                  // the PEFT key without "base_model.model."
-  std::vector<size_t> inputs;       // the inputs that have it
-  size_t tensor = 0;                // index into output.weights.tensors
+  std::string key;             // the PEFT key without "base_model.model."
+  std::vector<size_t> inputs;  // the inputs that have it
+  size_t tensor = 0;           // index into output.weights.tensors
   // A base weight PEFT saves beside a LoRA-targeted embedding (save_embedding_layers: `…embed_tokens.base_layer
   // .weight`) or a saved embedding no modules_to_save names: PEFT loads it over the model's weight, it is not the
   // adapter's to weigh. Written unchanged (the first input's); the inputs' copies must be identical.
@@ -43,14 +43,14 @@ struct PlannedExtra {
 };
 
 struct CombinePlan {
-  CombineOptions options;           // as resolved (weights filled, method after PEFT's one-adapter rule)
-  uint64_t rank = 0;                // the config's r (= lora_alpha: runtime scaling 1)
-  double runtime_scale = 1;         // what PEFT multiplies B·A by at run time (√r when --peft-compat inherits rsLoRA)
+  CombineOptions options;    // as resolved (weights filled, method after PEFT's one-adapter rule)
+  uint64_t rank = 0;         // the config's r (= lora_alpha: runtime scaling 1)
+  double runtime_scale = 1;  // what PEFT multiplies B·A by at run time (√r when --peft-compat inherits rsLoRA)
   Dtype dtype = Dtype::F32;
   std::vector<PlannedModule> modules;
   std::vector<PlannedExtra> extras;
-  adapter::AdapterOutput output;    // the PEFT files: tensors (placeholders, computed when written), config text
-  std::vector<std::string> notes;   // facts worth telling (a module in only some inputs, PEFT's behaviour kept)
+  adapter::AdapterOutput output;   // the PEFT files: tensors (placeholders, computed when written), config text
+  std::vector<std::string> notes;  // facts worth telling (a module in only some inputs, PEFT's behaviour kept)
 };
 
 Result<CombinePlan> PlanCombine(const std::vector<CombineInput>& inputs, const CombineOptions& options);

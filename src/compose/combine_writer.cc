@@ -8,7 +8,11 @@
 namespace pb::compose {
 
 CombineWriter::CombineWriter(const CombinePlan& plan, const std::vector<CombineInput>& inputs, ByteSink& sink)
-    : plan_(plan), inputs_(inputs), sink_(sink), fetch_(inputs.size()), awaited_(inputs.size(), 0),
+    : plan_(plan),
+      inputs_(inputs),
+      sink_(sink),
+      fetch_(inputs.size()),
+      awaited_(inputs.size(), 0),
       outcomes_(plan.modules.size()) {
   item_of_tensor_.assign(plan.output.weights.tensors.size(), 0);
   for (size_t m = 0; m < plan.modules.size(); ++m)
@@ -28,7 +32,8 @@ Status CombineWriter::Begin() {
 
 // The item's input tensors: for a module, each input's A and B; for an extra, each input's copy.
 static std::vector<std::vector<const adapter::Tensor*>> InputTensors(const CombinePlan& plan,
-                                                                     const std::vector<CombineInput>& inputs, size_t item) {
+                                                                     const std::vector<CombineInput>& inputs,
+                                                                     size_t item) {
   std::vector<std::vector<const adapter::Tensor*>> per_input(inputs.size());
   if (item < plan.modules.size()) {
     const PlannedModule& pm = plan.modules[item];
@@ -75,8 +80,10 @@ Status CombineWriter::Compute(size_t item) {
       t.adapter = i;
       terms.push_back(std::move(t));
     }
-    ModuleMath math{plan_.options.method, pm.rank, plan_.options.density, plan_.options.majority_sign,
-                    plan_.options.svd_clamp, plan_.options.peft_compat, plan_.options.seed, item};
+    ModuleMath math{plan_.options.method,    pm.rank,
+                    plan_.options.density,   plan_.options.majority_sign,
+                    plan_.options.svd_clamp, plan_.options.peft_compat,
+                    plan_.options.seed,      item};
     auto combined = CombineModule(terms, math);
     if (!combined.ok()) {
       Error e = combined.error();
@@ -88,9 +95,11 @@ Status CombineWriter::Compute(size_t item) {
     RoundAll(combined->b, plan_.dtype);
     PB_RETURN_IF_ERROR(RequireFinite(combined->a, plan_.dtype, pm.path));
     PB_RETURN_IF_ERROR(RequireFinite(combined->b, plan_.dtype, pm.path));
-    const bool cat_form = math.method == CombineMethod::kCat ||
-                          (math.method == CombineMethod::kLinear && !CombinesFactorsSeparately(math.method, math.peft_compat));
-    outcomes_[item] = {RelativeError(terms, combined->a, combined->b, plan_.runtime_scale, cat_form), combined->kept_energy};
+    const bool cat_form =
+        math.method == CombineMethod::kCat ||
+        (math.method == CombineMethod::kLinear && !CombinesFactorsSeparately(math.method, math.peft_compat));
+    outcomes_[item] = {RelativeError(terms, combined->a, combined->b, plan_.runtime_scale, cat_form),
+                       combined->kept_energy};
     held_[pm.a_tensor] = BytesOf(combined->a, plan_.dtype);
     held_[pm.b_tensor] = BytesOf(combined->b, plan_.dtype);
   } else if (const PlannedExtra& pe = plan_.extras[item - plan_.modules.size()]; pe.base_copy) {
@@ -169,9 +178,10 @@ Status CombineWriter::Supply(std::span<const uint8_t> bytes) {
 Status CombineWriter::Finish() {
   if (!writer_) return MakeError(ErrorCode::InvalidArgument, "Finish before Begin");
   if (next_ < writer_->plan().tensors.size())
-    return MakeError(ErrorCode::InvalidArgument, "the input bytes of `" +
-                                                     plan_.output.weights.tensors[writer_->plan().tensors[next_].input_index].name +
-                                                     "` were not supplied");
+    return MakeError(ErrorCode::InvalidArgument,
+                     "the input bytes of `" +
+                         plan_.output.weights.tensors[writer_->plan().tensors[next_].input_index].name +
+                         "` were not supplied");
   return writer_->Finish();
 }
 

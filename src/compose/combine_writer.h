@@ -54,11 +54,11 @@ class CombineWriter {
   std::vector<adapter::TensorFetch> fetch_;  // per input
   std::vector<uint64_t> awaited_;            // per input: bytes still to supply
   std::vector<InputRange> needs_;
-  size_t next_ = 0;                          // position in the write plan
-  std::optional<size_t> requested_;          // the item (module, or modules + extra) whose inputs were requested
-  std::optional<size_t> computed_;           // the item whose tensors are held below
-  std::vector<std::vector<uint8_t>> held_;   // its tensors' bytes by output tensor index (one module's)
-  std::vector<size_t> item_of_tensor_;       // output tensor index -> item
+  size_t next_ = 0;                         // position in the write plan
+  std::optional<size_t> requested_;         // the item (module, or modules + extra) whose inputs were requested
+  std::optional<size_t> computed_;          // the item whose tensors are held below
+  std::vector<std::vector<uint8_t>> held_;  // its tensors' bytes by output tensor index (one module's)
+  std::vector<size_t> item_of_tensor_;      // output tensor index -> item
   std::vector<ModuleOutcome> outcomes_;
   uint64_t peak_ = 0;
 };

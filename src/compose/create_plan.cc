@@ -79,16 +79,19 @@ Result<CreateOptions> ParseCreateArguments(const CreateArguments& args) {
     o.target_regex = *args.target_regex;
   } else {
     for (auto& name : Split(*args.target_modules)) {
-      if (name.empty()) return Invalid("--target-modules has an empty module name (`" + ClipForMessage(*args.target_modules) + "`)");
+      if (name.empty())
+        return Invalid("--target-modules has an empty module name (`" + ClipForMessage(*args.target_modules) + "`)");
       std::string lower = name;
       std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
       if (lower == "all-linear") {
         o.all_linear = true;
         continue;
       }
-      if (std::find(o.target_names.begin(), o.target_names.end(), name) == o.target_names.end()) o.target_names.push_back(name);
+      if (std::find(o.target_names.begin(), o.target_names.end(), name) == o.target_names.end())
+        o.target_names.push_back(name);
     }
-    if (o.all_linear && !o.target_names.empty()) return Invalid("--target-modules: all-linear cannot be combined with module names");
+    if (o.all_linear && !o.target_names.empty())
+      return Invalid("--target-modules: all-linear cannot be combined with module names");
   }
   if (args.r) {
     auto r = PositiveInteger(*args.r);
@@ -137,7 +140,8 @@ Result<CreateOptions> ParseCreateArguments(const CreateArguments& args) {
 std::optional<Error> RefuseConfigAsBase(std::string_view base) {
   std::string_view name = base.substr(base.rfind('/') == std::string_view::npos ? 0 : base.rfind('/') + 1);
   if (!name.ends_with(".json") || name.ends_with(".index.json")) return std::nullopt;
-  return Invalid("--base " + Quoted(base) + " is a JSON file: create needs the base's weights for the layer shapes "
+  return Invalid("--base " + Quoted(base) +
+                 " is a JSON file: create needs the base's weights for the layer shapes "
                  "(a config.json does not give them for every architecture, nor the norms DoRA starts from); "
                  "pass the model folder, its model.safetensors, its index or a hf:// repo");
 }
@@ -169,12 +173,17 @@ Result<CreatePlan> PlanCreate(const std::vector<CreateShard>& shards, const std:
     auto w = weight_of(path);
     ModuleKindInfo k = kind_of(path);
     std::string why;
-    if (!w) why = modules.modules().at(path).container ? "a container of other modules, not a layer" : "a module without a weight";
+    if (!w)
+      why = modules.modules().at(path).container ? "a container of other modules, not a layer"
+                                                 : "a module without a weight";
     else if (k.kind == ModuleKind::kEmbedding) why = "an embedding (create makes Linear and Conv1D LoRA only)";
     else if (k.kind == ModuleKind::kConv2d) why = "a convolution (create makes Linear and Conv1D LoRA only)";
-    else if (w->shape.size() > 2) why = "a layer whose weight is " + std::to_string(w->shape.size()) + "-D (fused experts?), not a Linear";
-    else if (w->shape.size() != 2) why = "a layer whose weight is " + std::to_string(w->shape.size()) + "-D (a norm?), not a Linear";
-    else if (!IsFloatingPoint(w->dtype)) why = "a layer whose weight is " + std::string(DtypeName(w->dtype)) + ", not floating point";
+    else if (w->shape.size() > 2)
+      why = "a layer whose weight is " + std::to_string(w->shape.size()) + "-D (fused experts?), not a Linear";
+    else if (w->shape.size() != 2)
+      why = "a layer whose weight is " + std::to_string(w->shape.size()) + "-D (a norm?), not a Linear";
+    else if (!IsFloatingPoint(w->dtype))
+      why = "a layer whose weight is " + std::string(DtypeName(w->dtype)) + ", not floating point";
     if (!why.empty()) wrong.push_back(path + ": " + why);
   }
   if (!wrong.empty()) {
@@ -183,9 +192,11 @@ Result<CreatePlan> PlanCreate(const std::vector<CreateShard>& shards, const std:
     if (wrong.size() > 20) message += "\n  … (" + std::to_string(wrong.size()) + " in all)";
     return Invalid(message);
   }
-  std::sort(selected.begin(), selected.end(), [](const std::string& a, const std::string& b) { return adapter::NaturalPathLess(a, b); });
+  std::sort(selected.begin(), selected.end(),
+            [](const std::string& a, const std::string& b) { return adapter::NaturalPathLess(a, b); });
 
-  const double scaling = options.rslora ? options.alpha / std::sqrt(double(options.r)) : options.alpha / double(options.r);
+  const double scaling = options.rslora ? options.alpha / std::sqrt(double(options.r))
+                                        : options.alpha / double(options.r);
   bool any_conv1d = false;
   for (const auto& path : selected) {
     const auto& m = modules.modules().at(path);
@@ -221,7 +232,9 @@ Result<CreatePlan> PlanCreate(const std::vector<CreateShard>& shards, const std:
   }
   if (any_conv1d)
     plan.notes.push_back("Conv1D layers (weights [in, out]): fan_in_fan_out set to true, as PEFT sets it");
-  if (!table) plan.notes.push_back("no naming table fits this base: every targeted 2-D weight is taken as an nn.Linear [out, in]");
+  if (!table)
+    plan.notes.push_back(
+        "no naming table fits this base: every targeted 2-D weight is taken as an nn.Linear [out, in]");
 
   // target_modules as PEFT saves it: the list as a set (all-linear: every full name), condensed into PEFT's
   // minimal suffixes when it has 20 entries or more; a regex as written.
@@ -229,8 +242,9 @@ Result<CreatePlan> PlanCreate(const std::vector<CreateShard>& shards, const std:
   if (options.target_regex) {
     doc["target_modules"] = *options.target_regex;
   } else {
-    std::set<std::string> targets = options.all_linear ? std::set<std::string>(selected.begin(), selected.end())
-                                                       : std::set<std::string>(options.target_names.begin(), options.target_names.end());
+    std::set<std::string> targets =
+        options.all_linear ? std::set<std::string>(selected.begin(), selected.end())
+                           : std::set<std::string>(options.target_names.begin(), options.target_names.end());
     plan.target_modules = modules.SavedTargetModules(targets);
     doc["target_modules"] = plan.target_modules;
   }
@@ -251,7 +265,8 @@ Result<CreatePlan> PlanCreate(const std::vector<CreateShard>& shards, const std:
       if (c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty() &&
           c["architectures"][0].is_string() && c.contains("model_type") && c["model_type"].is_string())
         doc["auto_mapping"] = {{"base_model_class", c["architectures"][0]},
-                               {"parent_library", ParentLibrary(c["model_type"].get<std::string>(), c["architectures"][0].get<std::string>(), tables)}};
+                               {"parent_library", ParentLibrary(c["model_type"].get<std::string>(),
+                                                                c["architectures"][0].get<std::string>(), tables)}};
     }
   }
   plan.config_text = adapter::DumpPythonJson(doc);

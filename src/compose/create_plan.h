@@ -67,10 +67,10 @@ struct CreateShard {
 };
 
 struct CreateModule {
-  std::string path;                    // the HF module path, e.g. model.layers.0.self_attn.q_proj
-  adapter::ModuleKind kind;            // kLinear or kConv1D
+  std::string path;          // the HF module path, e.g. model.layers.0.self_attn.q_proj
+  adapter::ModuleKind kind;  // kLinear or kConv1D
   uint64_t in_features, out_features;
-  double scaling;                      // alpha / r, or alpha / sqrt(r)
+  double scaling;  // alpha / r, or alpha / sqrt(r)
   // The base weight (DoRA reads it for the magnitude): its shard, name, dtype and absolute byte range.
   size_t shard;
   std::string weight;
@@ -87,14 +87,14 @@ struct CreateTensor {
 
 struct CreatePlan {
   CreateOptions options;
-  std::string arch;                  // the naming table used; empty when none
-  std::vector<CreateModule> modules;  // natural path order
-  std::vector<TensorSpec> specs;     // the output tensors, in module order (A, B[, magnitude])
-  std::vector<CreateTensor> tensors;  // what each spec is
-  WritePlan write;                   // adapter_model.safetensors: header, and the specs in file order
-  std::string config_text;           // adapter_config.json, as PEFT's save_pretrained writes it
+  std::string arch;                         // the naming table used; empty when none
+  std::vector<CreateModule> modules;        // natural path order
+  std::vector<TensorSpec> specs;            // the output tensors, in module order (A, B[, magnitude])
+  std::vector<CreateTensor> tensors;        // what each spec is
+  WritePlan write;                          // adapter_model.safetensors: header, and the specs in file order
+  std::string config_text;                  // adapter_config.json, as PEFT's save_pretrained writes it
   std::vector<std::string> target_modules;  // what the config's target_modules holds (list form), sorted
-  uint64_t base_bytes = 0;           // base weight bytes DoRA reads (0 without DoRA)
+  uint64_t base_bytes = 0;                  // base weight bytes DoRA reads (0 without DoRA)
   std::vector<std::string> notes;
 };
 

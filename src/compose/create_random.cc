@@ -23,8 +23,7 @@ uint64_t NameHash(std::string_view name) {
 
 }  // namespace
 
-InitStream::InitStream(uint64_t seed, std::string_view module_name)
-    : state_(Mix(seed ^ Mix(NameHash(module_name)))) {}
+InitStream::InitStream(uint64_t seed, std::string_view module_name) : state_(Mix(seed ^ Mix(NameHash(module_name)))) {}
 
 uint64_t InitStream::NextBits() {
   state_ += 0x9e3779b97f4a7c15ULL;

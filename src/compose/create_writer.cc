@@ -13,10 +13,26 @@ namespace {
 std::optional<double> ElementValue(Dtype dtype, const uint8_t* p) {
   using namespace pb::kernels::scalar;
   switch (dtype) {
-    case Dtype::F64: { uint64_t u; std::memcpy(&u, p, 8); return BitsDouble(u); }
-    case Dtype::F32: { uint32_t u; std::memcpy(&u, p, 4); return double(BitsFloat(u)); }
-    case Dtype::BF16: { uint16_t u; std::memcpy(&u, p, 2); return double(BitsFloat(BF16ToF32Bits(u))); }
-    case Dtype::F16: { uint16_t u; std::memcpy(&u, p, 2); return double(BitsFloat(F16ToF32Bits(u))); }
+    case Dtype::F64: {
+      uint64_t u;
+      std::memcpy(&u, p, 8);
+      return BitsDouble(u);
+    }
+    case Dtype::F32: {
+      uint32_t u;
+      std::memcpy(&u, p, 4);
+      return double(BitsFloat(u));
+    }
+    case Dtype::BF16: {
+      uint16_t u;
+      std::memcpy(&u, p, 2);
+      return double(BitsFloat(BF16ToF32Bits(u)));
+    }
+    case Dtype::F16: {
+      uint16_t u;
+      std::memcpy(&u, p, 2);
+      return double(BitsFloat(F16ToF32Bits(u)));
+    }
     case Dtype::F8_E4M3: return double(BitsFloat(F8E4M3ToF32Bits(*p)));
     case Dtype::F8_E5M2: return double(BitsFloat(F8E5M2ToF32Bits(*p)));
     default: return std::nullopt;
@@ -85,17 +101,31 @@ Status MagnitudePass::Elements(const uint8_t* p, size_t count) {
   using namespace pb::kernels::scalar;
   switch (mod.weight_dtype) {
     case Dtype::F32:
-      AccumulateSquares(p, count, width, first, mod, sums_, [](const uint8_t* q) { uint32_t u; std::memcpy(&u, q, 4); return double(BitsFloat(u)); });
+      AccumulateSquares(p, count, width, first, mod, sums_, [](const uint8_t* q) {
+        uint32_t u;
+        std::memcpy(&u, q, 4);
+        return double(BitsFloat(u));
+      });
       break;
     case Dtype::BF16:
-      AccumulateSquares(p, count, width, first, mod, sums_, [](const uint8_t* q) { uint16_t u; std::memcpy(&u, q, 2); return double(BitsFloat(BF16ToF32Bits(u))); });
+      AccumulateSquares(p, count, width, first, mod, sums_, [](const uint8_t* q) {
+        uint16_t u;
+        std::memcpy(&u, q, 2);
+        return double(BitsFloat(BF16ToF32Bits(u)));
+      });
       break;
     case Dtype::F16:
-      AccumulateSquares(p, count, width, first, mod, sums_, [](const uint8_t* q) { uint16_t u; std::memcpy(&u, q, 2); return double(BitsFloat(F16ToF32Bits(u))); });
+      AccumulateSquares(p, count, width, first, mod, sums_, [](const uint8_t* q) {
+        uint16_t u;
+        std::memcpy(&u, q, 2);
+        return double(BitsFloat(F16ToF32Bits(u)));
+      });
       break;
     default: {
-      if (!ElementValue(mod.weight_dtype, p)) return MakeError(ErrorCode::UnsupportedAdapter, "`" + mod.weight + "` is not floating point");
-      AccumulateSquares(p, count, width, first, mod, sums_, [dtype = mod.weight_dtype](const uint8_t* q) { return *ElementValue(dtype, q); });
+      if (!ElementValue(mod.weight_dtype, p))
+        return MakeError(ErrorCode::UnsupportedAdapter, "`" + mod.weight + "` is not floating point");
+      AccumulateSquares(p, count, width, first, mod, sums_,
+                        [dtype = mod.weight_dtype](const uint8_t* q) { return *ElementValue(dtype, q); });
     }
   }
   filled_ += uint64_t(count) * width;
@@ -104,7 +134,8 @@ Status MagnitudePass::Elements(const uint8_t* p, size_t count) {
 
 Status MagnitudePass::Push(std::span<const uint8_t> bytes) {
   while (!bytes.empty()) {
-    if (next_ == ranges_.size()) return MakeError(ErrorCode::InvalidArgument, "internal: more base bytes than DoRA needs");
+    if (next_ == ranges_.size())
+      return MakeError(ErrorCode::InvalidArgument, "internal: more base bytes than DoRA needs");
     const auto& range = ranges_[next_];
     const auto& mod = plan_.modules[range.module];
     const size_t width = DtypeBits(mod.weight_dtype) / 8;
@@ -141,7 +172,8 @@ Status MagnitudePass::Push(std::span<const uint8_t> bytes) {
 
 std::vector<std::vector<float>> MagnitudePass::TakeNorms() { return std::move(norms_); }
 
-std::vector<uint8_t> MakeTensorBytes(const CreatePlan& plan, size_t tensor, const std::vector<std::vector<float>>& norms) {
+std::vector<uint8_t> MakeTensorBytes(const CreatePlan& plan, size_t tensor,
+                                     const std::vector<std::vector<float>>& norms) {
   const TensorSpec& spec = plan.specs[tensor];
   const CreateTensor& t = plan.tensors[tensor];
   const CreateModule& mod = plan.modules[t.module];

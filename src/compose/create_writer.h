@@ -39,15 +39,16 @@ class MagnitudePass {
   const CreatePlan& plan_;
   std::vector<Range> ranges_;
   uint64_t total_ = 0;
-  size_t next_ = 0;        // range being filled
-  uint64_t filled_ = 0;    // its bytes so far
+  size_t next_ = 0;      // range being filled
+  uint64_t filled_ = 0;  // its bytes so far
   std::vector<uint8_t> carry_;
   std::vector<double> sums_;  // the current module's squared sums, per output row
   std::vector<std::vector<float>> norms_;
 };
 
 // The values of one output tensor of the plan, in its dtype's bytes (little-endian).
-std::vector<uint8_t> MakeTensorBytes(const CreatePlan& plan, size_t tensor, const std::vector<std::vector<float>>& norms);
+std::vector<uint8_t> MakeTensorBytes(const CreatePlan& plan, size_t tensor,
+                                     const std::vector<std::vector<float>>& norms);
 
 class AdapterEmitter {
  public:

@@ -13,7 +13,8 @@ constexpr int kPowerIterations = 4;
 
 linalg::Svd Leading(linalg::Svd s, size_t k) {
   k = std::min(k, s.s.size());
-  linalg::Svd out{linalg::Matrix(s.u.rows(), k), std::vector<double>(s.s.begin(), s.s.begin() + static_cast<ptrdiff_t>(k)),
+  linalg::Svd out{linalg::Matrix(s.u.rows(), k),
+                  std::vector<double>(s.s.begin(), s.s.begin() + static_cast<ptrdiff_t>(k)),
                   linalg::Matrix(s.v.rows(), k)};
   for (size_t i = 0; i < s.u.rows(); ++i)
     for (size_t j = 0; j < k; ++j) out.u(i, j) = s.u(i, j);

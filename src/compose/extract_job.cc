@@ -23,8 +23,8 @@ enum class Purpose { kBaseWeight, kTunedWeight, kBaseBias, kTunedBias, kCompareB
 struct Step {
   Purpose purpose;
   const ModelTensor* tensor;
-  size_t saved = 0;                 // kSave: which tensor of the module
-  uint64_t first = 0, count = 0;    // the elements of the tensor this step reads
+  size_t saved = 0;               // kSave: which tensor of the module
+  uint64_t first = 0, count = 0;  // the elements of the tensor this step reads
   ExtractRead Range() const {
     const uint64_t size = DtypeBits(tensor->dtype) / 8;
     bool tuned = purpose == Purpose::kTunedWeight || purpose == Purpose::kTunedBias ||
@@ -196,7 +196,7 @@ struct ExtractJob::Impl {
         chunk = chunk.subspan(size);
       }
       if (!chunk.empty()) carry.assign(chunk.begin(), chunk.end());  // a partial element (carry was empty or completed)
-      if (s.purpose == Purpose::kEmit && !out.empty()) {  // stream a saved tensor out as it comes
+      if (s.purpose == Purpose::kEmit && !out.empty()) {             // stream a saved tensor out as it comes
         data_size += out.size();
         PB_RETURN_IF_ERROR(sink.Write(out));
         out.clear();
@@ -250,13 +250,16 @@ struct ExtractJob::Impl {
     bool any = false;
     for (float d : delta) {
       if (!std::isfinite(d))
-        return MakeError(ErrorCode::InvalidArgument, "extract: `" + m.path + ".weight` differs by a value that is not "
-                                                     "finite (inf or NaN in either model, or an overflow)");
+        return MakeError(ErrorCode::InvalidArgument, "extract: `" + m.path +
+                                                         ".weight` differs by a value that is not "
+                                                         "finite (inf or NaN in either model, or an overflow)");
       any |= d != 0;
     }
     bool bias_changed = false;
     for (double d : bias_delta) {
-      if (!std::isfinite(d)) return MakeError(ErrorCode::InvalidArgument, "extract: `" + m.path + ".bias` differs by a value that is not finite");
+      if (!std::isfinite(d))
+        return MakeError(ErrorCode::InvalidArgument,
+                         "extract: `" + m.path + ".bias` differs by a value that is not finite");
       bias_changed |= d != 0;
     }
     if (!any && !bias_changed) return Status::Ok();  // unchanged: dropped
@@ -297,8 +300,8 @@ struct ExtractJob::Impl {
 
     // ΔW_stored = U·S·Vᵀ. Not transposed: B = U·√S [rows, k], A = √S·Vᵀ [k, cols]. Transposed (PEFT's delta is
     // ΔW_storedᵀ = V·S·Uᵀ): B = V·√S [cols, k], A = √S·Uᵀ [k, rows].
-    const linalg::Matrix& left = m.transposed ? svd.v : svd.u;    // B's columns
-    const linalg::Matrix& right = m.transposed ? svd.u : svd.v;   // A's rows
+    const linalg::Matrix& left = m.transposed ? svd.v : svd.u;   // B's columns
+    const linalg::Matrix& right = m.transposed ? svd.u : svd.v;  // A's rows
     std::vector<double> root(k);
     for (uint64_t i = 0; i < k; ++i) root[i] = std::sqrt(svd.s[i]);
     const uint64_t out_features = left.rows(), in_features = right.rows();

@@ -36,20 +36,20 @@ struct ExtractModuleReport {
   std::string path;
   ExtractKind kind = ExtractKind::kLora;
   bool changed = false;
-  uint64_t rank = 0;              // decomposed modules: the rank written
-  double energy_kept = 1;         // Σ_{i≤rank} σᵢ² / ‖ΔW‖²
-  double relative_error = 0;      // ‖ΔW − B·A‖_F / ‖ΔW‖_F of the truncation (before rounding to the dtype)
-  bool bias = false;              // lora_B.bias written
-  int iterations = 0;             // the SVD's power iterations
+  uint64_t rank = 0;          // decomposed modules: the rank written
+  double energy_kept = 1;     // Σ_{i≤rank} σᵢ² / ‖ΔW‖²
+  double relative_error = 0;  // ‖ΔW − B·A‖_F / ‖ΔW‖_F of the truncation (before rounding to the dtype)
+  bool bias = false;          // lora_B.bias written
+  int iterations = 0;         // the SVD's power iterations
 };
 
 struct ExtractOutcome {
-  std::string header;              // reserved_header bytes: the length prefix, the JSON, spaces
-  std::string config_text;         // adapter_config.json
-  uint64_t data_size = 0;          // bytes written to the data sink
+  std::string header;       // reserved_header bytes: the length prefix, the JSON, spaces
+  std::string config_text;  // adapter_config.json
+  uint64_t data_size = 0;   // bytes written to the data sink
   uint64_t file_size() const { return header.size() + data_size; }
   std::vector<ExtractModuleReport> modules;  // plan order
-  uint64_t max_rank = 0;           // the config's r
+  uint64_t max_rank = 0;                     // the config's r
   size_t decomposed = 0, saved = 0, unchanged = 0, biases = 0;
 };
 

@@ -65,7 +65,8 @@ uint64_t ModelTensor::elements() const {
 Result<ExtractOptions> ParseExtractArguments(const ExtractArguments& args) {
   ExtractOptions o;
   if (args.rank && args.energy) return Invalid("give --rank or --energy, not both");
-  if (args.rank && args.max_rank) return Invalid("--max-rank caps the rank --energy picks; with --rank give the rank alone");
+  if (args.rank && args.max_rank)
+    return Invalid("--max-rank caps the rank --energy picks; with --rank give the rank alone");
   if (args.rank) {
     auto r = PositiveInteger(*args.rank);
     if (!r) return Invalid("--rank must be a positive integer (got " + Quoted(*args.rank) + ")");
@@ -79,7 +80,8 @@ Result<ExtractOptions> ParseExtractArguments(const ExtractArguments& args) {
   if (args.energy) {
     auto e = PositiveDecimal(*args.energy);
     if (!e || *e > 1)
-      return Invalid("--energy must be a fraction in (0, 1] of each module's ‖ΔW‖² to keep (got " + Quoted(*args.energy) + ")");
+      return Invalid("--energy must be a fraction in (0, 1] of each module's ‖ΔW‖² to keep (got " +
+                     Quoted(*args.energy) + ")");
     o.energy = *e;
   }
   if (args.modules) {
@@ -97,7 +99,8 @@ Result<ExtractOptions> ParseExtractArguments(const ExtractArguments& args) {
         o.module_names.push_back(item);
       start = comma + 1;
     }
-    if (o.all_linear && !o.module_names.empty()) return Invalid("--modules: all-linear cannot be combined with module names");
+    if (o.all_linear && !o.module_names.empty())
+      return Invalid("--modules: all-linear cannot be combined with module names");
   }
   if (args.embeddings) {
     if (*args.embeddings == "save") o.embeddings = EmbeddingPolicy::kSave;
@@ -198,9 +201,10 @@ Result<ExtractPlan> PlanExtract(const std::vector<ExtractShard>& base, const std
     m.layer = k.kind;
     m.base_weight = w;
     m.tuned_weight = tw;
-    if (!IsConvertibleFloat(w.dtype) || !IsConvertibleFloat(tw.dtype) || DtypeBits(w.dtype) < 16 || DtypeBits(tw.dtype) < 16) {
-      refused.push_back(path + ": its weight is " + std::string(DtypeName(w.dtype)) + " / " + std::string(DtypeName(tw.dtype)) +
-                        ", not a 16-, 32- or 64-bit float");
+    if (!IsConvertibleFloat(w.dtype) || !IsConvertibleFloat(tw.dtype) || DtypeBits(w.dtype) < 16 ||
+        DtypeBits(tw.dtype) < 16) {
+      refused.push_back(path + ": its weight is " + std::string(DtypeName(w.dtype)) + " / " +
+                        std::string(DtypeName(tw.dtype)) + ", not a 16-, 32- or 64-bit float");
       continue;
     }
     if (w.shape.size() == 2) {
@@ -224,7 +228,8 @@ Result<ExtractPlan> PlanExtract(const std::vector<ExtractShard>& base, const std
       }
     } else {
       refused.push_back(path + ": its weight is " + std::to_string(w.shape.size()) + "-D " + ShapeText(w.shape) +
-                        (w.shape.size() == 3 ? " (fused experts?)" : "") + ", not a Linear, Conv1D, convolution or embedding");
+                        (w.shape.size() == 3 ? " (fused experts?)" : "") +
+                        ", not a Linear, Conv1D, convolution or embedding");
       continue;
     }
     if (m.rows == 0 || m.cols == 0) {
@@ -234,7 +239,8 @@ Result<ExtractPlan> PlanExtract(const std::vector<ExtractShard>& base, const std
     if (m.kind == ExtractKind::kLora && base_tensors.count(path + ".bias")) {
       m.base_bias = base_tensors.at(path + ".bias");
       m.tuned_bias = tuned_tensors.at(path + ".bias");
-      if (!IsConvertibleFloat(m.base_bias->dtype) || !IsConvertibleFloat(m.tuned_bias->dtype)) m.base_bias = m.tuned_bias = std::nullopt;
+      if (!IsConvertibleFloat(m.base_bias->dtype) || !IsConvertibleFloat(m.tuned_bias->dtype))
+        m.base_bias = m.tuned_bias = std::nullopt;
     }
     const uint64_t side = std::min(m.rows, m.cols);
     m.max_rank = std::min(options.rank.value_or(options.max_rank), side);
@@ -281,7 +287,8 @@ Result<ExtractPlan> PlanExtract(const std::vector<ExtractShard>& base, const std
     }
     plan.modules.push_back(std::move(m));
   }
-  if (plan.modules.empty()) return Invalid("nothing to extract: --modules picked no layer and no norm or embedding can be saved");
+  if (plan.modules.empty())
+    return Invalid("nothing to extract: --modules picked no layer and no norm or embedding can be saved");
   std::sort(plan.modules.begin(), plan.modules.end(),
             [](const ExtractModule& a, const ExtractModule& b) { return a.key() + "." < b.key() + "."; });
 
@@ -310,7 +317,8 @@ Result<ExtractPlan> PlanExtract(const std::vector<ExtractShard>& base, const std
         if (m.base_bias) specs.push_back({key + ".lora_B.bias", plan.dtype, {m.out_features()}});
         specs.push_back({key + ".lora_B.weight", plan.dtype, b});
         plan.read_bytes += (m.base_weight->end - m.base_weight->begin) + (m.tuned_weight->end - m.tuned_weight->begin);
-        if (m.base_bias) plan.read_bytes += (m.base_bias->end - m.base_bias->begin) + (m.tuned_bias->end - m.tuned_bias->begin);
+        if (m.base_bias)
+          plan.read_bytes += (m.base_bias->end - m.base_bias->begin) + (m.tuned_bias->end - m.tuned_bias->begin);
         break;
       }
       case ExtractKind::kEmbeddingLora:
@@ -321,7 +329,8 @@ Result<ExtractPlan> PlanExtract(const std::vector<ExtractShard>& base, const std
       case ExtractKind::kSave:
         for (size_t i = 0; i < m.saved_names.size(); ++i) {
           specs.push_back({key + "." + m.saved_names[i], plan.dtype, m.tuned_saved[i].shape});
-          plan.read_bytes += (m.base_saved[i].end - m.base_saved[i].begin) + (m.tuned_saved[i].end - m.tuned_saved[i].begin);
+          plan.read_bytes +=
+              (m.base_saved[i].end - m.base_saved[i].begin) + (m.tuned_saved[i].end - m.tuned_saved[i].begin);
         }
         break;
     }
@@ -330,8 +339,11 @@ Result<ExtractPlan> PlanExtract(const std::vector<ExtractShard>& base, const std
   if (!bound.ok()) return bound.error();
   plan.reserved_header = bound->header.size();
 
-  if (plan.conv1d) plan.notes.push_back("Conv1D layers (weights [in, out]): fan_in_fan_out set to true, as PEFT sets it");
-  if (!modules.table()) plan.notes.push_back("no naming table fits this base: every targeted 2-D weight is taken as an nn.Linear [out, in]");
+  if (plan.conv1d)
+    plan.notes.push_back("Conv1D layers (weights [in, out]): fan_in_fan_out set to true, as PEFT sets it");
+  if (!modules.table())
+    plan.notes.push_back(
+        "no naming table fits this base: every targeted 2-D weight is taken as an nn.Linear [out, in]");
   plan.model_modules = std::make_shared<const ModelModules>(std::move(read.value()));
   plan.options = std::move(options);
   return plan;

@@ -42,13 +42,13 @@ struct ExtractArguments {
 };
 
 struct ExtractOptions {
-  std::optional<uint64_t> rank;    // --rank: every module at this rank (or its smaller side)
-  std::optional<double> energy;    // --energy: the smallest rank keeping this fraction of ‖ΔW‖²
-  uint64_t max_rank = 128;         // mergekit's default; the rank when neither is given
+  std::optional<uint64_t> rank;  // --rank: every module at this rank (or its smaller side)
+  std::optional<double> energy;  // --energy: the smallest rank keeping this fraction of ‖ΔW‖²
+  uint64_t max_rank = 128;       // mergekit's default; the rank when neither is given
   std::vector<std::string> module_names;
   bool all_linear = true;
   EmbeddingPolicy embeddings = EmbeddingPolicy::kSave;
-  std::optional<Dtype> dtype;      // default: the tuned model's weight dtype
+  std::optional<Dtype> dtype;  // default: the tuned model's weight dtype
   std::optional<std::string> base_name_or_path, revision, arch;
   const adapter::NamingTables* tables = nullptr;  // the builtin ones when null
 };
@@ -100,16 +100,16 @@ struct ExtractModule {
 
 struct ExtractPlan {
   ExtractOptions options;
-  std::string arch;                     // the naming table used; empty when none
-  Dtype dtype = Dtype::BF16;            // the adapter's tensors
-  std::vector<ExtractModule> modules;   // in output order (their tensors' names in byte order)
-  std::vector<std::string> left_out;    // modules with ≥ 2-D weights neither decomposed nor saved
+  std::string arch;                             // the naming table used; empty when none
+  Dtype dtype = Dtype::BF16;                    // the adapter's tensors
+  std::vector<ExtractModule> modules;           // in output order (their tensors' names in byte order)
+  std::vector<std::string> left_out;            // modules with ≥ 2-D weights neither decomposed nor saved
   std::vector<std::string> skipped_embeddings;  // --embeddings skip: not read
-  uint64_t reserved_header = 0;         // bytes before the data region (length prefix included)
-  uint64_t read_bytes = 0;              // bytes of both models the plan reads at least once
-  uint64_t largest_delta_elements = 0;  // the largest decomposed module (its float32 delta is held)
-  std::optional<std::string> task_type; // from the tuned config's architectures
-  bool conv1d = false;                  // fan_in_fan_out for the config
+  uint64_t reserved_header = 0;                 // bytes before the data region (length prefix included)
+  uint64_t read_bytes = 0;                      // bytes of both models the plan reads at least once
+  uint64_t largest_delta_elements = 0;          // the largest decomposed module (its float32 delta is held)
+  std::optional<std::string> task_type;         // from the tuned config's architectures
+  bool conv1d = false;                          // fan_in_fan_out for the config
   std::vector<std::string> notes;
   std::shared_ptr<const ModelModules> model_modules;  // the base's modules (target_modules as PEFT saves them)
 };

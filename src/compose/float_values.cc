@@ -68,7 +68,8 @@ Status RequireFinite(const linalg::Matrix& m, Dtype dtype, const std::string& wh
     if (!std::isfinite(v))
       return MakeError(ErrorCode::InvalidArgument,
                        what + ": the result has " + (std::isnan(v) ? "NaN" : "infinite") + " values in " +
-                           std::string(DtypeName(dtype)) + " (a weight too large for it, or an input that holds such values); nothing was written");
+                           std::string(DtypeName(dtype)) +
+                           " (a weight too large for it, or an input that holds such values); nothing was written");
   return Status::Ok();
 }
 

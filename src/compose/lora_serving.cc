@@ -88,8 +88,7 @@ Result<ServedFactors> FactorsFromSpan(const adapter::LoraModule& m, std::span<co
   fetch.Request({&m.a, &m.b});
   // The ranges TensorFetch lists, in order, cut out of the one span.
   const std::vector<adapter::ByteRange> needs(fetch.needs().begin(), fetch.needs().end());
-  for (const auto& r : needs)
-    PB_RETURN_IF_ERROR(fetch.Supply(span.subspan(r.begin - whole.begin, r.size())));
+  for (const auto& r : needs) PB_RETURN_IF_ERROR(fetch.Supply(span.subspan(r.begin - whole.begin, r.size())));
   if (!fetch.ready()) return Invalid("module `" + m.path + "`: its factors did not arrive whole");
   ServedFactors out;
   out.dtype = dtype;
@@ -97,7 +96,8 @@ Result<ServedFactors> FactorsFromSpan(const adapter::LoraModule& m, std::span<co
     const adapter::Tensor& t = *fetch.get(i);
     const uint64_t n = t.element_count();
     std::vector<uint8_t> bytes(n * DtypeBits(dtype) / 8);
-    if (!kernels::CanConvert(t.dtype, dtype) || !kernels::ConvertElements(t.dtype, dtype, t.bytes.data(), bytes.data(), n))
+    if (!kernels::CanConvert(t.dtype, dtype) ||
+        !kernels::ConvertElements(t.dtype, dtype, t.bytes.data(), bytes.data(), n))
       return MakeError(ErrorCode::UnsupportedDtype, "module `" + m.path + "`: cannot convert its " +
                                                         std::string(DtypeName(t.dtype)) + " factors to " +
                                                         std::string(DtypeName(dtype)));
@@ -123,15 +123,15 @@ Status CheckTerms(const std::vector<ServedTerm>& terms) {
   const ServedFactors& lead = *terms.front().factors;
   for (const ServedTerm& t : terms) {
     const ServedFactors& f = *t.factors;
-    if (f.a_shape.size() < 2 || f.b_shape.size() < 2 || f.a_shape[0] != f.b_shape[1] ||
-        Product(f.b_shape, 2) != 1)
-      return MakeError(ErrorCode::ShapeMismatch,
-                       "factors of shapes " + ShapeText(f.a_shape) + " and " + ShapeText(f.b_shape) + " are not A [r, in] and B [out, r]");
-    std::vector<uint64_t> in(f.a_shape.begin() + 1, f.a_shape.end()), lead_in(lead.a_shape.begin() + 1, lead.a_shape.end());
+    if (f.a_shape.size() < 2 || f.b_shape.size() < 2 || f.a_shape[0] != f.b_shape[1] || Product(f.b_shape, 2) != 1)
+      return MakeError(ErrorCode::ShapeMismatch, "factors of shapes " + ShapeText(f.a_shape) + " and " +
+                                                     ShapeText(f.b_shape) + " are not A [r, in] and B [out, r]");
+    std::vector<uint64_t> in(f.a_shape.begin() + 1, f.a_shape.end()),
+        lead_in(lead.a_shape.begin() + 1, lead.a_shape.end());
     if (in != lead_in || f.b_shape[0] != lead.b_shape[0])
-      return MakeError(ErrorCode::ShapeMismatch, "the adapters' factors disagree: A " + ShapeText(lead.a_shape) + " and " +
-                                                     ShapeText(f.a_shape) + ", B " + ShapeText(lead.b_shape) + " and " +
-                                                     ShapeText(f.b_shape));
+      return MakeError(ErrorCode::ShapeMismatch, "the adapters' factors disagree: A " + ShapeText(lead.a_shape) +
+                                                     " and " + ShapeText(f.a_shape) + ", B " + ShapeText(lead.b_shape) +
+                                                     " and " + ShapeText(f.b_shape));
   }
   return Status::Ok();
 }
@@ -171,8 +171,8 @@ Result<ServedFactors> ComposeCat(const std::vector<ServedTerm>& terms, Dtype dty
     math_terms.push_back(std::move(t));
   }
   if (padded_rank != 0 && padded_rank < rank)
-    return MakeError(ErrorCode::InvalidArgument, "rank " + std::to_string(padded_rank) + " is less than the terms' " +
-                                                     std::to_string(rank));
+    return MakeError(ErrorCode::InvalidArgument,
+                     "rank " + std::to_string(padded_rank) + " is less than the terms' " + std::to_string(rank));
   if (padded_rank != 0) rank = padded_rank;
   ModuleMath math;
   math.method = CombineMethod::kCat;
@@ -228,14 +228,17 @@ Result<std::vector<uint8_t>> ApplyTerms(const std::vector<ServedTerm>& terms, st
   const uint64_t rows = layout == WeightLayout::kOutIn ? out_features : in_features;
   const uint64_t cols = layout == WeightLayout::kOutIn ? in_features : out_features;
   if (weight_shape.empty() || weight_shape[0] != rows || Product(weight_shape, 1) != cols)
-    return MakeError(ErrorCode::ShapeMismatch, "a weight of shape " + ShapeText(weight_shape) + " cannot take a delta of [" +
-                                                   std::to_string(rows) + ", " + std::to_string(cols) + "] (" +
+    return MakeError(ErrorCode::ShapeMismatch, "a weight of shape " + ShapeText(weight_shape) +
+                                                   " cannot take a delta of [" + std::to_string(rows) + ", " +
+                                                   std::to_string(cols) + "] (" +
                                                    (layout == WeightLayout::kOutIn ? "out, in" : "in, out") + ")");
   if (!IsConvertibleFloat(weight_dtype) || !IsConvertibleFloat(out_dtype))
-    return MakeError(ErrorCode::UnsupportedDtype, "cannot merge into a " + std::string(DtypeName(weight_dtype)) + " weight");
+    return MakeError(ErrorCode::UnsupportedDtype,
+                     "cannot merge into a " + std::string(DtypeName(weight_dtype)) + " weight");
   if (weight.size() != rows * cols * DtypeBits(weight_dtype) / 8)
     return Invalid("the weight has " + std::to_string(weight.size()) + " bytes; " + ShapeText(weight_shape) + " " +
-                   std::string(DtypeName(weight_dtype)) + " takes " + std::to_string(rows * cols * DtypeBits(weight_dtype) / 8));
+                   std::string(DtypeName(weight_dtype)) + " takes " +
+                   std::to_string(rows * cols * DtypeBits(weight_dtype) / 8));
 
   // fp32 factors B [out, R] and A [R, in]: one term as merge holds it (scale fp32(c)), several with cᵢ folded into Aᵢ.
   uint64_t rank = 0;
@@ -269,9 +272,10 @@ Result<std::vector<uint8_t>> ApplyTerms(const std::vector<ServedTerm>& terms, st
   }
   kernels::LowRankFactors factors{left.data(), right.data(), static_cast<size_t>(rank), scale, 1.0f};
   std::vector<uint8_t> out(rows * cols * DtypeBits(out_dtype) / 8);
-  const bool ok = layout == WeightLayout::kEmbedding
-                      ? kernels::MergeRowsRoundDeltaFirst(weight_dtype, weight.data(), out_dtype, out.data(), rows, cols, factors)
-                      : kernels::MergeRows(weight_dtype, weight.data(), out_dtype, out.data(), rows, cols, factors);
+  const bool ok =
+      layout == WeightLayout::kEmbedding
+          ? kernels::MergeRowsRoundDeltaFirst(weight_dtype, weight.data(), out_dtype, out.data(), rows, cols, factors)
+          : kernels::MergeRows(weight_dtype, weight.data(), out_dtype, out.data(), rows, cols, factors);
   if (!ok) return MakeError(ErrorCode::OutOfMemory, "the merge kernel could not allocate its staging buffer");
   return out;
 }

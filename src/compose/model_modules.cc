@@ -53,7 +53,8 @@ std::set<std::string> MinimalTargetModules(const std::set<std::string>& targets,
 }  // namespace
 
 bool ListMatches(std::string_view name, std::string_view entry) {
-  return name == entry || (name.size() > entry.size() && name.ends_with(entry) && name[name.size() - entry.size() - 1] == '.');
+  return name == entry ||
+         (name.size() > entry.size() && name.ends_with(entry) && name[name.size() - entry.size() - 1] == '.');
 }
 
 std::string ListText(const std::vector<std::string>& names, size_t limit) {
@@ -63,7 +64,8 @@ std::string ListText(const std::vector<std::string>& names, size_t limit) {
   return out;
 }
 
-Result<ModelModules> ModelModules::Read(const std::vector<const Header*>& shards, const std::optional<std::string>& config,
+Result<ModelModules> ModelModules::Read(const std::vector<const Header*>& shards,
+                                        const std::optional<std::string>& config,
                                         const std::optional<std::string>& arch, const adapter::NamingTables& tables) {
   ModelModules m;
   m.shard_headers_ = shards;
@@ -119,7 +121,8 @@ Result<std::vector<std::string>> ModelModules::Select(const Selector& selector, 
   std::vector<std::string> selected;
   if (selector.all_linear) {
     if (!table_)
-      return Invalid(option + " all-linear needs the base's layer types, and no naming table fits this base "
+      return Invalid(option +
+                     " all-linear needs the base's layer types, and no naming table fits this base "
                      "(no config.json naming a known architecture, none detected from its module paths): give --arch "
                      "or --naming-table, or name the modules");
     std::vector<std::string> unknown;
@@ -135,8 +138,10 @@ Result<std::vector<std::string>> ModelModules::Select(const Selector& selector, 
         selected.push_back(path);
     }
     if (!unknown.empty())
-      return Invalid(option + " all-linear: the naming table `" + table_->name + "` does not say which kind of "
-                     "layer " + std::to_string(unknown.size()) + " 2-D weight(s) belong to (" + ListText(unknown) +
+      return Invalid(option + " all-linear: the naming table `" + table_->name +
+                     "` does not say which kind of "
+                     "layer " +
+                     std::to_string(unknown.size()) + " 2-D weight(s) belong to (" + ListText(unknown) +
                      "); name the modules instead");
   } else if (selector.regex) {
     // PEFT's own matcher, compiled as PEFT wraps a string target_modules (re.fullmatch).
@@ -150,7 +155,8 @@ Result<std::vector<std::string>> ModelModules::Select(const Selector& selector, 
       if (*hit) selected.push_back(path);
     }
     if (selected.empty())
-      return Invalid(option + " " + Quoted(*selector.regex) + " matches no module of the base (re.fullmatch "
+      return Invalid(option + " " + Quoted(*selector.regex) +
+                     " matches no module of the base (re.fullmatch "
                      "on the whole module name, as PEFT matches a string target_modules)");
   } else {
     std::vector<std::string> unmatched;

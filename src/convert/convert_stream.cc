@@ -12,9 +12,8 @@ constexpr size_t kBlockBytes = 256 * 1024;  // output staging; bounds memory wha
 
 Result<ConversionPlan> PlanConversion(const Header& source, Dtype target, TensorOrder order) {
   if (!IsConvertibleFloat(target))
-    return MakeError(ErrorCode::UnsupportedDtype,
-                     "cannot convert to " + std::string(DtypeName(target)) +
-                         "; targets are F16, BF16, F32, F64, F8_E4M3, F8_E5M2");
+    return MakeError(ErrorCode::UnsupportedDtype, "cannot convert to " + std::string(DtypeName(target)) +
+                                                      "; targets are F16, BF16, F32, F64, F8_E4M3, F8_E5M2");
   std::vector<TensorSpec> specs;
   specs.reserve(source.tensor_count());
   ConversionPlan plan;
@@ -48,7 +47,8 @@ void TensorBytesConverter::AdvanceToNonEmpty() {
   while (current_ < plan_.write.tensors.size()) {
     const PlannedTensor& p = plan_.write.tensors[current_];
     uint64_t out_bytes = p.end - p.begin;
-    uint64_t in_bits = out_bytes * 8 / DtypeBits(plan_.target_dtype[current_]) * DtypeBits(plan_.source_dtype[current_]);
+    uint64_t in_bits =
+        out_bytes * 8 / DtypeBits(plan_.target_dtype[current_]) * DtypeBits(plan_.source_dtype[current_]);
     if (consumed_ < in_bits / 8) break;
     ++current_;
     consumed_ = 0;

@@ -41,9 +41,9 @@ class TensorBytesConverter {
   void AdvanceToNonEmpty();
   ConversionPlan plan_;
   StreamingWriter writer_;
-  size_t current_ = 0;          // planned tensor being filled
-  uint64_t consumed_ = 0;       // source bytes consumed of the current tensor
-  uint8_t carry_[8] = {};       // a source element split across two pushes
+  size_t current_ = 0;     // planned tensor being filled
+  uint64_t consumed_ = 0;  // source bytes consumed of the current tensor
+  uint8_t carry_[8] = {};  // a source element split across two pushes
   size_t carry_len_ = 0;
   std::vector<uint8_t> block_;  // bounded output staging buffer
 };

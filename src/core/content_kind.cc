@@ -39,7 +39,8 @@ ContentKind ClassifyContent(std::span<const uint8_t> head) {
   if (!LooksLikeText(head)) return ContentKind::kUnknown;
   std::span<const uint8_t> text = head;
   if (StartsWith(text, "\xef\xbb\xbf")) text = text.subspan(3);  // a byte-order mark
-  while (!text.empty() && (text[0] == ' ' || text[0] == '\t' || text[0] == '\n' || text[0] == '\r')) text = text.subspan(1);
+  while (!text.empty() && (text[0] == ' ' || text[0] == '\t' || text[0] == '\n' || text[0] == '\r'))
+    text = text.subspan(1);
   if (StartsWith(text, "version ")) return ContentKind::kGitLfsPointer;  // "version https://git-lfs.github.com/spec/v1"
   if (!text.empty() && (text[0] == '{' || text[0] == '[')) return ContentKind::kJson;
   if (!text.empty() && text[0] == '<') return ContentKind::kHtml;
@@ -50,7 +51,8 @@ std::string ContentHeadline(ContentKind kind) {
   switch (kind) {
     case ContentKind::kUnknown: return "";
     case ContentKind::kJson: return "not a safetensors file, it looks like JSON";
-    case ContentKind::kHtml: return "not a safetensors file, it looks like HTML or XML (a web page saved in its place?)";
+    case ContentKind::kHtml:
+      return "not a safetensors file, it looks like HTML or XML (a web page saved in its place?)";
     case ContentKind::kGitLfsPointer:
       return "not a safetensors file, it looks like a Git LFS pointer (run `git lfs pull` to fetch the file itself)";
     case ContentKind::kText: return "not a safetensors file, it looks like text";

@@ -18,7 +18,8 @@ std::optional<Dtype> ParseFloatDtypeName(std::string_view name) {
 
 Result<Dtype> ParseFloatDtypeOption(std::string_view name) {
   if (auto dtype = ParseFloatDtypeName(name)) return *dtype;
-  return MakeError(ErrorCode::InvalidArgument, "unknown dtype `" + ClipForMessage(name) + "` (expected bf16, f16 or f32)");
+  return MakeError(ErrorCode::InvalidArgument,
+                   "unknown dtype `" + ClipForMessage(name) + "` (expected bf16, f16 or f32)");
 }
 
 std::string_view FloatDtypeOptionName(Dtype dtype) {

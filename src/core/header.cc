@@ -19,8 +19,8 @@ std::string_view Header::RecordName(const Record& r) const {
 
 TensorInfo Header::tensor(size_t index) const {
   const Record& r = records_[index];
-  return TensorInfo{RecordName(r), r.dtype(), std::span<const uint64_t>(dims_.data() + r.shape_offset, r.rank),
-                    r.begin, r.end};
+  return TensorInfo{RecordName(r), r.dtype(), std::span<const uint64_t>(dims_.data() + r.shape_offset, r.rank), r.begin,
+                    r.end};
 }
 
 namespace {

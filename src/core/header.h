@@ -40,12 +40,12 @@ class Header {
   TensorInfo tensor(size_t index) const;  // index in data order
   std::optional<size_t> Find(std::string_view name) const;
 
-  uint64_t header_size() const { return header_size_; }       // N, the JSON length incl. padding
-  uint64_t data_start() const { return 8 + header_size_; }    // absolute offset of the data region
-  uint64_t data_size() const { return data_size_; }           // end of the last tensor
+  uint64_t header_size() const { return header_size_; }     // N, the JSON length incl. padding
+  uint64_t data_start() const { return 8 + header_size_; }  // absolute offset of the data region
+  uint64_t data_size() const { return data_size_; }         // end of the last tensor
   uint64_t file_size() const { return data_start() + data_size_; }
-  std::string_view json() const { return raw_; }              // the header JSON as read (names not escaped point here)
-  bool has_metadata() const { return has_metadata_; }         // false if absent or null
+  std::string_view json() const { return raw_; }       // the header JSON as read (names not escaped point here)
+  bool has_metadata() const { return has_metadata_; }  // false if absent or null
   const Metadata& metadata() const { return metadata_; }
 
  private:

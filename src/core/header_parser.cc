@@ -31,8 +31,8 @@ class HeaderBuilder {
  private:
   // A located syntax/schema error. `pos` is an index into the JSON text.
   Error Fail(size_t pos, const std::string& what) const {
-    return MakeError(ErrorCode::InvalidHeaderDeserialization,
-                     what + " at header byte " + std::to_string(pos), std::nullopt, 8 + pos);
+    return MakeError(ErrorCode::InvalidHeaderDeserialization, what + " at header byte " + std::to_string(pos),
+                     std::nullopt, 8 + pos);
   }
   Error FailTensor(size_t pos, std::string_view tensor, const std::string& what) const {
     return MakeError(ErrorCode::InvalidHeaderDeserialization,
@@ -49,7 +49,10 @@ class HeaderBuilder {
   }
   bool Consume(char c) {
     SkipWhitespace();
-    if (pos_ < text_.size() && text_[pos_] == c) { ++pos_; return true; }
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
     return false;
   }
   std::string Describe() const {
@@ -87,8 +90,7 @@ class HeaderBuilder {
   std::vector<uint32_t> document_order_;  // record indices in document order (for stable sorting)
 };
 
-Status HeaderBuilder::ParseString(size_t& raw_begin, size_t& raw_size, std::string& decoded,
-                                  bool& escaped) {
+Status HeaderBuilder::ParseString(size_t& raw_begin, size_t& raw_size, std::string& decoded, bool& escaped) {
   // Precondition: text_[pos_] == '"'.
   ++pos_;
   raw_begin = pos_;
@@ -110,10 +112,13 @@ Status HeaderBuilder::ParseString(size_t& raw_begin, size_t& raw_size, std::stri
       ++pos_;
       return Status::Ok();
     }
-    if (c < 0x20) return Fail(pos_, "control character (\\u00" + std::string(1, "0123456789abcdef"[c >> 4]) +
-                                        std::string(1, "0123456789abcdef"[c & 15]) + ") while parsing a string");
+    if (c < 0x20)
+      return Fail(pos_, "control character (\\u00" + std::string(1, "0123456789abcdef"[c >> 4]) +
+                            std::string(1, "0123456789abcdef"[c & 15]) + ") while parsing a string");
     // Backslash escape.
-    if (!escaped) { escaped = true; }
+    if (!escaped) {
+      escaped = true;
+    }
     decoded.append(text_.substr(run_start, pos_ - run_start));
     size_t esc_pos = pos_;
     ++pos_;
@@ -158,8 +163,7 @@ Status HeaderBuilder::ParseString(size_t& raw_begin, size_t& raw_size, std::stri
         AppendUtf8(decoded, cp);
         break;
       }
-      default:
-        return Fail(esc_pos, "invalid escape");
+      default: return Fail(esc_pos, "invalid escape");
     }
     run_start = pos_;
   }
@@ -214,8 +218,7 @@ Status HeaderBuilder::SkipValue(int depth) {
   bool esc;
   std::string tmp;
   switch (c) {
-    case '"':
-      return ParseString(b, n, tmp, esc);
+    case '"': return ParseString(b, n, tmp, esc);
     case '{': {
       ++pos_;
       if (Consume('}')) return Status::Ok();
@@ -245,13 +248,22 @@ Status HeaderBuilder::SkipValue(int depth) {
       }
     }
     case 't':
-      if (text_.substr(pos_, 4) == "true") { pos_ += 4; return Status::Ok(); }
+      if (text_.substr(pos_, 4) == "true") {
+        pos_ += 4;
+        return Status::Ok();
+      }
       return Fail(pos_, "expected value");
     case 'f':
-      if (text_.substr(pos_, 5) == "false") { pos_ += 5; return Status::Ok(); }
+      if (text_.substr(pos_, 5) == "false") {
+        pos_ += 5;
+        return Status::Ok();
+      }
       return Fail(pos_, "expected value");
     case 'n':
-      if (text_.substr(pos_, 4) == "null") { pos_ += 4; return Status::Ok(); }
+      if (text_.substr(pos_, 4) == "null") {
+        pos_ += 4;
+        return Status::Ok();
+      }
       return Fail(pos_, "expected value");
     default:
       if (c == '-' || (c >= '0' && c <= '9')) return SkipNumber();
@@ -271,11 +283,13 @@ Status HeaderBuilder::ParseU64(uint64_t& out, std::string_view field, std::strin
     PB_RETURN_IF_ERROR(SkipNumber(&plain_integer));
     std::string_view num = text_.substr(start, pos_ - start);
     if (num[0] == '-')
-      return FailTensor(start, tensor, "invalid value: integer `" + std::string(num) + "` in `" +
-                                           std::string(field) + "`, expected usize");
+      return FailTensor(
+          start, tensor,
+          "invalid value: integer `" + std::string(num) + "` in `" + std::string(field) + "`, expected usize");
     if (!plain_integer)
-      return FailTensor(start, tensor, "invalid type: floating point `" + std::string(num) + "` in `" +
-                                           std::string(field) + "`, expected usize");
+      return FailTensor(
+          start, tensor,
+          "invalid type: floating point `" + std::string(num) + "` in `" + std::string(field) + "`, expected usize");
     uint64_t v = 0;
     // Up to 19 digits always fit (10^19 - 1 < 2^64), so only longer numbers pay for the overflow check: its
     // 64-bit division has no multiply-high replacement in WebAssembly, and a 200,000-tensor header has ~10^6
@@ -284,8 +298,8 @@ Status HeaderBuilder::ParseU64(uint64_t& out, std::string_view field, std::strin
     for (char d : num) {
       uint64_t digit = static_cast<uint64_t>(d - '0');
       if (may_overflow && v > (UINT64_MAX - digit) / 10)
-        return FailTensor(start, tensor, "number `" + std::string(num) + "` in `" + std::string(field) +
-                                             "` does not fit in 64 bits");
+        return FailTensor(start, tensor,
+                          "number `" + std::string(num) + "` in `" + std::string(field) + "` does not fit in 64 bits");
       v = v * 10 + digit;
     }
     out = v;
@@ -294,10 +308,10 @@ Status HeaderBuilder::ParseU64(uint64_t& out, std::string_view field, std::strin
   return FailTensor(start, tensor, "invalid type in `" + std::string(field) + "`, expected usize");
 }
 
-Status HeaderBuilder::ParseU64Array(std::vector<uint64_t>& out, std::string_view field,
-                                    std::string_view tensor) {
+Status HeaderBuilder::ParseU64Array(std::vector<uint64_t>& out, std::string_view field, std::string_view tensor) {
   out.clear();
-  if (!Consume('[')) return FailTensor(pos_, tensor, "invalid type in `" + std::string(field) + "`, expected a sequence");
+  if (!Consume('['))
+    return FailTensor(pos_, tensor, "invalid type in `" + std::string(field) + "`, expected a sequence");
   if (Consume(']')) return Status::Ok();
   while (true) {
     uint64_t v;
@@ -309,8 +323,7 @@ Status HeaderBuilder::ParseU64Array(std::vector<uint64_t>& out, std::string_view
   }
 }
 
-Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std::string& decoded,
-                                  bool escaped) {
+Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std::string& decoded, bool escaped) {
   Header::Record rec{};
   std::string_view name;
   if (escaped) {
@@ -348,7 +361,8 @@ Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std
         have_dtype = true;
         SkipWhitespace();
         size_t vpos = pos_;
-        if (pos_ >= text_.size() || text_[pos_] != '"') return FailTensor(vpos, name, "invalid type in `dtype`, expected a dtype name");
+        if (pos_ >= text_.size() || text_[pos_] != '"')
+          return FailTensor(vpos, name, "invalid type in `dtype`, expected a dtype name");
         size_t vb, vn;
         bool vesc;
         std::string vdec;
@@ -370,8 +384,8 @@ Status HeaderBuilder::ParseTensor(size_t name_begin, size_t name_size, const std
         size_t apos = pos_;
         PB_RETURN_IF_ERROR(ParseU64Array(scratch_dims_, "data_offsets", name));
         if (scratch_dims_.size() != 2)
-          return FailTensor(apos, name, "invalid length " + std::to_string(scratch_dims_.size()) +
-                                            " for `data_offsets`, expected 2");
+          return FailTensor(
+              apos, name, "invalid length " + std::to_string(scratch_dims_.size()) + " for `data_offsets`, expected 2");
         rec.begin = scratch_dims_[0];
         rec.end = scratch_dims_[1];
       } else {
@@ -500,7 +514,10 @@ Status HeaderBuilder::Validate(std::optional<uint64_t> total_file_size) {
     uint64_t numel = 1;
     bool overflow = false;
     for (uint32_t d = 0; d < r.rank; ++d) {
-      if (__builtin_mul_overflow(numel, h_.dims_[r.shape_offset + d], &numel)) { overflow = true; break; }
+      if (__builtin_mul_overflow(numel, h_.dims_[r.shape_offset + d], &numel)) {
+        overflow = true;
+        break;
+      }
     }
     uint64_t bits = 0;
     if (!overflow && __builtin_mul_overflow(numel, uint64_t{DtypeBits(r.dtype())}, &bits)) overflow = true;
@@ -556,8 +573,8 @@ Result<uint64_t> ReadHeaderLength(std::span<const uint8_t> prefix) {
     return headline.empty() ? detail : headline + ": " + detail;
   };
   if (prefix.size() < 8)
-    return MakeError(ErrorCode::HeaderTooSmall,
-                     explained("file is " + std::to_string(prefix.size()) + " bytes, fewer than the 8-byte length prefix"));
+    return MakeError(ErrorCode::HeaderTooSmall, explained("file is " + std::to_string(prefix.size()) +
+                                                          " bytes, fewer than the 8-byte length prefix"));
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | prefix[i];
   if (n > kMaxHeaderSize)

@@ -85,8 +85,8 @@ Result<Json> ParseJson(std::string_view text, std::string_view what, const JsonL
     return Invalid(what, std::to_string(text.size()) + " bytes, more than the " + std::to_string(limits.max_bytes) +
                              " a JSON document may have");
   if (size_t at = FirstTooDeep(text, limits.max_depth); at != std::string_view::npos)
-    return Invalid(what, "nesting deeper than " + std::to_string(limits.max_depth) + " levels at byte " +
-                             std::to_string(at));
+    return Invalid(what,
+                   "nesting deeper than " + std::to_string(limits.max_depth) + " levels at byte " + std::to_string(at));
   Json root;
   DomBuilder builder(root);
   const bool ok = Json::sax_parse(text.begin(), text.end(), &builder, nlohmann::detail::input_format_t::json,

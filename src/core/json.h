@@ -97,9 +97,7 @@ class IndexedObject : public std::vector<std::pair<Key, T>> {
   }
 
   iterator find(const key_type& key) { return this->begin() + static_cast<std::ptrdiff_t>(Position(key)); }
-  const_iterator find(const key_type& key) const {
-    return this->begin() + static_cast<std::ptrdiff_t>(Position(key));
-  }
+  const_iterator find(const key_type& key) const { return this->begin() + static_cast<std::ptrdiff_t>(Position(key)); }
   size_type count(const key_type& key) const { return Position(key) != this->size() ? 1 : 0; }
 
   size_type erase(const key_type& key) {

@@ -34,8 +34,7 @@ Status StreamingReader::CompleteHeader(ReaderEvents& events) {
 
 Status StreamingReader::Feed(std::span<const uint8_t> chunk, ReaderEvents& events) {
   if (state_ == State::kFailed) return *error_;
-  if (state_ == State::kDone)
-    return FailWith(MakeError(ErrorCode::InvalidArgument, "Feed called after Finish"));
+  if (state_ == State::kDone) return FailWith(MakeError(ErrorCode::InvalidArgument, "Feed called after Finish"));
   const uint64_t chunk_start = fed_;
   fed_ += chunk.size();
   size_t i = 0;
@@ -108,8 +107,7 @@ Status StreamingReader::Finish(ReaderEvents& events) {
     case State::kPrefix:
       // Same error as the whole-file path, so every front end reports a short file identically.
       return FailWith(ReadHeaderLength(std::span<const uint8_t>(prefix_, prefix_len_)).error());
-    case State::kHeader:
-      return FailWith(InvalidHeaderLengthError(header_len_, fed_));
+    case State::kHeader: return FailWith(InvalidHeaderLengthError(header_len_, fed_));
     case State::kData:
       if (data_pos_ != header_->data_size()) {
         std::optional<std::string> tensor;

@@ -18,14 +18,26 @@ size_t FirstInvalidUtf8(std::string_view text) {
     }
     if (i >= n) break;
     unsigned char c = s[i];
-    if (c < 0x80) { ++i; continue; }
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
     size_t len;
     uint32_t min;
     uint32_t cp;
-    if ((c & 0xE0) == 0xC0) { len = 2; min = 0x80; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; min = 0x800; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; min = 0x10000; cp = c & 0x07; }
-    else return i;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      min = 0x80;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      min = 0x800;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      min = 0x10000;
+      cp = c & 0x07;
+    } else return i;
     if (i + len > n) return i;
     for (size_t k = 1; k < len; ++k) {
       if ((s[i + k] & 0xC0) != 0x80) return i;

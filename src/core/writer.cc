@@ -48,8 +48,7 @@ Result<WritePlan> PlanWrite(const std::vector<TensorSpec>& tensors, const std::o
   std::iota(idx.begin(), idx.end(), size_t{0});
   {
     std::vector<size_t> by_name = idx;
-    std::sort(by_name.begin(), by_name.end(),
-              [&](size_t a, size_t b) { return tensors[a].name < tensors[b].name; });
+    std::sort(by_name.begin(), by_name.end(), [&](size_t a, size_t b) { return tensors[a].name < tensors[b].name; });
     for (size_t k = 0; k < by_name.size(); ++k) {
       const std::string& name = tensors[by_name[k]].name;
       if (name == "__metadata__")
@@ -88,7 +87,10 @@ Result<WritePlan> PlanWrite(const std::vector<TensorSpec>& tensors, const std::o
     uint64_t numel = 1, bits = 0;
     bool overflow = false;
     for (uint64_t d : t.shape)
-      if (__builtin_mul_overflow(numel, d, &numel)) { overflow = true; break; }
+      if (__builtin_mul_overflow(numel, d, &numel)) {
+        overflow = true;
+        break;
+      }
     if (overflow || __builtin_mul_overflow(numel, uint64_t{DtypeBits(t.dtype)}, &bits))
       return MakeError(ErrorCode::ValidationOverflow, "tensor `" + t.name + "`: size overflows 64 bits", t.name);
     if (bits % 8)
@@ -108,8 +110,7 @@ Result<WritePlan> PlanWrite(const std::vector<TensorSpec>& tensors, const std::o
     }
     json += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
     offset = end;
-    if (json.size() > kMaxHeaderSize)
-      return MakeError(ErrorCode::HeaderTooLarge, "header exceeds 100,000,000 bytes");
+    if (json.size() > kMaxHeaderSize) return MakeError(ErrorCode::HeaderTooLarge, "header exceeds 100,000,000 bytes");
   }
   json.push_back('}');
   json.append((8 - json.size() % 8) % 8, ' ');
@@ -127,8 +128,8 @@ Result<WritePlan> PlanWrite(const std::vector<TensorSpec>& tensors, const std::o
 Status StreamingWriter::Begin() {
   if (begun_) return MakeError(ErrorCode::InvalidArgument, "Begin called twice");
   begun_ = true;
-  return sink_.Write(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(plan_.header.data()),
-                                              plan_.header.size()));
+  return sink_.Write(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(plan_.header.data()), plan_.header.size()));
 }
 
 Status StreamingWriter::Write(std::span<const uint8_t> bytes) {
@@ -164,7 +165,8 @@ Status StreamingWriter::Forwarded(uint64_t n) {
 size_t StreamingWriter::current_tensor() const {
   // The planned tensors are contiguous, so the first one whose end lies beyond the bytes written.
   const auto& t = plan_.tensors;
-  auto it = std::upper_bound(t.begin(), t.end(), written_, [](uint64_t w, const PlannedTensor& p) { return w < p.end; });
+  auto it =
+      std::upper_bound(t.begin(), t.end(), written_, [](uint64_t w, const PlannedTensor& p) { return w < p.end; });
   return static_cast<size_t>(it - t.begin());
 }
 

@@ -4,11 +4,19 @@ namespace pb::gguf {
 
 uint32_t ValueTypeSize(ValueType type) {
   switch (type) {
-    case ValueType::kUint8: case ValueType::kInt8: case ValueType::kBool: return 1;
-    case ValueType::kUint16: case ValueType::kInt16: return 2;
-    case ValueType::kUint32: case ValueType::kInt32: case ValueType::kFloat32: return 4;
-    case ValueType::kUint64: case ValueType::kInt64: case ValueType::kFloat64: return 8;
-    case ValueType::kString: case ValueType::kArray: return 0;
+    case ValueType::kUint8:
+    case ValueType::kInt8:
+    case ValueType::kBool: return 1;
+    case ValueType::kUint16:
+    case ValueType::kInt16: return 2;
+    case ValueType::kUint32:
+    case ValueType::kInt32:
+    case ValueType::kFloat32: return 4;
+    case ValueType::kUint64:
+    case ValueType::kInt64:
+    case ValueType::kFloat64: return 8;
+    case ValueType::kString:
+    case ValueType::kArray: return 0;
   }
   return 0;
 }
@@ -37,7 +45,8 @@ uint32_t BlockElements(TensorType type) { return type == TensorType::kQ8_0 ? 32 
 uint32_t BlockBytes(TensorType type) {
   switch (type) {
     case TensorType::kF32: return 4;
-    case TensorType::kF16: case TensorType::kBF16: return 2;
+    case TensorType::kF16:
+    case TensorType::kBF16: return 2;
     case TensorType::kQ8_0: return 34;
   }
   return 0;

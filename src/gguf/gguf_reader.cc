@@ -12,15 +12,49 @@ namespace {
 
 // gguf-py's GGML_QUANT_SIZES (gguf-py/gguf/constants.py), by ggml_type id; {} where ggml has no type.
 constexpr GgmlTypeTraits kTypes[kGgmlTypeCount] = {
-    {"F32", 1, 4},       {"F16", 1, 2},         {"Q4_0", 32, 18},    {"Q4_1", 32, 20},   {},
-    {},                  {"Q5_0", 32, 22},      {"Q5_1", 32, 24},    {"Q8_0", 32, 34},   {"Q8_1", 32, 36},
-    {"Q2_K", 256, 84},   {"Q3_K", 256, 110},    {"Q4_K", 256, 144},  {"Q5_K", 256, 176}, {"Q6_K", 256, 210},
-    {"Q8_K", 256, 292},  {"IQ2_XXS", 256, 66},  {"IQ2_XS", 256, 74}, {"IQ3_XXS", 256, 98}, {"IQ1_S", 256, 50},
-    {"IQ4_NL", 32, 18},  {"IQ3_S", 256, 110},   {"IQ2_S", 256, 82},  {"IQ4_XS", 256, 136}, {"I8", 1, 1},
-    {"I16", 1, 2},       {"I32", 1, 4},         {"I64", 1, 8},       {"F64", 1, 8},      {"IQ1_M", 256, 56},
-    {"BF16", 1, 2},      {},                    {},                  {},                 {"TQ1_0", 256, 54},
-    {"TQ2_0", 256, 66},  {},                    {},                  {},                 {"MXFP4", 32, 17},
-    {"NVFP4", 64, 36},   {"Q1_0", 128, 18},     {"Q2_0", 64, 18},
+    {"F32", 1, 4},
+    {"F16", 1, 2},
+    {"Q4_0", 32, 18},
+    {"Q4_1", 32, 20},
+    {},
+    {},
+    {"Q5_0", 32, 22},
+    {"Q5_1", 32, 24},
+    {"Q8_0", 32, 34},
+    {"Q8_1", 32, 36},
+    {"Q2_K", 256, 84},
+    {"Q3_K", 256, 110},
+    {"Q4_K", 256, 144},
+    {"Q5_K", 256, 176},
+    {"Q6_K", 256, 210},
+    {"Q8_K", 256, 292},
+    {"IQ2_XXS", 256, 66},
+    {"IQ2_XS", 256, 74},
+    {"IQ3_XXS", 256, 98},
+    {"IQ1_S", 256, 50},
+    {"IQ4_NL", 32, 18},
+    {"IQ3_S", 256, 110},
+    {"IQ2_S", 256, 82},
+    {"IQ4_XS", 256, 136},
+    {"I8", 1, 1},
+    {"I16", 1, 2},
+    {"I32", 1, 4},
+    {"I64", 1, 8},
+    {"F64", 1, 8},
+    {"IQ1_M", 256, 56},
+    {"BF16", 1, 2},
+    {},
+    {},
+    {},
+    {"TQ1_0", 256, 54},
+    {"TQ2_0", 256, 66},
+    {},
+    {},
+    {},
+    {"MXFP4", 32, 17},
+    {"NVFP4", 64, 36},
+    {"Q1_0", 128, 18},
+    {"Q2_0", 64, 18},
 };
 
 }  // namespace
@@ -69,8 +103,8 @@ class Cursor {
     const uint64_t end = pos_ + n;
     if (file_size_ && end > *file_size_) {
       Fail(MakeError(ErrorCode::MetadataIncompleteBuffer,
-                     "GGUF: the file ends at byte " + std::to_string(*file_size_) + ", inside " + what +
-                         " (at byte " + std::to_string(pos_) + ", " + std::to_string(n) + " bytes)",
+                     "GGUF: the file ends at byte " + std::to_string(*file_size_) + ", inside " + what + " (at byte " +
+                         std::to_string(pos_) + ", " + std::to_string(n) + " bytes)",
                      std::nullopt, pos_));
       return false;
     }
@@ -135,10 +169,11 @@ bool ReadKey(Cursor& c, uint64_t index, GgufKey& kv) {
   if (type == static_cast<uint32_t>(ValueType::kArray)) {
     if (!c.Read(element, named + "'s element type") || !c.Read(kv.count, named + "'s element count")) return false;
     if (element == static_cast<uint32_t>(ValueType::kArray) || element >= kValueTypeCount) {
-      c.Fail(Bad(ErrorCode::InvalidHeader,
-                 named + " is an array of invalid GGUF type " + std::to_string(element) +
-                     (element == static_cast<uint32_t>(ValueType::kArray) ? " (arrays of arrays are not read by ggml)" : ""),
-                 type_at));
+      c.Fail(Bad(
+          ErrorCode::InvalidHeader,
+          named + " is an array of invalid GGUF type " + std::to_string(element) +
+              (element == static_cast<uint32_t>(ValueType::kArray) ? " (arrays of arrays are not read by ggml)" : ""),
+          type_at));
       return false;
     }
   } else if (type >= kValueTypeCount) {
@@ -154,7 +189,8 @@ bool ReadKey(Cursor& c, uint64_t index, GgufKey& kv) {
   }
   if (size != 0) {
     if (kv.count > UINT64_MAX / size) {
-      c.Fail(Bad(ErrorCode::ValidationOverflow, named + "'s " + std::to_string(kv.count) + " elements overflow", type_at));
+      c.Fail(
+          Bad(ErrorCode::ValidationOverflow, named + "'s " + std::to_string(kv.count) + " elements overflow", type_at));
       return false;
     }
     // Have() first: a hostile count is refused before anything is allocated for it.
@@ -163,7 +199,8 @@ bool ReadKey(Cursor& c, uint64_t index, GgufKey& kv) {
   // Strings: each takes at least its 8-byte length, so the count is bounded by the bytes before it is looped on.
   if (kv.count > UINT64_MAX / 8 || !c.Have(kv.count * 8, named + "'s elements")) {
     if (!c.failed())
-      c.Fail(Bad(ErrorCode::ValidationOverflow, named + "'s " + std::to_string(kv.count) + " elements overflow", type_at));
+      c.Fail(
+          Bad(ErrorCode::ValidationOverflow, named + "'s " + std::to_string(kv.count) + " elements overflow", type_at));
     return false;
   }
   for (uint64_t i = 0; i < kv.count; ++i)
@@ -186,9 +223,10 @@ bool ReadTensorInfo(Cursor& c, uint64_t index, GgufTensorInfo& t) {
   const uint64_t dims_at = c.pos();
   if (!c.Read(n_dims, named + "'s dimension count")) return false;
   if (n_dims > kMaxDims) {
-    c.Fail(Bad(ErrorCode::TensorInvalidInfo,
-               named + " has " + std::to_string(n_dims) + " dimensions; ggml allows at most " + std::to_string(kMaxDims),
-               dims_at, t.name));
+    c.Fail(
+        Bad(ErrorCode::TensorInvalidInfo,
+            named + " has " + std::to_string(n_dims) + " dimensions; ggml allows at most " + std::to_string(kMaxDims),
+            dims_at, t.name));
     return false;
   }
   uint64_t elements = 1;
@@ -225,7 +263,8 @@ bool ReadTensorInfo(Cursor& c, uint64_t index, GgufTensorInfo& t) {
   if (ne0 % traits->block_elements != 0) {
     c.Fail(Bad(ErrorCode::MisalignedSlice,
                named + " of type " + std::string(traits->name) + " has " + std::to_string(ne0) +
-                   " elements per row, not a multiple of its block size (" + std::to_string(traits->block_elements) + ")",
+                   " elements per row, not a multiple of its block size (" + std::to_string(traits->block_elements) +
+                   ")",
                type_at, t.name));
     return false;
   }
@@ -362,7 +401,8 @@ Result<GgufParse> ParseGgufHeader(std::span<const uint8_t> prefix, std::optional
   // The records kept per key and per tensor are several times their smallest encoding, so the counts are capped
   // too (far above any adapter or model: tens of keys, thousands of tensors), which bounds the memory to a few
   // tens of megabytes whatever the header says.
-  auto too_many = [&](uint64_t n, uint64_t min_bytes, uint64_t cap, const char* what, uint64_t at) -> std::optional<Error> {
+  auto too_many = [&](uint64_t n, uint64_t min_bytes, uint64_t cap, const char* what,
+                      uint64_t at) -> std::optional<Error> {
     if (n > cap)
       return Bad(ErrorCode::HeaderTooLarge,
                  std::string("the header declares ") + std::to_string(n) + " " + what + "; peft-bridge reads at most " +
@@ -394,7 +434,8 @@ Result<GgufParse> ParseGgufHeader(std::span<const uint8_t> prefix, std::optional
                  a->offset);
     const uint32_t alignment = static_cast<uint32_t>(*a->Number());
     if (alignment == 0 || (alignment & (alignment - 1)) != 0)
-      return Bad(ErrorCode::InvalidHeader, "alignment " + std::to_string(alignment) + " is not a power of 2", a->offset);
+      return Bad(ErrorCode::InvalidHeader, "alignment " + std::to_string(alignment) + " is not a power of 2",
+                 a->offset);
     file.alignment = alignment;
   }
   seen.clear();
@@ -402,16 +443,17 @@ Result<GgufParse> ParseGgufHeader(std::span<const uint8_t> prefix, std::optional
     GgufTensorInfo t;
     if (!ReadTensorInfo(c, i, t)) return outcome();
     if (!seen.insert(t.name).second)
-      return Bad(ErrorCode::TensorInvalidInfo, "duplicate tensor name " + Quote(t.name) + " (tensor " + std::to_string(i) + ")",
-                 t.info_offset, t.name);
+      return Bad(ErrorCode::TensorInvalidInfo,
+                 "duplicate tensor name " + Quote(t.name) + " (tensor " + std::to_string(i) + ")", t.info_offset,
+                 t.name);
     file.tensors.push_back(std::move(t));
   }
   file.infos_end = c.pos();
   file.data_start = n_tensors > 0 ? Pad(c.pos(), file.alignment) : c.pos();
   if (file_size && file.data_start > *file_size)
     return Bad(ErrorCode::MetadataIncompleteBuffer,
-               "the file ends at byte " + std::to_string(*file_size) + ", inside the padding before the data section at " +
-                   std::to_string(file.data_start),
+               "the file ends at byte " + std::to_string(*file_size) +
+                   ", inside the padding before the data section at " + std::to_string(file.data_start),
                c.pos());
   uint64_t expected = 0;
   for (const auto& t : file.tensors) {

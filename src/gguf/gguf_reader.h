@@ -50,11 +50,11 @@ struct GgufKey {
 
 struct GgufTensorInfo {
   std::string name;
-  std::vector<uint64_t> ne;  // ggml order: ne[0] is the innermost dimension
-  uint32_t type = 0;         // ggml_type
-  uint64_t offset = 0;       // from the start of the data section
-  uint64_t size = 0;         // bytes, unpadded
-  uint64_t info_offset = 0;  // absolute offset of its info record (for messages)
+  std::vector<uint64_t> ne;             // ggml order: ne[0] is the innermost dimension
+  uint32_t type = 0;                    // ggml_type
+  uint64_t offset = 0;                  // from the start of the data section
+  uint64_t size = 0;                    // bytes, unpadded
+  uint64_t info_offset = 0;             // absolute offset of its info record (for messages)
   std::vector<uint64_t> Shape() const;  // PyTorch order (ne reversed)
 };
 

@@ -118,7 +118,8 @@ Result<GgufLayout> PlanGguf(std::vector<KeyValue> keys, std::vector<TensorSlot> 
                      " bytes; llama.cpp reads at most " + std::to_string(kMaxNameBytes));
     if (!seen.insert(t.name).second) return Invalid("tensor `" + t.name + "` is written twice");
     if (t.shape.empty() || t.shape.size() > kMaxDims)
-      return Invalid("tensor `" + t.name + "` has " + std::to_string(t.shape.size()) + " dimensions; GGUF holds 1 to 4");
+      return Invalid("tensor `" + t.name + "` has " + std::to_string(t.shape.size()) +
+                     " dimensions; GGUF holds 1 to 4");
     PB_ASSIGN_OR_RETURN(auto size, TensorByteSize(t.name, t.shape, t.type));
     layout.offsets.push_back(offset);
     layout.sizes.push_back(size);

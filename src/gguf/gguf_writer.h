@@ -19,9 +19,9 @@ namespace pb::gguf {
 struct KeyValue {
   std::string key;
   ValueType type = ValueType::kString;
-  std::string text;              // kString
-  double number = 0;             // kFloat32, kUint32 (and the other scalar types)
-  std::vector<uint32_t> uint32s; // kArray of kUint32 (aLoRA invocation tokens)
+  std::string text;               // kString
+  double number = 0;              // kFloat32, kUint32 (and the other scalar types)
+  std::vector<uint32_t> uint32s;  // kArray of kUint32 (aLoRA invocation tokens)
 
   static KeyValue String(std::string key, std::string value);
   static KeyValue Float32(std::string key, float value);

@@ -36,13 +36,13 @@ std::string_view StepKindName(StepKind kind);
 
 struct Step {
   StepKind kind = StepKind::kDone;
-  size_t input = 0;                // kReadHeader, kRead, kForward, kProgress
-  uint64_t begin = 0, end = 0;     // kReadHeader, kRead, kForward: the input's bytes [begin, end)
-  size_t output = 0;               // kForward, kWrite
-  uint64_t at = 0;                 // kForward, kWrite: the offset in the output
+  size_t input = 0;                  // kReadHeader, kRead, kForward, kProgress
+  uint64_t begin = 0, end = 0;       // kReadHeader, kRead, kForward: the input's bytes [begin, end)
+  size_t output = 0;                 // kForward, kWrite
+  uint64_t at = 0;                   // kForward, kWrite: the offset in the output
   std::span<const uint8_t> bytes{};  // kWrite
   std::string_view text{};           // kMessage
-  uint64_t done = 0, total = 0;    // kProgress
+  uint64_t done = 0, total = 0;      // kProgress
 
   static Step ReadHeader(size_t input, uint64_t begin, uint64_t end) {
     return {.kind = StepKind::kReadHeader, .input = input, .begin = begin, .end = end};

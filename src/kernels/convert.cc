@@ -73,8 +73,8 @@ HWY_INLINE size_t AlignPrefix(const T* out, size_t bytes) {
 // Runs `vec(i)` for whole vectors of `lanes` elements and `tail(begin, end)` for the rest; with
 // `stream`, first aligns the output via `tail` so that the vector stores are aligned.
 template <typename TOut, class VecFn, class TailFn>
-HWY_INLINE void Loop(size_t n, size_t lanes, const TOut* out, size_t out_vec_bytes, bool stream,
-                     const VecFn& vec, const TailFn& tail) {
+HWY_INLINE void Loop(size_t n, size_t lanes, const TOut* out, size_t out_vec_bytes, bool stream, const VecFn& vec,
+                     const TailFn& tail) {
   size_t i = 0;
   // x86 Stream of a partial vector writes 16 bytes anyway, so only full 16+ byte outputs stream.
   if (out_vec_bytes < 16) stream = false;
@@ -111,13 +111,12 @@ HWY_INLINE VI F16MagnitudeToF32Bits(VI shifted) {
   const auto is_inf_nan = hn::Gt(shifted, hn::Set(di, 0x0F7FFFFF));
   const auto is_nan = hn::Gt(shifted, hn::Set(di, 0x0F800000));
   // Normal: rebias by 112 << 23; Inf/NaN: exponent 0x1F -> 0xFF by adding 0xE0 << 23.
-  VI normal = hn::Add(shifted, hn::IfThenElse(is_inf_nan, hn::Set(di, 0x70000000),
-                                              hn::Set(di, 0x38000000)));
+  VI normal = hn::Add(shifted, hn::IfThenElse(is_inf_nan, hn::Set(di, 0x70000000), hn::Set(di, 0x38000000)));
   normal = hn::Or(normal, hn::IfThenElseZero(is_nan, hn::Set(di, 0x00400000)));  // quiet NaN
   // Subnormal (and zero): m * 2^-24 = (2^-14 with mantissa m << 13) - 2^-14, exact (c10's trick
   // in another scale; no int->float conversion, which clang scalarises for WASM).
-  const VI sub = hn::BitCast(di, hn::Sub(hn::BitCast(df, hn::Or(shifted, hn::Set(di, 0x38800000))),
-                                         hn::Set(df, 6.103515625e-05f)));
+  const VI sub = hn::BitCast(
+      di, hn::Sub(hn::BitCast(df, hn::Or(shifted, hn::Set(di, 0x38800000))), hn::Set(df, 6.103515625e-05f)));
   const auto is_sub = hn::Lt(shifted, hn::Set(di, 0x00800000));
   return hn::IfThenElse(is_sub, sub, normal);
 }
@@ -177,8 +176,7 @@ struct FmtF16 {
     const DI di;
     const hn::Rebind<hwy::float16_t, DF> dh;
     // NaN -> sign | 0x7FC00000, which vcvtps2ph turns into sign | 0x7E00.
-    const VI qnan = hn::Or(hn::And(w, hn::Set(di, static_cast<int32_t>(0x80000000u))),
-                           hn::Set(di, 0x7FC00000));
+    const VI qnan = hn::Or(hn::And(w, hn::Set(di, static_cast<int32_t>(0x80000000u))), hn::Set(di, 0x7FC00000));
     const auto v = hn::BitCast(df, w);
     const VI fixed = hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(v)), qnan, w);
     return hn::BitCast(D16(), hn::DemoteTo(dh, hn::BitCast(df, fixed)));
@@ -196,8 +194,7 @@ struct FmtF16 {
     const VI odd = hn::And(hn::ShiftRight<13>(a), hn::Set(di, 1));
     const VI norm = hn::ShiftRight<13>(hn::Add(hn::Add(a, hn::Set(di, 0xFFF - 0x38000000)), odd));
     // Subnormal result: |x| + 0.5f rounds (RNE) to a multiple of 2^-24.
-    const VI sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, 0.5f))),
-                           hn::Set(di, 0x3F000000));
+    const VI sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, 0.5f))), hn::Set(di, 0x3F000000));
     VI r = hn::IfThenElse(hn::Lt(a, hn::Set(di, 0x38800000)), sub, norm);
     r = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x477FEFFF)), hn::Set(di, 0x7C00), r);  // >= 65520
     r = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7F800000)), hn::Set(di, 0x7E00), r);  // NaN
@@ -221,8 +218,7 @@ struct FmtE4M3 {
     VI normal = hn::Add(hn::ShiftLeft<20>(em), hn::Set(di, 120 << 23));
     normal = hn::IfThenElse(hn::Eq(em, hn::Set(di, 0x7F)), hn::Set(di, 0x7FF00000), normal);
     // Subnormal (and zero): em * 2^-9 = (2^14 with mantissa em) - 2^14, exact.
-    const VI sub = hn::BitCast(
-        di, hn::Sub(hn::BitCast(df, hn::Or(em, hn::Set(di, 141 << 23))), hn::Set(df, 16384.0f)));
+    const VI sub = hn::BitCast(di, hn::Sub(hn::BitCast(df, hn::Or(em, hn::Set(di, 141 << 23))), hn::Set(df, 16384.0f)));
     return hn::Or(hn::IfThenElse(hn::Lt(em, hn::Set(di, 8)), sub, normal), sign);
   }
   // f32 bits -> e4m3fn byte value in i32 lanes.
@@ -234,12 +230,10 @@ struct FmtE4M3 {
     // Normal result: rebias, RNE on the 20 dropped bits. For |x| >= 480 (incl. Inf/NaN) this is
     // >= 0x7F, so Min gives the NaN code 0x7F as c10 does.
     const VI odd = hn::And(hn::ShiftRight<20>(a), hn::Set(di, 1));
-    const VI norm = hn::Min(
-        hn::ShiftRight<20>(hn::Add(hn::Add(a, hn::Set(di, 0x7FFFF - (120 << 23))), odd)),
-        hn::Set(di, 0x7F));
+    const VI norm =
+        hn::Min(hn::ShiftRight<20>(hn::Add(hn::Add(a, hn::Set(di, 0x7FFFF - (120 << 23))), odd)), hn::Set(di, 0x7F));
     // Subnormal result: |x| + 2^14 rounds (RNE) to a multiple of 2^-9.
-    const VI sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, 16384.0f))),
-                           hn::Set(di, 141 << 23));
+    const VI sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, 16384.0f))), hn::Set(di, 141 << 23));
     return hn::Or(hn::IfThenElse(hn::Lt(a, hn::Set(di, 121 << 23)), sub, norm), sign);
   }
   static HWY_INLINE hn::Vec<D> Narrow(VI w) { return hn::DemoteTo(D8(), NarrowI32(w)); }
@@ -273,12 +267,10 @@ struct FmtE5M2 {
     // Normal result: rebias, RNE on the 21 dropped bits; |x| >= 65536 and Inf give >= 0x7C, so
     // Min makes them Inf. NaN -> 0x7F below.
     const VI odd = hn::And(hn::ShiftRight<21>(a), hn::Set(di, 1));
-    const VI norm = hn::Min(
-        hn::ShiftRight<21>(hn::Add(hn::Add(a, hn::Set(di, 0xFFFFF - (112 << 23))), odd)),
-        hn::Set(di, 0x7C));
+    const VI norm =
+        hn::Min(hn::ShiftRight<21>(hn::Add(hn::Add(a, hn::Set(di, 0xFFFFF - (112 << 23))), odd)), hn::Set(di, 0x7C));
     // Subnormal result: |x| + 2^7 rounds (RNE) to a multiple of 2^-16.
-    const VI sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, 128.0f))),
-                           hn::Set(di, 134 << 23));
+    const VI sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, 128.0f))), hn::Set(di, 134 << 23));
     VI r = hn::IfThenElse(hn::Lt(a, hn::Set(di, 113 << 23)), sub, norm);
     r = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7F800000)), hn::Set(di, 0x7F), r);  // NaN
     return hn::Or(r, sign);
@@ -364,8 +356,7 @@ PairFn PickDst(int dst) {
 }
 
 // Converts between two of {F32, BF16, F16, F8_E4M3, F8_E5M2} (format codes kFmt*).
-void ConvertPairImpl(int src, int dst, const void* HWY_RESTRICT in, void* HWY_RESTRICT out,
-                     size_t n, bool stream) {
+void ConvertPairImpl(int src, int dst, const void* HWY_RESTRICT in, void* HWY_RESTRICT out, size_t n, bool stream) {
   PairFn fn;
   switch (src) {
     case kFmtF32: fn = PickDst<FmtF32>(dst); break;
@@ -416,8 +407,7 @@ void F32ToF64Impl(const float* HWY_RESTRICT in, double* HWY_RESTRICT out, size_t
 
 #elif HWY_HAVE_FLOAT64 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
 
-void F64ToF32Impl(const double* HWY_RESTRICT in, float* HWY_RESTRICT out, size_t n,
-                  bool stream) {
+void F64ToF32Impl(const double* HWY_RESTRICT in, float* HWY_RESTRICT out, size_t n, bool stream) {
   const hn::ScalableTag<double> d64;
   const hn::Rebind<float, decltype(d64)> d32;
   const size_t N = hn::Lanes(d64);
@@ -434,8 +424,7 @@ void F64ToF32Impl(const double* HWY_RESTRICT in, float* HWY_RESTRICT out, size_t
       [&](size_t b, size_t e) { scalar::F64ToF32(in + b, out + b, e - b); });
 }
 
-void F32ToF64Impl(const float* HWY_RESTRICT in, double* HWY_RESTRICT out, size_t n,
-                  bool stream) {
+void F32ToF64Impl(const float* HWY_RESTRICT in, double* HWY_RESTRICT out, size_t n, bool stream) {
   const hn::ScalableTag<double> d64;
   const hn::Rebind<float, decltype(d64)> d32;
   const size_t N = hn::Lanes(d64);
@@ -517,18 +506,12 @@ void F8E4M3ToF32(const uint8_t* in, float* out, size_t n) { Pair(kFmtE4M3, kFmtF
 void F32ToF8E4M3(const float* in, uint8_t* out, size_t n) { Pair(kFmtF32, kFmtE4M3, in, out, n, 1); }
 void F8E5M2ToF32(const uint8_t* in, float* out, size_t n) { Pair(kFmtE5M2, kFmtF32, in, out, n, 4); }
 void F32ToF8E5M2(const float* in, uint8_t* out, size_t n) { Pair(kFmtF32, kFmtE5M2, in, out, n, 1); }
-void F64ToF32(const double* in, float* out, size_t n) {
-  PB_CALL(F64ToF32Impl)(in, out, n, Stream(n, 4));
-}
-void F32ToF64(const float* in, double* out, size_t n) {
-  PB_CALL(F32ToF64Impl)(in, out, n, Stream(n, 8));
-}
+void F64ToF32(const double* in, float* out, size_t n) { PB_CALL(F64ToF32Impl)(in, out, n, Stream(n, 4)); }
+void F32ToF64(const float* in, double* out, size_t n) { PB_CALL(F32ToF64Impl)(in, out, n, Stream(n, 8)); }
 
 const char* KernelTargetName() { return PB_CALL(TargetNameImpl)(); }
 
-bool CanConvert(Dtype from, Dtype to) {
-  return from == to || (IsConvertibleFloat(from) && IsConvertibleFloat(to));
-}
+bool CanConvert(Dtype from, Dtype to) { return from == to || (IsConvertibleFloat(from) && IsConvertibleFloat(to)); }
 
 bool ConvertElements(Dtype from, Dtype to, const void* in, void* out, size_t n) {
   if (!CanConvert(from, to)) return false;

@@ -61,7 +61,7 @@ inline uint32_t F32MagnitudeToUnits(uint32_t a, unsigned unit_log2_neg) {
   // value = sig * 2^(eff_e - 150) = units * 2^-unit; units = sig * 2^(eff_e - 150 + unit).
   const int32_t shift = 150 - eff_e - static_cast<int32_t>(unit_log2_neg);
   if (shift <= 0) return sig << (-shift);  // not reached by callers (results are subnormal)
-  if (shift > 25) return 0;                 // sig < 2^24: value < 1/2 unit
+  if (shift > 25) return 0;                // sig < 2^24: value < 1/2 unit
   return static_cast<uint32_t>(RneShiftRight(sig, static_cast<unsigned>(shift)));
 }
 }  // namespace detail
@@ -93,7 +93,7 @@ inline uint16_t F32BitsToF16(uint32_t w) {
   const uint32_t a = w & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);
   if (a >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520: RNE to Inf
-  if (a >= 0x38800000u) {  // result normal (>= 2^-14)
+  if (a >= 0x38800000u) {                                              // result normal (>= 2^-14)
     return static_cast<uint16_t>(sign | ((a - 0x38000000u + 0xFFFu + ((a >> 13) & 1u)) >> 13));
   }
   return static_cast<uint16_t>(sign | detail::F32MagnitudeToUnits(a, 24));  // units of 2^-24
@@ -115,7 +115,7 @@ inline uint8_t F32BitsToF8E4M3(uint32_t w) {
   const uint32_t sign = (w >> 24) & 0x80u;
   const uint32_t a = w & 0x7FFFFFFFu;
   if (a >= 0x43F00000u) return static_cast<uint8_t>(sign | 0x7Fu);  // >= 480, Inf, NaN -> NaN
-  if (a >= (121u << 23)) {  // result normal (>= 2^-6)
+  if (a >= (121u << 23)) {                                          // result normal (>= 2^-6)
     return static_cast<uint8_t>(sign | ((a - (120u << 23) + 0x7FFFFu + ((a >> 20) & 1u)) >> 20));
   }
   return static_cast<uint8_t>(sign | detail::F32MagnitudeToUnits(a, 9));  // units of 2^-9
@@ -128,7 +128,7 @@ inline uint8_t F32BitsToF8E5M2(uint32_t w) {
   const uint32_t a = w & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7Fu);
   if (a >= (143u << 23)) return static_cast<uint8_t>(sign | 0x7Cu);  // >= 65536 or Inf -> Inf
-  if (a >= (113u << 23)) {  // result normal (>= 2^-14)
+  if (a >= (113u << 23)) {                                           // result normal (>= 2^-14)
     return static_cast<uint8_t>(sign | ((a - (112u << 23) + 0xFFFFFu + ((a >> 21) & 1u)) >> 21));
   }
   return static_cast<uint8_t>(sign | detail::F32MagnitudeToUnits(a, 16));  // units of 2^-16
@@ -143,7 +143,7 @@ inline uint32_t F64BitsToF32Bits(uint64_t w) {
     return sign | 0x7FC00000u | static_cast<uint32_t>((a >> 29) & 0x7FFFFFu);
   }
   if (a >= 0x47EFFFFFF0000000ull) return sign | 0x7F800000u;  // >= FLT_MAX + ulp/2 (tie -> Inf)
-  if (a >= 0x3810000000000000ull) {  // result normal (>= 2^-126)
+  if (a >= 0x3810000000000000ull) {                           // result normal (>= 2^-126)
     return sign | static_cast<uint32_t>((a - (896ull << 52) + 0x0FFFFFFFull + ((a >> 29) & 1u)) >> 29);
   }
   // Subnormal result: units of 2^-149.

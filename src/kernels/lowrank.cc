@@ -151,8 +151,7 @@ constexpr bool kNaNCheckPerRow = PB_LR_NAN_CHECK_PER_ROW;
 // ---- no fused multiply-add ----
 // An empty asm statement that claims to modify its operand: the compiler must materialise the rounded
 // product in a register, so it cannot contract product and sum into an FMA. Emits no instruction.
-#if HWY_ARCH_X86 && (HWY_COMPILER_GCC || HWY_COMPILER_CLANG) && HWY_TARGET != HWY_EMU128 && \
-    HWY_TARGET != HWY_SCALAR
+#if HWY_ARCH_X86 && (HWY_COMPILER_GCC || HWY_COMPILER_CLANG) && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR
 #if HWY_TARGET <= HWY_AVX3
 #define PB_NO_FUSE_CONSTRAINT "+v"  // any of zmm0-31
 #else
@@ -250,7 +249,8 @@ struct FmtBF16 {
   }
   static HWY_INLINE void StorePair(VF even, VF odd, T* p) {
     const DU du;
-    const auto packed = hn::Or(hn::ShiftRight<16>(RoundedHigh(even)), hn::And(RoundedHigh(odd), hn::Set(du, 0xFFFF0000u)));
+    const auto packed =
+        hn::Or(hn::ShiftRight<16>(RoundedHigh(even)), hn::And(RoundedHigh(odd), hn::Set(du, 0xFFFF0000u)));
     hn::StoreU(packed, du, reinterpret_cast<uint32_t*>(p));
   }
   // StorePair for values known not to be NaN (the caller checked): the rounding alone.
@@ -261,8 +261,8 @@ struct FmtBF16 {
   }
   static HWY_INLINE void StorePairNotNaN(VF even, VF odd, T* p) {
     const DU du;
-    const auto packed = hn::Or(hn::ShiftRight<16>(RoundedHighNotNaN(even)),
-                               hn::And(RoundedHighNotNaN(odd), hn::Set(du, 0xFFFF0000u)));
+    const auto packed =
+        hn::Or(hn::ShiftRight<16>(RoundedHighNotNaN(even)), hn::And(RoundedHighNotNaN(odd), hn::Set(du, 0xFFFF0000u)));
     hn::StoreU(packed, du, reinterpret_cast<uint32_t*>(p));
   }
 };
@@ -290,7 +290,9 @@ struct FmtF16 {
   static HWY_INLINE VF RoundTrip(VF v) { return hn::PromoteTo(DF(), Narrow(v)); }
 #else
   // Integer kernels (Highway's emulated f16 conversions are wrong on Inf/NaN and truncate).
-  static HWY_INLINE VF Load(const T* p) { return WidenBits(hn::BitCast(DI(), hn::PromoteTo(DU(), hn::LoadU(D16(), p)))); }
+  static HWY_INLINE VF Load(const T* p) {
+    return WidenBits(hn::BitCast(DI(), hn::PromoteTo(DU(), hn::LoadU(D16(), p))));
+  }
   static HWY_INLINE void Store(VF v, T* p) { hn::StoreU(hn::DemoteTo(D16(), NarrowBits(v)), D16(), p); }
   static HWY_INLINE VF RoundTrip(VF v) { return WidenBits(NarrowBits(v)); }
   // f16 bits (zero-extended in i32 lanes) -> f32, as scalar::F16ToF32Bits.
@@ -304,8 +306,8 @@ struct FmtF16 {
     VI normal = hn::Add(shifted, hn::IfThenElse(is_inf_nan, hn::Set(di, 0x70000000), hn::Set(di, 0x38000000)));
     normal = hn::Or(normal, hn::IfThenElseZero(is_nan, hn::Set(di, 0x00400000)));  // quiet NaN
     // Subnormal (and zero): (2^-14 with mantissa m << 13) - 2^-14 = m * 2^-24, exact.
-    const VI sub = hn::BitCast(di, hn::Sub(hn::BitCast(df, hn::Or(shifted, hn::Set(di, 0x38800000))),
-                                           hn::Set(df, 6.103515625e-05f)));
+    const VI sub = hn::BitCast(
+        di, hn::Sub(hn::BitCast(df, hn::Or(shifted, hn::Set(di, 0x38800000))), hn::Set(df, 6.103515625e-05f)));
     const auto is_sub = hn::Lt(shifted, hn::Set(di, 0x00800000));
     return hn::BitCast(df, hn::Or(hn::IfThenElse(is_sub, sub, normal), sign));
   }
@@ -339,8 +341,7 @@ struct FmtF16 {
 // kPairs: W and W' in the pair layout (FmtBF16::LoadPair), NV even, `right` packed to match.
 template <class Src, class Dst, size_t MR, size_t NV, int kMode, bool kPairs = false>
 HWY_INLINE void Block(const typename Src::T* w, size_t ldw, typename Dst::T* out, size_t ldo,
-                      const float* HWY_RESTRICT lp, size_t rank, const float* HWY_RESTRICT rp, size_t kstride,
-                      VF st) {
+                      const float* HWY_RESTRICT lp, size_t rank, const float* HWY_RESTRICT rp, size_t kstride, VF st) {
   const DF df;
   const size_t N = hn::Lanes(df);
   // The accumulators must live in registers: every loop over r and v is unrolled completely (GCC does not
@@ -500,7 +501,7 @@ HWY_NOINLINE const float* PackTile(const float* right, size_t cols, size_t rank,
 // file (docs/kernels.md); as a function of its own it no longer does. Costs one call per column super-tile.
 template <class Src, class Dst, int kMode, bool kPairs>
 HWY_NOINLINE void Panels(const typename Src::T* w, typename Dst::T* out, size_t rows, size_t cols, const float* left,
-                       size_t rank, const float* right, const float* tile, size_t j0, size_t j1, VF st) {
+                         size_t rank, const float* right, const float* tile, size_t j0, size_t j1, VF st) {
   size_t i = 0;
   for (; i + kMR <= rows; i += kMR) {
     const auto* next = (kMode != kModeDeltaOnly && i + 2 * kMR <= rows) ? w + (i + kMR) * cols : nullptr;
@@ -514,8 +515,8 @@ HWY_NOINLINE void Panels(const typename Src::T* w, typename Dst::T* out, size_t 
 }
 
 template <class Src, class Dst, int kMode>
-void MergeBlock(const void* w_void, void* out_void, size_t rows, size_t cols, const float* left,
-                const float* right, size_t rank, float st_scalar) {
+void MergeBlock(const void* w_void, void* out_void, size_t rows, size_t cols, const float* left, const float* right,
+                size_t rank, float st_scalar) {
   using TS = typename Src::T;
   using TD = typename Dst::T;
   const auto* w = static_cast<const TS*>(w_void);
@@ -763,8 +764,8 @@ float* StageScratch(size_t floats, int which) {
 // Merge where `in` or `out_dtype` is not fused (F64, F8): per panel of rows, widen W to fp32 if needed, run
 // the fused kernel with fp32 on that side, round to `out_dtype` if needed. Every conversion is the
 // reference's, so the result equals the definition (widen exactly, one fp32 add, round once).
-bool MergeStaged(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
-                 const LowRankFactors& f, float st) {
+bool MergeStaged(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols, const LowRankFactors& f,
+                 float st) {
   const int src = FusedOf(in), dst = FusedOf(out_dtype);
   const size_t panel = StageRows(cols);
   float* stage = StageScratch(panel * cols, 0);
@@ -776,9 +777,9 @@ bool MergeStaged(Dtype in, const void* w, Dtype out_dtype, void* out, size_t row
     const void* wi = wb + i * cols * Width(in);
     void* oi = ob + i * cols * Width(out_dtype);
     if (src < 0) ConvertElements(in, Dtype::F32, wi, stage, n * cols);
-    PB_LR_CALL(MergeImpl)(src < 0 ? kFusedF32 : src, dst < 0 ? kFusedF32 : dst, kModeAdd, src < 0 ? stage : wi,
-                          dst < 0 ? static_cast<void*>(stage) : oi, n, cols, f.left + i * f.rank, f.right, f.rank,
-                          st);
+    PB_LR_CALL(MergeImpl)
+    (src < 0 ? kFusedF32 : src, dst < 0 ? kFusedF32 : dst, kModeAdd, src < 0 ? stage : wi,
+     dst < 0 ? static_cast<void*>(stage) : oi, n, cols, f.left + i * f.rank, f.right, f.rank, st);
     if (dst < 0) ConvertElements(Dtype::F32, out_dtype, stage, oi, n * cols);
   }
   return true;
@@ -789,8 +790,7 @@ bool MergeStaged(Dtype in, const void* w, Dtype out_dtype, void* out, size_t row
 
 using namespace lowrank;
 
-bool MergeRows(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
-               const LowRankFactors& f) {
+bool MergeRows(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols, const LowRankFactors& f) {
   if (!IsConvertibleFloat(in) || !IsConvertibleFloat(out_dtype)) return false;
   if (rows == 0 || cols == 0) return true;
   const float st = f.scale * f.sign;  // exact: sign is +-1
@@ -829,8 +829,8 @@ bool MergeRowsRoundDeltaFirst(Dtype in, const void* w, Dtype out_dtype, void* ou
   for (size_t i = 0; i < rows; i += panel) {
     const size_t n = std::min(panel, rows - i);
     const size_t count = n * cols;
-    PB_LR_CALL(MergeImpl)(kFusedF32, kFusedF32, kModeDeltaOnly, nullptr, delta, n, cols, f.left + i * f.rank,
-                          f.right, f.rank, st);
+    PB_LR_CALL(MergeImpl)
+    (kFusedF32, kFusedF32, kModeDeltaOnly, nullptr, delta, n, cols, f.left + i * f.rank, f.right, f.rank, st);
     if (in != Dtype::F32) {
       void* narrow = wide;
       if (Width(in) > sizeof(float)) {
@@ -872,8 +872,8 @@ bool ScaleRowsTo(const float* v, size_t rows, size_t cols, const float* factor, 
   return true;
 }
 
-bool DoraRowsF64(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
-                 const LowRankFactors& f, const float* magnitude) {
+bool DoraRowsF64(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols, const LowRankFactors& f,
+                 const float* magnitude) {
   if (!IsConvertibleFloat(in) || !IsConvertibleFloat(out_dtype)) return false;
   if (rows == 0 || cols == 0) return true;
   const double st = static_cast<double>(f.scale) * f.sign;

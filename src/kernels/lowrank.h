@@ -25,8 +25,8 @@ struct LowRankFactors {
   const float* left;   // [rows, rank], row stride `rank`; points at the block's first row
   const float* right;  // [rank, cols], row stride `cols`
   size_t rank;
-  float scale;         // PEFT's scaling s, already rounded to fp32
-  float sign = 1.0f;   // +1 merge, -1 unmerge
+  float scale;        // PEFT's scaling s, already rounded to fp32
+  float sign = 1.0f;  // +1 merge, -1 unmerge
 };
 
 // out = round_out(float(w) + sign * delta * scale) over `rows` x `cols` elements. `w` and `out` are
@@ -35,8 +35,7 @@ struct LowRankFactors {
 // rounded once). `out` may alias `w` only when both dtypes have the same width.
 // Returns false for an unsupported dtype, or when a staging buffer (F64 / F8 sides) cannot be allocated: the
 // kernels never abort; the caller tells the two apart (IsConvertibleFloat) and reports the error.
-bool MergeRows(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
-               const LowRankFactors& f);
+bool MergeRows(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols, const LowRankFactors& f);
 
 // Embedding's rule (PEFT casts the delta to the weight's dtype first): out = round_out(float(w) +
 // float(round_w(sign * delta * scale))), where round_w rounds to the weight dtype `in`.
@@ -51,8 +50,8 @@ bool MergeRowsF32(Dtype in, const void* w, float* v, size_t rows, size_t cols, c
 // out = round_out(float(factor · v_ij)). PEFT evaluates the same in float32 (the delta, W + ΔW, torch's norm, the
 // division, the product: five roundings); here only the last one or two remain, so the result is the float64
 // reference's to within an ulp, at least as accurate as PEFT's. Returns false for an unsupported dtype.
-bool DoraRowsF64(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols,
-                 const LowRankFactors& f, const float* magnitude);
+bool DoraRowsF64(Dtype in, const void* w, Dtype out_dtype, void* out, size_t rows, size_t cols, const LowRankFactors& f,
+                 const float* magnitude);
 
 // Sum of squares of each row of v [rows, cols], accumulated in double (for DoRA's norms).
 void RowSquaredNorms(const float* v, size_t rows, size_t cols, double* out);

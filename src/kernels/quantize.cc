@@ -16,9 +16,9 @@ bool IsScaleDtype(Dtype t) { return t == Dtype::BF16 || t == Dtype::F16 || t == 
 // torch.finfo(t).eps: compressed-tensors' replacement for a zero scale.
 float Eps(Dtype t) {
   switch (t) {
-    case Dtype::BF16: return 0.0078125f;                 // 2^-7
-    case Dtype::F16: return 0.0009765625f;               // 2^-10
-    default: return 1.1920928955078125e-07f;             // 2^-23
+    case Dtype::BF16: return 0.0078125f;      // 2^-7
+    case Dtype::F16: return 0.0009765625f;    // 2^-10
+    default: return 1.1920928955078125e-07f;  // 2^-23
   }
 }
 
@@ -69,8 +69,8 @@ float Divisor(QuantType type) {
 
 int QuantBits(QuantType type) { return type == QuantType::kInt4 ? 4 : 8; }
 
-bool QuantizeSymmetric(const float* x, size_t rows, size_t cols, size_t group, QuantType type, Dtype t,
-                       uint8_t* q, uint8_t* scales) {
+bool QuantizeSymmetric(const float* x, size_t rows, size_t cols, size_t group, QuantType type, Dtype t, uint8_t* q,
+                       uint8_t* scales) {
   if (!IsScaleDtype(t) || group == 0 || cols % group != 0) return false;
   const size_t groups = cols / group, scale_width = DtypeBits(t) / 8;
   std::vector<float> v(cols), s(groups);
@@ -150,15 +150,16 @@ bool QuantizeFp8Blocks(const float* x, size_t rows, size_t cols, size_t block_co
     const float* row = x + r * cols;
     for (size_t b = 0; b < blocks; ++b) {
       const float sb = scale[b];
-      for (size_t k = 0; k < block_cols; ++k) v[b * block_cols + k] = Clamp(row[b * block_cols + k] * sb, -kFp8Max, kFp8Max);
+      for (size_t k = 0; k < block_cols; ++k)
+        v[b * block_cols + k] = Clamp(row[b * block_cols + k] * sb, -kFp8Max, kFp8Max);
     }
     F32ToF8E4M3(v.data(), q + r * cols, cols);
   }
   return true;
 }
 
-void DequantizeSymmetric(const uint8_t* q, const float* scales, size_t rows, size_t cols, size_t group,
-                         QuantType type, Dtype t, float* out) {
+void DequantizeSymmetric(const uint8_t* q, const float* scales, size_t rows, size_t cols, size_t group, QuantType type,
+                         Dtype t, float* out) {
   const size_t groups = cols / group;
   std::vector<uint8_t> narrow(cols * 2);
   for (size_t r = 0; r < rows; ++r) {

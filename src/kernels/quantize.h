@@ -32,8 +32,8 @@ int QuantBits(QuantType type);
 // per row, compressed-tensors' "channel"). `x` holds values of dtype `t` widened to fp32 (exact). Writes
 // q[rows * cols] (int8 two's complement for INT, e4m3 bytes for FP8) and scales[rows * (cols / group)] as
 // little-endian `t`. Returns false when t is not BF16/F16/F32, group is 0 or does not divide cols.
-bool QuantizeSymmetric(const float* x, size_t rows, size_t cols, size_t group, QuantType type, Dtype t,
-                       uint8_t* q, uint8_t* scales);
+bool QuantizeSymmetric(const float* x, size_t rows, size_t cols, size_t group, QuantType type, Dtype t, uint8_t* q,
+                       uint8_t* scales);
 
 // compressed-tensors' pack-quantized layout of signed `bits`-bit values (4 or 8): each value plus 2^(bits-1),
 // 32 / bits per int32 word, the first in the lowest bits, along each row; a row's last word is zero-padded.
@@ -47,7 +47,7 @@ bool QuantizeFp8Blocks(const float* x, size_t rows, size_t cols, size_t block_co
 
 // The quantized values back as fp32, exactly: q (int8 or e4m3) times its group's scale (fp32, widened), the
 // product rounded to `t` (compressed-tensors' dequantize multiplies in the scale's dtype). For the error report.
-void DequantizeSymmetric(const uint8_t* q, const float* scales, size_t rows, size_t cols, size_t group,
-                         QuantType type, Dtype t, float* out);
+void DequantizeSymmetric(const uint8_t* q, const float* scales, size_t rows, size_t cols, size_t group, QuantType type,
+                         Dtype t, float* out);
 
 }  // namespace pb::kernels

@@ -90,8 +90,7 @@ __attribute__((target("avx2"))) void TilesAvx2(const double* left, size_t rows, 
 }
 #endif
 
-void Tiles(const double* left, size_t rows, const std::vector<double>& packed, size_t len, double* out,
-           size_t lp) {
+void Tiles(const double* left, size_t rows, const std::vector<double>& packed, size_t len, double* out, size_t lp) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const bool avx2 = __builtin_cpu_supports("avx2");
   if (avx2) return TilesAvx2(left, rows, packed.data(), len, out, lp);
@@ -198,8 +197,7 @@ TruncatedSvd RandomizedTruncatedSvd(const float* a, size_t m, size_t n, size_t s
                                     const TruncatedSvdOptions& options) {
   const size_t p = std::min(m, n), k = std::min(options.rank, p);
   const size_t l = std::min(k + std::min(options.oversampling, p), p);
-  TruncatedSvd out{Matrix(m, k), std::vector<double>(k, 0.0), Matrix(n, k), SumOfSquares(a, m, n, stride), 0,
-                   true, {}};
+  TruncatedSvd out{Matrix(m, k), std::vector<double>(k, 0.0), Matrix(n, k), SumOfSquares(a, m, n, stride), 0, true, {}};
   if (!std::isfinite(out.frobenius_squared)) {
     std::fill(out.s.begin(), out.s.end(), std::numeric_limits<double>::quiet_NaN());
     out.converged = false;
@@ -228,8 +226,8 @@ TruncatedSvd RandomizedTruncatedSvd(const float* a, size_t m, size_t n, size_t s
   }
 
   // E's resolution in its square (see the header): a change below it is rounding, not convergence.
-  const double noise = 4 * std::sqrt(static_cast<double>(m + n)) * std::numeric_limits<double>::epsilon() *
-                       out.frobenius_squared;
+  const double noise =
+      4 * std::sqrt(static_cast<double>(m + n)) * std::numeric_limits<double>::epsilon() * out.frobenius_squared;
   double previous_error2 = 0, previous_drop = 0;
   for (int iteration = 0;; ++iteration) {
     // a ≈ q·qᵀ·a = q·zᵀ = q·rzᵀ·qzᵀ, and rzᵀ = uc·diag(s)·vcᵀ.

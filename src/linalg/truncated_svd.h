@@ -32,12 +32,12 @@ struct TruncatedSvdOptions {
 };
 
 struct TruncatedSvd {
-  Matrix u;                        // m × k, orthonormal columns (but see the zero values below)
-  std::vector<double> s;           // k values, descending
-  Matrix v;                        // n × k, orthonormal columns (idem)
-  double frobenius_squared = 0;    // ‖A‖²_F: Σ of the squares (exact in double), summed in a fixed order
-  int iterations = 0;              // power iterations done (0: the range finder alone was enough)
-  bool converged = false;          // E settled (or the subspace is everything) before max_iterations ran out
+  Matrix u;                      // m × k, orthonormal columns (but see the zero values below)
+  std::vector<double> s;         // k values, descending
+  Matrix v;                      // n × k, orthonormal columns (idem)
+  double frobenius_squared = 0;  // ‖A‖²_F: Σ of the squares (exact in double), summed in a fixed order
+  int iterations = 0;            // power iterations done (0: the range finder alone was enough)
+  bool converged = false;        // E settled (or the subspace is everything) before max_iterations ran out
   // E = sqrt(max(0, ‖A‖²_F − Σ_{i≤k} σ̃ᵢ²)) after the range finder and after each iteration (iterations + 1
   // values; one, ‖A‖_F, when k = 0 or A is zero or not finite): errors.back() is the Frobenius error of
   // u·diag(s)·vᵀ (to rounding), for extract's report.

@@ -27,8 +27,8 @@ std::vector<float> ToF32(const adapter::Tensor& t) {
 
 Error NonFinite(const PlannedTensor& p) {
   std::string module = p.module ? "module `" + p.module->path + "`" : "`" + p.name + "`";
-  return MakeError(ErrorCode::InvalidArgument,
-                   "--safe: merging " + module + " produced NaN or Inf in `" + p.name + "`", p.name);
+  return MakeError(ErrorCode::InvalidArgument, "--safe: merging " + module + " produced NaN or Inf in `" + p.name + "`",
+                   p.name);
 }
 
 // The adapter tensors a planned tensor uses, in the order they are requested (a module's A, B and magnitude
@@ -113,7 +113,8 @@ class ShardMerger::TensorState {
       // PEFT loads the saved weight into the base layer (rounding to its dtype), then merges into it.
       const adapter::Tensor& saved = *adapter_.get(kSlotReplacement);
       std::vector<uint8_t> as_base(saved.element_count() * in_width_);
-      if (!kernels::ConvertElements(saved.dtype, p_.in_dtype, saved.bytes.data(), as_base.data(), saved.element_count()))
+      if (!kernels::ConvertElements(saved.dtype, p_.in_dtype, saved.bytes.data(), as_base.data(),
+                                    saved.element_count()))
         return MakeError(ErrorCode::UnsupportedDtype, "cannot convert `" + p_.replacement->key + "`", p_.name);
       size_t used = 0;
       PB_RETURN_IF_ERROR(PushRows(as_base, used));  // never split (LeftInBlocks): all of it
@@ -194,8 +195,8 @@ class ShardMerger::TensorState {
       adapter::Tensor& block = blocks_.emplace_back();
       block.dtype = b.dtype;
       block.shape = {end - first, r};
-      block.ref = adapter::TensorRef{{b.ref->range.begin + first * row_bytes, b.ref->range.begin + end * row_bytes},
-                                     block.shape, {}};
+      block.ref = adapter::TensorRef{
+          {b.ref->range.begin + first * row_bytes, b.ref->range.begin + end * row_bytes}, block.shape, {}};
       block_slot_ = adapter_.Add(&block);
       block_first_ = first;
     }
@@ -220,7 +221,7 @@ class ShardMerger::TensorState {
       const size_t g = p_.first_row + i, e = g / per_expert, row = g % per_expert;
       for (size_t k = 0; k < r; ++k)
         left_[i * r + k] = p_.orientation == Orientation::kOutIn ? b[row * b_cols + k * experts + e]  // B_e [out, r]
-                                                                 : a[(e * r + k) * a_cols + row];      // A_eᵀ [in, r]
+                                                                 : a[(e * r + k) * a_cols + row];     // A_eᵀ [in, r]
     }
     if (p_.orientation == Orientation::kOutIn) {
       right_ = std::move(a);  // A_e [r, in] are A's rows e·r.. already
@@ -254,7 +255,8 @@ class ShardMerger::TensorState {
   void PrepareRows() {
     const adapter::Tensor& rows = *adapter_.get(kSlotReplacement);
     replaced_rows_.resize(rows.element_count() * in_width_);
-    rows_ok_ = kernels::ConvertElements(rows.dtype, p_.in_dtype, rows.bytes.data(), replaced_rows_.data(), rows.element_count());
+    rows_ok_ = kernels::ConvertElements(rows.dtype, p_.in_dtype, rows.bytes.data(), replaced_rows_.data(),
+                                        rows.element_count());
     adapter_.ReleaseOne(kSlotReplacement);
     const auto& indices = p_.replacement->token_indices;
     for (size_t i = 0; i < indices.size(); ++i) row_of_token_[indices[i]] = i;
@@ -313,7 +315,8 @@ class ShardMerger::TensorState {
     if (p_.op == TensorOp::kConvert || p_.op == TensorOp::kCopy) {  // rows of a weight written quantized
       next_row_ += n;
       out_.resize(n * p_.cols * out_width_);
-      if (!kernels::ConvertElements(p_.in_dtype, p_.out_dtype, in.data(), out_.data(), n * p_.cols)) return KernelFailed();
+      if (!kernels::ConvertElements(p_.in_dtype, p_.out_dtype, in.data(), out_.data(), n * p_.cols))
+        return KernelFailed();
       return Emit(n);
     }
     const uint64_t row0 = next_row_;
@@ -356,7 +359,7 @@ class ShardMerger::TensorState {
         for (size_t i = 0; i < n; ++i) {
           auto it = row_of_token_.find(row0 + i);
           const uint8_t* src = it == row_of_token_.end() ? in.data() + i * cols * in_width_
-                                                          : replaced_rows_.data() + it->second * cols * in_width_;
+                                                         : replaced_rows_.data() + it->second * cols * in_width_;
           if (!kernels::ConvertElements(p_.in_dtype, p_.out_dtype, src, out.data() + i * cols * out_width_, cols))
             return KernelFailed();
         }
@@ -367,8 +370,7 @@ class ShardMerger::TensorState {
         if (!kernels::MergeRowsF32(p_.in_dtype, in.data(), whole_.data() + row0 * cols, n, cols, FactorsFrom(row0)))
           return KernelFailed();
         return Status::Ok();
-      default:
-        return MakeError(ErrorCode::InvalidArgument, "internal: unexpected row operation");
+      default: return MakeError(ErrorCode::InvalidArgument, "internal: unexpected row operation");
     }
   }
 
@@ -459,8 +461,8 @@ class ShardMerger::TensorState {
   std::optional<size_t> block_slot_, held_block_;
   std::vector<uint8_t> carry_, out_, held_;
   uint64_t next_row_ = 0;
-  std::vector<uint8_t> replaced_rows_;          // kReplaceRows: the adapter's rows in the weight's dtype
-  std::map<uint64_t, size_t> row_of_token_;     // kReplaceRows: weight row -> row of replaced_rows_
+  std::vector<uint8_t> replaced_rows_;       // kReplaceRows: the adapter's rows in the weight's dtype
+  std::map<uint64_t, size_t> row_of_token_;  // kReplaceRows: weight row -> row of replaced_rows_
   bool rows_ok_ = true;
   std::unique_ptr<QuantizedTensorWriter> quant_;  // --quantize, for a weight written quantized
 };
@@ -469,7 +471,10 @@ ShardMerger::ShardMerger(const ShardPlan& plan, const MergeOptions& options, Byt
     : plan_(plan), options_(options), sink_(sink), writer_(plan.write, sink), last_(plan.tensors.size()) {}
 
 ShardMerger::ShardMerger(const ShardPlan& plan, const MergeOptions& options, ByteSink& sink, TensorRange range)
-    : plan_(plan), options_(options), sink_(sink), writer_(RegionWritePlan(plan, range), sink),
+    : plan_(plan),
+      options_(options),
+      sink_(sink),
+      writer_(RegionWritePlan(plan, range), sink),
       last_(std::min(range.last, plan.tensors.size())) {
   first_ = current_ = std::min(range.first, last_);
 }
@@ -570,7 +575,8 @@ Status ShardMerger::PushNow(std::span<const uint8_t> bytes, size_t& used) {
     bytes = bytes.subspan(took);
     if (!fetch_.ready()) continue;  // the tensor asked for the next block of its factor: the rest waits
     if (took < take)
-      return MakeError(ErrorCode::InvalidArgument, "internal: the merge stopped inside `" + plan_.tensors[current_].name + "`");
+      return MakeError(ErrorCode::InvalidArgument,
+                       "internal: the merge stopped inside `" + plan_.tensors[current_].name + "`");
     if (consumed_in_tensor_ == need) {
       consumed_in_tensor_ = 0;
       PB_RETURN_IF_ERROR(FinishCurrent());
@@ -586,11 +592,11 @@ Status ShardMerger::PushNow(std::span<const uint8_t> bytes, size_t& used) {
 Status ShardMerger::Forwarded(uint64_t n) {
   if (!started_) return MakeError(ErrorCode::InvalidArgument, "Forwarded before Begin");
   while (n > 0) {
-    if (current_ >= last_)
-      return MakeError(ErrorCode::InvalidArgument, "more source bytes than the plan expects");
+    if (current_ >= last_) return MakeError(ErrorCode::InvalidArgument, "more source bytes than the plan expects");
     const PlannedTensor& p = plan_.tensors[current_];
     if (waiting() || !Forwardable(p, options_))
-      return MakeError(ErrorCode::InvalidArgument, "forwarded bytes of `" + p.name + "`, which the merge changes", p.name);
+      return MakeError(ErrorCode::InvalidArgument, "forwarded bytes of `" + p.name + "`, which the merge changes",
+                       p.name);
     const uint64_t take = std::min<uint64_t>(n, SourceBytes(p) - consumed_in_tensor_);
     PB_RETURN_IF_ERROR(writer_.Forwarded(take));
     consumed_in_tensor_ += take;
@@ -623,17 +629,22 @@ std::vector<SourceRun> SourceRuns(const ShardPlan& plan, const Header& header, c
 
 Status ShardMerger::Finish() {
   if (waiting() && !fetch_.ready())
-    return MakeError(ErrorCode::InvalidArgument, "the adapter bytes for `" + plan_.tensors[current_].name +
-                                                     "` were not supplied", plan_.tensors[current_].name);
+    return MakeError(ErrorCode::InvalidArgument,
+                     "the adapter bytes for `" + plan_.tensors[current_].name + "` were not supplied",
+                     plan_.tensors[current_].name);
   if (current_ < last_)
-    return MakeError(ErrorCode::InvalidArgument, "the source ended before tensor `" + plan_.tensors[current_].name + "`",
+    return MakeError(ErrorCode::InvalidArgument,
+                     "the source ended before tensor `" + plan_.tensors[current_].name + "`",
                      plan_.tensors[current_].name);
   return writer_.Finish();
 }
 
 StreamingMerger::StreamingMerger(const adapter::Adapter& adapter, std::optional<std::string> base_config,
                                  MergeOptions options, ByteSink& sink, ReaderOptions reader_options)
-    : adapter_(adapter), base_config_(std::move(base_config)), options_(std::move(options)), sink_(sink),
+    : adapter_(adapter),
+      base_config_(std::move(base_config)),
+      options_(std::move(options)),
+      sink_(sink),
       reader_(reader_options) {}
 
 StreamingMerger::~StreamingMerger() = default;
@@ -667,9 +678,7 @@ Status StreamingMerger::Forwarded(uint64_t n) {
   return merger_->Forwarded(n);
 }
 
-Status StreamingMerger::OnTensorData(size_t, uint64_t, std::span<const uint8_t> bytes) {
-  return merger_->Push(bytes);
-}
+Status StreamingMerger::OnTensorData(size_t, uint64_t, std::span<const uint8_t> bytes) { return merger_->Push(bytes); }
 
 std::span<const adapter::ByteRange> StreamingMerger::adapter_needs() const {
   return merger_ ? merger_->adapter_needs() : std::span<const adapter::ByteRange>();

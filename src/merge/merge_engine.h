@@ -86,10 +86,10 @@ class ShardMerger final : public adapter::AdapterBytesConsumer {
   uint64_t consumed_total_ = 0;
   uint64_t consumed_in_tensor_ = 0;
   std::unique_ptr<TensorState> state_;
-  adapter::TensorFetch fetch_;          // the current tensor's adapter tensors
+  adapter::TensorFetch fetch_;  // the current tensor's adapter tensors
   bool fetch_requested_ = false;
-  std::vector<uint8_t> pending_;        // source bytes pushed while waiting for adapter bytes
-  size_t pending_at_ = 0;               // of which the merger has taken this many
+  std::vector<uint8_t> pending_;  // source bytes pushed while waiting for adapter bytes
+  size_t pending_at_ = 0;         // of which the merger has taken this many
   std::vector<QuantError> quant_errors_;
 };
 

@@ -38,7 +38,8 @@ ModelFacts DescribeModels(const adapter::Adapter& adapter, const std::optional<J
   if (const adapter::ArchTable* own = tables.Detect(paths); own && !own->architectures.empty())
     facts.adapter_arch = own->architectures.front();
   if (config && config->is_object()) {
-    if (auto a = config->find("architectures"); a != config->end() && a->is_array() && !a->empty() && a->front().is_string())
+    if (auto a = config->find("architectures");
+        a != config->end() && a->is_array() && !a->empty() && a->front().is_string())
       facts.base_arch = a->front().get<std::string>();
     else if (auto t = config->find("model_type"); t != config->end() && t->is_string())
       facts.base_arch = t->get<std::string>();
@@ -160,7 +161,8 @@ bool TiedEmbeddings(const std::optional<std::string>& config) {
 }
 
 bool EndsWithComponent(std::string_view path, std::string_view name) {
-  return path == name || (path.size() > name.size() && path.ends_with(name) && path[path.size() - name.size() - 1] == '.');
+  return path == name ||
+         (path.size() > name.size() && path.ends_with(name) && path[path.size() - name.size() - 1] == '.');
 }
 
 // The scheme config.json's `quantization_config` names ("compressed-tensors float-quantized", "fp8",
@@ -179,8 +181,7 @@ std::optional<std::string> QuantizationSchemeOf(const std::optional<Json>& confi
   if (const std::string format = text("format"); !format.empty()) scheme += " " + format;
   if (q->value("load_in_4bit", false) == true)
     scheme += " 4-bit" + (text("bnb_4bit_quant_type").empty() ? std::string() : " " + text("bnb_4bit_quant_type"));
-  else if (q->value("load_in_8bit", false) == true)
-    scheme += " 8-bit (LLM.int8)";
+  else if (q->value("load_in_8bit", false) == true) scheme += " 8-bit (LLM.int8)";
   return scheme;
 }
 
@@ -195,14 +196,10 @@ std::optional<std::string> QuantizedWeightReason(const BaseIndex& index, const s
     const char* scheme;
   };
   static constexpr Companion kCompanions[] = {
-      {".weight_scale_inv", "fine-grained FP8"},
-      {".weight_packed", "compressed-tensors pack-quantized"},
-      {".weight_zero_point", "compressed-tensors"},
-      {".weight_scale", "compressed-tensors"},
-      {".weight_global_scale", "compressed-tensors"},
-      {".SCB", "bitsandbytes LLM.int8"},
-      {".weight.absmax", "bitsandbytes 4-bit"},
-      {".weight.quant_map", "bitsandbytes 4-bit"},
+      {".weight_scale_inv", "fine-grained FP8"},      {".weight_packed", "compressed-tensors pack-quantized"},
+      {".weight_zero_point", "compressed-tensors"},   {".weight_scale", "compressed-tensors"},
+      {".weight_global_scale", "compressed-tensors"}, {".SCB", "bitsandbytes LLM.int8"},
+      {".weight.absmax", "bitsandbytes 4-bit"},       {".weight.quant_map", "bitsandbytes 4-bit"},
   };
   std::string evidence, scheme = config_scheme.value_or("");
   for (const auto& c : kCompanions)
@@ -315,22 +312,25 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     const adapter::ExpertsTarget& x = *m.experts;
     const uint64_t e_count = x.num_experts, in = m.in_features(), out = m.out_features();
     auto exists = [&](const std::string& n) { return index.Resolve(n, prefixes).has_value(); };
-    auto per_expert = [&](const std::string& parameter) { return PerExpertTensors(x.holder, parameter, e_count, exists); };
+    auto per_expert = [&](const std::string& parameter) {
+      return PerExpertTensors(x.holder, parameter, e_count, exists);
+    };
     // The keys' nesting says which parameter the factors belong to only if every parameter target_parameters
     // names on this module is there.
     std::string missing;
     for (const auto& leaf : x.wrapped)
-      if (!exists(x.holder + "." + leaf) && !per_expert(leaf)) missing += (missing.empty() ? "`" : ", `") + x.holder + "." + leaf + "`";
+      if (!exists(x.holder + "." + leaf) && !per_expert(leaf))
+        missing += (missing.empty() ? "`" : ", `") + x.holder + "." + leaf + "`";
     if (!exists(x.parameter_path) && !per_expert(x.parameter)) {
       problems.push_back({ErrorCode::ModulesNotFound, m.path,
                           "adapter module `" + m.path + "` (LoRA on parameter `" + x.parameter_path +
-                              "`): the base has no tensor `" + x.parameter_path + "`, nor the " + std::to_string(e_count) +
-                              " experts' own tensors transformers fuses into it"});
+                              "`): the base has no tensor `" + x.parameter_path + "`, nor the " +
+                              std::to_string(e_count) + " experts' own tensors transformers fuses into it"});
       return;
     }
     if (!missing.empty()) {
       refuse(m.path, "adapter module `" + m.path + "`: target_parameters names parameters the base lacks (" + missing +
-             "), so which parameter PEFT's nested keys belong to is not known");
+                         "), so which parameter PEFT's nested keys belong to is not known");
       return;
     }
     auto add = [&](const std::pair<Location, std::string>& at, PlannedTensor p) {
@@ -382,8 +382,10 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       bool is_transposed = transposed;
       if (plain && transposed) {
         if (model_type.empty()) {
-          refuse(m.path, "`" + p.name + "` " + ShapeText(p.shape) + " is square per expert, so whether it is stored "
-                 "[E, out, in] or [E, in, out] depends on the model class; the base's config.json (model_type) is needed");
+          refuse(m.path, "`" + p.name + "` " + ShapeText(p.shape) +
+                             " is square per expert, so whether it is stored "
+                             "[E, out, in] or [E, in, out] depends on the model class; the base's config.json "
+                             "(model_type) is needed");
           return;
         }
         is_transposed = adapter::ExpertsAreTransposed(model_type);
@@ -406,7 +408,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
         if (p.shape.size() != 2 || p.shape[1] != in || row + p.shape[0] > out) {
           disagree(m.path, "`" + p.name + "` is " + ShapeText(p.shape) + " but as part of expert " + std::to_string(e) +
                                " of `" + x.parameter_path + "` [" + std::to_string(out) + ", " + std::to_string(in) +
-                               "] it needs " + std::to_string(in) + " columns and at most " + std::to_string(out - row) + " rows");
+                               "] it needs " + std::to_string(in) + " columns and at most " +
+                               std::to_string(out - row) + " rows");
           return;
         }
         p.orientation = Orientation::kOutIn;
@@ -435,9 +438,11 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     if (!found && tied && EndsWithComponent(m.path, "lm_head") && m.shape == LoraShape::kLinear && !m.magnitude) {
       // A tied checkpoint stores the embedding only; PEFT's in-place merge into lm_head changes the shared
       // tensor, so the delta lands on the embedding (same [vocab, dim] layout as lm_head's [out, in]).
-      for (const char* emb : {"model.embed_tokens.weight", "embed_tokens.weight", "transformer.wte.weight", "wte.weight"})
+      for (const char* emb :
+           {"model.embed_tokens.weight", "embed_tokens.weight", "transformer.wte.weight", "wte.weight"})
         if ((found = index.Resolve(emb, prefixes))) break;
-      if (found) note = "lm_head is tied to `" + found->second + "`: its delta is merged there, as PEFT's in-place merge does";
+      if (found)
+        note = "lm_head is tied to `" + found->second + "`: its delta is merged there, as PEFT's in-place merge does";
     }
     if (!found) {
       // Packed layouts store no `<m>.weight`: compressed-tensors' `<m>.weight_packed`, GPTQ's and AWQ's `<m>.qweight`.
@@ -446,10 +451,12 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       if (packed) {
         TensorInfo info = shards[packed->first.shard].header->tensor(packed->first.tensor);
         if (!refuse_quantized(m.path, packed->second, info.dtype))
-          problems.push_back({ErrorCode::UnsupportedBase, m.path,
-                              "adapter module `" + m.path + "`: base tensor `" + packed->second + "` is quantized (" +
-                                  quantization.value_or("packed weights") + "); merging into a quantized weight would "
-                                  "lose the delta: merge into the unquantized model, then quantize the merge (--quantize)"});
+          problems.push_back(
+              {ErrorCode::UnsupportedBase, m.path,
+               "adapter module `" + m.path + "`: base tensor `" + packed->second + "` is quantized (" +
+                   quantization.value_or("packed weights") +
+                   "); merging into a quantized weight would "
+                   "lose the delta: merge into the unquantized model, then quantize the merge (--quantize)"});
         continue;
       }
       // A converter's target is a module's weight, or a parameter itself (the fused experts' gate_up_proj).
@@ -483,11 +490,14 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     if (arch)
       if (auto match = tables.MatchHf(*arch, m.path)) kind = match->tmpl->kind;
     auto mismatch = [&](const std::string& expected) {
-      disagree(m.path, "`" + name + "` is " + ShapeText(p.shape) + " but the adapter's module `" + m.path +
-                           "` needs " + expected);
+      disagree(m.path, "`" + name + "` is " + ShapeText(p.shape) + " but the adapter's module `" + m.path + "` needs " +
+                           expected);
     };
     if (m.shape == LoraShape::kEmbedding) {
-      if (p.shape != std::vector<uint64_t>{in, out}) { mismatch(ShapeText(std::vector<uint64_t>{in, out})); continue; }
+      if (p.shape != std::vector<uint64_t>{in, out}) {
+        mismatch(ShapeText(std::vector<uint64_t>{in, out}));
+        continue;
+      }
       p.orientation = Orientation::kInOut;
       p.rows = in;
       p.cols = out;
@@ -495,13 +505,16 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     } else if (m.shape == LoraShape::kConv) {
       std::vector<uint64_t> expected = m.a.shape;
       expected[0] = out;
-      if (p.shape.size() == expected.size() && p.shape[0] == out && p.shape[1] != in && p.shape[1] != 0 && in % p.shape[1] == 0 &&
-          std::equal(p.shape.begin() + 2, p.shape.end(), expected.begin() + 2)) {
+      if (p.shape.size() == expected.size() && p.shape[0] == out && p.shape[1] != in && p.shape[1] != 0 &&
+          in % p.shape[1] == 0 && std::equal(p.shape.begin() + 2, p.shape.end(), expected.begin() + 2)) {
         refuse(m.path, "`" + name + "`: a grouped convolution (" + ShapeText(p.shape) +
-               "); PEFT refuses to merge LoRA into conv layers with groups > 1");
+                           "); PEFT refuses to merge LoRA into conv layers with groups > 1");
         continue;
       }
-      if (p.shape != expected) { mismatch(ShapeText(expected)); continue; }
+      if (p.shape != expected) {
+        mismatch(ShapeText(expected));
+        continue;
+      }
       p.orientation = Orientation::kOutIn;
       p.rows = out;
       p.cols = info.element_count() / out;
@@ -514,7 +527,10 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       else if (p.shape == out_in && p.shape != in_out) transposed = false;
       else if (p.shape == in_out && p.shape != out_in) transposed = true;
       else transposed = adapter.config.fan_in_fan_out;  // square and no table: the flag is all there is
-      if (p.shape != (transposed ? in_out : out_in)) { mismatch(ShapeText(transposed ? in_out : out_in)); continue; }
+      if (p.shape != (transposed ? in_out : out_in)) {
+        mismatch(ShapeText(transposed ? in_out : out_in));
+        continue;
+      }
       p.orientation = transposed ? Orientation::kInOut : Orientation::kOutIn;
       p.rows = p.shape[0];
       p.cols = p.shape[1];
@@ -522,14 +538,15 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       else p.op = TensorOp::kLowRank;
     }
     if (m.magnitude && options.unmerge) {
-      refuse(m.path, "module `" + m.path + "`: DoRA cannot be unmerged from a merged file (the weight norms "
-             "it needs are those of the original weights)");
+      refuse(m.path, "module `" + m.path +
+                         "`: DoRA cannot be unmerged from a merged file (the weight norms "
+                         "it needs are those of the original weights)");
       continue;
     }
     if (!note.empty()) plan.notes.push_back(note);
     if (ops.count({loc.shard, loc.tensor})) {
       disagree(m.path, "`" + name + "` would be merged twice (modules `" + ops[{loc.shard, loc.tensor}].module->path +
-                         "` and `" + m.path + "`)");
+                           "` and `" + m.path + "`)");
       continue;
     }
     modified_names.insert(name);
@@ -544,7 +561,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       TensorInfo bi = shards[bias->first.shard].header->tensor(bias->first.tensor);
       if (bi.element_count() != out || !IsConvertibleFloat(bi.dtype)) {
         disagree(m.path, "`" + bias->second + "` " + ShapeText(bi.shape) + " does not fit lora_B.bias [" +
-                           std::to_string(out) + "]");
+                             std::to_string(out) + "]");
         continue;
       }
       PlannedTensor b;
@@ -592,11 +609,14 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       }
     }
     if (auto other = ops.find({loc.shard, loc.tensor}); other != ops.end()) {
-      refuse(module, "`" + name + "` has trainable-token rows and is also " +
-                         (other->second.op == TensorOp::kReplaceRows ? std::string("given rows by `") + other->second.replacement->key + "`"
-                          : other->second.module ? "merged with module `" + other->second.module->path + "`"
-                                                 : "replaced by `" + (other->second.replacement ? other->second.replacement->key : name) + "`") +
-                         ": the order PEFT would apply them in is not defined by the adapter");
+      refuse(module,
+             "`" + name + "` has trainable-token rows and is also " +
+                 (other->second.op == TensorOp::kReplaceRows
+                      ? std::string("given rows by `") + other->second.replacement->key + "`"
+                  : other->second.module
+                      ? "merged with module `" + other->second.module->path + "`"
+                      : "replaced by `" + (other->second.replacement ? other->second.replacement->key : name) + "`") +
+                 ": the order PEFT would apply them in is not defined by the adapter");
       return false;
     }
     PlannedTensor p;
@@ -611,7 +631,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     modified_names.insert(name);
     ops[{loc.shard, loc.tensor}] = std::move(p);
     std::string rows;
-    for (size_t i = 0; i < e.token_indices.size() && i < 10; ++i) rows += (i ? ", " : "") + std::to_string(e.token_indices[i]);
+    for (size_t i = 0; i < e.token_indices.size() && i < 10; ++i)
+      rows += (i ? ", " : "") + std::to_string(e.token_indices[i]);
     if (e.token_indices.size() > 10) rows += " and " + std::to_string(e.token_indices.size() - 10) + " more";
     plan.notes.push_back("`" + name + "`: rows " + rows + " replaced by the adapter's trainable tokens");
     return true;
@@ -619,14 +640,16 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
   auto plan_trainable_tokens = [&](const ExtraTensor& e) {
     const std::string module = adapter::TrainableTokensModule(e);
     if (options.unmerge) {
-      refuse(module, "`" + e.key + "`: trainable-token rows replaced the base's rows, which the adapter does not "
-             "keep (PEFT's unmerge restores them from the base it loaded); they cannot be unmerged");
+      refuse(module, "`" + e.key +
+                         "`: trainable-token rows replaced the base's rows, which the adapter does not "
+                         "keep (PEFT's unmerge restores them from the base it loaded); they cannot be unmerged");
       return;
     }
     auto found = index.Resolve(module + ".weight", prefixes);
     std::string note;
     if (!found && tied && EndsWithComponent(module, "lm_head")) {
-      for (const char* emb : {"model.embed_tokens.weight", "embed_tokens.weight", "transformer.wte.weight", "wte.weight"})
+      for (const char* emb :
+           {"model.embed_tokens.weight", "embed_tokens.weight", "transformer.wte.weight", "wte.weight"})
         if ((found = index.Resolve(emb, prefixes))) break;
       if (found) note = "lm_head is tied to `" + found->second + "`: its trainable-token rows replace rows there";
     }
@@ -659,7 +682,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
     auto found = index.Resolve(key, prefixes);
     if (options.unmerge) {
       refuse(e.key, "`" + e.key + "`: a " + std::string(adapter::ExtraKindName(e.kind)) +
-             " tensor replaced the base weights, which the adapter does not keep; it cannot be unmerged");
+                        " tensor replaced the base weights, which the adapter does not keep; it cannot be unmerged");
       continue;
     }
     PlannedTensor p;
@@ -671,7 +694,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       if (found->second.ends_with(".weight") && refuse_quantized(e.key, found->second, info.dtype)) continue;
       if (std::vector<uint64_t>(info.shape.begin(), info.shape.end()) != e.tensor.shape) {
         disagree(e.key, "`" + found->second + "` is " + ShapeText(info.shape) + " but the adapter's `" + e.key +
-                           "` is " + ShapeText(e.tensor.shape));
+                            "` is " + ShapeText(e.tensor.shape));
         continue;
       }
       if (auto merged = ops.find({found->first.shard, found->first.tensor}); merged != ops.end()) {
@@ -683,7 +706,8 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
           continue;
         }
         merged->second.replacement = &e;
-        plan.notes.push_back("`" + found->second + "`: the adapter's saved copy is loaded, then the LoRA is merged into it");
+        plan.notes.push_back("`" + found->second +
+                             "`: the adapter's saved copy is loaded, then the LoRA is merged into it");
         continue;
       }
       p.source = found->first.tensor;
@@ -694,8 +718,9 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       ops[{found->first.shard, found->first.tensor}] = std::move(p);
     } else {
       if (tied && (EndsWithComponent(key, "lm_head.weight"))) {
-        refuse(e.key, "`" + e.key + "` replaces a tied lm_head, which the base stores only as the embedding; "
-               "writing both would need the embedding twice (not supported in a streaming merge)");
+        refuse(e.key, "`" + e.key +
+                          "` replaces a tied lm_head, which the base stores only as the embedding; "
+                          "writing both would need the embedding twice (not supported in a streaming merge)");
         continue;
       }
       p.name = key;
@@ -707,14 +732,15 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
 
   if (!problems.empty()) return PlanProblemsError(std::move(problems), DescribeModels(adapter, config_doc, tables));
   // No silent loss: an adapter tensor the merge cannot apply is refused, unless allow_partial.
-  PB_ASSIGN_OR_RETURN(plan.dropped_warnings,
-                      adapter::CheckDropped(options.unmerge ? "unmerge" : "merge", adapter.rejected, options.allow_partial));
+  PB_ASSIGN_OR_RETURN(plan.dropped_warnings, adapter::CheckDropped(options.unmerge ? "unmerge" : "merge",
+                                                                   adapter.rejected, options.allow_partial));
 
   if (options.quantize) {
     if (!base_config)
-      return MakeError(ErrorCode::InvalidArgument,
-                       "--quantize needs the base's config.json (or --base-config): the quantization_config the loaders "
-                       "read goes there");
+      return MakeError(
+          ErrorCode::InvalidArgument,
+          "--quantize needs the base's config.json (or --base-config): the quantization_config the loaders "
+          "read goes there");
     if (options.unmerge) return MakeError(ErrorCode::InvalidArgument, "--quantize applies to merge, not unmerge");
     plan.quantize.emplace();
     plan.quantize->options = *options.quantize;
@@ -732,8 +758,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       if (it != ops.end()) {
         p = std::move(it->second);
         if (p.op == TensorOp::kLowRank || p.op == TensorOp::kLowRankEmbedding || p.op == TensorOp::kLowRankExperts ||
-            p.op == TensorOp::kDoraRows ||
-            p.op == TensorOp::kDoraColumns)
+            p.op == TensorOp::kDoraRows || p.op == TensorOp::kDoraColumns)
           ++plan.tensors_merged;
       } else {
         TensorInfo info = h.tensor(t);
@@ -791,8 +816,11 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
         edited = true;
         plan.notes.push_back("tie_word_embeddings set to false: only one of lm_head and the input embedding changed");
       }
-      if (options.dtype && (*options.dtype == Dtype::BF16 || *options.dtype == Dtype::F16 || *options.dtype == Dtype::F32)) {
-        const char* name = *options.dtype == Dtype::BF16 ? "bfloat16" : *options.dtype == Dtype::F16 ? "float16" : "float32";
+      if (options.dtype &&
+          (*options.dtype == Dtype::BF16 || *options.dtype == Dtype::F16 || *options.dtype == Dtype::F32)) {
+        const char* name = *options.dtype == Dtype::BF16  ? "bfloat16"
+                           : *options.dtype == Dtype::F16 ? "float16"
+                                                          : "float32";
         for (const char* key : {"torch_dtype", "dtype"})
           if (j.contains(key) && j[key] != name) {
             j[key] = name;

@@ -18,18 +18,18 @@
 namespace pb::merge {
 
 enum class TensorOp {
-  kCopy,       // passed through unchanged (same dtype)
-  kConvert,    // passed through, converted to the output dtype
-  kLowRank,    // W' = round(W + s * left @ right): Linear [out, in], Conv1D [in, out], Conv [out, in*k...]
+  kCopy,              // passed through unchanged (same dtype)
+  kConvert,           // passed through, converted to the output dtype
+  kLowRank,           // W' = round(W + s * left @ right): Linear [out, in], Conv1D [in, out], Conv [out, in*k...]
   kLowRankEmbedding,  // the same with PEFT's embedding rule (delta rounded to W's dtype first)
   kLowRankExperts,  // a fused experts parameter [E, P, Q] as [E·P, Q]: per expert e, rows e·P.. get round_W(s·ΔW_e)
                     // added (PEFT's ParamWrapper rounds the delta to W's dtype first, adapter/param_wrapper.h)
-  kDoraRows,   // DoRA with one norm per row of the stored weight (Linear, Conv)
-  kDoraColumns,  // DoRA with one norm per column of the stored weight (Conv1D, Embedding): held whole
-  kAddBias,    // b' = b + s * lora_B.bias
-  kReplace,    // the adapter's copy replaces the base tensor (modules_to_save, saved embeddings)
-  kAdd,        // a tensor the base does not have, taken from the adapter (e.g. a classification head)
-  kReplaceRows,  // trainable tokens: the listed rows replaced by the adapter's (rounded to W's dtype), the rest kept
+  kDoraRows,        // DoRA with one norm per row of the stored weight (Linear, Conv)
+  kDoraColumns,     // DoRA with one norm per column of the stored weight (Conv1D, Embedding): held whole
+  kAddBias,         // b' = b + s * lora_B.bias
+  kReplace,         // the adapter's copy replaces the base tensor (modules_to_save, saved embeddings)
+  kAdd,             // a tensor the base does not have, taken from the adapter (e.g. a classification head)
+  kReplaceRows,     // trainable tokens: the listed rows replaced by the adapter's (rounded to W's dtype), the rest kept
 };
 std::string_view TensorOpName(TensorOp op);
 
@@ -57,13 +57,13 @@ struct QuantizeOptions {
 // What one quantized weight becomes in the output: the quantized values and their scales (and, for
 // pack-quantized, the original shape), in this order, under the names the loaders look for.
 struct QuantizedOutput {
-  std::string weight;                 // `<m>.weight` (FP8) or `<m>.weight_packed` (INT, int32)
+  std::string weight;  // `<m>.weight` (FP8) or `<m>.weight_packed` (INT, int32)
   Dtype weight_dtype = Dtype::F8_E4M3;
   std::vector<uint64_t> weight_shape;
-  std::string scale;                  // `<m>.weight_scale`, or `<m>.weight_scale_inv` (fine-grained FP8)
-  Dtype scale_dtype = Dtype::F32;     // the model dtype (compressed-tensors), F32 (fine-grained)
+  std::string scale;               // `<m>.weight_scale`, or `<m>.weight_scale_inv` (fine-grained FP8)
+  Dtype scale_dtype = Dtype::F32;  // the model dtype (compressed-tensors), F32 (fine-grained)
   std::vector<uint64_t> scale_shape;
-  std::string shape;                  // `<m>.weight_shape` (pack-quantized, int64 [2]); empty otherwise
+  std::string shape;  // `<m>.weight_shape` (pack-quantized, int64 [2]); empty otherwise
 };
 
 struct PlannedTensor {
@@ -73,7 +73,7 @@ struct PlannedTensor {
   Dtype out_dtype = Dtype::F32;
   std::vector<uint64_t> shape;
   TensorOp op = TensorOp::kCopy;
-  const adapter::LoraModule* module = nullptr;      // kLowRank*, kDora*, kAddBias
+  const adapter::LoraModule* module = nullptr;  // kLowRank*, kDora*, kAddBias
   // kReplace, kAdd: the adapter's tensor. With a merge op: the saved full weight the merge starts from
   // (PEFT's save_embedding_layers), instead of the base's bytes. kReplaceRows: the trainable-tokens tensor
   // (its token_indices say which rows).
@@ -90,9 +90,9 @@ struct PlannedTensor {
 };
 
 struct ShardPlan {
-  std::string name;                     // file name of the input shard (and of the output)
-  std::vector<PlannedTensor> tensors;   // in input data order; kAdd tensors last
-  WritePlan write;                      // output header; tensors in the same order
+  std::string name;                    // file name of the input shard (and of the output)
+  std::vector<PlannedTensor> tensors;  // in input data order; kAdd tensors last
+  WritePlan write;                     // output header; tensors in the same order
 };
 
 struct MergeOptions {
@@ -120,11 +120,11 @@ struct MergeOptions {
 // config's `ignore` (compressed-tensors) or `modules_to_not_convert` (fine-grained FP8) lists.
 struct QuantizePlan {
   QuantizeOptions options;
-  std::vector<std::string> quantized;                          // tensor names, in output order
-  std::vector<std::pair<std::string, std::string>> kept;       // tensor name, reason
-  std::vector<size_t> unexpected;                              // indices into `kept` of what the libraries would
-                                                               // quantize (dims the layout cannot divide, dtypes)
-  std::vector<uint64_t> linear_cols;                           // in_features of every Linear weight considered
+  std::vector<std::string> quantized;                     // tensor names, in output order
+  std::vector<std::pair<std::string, std::string>> kept;  // tensor name, reason
+  std::vector<size_t> unexpected;                         // indices into `kept` of what the libraries would
+                                                          // quantize (dims the layout cannot divide, dtypes)
+  std::vector<uint64_t> linear_cols;                      // in_features of every Linear weight considered
   std::vector<std::string> ignore;
   // One line per class of weights (layer numbers as `*`) and reason that stays unquantized although the
   // libraries' defaults would quantize it: the CLIs print each as a `warning:` line, the summaries list them.
@@ -134,13 +134,13 @@ struct QuantizePlan {
 struct MergePlan {
   std::vector<ShardPlan> shards;
   size_t modules_matched = 0;
-  size_t tensors_merged = 0;   // base tensors whose values change
+  size_t tensors_merged = 0;  // base tensors whose values change
   std::vector<std::string> notes;
-  std::optional<std::string> arch;                // naming table used
-  std::optional<std::string> config_json;         // the output config.json (edited copy), when a base config was given
-  uint64_t total_tensor_bytes = 0;                // sum over every output tensor (the index's total_size)
-  uint64_t total_file_bytes = 0;                  // sum of the output files' sizes
-  std::optional<QuantizePlan> quantize;            // with --quantize
+  std::optional<std::string> arch;         // naming table used
+  std::optional<std::string> config_json;  // the output config.json (edited copy), when a base config was given
+  uint64_t total_tensor_bytes = 0;         // sum over every output tensor (the index's total_size)
+  uint64_t total_file_bytes = 0;           // sum of the output files' sizes
+  std::optional<QuantizePlan> quantize;    // with --quantize
   // With allow_partial: the `warning:` lines for the adapter tensors the merge does not apply (adapter::CheckDropped,
   // which refuses them otherwise); RenderMergeWarnings prints them.
   std::string dropped_warnings;

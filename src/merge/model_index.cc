@@ -58,9 +58,9 @@ Status CheckIndexEntries(const ModelIndex& index, const ShardHolds& holds) {
     if (++count <= 20) missing += "\n  " + ClipForMessage(tensor) + " (in " + shard + ")";
   }
   if (count)
-    return MakeError(ErrorCode::InvalidConfig,
-                     std::to_string(count) + " tensor(s) of " + kIndexFileName + " are not in the shard it names:" + missing,
-                     first);
+    return MakeError(
+        ErrorCode::InvalidConfig,
+        std::to_string(count) + " tensor(s) of " + kIndexFileName + " are not in the shard it names:" + missing, first);
   return Status::Ok();
 }
 

@@ -7,7 +7,8 @@ namespace pb::merge {
 std::string MissingModulesHeadline(const ModelFacts& facts, size_t missing) {
   std::string adapter;
   if (facts.adapter_base) adapter = "adapter trained on " + *facts.adapter_base;
-  if (facts.adapter_arch) adapter += adapter.empty() ? "adapter for " + *facts.adapter_arch : " (" + *facts.adapter_arch + ")";
+  if (facts.adapter_arch)
+    adapter += adapter.empty() ? "adapter for " + *facts.adapter_arch : " (" + *facts.adapter_arch + ")";
   const std::string base = facts.base_arch ? "base is " + *facts.base_arch : "";
   const size_t total = std::max(facts.adapter_modules, missing);
   const std::string count = std::to_string(total - missing) + " of " + std::to_string(total);
@@ -25,12 +26,13 @@ Error PlanProblemsError(std::vector<Problem> problems, const ModelFacts& facts) 
     refusals += p.code == ErrorCode::UnsupportedAdapter;
     base += p.code == ErrorCode::UnsupportedBase;
   }
-  ErrorCode code = missing                                 ? ErrorCode::ModulesNotFound
-                   : base == problems.size()               ? ErrorCode::UnsupportedBase
-                   : refusals + base == problems.size()    ? ErrorCode::UnsupportedAdapter
-                                                           : ErrorCode::ShapeMismatch;
-  std::string message = missing ? MissingModulesHeadline(facts, missing)
-                                : std::to_string(problems.size()) + " problem(s) between the base model and the adapter";
+  ErrorCode code = missing                              ? ErrorCode::ModulesNotFound
+                   : base == problems.size()            ? ErrorCode::UnsupportedBase
+                   : refusals + base == problems.size() ? ErrorCode::UnsupportedAdapter
+                                                        : ErrorCode::ShapeMismatch;
+  std::string message = missing
+                            ? MissingModulesHeadline(facts, missing)
+                            : std::to_string(problems.size()) + " problem(s) between the base model and the adapter";
   message += ":";
   // The missing modules first: when the base is the wrong model they are the news, the rest follows from it.
   std::stable_partition(problems.begin(), problems.end(),

@@ -181,7 +181,8 @@ std::string WeightClass(std::string_view name) {
     size_t dot = name.find('.', start);
     if (dot == std::string_view::npos) dot = name.size();
     const std::string_view part = name.substr(start, dot - start);
-    const bool number = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool number = !part.empty() &&
+                        std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (start) out += '.';
     out += number ? std::string_view("*") : part;
     start = dot + 1;
@@ -212,7 +213,8 @@ std::vector<KeptClass> KeptClasses(const QuantizePlan& plan, bool unexpected_onl
 }
 
 std::string WhatText(const QuantizeOptions& o) {
-  std::string what = "--quantize " + std::string(QuantMethodName(o.method)) + " --scheme " + std::string(QuantSchemeName(o.scheme));
+  std::string what =
+      "--quantize " + std::string(QuantMethodName(o.method)) + " --scheme " + std::string(QuantSchemeName(o.scheme));
   if (o.scheme == QuantScheme::kGroup) what += " --group-size " + Num(o.group_size);
   return what;
 }
@@ -233,8 +235,9 @@ Status CheckQuantizePlan(QuantizePlan& plan) {
     std::string message = WhatText(o) + " would quantize no weight of this model (its config.json would claim a "
                                         "quantization that is not there):";
     const auto classes = KeptClasses(plan, false);
-    if (classes.empty()) message += "\n  it has no nn.Linear weight to quantize (embeddings, norms, transformers Conv1D and "
-                                    "3-D tensors are left as they are)";
+    if (classes.empty())
+      message += "\n  it has no nn.Linear weight to quantize (embeddings, norms, transformers Conv1D and "
+                 "3-D tensors are left as they are)";
     for (size_t i = 0; i < classes.size() && i < 20; ++i)
       message += "\n  " + Num(classes[i].count) + " x `" + classes[i].weight_class + "`: " + classes[i].reason;
     if (classes.size() > 20) message += "\n  and " + Num(classes.size() - 20) + " more";

@@ -53,9 +53,9 @@ void FinishQuantizePlan(QuantizePlan& plan);
 // (a dim the layout cannot divide, a dtype), so that nothing stays unquantized unsaid.
 Status CheckQuantizePlan(QuantizePlan& plan);
 
-// A weight's class: its name with the layer (and expert) numbers as `*` (`model.layers.*.mlp.experts.*.up_proj.weight`).
-// The text summaries speak of classes, not of each weight: a model has hundreds of weights (an MoE tens of thousands),
-// which --json lists one by one.
+// A weight's class: its name with the layer (and expert) numbers as `*`
+// (`model.layers.*.mlp.experts.*.up_proj.weight`). The text summaries speak of classes, not of each weight: a model has
+// hundreds of weights (an MoE tens of thousands), which --json lists one by one.
 std::string WeightClass(std::string_view name);
 // The weights kept unquantized, a line per (class, reason) in order of first appearance: "3 x `CLASS`: REASON".
 std::vector<std::string> KeptClassLines(const QuantizePlan& plan);

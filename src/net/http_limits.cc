@@ -16,7 +16,8 @@ std::optional<uint64_t> ParseDecimal(std::string_view s) {
 
 std::string_view TrimHeaderValue(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -24,17 +25,17 @@ std::optional<uint64_t> ParseHttpDecimal(std::string_view text) { return ParseDe
 
 const std::vector<std::string_view>& HttpLimitNames() {
   static const std::vector<std::string_view> names = {
-      "PB_HTTP_RETRIES",  "PB_HTTP_BACKOFF_MS",     "PB_HTTP_IDLE_MS",       "PB_HTTP_TOTAL_MS",
-      "PB_HTTP_MIN_RATE", "PB_HTTP_RATE_WINDOW_MS", "PB_HTTP_MAX_REDIRECTS", "PB_HTTP_MAX_JSON_BYTES",
-      "PB_HTTP_MAX_ADAPTER_BYTES"};
+      "PB_HTTP_RETRIES",       "PB_HTTP_BACKOFF_MS",     "PB_HTTP_IDLE_MS",
+      "PB_HTTP_TOTAL_MS",      "PB_HTTP_MIN_RATE",       "PB_HTTP_RATE_WINDOW_MS",
+      "PB_HTTP_MAX_REDIRECTS", "PB_HTTP_MAX_JSON_BYTES", "PB_HTTP_MAX_ADAPTER_BYTES"};
   return names;
 }
 
 Status SetHttpLimit(HttpLimits& limits, std::string_view name, std::string_view value) {
   std::optional<uint64_t> v = ParseHttpDecimal(value);
   auto bad = [&](std::string_view what) {
-    return MakeError(ErrorCode::InvalidArgument, std::string(name) + " must be " + std::string(what) + ", got `" +
-                                                     std::string(value) + "`");
+    return MakeError(ErrorCode::InvalidArgument,
+                     std::string(name) + " must be " + std::string(what) + ", got `" + std::string(value) + "`");
   };
   auto u32 = [&](uint32_t& field, uint64_t min) -> Status {
     if (!v || *v < min || *v > 0xFFFF'FFFFu)

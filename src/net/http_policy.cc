@@ -11,7 +11,9 @@ namespace {
 
 Error Io(std::string message) { return MakeError(ErrorCode::IoError, std::move(message)); }
 
-bool IsRedirect(int status) { return status == 301 || status == 302 || status == 303 || status == 307 || status == 308; }
+bool IsRedirect(int status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
 
 bool IsHttp(std::string_view url) {
   std::string scheme = UrlScheme(url);
@@ -22,8 +24,7 @@ bool IsHttp(std::string_view url) {
 
 Result<HttpFilePolicy> HttpFilePolicy::Open(HttpTarget target, HttpLimits limits) {
   target.label = ClipForMessage(target.label, 1000);  // every message names it: a pasted megabyte stays out
-  if (!IsHttp(target.url))
-    return MakeError(ErrorCode::InvalidArgument, "`" + target.label + "` is not an http(s) URL");
+  if (!IsHttp(target.url)) return MakeError(ErrorCode::InvalidArgument, "`" + target.label + "` is not an http(s) URL");
   if (UrlHasUserInfo(target.url))
     return MakeError(ErrorCode::InvalidArgument,
                      "`" + target.label + "`: URLs with user info (user:password@) are refused; use a token instead");
@@ -83,8 +84,7 @@ HttpStep HttpFilePolicy::Next(int64_t now_ms) {
   if (phase_ == Phase::kHead) return {.action = HttpAction::kRead, .deadline_ms = Deadline()};
   if (pos_ >= Stop()) {
     if (cap_ && pos_ > *cap_) {
-      Fail(Io("`" + t_.label + "` is larger than " + std::to_string(*cap_) +
-              " bytes, the cap " + CapText()));
+      Fail(Io("`" + t_.label + "` is larger than " + std::to_string(*cap_) + " bytes, the cap " + CapText()));
       return {.action = HttpAction::kFail, .error = error_};
     }
     return {.action = HttpAction::kDone};
@@ -146,8 +146,8 @@ void HttpFilePolicy::Failure(int64_t now_ms, Error error, const AttemptFailure& 
 bool HttpFilePolicy::CheckRedirectTarget(const std::string& url, std::string_view how) {
   if (!IsHttp(url)) {
     std::string scheme = UrlScheme(url);
-    Fail(Io("cannot open `" + t_.label + "`: " + std::string(how) + " `" + ClipForMessage(scheme.empty() ? url : scheme + ":") +
-            "`, which is not an http(s) URL"));
+    Fail(Io("cannot open `" + t_.label + "`: " + std::string(how) + " `" +
+            ClipForMessage(scheme.empty() ? url : scheme + ":") + "`, which is not an http(s) URL"));
     return false;
   }
   if (UrlHasUserInfo(url)) {
@@ -160,7 +160,8 @@ bool HttpFilePolicy::CheckRedirectTarget(const std::string& url, std::string_vie
 void HttpFilePolicy::HttpError(int64_t now_ms, const HttpHead& head) {
   int status = head.status;
   std::string message = "cannot " + Verb() + " `" + t_.label + "`: HTTP " + std::to_string(status);
-  if (head.error_message && !head.error_message->empty()) message += ": " + ClipForMessage(*head.error_message);  // server text, clipped
+  if (head.error_message && !head.error_message->empty())
+    message += ": " + ClipForMessage(*head.error_message);  // server text, clipped
   if ((status == 401 || status == 403) && !sent_token_) message += " (no token was sent)";
   Failure(now_ms, Io(std::move(message)), {.status = status, .retry_after = head.retry_after, .date = head.date});
 }
@@ -174,7 +175,8 @@ bool HttpFilePolicy::Pin(const HttpHead& head, std::optional<uint64_t> size) {
     f.answered = true;
     f.etag = etag;
   } else if (etag && f.etag && *etag != *f.etag) {
-    Fail(Io("`" + t_.label + "` changed while being read (ETag " + ClipForMessage(*f.etag) + " became " + ClipForMessage(*etag) + ")"));
+    Fail(Io("`" + t_.label + "` changed while being read (ETag " + ClipForMessage(*f.etag) + " became " +
+            ClipForMessage(*etag) + ")"));
     return false;
   }
   if (!size) return true;
@@ -185,8 +187,8 @@ bool HttpFilePolicy::Pin(const HttpHead& head, std::optional<uint64_t> size) {
   }
   f.size = size;
   if (cap_ && *size > *cap_) {
-    Fail(Io("`" + t_.label + "` is " + std::to_string(*size) + " bytes, more than the cap of " +
-            std::to_string(*cap_) + " " + CapText()));
+    Fail(Io("`" + t_.label + "` is " + std::to_string(*size) + " bytes, more than the cap of " + std::to_string(*cap_) +
+            " " + CapText()));
     return false;
   }
   return true;
@@ -196,14 +198,17 @@ void HttpFilePolicy::OnHead(int64_t now_ms, const HttpHead& head) {
   if (phase_ != Phase::kHead) return;
   last_progress_ = now_ms;
   if (head.repo_commit && !file_->commit) file_->commit = head.repo_commit;  // the Hub names it on the resolve hop
-  if (!head.final_url.empty() && head.final_url != request_url_ && !CheckRedirectTarget(head.final_url, "redirected to"))
+  if (!head.final_url.empty() && head.final_url != request_url_ &&
+      !CheckRedirectTarget(head.final_url, "redirected to"))
     return;
   int status = head.status;
   if (IsRedirect(status)) {
-    if (!head.location) return Fail(Io("cannot open `" + t_.label + "`: HTTP " + std::to_string(status) + " without a Location"));
+    if (!head.location)
+      return Fail(Io("cannot open `" + t_.label + "`: HTTP " + std::to_string(status) + " without a Location"));
     std::optional<std::string> next = ResolveUrl(request_url_, TrimHeaderValue(*head.location));
     if (!next || !CheckRedirectTarget(*next, "redirected to")) {
-      if (!error_) Fail(Io("cannot open `" + t_.label + "`: unusable redirect Location `" + ClipForMessage(*head.location) + "`"));
+      if (!error_)
+        Fail(Io("cannot open `" + t_.label + "`: unusable redirect Location `" + ClipForMessage(*head.location) + "`"));
       return;
     }
     if (++redirects_ > limits_.max_redirects)
@@ -302,8 +307,9 @@ void HttpFilePolicy::OnBodyEnd(int64_t now_ms) {
     return;
   }
   if (body_pos_ < body_end_)
-    return Failure(now_ms, Io("cannot read `" + t_.label + "`: the connection closed at byte " +
-                                  std::to_string(body_pos_) + " of " + std::to_string(body_end_)),
+    return Failure(now_ms,
+                   Io("cannot read `" + t_.label + "`: the connection closed at byte " + std::to_string(body_pos_) +
+                      " of " + std::to_string(body_end_)),
                    {});
   phase_ = Phase::kNone;  // that answer is used up: Next() asks for the rest
 }
@@ -332,16 +338,18 @@ void HttpFilePolicy::OnTimer(int64_t now_ms) {
                    std::to_string(limits_.total_ms) + " ms (PB_HTTP_TOTAL_MS)"));
   if (now_ms >= last_progress_ + static_cast<int64_t>(limits_.idle_ms)) {
     std::string what = phase_ == Phase::kHead ? "no answer" : "no data at byte " + std::to_string(body_pos_);
-    return Failure(now_ms, Io("cannot " + Verb() + " `" + t_.label + "`: " + what + " for " +
-                                  std::to_string(limits_.idle_ms) + " ms (PB_HTTP_IDLE_MS)"),
+    return Failure(now_ms,
+                   Io("cannot " + Verb() + " `" + t_.label + "`: " + what + " for " + std::to_string(limits_.idle_ms) +
+                      " ms (PB_HTTP_IDLE_MS)"),
                    {});
   }
   if (phase_ == Phase::kBody && limits_.min_rate > 0 && now_ms >= window_start_ + limits_.rate_window_ms) {
     uint64_t elapsed = static_cast<uint64_t>(now_ms - window_start_);
     if (window_bytes_ * 1000 < static_cast<uint64_t>(limits_.min_rate) * elapsed)
-      return Failure(now_ms, Io("cannot read `" + t_.label + "`: slower than " + std::to_string(limits_.min_rate) +
-                                    " B/s for " + std::to_string(limits_.rate_window_ms) +
-                                    " ms at byte " + std::to_string(body_pos_) + " (PB_HTTP_MIN_RATE)"),
+      return Failure(now_ms,
+                     Io("cannot read `" + t_.label + "`: slower than " + std::to_string(limits_.min_rate) +
+                        " B/s for " + std::to_string(limits_.rate_window_ms) + " ms at byte " +
+                        std::to_string(body_pos_) + " (PB_HTTP_MIN_RATE)"),
                      {}, /*progress_resets=*/false);
     window_start_ = now_ms;
     window_bytes_ = 0;

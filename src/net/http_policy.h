@@ -5,8 +5,8 @@
 // same times and fail with the same messages.
 //
 // One HttpFilePolicy per remote file (and one Reader() more per range read at the same time, sharing what the
-// file's answers told: ETag, size, where its redirects landed). A read asks for bytes [start, end) (or the whole file under a size cap);
-// the transport then loops:
+// file's answers told: ETag, size, where its redirects landed). A read asks for bytes [start, end) (or the whole file
+// under a size cap); the transport then loops:
 //   step = Next(now)
 //     kSend: drop any open body; send step.request; report OnHead / OnTransportError (or OnTimer at step.deadline)
 //     kRead: keep reading the request in flight: OnHead, then OnBody per chunk, OnBodyEnd at its end, OnTimer
@@ -52,9 +52,9 @@ struct HttpRequest {
 
 struct HttpStep {
   HttpAction action = HttpAction::kDone;
-  HttpRequest request{};          // kSend
-  int64_t deadline_ms = 0;        // kSend / kRead: call OnTimer then if nothing happened; kWait: wait until then
-  std::optional<Error> error{};   // kFail
+  HttpRequest request{};         // kSend
+  int64_t deadline_ms = 0;       // kSend / kRead: call OnTimer then if nothing happened; kWait: wait until then
+  std::optional<Error> error{};  // kFail
 };
 
 // The headers of one answer the policy looks at (absent ones as std::nullopt).
@@ -179,7 +179,7 @@ class HttpFilePolicy {
   std::string redirect_url_;  // the next hop of a redirect chain ("" to start at the start URL)
   bool from_landed_ = false;  // the request in flight started at file_->landed_url (not reached through a redirect)
   uint32_t redirects_ = 0;
-  bool sent_token_ = false;  // the request in flight carries the token
+  bool sent_token_ = false;                        // the request in flight carries the token
   uint64_t body_pos_ = 0, body_end_ = kUnbounded;  // file offsets of the body's next byte and of its end
   int64_t last_progress_ = 0;
   int64_t window_start_ = 0;

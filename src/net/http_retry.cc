@@ -118,8 +118,8 @@ RetryDecision DecideRetry(const HttpLimits& limits, const AttemptFailure& failur
   }
   if (after && *after > limits.max_retry_after_s) {
     d.give_up = GiveUp::kServerWaitTooLong;
-    const std::string asked =
-        *after == std::numeric_limits<uint64_t>::max() ? std::string("longer") : std::to_string(*after) + " s";
+    const std::string asked = *after == std::numeric_limits<uint64_t>::max() ? std::string("longer")
+                                                                             : std::to_string(*after) + " s";
     d.reason = "the server asked to wait " + asked + " before trying again, more than the " +
                std::to_string(limits.max_retry_after_s) + " s allowed";
     return d;

@@ -29,12 +29,12 @@ namespace pb::net {
 
 // How an attempt failed without an answer (the values cross the WASM binding as numbers: append only).
 enum class TransportError : uint8_t {
-  kResolve,     // the host name did not resolve
-  kConnect,     // no connection (refused, unreachable, connect timeout)
-  kBroken,      // the connection failed after it was made (reset, closed early, protocol error); also a deadline
-                // that passed and a body cut short
-  kTls,         // TLS handshake or certificate failure: not retried
-  kBadScheme,   // the transport refused the URL's scheme: not retried
+  kResolve,    // the host name did not resolve
+  kConnect,    // no connection (refused, unreachable, connect timeout)
+  kBroken,     // the connection failed after it was made (reset, closed early, protocol error); also a deadline
+               // that passed and a body cut short
+  kTls,        // TLS handshake or certificate failure: not retried
+  kBadScheme,  // the transport refused the URL's scheme: not retried
 };
 
 // What ended a failed attempt: an answer's status with its Retry-After and Date headers, or, with status 0, how

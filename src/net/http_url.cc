@@ -15,7 +15,8 @@ std::optional<std::string_view> Authority(std::string_view url) {
   size_t p = url.find("://");
   if (p == std::string_view::npos || p == 0) return std::nullopt;
   for (char c : url.substr(0, p))
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-' ||
+          c == '.'))
       return std::nullopt;
   std::string_view rest = url.substr(p + 3);
   return rest.substr(0, rest.find_first_of("/?#\\"));
@@ -27,7 +28,8 @@ std::string UrlScheme(std::string_view url) {
   size_t p = url.find(':');
   if (p == std::string_view::npos || p == 0) return "";
   for (char c : url.substr(0, p))
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-' ||
+          c == '.'))
       return "";
   return Lower(url.substr(0, p));
 }
@@ -65,7 +67,8 @@ std::optional<std::string> ResolveUrl(std::string_view base, std::string_view lo
   // The base's authority as written (user info included: a redirect keeps it, and it is refused afterwards).
   std::string_view rest = base.substr(base.find("://") + 3);
   size_t path_at = rest.find_first_of("/?#");
-  std::string prefix(base.substr(0, base.size() - rest.size() + (path_at == std::string_view::npos ? rest.size() : path_at)));
+  std::string prefix(
+      base.substr(0, base.size() - rest.size() + (path_at == std::string_view::npos ? rest.size() : path_at)));
   if (loc.starts_with("/")) return prefix + std::string(loc);
   std::string_view path = path_at == std::string_view::npos ? std::string_view("/") : rest.substr(path_at);
   path = path.substr(0, path.find_first_of("?#"));

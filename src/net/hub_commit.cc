@@ -16,7 +16,8 @@ std::string EncodeComponent(std::string_view s) {
   static const char* kHex = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : s) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~')
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+        c == '.' || c == '~')
       out.push_back(static_cast<char>(c));
     else {
       out.push_back('%');
@@ -27,15 +28,19 @@ std::string EncodeComponent(std::string_view s) {
   return out;
 }
 
-Error Malformed(std::string_view what) { return MakeError(ErrorCode::IoError, "the Hub's answer to " + std::string(what) + " is malformed"); }
+Error Malformed(std::string_view what) {
+  return MakeError(ErrorCode::IoError, "the Hub's answer to " + std::string(what) + " is malformed");
+}
 
 }  // namespace
 
-HubCommitUrls MakeHubCommitUrls(std::string_view endpoint, std::string_view repo, std::string_view branch, bool create_pr) {
+HubCommitUrls MakeHubCommitUrls(std::string_view endpoint, std::string_view repo, std::string_view branch,
+                                bool create_pr) {
   std::string base(endpoint);
   std::string rev = EncodeComponent(branch);
   std::string pr = create_pr ? "?create_pr=1" : "";
-  return {base + "/api/repos/create", base + "/api/models/" + std::string(repo),
+  return {base + "/api/repos/create",
+          base + "/api/models/" + std::string(repo),
           base + "/api/models/" + std::string(repo) + "/branch/" + rev,
           base + "/api/models/" + std::string(repo) + "/preupload/" + rev + pr,
           base + "/" + std::string(repo) + ".git/info/lfs/objects/batch",
@@ -81,7 +86,8 @@ Result<std::vector<std::string>> ParsePreuploadLfsPaths(std::string_view answer)
 std::string LfsBatchRequestJson(const std::vector<LfsObject>& objects, std::optional<std::string_view> ref) {
   json list = json::array();
   for (const auto& o : objects) list.push_back({{"oid", o.oid}, {"size", o.size}});
-  json j = {{"operation", "upload"}, {"transfers", {"basic", "multipart"}}, {"hash_algo", "sha_256"}, {"objects", list}};
+  json j = {
+      {"operation", "upload"}, {"transfers", {"basic", "multipart"}}, {"hash_algo", "sha_256"}, {"objects", list}};
   if (ref) j["ref"] = {{"name", std::string(*ref)}};
   return Dump(j);
 }
@@ -95,13 +101,17 @@ Result<std::vector<LfsUpload>> ParseLfsBatch(std::string_view answer) {
     LfsUpload u;
     u.oid = o["oid"].get<std::string>();
     if (o.contains("error") && o["error"].is_object()) {
-      std::string message = o["error"].contains("message") && o["error"]["message"].is_string() ? o["error"]["message"].get<std::string>() : "refused";
+      std::string message = o["error"].contains("message") && o["error"]["message"].is_string()
+                                ? o["error"]["message"].get<std::string>()
+                                : "refused";
       return MakeError(ErrorCode::IoError, "the Hub refused LFS object " + u.oid + ": " + message);
     }
     const json* upload = nullptr;
-    if (o.contains("actions") && o["actions"].is_object() && o["actions"].contains("upload")) upload = &o["actions"]["upload"];
+    if (o.contains("actions") && o["actions"].is_object() && o["actions"].contains("upload"))
+      upload = &o["actions"]["upload"];
     if (upload) {
-      if (!upload->is_object() || !upload->contains("href") || !(*upload)["href"].is_string()) return Malformed("the LFS batch call");
+      if (!upload->is_object() || !upload->contains("href") || !(*upload)["href"].is_string())
+        return Malformed("the LFS batch call");
       u.needed = true;
       u.href = (*upload)["href"].get<std::string>();
       if (upload->contains("header") && (*upload)["header"].is_object()) {
@@ -135,13 +145,16 @@ std::string MultipartCompletionJson(std::string_view oid, const std::vector<std:
   return Dump({{"oid", std::string(oid)}, {"parts", parts}});
 }
 
-std::string CommitNdjson(std::string_view summary, std::string_view description, const std::vector<CommitEntry>& entries) {
+std::string CommitNdjson(std::string_view summary, std::string_view description,
+                         const std::vector<CommitEntry>& entries) {
   json header = {{"summary", std::string(summary)}};
   if (!description.empty()) header["description"] = std::string(description);
   std::string out = Dump({{"key", "header"}, {"value", header}});
   for (const auto& e : entries) {
-    json line = e.lfs ? json{{"key", "lfsFile"}, {"value", {{"path", e.path}, {"algo", "sha256"}, {"size", e.size}, {"oid", e.oid}}}}
-                      : json{{"key", "file"}, {"value", {{"content", Base64(e.content)}, {"path", e.path}, {"encoding", "base64"}}}};
+    json line = e.lfs ? json{{"key", "lfsFile"},
+                             {"value", {{"path", e.path}, {"algo", "sha256"}, {"size", e.size}, {"oid", e.oid}}}}
+                      : json{{"key", "file"},
+                             {"value", {{"content", Base64(e.content)}, {"path", e.path}, {"encoding", "base64"}}}};
     out += "\n" + Dump(line);
   }
   return out;
@@ -153,7 +166,8 @@ Result<CommitAnswer> ParseCommitAnswer(std::string_view answer) {
   CommitAnswer a;
   a.commit_oid = j["commitOid"].get<std::string>();
   if (j.contains("commitUrl") && j["commitUrl"].is_string()) a.commit_url = j["commitUrl"].get<std::string>();
-  if (j.contains("pullRequestUrl") && j["pullRequestUrl"].is_string()) a.pull_request_url = j["pullRequestUrl"].get<std::string>();
+  if (j.contains("pullRequestUrl") && j["pullRequestUrl"].is_string())
+    a.pull_request_url = j["pullRequestUrl"].get<std::string>();
   return a;
 }
 

@@ -22,7 +22,8 @@ struct HubCommitUrls {
   std::string commit;       // POST NDJSON
 };
 // `endpoint` without a trailing '/'; the branch URL-encoded as one segment (refs/pr/1 → refs%2Fpr%2F1).
-HubCommitUrls MakeHubCommitUrls(std::string_view endpoint, std::string_view repo, std::string_view branch, bool create_pr);
+HubCommitUrls MakeHubCommitUrls(std::string_view endpoint, std::string_view repo, std::string_view branch,
+                                bool create_pr);
 
 std::string Base64(std::string_view bytes);
 
@@ -64,7 +65,8 @@ struct CommitEntry {
   std::string content;  // regular files: the bytes, sent base64
 };
 // The NDJSON body: a header line {summary, description}, then one `lfsFile` or `file` line per entry.
-std::string CommitNdjson(std::string_view summary, std::string_view description, const std::vector<CommitEntry>& entries);
+std::string CommitNdjson(std::string_view summary, std::string_view description,
+                         const std::vector<CommitEntry>& entries);
 
 struct CommitAnswer {
   std::string commit_oid;

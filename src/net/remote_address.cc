@@ -51,12 +51,14 @@ std::string EncodeSegments(std::string_view path) {
 }
 
 std::string HubFileUrl(const RemoteAddress& a, std::string_view path, std::string_view revision) {
-  return a.endpoint + "/" + EncodeSegments(a.repo) + "/resolve/" + EncodeUriComponent(revision) + "/" + EncodeSegments(path);
+  return a.endpoint + "/" + EncodeSegments(a.repo) + "/resolve/" + EncodeUriComponent(revision) + "/" +
+         EncodeSegments(path);
 }
 
 bool NamesFile(std::string_view path) {
   std::string_view last = path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1);
-  for (std::string_view ext : {".safetensors", ".gguf", ".json", ".bin", ".pt", ".pth"})  // pickles too, to be refused by name
+  for (std::string_view ext :
+       {".safetensors", ".gguf", ".json", ".bin", ".pt", ".pth"})  // pickles too, to be refused by name
     if (last.ends_with(ext)) return true;
   return false;
 }
@@ -112,12 +114,12 @@ std::string RevisionAsWritten(const std::string& revision) {
 Result<RemoteAddress> Finish(RemoteAddress a, std::string_view rest) {
   std::vector<std::string> parts = Split(rest, '/');
   if (parts.size() < 2 || parts[1].empty())
-    return Invalid("`" + a.label + "` must look like hf://owner/repo[/path][@revision] or hf://owner/repo[@revision][/path]");
+    return Invalid("`" + a.label +
+                   "` must look like hf://owner/repo[/path][@revision] or hf://owner/repo[@revision][/path]");
   a.repo = parts[0] + "/" + parts[1];
   for (size_t i = 2; i < parts.size(); ++i) a.path += (i > 2 ? "/" : "") + parts[i];
   PB_RETURN_IF_ERROR(CheckSegments("repo", a.repo));
-  if (!a.path.empty())
-    PB_RETURN_IF_ERROR(CheckSegments("path", a.path));
+  if (!a.path.empty()) PB_RETURN_IF_ERROR(CheckSegments("path", a.path));
   a.folder = a.path.empty() || !NamesFile(a.path);
   if (a.folder) {
     a.url = a.endpoint + "/api/models/" + EncodeSegments(a.repo) + "/tree/" + EncodeUriComponent(a.revision) +
@@ -209,7 +211,8 @@ RemoteFile RemoteEntry(const RemoteAddress& a, std::string_view name, const std:
     std::string resolved = url.value_or(std::string(name));
     return {resolved, resolved};
   }
-  std::string dir = a.folder ? a.path : a.path.substr(0, a.path.rfind('/') == std::string::npos ? 0 : a.path.rfind('/'));
+  std::string dir = a.folder ? a.path
+                             : a.path.substr(0, a.path.rfind('/') == std::string::npos ? 0 : a.path.rfind('/'));
   std::string path = dir.empty() ? std::string(name) : dir + "/" + std::string(name);
   std::string label = a.revision_first ? "hf://" + a.repo + "@" + RevisionAsWritten(a.revision) + "/" + path
                                        : "hf://" + a.repo + "/" + path + (a.explicit_revision ? "@" + a.revision : "");
@@ -229,7 +232,10 @@ std::string RemoteFileName(const RemoteAddress& a) {
 }
 
 Result<std::vector<std::string>> ParseHubListing(std::string_view json_text, std::string_view label) {
-  auto bad = [&] { return MakeError(ErrorCode::IoError, "the file list of `" + std::string(label) + "` is not a JSON array of entries"); };
+  auto bad = [&] {
+    return MakeError(ErrorCode::IoError,
+                     "the file list of `" + std::string(label) + "` is not a JSON array of entries");
+  };
   auto parsed = ParseJson(json_text, "the tree listing");
   if (!parsed.ok() || !parsed->is_array()) return bad();
   std::vector<std::string> names;

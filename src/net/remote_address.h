@@ -1,9 +1,9 @@
 // What a remote argument of the CLIs names, written once so both CLIs read the same files: an http(s) URL (one
 // file), or a Hub address hf://owner/repo[/path][@revision], which names one file when its last segment ends in
 // .safetensors or .json (or .bin, .pt, .pth: pickles, refused by name) and a folder otherwise (the repo itself
-// without a path); huggingface_hub's hf://owner/repo@revision/path names the same (ParseRemoteAddress). A folder is listed with the
-// Hub's tree API; the files of a model or an adapter in it are then chosen by the rules of a local directory
-// (app/adapter_files.h, app/base_layout.h). Sans-I/O: the CLIs fetch, this only says what.
+// without a path); huggingface_hub's hf://owner/repo@revision/path names the same (ParseRemoteAddress). A folder is
+// listed with the Hub's tree API; the files of a model or an adapter in it are then chosen by the rules of a local
+// directory (app/adapter_files.h, app/base_layout.h). Sans-I/O: the CLIs fetch, this only says what.
 #pragma once
 
 #include <optional>

@@ -84,8 +84,17 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const EXPOSED = [
-  'Content-Range', 'ETag', 'Content-Length', 'Accept-Ranges', 'X-Linked-Etag', 'X-Linked-Size', 'X-Repo-Commit',
-  'X-Error-Code', 'X-Error-Message', 'Retry-After', 'Date',
+  'Content-Range',
+  'ETag',
+  'Content-Length',
+  'Accept-Ranges',
+  'X-Linked-Etag',
+  'X-Linked-Size',
+  'X-Repo-Commit',
+  'X-Error-Code',
+  'X-Error-Message',
+  'Retry-After',
+  'Date',
 ].join(', ');
 
 /** A status fault's Retry-After: `retryAfter` as given (seconds, or any text), or, with `retryAfterDate`, the
@@ -175,7 +184,8 @@ export async function startHub(options = {}) {
   /** The branch a revision names: {name, files, commit} ('main', a branch, or a branch's current commit), or null. */
   function refOf(r, revision) {
     if (revision === 'main' || revision === r.commit) return { name: 'main', files: r.files, commit: r.commit };
-    for (const [name, b] of r.branches) if (revision === name || revision === b.commit) return { name, files: b.files, commit: b.commit };
+    for (const [name, b] of r.branches)
+      if (revision === name || revision === b.commit) return { name, files: b.files, commit: b.commit };
     return null;
   }
 
@@ -215,7 +225,8 @@ export async function startHub(options = {}) {
     const key = `${repo}/${path}`;
     const hits = [];
     for (const f of faults) {
-      const match = f.path === undefined || (f.path instanceof RegExp ? f.path.test(key) : f.path === key || f.path === path);
+      const match =
+        f.path === undefined || (f.path instanceof RegExp ? f.path.test(key) : f.path === key || f.path === path);
       if (!match || f.type === 'change' || f.on) continue;
       if ((f.skip ?? 0) > 0) {
         f.skip -= 1;
@@ -235,7 +246,8 @@ export async function startHub(options = {}) {
     const key = `${repo}/${path}`;
     for (const f of faults) {
       if (f.type !== 'change' || f.done || f.on) continue;
-      const match = f.path === undefined || (f.path instanceof RegExp ? f.path.test(key) : f.path === key || f.path === path);
+      const match =
+        f.path === undefined || (f.path instanceof RegExp ? f.path.test(key) : f.path === key || f.path === path);
       if (!match || !repos.get(repo).files.has(path)) continue;
       f.seen = (f.seen ?? 0) + 1;
       if (f.seen <= (f.after ?? 1)) continue;
@@ -266,7 +278,12 @@ export async function startHub(options = {}) {
   /** The commit API's errors: JSON {error} as the Hub's API answers (and @huggingface/hub reads), same headers. */
   function apiError(res, status, code, message, extra = {}) {
     const body = JSON.stringify({ error: message });
-    res.writeHead(status, { 'Content-Type': 'application/json', 'X-Error-Code': code, 'X-Error-Message': message, ...extra });
+    res.writeHead(status, {
+      'Content-Type': 'application/json',
+      'X-Error-Code': code,
+      'X-Error-Message': message,
+      ...extra,
+    });
     res.end(body);
     return status;
   }
@@ -281,7 +298,10 @@ export async function startHub(options = {}) {
     }
     const redirect = hits.find((f) => f.type === 'redirect');
     if (redirect) {
-      res.writeHead(redirect.status ?? 302, { Location: redirect.location === 'self' ? req.url : redirect.location, 'Content-Length': '0' });
+      res.writeHead(redirect.status ?? 302, {
+        Location: redirect.location === 'self' ? req.url : redirect.location,
+        'Content-Length': '0',
+      });
       res.end();
       return redirect.status ?? 302;
     }
@@ -290,7 +310,12 @@ export async function startHub(options = {}) {
       const headers = retryAfterHeaders(status);
       return error(res, status.status ?? 503, 'ServiceUnavailable', 'Injected failure', headers);
     }
-    const headers = { ...extraHeaders, 'Accept-Ranges': 'bytes', ETag: `"${hash}"`, 'Content-Type': 'application/octet-stream' };
+    const headers = {
+      ...extraHeaders,
+      'Accept-Ranges': 'bytes',
+      ETag: `"${hash}"`,
+      'Content-Type': 'application/octet-stream',
+    };
     let range = hits.some((f) => f.type === 'ignoreRange') ? null : parseRange(req.headers.range, size);
     if (range === 'unsatisfiable') {
       res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}` });
@@ -436,9 +461,17 @@ export async function startHub(options = {}) {
   }
 
   const badPath = (path) =>
-    typeof path !== 'string' || path === '' || path.startsWith('/') || path.endsWith('/') ||
-    path.split('/').some((part) => part === '' || part === '.' || part === '..') || /[\0\\]/.test(path);
-  const validName = (name) => typeof name === 'string' && /^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$/.test(name) && !/\.\.|--/.test(name) && !name.endsWith('.git');
+    typeof path !== 'string' ||
+    path === '' ||
+    path.startsWith('/') ||
+    path.endsWith('/') ||
+    path.split('/').some((part) => part === '' || part === '.' || part === '..') ||
+    /[\0\\]/.test(path);
+  const validName = (name) =>
+    typeof name === 'string' &&
+    /^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$/.test(name) &&
+    !/\.\.|--/.test(name) &&
+    !name.endsWith('.git');
 
   async function parseJson(req, res) {
     let body;
@@ -456,9 +489,13 @@ export async function startHub(options = {}) {
     entry.kind = 'create';
     const body = await parseJson(req, res);
     if (body === undefined) return 400;
-    const namespace = body.organization ?? Object.entries(Object.fromEntries(owners)).find(([, t]) => req.headers.authorization === `Bearer ${t}`)?.[0];
-    if (!validName(body.name) || !validName(namespace ?? '')) return apiError(res, 400, 'BadRequest', 'Invalid repo name');
-    if (body.type !== undefined && body.type !== 'model') return apiError(res, 400, 'BadRequest', 'Only model repos here');
+    const namespace =
+      body.organization ??
+      Object.entries(Object.fromEntries(owners)).find(([, t]) => req.headers.authorization === `Bearer ${t}`)?.[0];
+    if (!validName(body.name) || !validName(namespace ?? ''))
+      return apiError(res, 400, 'BadRequest', 'Invalid repo name');
+    if (body.type !== undefined && body.type !== 'model')
+      return apiError(res, 400, 'BadRequest', 'Only model repos here');
     const repo = `${namespace}/${body.name}`;
     entry.repo = repo;
     const refused = writeDenied(req, res, repo);
@@ -488,10 +525,16 @@ export async function startHub(options = {}) {
     if (action === 'branch') {
       const body = (await parseJson(req, res)) ?? null;
       if (body === null) return 400;
-      if (typeof revision !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._/-]*$/.test(revision) || revision.startsWith('refs/') || revision === 'main') {
+      if (
+        typeof revision !== 'string' ||
+        !/^[A-Za-z0-9][A-Za-z0-9._/-]*$/.test(revision) ||
+        revision.startsWith('refs/') ||
+        revision === 'main'
+      ) {
         return apiError(res, 400, 'BadRequest', `Invalid branch name: ${revision}`);
       }
-      if (r.branches.has(revision)) return apiError(res, 409, 'Conflict', `Reference already exists: refs/heads/${revision}`);
+      if (r.branches.has(revision))
+        return apiError(res, 409, 'Conflict', `Reference already exists: refs/heads/${revision}`);
       const from = refOf(r, body.startingPoint ?? 'main');
       if (!from) return apiError(res, 404, 'RevisionNotFound', `Invalid rev id: ${body.startingPoint}`);
       r.branches.set(revision, { files: new Map(from.files), commit: from.commit });
@@ -510,8 +553,13 @@ export async function startHub(options = {}) {
       if (!Array.isArray(body?.files)) return apiError(res, 400, 'BadRequest', 'files must be an array');
       const files = [];
       for (const f of body.files) {
-        if (badPath(f?.path) || !Number.isSafeInteger(f?.size) || f.size < 0) return apiError(res, 400, 'BadRequest', `Invalid file: ${JSON.stringify(f?.path)}`);
-        files.push({ path: f.path, uploadMode: f.size > lfsThreshold || isLfs(f.path) ? 'lfs' : 'regular', shouldIgnore: false });
+        if (badPath(f?.path) || !Number.isSafeInteger(f?.size) || f.size < 0)
+          return apiError(res, 400, 'BadRequest', `Invalid file: ${JSON.stringify(f?.path)}`);
+        files.push({
+          path: f.path,
+          uploadMode: f.size > lfsThreshold || isLfs(f.path) ? 'lfs' : 'regular',
+          shouldIgnore: false,
+        });
       }
       return json(res, 200, { files, commitOid: ref.commit });
     }
@@ -525,7 +573,10 @@ export async function startHub(options = {}) {
     }
     let lines;
     try {
-      lines = text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l));
+      lines = text
+        .split('\n')
+        .filter((l) => l.trim() !== '')
+        .map((l) => JSON.parse(l));
     } catch {
       return apiError(res, 400, 'BadRequest', 'Malformed NDJSON');
     }
@@ -545,7 +596,8 @@ export async function startHub(options = {}) {
       if (seen.has(v.path)) return apiError(res, 400, 'BadRequest', `${v.path} appears twice in the commit`);
       seen.add(v.path);
       if (line.key === 'file') {
-        if (v.encoding !== 'base64' || typeof v.content !== 'string') return apiError(res, 400, 'BadRequest', `${v.path}: content must be base64`);
+        if (v.encoding !== 'base64' || typeof v.content !== 'string')
+          return apiError(res, 400, 'BadRequest', `${v.path}: content must be base64`);
         const bytes = new Uint8Array(Buffer.from(v.content, 'base64'));
         files.set(v.path, { bytes, hash: sha256(bytes), lfs: false });
       } else if (line.key === 'lfsFile') {
@@ -554,12 +606,18 @@ export async function startHub(options = {}) {
         }
         const bytes = pending.get(v.oid) ?? blobs.get(v.oid)?.bytes;
         if (!bytes || bytes.length !== v.size) {
-          return apiError(res, 422, 'LfsObjectNotFound', `Your push was rejected because an LFS pointer pointed to a file that does not exist (${v.path})`);
+          return apiError(
+            res,
+            422,
+            'LfsObjectNotFound',
+            `Your push was rejected because an LFS pointer pointed to a file that does not exist (${v.path})`,
+          );
         }
         files.set(v.path, { bytes, hash: v.oid, lfs: true });
         adopted.push([v.oid, bytes, v.path]);
       } else if (line.key === 'deletedFile') {
-        if (!files.delete(v.path)) return apiError(res, 404, 'EntryNotFound', `${v.path} does not exist on "${ref.name}"`);
+        if (!files.delete(v.path))
+          return apiError(res, 404, 'EntryNotFound', `${v.path} does not exist on "${ref.name}"`);
       } else if (line.key === 'deletedFolder') {
         const prefix = `${v.path}/`;
         let any = false;
@@ -579,7 +637,12 @@ export async function startHub(options = {}) {
       if (!blobs.has(oid)) blobs.set(oid, { bytes, repo, path });
     }
     const commit = setRef(repo, r, name, files);
-    return json(res, 200, { commitOid: commit, commitUrl: `${endpoint}/${repo}/commit/${commit}`, pullRequestUrl, hookOutput: '' });
+    return json(res, 200, {
+      commitOid: commit,
+      commitUrl: `${endpoint}/${repo}/commit/${commit}`,
+      pullRequestUrl,
+      hookOutput: '',
+    });
   }
 
   /** POST /{owner}/{repo}.git/info/lfs/objects/batch */
@@ -596,7 +659,8 @@ export async function startHub(options = {}) {
     if (fault !== null) return fault;
     const body = await parseJson(req, res);
     if (body === undefined) return 400;
-    if (body?.operation !== 'upload' || !Array.isArray(body.objects)) return apiError(res, 400, 'BadRequest', 'Only upload batches here');
+    if (body?.operation !== 'upload' || !Array.isArray(body.objects))
+      return apiError(res, 400, 'BadRequest', 'Only upload batches here');
     const base = `http://${req.headers.host}`;
     let anyMultipart = false;
     const objects = body.objects.map(({ oid, size }) => {
@@ -613,9 +677,19 @@ export async function startHub(options = {}) {
         const header = { chunk_size: String(partSize) };
         const n = Math.ceil(size / partSize);
         for (let i = 1; i <= n; i++) header[String(i).padStart(5, '0')] = `${base}/lfs/part/${id}/${i}`;
-        return { oid, size, authenticated: true, actions: { upload: { href: `${base}/lfs/complete/${id}`, header, expires_in: 86400 } } };
+        return {
+          oid,
+          size,
+          authenticated: true,
+          actions: { upload: { href: `${base}/lfs/complete/${id}`, header, expires_in: 86400 } },
+        };
       }
-      return { oid, size, authenticated: true, actions: { upload: { href: `${base}/lfs/upload/${oid}`, expires_in: 86400 } } };
+      return {
+        oid,
+        size,
+        authenticated: true,
+        actions: { upload: { href: `${base}/lfs/upload/${oid}`, expires_in: 86400 } },
+      };
     });
     res.setHeader('X-Request-Id', `req-${requests.length}`);
     res.writeHead(200, { 'Content-Type': 'application/vnd.git-lfs+json' });
@@ -639,7 +713,8 @@ export async function startHub(options = {}) {
     if (what === 'upload') {
       if (req.method !== 'PUT') return apiError(res, 405, 'MethodNotAllowed', 'Method not allowed');
       const { bytes, hash } = await readBody(req);
-      if (bytes.length !== expected.get(oid) || hash !== oid) return apiError(res, 400, 'BadDigest', `The uploaded bytes do not match ${oid}`);
+      if (bytes.length !== expected.get(oid) || hash !== oid)
+        return apiError(res, 400, 'BadDigest', `The uploaded bytes do not match ${oid}`);
       pending.set(oid, bytes);
       res.writeHead(200, { ETag: `"${oid}"`, 'Content-Length': '0' });
       res.end();
@@ -651,7 +726,8 @@ export async function startHub(options = {}) {
       const count = Math.ceil(job.size / partSize);
       const { bytes } = await readBody(req);
       const want = Math.min(partSize, job.size - (index - 1) * partSize);
-      if (!Number.isInteger(index) || index < 1 || index > count || bytes.length !== want) return apiError(res, 400, 'InvalidPart', `Part ${n} has the wrong size`);
+      if (!Number.isInteger(index) || index < 1 || index > count || bytes.length !== want)
+        return apiError(res, 400, 'InvalidPart', `Part ${n} has the wrong size`);
       const etag = `"${createHash('md5').update(bytes).digest('hex')}"`;
       job.parts.set(index, { bytes, etag });
       res.writeHead(200, { ETag: etag, 'Content-Length': '0' });
@@ -662,12 +738,14 @@ export async function startHub(options = {}) {
     const body = await parseJson(req, res);
     if (body === undefined) return 400;
     const count = Math.ceil(job.size / partSize);
-    if (body?.oid !== job.oid || !Array.isArray(body.parts) || body.parts.length !== count) return apiError(res, 400, 'InvalidPart', 'Wrong part list');
+    if (body?.oid !== job.oid || !Array.isArray(body.parts) || body.parts.length !== count)
+      return apiError(res, 400, 'InvalidPart', 'Wrong part list');
     const pieces = [];
     for (let i = 1; i <= count; i++) {
       const part = job.parts.get(i);
       const named = body.parts.find((p) => p.partNumber === i);
-      if (!part || !named || named.etag !== part.etag) return apiError(res, 400, 'InvalidPart', `Part ${i} is missing or its ETag differs`);
+      if (!part || !named || named.etag !== part.etag)
+        return apiError(res, 400, 'InvalidPart', `Part ${i} is missing or its ETag differs`);
       pieces.push(part.bytes);
     }
     const bytes = new Uint8Array(Buffer.concat(pieces));
@@ -687,10 +765,17 @@ export async function startHub(options = {}) {
     } catch {
       return apiError(res, 400, 'BadRequest', 'Malformed URL');
     }
-    if (segments[0] === 'lfs' && (segments.length === 3 || segments.length === 4)) return lfsStorage(req, res, entry, dec);
+    if (segments[0] === 'lfs' && (segments.length === 3 || segments.length === 4))
+      return lfsStorage(req, res, entry, dec);
     if (req.method !== 'POST') return null;
-    if (dec[0] === 'api' && dec[1] === 'repos' && dec[2] === 'create' && dec.length === 3) return createRepo(req, res, entry);
-    if (dec[0] === 'api' && dec[1] === 'models' && ['preupload', 'commit', 'branch'].includes(dec[4]) && dec.length === 6) {
+    if (dec[0] === 'api' && dec[1] === 'repos' && dec[2] === 'create' && dec.length === 3)
+      return createRepo(req, res, entry);
+    if (
+      dec[0] === 'api' &&
+      dec[1] === 'models' &&
+      ['preupload', 'commit', 'branch'].includes(dec[4]) &&
+      dec.length === 6
+    ) {
       return repoApi(req, res, entry, `${dec[2]}/${dec[3]}`, dec[4], dec[5], url);
     }
     if (dec.length === 6 && dec[1].endsWith('.git') && dec.slice(2).join('/') === 'info/lfs/objects/batch') {
@@ -750,8 +835,13 @@ export async function startHub(options = {}) {
       if (refused) return refused;
       const main = refOf(r, 'main');
       const body = JSON.stringify({
-        _id: createHash('sha1').update(repo).digest('hex').slice(0, 24), id: repo, modelId: repo, author: repo.split('/')[0],
-        sha: main?.commit, private: tokens.has(repo), siblings: main ? [...main.files.keys()].map((rfilename) => ({ rfilename })) : [],
+        _id: createHash('sha1').update(repo).digest('hex').slice(0, 24),
+        id: repo,
+        modelId: repo,
+        author: repo.split('/')[0],
+        sha: main?.commit,
+        private: tokens.has(repo),
+        siblings: main ? [...main.files.keys()].map((rfilename) => ({ rfilename })) : [],
       });
       res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) });
       res.end(req.method === 'HEAD' ? undefined : body);
@@ -769,7 +859,11 @@ export async function startHub(options = {}) {
         // refs/pr/N (or refs/convert/…) unencoded, as @huggingface/hub's listFiles sends it
         const refsLen = revision === 'refs' && segments.length >= 8 ? 3 : 1;
         if (refsLen === 3) revision = segments.slice(5, 8).map(decodeURIComponent).join('/');
-        folder = segments.slice(5 + refsLen).filter((x) => x !== '').map(decodeURIComponent).join('/');
+        folder = segments
+          .slice(5 + refsLen)
+          .filter((x) => x !== '')
+          .map(decodeURIComponent)
+          .join('/');
       } catch {
         return error(res, 400, 'BadRequest', 'Malformed URL');
       }
@@ -788,7 +882,13 @@ export async function startHub(options = {}) {
         const rest = path.slice(prefix.length);
         const parts = rest.split('/');
         // LFS files carry the Hub's lfs field: {oid: sha256, size, pointerSize}
-        const fileEntry = { type: 'file', oid: file.hash, size: file.bytes.length, path, ...(file.lfs ? { lfs: { oid: file.hash, size: file.bytes.length, pointerSize: 134 } } : {}) };
+        const fileEntry = {
+          type: 'file',
+          oid: file.hash,
+          size: file.bytes.length,
+          path,
+          ...(file.lfs ? { lfs: { oid: file.hash, size: file.bytes.length, pointerSize: 134 } } : {}),
+        };
         if (parts.length === 1) entries.set(path, fileEntry);
         else if (recursive) {
           for (let i = 1; i < parts.length; i++) {
@@ -798,7 +898,8 @@ export async function startHub(options = {}) {
           entries.set(path, fileEntry);
         } else entries.set(prefix + parts[0], { type: 'directory', oid: ref.commit, path: prefix + parts[0] });
       }
-      if (folder && entries.size === 0) return error(res, 404, 'EntryNotFound', `${folder} does not exist on "${revision}"`);
+      if (folder && entries.size === 0)
+        return error(res, 404, 'EntryNotFound', `${folder} does not exist on "${revision}"`);
       const body = JSON.stringify([...entries.values()]);
       res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) });
       res.end(req.method === 'HEAD' ? undefined : body);
@@ -813,7 +914,10 @@ export async function startHub(options = {}) {
     try {
       repo = segments.slice(0, at).map(decodeURIComponent).join('/');
       revision = decodeURIComponent(segments[at + 1]);
-      path = segments.slice(at + 2).map(decodeURIComponent).join('/');
+      path = segments
+        .slice(at + 2)
+        .map(decodeURIComponent)
+        .join('/');
     } catch {
       return error(res, 400, 'BadRequest', 'Malformed URL');
     }
@@ -958,7 +1062,10 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     else if (flag === '--owner' && eq > 0) owners[value.slice(0, eq)] = value.slice(eq + 1);
     else if (flag === '--multipart-threshold') multipartThreshold = Number(value);
     else if (flag === '--latency') latency = Number(value);
-    else throw new Error(`usage: node tests/hub/server.mjs [--port N] [--dir owner/repo=DIR]... [--token owner/repo=TOKEN]... [--owner NAMESPACE=TOKEN]... [--multipart-threshold BYTES] [--latency MS]`);
+    else
+      throw new Error(
+        `usage: node tests/hub/server.mjs [--port N] [--dir owner/repo=DIR]... [--token owner/repo=TOKEN]... [--owner NAMESPACE=TOKEN]... [--multipart-threshold BYTES] [--latency MS]`,
+      );
   }
   const hub = await startHub({ files, tokens, owners, port, multipartThreshold, latency });
   console.log(hub.endpoint);

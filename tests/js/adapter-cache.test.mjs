@@ -13,7 +13,8 @@ import { collect, hasNativeCli, nativeCli, pb, rejectsWith, rng } from './helper
 import { writeAdapter, writeShardedBase, writeSingleBase } from './helpers/remote-model.mjs';
 import { startHub } from '../hub/server.mjs';
 
-const { createAdapterCache, readTensor, convert, combineAdapters, createMergeStream, planRemote, writeSafetensors } = pb;
+const { createAdapterCache, readTensor, convert, combineAdapters, createMergeStream, planRemote, writeSafetensors } =
+  pb;
 
 const HIDDEN = 512;
 const dir = mkdtempSync(join(tmpdir(), 'pb-cache-'));
@@ -36,7 +37,10 @@ async function writeChat(path) {
   };
   const tensors = [];
   for (let l = 0; l < 6; ++l) {
-    for (const [proj, out, kind] of [['q_proj', HIDDEN, 'self_attn'], ['up_proj', HIDDEN * 4, 'mlp']]) {
+    for (const [proj, out, kind] of [
+      ['q_proj', HIDDEN, 'self_attn'],
+      ['up_proj', HIDDEN * 4, 'mlp'],
+    ]) {
       const r = l === 0 && proj === 'q_proj' ? 16 : 4;
       const key = `base_model.model.model.layers.${l}.${kind}.${proj}`;
       tensors.push({ name: `${key}.lora_A.weight`, dtype: 'BF16', shape: [r, HIDDEN], data: bf16(r * HIDDEN) });
@@ -47,7 +51,11 @@ async function writeChat(path) {
   writeFileSync(
     join(path, 'adapter_config.json'),
     JSON.stringify({
-      peft_type: 'LORA', r: 4, lora_alpha: 8, use_rslora: true, target_modules: ['q_proj', 'up_proj'],
+      peft_type: 'LORA',
+      r: 4,
+      lora_alpha: 8,
+      use_rslora: true,
+      target_modules: ['q_proj', 'up_proj'],
       rank_pattern: { 'model.layers.0.self_attn.q_proj': 16 },
     }),
   );
@@ -60,7 +68,13 @@ const exactly = (text) => new RegExp(`^${text.replace(/[.*+?^${}()|[\]\\]/g, '\\
 
 async function withHub(fn) {
   const hub = await startHub({
-    files: { 'me/base': files('base'), 'me/single': files('single'), 'me/sql': files('sql'), 'me/chat': files('chat'), 'me/narrow': files('narrow') },
+    files: {
+      'me/base': files('base'),
+      'me/single': files('single'),
+      'me/sql': files('sql'),
+      'me/chat': files('chat'),
+      'me/narrow': files('narrow'),
+    },
   });
   try {
     return await fn(hub, { endpoint: hub.endpoint, retryDelay: 10 });
@@ -110,14 +124,21 @@ test('register reads headers and configs only; one Range request per module; hit
     assert.equal(await cache.module('sql', `${key}.lora_A.weight`), m);
     assert.equal(hub.log('cdn').length + hub.log('resolve').length, 0);
     const s = cache.stats();
-    assert.deepEqual([s.registered, s.entries, s.hits, s.misses, s.spanReads, s.bytesFetched, s.residentBytes], [1, 1, 2, 1, 1, b - a + 1, b - a + 1]);
-    await rejectsWith(cache.module('sql', 'model.layers.0.mlp.up_proj'), 'InvalidArgument', /hf:\/\/me\/sql has no LoRA module `model.layers.0.mlp.up_proj`/);
+    assert.deepEqual(
+      [s.registered, s.entries, s.hits, s.misses, s.spanReads, s.bytesFetched, s.residentBytes],
+      [1, 1, 2, 1, 1, b - a + 1, b - a + 1],
+    );
+    await rejectsWith(
+      cache.module('sql', 'model.layers.0.mlp.up_proj'),
+      'InvalidArgument',
+      /hf:\/\/me\/sql has no LoRA module `model.layers.0.mlp.up_proj`/,
+    );
     await rejectsWith(cache.module('nope', Q0), 'InvalidArgument', /no adapter is registered as `nope`/);
     await cache.close();
   });
 });
 
-test('registration against a mismatched base fails with merge --dry-run\'s error', async () => {
+test("registration against a mismatched base fails with merge --dry-run's error", async () => {
   await withHub(async (hub, o) => {
     const cache = createAdapterCache({ ...o, budgetBytes: 1 << 20, base: { repo: 'me/base' } });
     let expected;
@@ -135,7 +156,11 @@ test('registration against a mismatched base fails with merge --dry-run\'s error
     });
     assert.equal(expected.code, 'ShapeMismatch');
     if (hasNativeCli) {
-      const r = spawnSync(nativeCli, ['merge', '--base', files('base'), '--adapter', files('narrow'), '-o', join(dir, 'never'), '--dry-run'], { encoding: 'utf8' });
+      const r = spawnSync(
+        nativeCli,
+        ['merge', '--base', files('base'), '--adapter', files('narrow'), '-o', join(dir, 'never'), '--dry-run'],
+        { encoding: 'utf8' },
+      );
       assert.equal(r.status, 1);
       assert.ok(r.stderr.includes(expected.message.split('\n')[0]), `${r.stderr}\nvs\n${expected.message}`);
     }
@@ -153,7 +178,9 @@ test('concurrent requests for one module share one fetch', async () => {
     await cache.register('sql', { repo: 'me/sql' });
     hub.clearLog();
     // A module past the first 64 KiB (those came with the header's first read).
-    const got = await Promise.all(Array.from({ length: 6 }, () => cache.module('sql', 'model.layers.4.self_attn.q_proj', { dtype: 'bf16' })));
+    const got = await Promise.all(
+      Array.from({ length: 6 }, () => cache.module('sql', 'model.layers.4.self_attn.q_proj', { dtype: 'bf16' })),
+    );
     for (const m of got) assert.equal(m, got[0]);
     assert.equal(hub.log('cdn').filter((r) => r.method === 'GET').length, 1);
     const s = cache.stats();
@@ -170,7 +197,13 @@ test('the budget is never exceeded, in flight included, with many modules and ad
     await cache.register('sql', { repo: 'me/sql' });
     await cache.register('chat', { repo: 'me/chat' });
     const names = [];
-    for (let l = 0; l < 6; ++l) names.push(['sql', `model.layers.${l}.self_attn.q_proj`], ['sql', `model.layers.${l}.self_attn.v_proj`], ['chat', `model.layers.${l}.mlp.up_proj`], ['chat', `model.layers.${l}.self_attn.q_proj`]);
+    for (let l = 0; l < 6; ++l)
+      names.push(
+        ['sql', `model.layers.${l}.self_attn.q_proj`],
+        ['sql', `model.layers.${l}.self_attn.v_proj`],
+        ['chat', `model.layers.${l}.mlp.up_proj`],
+        ['chat', `model.layers.${l}.self_attn.q_proj`],
+      );
     let max = 0;
     const watch = () => {
       const s = cache.stats();
@@ -229,12 +262,17 @@ test('least recently used entries are evicted first', async () => {
   });
 });
 
-test('dtype negotiation: the bytes of the core\'s convert', async () => {
+test("dtype negotiation: the bytes of the core's convert", async () => {
   await withHub(async (hub, o) => {
     const cache = createAdapterCache({ ...o, budgetBytes: 8 << 20, dtype: 'bf16' });
     await cache.register('sql', { repo: 'me/sql' });
     await cache.register('chat', { repo: 'me/chat' });
-    for (const [id, folder, dtype] of [['sql', 'sql', 'bf16'], ['sql', 'sql', 'f16'], ['chat', 'chat', 'f32'], ['chat', 'chat', 'f16']]) {
+    for (const [id, folder, dtype] of [
+      ['sql', 'sql', 'bf16'],
+      ['sql', 'sql', 'f16'],
+      ['chat', 'chat', 'f32'],
+      ['chat', 'chat', 'f16'],
+    ]) {
       const weights = new Uint8Array(readFileSync(join(files(folder), 'adapter_model.safetensors')));
       const converted = await collect(convert(weights, { dtype }));
       const m = await cache.module(id, Q0, dtype === 'bf16' ? {} : { dtype });
@@ -248,24 +286,43 @@ test('dtype negotiation: the bytes of the core\'s convert', async () => {
   });
 });
 
-test('compose: exactly Σ scale·s·B·A (float64 reference), and combine --method cat\'s bytes', async () => {
+test("compose: exactly Σ scale·s·B·A (float64 reference), and combine --method cat's bytes", async () => {
   await withHub(async (hub, o) => {
     const cache = createAdapterCache({ ...o, budgetBytes: 8 << 20 });
     await cache.register('sql', { repo: 'me/sql' });
     await cache.register('chat', { repo: 'me/chat' });
-    const list = [{ id: 'sql', scale: 0.7 }, { id: 'chat', scale: -0.3 }];
+    const list = [
+      { id: 'sql', scale: 0.7 },
+      { id: 'chat', scale: -0.3 },
+    ];
     const d = await cache.compose(list, Q0, { dtype: 'f32' });
     assert.equal(d.rank, 8 + 16);
     assert.deepEqual(d.shapes, { A: [24, HIDDEN], B: [HIDDEN, 24] });
-    assert.deepEqual(d.terms.map((t) => [t.id, t.scale, t.rank]), [['sql', 0.7, 8], ['chat', -0.3, 16]]);
+    assert.deepEqual(
+      d.terms.map((t) => [t.id, t.scale, t.rank]),
+      [
+        ['sql', 0.7, 8],
+        ['chat', -0.3, 16],
+      ],
+    );
     assert.equal(d.terms[1].scaling, 8 / Math.sqrt(16)); // rsLoRA, with rank_pattern's r
     // float64 reference from the files' values.
     const sqlW = new Uint8Array(readFileSync(join(files('sql'), 'adapter_model.safetensors')));
     const chatW = new Uint8Array(readFileSync(join(files('chat'), 'adapter_model.safetensors')));
     const key = `base_model.model.${Q0}`;
     const parts = [
-      { A: f32(await readTensor(sqlW, `${key}.lora_A.weight`)), B: f32(await readTensor(sqlW, `${key}.lora_B.weight`)), r: 8, c: 0.7 * 2 },
-      { A: bf16ToF32(await readTensor(chatW, `${key}.lora_A.weight`)), B: bf16ToF32(await readTensor(chatW, `${key}.lora_B.weight`)), r: 16, c: -0.3 * 2 },
+      {
+        A: f32(await readTensor(sqlW, `${key}.lora_A.weight`)),
+        B: f32(await readTensor(sqlW, `${key}.lora_B.weight`)),
+        r: 8,
+        c: 0.7 * 2,
+      },
+      {
+        A: bf16ToF32(await readTensor(chatW, `${key}.lora_A.weight`)),
+        B: bf16ToF32(await readTensor(chatW, `${key}.lora_B.weight`)),
+        r: 16,
+        c: -0.3 * 2,
+      },
     ];
     const A = f32(d.A);
     const B = f32(d.B);
@@ -288,19 +345,30 @@ test('compose: exactly Σ scale·s·B·A (float64 reference), and combine --meth
     const rel = Math.sqrt(num / den);
     assert.ok(rel < 1e-7, `relative error ${rel}`);
     // combine --method cat (the default) writes the same factors for a module both adapters have.
-    const combined = await combineAdapters([{ repo: 'me/sql' }, { repo: 'me/chat' }], { ...o, weights: [0.7, -0.3], dtype: 'f32' });
+    const combined = await combineAdapters([{ repo: 'me/sql' }, { repo: 'me/chat' }], {
+      ...o,
+      weights: [0.7, -0.3],
+      dtype: 'f32',
+    });
     const out = combined.files.find((f) => f.name === 'adapter_model.safetensors').bytes;
     assert.deepEqual(d.A, await readTensor(out, `${key}.lora_A.weight`));
     assert.deepEqual(d.B, await readTensor(out, `${key}.lora_B.weight`));
     // bf16 output: combine --dtype bf16's bytes too.
     const d16 = await cache.compose(list, Q0, { dtype: 'bf16' });
-    const combined16 = await combineAdapters([{ repo: 'me/sql' }, { repo: 'me/chat' }], { ...o, weights: [0.7, -0.3], dtype: 'bf16' });
+    const combined16 = await combineAdapters([{ repo: 'me/sql' }, { repo: 'me/chat' }], {
+      ...o,
+      weights: [0.7, -0.3],
+      dtype: 'bf16',
+    });
     const out16 = combined16.files.find((f) => f.name === 'adapter_model.safetensors').bytes;
     assert.deepEqual(d16.A, await readTensor(out16, `${key}.lora_A.weight`));
     assert.deepEqual(d16.B, await readTensor(out16, `${key}.lora_B.weight`));
     // A module only one adapter has: that adapter alone; none has it: null.
     const up = await cache.compose(list, 'model.layers.2.mlp.up_proj');
-    assert.deepEqual(up.terms.map((t) => t.id), ['chat']);
+    assert.deepEqual(
+      up.terms.map((t) => t.id),
+      ['chat'],
+    );
     assert.equal(await cache.compose(list, 'model.layers.2.mlp.down_proj'), null);
     await cache.close();
   });
@@ -311,11 +379,18 @@ test('composeAdapter: the files combine --method cat writes (config and weights,
     const cache = createAdapterCache({ ...o, budgetBytes: 8 << 20 });
     await cache.register('sql', { repo: 'me/sql' });
     await cache.register('chat', { repo: 'me/chat' });
-    const list = [{ id: 'sql', scale: 0.7 }, { id: 'chat', scale: -0.3 }];
+    const list = [
+      { id: 'sql', scale: 0.7 },
+      { id: 'chat', scale: -0.3 },
+    ];
     for (const dtype of ['f32', 'bf16']) {
       const composed = await cache.composeAdapter(list, { dtype });
       const weights = new Uint8Array(await new Response(composed.stream()).arrayBuffer());
-      const combined = await combineAdapters([{ repo: 'me/sql' }, { repo: 'me/chat' }], { ...o, weights: [0.7, -0.3], dtype });
+      const combined = await combineAdapters([{ repo: 'me/sql' }, { repo: 'me/chat' }], {
+        ...o,
+        weights: [0.7, -0.3],
+        dtype,
+      });
       const want = (name) => combined.files.find((f) => f.name === name).bytes;
       assert.equal(composed.weightsName, 'adapter_model.safetensors');
       assert.equal(weights.length, composed.size, dtype);
@@ -331,15 +406,22 @@ test('composeAdapter: the files combine --method cat writes (config and weights,
   });
 });
 
-test('applyTo: one adapter at scale 1 gives the merge\'s bytes; several apply Σ', async () => {
+test("applyTo: one adapter at scale 1 gives the merge's bytes; several apply Σ", async () => {
   await withHub(async (hub, o) => {
     const cache = createAdapterCache({ ...o, budgetBytes: 8 << 20 });
     await cache.register('sql', { repo: 'me/sql', base: { repo: 'me/single' } });
     const base = new Uint8Array(readFileSync(join(files('single'), 'model.safetensors')));
     const merged = await collect(
-      new Blob([base]).stream().pipeThrough(
-        createMergeStream({ adapter: { weights: new Uint8Array(readFileSync(join(files('sql'), 'adapter_model.safetensors'))), config: readFileSync(join(files('sql'), 'adapter_config.json'), 'utf8') } }),
-      ),
+      new Blob([base])
+        .stream()
+        .pipeThrough(
+          createMergeStream({
+            adapter: {
+              weights: new Uint8Array(readFileSync(join(files('sql'), 'adapter_model.safetensors'))),
+              config: readFileSync(join(files('sql'), 'adapter_config.json'), 'utf8'),
+            },
+          }),
+        ),
     );
     for (const name of [Q0, 'model.layers.4.self_attn.v_proj']) {
       const weight = await readTensor(base, `${name}.weight`);
@@ -351,7 +433,9 @@ test('applyTo: one adapter at scale 1 gives the merge\'s bytes; several apply Σ
       assert.equal(d.applyTo(weight, { dtype: 'bf16', shape, outDtype: 'f32' }).length, shape[0] * shape[1] * 4);
     }
     await rejectsWith(
-      Promise.resolve().then(async () => (await cache.compose([{ id: 'sql' }], Q0)).applyTo(new Uint8Array(8), { dtype: 'BF16', shape: [2, 2] })),
+      Promise.resolve().then(async () =>
+        (await cache.compose([{ id: 'sql' }], Q0)).applyTo(new Uint8Array(8), { dtype: 'BF16', shape: [2, 2] }),
+      ),
       'ShapeMismatch',
     );
     await cache.close();
@@ -376,7 +460,13 @@ test('a revision change replaces the cached modules; unregister drops them', asy
     // Before a refresh the registration still reads the version it registered (the CDN URL its first read landed
     // on, the ETag pinned): the old bytes, cached under the old version.
     const old = await cache.module('sql', 'model.layers.5.self_attn.v_proj');
-    assert.deepEqual(old.B, await readTensor(new Uint8Array(readFileSync(join(files('sql'), 'adapter_model.safetensors'))), 'base_model.model.model.layers.5.self_attn.v_proj.lora_B.weight'));
+    assert.deepEqual(
+      old.B,
+      await readTensor(
+        new Uint8Array(readFileSync(join(files('sql'), 'adapter_model.safetensors'))),
+        'base_model.model.model.layers.5.self_attn.v_proj.lora_B.weight',
+      ),
+    );
     assert.equal(cache.stats().entries, 2);
     r = await cache.refresh('sql');
     assert.equal(r.changed, true);
@@ -429,7 +519,9 @@ test('another format the core reads: an mlx-lm adapter is served in PEFT orienta
   const weights = new Uint8Array(readFileSync(join(files('sql'), 'adapter_model.safetensors')));
   const config = readFileSync(join(files('sql'), 'adapter_config.json'), 'utf8');
   const mlx = await pb.translateAdapter({ weights, config }, { to: 'mlx' });
-  const hub = await startHub({ files: { 'me/mlx': Object.fromEntries(mlx.files.map((f) => [f.name, f.bytes])), 'me/sql': files('sql') } });
+  const hub = await startHub({
+    files: { 'me/mlx': Object.fromEntries(mlx.files.map((f) => [f.name, f.bytes])), 'me/sql': files('sql') },
+  });
   try {
     const cache = createAdapterCache({ endpoint: hub.endpoint, budgetBytes: 8 << 20 });
     assert.equal((await cache.register('mlx', { repo: 'me/mlx' })).format, 'mlx');
@@ -446,10 +538,21 @@ test('another format the core reads: an mlx-lm adapter is served in PEFT orienta
   }
 });
 
-test('bounds: terms (InvalidArgument), rank and size (LimitExceeded) are the core\'s rule for compose and composeAdapter; registrations are bounded', async () => {
+test("bounds: terms (InvalidArgument), rank and size (LimitExceeded) are the core's rule for compose and composeAdapter; registrations are bounded", async () => {
   await withHub(async (hub, o) => {
-    const cache = createAdapterCache({ ...o, budgetBytes: 64 << 20, maxRank: 24, maxComposeBytes: 200_000, maxRegistrations: 2 });
-    assert.deepEqual(await cache.bounds(), { maxTerms: 16, maxRank: 24, maxComposeBytes: 200_000, maxRegistrations: 2 });
+    const cache = createAdapterCache({
+      ...o,
+      budgetBytes: 64 << 20,
+      maxRank: 24,
+      maxComposeBytes: 200_000,
+      maxRegistrations: 2,
+    });
+    assert.deepEqual(await cache.bounds(), {
+      maxTerms: 16,
+      maxRank: 24,
+      maxComposeBytes: 200_000,
+      maxRegistrations: 2,
+    });
     await cache.register('sql', { repo: 'me/sql' });
     await cache.register('chat', { repo: 'me/chat' });
     const many = Array.from({ length: 1000 }, (_, i) => ({ id: i % 2 ? 'sql' : 'chat', scale: 0.5 }));
@@ -457,24 +560,46 @@ test('bounds: terms (InvalidArgument), rank and size (LimitExceeded) are the cor
     const terms = exactly('a composition of 1000 adapters: at most 16 may be composed at once (maxTerms)');
     await rejectsWith(cache.composeAdapter(many), 'InvalidArgument', terms);
     await rejectsWith(cache.compose(many, Q0), 'InvalidArgument', terms);
-    await rejectsWith(cache.checkTerms(17), 'InvalidArgument', exactly('a composition of 17 adapters: at most 16 may be composed at once (maxTerms)'));
+    await rejectsWith(
+      cache.checkTerms(17),
+      'InvalidArgument',
+      exactly('a composition of 17 adapters: at most 16 may be composed at once (maxTerms)'),
+    );
     assert.equal(hub.requests.length, 0, 'refused before anything is read');
     // sql is rank 8 everywhere: 4 of them make rank 32 > 24.
     const four = Array.from({ length: 4 }, () => ({ id: 'sql', scale: 1 }));
-    await rejectsWith(cache.composeAdapter(four), 'LimitExceeded', exactly('the composed adapter would have rank 32, more than the limit of 24 (maxRank)'));
-    await rejectsWith(cache.compose(four, Q0), 'LimitExceeded', exactly('the composed module would have rank 32, more than the limit of 24 (maxRank)'));
+    await rejectsWith(
+      cache.composeAdapter(four),
+      'LimitExceeded',
+      exactly('the composed adapter would have rank 32, more than the limit of 24 (maxRank)'),
+    );
+    await rejectsWith(
+      cache.compose(four, Q0),
+      'LimitExceeded',
+      exactly('the composed module would have rank 32, more than the limit of 24 (maxRank)'),
+    );
     // Three: rank 24, 12 modules of f32 factors (A 24×512, B 512|256×24): 1.03 MB > 200,000 bytes; one module fits.
     const three = four.slice(1);
-    await rejectsWith(cache.composeAdapter(three), 'LimitExceeded', /^the composed adapter would be \d+ bytes, more than the limit of 200000 bytes \(maxComposeBytes\)$/);
+    await rejectsWith(
+      cache.composeAdapter(three),
+      'LimitExceeded',
+      /^the composed adapter would be \d+ bytes, more than the limit of 200000 bytes \(maxComposeBytes\)$/,
+    );
     const d = await cache.compose(three, Q0, { dtype: 'bf16' });
     assert.equal(d.rank, 24);
     // A third registration: refused (registrations live outside the budget).
-    await rejectsWith(cache.register('third', { repo: 'me/sql' }), 'LimitExceeded', exactly('cannot register `third`: the cache holds 2 adapters, its maximum (maxRegistrations); unregister one first'));
+    await rejectsWith(
+      cache.register('third', { repo: 'me/sql' }),
+      'LimitExceeded',
+      exactly(
+        'cannot register `third`: the cache holds 2 adapters, its maximum (maxRegistrations); unregister one first',
+      ),
+    );
     await cache.close();
   });
 });
 
-test('the cache\'s token goes to the cache\'s endpoint only; another endpoint is read with its own token or none', async () => {
+test("the cache's token goes to the cache's endpoint only; another endpoint is read with its own token or none", async () => {
   await withHub(async (hub, o) => {
     const other = await startHub({ files: { 'me/sql': files('sql'), 'me/base': files('base') } });
     try {
@@ -482,13 +607,17 @@ test('the cache\'s token goes to the cache\'s endpoint only; another endpoint is
       const withToken = (h, token) => h.requests.filter((r) => r.auth === `Bearer ${token}`).length;
       await cache.register('home', { repo: 'me/sql', base: { repo: 'me/base' } });
       assert.ok(withToken(hub, 'hf_cache_token') > 0);
-      await cache.register('away', { repo: 'me/sql', endpoint: other.endpoint, base: { repo: 'me/base', endpoint: hub.endpoint } });
+      await cache.register('away', {
+        repo: 'me/sql',
+        endpoint: other.endpoint,
+        base: { repo: 'me/base', endpoint: hub.endpoint },
+      });
       await cache.register('away-base', { repo: 'me/sql', base: { repo: 'me/base', endpoint: other.endpoint } });
       await cache.module('away', Q0);
       assert.ok(other.requests.length > 0);
-      assert.equal(withToken(other, 'hf_cache_token'), 0, 'the cache\'s token never went to the other server');
+      assert.equal(withToken(other, 'hf_cache_token'), 0, "the cache's token never went to the other server");
       await cache.register('own', { repo: 'me/sql', endpoint: other.endpoint, token: 'hf_other_token' });
-      assert.ok(withToken(other, 'hf_other_token') > 0, 'a registration\'s own token goes to its own endpoint');
+      assert.ok(withToken(other, 'hf_other_token') > 0, "a registration's own token goes to its own endpoint");
       assert.equal(withToken(other, 'hf_cache_token'), 0);
       await cache.close();
     } finally {

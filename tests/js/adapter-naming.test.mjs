@@ -37,7 +37,12 @@ function tensorNames(path) {
 }
 
 /** Every file under `dir` (name -> bytes). */
-const readTree = (dir) => Object.fromEntries(readdirSync(dir).sort().map((n) => [n, readFileSync(join(dir, n))]));
+const readTree = (dir) =>
+  Object.fromEntries(
+    readdirSync(dir)
+      .sort()
+      .map((n) => [n, readFileSync(join(dir, n))]),
+  );
 
 /** translate IN --to kohya with both CLIs: the same output bytes and files; returns the written keys, sorted. */
 function kohyaKeys(t, dir, input) {
@@ -61,11 +66,14 @@ test('kohya: a diffusers UNet adapter gets lora_unet_ keys, and reads back to th
     'up_blocks.1.attentions.2.transformer_blocks.0.ff.net.2',
   ];
   const input = writePeftAdapter(join(dir, 'in'), modules, ['to_q', 'proj_in', 'ff.net.2']);
-  assert.deepEqual(kohyaKeys(t, dir, input), [
-    ...roles('lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q'),
-    ...roles('lora_unet_mid_block_attentions_0_proj_in'),
-    ...roles('lora_unet_up_blocks_1_attentions_2_transformer_blocks_0_ff_net_2'),
-  ].sort());
+  assert.deepEqual(
+    kohyaKeys(t, dir, input),
+    [
+      ...roles('lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q'),
+      ...roles('lora_unet_mid_block_attentions_0_proj_in'),
+      ...roles('lora_unet_up_blocks_1_attentions_2_transformer_blocks_0_ff_net_2'),
+    ].sort(),
+  );
   // The dotted paths come back from the file's metadata.
   const read = runJs(['adapter-info', join(dir, 'js'), '--json']);
   const info = JSON.parse(read.stdout);
@@ -74,13 +82,20 @@ test('kohya: a diffusers UNet adapter gets lora_unet_ keys, and reads back to th
   if (hasNativeCli) assert.deepEqual(runNative(['adapter-info', join(dir, 'js'), '--json']), read);
 });
 
-test('kohya: text encoders get lora_te_ (one) or lora_te1_ / lora_te2_ (SDXL\'s two); a pipeline file\'s unet. prefix goes', (t) => {
+test("kohya: text encoders get lora_te_ (one) or lora_te1_ / lora_te2_ (SDXL's two); a pipeline file's unet. prefix goes", (t) => {
   const dir = tempDir(t);
-  const clip = writePeftAdapter(join(dir, 'clip'), ['text_model.encoder.layers.0.self_attn.q_proj', 'text_model.encoder.layers.1.mlp.fc1'], ['q_proj', 'fc1']);
-  assert.deepEqual(kohyaKeys(t, join(dir, 'clip-out'), clip), [
-    ...roles('lora_te_text_model_encoder_layers_0_self_attn_q_proj'),
-    ...roles('lora_te_text_model_encoder_layers_1_mlp_fc1'),
-  ].sort());
+  const clip = writePeftAdapter(
+    join(dir, 'clip'),
+    ['text_model.encoder.layers.0.self_attn.q_proj', 'text_model.encoder.layers.1.mlp.fc1'],
+    ['q_proj', 'fc1'],
+  );
+  assert.deepEqual(
+    kohyaKeys(t, join(dir, 'clip-out'), clip),
+    [
+      ...roles('lora_te_text_model_encoder_layers_0_self_attn_q_proj'),
+      ...roles('lora_te_text_model_encoder_layers_1_mlp_fc1'),
+    ].sort(),
+  );
 
   const sdxlModules = [
     'unet.down_blocks.1.attentions.0.transformer_blocks.0.attn2.to_k',
@@ -88,11 +103,14 @@ test('kohya: text encoders get lora_te_ (one) or lora_te1_ / lora_te2_ (SDXL\'s 
     'text_encoder_2.text_model.encoder.layers.0.self_attn.q_proj',
   ];
   const sdxl = writePeftAdapter(join(dir, 'sdxl'), sdxlModules, ['to_k', 'q_proj']);
-  assert.deepEqual(kohyaKeys(t, join(dir, 'sdxl-out'), sdxl), [
-    ...roles('lora_unet_down_blocks_1_attentions_0_transformer_blocks_0_attn2_to_k'),
-    ...roles('lora_te1_text_model_encoder_layers_0_self_attn_q_proj'),
-    ...roles('lora_te2_text_model_encoder_layers_0_self_attn_q_proj'),
-  ].sort());
+  assert.deepEqual(
+    kohyaKeys(t, join(dir, 'sdxl-out'), sdxl),
+    [
+      ...roles('lora_unet_down_blocks_1_attentions_0_transformer_blocks_0_attn2_to_k'),
+      ...roles('lora_te1_text_model_encoder_layers_0_self_attn_q_proj'),
+      ...roles('lora_te2_text_model_encoder_layers_0_self_attn_q_proj'),
+    ].sort(),
+  );
   const info = JSON.parse(runJs(['adapter-info', join(dir, 'sdxl-out', 'js'), '--json']).stdout);
   assert.deepEqual(info.modules.map((m) => m.path).sort(), [...sdxlModules].sort());
 
@@ -105,16 +123,32 @@ test('adapter-info lists modules in natural layer order: layers.2 before layers.
   const dir = tempDir(t);
   const input = writePeftAdapter(
     join(dir, 'in'),
-    ['model.layers.10.self_attn.q_proj', 'model.layers.2.self_attn.v_proj', 'model.layers.2.self_attn.q_proj', 'model.layers.1.self_attn.q_proj'],
+    [
+      'model.layers.10.self_attn.q_proj',
+      'model.layers.2.self_attn.v_proj',
+      'model.layers.2.self_attn.q_proj',
+      'model.layers.1.self_attn.q_proj',
+    ],
     ['q_proj', 'v_proj'],
   );
-  const expected = ['model.layers.1.self_attn.q_proj', 'model.layers.2.self_attn.q_proj', 'model.layers.2.self_attn.v_proj', 'model.layers.10.self_attn.q_proj'];
+  const expected = [
+    'model.layers.1.self_attn.q_proj',
+    'model.layers.2.self_attn.q_proj',
+    'model.layers.2.self_attn.v_proj',
+    'model.layers.10.self_attn.q_proj',
+  ];
   const text = runJs(['adapter-info', input]);
   assert.equal(text.status, 0, text.stderr);
-  const listed = text.stdout.split('\n').filter((l) => l.startsWith('  model.')).map((l) => l.trim().split(/\s+/)[0]);
+  const listed = text.stdout
+    .split('\n')
+    .filter((l) => l.startsWith('  model.'))
+    .map((l) => l.trim().split(/\s+/)[0]);
   assert.deepEqual(listed, expected);
   const json = runJs(['adapter-info', input, '--json']);
-  assert.deepEqual(JSON.parse(json.stdout).modules.map((m) => m.path), expected);
+  assert.deepEqual(
+    JSON.parse(json.stdout).modules.map((m) => m.path),
+    expected,
+  );
   if (hasNativeCli) {
     assert.deepEqual(runNative(['adapter-info', input]), text);
     assert.deepEqual(runNative(['adapter-info', input, '--json']), json);

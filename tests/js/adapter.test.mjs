@@ -7,13 +7,30 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  cliPath, countingIterable, countingStream, fixturePath, hasNativeCli, nativeCli, pb, peftAdapterBytes, randomCuts,
-  repoRoot, rng, skipWithoutFixtures, skipWithoutNativeCli, split,
+  cliPath,
+  countingIterable,
+  countingStream,
+  fixturePath,
+  hasNativeCli,
+  nativeCli,
+  pb,
+  peftAdapterBytes,
+  randomCuts,
+  repoRoot,
+  rng,
+  skipWithoutFixtures,
+  skipWithoutNativeCli,
+  split,
 } from './helpers/common.mjs';
 
 const { adapterInfo, translateAdapter, SafetensorsError } = pb;
 
-const ADAPTERS = ['peft-gpt2-seqcls-cattn-cproj', 'peft-roberta-seqcls-query-value', 'mlx-lm-qwen2.5-0.5b', 'mlx-examples-pr685-minicpm'];
+const ADAPTERS = [
+  'peft-gpt2-seqcls-cattn-cproj',
+  'peft-roberta-seqcls-query-value',
+  'mlx-lm-qwen2.5-0.5b',
+  'mlx-examples-pr685-minicpm',
+];
 const TARGETS = ['mlx', 'kohya', 'gguf-names', 'peft'];
 const GPT2 = 'peft-gpt2-seqcls-cattn-cproj';
 
@@ -54,7 +71,8 @@ const V = 'model.layers.1.self_attn.v_proj';
 function writePeftAdapter(dir, modules, config = LLAMA_CONFIG) {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'adapter_model.safetensors'), peftAdapterBytes(modules));
-  if (config !== null) writeFileSync(join(dir, 'adapter_config.json'), typeof config === 'string' ? config : JSON.stringify(config));
+  if (config !== null)
+    writeFileSync(join(dir, 'adapter_config.json'), typeof config === 'string' ? config : JSON.stringify(config));
   return dir;
 }
 
@@ -68,7 +86,10 @@ test('adapter-info: both CLIs print the same bytes for the real adapters', (t) =
       if (extra.length === 0) assert.equal(js.status, 0, js.stderr);
     }
     // The weights file itself, with the config beside it.
-    const file = join(fixturePath(name), readdirSync(fixturePath(name)).find((n) => n.endsWith('.safetensors')));
+    const file = join(
+      fixturePath(name),
+      readdirSync(fixturePath(name)).find((n) => n.endsWith('.safetensors')),
+    );
     assert.deepEqual(runJs(['adapter-info', file, '--json']), runNative(['adapter-info', file, '--json']), file);
   }
 });
@@ -103,7 +124,16 @@ test('translate --dry-run and --old-peft match the native CLI; a dry run writes 
   for (const args of [
     ['translate', fixturePath(GPT2), join(dir, 'out'), '--to', 'mlx', '--dry-run'],
     ['translate', fixturePath(GPT2), join(dir, 'out'), '--to', 'kohya', '--dry-run', '--json'],
-    ['translate', fixturePath('mlx-lm-qwen2.5-0.5b'), join(dir, 'out'), '--dry-run', '--to', 'peft', '--old-peft', '--json'],
+    [
+      'translate',
+      fixturePath('mlx-lm-qwen2.5-0.5b'),
+      join(dir, 'out'),
+      '--dry-run',
+      '--to',
+      'peft',
+      '--old-peft',
+      '--json',
+    ],
     ['translate', fixturePath(GPT2), join(dir, 'out'), '--to', 'mlx', '--strict', '--dry-run'],
   ]) {
     const js = runJs(args);
@@ -111,7 +141,14 @@ test('translate --dry-run and --old-peft match the native CLI; a dry run writes 
     assert.deepEqual(readdirSync(dir), [], args.join(' '));
   }
   const js = runJs(['translate', fixturePath('mlx-lm-qwen2.5-0.5b'), join(dir, 'a'), '--to', 'peft', '--old-peft']);
-  const native = runNative(['translate', fixturePath('mlx-lm-qwen2.5-0.5b'), join(dir, 'b'), '--to', 'peft', '--old-peft']);
+  const native = runNative([
+    'translate',
+    fixturePath('mlx-lm-qwen2.5-0.5b'),
+    join(dir, 'b'),
+    '--to',
+    'peft',
+    '--old-peft',
+  ]);
   assert.deepEqual(js, native);
   if (js.status === 0) assert.deepEqual(readTree(join(dir, 'a')), readTree(join(dir, 'b')));
 });
@@ -140,14 +177,30 @@ test('errors, usage errors and file rules: same bytes and exit statuses as the n
   const notDir = join(dir, 'plain-file');
   writeFileSync(notDir, 'x');
   const baseConfig = join(dir, 'config.json');
-  writeFileSync(baseConfig, JSON.stringify({ model_type: 'llama', num_attention_heads: 2, num_key_value_heads: 2, num_hidden_layers: 2 }));
+  writeFileSync(
+    baseConfig,
+    JSON.stringify({ model_type: 'llama', num_attention_heads: 2, num_key_value_heads: 2, num_hidden_layers: 2 }),
+  );
 
   const cases = [
-    ['adapter-info'], ['adapter-info', '--help'], ['adapter-info', good, '-h'], ['adapter-info', 'a', 'b'],
-    ['adapter-info', '--bogus', good], ['adapter-info', good, '--from'], ['adapter-info', good, '--from', 'lycoris'],
-    ['adapter-info', good, '--arch'], ['adapter-info', good, '--base-config'], ['adapter-info', good, '--arch', '--help'],
-    ['translate'], ['translate', '--help'], ['translate', good], ['translate', good, 'o'], ['translate', good, 'o', '--to'],
-    ['translate', good, 'o', '--to', 'onnx'], ['translate', good, 'o', '--to', 'mlx', '--from', 'x'], ['translate', good, 'o', '-x', '--to', 'mlx'],
+    ['adapter-info'],
+    ['adapter-info', '--help'],
+    ['adapter-info', good, '-h'],
+    ['adapter-info', 'a', 'b'],
+    ['adapter-info', '--bogus', good],
+    ['adapter-info', good, '--from'],
+    ['adapter-info', good, '--from', 'lycoris'],
+    ['adapter-info', good, '--arch'],
+    ['adapter-info', good, '--base-config'],
+    ['adapter-info', good, '--arch', '--help'],
+    ['translate'],
+    ['translate', '--help'],
+    ['translate', good],
+    ['translate', good, 'o'],
+    ['translate', good, 'o', '--to'],
+    ['translate', good, 'o', '--to', 'onnx'],
+    ['translate', good, 'o', '--to', 'mlx', '--from', 'x'],
+    ['translate', good, 'o', '-x', '--to', 'mlx'],
     ['translate', good, 'o', 'p', '--to', 'mlx'],
   ];
   for (const json of [[], ['--json']]) {
@@ -183,15 +236,28 @@ test('errors, usage errors and file rules: same bytes and exit statuses as the n
     assert.deepEqual(runJs(args, dir), runNative(args, dir), args.join(' '));
   }
   // Relative paths: a weights file named directly finds adapter_config.json in `.`.
-  for (const args of [['adapter-info', 'adapter_model.safetensors'], ['adapter-info', 'adapter_model.safetensors', '--json'],
-    ['translate', 'adapter_model.safetensors', 'out', '--to', 'mlx', '--dry-run']]) {
+  for (const args of [
+    ['adapter-info', 'adapter_model.safetensors'],
+    ['adapter-info', 'adapter_model.safetensors', '--json'],
+    ['translate', 'adapter_model.safetensors', 'out', '--to', 'mlx', '--dry-run'],
+  ]) {
     assert.deepEqual(runJs(args, good), runNative(args, good), args.join(' '));
   }
   assert.ok(!existsSync(join(dir, 'never')), 'no OUT_DIR left by a failed translate');
   assert.ok(!existsSync(join(dir, 'missing')));
   // With the base config, llama.cpp's row order for q_proj is known: same files from both CLIs.
   for (const to of TARGETS) {
-    const args = (out) => ['translate', good, join(dir, out), '--to', to, '--base-config', baseConfig, '--arch', 'llama'];
+    const args = (out) => [
+      'translate',
+      good,
+      join(dir, out),
+      '--to',
+      to,
+      '--base-config',
+      baseConfig,
+      '--arch',
+      'llama',
+    ];
     const js = runJs(args('js'));
     assert.deepEqual(js, runNative(args('native')), to);
     assert.equal(js.status, 0, js.stderr);
@@ -207,14 +273,22 @@ test('errors, usage errors and file rules: same bytes and exit statuses as the n
   const missing = runJs(['adapter-info', '/nonexistent/adapter', '--json']);
   assert.equal(missing.status, 1);
   assert.deepEqual(JSON.parse(missing.stdout).error, {
-    code: 'IoError', message: 'cannot open `/nonexistent/adapter`: No such file or directory', tensor: null, offset: null,
+    code: 'IoError',
+    message: 'cannot open `/nonexistent/adapter`: No such file or directory',
+    tensor: null,
+    offset: null,
   });
 });
 
 test('translate: modules whose kohya names collide are rejected with the reason, the rest is written', (t) => {
   const dir = tempDir(t);
   // `a_b.c` and `a.b_c` both become `lora_te_model_a_b_c` once dots are underscores.
-  const input = writePeftAdapter(join(dir, 'in'), ['model.a_b.c', 'model.a.b_c'], { peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['c', 'b_c'] });
+  const input = writePeftAdapter(join(dir, 'in'), ['model.a_b.c', 'model.a.b_c'], {
+    peft_type: 'LORA',
+    r: 2,
+    lora_alpha: 4,
+    target_modules: ['c', 'b_c'],
+  });
   // Without --allow-partial the loss is refused, listing both tensors; nothing is written.
   const refused = runJs(['translate', input, join(dir, 'out'), '--to', 'kohya']);
   assert.equal(refused.status, 1);
@@ -229,14 +303,23 @@ test('translate: modules whose kohya names collide are rejected with the reason,
   assert.match(summary.tensors.find((m) => m.to === null).reason, /also the name of `model\.a_b\.c`/);
   if (hasNativeCli) {
     assert.deepEqual(refused, runNative(['translate', input, join(dir, 'native-out'), '--to', 'kohya']));
-    assert.deepEqual(js, runNative(['translate', input, join(dir, 'native-out'), '--to', 'kohya', '--json', '--allow-partial']));
+    assert.deepEqual(
+      js,
+      runNative(['translate', input, join(dir, 'native-out'), '--to', 'kohya', '--json', '--allow-partial']),
+    );
   }
 });
 
 test('translate: a failure leaves nothing behind, not even a new OUT_DIR', (t) => {
   const dir = tempDir(t);
   // lora_bias cannot be written for PEFT < 0.14 without changing the adapter's meaning.
-  const input = writePeftAdapter(join(dir, 'in'), ['model.layers.0.q_proj'], { peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['q_proj'], lora_bias: true });
+  const input = writePeftAdapter(join(dir, 'in'), ['model.layers.0.q_proj'], {
+    peft_type: 'LORA',
+    r: 2,
+    lora_alpha: 4,
+    target_modules: ['q_proj'],
+    lora_bias: true,
+  });
   const js = runJs(['translate', input, join(dir, 'out'), '--to', 'peft', '--old-peft']);
   assert.equal(js.status, 1);
   assert.match(js.stderr, /^error: UnsupportedAdapter: `lora_bias` = true cannot be written for PEFT < 0\.14/);
@@ -259,7 +342,11 @@ test('translate --force replaces existing files atomically, keeps other files, l
   mkdirSync(out);
   writeFileSync(join(out, 'adapters.safetensors'), 'old');
   writeFileSync(join(out, 'keep.txt'), 'unrelated');
-  assert.equal(runJs(['translate', fixturePath(GPT2), out, '--to', 'mlx', '--json', '--allow-partial']).status, 1, 'not empty');
+  assert.equal(
+    runJs(['translate', fixturePath(GPT2), out, '--to', 'mlx', '--json', '--allow-partial']).status,
+    1,
+    'not empty',
+  );
   const r = runJs(['translate', fixturePath(GPT2), out, '--to', 'mlx', '--json', '--allow-partial', '--force']);
   assert.equal(r.status, 0, r.stderr);
   const summary = JSON.parse(r.stdout);
@@ -280,11 +367,24 @@ test('adapterInfo: the gpt2 adapter has 36 modules and one extra tensor (score.w
   assert.equal(info.peftType, 'LORA');
   assert.equal(info.taskType, 'SEQ_CLS');
   assert.equal(info.modules.length, 36);
-  assert.deepEqual(info.extras.map((e) => e.key), ['score.weight']);
+  assert.deepEqual(
+    info.extras.map((e) => e.key),
+    ['score.weight'],
+  );
   const { deltaNorm: norm, ...first } = info.modules[0];
   assert.deepEqual(first, {
-    path: 'transformer.h.0.attn.c_attn', shape: 'linear', rank: 8, alpha: 32, scaling: 4, inFeatures: 768, outFeatures: 2304,
-    dtype: 'F32', dora: false, loraBias: false, rankPattern: null, alphaPattern: null,
+    path: 'transformer.h.0.attn.c_attn',
+    shape: 'linear',
+    rank: 8,
+    alpha: 32,
+    scaling: 4,
+    inFeatures: 768,
+    outFeatures: 2304,
+    dtype: 'F32',
+    dora: false,
+    loraBias: false,
+    rankPattern: null,
+    alphaPattern: null,
   });
   assert.ok(norm > 0 && Number.isFinite(norm), `deltaNorm ${norm}`);
   assert.deepEqual(info.rejected, []);
@@ -294,8 +394,14 @@ test('adapterInfo: the gpt2 adapter has 36 modules and one extra tensor (score.w
   assert.deepEqual(info, cli);
   // Config as bytes or as an object gives the same answer.
   const configObject = JSON.parse(readFileSync(join(dir, 'adapter_config.json'), 'utf8'));
-  const fromBytes = await adapterInfo({ weights: readFileSync(join(dir, 'adapter_model.safetensors')), config: new Uint8Array(readFileSync(join(dir, 'adapter_config.json'))) });
-  const fromObject = await adapterInfo({ weights: new Uint8Array(readFileSync(join(dir, 'adapter_model.safetensors'))).buffer, config: configObject });
+  const fromBytes = await adapterInfo({
+    weights: readFileSync(join(dir, 'adapter_model.safetensors')),
+    config: new Uint8Array(readFileSync(join(dir, 'adapter_config.json'))),
+  });
+  const fromObject = await adapterInfo({
+    weights: new Uint8Array(readFileSync(join(dir, 'adapter_model.safetensors'))).buffer,
+    config: configObject,
+  });
   assert.deepEqual(fromBytes, info);
   assert.deepEqual(fromObject, info);
 });
@@ -309,7 +415,10 @@ test('translateAdapter to peft reproduces the PEFT files byte for byte', async (
     const result = await translateAdapter({ weights, config }, { to: 'peft' });
     assert.equal(result.from, 'peft');
     assert.equal(result.to, 'peft');
-    assert.deepEqual(result.files.map((f) => f.name), ['adapter_model.safetensors', 'adapter_config.json']);
+    assert.deepEqual(
+      result.files.map((f) => f.name),
+      ['adapter_model.safetensors', 'adapter_config.json'],
+    );
     assert.ok(result.files[0].bytes instanceof Uint8Array);
     assert.ok(Buffer.from(result.files[0].bytes).equals(Buffer.from(weights)), name);
     assert.equal(new TextDecoder().decode(result.files[1].bytes), config, name);
@@ -319,15 +428,20 @@ test('translateAdapter to peft reproduces the PEFT files byte for byte', async (
 
     // mlx-lm has no place for the classification head (score / classifier, modules_to_save): dropping it is
     // refused as the CLI refuses it, and allowPartial (--allow-partial) writes the rest.
-    await assert.rejects(translateAdapter({ weights, config }, { to: 'mlx', dryRun: true }),
-      (e) => e.code === 'UnresolvedTensor' && /translate would drop \d+ tensor\(s\)/.test(e.message));
+    await assert.rejects(
+      translateAdapter({ weights, config }, { to: 'mlx', dryRun: true }),
+      (e) => e.code === 'UnresolvedTensor' && /translate would drop \d+ tensor\(s\)/.test(e.message),
+    );
     const dry = await translateAdapter({ weights, config }, { to: 'mlx', dryRun: true, allowPartial: true });
     assert.deepEqual(dry.files, []);
     assert.ok(dry.plan.length > 0);
     assert.ok(dry.rejected > 0);
     const mlx = await translateAdapter({ weights, config }, { to: 'mlx', allowPartial: true });
     assert.deepEqual(mlx.plan, dry.plan);
-    assert.deepEqual(mlx.files.map((f) => f.name), ['adapters.safetensors', 'adapter_config.json']);
+    assert.deepEqual(
+      mlx.files.map((f) => f.name),
+      ['adapters.safetensors', 'adapter_config.json'],
+    );
   }
 });
 
@@ -335,7 +449,11 @@ test('translateAdapter output equals the npm CLI files; plan entries carry actio
   if (skipWithoutFixtures(t)) return;
   const dir = tempDir(t);
   const src = fixturePath('mlx-lm-qwen2.5-0.5b');
-  const input = { weights: readFileSync(join(src, 'adapters.safetensors')), config: readFileSync(join(src, 'adapter_config.json')), weightsName: 'adapters.safetensors' };
+  const input = {
+    weights: readFileSync(join(src, 'adapters.safetensors')),
+    config: readFileSync(join(src, 'adapter_config.json')),
+    weightsName: 'adapters.safetensors',
+  };
   for (const to of TARGETS) {
     // The CLI's --allow-partial is the API's allowPartial (without it, both refuse what they would drop).
     const result = await translateAdapter(input, { to, allowPartial: true });
@@ -371,7 +489,9 @@ test('weights from a ReadableStream, an AsyncIterable or a Blob give the same re
   // An aborted signal stops before reading anything.
   const controller = new AbortController();
   controller.abort();
-  await assert.rejects(adapterInfo({ weights: countingStream(parts).stream, config }, { signal: controller.signal }), { name: 'AbortError' });
+  await assert.rejects(adapterInfo({ weights: countingStream(parts).stream, config }, { signal: controller.signal }), {
+    name: 'AbortError',
+  });
 });
 
 test('invalid adapters reject with SafetensorsError and the core code', async (t) => {
@@ -386,9 +506,15 @@ test('invalid adapters reject with SafetensorsError and the core code', async (t
     });
   };
   await expectCode(adapterInfo({ weights, config: '{"peft_type": "LORA", "r": ' }), 'InvalidConfig');
-  await expectCode(translateAdapter({ weights, config: '{"peft_type": "LORA", "r": ' }, { to: 'mlx' }), 'InvalidConfig');
+  await expectCode(
+    translateAdapter({ weights, config: '{"peft_type": "LORA", "r": ' }, { to: 'mlx' }),
+    'InvalidConfig',
+  );
   await expectCode(adapterInfo({ weights, config: { ...LLAMA_CONFIG, peft_type: 'LOHA' } }), 'UnsupportedAdapter');
-  await expectCode(translateAdapter({ weights, config: { ...LLAMA_CONFIG, peft_type: 'LOHA' } }, { to: 'peft' }), 'UnsupportedAdapter');
+  await expectCode(
+    translateAdapter({ weights, config: { ...LLAMA_CONFIG, peft_type: 'LOHA' } }, { to: 'peft' }),
+    'UnsupportedAdapter',
+  );
   await expectCode(adapterInfo({ weights: new Uint8Array([1, 2, 3]) }), 'HeaderTooSmall');
   await expectCode(translateAdapter({ weights }, { to: 'onnx' }), 'InvalidArgument');
   await expectCode(adapterInfo({ weights }, { from: 'lycoris' }), 'InvalidArgument');
@@ -433,7 +559,10 @@ test('MoE experts (target_parameters): both CLIs agree on adapter-info, translat
       if (to === 'peft') {
         assert.equal(js.status, 0, js.stderr);
         assert.deepEqual(readTree(a), readTree(b));
-        assert.deepEqual(readFileSync(join(a, 'adapter_model.safetensors')), readFileSync(join(adapter, 'adapter_model.safetensors')));
+        assert.deepEqual(
+          readFileSync(join(a, 'adapter_model.safetensors')),
+          readFileSync(join(adapter, 'adapter_model.safetensors')),
+        );
       } else {
         // The experts' factors cannot be held there: refused per tensor, with the reason.
         assert.notEqual(js.status, 0, `${name} --to ${to}`);
@@ -443,7 +572,11 @@ test('MoE experts (target_parameters): both CLIs agree on adapter-info, translat
     const a = join(dir, `js-${name}-merged`);
     const b = join(dir, `native-${name}-merged`);
     const js = runJs(['merge', '--base', join(corpus, 'base'), '--adapter', adapter, '--out', a, '-q']);
-    assert.deepEqual(js, runNative(['merge', '--base', join(corpus, 'base'), '--adapter', adapter, '--out', b, '-q']), name);
+    assert.deepEqual(
+      js,
+      runNative(['merge', '--base', join(corpus, 'base'), '--adapter', adapter, '--out', b, '-q']),
+      name,
+    );
     assert.equal(js.status, 0, js.stderr);
     assert.deepEqual(readTree(a), readTree(b), name);
   }

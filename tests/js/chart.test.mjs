@@ -9,11 +9,27 @@ const norms = (entries) => entries.map(([path, deltaNorm]) => ({ path, deltaNorm
 const labels = (chart) => chart.series.map((s) => s.label);
 
 test('seriesKey: the layer index segment is removed, with what comes before it', () => {
-  assert.deepEqual(seriesKey('model.layers.3.self_attn.q_proj'), { layer: 3, prefix: 'model.layers', name: 'self_attn.q_proj' });
-  assert.deepEqual(seriesKey('transformer.h.0.attn.c_proj'), { layer: 0, prefix: 'transformer.h', name: 'attn.c_proj' });
-  assert.deepEqual(seriesKey('transformer.h.11.mlp.c_proj'), { layer: 11, prefix: 'transformer.h', name: 'mlp.c_proj' });
+  assert.deepEqual(seriesKey('model.layers.3.self_attn.q_proj'), {
+    layer: 3,
+    prefix: 'model.layers',
+    name: 'self_attn.q_proj',
+  });
+  assert.deepEqual(seriesKey('transformer.h.0.attn.c_proj'), {
+    layer: 0,
+    prefix: 'transformer.h',
+    name: 'attn.c_proj',
+  });
+  assert.deepEqual(seriesKey('transformer.h.11.mlp.c_proj'), {
+    layer: 11,
+    prefix: 'transformer.h',
+    name: 'mlp.c_proj',
+  });
   // Later indices (MoE experts) become a wildcard: one series per layer, not one per expert.
-  assert.deepEqual(seriesKey('model.layers.2.block_sparse_moe.experts.7.w1'), { layer: 2, prefix: 'model.layers', name: 'block_sparse_moe.experts.*.w1' });
+  assert.deepEqual(seriesKey('model.layers.2.block_sparse_moe.experts.7.w1'), {
+    layer: 2,
+    prefix: 'model.layers',
+    name: 'block_sparse_moe.experts.*.w1',
+  });
   // No layer index (or only a trailing one, or a leading one): the whole path, layerless.
   for (const path of ['lm_head', 'model.embed_tokens', 'model.mlp.0', '0.weight_like'])
     assert.deepEqual(seriesKey(path), { layer: null, prefix: '', name: path });
@@ -21,8 +37,14 @@ test('seriesKey: the layer index segment is removed, with what comes before it',
 
 test('GPT-2: attn.c_proj and mlp.c_proj are two series, one bar per layer each', () => {
   const modules = norms([
-    ['transformer.h.0.attn.c_attn', 1], ['transformer.h.0.attn.c_proj', 2], ['transformer.h.0.mlp.c_fc', 3], ['transformer.h.0.mlp.c_proj', 4],
-    ['transformer.h.1.attn.c_attn', 5], ['transformer.h.1.attn.c_proj', 6], ['transformer.h.1.mlp.c_fc', 7], ['transformer.h.1.mlp.c_proj', 8],
+    ['transformer.h.0.attn.c_attn', 1],
+    ['transformer.h.0.attn.c_proj', 2],
+    ['transformer.h.0.mlp.c_fc', 3],
+    ['transformer.h.0.mlp.c_proj', 4],
+    ['transformer.h.1.attn.c_attn', 5],
+    ['transformer.h.1.attn.c_proj', 6],
+    ['transformer.h.1.mlp.c_fc', 7],
+    ['transformer.h.1.mlp.c_proj', 8],
   ]);
   const chart = groupNorms(modules);
   assert.deepEqual(labels(chart), ['attn.c_attn', 'attn.c_proj', 'mlp.c_fc', 'mlp.c_proj']);
@@ -32,11 +54,19 @@ test('GPT-2: attn.c_proj and mlp.c_proj are two series, one bar per layer each',
   assert.equal(chart.value(0, 3), 4);
   assert.equal(chart.value(1, 3), 8);
   assert.equal(chart.max, 8);
-  assert.match(describeChart(chart, modules), /8 modules in 4 series \(attn\.c_attn, attn\.c_proj, mlp\.c_fc, mlp\.c_proj\) over 2 layer\(s\); the largest is transformer\.h\.1\.mlp\.c_proj at 8\.000/);
+  assert.match(
+    describeChart(chart, modules),
+    /8 modules in 4 series \(attn\.c_attn, attn\.c_proj, mlp\.c_fc, mlp\.c_proj\) over 2 layer\(s\); the largest is transformer\.h\.1\.mlp\.c_proj at 8\.000/,
+  );
 });
 
 test('layerless paths are their own series in an "other" group, after the layers', () => {
-  const modules = norms([['lm_head', 0.5], ['model.layers.1.self_attn.q_proj', 1], ['model.layers.0.self_attn.q_proj', 2], ['model.embed_tokens', 0.25]]);
+  const modules = norms([
+    ['lm_head', 0.5],
+    ['model.layers.1.self_attn.q_proj', 1],
+    ['model.layers.0.self_attn.q_proj', 2],
+    ['model.embed_tokens', 0.25],
+  ]);
   const chart = groupNorms(modules);
   assert.deepEqual(labels(chart), ['lm_head', 'self_attn.q_proj', 'model.embed_tokens']);
   assert.deepEqual(chart.layers, [0, 1, null]);
@@ -64,14 +94,27 @@ test('the y axis covers the combined values the bars show, not the raw modules',
 
 test('stacks sharing a series name keep the part of the prefix that tells them apart', () => {
   const modules = norms([
-    ['encoder.block.0.layer.0.SelfAttention.q', 1], ['decoder.block.0.layer.0.SelfAttention.q', 2],
-    ['decoder.block.0.layer.1.EncDecAttention.q', 3], ['model.vision.layers.0.q', 1], ['model.text.layers.0.q', 1],
+    ['encoder.block.0.layer.0.SelfAttention.q', 1],
+    ['decoder.block.0.layer.0.SelfAttention.q', 2],
+    ['decoder.block.0.layer.1.EncDecAttention.q', 3],
+    ['model.vision.layers.0.q', 1],
+    ['model.text.layers.0.q', 1],
   ]);
   assert.deepEqual(labels(groupNorms(modules)), [
-    'encoder.block.layer.*.SelfAttention.q', 'decoder.block.layer.*.SelfAttention.q', 'layer.*.EncDecAttention.q', 'vision.layers.q', 'text.layers.q',
+    'encoder.block.layer.*.SelfAttention.q',
+    'decoder.block.layer.*.SelfAttention.q',
+    'layer.*.EncDecAttention.q',
+    'vision.layers.q',
+    'text.layers.q',
   ]);
   // A layerless path equal to a layered label is marked, so two legend entries never read the same.
-  assert.deepEqual(seriesLabels([{ prefix: 'model.layers', name: 'mlp', layered: true }, { prefix: '', name: 'mlp', layered: false }]), ['mlp', 'mlp (other)']);
+  assert.deepEqual(
+    seriesLabels([
+      { prefix: 'model.layers', name: 'mlp', layered: true },
+      { prefix: '', name: 'mlp', layered: false },
+    ]),
+    ['mlp', 'mlp (other)'],
+  );
 });
 
 test('yAxis: round steps, tops that fit, no floating-point fuzz', () => {

@@ -3,11 +3,30 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, copyFileSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  cliPath, fixtureNames, fixturePath, fixturesDir, hasFixtures, nativeCli, readFixture, skipWithoutFixtures,
+  cliPath,
+  fixtureNames,
+  fixturePath,
+  fixturesDir,
+  hasFixtures,
+  nativeCli,
+  readFixture,
+  skipWithoutFixtures,
   skipWithoutNativeCli,
 } from './helpers/common.mjs';
 
@@ -27,15 +46,31 @@ const GOOD = 'safetensors-jl-dtypes/model.safetensors';
 test('exit statuses: 0 on success, 1 on invalid input, 2 on usage errors', (t) => {
   assert.equal(run(['--version']).status, 0);
   assert.match(run(['--version']).stdout, /^peft-bridge \d+\.\d+\.\d+\n$/);
-  for (const args of [[], ['bogus'], ['inspect'], ['inspect', 'a', 'b'], ['inspect', '--bogus', 'a'], ['convert', 'a', 'b'],
-    ['convert', 'a', 'b', '--dtype', 'f64'], ['convert', 'a', 'b', '--dtype'], ['convert', 'a', 'b', '--dtype', 'bf16', '--order', 'x'],
-    ['convert', 'a', '--dtype', 'bf16']]) {
+  for (const args of [
+    [],
+    ['bogus'],
+    ['inspect'],
+    ['inspect', 'a', 'b'],
+    ['inspect', '--bogus', 'a'],
+    ['convert', 'a', 'b'],
+    ['convert', 'a', 'b', '--dtype', 'f64'],
+    ['convert', 'a', 'b', '--dtype'],
+    ['convert', 'a', 'b', '--dtype', 'bf16', '--order', 'x'],
+    ['convert', 'a', '--dtype', 'bf16'],
+  ]) {
     const r = run(args);
     assert.equal(r.status, 2, args.join(' '));
     assert.match(r.stderr, /^error: [^\n]*\nrun `peft-bridge( [a-z-]+)? --help` for usage\n$/, args.join(' '));
     assert.equal(r.stdout, '');
   }
-  for (const args of [['--help'], ['-h'], ['help'], ['inspect', '--help'], ['convert', '--help'], ['convert', 'x', '-h']]) {
+  for (const args of [
+    ['--help'],
+    ['-h'],
+    ['help'],
+    ['inspect', '--help'],
+    ['convert', '--help'],
+    ['convert', 'x', '-h'],
+  ]) {
     const r = run(args);
     assert.equal(r.status, 0, args.join(' '));
     assert.match(r.stdout, /^usage: peft-bridge/);
@@ -90,7 +125,12 @@ test('convert writes atomically and never touches IN', (t) => {
     const cut = run(['convert', truncated, join(dir, 'never.safetensors'), '--dtype', 'f16', '--json']);
     assert.equal(cut.status, 1);
     assert.equal(JSON.parse(cut.stdout).error.code, 'MetadataIncompleteBuffer');
-    assert.deepEqual(readdirSync(dir).sort(), ['abuse.safetensors', 'in.safetensors', 'out.safetensors', 'truncated.safetensors']);
+    assert.deepEqual(readdirSync(dir).sort(), [
+      'abuse.safetensors',
+      'in.safetensors',
+      'out.safetensors',
+      'truncated.safetensors',
+    ]);
 
     // OUT naming IN (directly or through a link) is refused by the output policy: exit 1, as every aliased output.
     assert.equal(run(['convert', input, input, '--dtype', 'f16']).status, 1);
@@ -112,17 +152,37 @@ test('both CLIs print the same bytes and exit with the same status', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'pb-cli-parity-'));
   try {
     const cases = [
-      [], ['--help'], ['-h'], ['help'], ['--version'], ['bogus'],
-      ['inspect'], ['inspect', '--help'], ['inspect', '--bogus'], ['inspect', 'a', 'b'], ['inspect', '/nonexistent'],
-      ['inspect', '/nonexistent', '--json'], ['inspect', dir], ['inspect', dir, '--json'],
-      ['convert'], ['convert', '--help'], ['convert', 'a', 'b'], ['convert', 'a', 'b', '--dtype'],
-      ['convert', 'a', 'b', '--dtype', 'fp8'], ['convert', 'a', 'b', '--dtype', 'bf16', '--order', 'sorted'],
-      ['convert', 'a', 'b', '--zzz'], ['convert', '/nonexistent', 'b', '--dtype', 'bf16'],
+      [],
+      ['--help'],
+      ['-h'],
+      ['help'],
+      ['--version'],
+      ['bogus'],
+      ['inspect'],
+      ['inspect', '--help'],
+      ['inspect', '--bogus'],
+      ['inspect', 'a', 'b'],
+      ['inspect', '/nonexistent'],
+      ['inspect', '/nonexistent', '--json'],
+      ['inspect', dir],
+      ['inspect', dir, '--json'],
+      ['convert'],
+      ['convert', '--help'],
+      ['convert', 'a', 'b'],
+      ['convert', 'a', 'b', '--dtype'],
+      ['convert', 'a', 'b', '--dtype', 'fp8'],
+      ['convert', 'a', 'b', '--dtype', 'bf16', '--order', 'sorted'],
+      ['convert', 'a', 'b', '--zzz'],
+      ['convert', '/nonexistent', 'b', '--dtype', 'bf16'],
       ['convert', '/nonexistent', 'b', '--dtype', 'bf16', '--json'],
     ];
     const short = join(dir, 'short.safetensors');
     writeFileSync(short, new Uint8Array([1, 2, 3]));
-    cases.push(['inspect', short], ['inspect', short, '--json'], ['convert', short, join(dir, 'x'), '--dtype', 'f16', '--json']);
+    cases.push(
+      ['inspect', short],
+      ['inspect', short, '--json'],
+      ['convert', short, join(dir, 'x'), '--dtype', 'f16', '--json'],
+    );
     if (hasFixtures) {
       for (const name of fixtureNames()) {
         cases.push(['inspect', fixturePath(name)], ['inspect', fixturePath(name), '--json']);
@@ -136,7 +196,11 @@ test('both CLIs print the same bytes and exit with the same status', (t) => {
       assert.deepEqual(run(args, dir), runNative(args, dir), args.join(' '));
     }
     if (skipWithoutFixtures(t)) return;
-    for (const name of [GOOD, 'peft-roberta-seqcls-query-value/adapter_model.safetensors', 'candle-i64/jfk-codes.safetensors']) {
+    for (const name of [
+      GOOD,
+      'peft-roberta-seqcls-query-value/adapter_model.safetensors',
+      'candle-i64/jfk-codes.safetensors',
+    ]) {
       for (const extra of [[], ['--json'], ['--order', 'input']]) {
         const a = join(dir, 'a.safetensors');
         const b = join(dir, 'b.safetensors');
@@ -176,7 +240,8 @@ test('a FIFO or a directory as input fails at once: `PATH` is not a regular file
     else t.diagnostic('mkfifo unavailable: only the directory case runs');
     for (const path of paths) {
       // A directory is read as a model's folder (src/cli/local_model.cc): this one has none.
-      const what = path === dir ? 'has neither model.safetensors nor model.safetensors.index.json' : 'is not a regular file';
+      const what =
+        path === dir ? 'has neither model.safetensors nor model.safetensors.index.json' : 'is not a regular file';
       const text = run(['inspect', path]);
       assert.equal(text.status, 1, path);
       assert.equal(text.stdout, '');
@@ -206,8 +271,14 @@ test('a failed write to standard output exits 1 with an IoError line, not a cras
     const file = join(dir, 'small.safetensors');
     sparseF32(file, 4);
     const expected = 'error: IoError: cannot write to standard output: No space left on device\n';
-    for (const args of [['--version'], ['--help'], ['inspect', file], ['inspect', '--json', file], ['inspect', '--json', join(dir, 'missing')],
-      ['convert', file, join(dir, 'out.safetensors'), '--dtype', 'bf16']]) {
+    for (const args of [
+      ['--version'],
+      ['--help'],
+      ['inspect', file],
+      ['inspect', '--json', file],
+      ['inspect', '--json', join(dir, 'missing')],
+      ['convert', file, join(dir, 'out.safetensors'), '--dtype', 'bf16'],
+    ]) {
       const r = run(args, undefined, { stdio: ['ignore', full, 'pipe'] });
       assert.equal(r.status, 1, args.join(' '));
       assert.equal(r.stderr, expected, args.join(' '));
@@ -218,15 +289,20 @@ test('a failed write to standard output exits 1 with an IoError line, not a cras
   }
 });
 
-for (const [signal, status] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+for (const [signal, status] of [
+  ['SIGINT', 130],
+  ['SIGTERM', 143],
+]) {
   test(`${signal} during convert removes the temporary file and exits ${status}`, async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'pb-cli-'));
     try {
       const input = join(dir, 'in.safetensors');
       sparseF32(input, 2 ** 30); // 4 GiB of F32 data, all hole: seconds of work, no disk
-      const child = spawn(process.execPath, [cliPath, 'convert', input, join(dir, 'out.safetensors'), '--dtype', 'bf16'], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        process.execPath,
+        [cliPath, 'convert', input, join(dir, 'out.safetensors'), '--dtype', 'bf16'],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
       let stderr = '';
       child.stderr.on('data', (d) => (stderr += d));
       const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, sig })));
@@ -234,7 +310,11 @@ for (const [signal, status] of [['SIGINT', 130], ['SIGTERM', 143]]) {
       exited.then((r) => (finished = r));
       // Wait for the temporary file to appear (conversion under way), then signal.
       const deadline = Date.now() + 15000;
-      while (!finished && Date.now() < deadline && !readdirSync(dir).some((n) => n.startsWith('out.safetensors.tmp-'))) {
+      while (
+        !finished &&
+        Date.now() < deadline &&
+        !readdirSync(dir).some((n) => n.startsWith('out.safetensors.tmp-'))
+      ) {
         await new Promise((r) => setTimeout(r, 20));
       }
       await new Promise((r) => setTimeout(r, 200));

@@ -24,7 +24,12 @@ const run = (command, args) => {
 };
 const clis = [['npm', (args) => run(process.execPath, [cliPath, ...args])]];
 if (hasNativeCli) clis.push(['native', (args) => run(nativeCli, args)]);
-const filesOf = (dir) => Object.fromEntries(readdirSync(dir).sort().map((n) => [n, readFileSync(join(dir, n)).toString('hex')]));
+const filesOf = (dir) =>
+  Object.fromEntries(
+    readdirSync(dir)
+      .sort()
+      .map((n) => [n, readFileSync(join(dir, n)).toString('hex')]),
+  );
 
 function work(t) {
   const dir = mkdtempSync(join(tmpdir(), 'pb-combine-'));
@@ -60,7 +65,10 @@ test('cat by default: exact, the same plan, outcome and files in both CLIs', (t)
   // Weights as given: 0.7, not 0.69999999999999996 (the shortest text that reads back as the same double).
   assert.match(r.stdout, /adapter \S+0\.7\n.*adapter \S+-1\n.*adapter \S+2\n/s); // "×" read as latin1 here
   assert.match(r.stdout, /model\.layers\.0\.self_attn\.q_proj: 3 adapter\(s\), rank 8\+16\+4 -> 30\n/);
-  assert.match(r.stdout, /largest relative error [0-9.e-]+ \(.*\)\nwrote: adapter_model\.safetensors, adapter_config\.json\n$/);
+  assert.match(
+    r.stdout,
+    /largest relative error [0-9.e-]+ \(.*\)\nwrote: adapter_model\.safetensors, adapter_config\.json\n$/,
+  );
   const worst = Number(/largest relative error ([0-9.e-]+)/.exec(r.stdout)[1]);
   assert.ok(worst < 1e-6, `cat is exact to float32 rounding (${worst})`);
   const config = JSON.parse(Buffer.from(r.files['adapter_config.json'], 'hex').toString());
@@ -72,7 +80,10 @@ test('cat by default: exact, the same plan, outcome and files in both CLIs', (t)
   assert.equal(j.method, 'cat');
   assert.equal(j.modules.length, 10);
   assert.ok(j.modules.every((m) => m.relativeError < 1e-6 && m.keptEnergy === null));
-  assert.deepEqual(j.inputs.map((i) => i.weight), [0.5, -1, 2]);
+  assert.deepEqual(
+    j.inputs.map((i) => i.weight),
+    [0.5, -1, 2],
+  );
 });
 
 test('every method: the same bytes natively and in WASM', (t) => {
@@ -100,15 +111,26 @@ test('every method: the same bytes natively and in WASM', (t) => {
     assert.ok(r.files['adapter_model.safetensors'], extra.join(' '));
   }
   // The svd methods report the energy they kept.
-  const svd = JSON.parse(both(t, (out) => ['combine', A, RS, '--method', 'svd', '--rank', '4', '-o', out, '--json']).stdout);
-  assert.ok(svd.modules.every((m) => m.keptEnergy > 0 && m.keptEnergy <= 1), JSON.stringify(svd.modules[0]));
-  assert.ok(svd.modules.some((m) => m.relativeError > 1e-3), 'rank 4 of a rank-24 sum is approximate');
+  const svd = JSON.parse(
+    both(t, (out) => ['combine', A, RS, '--method', 'svd', '--rank', '4', '-o', out, '--json']).stdout,
+  );
+  assert.ok(
+    svd.modules.every((m) => m.keptEnergy > 0 && m.keptEnergy <= 1),
+    JSON.stringify(svd.modules[0]),
+  );
+  assert.ok(
+    svd.modules.some((m) => m.relativeError > 1e-3),
+    'rank 4 of a rank-24 sum is approximate',
+  );
 });
 
 test('refusals and usage errors: precise, the same in both CLIs, nothing written', (t) => {
   const dora = both(t, (out) => ['combine', A, DORA, '-o', out]);
   assert.equal(dora.status, 1);
-  assert.match(dora.stderr, /^error: UnsupportedAdapter: cannot combine:\n  `.*llama_dora\/adapter`: DoRA magnitudes .*: model\.layers\.0/);
+  assert.match(
+    dora.stderr,
+    /^error: UnsupportedAdapter: cannot combine:\n  `.*llama_dora\/adapter`: DoRA magnitudes .*: model\.layers\.0/,
+  );
   assert.equal(dora.files, null);
   const ranks = both(t, (out) => ['combine', A, RS, '--method', 'ties', '--density', '0.5', '-o', out]);
   assert.equal(ranks.status, 1);
@@ -120,14 +142,33 @@ test('refusals and usage errors: precise, the same in both CLIs, nothing written
   assert.equal(density.stderr, 'error: InvalidArgument: ties needs --density (the fraction kept, in [0, 1])\n');
   const usage = both(t, (out) => ['combine', A, A, '--weights', '1,x', '-o', out]);
   assert.equal(usage.status, 2);
-  assert.equal(usage.stderr, 'error: --weights: `x` is not a number (W1,W2,... one per adapter)\nrun `peft-bridge combine --help` for usage\n');
+  assert.equal(
+    usage.stderr,
+    'error: --weights: `x` is not a number (W1,W2,... one per adapter)\nrun `peft-bridge combine --help` for usage\n',
+  );
   const dry = both(t, (out) => ['combine', A, RS, '--dry-run']);
   assert.equal(dry.status, 0);
-  assert.match(dry.stdout, /^would combine 2 adapter\(s\) with cat: .*\n[\s\S]*would write: adapter_model\.safetensors, adapter_config\.json\n$/);
+  assert.match(
+    dry.stdout,
+    /^would combine 2 adapter\(s\) with cat: .*\n[\s\S]*would write: adapter_model\.safetensors, adapter_config\.json\n$/,
+  );
 });
 
 test('combineAdapters: the files the CLI writes, the CLI --json summary', async (t) => {
-  const r = both(t, (out) => ['combine', A, RS, '--weights', '1,0.25', '--method', 'svd', '--rank', '5', '-o', out, '--json']);
+  const r = both(t, (out) => [
+    'combine',
+    A,
+    RS,
+    '--weights',
+    '1,0.25',
+    '--method',
+    'svd',
+    '--rank',
+    '5',
+    '-o',
+    out,
+    '--json',
+  ]);
   const api = await pb.combineAdapters([A, RS], { weights: [1, 0.25], method: 'svd', rank: 5 });
   const byName = Object.fromEntries(api.files.map((f) => [f.name, Buffer.from(f.bytes).toString('hex')]));
   assert.deepEqual(byName, r.files);
@@ -137,6 +178,12 @@ test('combineAdapters: the files the CLI writes, the CLI --json summary', async 
   const planned = await pb.combineAdapters([A, RS], { dryRun: true });
   assert.deepEqual(planned.files, []);
   assert.equal(planned.modules[0].relativeError, null);
-  await assert.rejects(pb.combineAdapters([A, A], { method: 'ties' }), (e) => e.code === 'InvalidArgument' && /density/.test(e.message));
-  await assert.rejects(pb.combineAdapters([A, A], { weights: ['x'] }), (e) => e.code === 'InvalidArgument' && /weights/.test(e.message));
+  await assert.rejects(
+    pb.combineAdapters([A, A], { method: 'ties' }),
+    (e) => e.code === 'InvalidArgument' && /density/.test(e.message),
+  );
+  await assert.rejects(
+    pb.combineAdapters([A, A], { weights: ['x'] }),
+    (e) => e.code === 'InvalidArgument' && /weights/.test(e.message),
+  );
 });

@@ -41,10 +41,19 @@ test('usage errors are one line and a hint, identical in both CLIs', (t) => {
     [[], 'error: missing command\nrun `peft-bridge --help` for usage\n'],
     [['frobnicate'], 'error: unknown command `frobnicate`\nrun `peft-bridge --help` for usage\n'],
     [['merge', '--adapter', 'a', '-o', 'x'], 'error: --base is required\nrun `peft-bridge merge --help` for usage\n'],
-    [['merge', '--base', 'b', '--adapter', 'a'], 'error: -o/--out is required (or --dry-run)\nrun `peft-bridge merge --help` for usage\n'],
-    [['convert', 'a', 'b', '--dtype=f64'], 'error: unknown dtype `f64` (expected bf16, f16 or f32)\nrun `peft-bridge convert --help` for usage\n'],
+    [
+      ['merge', '--base', 'b', '--adapter', 'a'],
+      'error: -o/--out is required (or --dry-run)\nrun `peft-bridge merge --help` for usage\n',
+    ],
+    [
+      ['convert', 'a', 'b', '--dtype=f64'],
+      'error: unknown dtype `f64` (expected bf16, f16 or f32)\nrun `peft-bridge convert --help` for usage\n',
+    ],
     [['inspect', '--json=yes', 'f'], 'error: --json takes no value\nrun `peft-bridge inspect --help` for usage\n'],
-    [['translate', 'a', 'b', '--to', 'onnx'], 'error: unknown to `onnx` (expected peft, mlx, kohya, gguf-names or gguf)\nrun `peft-bridge translate --help` for usage\n'],
+    [
+      ['translate', 'a', 'b', '--to', 'onnx'],
+      'error: unknown to `onnx` (expected peft, mlx, kohya, gguf-names or gguf)\nrun `peft-bridge translate --help` for usage\n',
+    ],
   ];
   for (const [args, stderr] of cases) {
     const r = same(t, args);
@@ -59,10 +68,16 @@ test('a long argument is echoed clipped on a character boundary, in both CLIs (t
   const r = same(t, [arg]);
   assert.equal(r.status, 2);
   const stderr = Buffer.from(r.stderr, 'latin1').toString('utf8');
-  assert.equal(stderr, `error: unknown command \`a${'é'.repeat(99)}… (301 bytes)\`\nrun \`peft-bridge --help\` for usage\n`);
+  assert.equal(
+    stderr,
+    `error: unknown command \`a${'é'.repeat(99)}… (301 bytes)\`\nrun \`peft-bridge --help\` for usage\n`,
+  );
   const huge = same(t, ['merge', '--base', 'b', '--adapter', 'a', '-o', 'o', `--${'x'.repeat(100000)}=1`]);
   assert.equal(huge.status, 2);
-  assert.ok(huge.stderr.length < 400, `${huge.stderr.length} bytes of usage error for a 100 kB option (one argument may hold 128 KiB on Linux)`);
+  assert.ok(
+    huge.stderr.length < 400,
+    `${huge.stderr.length} bytes of usage error for a 100 kB option (one argument may hold 128 KiB on Linux)`,
+  );
 });
 
 test('-V, -h, help COMMAND', (t) => {
@@ -78,7 +93,10 @@ test('-V, -h, help COMMAND', (t) => {
 test('--opt=value, dtype spellings and -q give the same files as the long forms', (t) => {
   const dir = tempDir(t);
   const input = join(dir, 'in.safetensors');
-  writeFileSync(input, makeFile(JSON.stringify({ w: { dtype: 'F32', shape: [3], data_offsets: [0, 12] } }), f32(1, 2.5, -3)));
+  writeFileSync(
+    input,
+    makeFile(JSON.stringify({ w: { dtype: 'F32', shape: [3], data_offsets: [0, 12] } }), f32(1, 2.5, -3)),
+  );
   const reference = same(t, ['convert', input, join(dir, 'ref.safetensors'), '--dtype', 'bf16']);
   assert.equal(reference.status, 0, reference.stderr);
   rmSync(join(dir, 'ref.safetensors'));
@@ -104,13 +122,22 @@ test('a closed stdout pipe ends quietly with status 0', (t) => {
   const dir = tempDir(t);
   // A header with enough tensors that the text report is far larger than a pipe buffer.
   const tensors = {};
-  for (let i = 0; i < 20000; ++i) tensors[`tensor_with_a_long_name_${i}`] = { dtype: 'F32', shape: [0], data_offsets: [0, 0] };
+  for (let i = 0; i < 20000; ++i)
+    tensors[`tensor_with_a_long_name_${i}`] = { dtype: 'F32', shape: [0], data_offsets: [0, 0] };
   const file = join(dir, 'many.safetensors');
   writeFileSync(file, makeFile(JSON.stringify(tensors)));
   const commands = [[process.execPath, cliPath]];
   if (hasNativeCli) commands.push([nativeCli]);
   for (const [command, ...pre] of commands) {
-    const r = exec('/bin/bash', ['-c', 'set -o pipefail; "$@" | head -c 100 >/dev/null', 'bash', command, ...pre, 'inspect', file]);
+    const r = exec('/bin/bash', [
+      '-c',
+      'set -o pipefail; "$@" | head -c 100 >/dev/null',
+      'bash',
+      command,
+      ...pre,
+      'inspect',
+      file,
+    ]);
     assert.equal(r.status, 0, `${command}: ${r.stderr}`);
     assert.equal(r.stderr, '', command);
   }
@@ -135,7 +162,7 @@ test('one key style: every --json output uses camelCase keys, the same in both C
     ['adapter-info', join(golden, 'adapter'), '--json'],
     ['translate', join(golden, 'adapter'), out, '--to', 'kohya', '--dry-run', '--json'],
     ['merge', '--base', join(golden, 'base'), '--adapter', join(golden, 'adapter'), '--dry-run', '--json'],
-    ['merge', '--base', join(golden, 'base'), '--adapter', join(golden, 'base'), '--dry-run', '--json'],  // an error
+    ['merge', '--base', join(golden, 'base'), '--adapter', join(golden, 'base'), '--dry-run', '--json'], // an error
   ];
   for (const args of runs) {
     const js = npm(args);

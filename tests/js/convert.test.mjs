@@ -6,8 +6,20 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  BAD_FIXTURES, collect, countingStream, fixtureNames, fixturePath, makeFile, nativeCli, pb, randomCuts, readFixture,
-  rng, skipWithoutFixtures, skipWithoutNativeCli, split,
+  BAD_FIXTURES,
+  collect,
+  countingStream,
+  fixtureNames,
+  fixturePath,
+  makeFile,
+  nativeCli,
+  pb,
+  randomCuts,
+  readFixture,
+  rng,
+  skipWithoutFixtures,
+  skipWithoutNativeCli,
+  split,
 } from './helpers/common.mjs';
 
 const { convert, inspect, readSafetensors, SafetensorsError } = pb;
@@ -31,7 +43,9 @@ test('convert output equals the native CLI output byte for byte (every fixture, 
           const got = await collect(convert(bytes, { dtype, order }));
           assert.ok(Buffer.from(got).equals(expected), `${name} ${dtype} ${order}`);
           if (order === 'input') {
-            const viaStream = await collect(convert(countingStream(split(bytes, [5, 100, 1001])).stream, { dtype, order: 'input' }));
+            const viaStream = await collect(
+              convert(countingStream(split(bytes, [5, 100, 1001])).stream, { dtype, order: 'input' }),
+            );
             assert.ok(Buffer.from(viaStream).equals(expected), `${name} ${dtype} stream`);
           }
         }
@@ -43,11 +57,18 @@ test('convert output equals the native CLI output byte for byte (every fixture, 
 });
 
 test('converted values: F32 to BF16 and F16 round to nearest even; other dtypes are copied', async () => {
-  const header = '{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"i":{"dtype":"I32","shape":[1],"data_offsets":[12,16]}}';
+  const header =
+    '{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"i":{"dtype":"I32","shape":[1],"data_offsets":[12,16]}}';
   const bytes = file(header, new Uint8Array([...f32(2.25, 1, 1 + 2 ** -8), 7, 0, 0, 0]));
   const out = await collect(convert(bytes, { dtype: 'bf16', order: 'reference' }));
   const h = await inspect(out);
-  assert.deepEqual(h.tensors.map((t) => [t.name, t.dtype, ...t.dataOffsets]), [['i', 'I32', 0, 4], ['a', 'BF16', 4, 10]]);
+  assert.deepEqual(
+    h.tensors.map((t) => [t.name, t.dtype, ...t.dataOffsets]),
+    [
+      ['i', 'I32', 0, 4],
+      ['a', 'BF16', 4, 10],
+    ],
+  );
   const data = out.subarray(8 + h.headerSize);
   assert.deepEqual([...data], [7, 0, 0, 0, 0x10, 0x40, 0x80, 0x3f, 0x80, 0x3f]);
   const f16 = await collect(convert(bytes, { dtype: 'F16', order: 'input' }));
@@ -80,22 +101,36 @@ test('reference order needs a random-access source', async () => {
 
 test('invalid input and unsupported targets error the stream with SafetensorsError', async (t) => {
   await assert.rejects(collect(convert(new Uint8Array(3), { dtype: 'bf16' })), (e) => e.code === 'HeaderTooSmall');
-  await assert.rejects(collect(convert(countingStream([new Uint8Array(3)]).stream, { dtype: 'bf16', order: 'input' })), (e) => e.code === 'HeaderTooSmall');
+  await assert.rejects(
+    collect(convert(countingStream([new Uint8Array(3)]).stream, { dtype: 'bf16', order: 'input' })),
+    (e) => e.code === 'HeaderTooSmall',
+  );
   // A target outside the CLIs' --dtype vocabulary: InvalidArgument, as `peft-bridge convert --dtype i32 --json` says.
-  await assert.rejects(collect(convert(file('{}', new Uint8Array(0)), { dtype: 'i32' })), (e) => e.code === 'InvalidArgument');
+  await assert.rejects(
+    collect(convert(file('{}', new Uint8Array(0)), { dtype: 'i32' })),
+    (e) => e.code === 'InvalidArgument',
+  );
   const truncated = file('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', f32(1, 2)).subarray(0, 70);
-  await assert.rejects(collect(convert(countingStream([truncated]).stream, { dtype: 'bf16', order: 'input' })), (e) => e.code === 'MetadataIncompleteBuffer');
+  await assert.rejects(
+    collect(convert(countingStream([truncated]).stream, { dtype: 'bf16', order: 'input' })),
+    (e) => e.code === 'MetadataIncompleteBuffer',
+  );
   await assert.rejects(collect(convert(truncated, { dtype: 'bf16' })), (e) => e.code === 'MetadataIncompleteBuffer');
   if (skipWithoutFixtures(t)) return;
   const abuse = readFixture('syoyo-safetensors-cpp/safetensors_abuse_attempt_1.safetensors');
-  await assert.rejects(collect(convert(new Blob([abuse]), { dtype: 'f32', order: 'reference' })), (e) => e.code === 'InvalidHeaderLength');
+  await assert.rejects(
+    collect(convert(new Blob([abuse]), { dtype: 'f32', order: 'reference' })),
+    (e) => e.code === 'InvalidHeaderLength',
+  );
 });
 
 test('progress and abort', async (t) => {
   if (skipWithoutFixtures(t)) return;
   const bytes = readFixture('peft-gpt2-seqcls-cattn-cproj/adapter_model.safetensors');
   const seen = [];
-  const out = await collect(convert(new Blob([bytes]), { dtype: 'bf16', order: 'reference', onProgress: (p) => seen.push(p) }));
+  const out = await collect(
+    convert(new Blob([bytes]), { dtype: 'bf16', order: 'reference', onProgress: (p) => seen.push(p) }),
+  );
   const last = seen.at(-1);
   assert.equal(last.bytesWritten, out.length);
   assert.equal(last.outputSize, out.length);

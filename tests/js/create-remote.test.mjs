@@ -25,12 +25,25 @@ after(async () => {
 
 const run = (command, args) =>
   new Promise((resolve) => {
-    const env = { ...process.env, HF_ENDPOINT: hub.endpoint, HF_TOKEN: '', HF_HOME: join(work, 'home'), PB_HTTP_RETRIES: '0' };
-    execFile(command, args, { env, encoding: 'latin1', timeout: 60000 }, (error, stdout, stderr) => resolve({ status: error ? error.code : 0, stdout, stderr }));
+    const env = {
+      ...process.env,
+      HF_ENDPOINT: hub.endpoint,
+      HF_TOKEN: '',
+      HF_HOME: join(work, 'home'),
+      PB_HTTP_RETRIES: '0',
+    };
+    execFile(command, args, { env, encoding: 'latin1', timeout: 60000 }, (error, stdout, stderr) =>
+      resolve({ status: error ? error.code : 0, stdout, stderr }),
+    );
   });
-const filesOf = (dir) => Object.fromEntries(readdirSync(dir).sort().map((n) => [n, readFileSync(join(dir, n))]));
+const filesOf = (dir) =>
+  Object.fromEntries(
+    readdirSync(dir)
+      .sort()
+      .map((n) => [n, readFileSync(join(dir, n))]),
+  );
 
-test('create from a Hub base: both CLIs alike, and the local base\'s adapter', async (t) => {
+test("create from a Hub base: both CLIs alike, and the local base's adapter", async (t) => {
   if (skipWithoutNativeCli(t)) return;
   let n = 0;
   for (const [repo, local, args] of [
@@ -42,7 +55,10 @@ test('create from a Hub base: both CLIs alike, and the local base\'s adapter', a
     const a = await run(nativeCli, ['create', '--base', repo, '-o', outs[0], ...args]);
     const b = await run(process.execPath, [cliPath, 'create', '--base', repo, '-o', outs[1], ...args]);
     assert.equal(a.status, 0, a.stderr);
-    assert.deepEqual({ ...b, stdout: b.stdout.replaceAll(outs[1], '') }, { ...a, stdout: a.stdout.replaceAll(outs[0], '') });
+    assert.deepEqual(
+      { ...b, stdout: b.stdout.replaceAll(outs[1], '') },
+      { ...a, stdout: a.stdout.replaceAll(outs[0], '') },
+    );
     assert.deepEqual(filesOf(outs[1]), filesOf(outs[0]));
     const c = await run(nativeCli, ['create', '--base', local, '-o', outs[2], ...args]);
     assert.equal(c.status, 0, c.stderr);
@@ -54,15 +70,28 @@ test('create from a Hub base: both CLIs alike, and the local base\'s adapter', a
     const [name, revision] = repo.slice(5).split('@');
     assert.equal(rc.base_model_name_or_path, name);
     assert.equal(rc.revision, revision ?? null);
-    assert.deepEqual({ ...rc, base_model_name_or_path: null, revision: null }, { ...lc, base_model_name_or_path: null, revision: null });
+    assert.deepEqual(
+      { ...rc, base_model_name_or_path: null, revision: null },
+      { ...lc, base_model_name_or_path: null, revision: null },
+    );
   }
 });
 
-test('createAdapter from a Hub repo: the plan is `create --dry-run`\'s, the files the CLI\'s', async (t) => {
+test("createAdapter from a Hub repo: the plan is `create --dry-run`'s, the files the CLI's", async (t) => {
   if (skipWithoutNativeCli(t)) return;
   for (const [base, cli, options, args] of [
-    [{ repo: 'me/llama' }, 'hf://me/llama', { targetModules: 'all-linear', dora: true, seed: 4 }, ['--target-modules', 'all-linear', '--dora', '--seed', '4']],
-    [{ repo: 'me/sharded', revision: 'main' }, 'hf://me/sharded@main', { targetModules: ['q_proj', 'v_proj'], dora: true }, ['--target-modules', 'q_proj,v_proj', '--dora']],
+    [
+      { repo: 'me/llama' },
+      'hf://me/llama',
+      { targetModules: 'all-linear', dora: true, seed: 4 },
+      ['--target-modules', 'all-linear', '--dora', '--seed', '4'],
+    ],
+    [
+      { repo: 'me/sharded', revision: 'main' },
+      'hf://me/sharded@main',
+      { targetModules: ['q_proj', 'v_proj'], dora: true },
+      ['--target-modules', 'q_proj,v_proj', '--dora'],
+    ],
   ]) {
     const out = join(work, `api-${base.repo.replace('/', '-')}`);
     const planned = await run(nativeCli, ['create', '--base', cli, '--dry-run', '--json', ...args]);
@@ -75,7 +104,12 @@ test('createAdapter from a Hub repo: the plan is `create --dry-run`\'s, the file
     assert.deepEqual(plan.summary, summary);
     assert.deepEqual(plan.files, []);
     const progress = [];
-    const created = await createAdapter({ base, ...options, endpoint: hub.endpoint, onProgress: (p) => progress.push(p) });
+    const created = await createAdapter({
+      base,
+      ...options,
+      endpoint: hub.endpoint,
+      onProgress: (p) => progress.push(p),
+    });
     assert.ok(made.stdout.startsWith(created.text));
     assert.ok(progress.length > 0 && progress.at(-1).bytesIn === progress.at(-1).totalIn);
     const files = {};

@@ -26,14 +26,24 @@ function tempDir(t) {
   return dir;
 }
 
-const readTree = (dir) => (existsSync(dir) ? Object.fromEntries(readdirSync(dir).sort().map((n) => [n, readFileSync(join(dir, n))])) : null);
+const readTree = (dir) =>
+  existsSync(dir)
+    ? Object.fromEntries(
+        readdirSync(dir)
+          .sort()
+          .map((n) => [n, readFileSync(join(dir, n))]),
+      )
+    : null;
 
 /** Runs `create` with both CLIs (each into its own output folder, `OUT` in args replaced); asserts the same status,
  * stdout, stderr and files; returns the native run and its files. */
 function both(t, args, env = {}) {
   const dir = tempDir(t);
   const results = [];
-  for (const [who, cmd, pre] of [['native', nativeCli, []], ['npm', process.execPath, [cliPath]]]) {
+  for (const [who, cmd, pre] of [
+    ['native', nativeCli, []],
+    ['npm', process.execPath, [cliPath]],
+  ]) {
     const out = join(dir, who);
     const r = run(cmd, [...pre, 'create', ...args.map((a) => (a === 'OUT' ? out : a))], env);
     // The output folder's own path is the only expected difference.
@@ -56,7 +66,16 @@ test('create: both CLIs write the same adapter, for every kind of target and set
     [base('llama_lora_f32'), '--target-modules', 'all-linear', '--r', '4', '--alpha', '16'],
     [base('llama_dora'), '--target-modules', 'q_proj,down_proj', '--dora', '--seed', '123'],
     [base('gpt2_dora_conv1d'), '--target-modules', 'all-linear', '--dora', '--dtype', 'bf16'], // Conv1D
-    [base('llama_lora_f16'), '--target-regex', '.*\\.mlp\\.(up|down)_proj', '--init', 'gaussian', '--rslora', '--alpha', '16.5'],
+    [
+      base('llama_lora_f16'),
+      '--target-regex',
+      '.*\\.mlp\\.(up|down)_proj',
+      '--init',
+      'gaussian',
+      '--rslora',
+      '--alpha',
+      '16.5',
+    ],
     [join(base('llama_lora_f16'), 'model.safetensors'), '--target-modules', 'o_proj', '--dtype', 'fp16'],
   ];
   for (const args of runs) {
@@ -136,8 +155,10 @@ test('create: errors are the same bytes and statuses in both CLIs', (t) => {
 
 test('create --dora: the progress line is the same bytes in both CLIs', (t) => {
   if (skipWithoutNativeCli(t)) return;
-  const r = both(t, ['--base', base('llama_lora_bf16'), '--target-modules', 'all-linear', '--dora', '-o', 'OUT'],
-    { PB_PROGRESS: 'always', PB_PROGRESS_CLOCK_MS: '2000' });
+  const r = both(t, ['--base', base('llama_lora_bf16'), '--target-modules', 'all-linear', '--dora', '-o', 'OUT'], {
+    PB_PROGRESS: 'always',
+    PB_PROGRESS_CLOCK_MS: '2000',
+  });
   assert.equal(r.status, 0);
   assert.match(r.stderr, /100%/);
 });
@@ -158,8 +179,14 @@ test('createAdapter: the CLI files, from a path or a MergeBase, with progress an
   const llama = base('llama_dora');
   for (const [options, args] of [
     [{ targetModules: ['q_proj', 'v_proj'], seed: 3 }, ['--target-modules', 'q_proj,v_proj', '--seed', '3']],
-    [{ targetModules: 'all-linear', dora: true, r: 4, alpha: 16, dtype: 'bf16' }, ['--target-modules', 'all-linear', '--dora', '--r', '4', '--alpha', '16', '--dtype', 'bf16']],
-    [{ targetRegex: '.*q_proj', init: 'gaussian', seed: 18446744073709551615n }, ['--target-regex', '.*q_proj', '--init', 'gaussian', '--seed', '18446744073709551615']],
+    [
+      { targetModules: 'all-linear', dora: true, r: 4, alpha: 16, dtype: 'bf16' },
+      ['--target-modules', 'all-linear', '--dora', '--r', '4', '--alpha', '16', '--dtype', 'bf16'],
+    ],
+    [
+      { targetRegex: '.*q_proj', init: 'gaussian', seed: 18446744073709551615n },
+      ['--target-regex', '.*q_proj', '--init', 'gaussian', '--seed', '18446744073709551615'],
+    ],
   ]) {
     const out = join(dir, String(readdirSync(dir).length));
     const r = run(nativeCli, ['create', '--base', llama, '-o', out, '-q', ...args]);
@@ -169,7 +196,11 @@ test('createAdapter: the CLI files, from a path or a MergeBase, with progress an
     assert.deepEqual(await streamsToFiles(created.files), readTree(out));
     assert.equal(created.config, readFileSync(join(out, 'adapter_config.json'), 'utf8'));
     assert.equal(created.summary.modules.length > 0, true);
-    if (options.dora) assert.deepEqual(progress.at(-1), { bytesIn: created.summary.baseBytesRead, totalIn: created.summary.baseBytesRead });
+    if (options.dora)
+      assert.deepEqual(progress.at(-1), {
+        bytesIn: created.summary.baseBytesRead,
+        totalIn: created.summary.baseBytesRead,
+      });
     // A MergeBase of bytes gives the same adapter (baseName set to the path, which the config records).
     const mergeBase = {
       open: (name) => new Uint8Array(readFileSync(join(llama, name))),
@@ -179,12 +210,27 @@ test('createAdapter: the CLI files, from a path or a MergeBase, with progress an
     assert.deepEqual(await streamsToFiles(again.files), readTree(out));
   }
   // A stream base: fine without DoRA (headers only); DoRA needs the weights by range.
-  const streamBase = { open: (name) => new Blob([readFileSync(join(llama, name))]).stream(), config: readFileSync(join(llama, 'config.json')) };
+  const streamBase = {
+    open: (name) => new Blob([readFileSync(join(llama, name))]).stream(),
+    config: readFileSync(join(llama, 'config.json')),
+  };
   const streamed = await createAdapter({ base: streamBase, baseName: llama, targetModules: 'q_proj', seed: 3 });
   assert.equal((await streamsToFiles(streamed.files))['adapter_model.safetensors'].length, streamed.files[0].size);
-  await rejectsWith(createAdapter({ base: streamBase, targetModules: 'q_proj', dora: true }), 'InvalidArgument', /DoRA needs model\.safetensors by ranges/);
-  await rejectsWith(createAdapter({ base: llama, targetModules: 'nope' }), 'InvalidArgument', /`nope` matches no module/);
-  await rejectsWith(createAdapter({ base: llama, targetModules: 'q_proj', r: 0 }), 'InvalidArgument', /--r must be a positive integer/);
+  await rejectsWith(
+    createAdapter({ base: streamBase, targetModules: 'q_proj', dora: true }),
+    'InvalidArgument',
+    /DoRA needs model\.safetensors by ranges/,
+  );
+  await rejectsWith(
+    createAdapter({ base: llama, targetModules: 'nope' }),
+    'InvalidArgument',
+    /`nope` matches no module/,
+  );
+  await rejectsWith(
+    createAdapter({ base: llama, targetModules: 'q_proj', r: 0 }),
+    'InvalidArgument',
+    /--r must be a positive integer/,
+  );
   await assert.rejects(createAdapter({ targetModules: 'q_proj' }), TypeError);
   const controller = new AbortController();
   controller.abort(new Error('stop'));

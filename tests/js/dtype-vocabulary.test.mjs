@@ -40,20 +40,32 @@ async function merged(dtype) {
   return files;
 }
 
-const f32File = () => makeFile(JSON.stringify({ w: { dtype: 'F32', shape: [3], data_offsets: [0, 12] } }),
-  new Uint8Array(new Float32Array([1.5, -2.25, 3.0078125]).buffer));
+const f32File = () =>
+  makeFile(
+    JSON.stringify({ w: { dtype: 'F32', shape: [3], data_offsets: [0, 12] } }),
+    new Uint8Array(new Float32Array([1.5, -2.25, 3.0078125]).buffer),
+  );
 
 // Each entry point: the output for a dtype spelling, compared as bytes (or JSON text).
 const entryPoints = {
   convert: async (dtype) => collect(pb.convert(f32File(), { dtype })),
   merge: merged,
   create: async (dtype) => {
-    const made = await pb.createAdapter({ base: join(corpus, 'llama_dora', 'base'), targetModules: 'q_proj', seed: 3, dtype });
+    const made = await pb.createAdapter({
+      base: join(corpus, 'llama_dora', 'base'),
+      targetModules: 'q_proj',
+      seed: 3,
+      dtype,
+    });
     return { config: made.config, files: await streamsToFiles(made.files) };
   },
   extract: async (dtype) => {
-    const made = await pb.extractAdapter({ base: join(corpus, LLAMA, 'base'), tuned: join(corpus, LLAMA, 'peft_merged'),
-      rank: 8, dtype });
+    const made = await pb.extractAdapter({
+      base: join(corpus, LLAMA, 'base'),
+      tuned: join(corpus, LLAMA, 'peft_merged'),
+      rank: 8,
+      dtype,
+    });
     return { config: made.config, files: await streamsToFiles(made.files) };
   },
   combine: async (dtype) => {
@@ -70,6 +82,10 @@ for (const [name, run] of Object.entries(entryPoints)) {
     assert.deepEqual(await run('BF16'), bf16);
     assert.deepEqual(await run('Half'), await run('f16'));
     assert.notDeepEqual(bf16, await run('f32'));
-    await rejectsWith(Promise.resolve().then(() => run('f8')), 'InvalidArgument', BAD);
+    await rejectsWith(
+      Promise.resolve().then(() => run('f8')),
+      'InvalidArgument',
+      BAD,
+    );
   });
 }

@@ -53,19 +53,38 @@ function failsBoth(t, args, cwd) {
 
 const enc = (s) => new TextEncoder().encode(s);
 const FILES = {
-  'notes.json': [enc('{"learning_rate": 0.0002}\n'), 'HeaderTooLarge', /^not a safetensors file, it looks like JSON: header length \d+ exceeds/],
+  'notes.json': [
+    enc('{"learning_rate": 0.0002}\n'),
+    'HeaderTooLarge',
+    /^not a safetensors file, it looks like JSON: header length \d+ exceeds/,
+  ],
   'README.md': [enc('# My LoRA\n\nTrained on...\n'), 'HeaderTooLarge', /^not a safetensors file, it looks like text: /],
   'short.txt': [enc('hi\n'), 'HeaderTooSmall', /^not a safetensors file, it looks like text: file is 3 bytes/],
-  'page.safetensors': [enc('<!DOCTYPE html><html>'), 'HeaderTooLarge', /^not a safetensors file, it looks like HTML or XML/],
-  'model.gguf': [new Uint8Array([0x47, 0x47, 0x55, 0x46, 3, 0, 0, 0, 9, 9, 9, 9]), 'HeaderTooLarge', /^not a safetensors file, it looks like a GGUF file/],
-  'pytorch_model.zip': [new Uint8Array([0x50, 0x4b, 3, 4, 20, 0, 0, 0, 8, 0]), 'HeaderTooLarge', /^not a safetensors file, it looks like a zip archive \(PyTorch/],
+  'page.safetensors': [
+    enc('<!DOCTYPE html><html>'),
+    'HeaderTooLarge',
+    /^not a safetensors file, it looks like HTML or XML/,
+  ],
+  'model.gguf': [
+    new Uint8Array([0x47, 0x47, 0x55, 0x46, 3, 0, 0, 0, 9, 9, 9, 9]),
+    'HeaderTooLarge',
+    /^not a safetensors file, it looks like a GGUF file/,
+  ],
+  'pytorch_model.zip': [
+    new Uint8Array([0x50, 0x4b, 3, 4, 20, 0, 0, 0, 8, 0]),
+    'HeaderTooLarge',
+    /^not a safetensors file, it looks like a zip archive \(PyTorch/,
+  ],
 };
 
 test('inspect and convert: a file that is not safetensors is named for what it looks like, in both CLIs', (t) => {
   const dir = tempDir(t);
   for (const [name, [bytes, code, message]] of Object.entries(FILES)) {
     writeFileSync(join(dir, name), bytes);
-    for (const args of [['inspect', name], ['convert', name, 'out.safetensors', '--dtype', 'bf16']]) {
+    for (const args of [
+      ['inspect', name],
+      ['convert', name, 'out.safetensors', '--dtype', 'bf16'],
+    ]) {
       const error = failsBoth(t, args, dir);
       assert.equal(error.code, code, `${args.join(' ')}: ${error.message}`);
       assert.match(error.message, message);
@@ -75,15 +94,26 @@ test('inspect and convert: a file that is not safetensors is named for what it l
 
 test('the JS API says the same when it reads such a source', async () => {
   for (const [name, [bytes, code, message]] of Object.entries(FILES)) {
-    await assert.rejects(inspect(bytes), (e) => e instanceof SafetensorsError && e.code === code && message.test(e.message), name);
-    await assert.rejects(inspect(new Blob([bytes]).stream()), (e) => e.code === code && message.test(e.message), `${name} as a stream`);
+    await assert.rejects(
+      inspect(bytes),
+      (e) => e instanceof SafetensorsError && e.code === code && message.test(e.message),
+      name,
+    );
+    await assert.rejects(
+      inspect(new Blob([bytes]).stream()),
+      (e) => e.code === code && message.test(e.message),
+      `${name} as a stream`,
+    );
   }
 });
 
 test('a directory given to inspect or convert is read as a model folder: one without a model says what it lacks', (t) => {
   const dir = tempDir(t);
   mkdirSync(join(dir, 'model'));
-  for (const args of [['inspect', 'model'], ['convert', 'model', 'out', '--dtype', 'bf16']]) {
+  for (const args of [
+    ['inspect', 'model'],
+    ['convert', 'model', 'out', '--dtype', 'bf16'],
+  ]) {
     const error = failsBoth(t, args, dir);
     assert.deepEqual(error, {
       code: 'IoError',
@@ -101,17 +131,30 @@ function wrongBase(dir) {
   writeFileSync(join(dir, 'gpt2-lora', 'adapter_model.safetensors'), peftAdapterBytes(modules));
   writeFileSync(
     join(dir, 'gpt2-lora', 'adapter_config.json'),
-    JSON.stringify({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['c_attn', 'c_proj'], base_model_name_or_path: 'gpt2' }),
+    JSON.stringify({
+      peft_type: 'LORA',
+      r: 2,
+      lora_alpha: 4,
+      target_modules: ['c_attn', 'c_proj'],
+      base_model_name_or_path: 'gpt2',
+    }),
   );
   mkdirSync(join(dir, 'llama'));
   const header = {};
   let offset = 0;
   for (const p of ['q_proj', 'k_proj', 'v_proj', 'o_proj']) {
-    header[`model.layers.0.self_attn.${p}.weight`] = { dtype: 'F32', shape: [4, 4], data_offsets: [offset, offset + 64] };
+    header[`model.layers.0.self_attn.${p}.weight`] = {
+      dtype: 'F32',
+      shape: [4, 4],
+      data_offsets: [offset, offset + 64],
+    };
     offset += 64;
   }
   writeFileSync(join(dir, 'llama', 'model.safetensors'), makeFile(JSON.stringify(header), new Uint8Array(offset)));
-  writeFileSync(join(dir, 'llama', 'config.json'), JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama' }));
+  writeFileSync(
+    join(dir, 'llama', 'config.json'),
+    JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama' }),
+  );
   return modules;
 }
 
@@ -120,7 +163,8 @@ test('adapter-info, translate and merge: adapter_config.json passed for the adap
   wrongBase(dir);
   const expected = {
     code: 'InvalidArgument',
-    message: "`gpt2-lora/adapter_config.json` is an adapter's config, not safetensors weights: pass its folder `gpt2-lora`",
+    message:
+      "`gpt2-lora/adapter_config.json` is an adapter's config, not safetensors weights: pass its folder `gpt2-lora`",
     tensor: null,
     offset: null,
   };
@@ -131,16 +175,23 @@ test('adapter-info, translate and merge: adapter_config.json passed for the adap
   ])
     assert.deepEqual(failsBoth(t, args, dir), expected, args.join(' '));
   // As --base: config.json says to pass its folder; the adapter's config says what --base takes.
-  assert.deepEqual(failsBoth(t, ['merge', '--base', 'llama/config.json', '--adapter', 'gpt2-lora', '--out', 'merged'], dir), {
-    ...expected,
-    message: "`llama/config.json` is a model's config, not safetensors weights: pass its folder `llama`",
-  });
+  assert.deepEqual(
+    failsBoth(t, ['merge', '--base', 'llama/config.json', '--adapter', 'gpt2-lora', '--out', 'merged'], dir),
+    {
+      ...expected,
+      message: "`llama/config.json` is a model's config, not safetensors weights: pass its folder `llama`",
+    },
+  );
   assert.match(
-    failsBoth(t, ['merge', '--base', 'gpt2-lora/adapter_config.json', '--adapter', 'gpt2-lora', '--out', 'merged'], dir).message,
+    failsBoth(t, ['merge', '--base', 'gpt2-lora/adapter_config.json', '--adapter', 'gpt2-lora', '--out', 'merged'], dir)
+      .message,
     /is an adapter's config, not safetensors weights: pass the base model's folder or its \.safetensors file$/,
   );
   // inspect takes one file: the weights beside it.
-  assert.match(failsBoth(t, ['inspect', 'gpt2-lora/adapter_config.json'], dir).message, /pass adapter_model\.safetensors beside it$/);
+  assert.match(
+    failsBoth(t, ['inspect', 'gpt2-lora/adapter_config.json'], dir).message,
+    /pass adapter_model\.safetensors beside it$/,
+  );
 });
 
 test('merge into the wrong base: one headline, code ModulesNotFound, the list; --json problems are an array', (t) => {
@@ -150,11 +201,21 @@ test('merge into the wrong base: one headline, code ModulesNotFound, the list; -
     const error = failsBoth(t, [command, '--base', 'llama', '--adapter', 'gpt2-lora', '--out', 'merged'], dir);
     assert.equal(error.code, 'ModulesNotFound');
     const [headline, ...lines] = error.message.split('\n');
-    assert.equal(headline, 'adapter trained on gpt2 (GPT2LMHeadModel); base is LlamaForCausalLM: 0 of 4 modules found:');
-    assert.deepEqual(lines, modules.map((m) => `  adapter module \`${m}\`: the base has no tensor \`${m}.weight\``));
+    assert.equal(
+      headline,
+      'adapter trained on gpt2 (GPT2LMHeadModel); base is LlamaForCausalLM: 0 of 4 modules found:',
+    );
+    assert.deepEqual(
+      lines,
+      modules.map((m) => `  adapter module \`${m}\`: the base has no tensor \`${m}.weight\``),
+    );
     assert.deepEqual(
       error.problems,
-      modules.map((m) => ({ code: 'ModulesNotFound', module: m, message: `adapter module \`${m}\`: the base has no tensor \`${m}.weight\`` })),
+      modules.map((m) => ({
+        code: 'ModulesNotFound',
+        module: m,
+        message: `adapter module \`${m}\`: the base has no tensor \`${m}.weight\``,
+      })),
     );
   }
 });
@@ -177,7 +238,9 @@ test('the JS API: a merge into the wrong base rejects with ModulesNotFound and i
     (e) =>
       e instanceof SafetensorsError &&
       e.code === 'ModulesNotFound' &&
-      e.message.startsWith('adapter trained on gpt2 (GPT2LMHeadModel); base is LlamaForCausalLM: 0 of 4 modules found:') &&
+      e.message.startsWith(
+        'adapter trained on gpt2 (GPT2LMHeadModel); base is LlamaForCausalLM: 0 of 4 modules found:',
+      ) &&
       e.problems.length === modules.length &&
       e.problems.every((p, i) => p.code === 'ModulesNotFound' && p.module === modules[i]),
   );
@@ -188,7 +251,11 @@ test('merge: more than 20 problems are listed 20, then counted; --json keeps the
   const modules = Array.from({ length: 23 }, (_, l) => `transformer.h.${l}.attn.c_attn`);
   wrongBase(dir);
   writeFileSync(join(dir, 'gpt2-lora', 'adapter_model.safetensors'), peftAdapterBytes(modules));
-  const error = failsBoth(t, ['merge', '--base', 'llama', '--adapter', 'gpt2-lora', '--out', 'merged', '--dry-run'], dir);
+  const error = failsBoth(
+    t,
+    ['merge', '--base', 'llama', '--adapter', 'gpt2-lora', '--out', 'merged', '--dry-run'],
+    dir,
+  );
   assert.equal(error.code, 'ModulesNotFound');
   const lines = error.message.split('\n');
   assert.equal(lines[0], 'adapter trained on gpt2 (GPT2LMHeadModel); base is LlamaForCausalLM: 0 of 23 modules found:');

@@ -4,11 +4,30 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync, execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, copyFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+  copyFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  cliPath, collect, makeFile, nativeCli, rejectsWith, repoRoot, rng, skipWithoutNativeCli, webDir,
+  cliPath,
+  collect,
+  makeFile,
+  nativeCli,
+  rejectsWith,
+  repoRoot,
+  rng,
+  skipWithoutNativeCli,
+  webDir,
 } from './helpers/common.mjs';
 import { startHub } from '../hub/server.mjs';
 
@@ -30,7 +49,9 @@ function bigModels() {
   const q = Float32Array.from({ length: n * n }, () => random() - 0.5);
   const norm = new Float32Array(n).fill(1);
   const u = Array.from({ length: 2 * n }, () => random() - 0.5);
-  const tunedQ = q.map((x, i) => x + 0.1 * (u[Math.floor(i / n)] * u[n + (i % n)] + u[n - 1 - Math.floor(i / n)] * u[2 * n - 1 - (i % n)]));
+  const tunedQ = q.map(
+    (x, i) => x + 0.1 * (u[Math.floor(i / n)] * u[n + (i % n)] + u[n - 1 - Math.floor(i / n)] * u[2 * n - 1 - (i % n)]),
+  );
   const tunedNorm = norm.map((x, i) => x + (i % 3 === 0 ? 0.01 : 0));
   const file = (qv, normv) => {
     const header = {
@@ -44,7 +65,10 @@ function bigModels() {
   };
   const config = readFileSync(join(base('llama_lora_f32'), 'config.json'));
   const dirs = [];
-  for (const [name, bytes] of [['big-base', file(q, norm)], ['big-tuned', file(tunedQ, tunedNorm)]]) {
+  for (const [name, bytes] of [
+    ['big-base', file(q, norm)],
+    ['big-tuned', file(tunedQ, tunedNorm)],
+  ]) {
     const dir = join(work, name);
     mkdirSync(dir);
     writeFileSync(join(dir, 'model.safetensors'), bytes);
@@ -84,12 +108,23 @@ const run = (cmd, args, env = {}) => {
 // Asynchronous, for commands that read from the stand-in Hub served by this process.
 const runAsync = (cmd, args, env = {}) =>
   new Promise((resolve) => {
-    execFile(cmd, args, { env: { ...process.env, ...env }, encoding: 'latin1', timeout: 120000 }, (error, stdout, stderr) =>
-      resolve({ status: error ? error.code : 0, stdout, stderr }));
+    execFile(
+      cmd,
+      args,
+      { env: { ...process.env, ...env }, encoding: 'latin1', timeout: 120000 },
+      (error, stdout, stderr) => resolve({ status: error ? error.code : 0, stdout, stderr }),
+    );
   });
 const hubEnv = () => ({ HF_ENDPOINT: hub.endpoint, HF_TOKEN: '', HF_HOME: join(work, 'home'), PB_HTTP_RETRIES: '0' });
 
-const readTree = (dir) => (existsSync(dir) ? Object.fromEntries(readdirSync(dir).sort().map((n) => [n, readFileSync(join(dir, n))])) : null);
+const readTree = (dir) =>
+  existsSync(dir)
+    ? Object.fromEntries(
+        readdirSync(dir)
+          .sort()
+          .map((n) => [n, readFileSync(join(dir, n))]),
+      )
+    : null;
 
 /** Runs `extract` with both CLIs (each into its own output folder, `OUT` in args replaced); asserts the same status,
  * stdout, stderr and files; returns the native run and its files. */
@@ -97,7 +132,10 @@ async function both(args, env = {}) {
   const dir = freshDir();
   mkdirSync(dir);
   const results = [];
-  for (const [who, cmd, pre] of [['native', nativeCli, []], ['npm', process.execPath, [cliPath]]]) {
+  for (const [who, cmd, pre] of [
+    ['native', nativeCli, []],
+    ['npm', process.execPath, [cliPath]],
+  ]) {
     const out = join(dir, who);
     const r = await runAsync(cmd, [...pre, 'extract', ...args.map((a) => (a === 'OUT' ? out : a))], env);
     // The output folder's own path is the only expected difference.
@@ -123,7 +161,13 @@ async function streamsToFiles(files) {
   return out;
 }
 
-const SETTINGS = [['--rank', '8'], ['--energy', '0.99'], ['--rank', '4', '--embeddings', 'lora'], ['--embeddings', 'skip', '--max-rank', '6'], ['--rank', '8', '--dtype', 'f32']];
+const SETTINGS = [
+  ['--rank', '8'],
+  ['--energy', '0.99'],
+  ['--rank', '4', '--embeddings', 'lora'],
+  ['--embeddings', 'skip', '--max-rank', '6'],
+  ['--rank', '8', '--dtype', 'f32'],
+];
 
 test('extract: both CLIs write the same adapter and print the same texts, for every golden case and setting', async (t) => {
   if (skipWithoutNativeCli(t)) return;
@@ -161,8 +205,10 @@ test('extract: --dry-run, --json and -q print the same in both CLIs; a dry run w
 
 test('extract: the progress line is the same bytes in both CLIs', async (t) => {
   if (skipWithoutNativeCli(t)) return;
-  const r = await both(['--base', base('llama_lora_bf16'), '--tuned', tuned('llama_lora_bf16'), '--rank', '4', '-o', 'OUT'],
-    { PB_PROGRESS: 'always', PB_PROGRESS_CLOCK_MS: '2000' });
+  const r = await both(
+    ['--base', base('llama_lora_bf16'), '--tuned', tuned('llama_lora_bf16'), '--rank', '4', '-o', 'OUT'],
+    { PB_PROGRESS: 'always', PB_PROGRESS_CLOCK_MS: '2000' },
+  );
   assert.equal(r.status, 0);
   assert.match(r.stderr, /100%/);
 });
@@ -237,21 +283,42 @@ test('extractAdapter: the CLI files from local paths and from a MergeBase; dryRu
   for (const [name, options, args] of [
     ['llama_lora_f32', { rank: 8 }, ['--rank', '8']],
     ['gpt2_conv1d_f32', { energy: 0.99, dtype: 'bf16' }, ['--energy', '0.99', '--dtype', 'bf16']],
-    ['llama_embedding_lora', { rank: '4', embeddings: 'lora', modules: ['q_proj', 'v_proj'] }, ['--rank', '4', '--embeddings', 'lora', '--modules', 'q_proj,v_proj']],
+    [
+      'llama_embedding_lora',
+      { rank: '4', embeddings: 'lora', modules: ['q_proj', 'v_proj'] },
+      ['--rank', '4', '--embeddings', 'lora', '--modules', 'q_proj,v_proj'],
+    ],
     ['llama_lora_bf16', { maxRank: 4 }, ['--max-rank', '4']], // sharded
   ]) {
     const out = freshDir();
     const r = run(nativeCli, ['extract', '--base', base(name), '--tuned', tuned(name), '-o', out, '-q', ...args]);
     assert.equal(r.status, 0, r.stderr);
     const progress = [];
-    const made = await extractAdapter({ base: base(name), tuned: tuned(name), ...options, onProgress: (p) => progress.push(p) });
+    const made = await extractAdapter({
+      base: base(name),
+      tuned: tuned(name),
+      ...options,
+      onProgress: (p) => progress.push(p),
+    });
     assert.deepEqual(await streamsToFiles(made.files), readTree(out), name);
     assert.equal(made.config, readFileSync(join(out, 'adapter_config.json'), 'utf8'));
-    const json = JSON.parse(run(nativeCli, ['extract', '--base', base(name), '--tuned', tuned(name), '-o', freshDir(), '--json', ...args]).stdout);
+    const json = JSON.parse(
+      run(nativeCli, ['extract', '--base', base(name), '--tuned', tuned(name), '-o', freshDir(), '--json', ...args])
+        .stdout,
+    );
     delete json.ok;
     delete json.dryRun;
     assert.deepEqual(made.summary, json);
-    const text = run(nativeCli, ['extract', '--base', base(name), '--tuned', tuned(name), '-o', freshDir(), ...args]).stdout;
+    const text = run(nativeCli, [
+      'extract',
+      '--base',
+      base(name),
+      '--tuned',
+      tuned(name),
+      '-o',
+      freshDir(),
+      ...args,
+    ]).stdout;
     assert.equal(made.text, Buffer.from(text, 'latin1').toString('utf8'));
     const last = progress.at(-1);
     assert.equal(last.bytesIn, last.totalIn);
@@ -259,14 +326,23 @@ test('extractAdapter: the CLI files from local paths and from a MergeBase; dryRu
     // A MergeBase of bytes gives the same adapter (baseName set to the path, which the config records).
     const mergeBase = (dir) => ({
       open: (shard) => new Uint8Array(readFileSync(join(dir, shard))),
-      index: existsSync(join(dir, 'model.safetensors.index.json')) ? readFileSync(join(dir, 'model.safetensors.index.json')) : null,
+      index: existsSync(join(dir, 'model.safetensors.index.json'))
+        ? readFileSync(join(dir, 'model.safetensors.index.json'))
+        : null,
       config: readFileSync(join(dir, 'config.json'), 'utf8'),
     });
-    const again = await extractAdapter({ base: mergeBase(base(name)), tuned: mergeBase(tuned(name)), baseName: base(name), ...options });
+    const again = await extractAdapter({
+      base: mergeBase(base(name)),
+      tuned: mergeBase(tuned(name)),
+      baseName: base(name),
+      ...options,
+    });
     assert.deepEqual(await streamsToFiles(again.files), readTree(out), `${name} (MergeBase)`);
     // The plan alone.
     const plan = await extractAdapter({ base: base(name), tuned: tuned(name), ...options, dryRun: true });
-    const dry = JSON.parse(run(nativeCli, ['extract', '--base', base(name), '--tuned', tuned(name), '--dry-run', '--json', ...args]).stdout);
+    const dry = JSON.parse(
+      run(nativeCli, ['extract', '--base', base(name), '--tuned', tuned(name), '--dry-run', '--json', ...args]).stdout,
+    );
     delete dry.ok;
     delete dry.dryRun;
     assert.deepEqual(plan.summary, dry);
@@ -275,15 +351,27 @@ test('extractAdapter: the CLI files from local paths and from a MergeBase; dryRu
   assert.equal(openMergeHandles(), 0);
 });
 
-test('extractAdapter: the core\'s errors, with the CLI\'s messages; a stream base needs ranges', async (t) => {
+test("extractAdapter: the core's errors, with the CLI's messages; a stream base needs ranges", async (t) => {
   if (skipWithoutNativeCli(t)) return;
   const llama = base('llama_lora_f32');
-  await rejectsWith(extractAdapter({ base: llama, tuned: tuned('llama_lora_f32'), rank: 0 }), 'InvalidArgument', /--rank/);
-  await rejectsWith(extractAdapter({ base: llama, tuned: tuned('llama_lora_f32'), embeddings: 'keep' }), 'InvalidArgument', /unknown embeddings `keep` \(expected save, lora or skip\)/); // the CLI's message
+  await rejectsWith(
+    extractAdapter({ base: llama, tuned: tuned('llama_lora_f32'), rank: 0 }),
+    'InvalidArgument',
+    /--rank/,
+  );
+  await rejectsWith(
+    extractAdapter({ base: llama, tuned: tuned('llama_lora_f32'), embeddings: 'keep' }),
+    'InvalidArgument',
+    /unknown embeddings `keep` \(expected save, lora or skip\)/,
+  ); // the CLI's message
   await rejectsWith(extractAdapter({ base: llama, tuned: tuned('gpt2_conv1d_f32') }), 'ShapeMismatch');
   await rejectsWith(extractAdapter({ base: llama, tuned: llama }), 'InvalidArgument', /no decomposed module differs/);
   const streamBase = { open: (name) => new Blob([readFileSync(join(llama, name))]).stream() };
-  await rejectsWith(extractAdapter({ base: streamBase, tuned: tuned('llama_lora_f32') }), 'InvalidArgument', /by ranges/);
+  await rejectsWith(
+    extractAdapter({ base: streamBase, tuned: tuned('llama_lora_f32') }),
+    'InvalidArgument',
+    /by ranges/,
+  );
   await assert.rejects(extractAdapter({ base: llama }), TypeError);
   await assert.rejects(extractAdapter({ base: 42, tuned: llama }), TypeError);
   assert.equal(openMergeHandles(), 0);
@@ -314,18 +402,30 @@ test('extractAdapter: an AbortSignal stops it, before or while it reads, and fre
   // From the Hub: the Range reads under way are aborted too.
   const remote = new AbortController();
   await assert.rejects(
-    extractAdapter({ base: { repo: 'me/sharded-base' }, tuned: { repo: 'me/sharded-tuned' }, rank: 4, endpoint: hub.endpoint, retries: 0, signal: remote.signal,
-      onProgress: () => remote.abort(new Error('stop remote')) }),
+    extractAdapter({
+      base: { repo: 'me/sharded-base' },
+      tuned: { repo: 'me/sharded-tuned' },
+      rank: 4,
+      endpoint: hub.endpoint,
+      retries: 0,
+      signal: remote.signal,
+      onProgress: () => remote.abort(new Error('stop remote')),
+    }),
     /stop remote/,
   );
   assert.equal(openMergeHandles(), 0);
 });
 
-test('extract from two Hub repos: both CLIs and extractAdapter alike, the local models\' bytes, Range reads only', async (t) => {
+test("extract from two Hub repos: both CLIs and extractAdapter alike, the local models' bytes, Range reads only", async (t) => {
   if (skipWithoutNativeCli(t)) return;
   for (const [repos, local, args, options] of [
     [['me/base', 'me/tuned'], [base('llama_lora_f32'), tuned('llama_lora_f32')], ['--rank', '8'], { rank: 8 }],
-    [['me/sharded-base', 'me/sharded-tuned'], [base('llama_lora_bf16'), tuned('llama_lora_bf16')], ['--energy', '0.99', '--embeddings', 'lora'], { energy: 0.99, embeddings: 'lora' }],
+    [
+      ['me/sharded-base', 'me/sharded-tuned'],
+      [base('llama_lora_bf16'), tuned('llama_lora_bf16')],
+      ['--energy', '0.99', '--embeddings', 'lora'],
+      { energy: 0.99, embeddings: 'lora' },
+    ],
     [['me/big-base', 'me/big-tuned'], [bigBase, bigTuned], ['--energy', '0.999'], { energy: 0.999 }],
   ]) {
     const r = await both(['--base', `hf://${repos[0]}`, '--tuned', `hf://${repos[1]}`, '-o', 'OUT', ...args], hubEnv());
@@ -339,7 +439,12 @@ test('extract from two Hub repos: both CLIs and extractAdapter alike, the local 
     assert.deepEqual(remoteFiles['adapter_model.safetensors'], readTree(here)['adapter_model.safetensors']);
 
     hub.requests.length = 0;
-    const made = await extractAdapter({ base: { repo: repos[0] }, tuned: { repo: repos[1] }, ...options, endpoint: hub.endpoint });
+    const made = await extractAdapter({
+      base: { repo: repos[0] },
+      tuned: { repo: repos[1] },
+      ...options,
+      endpoint: hub.endpoint,
+    });
     assert.deepEqual(await streamsToFiles(made.files), remoteFiles);
     // Every request for a weights file asks for a range, and never for a whole file.
     const dirOf = { [repos[0]]: local[0], [repos[1]]: local[1] };
@@ -350,7 +455,11 @@ test('extract from two Hub repos: both CLIs and extractAdapter alike, the local 
       const [, from, to] = /^bytes=(\d+)-(\d+)$/.exec(q.range);
       const size = statSync(join(dirOf[q.repo], q.path)).size;
       // A file larger than the first 64 KiB request is never asked for whole.
-      if (size > 65536) assert.ok(!(Number(from) === 0 && Number(to) + 1 >= size), `${q.repo}/${q.path}: the whole file (${q.range} of ${size})`);
+      if (size > 65536)
+        assert.ok(
+          !(Number(from) === 0 && Number(to) + 1 >= size),
+          `${q.repo}/${q.path}: the whole file (${q.range} of ${size})`,
+        );
     }
     if (repos[0] === 'me/big-base') {
       const big = hub.requests.filter((q) => q.kind === 'cdn');
@@ -362,7 +471,7 @@ test('extract from two Hub repos: both CLIs and extractAdapter alike, the local 
   assert.equal(openMergeHandles(), 0);
 });
 
-test('extractAdapter: the WebAssembly heap holds one module\'s delta, not the models', async (t) => {
+test("extractAdapter: the WebAssembly heap holds one module's delta, not the models", async (t) => {
   if (skipWithoutNativeCli(t)) return;
   // Two 2048x2048 float32 modules per model (32 MiB each); the fine-tune adds a rank-4 delta to each.
   const n = 2048;
@@ -377,9 +486,14 @@ test('extractAdapter: the WebAssembly heap holds one module\'s delta, not the mo
         const r = rng(200 + l);
         const u = Float32Array.from({ length: 4 * n }, () => r() - 0.5);
         for (let k = 0; k < 4; ++k)
-          for (let i = 0; i < n; ++i) for (let j = 0; j < n; ++j) w[i * n + j] += 0.05 * u[k * n + i] * u[((k + 1) % 4) * n + j];
+          for (let i = 0; i < n; ++i)
+            for (let j = 0; j < n; ++j) w[i * n + j] += 0.05 * u[k * n + i] * u[((k + 1) % 4) * n + j];
       }
-      header[`model.layers.${l}.self_attn.q_proj.weight`] = { dtype: 'F32', shape: [n, n], data_offsets: [4 * n * n * l, 4 * n * n * (l + 1)] };
+      header[`model.layers.${l}.self_attn.q_proj.weight`] = {
+        dtype: 'F32',
+        shape: [n, n],
+        data_offsets: [4 * n * n * l, 4 * n * n * (l + 1)],
+      };
       parts.push(new Uint8Array(w.buffer));
     }
     const data = new Uint8Array(8 * n * n);

@@ -5,7 +5,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cliPath, hasNativeCli, nativeCli, rejectsWith, repoRoot, webDir } from './helpers/common.mjs';
@@ -16,7 +25,10 @@ const { gguf } = await import('@huggingface/gguf');
 const CORPUS = join(repoRoot, 'tests', 'golden', 'corpus');
 const ADAPTERS = ['arch_llama', 'arch_qwen2', 'llama_lora_f32'];
 const OUTTYPES = ['f32', 'f16', 'bf16', 'q8_0'];
-const run = (cli, args) => spawnSync(cli === 'npm' ? process.execPath : nativeCli, cli === 'npm' ? [cliPath, ...args] : args, { encoding: 'buffer' });
+const run = (cli, args) =>
+  spawnSync(cli === 'npm' ? process.execPath : nativeCli, cli === 'npm' ? [cliPath, ...args] : args, {
+    encoding: 'buffer',
+  });
 const skip = !hasNativeCli && 'native CLI not built';
 
 // The .gguf files of the corpus adapters, written once by the native CLI (gguf-write.test.mjs checks the npm CLI
@@ -27,7 +39,18 @@ function ggufOf(name, outtype) {
   const out = join(work, `${name}-${outtype}.gguf`);
   if (!existsSync(out)) {
     const config = join(CORPUS, name, 'base', 'config.json');
-    const r = run('native', ['translate', join(CORPUS, name, 'adapter'), out, '--to', 'gguf', '--outtype', outtype, '--base-config', config, '-q']);
+    const r = run('native', [
+      'translate',
+      join(CORPUS, name, 'adapter'),
+      out,
+      '--to',
+      'gguf',
+      '--outtype',
+      outtype,
+      '--base-config',
+      config,
+      '-q',
+    ]);
     assert.equal(r.status, 0, String(r.stderr));
   }
   return out;
@@ -36,9 +59,16 @@ function ggufOf(name, outtype) {
 function same(args, what) {
   const native = run('native', args);
   const npm = run('npm', args);
-  assert.equal(npm.status, native.status, `${what}: exit ${npm.status} vs ${native.status}\n${npm.stderr}\n${native.stderr}`);
+  assert.equal(
+    npm.status,
+    native.status,
+    `${what}: exit ${npm.status} vs ${native.status}\n${npm.stderr}\n${native.stderr}`,
+  );
   assert.equal(String(npm.stderr), String(native.stderr), `${what}: stderr`);
-  assert.ok(npm.stdout.equals(native.stdout), `${what}: stdout differs\n--- npm\n${npm.stdout}\n--- native\n${native.stdout}`);
+  assert.ok(
+    npm.stdout.equals(native.stdout),
+    `${what}: stdout differs\n--- npm\n${npm.stdout}\n--- native\n${native.stdout}`,
+  );
   return native;
 }
 
@@ -59,7 +89,10 @@ test('adapter-info of a .gguf: the same bytes from both CLIs, text and --json', 
       assert.deepEqual(report.rejected, []);
       // q8_0 (and its F16 fallback) and mixed types decode to F32; a single f32/f16/bf16 type is kept.
       const dtype = { f32: 'F32', f16: 'F16', bf16: 'BF16', q8_0: 'F32' }[outtype];
-      assert.ok(report.modules.every((m) => m.dtype === dtype), `${name} ${outtype}: dtypes`);
+      assert.ok(
+        report.modules.every((m) => m.dtype === dtype),
+        `${name} ${outtype}: dtypes`,
+      );
     }
   }
   // A directory holding one .gguf file.
@@ -68,7 +101,10 @@ test('adapter-info of a .gguf: the same bytes from both CLIs, text and --json', 
   copyFileSync(ggufOf('arch_llama', 'f32'), join(dir, 'Arch-Llama-F32-LoRA.gguf'));
   const r = same(['adapter-info', dir], 'directory');
   assert.equal(r.status, 0, String(r.stderr));
-  assert.ok(r.stdout.equals(run('native', ['adapter-info', join(dir, 'Arch-Llama-F32-LoRA.gguf')]).stdout), 'the directory reads as its .gguf');
+  assert.ok(
+    r.stdout.equals(run('native', ['adapter-info', join(dir, 'Arch-Llama-F32-LoRA.gguf')]).stdout),
+    'the directory reads as its .gguf',
+  );
 });
 
 test('PEFT -> .gguf f32 -> PEFT gives the PEFT files byte for byte (both CLIs)', { skip }, () => {
@@ -81,13 +117,17 @@ test('PEFT -> .gguf f32 -> PEFT gives the PEFT files byte for byte (both CLIs)',
       const r = run(cli, ['translate', ggufOf(name, 'f32'), back, '--to', 'peft', '-q']);
       assert.equal(r.status, 0, `${cli}: ${r.stderr}`);
       assert.deepEqual(listing(back), Object.keys(expected).sort());
-      for (const [f, bytes] of Object.entries(expected)) assert.ok(readFileSync(join(back, f)).equals(bytes), `${name} via ${cli}: ${f} differs`);
+      for (const [f, bytes] of Object.entries(expected))
+        assert.ok(readFileSync(join(back, f)).equals(bytes), `${name} via ${cli}: ${f} differs`);
     }
     // .gguf -> .gguf: the same file again.
     const again = join(work, `${name}-again.gguf`);
     // (The head counts for llama.cpp's q/k row order come from --base-config when writing, as from a PEFT adapter.)
     const config = join(CORPUS, name, 'base', 'config.json');
-    assert.equal(run('native', ['translate', ggufOf(name, 'f32'), again, '--to', 'gguf', '--base-config', config, '-q']).status, 0);
+    assert.equal(
+      run('native', ['translate', ggufOf(name, 'f32'), again, '--to', 'gguf', '--base-config', config, '-q']).status,
+      0,
+    );
     assert.ok(readFileSync(again).equals(readFileSync(ggufOf(name, 'f32'))), `${name}: .gguf -> .gguf differs`);
   }
 });
@@ -99,12 +139,21 @@ test('translate of a .gguf to peft, mlx, kohya and gguf: the same files from bot
       const outs = {};
       for (const cli of ['native', 'npm']) {
         const out = join(work, `t-${outtype}-${to}-${cli}`);
-        const r = run(cli, ['translate', file, out, '--to', to, '-q', ...(to === 'gguf' ? ['--base-config', join(CORPUS, 'arch_llama', 'base', 'config.json')] : [])]);
+        const r = run(cli, [
+          'translate',
+          file,
+          out,
+          '--to',
+          to,
+          '-q',
+          ...(to === 'gguf' ? ['--base-config', join(CORPUS, 'arch_llama', 'base', 'config.json')] : []),
+        ]);
         assert.equal(r.status, 0, `${cli} ${outtype} -> ${to}: ${r.stderr}`);
         outs[cli] = bytesOf(out);
       }
       assert.deepEqual(Object.keys(outs.npm), Object.keys(outs.native));
-      for (const f of Object.keys(outs.native)) assert.ok(outs.npm[f].equals(outs.native[f]), `${outtype} -> ${to}: ${f} differs`);
+      for (const f of Object.keys(outs.native))
+        assert.ok(outs.npm[f].equals(outs.native[f]), `${outtype} -> ${to}: ${f} differs`);
     }
   }
 });
@@ -113,12 +162,21 @@ test('the JS API reads a .gguf from a path and from bytes as the CLI does', { sk
   const file = ggufOf('arch_llama', 'q8_0');
   const cli = JSON.parse(String(run('native', ['adapter-info', file, '--json']).stdout));
   const fromPath = await adapterInfo(file);
-  const fromBytes = await adapterInfo({ weights: new Uint8Array(readFileSync(file)), weightsName: 'arch_llama-q8_0.gguf' });
+  const fromBytes = await adapterInfo({
+    weights: new Uint8Array(readFileSync(file)),
+    weightsName: 'arch_llama-q8_0.gguf',
+  });
   assert.deepEqual(fromBytes.modules, fromPath.modules);
   assert.deepEqual(fromPath.modules, cli.modules);
-  const translated = await translateAdapter({ weights: new Uint8Array(readFileSync(ggufOf('arch_llama', 'f32'))) }, { to: 'peft' });
+  const translated = await translateAdapter(
+    { weights: new Uint8Array(readFileSync(ggufOf('arch_llama', 'f32'))) },
+    { to: 'peft' },
+  );
   const direct = join(work, 'api-direct');
-  assert.equal(run('native', ['translate', join(CORPUS, 'arch_llama', 'adapter'), direct, '--to', 'peft', '-q']).status, 0);
+  assert.equal(
+    run('native', ['translate', join(CORPUS, 'arch_llama', 'adapter'), direct, '--to', 'peft', '-q']).status,
+    0,
+  );
   for (const f of translated.files) assert.ok(Buffer.from(f.bytes).equals(readFileSync(join(direct, f.name))), f.name);
 });
 
@@ -126,9 +184,22 @@ test('hostile .gguf files: the same error from both CLIs, nothing written', { sk
   const good = readFileSync(ggufOf('arch_llama', 'f32'));
   const cases = {
     truncated: [good.subarray(0, 200), /GGUF: the file ends at byte 200/],
-    'bad version': [Buffer.concat([good.subarray(0, 4), Buffer.from([9, 0, 0, 0]), good.subarray(8)]), /GGUF version 9 is newer/],
-    'huge key count': [Buffer.concat([good.subarray(0, 16), Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f]), good.subarray(24)]), /declares \d+ keys/],
-    'not an adapter': [Buffer.from(good.toString('latin1').replace('adapter', 'model\0\0'), 'latin1'), /general.type|not/],
+    'bad version': [
+      Buffer.concat([good.subarray(0, 4), Buffer.from([9, 0, 0, 0]), good.subarray(8)]),
+      /GGUF version 9 is newer/,
+    ],
+    'huge key count': [
+      Buffer.concat([
+        good.subarray(0, 16),
+        Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f]),
+        good.subarray(24),
+      ]),
+      /declares \d+ keys/,
+    ],
+    'not an adapter': [
+      Buffer.from(good.toString('latin1').replace('adapter', 'model\0\0'), 'latin1'),
+      /general.type|not/,
+    ],
   };
   for (const [what, [bytes, pattern]] of Object.entries(cases)) {
     const file = join(work, `hostile-${what.replaceAll(' ', '-')}.gguf`);
@@ -140,7 +211,10 @@ test('hostile .gguf files: the same error from both CLIs, nothing written', { sk
     const t = same(['translate', file, out, '--to', 'peft'], `${what} translate`);
     assert.equal(t.status, 1);
     assert.equal(existsSync(out), false, `${what}: output left behind`);
-    await rejectsWith(adapterInfo({ weights: new Uint8Array(bytes), weightsName: 'x.gguf' }), JSON.parse(String(run('native', ['adapter-info', file, '--json']).stdout)).error.code);
+    await rejectsWith(
+      adapterInfo({ weights: new Uint8Array(bytes), weightsName: 'x.gguf' }),
+      JSON.parse(String(run('native', ['adapter-info', file, '--json']).stdout)).error.code,
+    );
   }
 });
 
@@ -183,48 +257,94 @@ test('@huggingface/gguf parses every .gguf we write, with the keys and tensors w
   }
 });
 
-test('a remote .gguf (a Hub repo holding one, hf://…/x.gguf, its URL): as the local file, in both CLIs and the API', { skip }, async () => {
-  const { startHub } = await import('../hub/server.mjs');
-  const file = ggufOf('arch_llama', 'q8_0');
-  const hub = await startHub({ files: { 'me/gguf-lora': { 'README.md': 'a llama.cpp LoRA', 'Arch-Llama-Q8_0-LoRA.gguf': new Uint8Array(readFileSync(file)) } } });
-  try {
-    const env = { ...process.env, HF_ENDPOINT: hub.endpoint, HF_TOKEN: '', HF_HOME: join(work, 'hf-home'), PB_HTTP_RETRIES: '0' };
-    // Asynchronous: the hub answers from this process's event loop.
-    const runEnv = (cli, args) =>
-      new Promise((resolve) =>
-        execFile(cli === 'npm' ? process.execPath : nativeCli, cli === 'npm' ? [cliPath, ...args] : args,
-          { encoding: 'buffer', env, timeout: 60000 }, (error, stdout, stderr) => resolve({ status: error ? error.code : 0, stdout, stderr })));
-    const expected = run('native', ['adapter-info', file, '--json']).stdout;
-    for (const address of ['hf://me/gguf-lora', 'hf://me/gguf-lora/Arch-Llama-Q8_0-LoRA.gguf', `${hub.endpoint}/me/gguf-lora/resolve/main/Arch-Llama-Q8_0-LoRA.gguf`]) {
-      for (const cli of ['native', 'npm']) {
-        const r = await runEnv(cli, ['adapter-info', address, '--json']);
-        assert.equal(r.status, 0, `${cli} ${address}: ${r.stderr}`);
-        assert.ok(r.stdout.equals(expected), `${cli} ${address}: differs from the local file`);
+test(
+  'a remote .gguf (a Hub repo holding one, hf://…/x.gguf, its URL): as the local file, in both CLIs and the API',
+  { skip },
+  async () => {
+    const { startHub } = await import('../hub/server.mjs');
+    const file = ggufOf('arch_llama', 'q8_0');
+    const hub = await startHub({
+      files: {
+        'me/gguf-lora': {
+          'README.md': 'a llama.cpp LoRA',
+          'Arch-Llama-Q8_0-LoRA.gguf': new Uint8Array(readFileSync(file)),
+        },
+      },
+    });
+    try {
+      const env = {
+        ...process.env,
+        HF_ENDPOINT: hub.endpoint,
+        HF_TOKEN: '',
+        HF_HOME: join(work, 'hf-home'),
+        PB_HTTP_RETRIES: '0',
+      };
+      // Asynchronous: the hub answers from this process's event loop.
+      const runEnv = (cli, args) =>
+        new Promise((resolve) =>
+          execFile(
+            cli === 'npm' ? process.execPath : nativeCli,
+            cli === 'npm' ? [cliPath, ...args] : args,
+            { encoding: 'buffer', env, timeout: 60000 },
+            (error, stdout, stderr) => resolve({ status: error ? error.code : 0, stdout, stderr }),
+          ),
+        );
+      const expected = run('native', ['adapter-info', file, '--json']).stdout;
+      for (const address of [
+        'hf://me/gguf-lora',
+        'hf://me/gguf-lora/Arch-Llama-Q8_0-LoRA.gguf',
+        `${hub.endpoint}/me/gguf-lora/resolve/main/Arch-Llama-Q8_0-LoRA.gguf`,
+      ]) {
+        for (const cli of ['native', 'npm']) {
+          const r = await runEnv(cli, ['adapter-info', address, '--json']);
+          assert.equal(r.status, 0, `${cli} ${address}: ${r.stderr}`);
+          assert.ok(r.stdout.equals(expected), `${cli} ${address}: differs from the local file`);
+        }
       }
+      const api = await adapterInfo({ repo: 'me/gguf-lora' }, { endpoint: hub.endpoint, token: '' });
+      assert.deepEqual(api.modules, JSON.parse(String(expected)).modules);
+    } finally {
+      await hub.close();
     }
-    const api = await adapterInfo({ repo: 'me/gguf-lora' }, { endpoint: hub.endpoint, token: '' });
-    assert.deepEqual(api.modules, JSON.parse(String(expected)).modules);
-  } finally {
-    await hub.close();
-  }
-});
+  },
+);
 
-test('merge --adapter X.gguf: both CLIs write what merging the PEFT adapter writes (f32), the same bytes for q8_0', { skip }, () => {
-  const base = join(CORPUS, 'arch_llama', 'base');
-  const reference = join(work, 'merge-peft');
-  assert.equal(run('native', ['merge', '--base', base, '--adapter', join(CORPUS, 'arch_llama', 'adapter'), '-o', reference, '-q']).status, 0);
-  for (const outtype of ['f32', 'q8_0']) {
-    const outs = {};
-    for (const cli of ['native', 'npm']) {
-      const out = join(work, `merge-${outtype}-${cli}`);
-      const r = run(cli, ['merge', '--base', base, '--adapter', ggufOf('arch_llama', outtype), '-o', out, '-q']);
-      assert.equal(r.status, 0, `${cli} ${outtype}: ${r.stderr}`);
-      outs[cli] = readFileSync(join(out, 'model.safetensors'));
+test(
+  'merge --adapter X.gguf: both CLIs write what merging the PEFT adapter writes (f32), the same bytes for q8_0',
+  { skip },
+  () => {
+    const base = join(CORPUS, 'arch_llama', 'base');
+    const reference = join(work, 'merge-peft');
+    assert.equal(
+      run('native', [
+        'merge',
+        '--base',
+        base,
+        '--adapter',
+        join(CORPUS, 'arch_llama', 'adapter'),
+        '-o',
+        reference,
+        '-q',
+      ]).status,
+      0,
+    );
+    for (const outtype of ['f32', 'q8_0']) {
+      const outs = {};
+      for (const cli of ['native', 'npm']) {
+        const out = join(work, `merge-${outtype}-${cli}`);
+        const r = run(cli, ['merge', '--base', base, '--adapter', ggufOf('arch_llama', outtype), '-o', out, '-q']);
+        assert.equal(r.status, 0, `${cli} ${outtype}: ${r.stderr}`);
+        outs[cli] = readFileSync(join(out, 'model.safetensors'));
+      }
+      assert.ok(outs.npm.equals(outs.native), `${outtype}: the CLIs' merged models differ`);
+      if (outtype === 'f32')
+        assert.ok(
+          outs.native.equals(readFileSync(join(reference, 'model.safetensors'))),
+          'f32: differs from the PEFT adapter merge',
+        );
     }
-    assert.ok(outs.npm.equals(outs.native), `${outtype}: the CLIs' merged models differ`);
-    if (outtype === 'f32') assert.ok(outs.native.equals(readFileSync(join(reference, 'model.safetensors'))), 'f32: differs from the PEFT adapter merge');
-  }
-});
+  },
+);
 
 test('combine takes .gguf adapters: both CLIs write what combining the PEFT adapters writes (f32)', { skip }, () => {
   const peft = join(CORPUS, 'arch_llama', 'adapter');
@@ -234,6 +354,7 @@ test('combine takes .gguf adapters: both CLIs write what combining the PEFT adap
     const out = join(work, `combine-gguf-${cli}`);
     const r = run(cli, ['combine', ggufOf('arch_llama', 'f32'), peft, '--weights', '1,0.5', '-o', out, '-q']);
     assert.equal(r.status, 0, `${cli}: ${r.stderr}`);
-    for (const f of listing(reference)) assert.ok(readFileSync(join(out, f)).equals(readFileSync(join(reference, f))), `${cli}: ${f} differs`);
+    for (const f of listing(reference))
+      assert.ok(readFileSync(join(out, f)).equals(readFileSync(join(reference, f))), `${cli}: ${f} differs`);
   }
 });

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { cliPath, collect, nativeCli, pb, repoRoot, skipWithoutNativeCli } from './helpers/common.mjs';
 
 const goldenDir = join(repoRoot, 'tests', 'golden');
-const node = await import(join(repoRoot, 'web', 'src', 'node.js'));  // the entry that reads folders by path
+const node = await import(join(repoRoot, 'web', 'src', 'node.js')); // the entry that reads folders by path
 const manifest = JSON.parse(readFileSync(join(goldenDir, 'MANIFEST.json'), 'utf8'));
 
 /** Every tensor of one .safetensors file into `out`: name -> { dtype, shape, bytes }. */
@@ -29,7 +29,9 @@ function readFile(path, out) {
 /** Every tensor of every .safetensors file in `dir` (and each file's bytes as `file:<name>`). */
 function readFolder(dir) {
   const out = new Map();
-  for (const name of readdirSync(dir).filter((n) => n.endsWith('.safetensors')).sort())
+  for (const name of readdirSync(dir)
+    .filter((n) => n.endsWith('.safetensors'))
+    .sort())
     out.set(`file:${name}`, readFile(join(dir, name), out));
   return out;
 }
@@ -61,8 +63,12 @@ function element(t, i) {
  * Compares the tensors of our folder `gotDir` to PEFT's `want` (name -> tensor): bit-identical, or within the
  * manifest's tolerance for the tensors changed_tensors lists. Returns { problems, identical, total, worst }.
  */
-function compare(item, gotDir, want = readFolder(join(goldenDir, 'corpus', item.name, 'peft_merged')),
-  tolerances = item.changed_tensors) {
+function compare(
+  item,
+  gotDir,
+  want = readFolder(join(goldenDir, 'corpus', item.name, 'peft_merged')),
+  tolerances = item.changed_tensors,
+) {
   const got = readFolder(gotDir);
   const problems = [];
   let identical = 0;
@@ -73,7 +79,10 @@ function compare(item, gotDir, want = readFolder(join(goldenDir, 'corpus', item.
   for (const name of names(want)) {
     const w = want.get(name);
     const g = got.get(name);
-    if (!g) { problems.push(`missing tensor ${name}`); continue; }
+    if (!g) {
+      problems.push(`missing tensor ${name}`);
+      continue;
+    }
     if (g.dtype !== w.dtype || JSON.stringify(g.shape) !== JSON.stringify(w.shape)) {
       problems.push(`${name}: ${g.dtype}${JSON.stringify(g.shape)} vs PEFT's ${w.dtype}${JSON.stringify(w.shape)}`);
       continue;
@@ -85,11 +94,18 @@ function compare(item, gotDir, want = readFolder(join(goldenDir, 'corpus', item.
     let tensorWorst = 0;
     for (let i = 0; i < count; ++i) {
       ++total;
-      if (!width) { if (g.bytes[i] === w.bytes[i]) ++identical; else ++bad; continue; }
+      if (!width) {
+        if (g.bytes[i] === w.bytes[i]) ++identical;
+        else ++bad;
+        continue;
+      }
       const a = element(g, i);
       const b = element(w, i);
       const ulp = Math.abs(a.ordered - b.ordered);
-      if (ulp === 0) { ++identical; continue; }
+      if (ulp === 0) {
+        ++identical;
+        continue;
+      }
       tensorWorst = Math.max(tensorWorst, ulp);
       if (ulp > maxUlp && Math.abs(a.value - b.value) > absTol) ++bad;
     }
@@ -118,7 +134,8 @@ async function apiMerge(baseDir, adapterDir, options = {}) {
     config: new Uint8Array(readFileSync(join(adapterDir, 'adapter_config.json'))),
   };
   const files = {};
-  for await (const { path, stream } of pb.mergeShards({ base, adapter, ...options })) files[path] = await collect(stream);
+  for await (const { path, stream } of pb.mergeShards({ base, adapter, ...options }))
+    files[path] = await collect(stream);
   return files;
 }
 
@@ -134,8 +151,11 @@ for (const item of manifest.cases) {
     const dir = tempDir(t);
     const caseDir = join(goldenDir, 'corpus', item.name);
     const out = join(dir, 'merged');
-    const r = spawnSync(process.execPath, [cliPath, 'merge', '--base', join(caseDir, 'base'), '--adapter',
-      join(caseDir, 'adapter'), '--out', out], { encoding: 'utf8', timeout: 120000 });
+    const r = spawnSync(
+      process.execPath,
+      [cliPath, 'merge', '--base', join(caseDir, 'base'), '--adapter', join(caseDir, 'adapter'), '--out', out],
+      { encoding: 'utf8', timeout: 120000 },
+    );
     let verdict;
     let stats = { identical: 0, total: 0, worst: 0 };
     if (r.status !== 0) {
@@ -149,7 +169,9 @@ for (const item of manifest.cases) {
         assert.deepEqual(bytes, new Uint8Array(readFileSync(join(out, name))), `mergeShards ${name}`);
       assert.deepEqual(Object.keys(files).sort(), readdirSync(out).sort());
     }
-    t.diagnostic(`${item.name}: ${verdict ? `${verdict} - ` : ''}${stats.identical}/${stats.total} identical to PEFT, worst ${stats.worst} ulp`);
+    t.diagnostic(
+      `${item.name}: ${verdict ? `${verdict} - ` : ''}${stats.identical}/${stats.total} identical to PEFT, worst ${stats.worst} ulp`,
+    );
     if (item.known_failure) {
       assert.ok(verdict, `listed as a known failure but now agrees with PEFT: ${JSON.stringify(item.known_failure)}`);
     } else {
@@ -168,8 +190,11 @@ for (const item of manifest.cases) {
     const dir = tempDir(t);
     const caseDir = join(goldenDir, 'corpus', item.name);
     const adapterDir = join(caseDir, 'adapter');
-    const unmerge = (base, out) => spawnSync(process.execPath, [cliPath, 'unmerge', '--base', base, '--adapter',
-      adapterDir, '--out', out], { encoding: 'utf8', timeout: 120000 });
+    const unmerge = (base, out) =>
+      spawnSync(process.execPath, [cliPath, 'unmerge', '--base', base, '--adapter', adapterDir, '--out', out], {
+        encoding: 'utf8',
+        timeout: 120000,
+      });
     if (item.unmerge.refused) {
       const r = unmerge(join(caseDir, 'peft_merged'), join(dir, 'unmerged'));
       assert.notEqual(r.status, 0, `unmerge must be refused: ${item.unmerge.refused}`);
@@ -190,8 +215,10 @@ for (const item of manifest.cases) {
     assert.equal(changed.size, item.unmerge.tensors);
     for (const [name, tensor] of changed) want.set(name, tensor);
     const stats = compare(item, out, want, item.unmerge.changed_tensors);
-    t.diagnostic(`${item.name} unmerge: ${stats.problems.length ? `${stats.problems.join('; ')} - ` : ''}` +
-      `${stats.identical}/${stats.total} identical to PEFT's unmerge, worst ${stats.worst} ulp`);
+    t.diagnostic(
+      `${item.name} unmerge: ${stats.problems.length ? `${stats.problems.join('; ')} - ` : ''}` +
+        `${stats.identical}/${stats.total} identical to PEFT's unmerge, worst ${stats.worst} ulp`,
+    );
     assert.deepEqual(stats.problems, []);
     const files = await apiMerge(merged, adapterDir, { unmerge: true });
     assert.deepEqual(Object.keys(files).sort(), readdirSync(out).sort());
@@ -214,8 +241,11 @@ for (const item of manifest.cases.filter((c) => c.translate)) {
     const baseConfig = join(caseDir, 'base', 'config.json');
     /** translateAdapter of folder `from` into folder `to`; also the native CLI into `to`-native, compared. */
     const translate = async (from, to, format) => {
-      const native = spawnSync(nativeCli, ['translate', from, `${to}-native`, '--to', format, '--base-config',
-        baseConfig, '-q'], { encoding: 'utf8', timeout: 120000 });
+      const native = spawnSync(
+        nativeCli,
+        ['translate', from, `${to}-native`, '--to', format, '--base-config', baseConfig, '-q'],
+        { encoding: 'utf8', timeout: 120000 },
+      );
       let result;
       try {
         result = await node.translateAdapter(from, { to: format, baseConfig: readFileSync(baseConfig) });

@@ -34,10 +34,16 @@ function setup(t) {
 
 const DEEP = '['.repeat(100000) + ']'.repeat(100000);
 const SHARDS = ['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors'];
-const LLAMA_CONFIG = { architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 32, num_attention_heads: 4 };
+const LLAMA_CONFIG = {
+  architectures: ['LlamaForCausalLM'],
+  model_type: 'llama',
+  hidden_size: 32,
+  num_attention_heads: 4,
+};
 
 const zeros = (dtype, shape) => new Uint8Array(shape.reduce((a, b) => a * b, 1) * (dtype === 'F32' ? 4 : 2));
-const safetensors = (tensors) => collect(pb.writeSafetensors({ tensors: tensors.map((t) => ({ ...t, data: t.data ?? zeros(t.dtype, t.shape) })) }));
+const safetensors = (tensors) =>
+  collect(pb.writeSafetensors({ tensors: tensors.map((t) => ({ ...t, data: t.data ?? zeros(t.dtype, t.shape) })) }));
 
 /** A two-shard LLaMA-shaped base; `index` and `config` replace the index and config.json texts. */
 async function writeBase(dir, { index, config } = {}) {
@@ -51,7 +57,10 @@ async function writeBase(dir, { index, config } = {}) {
     writeFileSync(join(dir, name), await safetensors(shard(i)));
     for (const t of shard(i)) weightMap[t.name] = name;
   }
-  writeFileSync(join(dir, 'model.safetensors.index.json'), index ?? JSON.stringify({ metadata: { total_size: 6144 }, weight_map: weightMap }, null, 2));
+  writeFileSync(
+    join(dir, 'model.safetensors.index.json'),
+    index ?? JSON.stringify({ metadata: { total_size: 6144 }, weight_map: weightMap }, null, 2),
+  );
   writeFileSync(join(dir, 'config.json'), config ?? JSON.stringify(LLAMA_CONFIG));
   return dir;
 }
@@ -61,11 +70,17 @@ async function writeAdapter(dir, config) {
   mkdirSync(dir, { recursive: true });
   const f = (n) => new Uint8Array(new Float32Array(n).fill(0.01).buffer);
   const key = 'base_model.model.model.layers.0.self_attn.q_proj';
-  writeFileSync(join(dir, 'adapter_model.safetensors'), await safetensors([
-    { name: `${key}.lora_A.weight`, dtype: 'F32', shape: [4, 32], data: f(128) },
-    { name: `${key}.lora_B.weight`, dtype: 'F32', shape: [32, 4], data: f(128) },
-  ]));
-  writeFileSync(join(dir, 'adapter_config.json'), config ?? JSON.stringify({ peft_type: 'LORA', r: 4, lora_alpha: 8, target_modules: ['q_proj'] }));
+  writeFileSync(
+    join(dir, 'adapter_model.safetensors'),
+    await safetensors([
+      { name: `${key}.lora_A.weight`, dtype: 'F32', shape: [4, 32], data: f(128) },
+      { name: `${key}.lora_B.weight`, dtype: 'F32', shape: [32, 4], data: f(128) },
+    ]),
+  );
+  writeFileSync(
+    join(dir, 'adapter_config.json'),
+    config ?? JSON.stringify({ peft_type: 'LORA', r: 4, lora_alpha: 8, target_modules: ['q_proj'] }),
+  );
   return dir;
 }
 
@@ -99,11 +114,19 @@ function assertRefusedAlike(dir, base, adapter, code, message) {
 test('merge: an index with a 100,000-deep array is one precise error in both CLIs, before any output', async (t) => {
   const dir = setup(t);
   if (!dir) return;
-  const weightMap = Object.fromEntries(SHARDS.flatMap((s, l) => ['q_proj', 'v_proj'].map((p) => [`model.layers.${l}.self_attn.${p}.weight`, s])));
+  const weightMap = Object.fromEntries(
+    SHARDS.flatMap((s, l) => ['q_proj', 'v_proj'].map((p) => [`model.layers.${l}.self_attn.${p}.weight`, s])),
+  );
   const index = `{"metadata": {"total_size": 6144, "deep": ${DEEP}}, "weight_map": ${JSON.stringify(weightMap)}}`;
   const base = await writeBase(join(dir, 'base'), { index });
   const adapter = await writeAdapter(join(dir, 'adapter'));
-  assertRefusedAlike(dir, base, adapter, 'InvalidConfig', /model\.safetensors\.index\.json: nesting deeper than 128 levels at byte 168/);
+  assertRefusedAlike(
+    dir,
+    base,
+    adapter,
+    'InvalidConfig',
+    /model\.safetensors\.index\.json: nesting deeper than 128 levels at byte 168/,
+  );
 });
 
 test('merge: a 100,000-deep config.json or adapter_config.json is refused alike, before any output', async (t) => {
@@ -111,11 +134,26 @@ test('merge: a 100,000-deep config.json or adapter_config.json is refused alike,
   if (!dir) return;
   const adapter = await writeAdapter(join(dir, 'adapter'));
   const deepBase = await writeBase(join(dir, 'deep-base'), { config: `{"model_type": "llama", "x": ${DEEP}}` });
-  assertRefusedAlike(dir, deepBase, adapter, 'InvalidConfig', /config\.json: nesting deeper than 128 levels at byte 156/);
+  assertRefusedAlike(
+    dir,
+    deepBase,
+    adapter,
+    'InvalidConfig',
+    /config\.json: nesting deeper than 128 levels at byte 156/,
+  );
 
   const base = await writeBase(join(dir, 'base'));
-  const deepAdapter = await writeAdapter(join(dir, 'deep-adapter'), `{"peft_type": "LORA", "r": 4, "loftq_config": ${DEEP}}`);
-  assertRefusedAlike(dir, base, deepAdapter, 'InvalidConfig', /adapter_config\.json: nesting deeper than 128 levels at byte 173/);
+  const deepAdapter = await writeAdapter(
+    join(dir, 'deep-adapter'),
+    `{"peft_type": "LORA", "r": 4, "loftq_config": ${DEEP}}`,
+  );
+  assertRefusedAlike(
+    dir,
+    base,
+    deepAdapter,
+    'InvalidConfig',
+    /adapter_config\.json: nesting deeper than 128 levels at byte 173/,
+  );
 });
 
 test('merge: "weight_map": {} is one precise error in both CLIs, and mergeShards rejects it', async (t) => {
@@ -123,13 +161,25 @@ test('merge: "weight_map": {} is one precise error in both CLIs, and mergeShards
   if (!dir) return;
   const base = await writeBase(join(dir, 'base'), { index: '{"metadata": {}, "weight_map": {}}' });
   const adapter = await writeAdapter(join(dir, 'adapter'));
-  assertRefusedAlike(dir, base, adapter, 'InvalidConfig', /model\.safetensors\.index\.json: weight_map is empty: it names no shard/);
+  assertRefusedAlike(
+    dir,
+    base,
+    adapter,
+    'InvalidConfig',
+    /model\.safetensors\.index\.json: weight_map is empty: it names no shard/,
+  );
 
   const it = mergeShards({
     base: { index: '{"weight_map": {}}', open: () => assert.fail('no shard may be opened') },
-    adapter: { weights: new Uint8Array(readFileSync(join(adapter, 'adapter_model.safetensors'))), config: readFileSync(join(adapter, 'adapter_config.json'), 'utf8') },
+    adapter: {
+      weights: new Uint8Array(readFileSync(join(adapter, 'adapter_model.safetensors'))),
+      config: readFileSync(join(adapter, 'adapter_config.json'), 'utf8'),
+    },
   });
-  await assert.rejects(it.next(), (e) => e instanceof SafetensorsError && e.code === 'InvalidConfig' && /weight_map is empty/.test(e.message));
+  await assert.rejects(
+    it.next(),
+    (e) => e instanceof SafetensorsError && e.code === 'InvalidConfig' && /weight_map is empty/.test(e.message),
+  );
   assert.equal(openMergeHandles(), 0);
 });
 
@@ -137,8 +187,13 @@ test('merge: a 100,000-key adapter_config.json and config.json work, with identi
   const dir = setup(t);
   if (!dir) return;
   const many = (prefix) => Array.from({ length: 100000 }, (_, i) => `"${prefix}${i}": ${i}`).join(', ');
-  const base = await writeBase(join(dir, 'base'), { config: `{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "float32", ${many('extra_')}}` });
-  const adapter = await writeAdapter(join(dir, 'adapter'), `{"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj"], "alpha_pattern": {${many('nothing.matches.')}}}`);
+  const base = await writeBase(join(dir, 'base'), {
+    config: `{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "float32", ${many('extra_')}}`,
+  });
+  const adapter = await writeAdapter(
+    join(dir, 'adapter'),
+    `{"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj"], "alpha_pattern": {${many('nothing.matches.')}}}`,
+  );
   const args = (out) => ['merge', '--base', base, '--adapter', adapter, '--out', join(dir, out), '--dtype', 'bf16'];
   const native = run(nativeCli, args('native-out'));
   assert.equal(native.status, 0, native.stderr);

@@ -16,7 +16,12 @@ const run = (command, args) => {
   const started = Date.now();
   const r = spawnSync(command, args, { encoding: 'buffer', timeout: 60000, maxBuffer: 64 << 20 });
   if (r.error) throw r.error;
-  return { status: r.status, stdout: r.stdout.toString('latin1'), stderr: r.stderr.toString('latin1'), ms: Date.now() - started };
+  return {
+    status: r.status,
+    stdout: r.stdout.toString('latin1'),
+    stderr: r.stderr.toString('latin1'),
+    ms: Date.now() - started,
+  };
 };
 const runJs = (args) => run(process.execPath, [cliPath, ...args]);
 const runNative = (args) => run(nativeCli, args);
@@ -34,7 +39,11 @@ function writeAdapter(t, modules, config) {
 let longPath = '';
 for (let i = 0; longPath.length < 40000; ++i) longPath += `block${i}.`;
 const LONG_CONFIG = {
-  peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: '.*\\.(q_proj|v_proj)', modules_to_save: ['classifier'],
+  peft_type: 'LORA',
+  r: 2,
+  lora_alpha: 4,
+  target_modules: '.*\\.(q_proj|v_proj)',
+  modules_to_save: ['classifier'],
   rank_pattern: { 'block7\\..*\\.q_proj': 2, k_proj: 3 },
 };
 const LONG_MODULES = [`${longPath}q_proj`, `${longPath}k_proj`, `${longPath}classifier.dense`];
@@ -49,8 +58,12 @@ test('both CLIs: the same bytes and exit code for a 40,000-character module path
   const out = mkdtempSync(join(tmpdir(), 'pb-hostile-regex-out-'));
   t.after(() => rmSync(out, { recursive: true, force: true }));
   for (const args of [
-    ['adapter-info', long], ['adapter-info', long, '--json'], ['translate', long, join(out, 'a'), '--to', 'peft', '--dry-run'],
-    ['adapter-info', nested], ['adapter-info', nested, '--json'], ['translate', nested, join(out, 'b'), '--to', 'kohya', '--dry-run'],
+    ['adapter-info', long],
+    ['adapter-info', long, '--json'],
+    ['translate', long, join(out, 'a'), '--to', 'peft', '--dry-run'],
+    ['adapter-info', nested],
+    ['adapter-info', nested, '--json'],
+    ['translate', nested, join(out, 'b'), '--to', 'kohya', '--dry-run'],
   ]) {
     const native = runNative(args);
     const js = runJs(args);
@@ -76,7 +89,13 @@ test('WASM: the module keeps working after 2,000 rejected or hostile patterns', 
       continue;
     }
     const pattern = bad[i % bad.length];
-    const config = { peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: i % 2 ? pattern : ['q_proj'], rank_pattern: i % 2 ? {} : { [pattern]: 4 } };
+    const config = {
+      peft_type: 'LORA',
+      r: 2,
+      lora_alpha: 4,
+      target_modules: i % 2 ? pattern : ['q_proj'],
+      rank_pattern: i % 2 ? {} : { [pattern]: 4 },
+    };
     await assert.rejects(adapterInfo({ weights, config }), (e) => {
       assert.ok(e instanceof SafetensorsError);
       assert.equal(e.code, 'InvalidConfig');
@@ -86,7 +105,10 @@ test('WASM: the module keeps working after 2,000 rejected or hostile patterns', 
     ++rejected;
   }
   assert.equal(rejected, 1500);
-  const good = await adapterInfo({ weights, config: { peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: '.*\\.q_proj' } });
+  const good = await adapterInfo({
+    weights,
+    config: { peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: '.*\\.q_proj' },
+  });
   assert.ok(JSON.stringify(good).includes('model.layers.0.self_attn.q_proj'));
   const header = await inspect(weights);
   assert.equal(Object.keys(header.tensors ?? header).length > 0, true);

@@ -46,9 +46,11 @@ async function withHub(fn, options = {}) {
  * at /resolve). The first read of a file goes through /resolve; later ones start at the CDN URL it redirected to. */
 const resolves = (hub) => hub.requests.filter((r) => r.kind === 'cdn' || (r.kind === 'resolve' && r.status !== 302));
 
-
 test('hubUrl builds {endpoint}/{repo}/resolve/{revision}/{path} with encoded segments', () => {
-  assert.equal(hubUrl({ repo: 'o/r', path: 'model.safetensors', endpoint: 'http://h' }), 'http://h/o/r/resolve/main/model.safetensors');
+  assert.equal(
+    hubUrl({ repo: 'o/r', path: 'model.safetensors', endpoint: 'http://h' }),
+    'http://h/o/r/resolve/main/model.safetensors',
+  );
   assert.equal(
     hubUrl({ repo: 'o/r', path: 'a b/c#?é.safetensors', revision: 'refs/pr/1', endpoint: 'http://h/' }),
     'http://h/o/r/resolve/refs%2Fpr%2F1/a%20b/c%23%3F%C3%A9.safetensors',
@@ -63,8 +65,16 @@ test('hubUrl builds {endpoint}/{repo}/resolve/{revision}/{path} with encoded seg
     if (saved === undefined) delete process.env.HF_ENDPOINT;
     else process.env.HF_ENDPOINT = saved;
   }
-  for (const bad of [{ repo: 'o/r', path: '../x' }, { repo: 'o/r', path: 'a//b' }, { repo: '', path: 'x' }, { repo: 'o/..', path: 'x' }])
-    assert.throws(() => hubUrl({ ...bad, endpoint: 'http://h' }), (e) => e.code === 'InvalidArgument');
+  for (const bad of [
+    { repo: 'o/r', path: '../x' },
+    { repo: 'o/r', path: 'a//b' },
+    { repo: '', path: 'x' },
+    { repo: 'o/..', path: 'x' },
+  ])
+    assert.throws(
+      () => hubUrl({ ...bad, endpoint: 'http://h' }),
+      (e) => e.code === 'InvalidArgument',
+    );
 });
 
 test('inspect reads an ordinary header with one Range request, from every address form', async () => {
@@ -87,7 +97,10 @@ test('inspect reads an ordinary header with one Range request, from every addres
       assert.equal(hub.log('cdn')[0].status, 206);
     }
     // Encoded path segments reach the right file.
-    assert.deepEqual(await inspect({ repo: 'me/small', path: 'dir/with space#?.safetensors', endpoint: hub.endpoint }), local);
+    assert.deepEqual(
+      await inspect({ repo: 'me/small', path: 'dir/with space#?.safetensors', endpoint: hub.endpoint }),
+      local,
+    );
   });
 });
 
@@ -98,7 +111,10 @@ test('a header longer than the first range takes exactly two requests', async ()
     assert.deepEqual(await inspect('hf://me/big/model.safetensors', { endpoint: hub.endpoint }), local);
     const log = resolves(hub);
     assert.equal(log.length, 2);
-    assert.deepEqual(log.map((r) => r.range), ['bytes=0-65535', `bytes=65536-${headerEnd(BIG) - 1}`]);
+    assert.deepEqual(
+      log.map((r) => r.range),
+      ['bytes=0-65535', `bytes=65536-${headerEnd(BIG) - 1}`],
+    );
   });
 });
 
@@ -106,16 +122,25 @@ test('a server that ignores Range is read as one stream, cancelled after the hea
   const huge = model(2, 1 << 20); // 8 MB: the server would need a while to send it all
   await withHub(async (hub) => {
     hub.setFile('me/huge', 'model.safetensors', huge);
-    for (const [repo, bytes] of [['me/small', SMALL], ['me/big', BIG], ['me/huge', huge]]) {
+    for (const [repo, bytes] of [
+      ['me/small', SMALL],
+      ['me/big', BIG],
+      ['me/huge', huge],
+    ]) {
       hub.faults.length = 0;
       hub.faults.push({ type: 'ignoreRange' }, { type: 'slow', delay: 2, chunk: 16384 });
       hub.clearLog();
-      assert.deepEqual(await inspect(`hf://${repo}/model.safetensors`, { endpoint: hub.endpoint }), await inspect(bytes), repo);
+      assert.deepEqual(
+        await inspect(`hf://${repo}/model.safetensors`, { endpoint: hub.endpoint }),
+        await inspect(bytes),
+        repo,
+      );
       assert.equal(resolves(hub).length, 1, repo);
       assert.equal(hub.log('cdn')[0].status, 200);
     }
     // The server sees the client leave (its 'close') a moment after the cancel.
-    for (let i = 0; i < 100 && hub.log('cdn')[0].completed === null; ++i) await new Promise((resolve) => setTimeout(resolve, 20));
+    for (let i = 0; i < 100 && hub.log('cdn')[0].completed === null; ++i)
+      await new Promise((resolve) => setTimeout(resolve, 20));
     assert.equal(hub.log('cdn')[0].completed, false, 'the 8 MB body was cancelled, not read to its end');
   });
 });
@@ -129,7 +154,11 @@ test('an empty file (416 to the first range) is HeaderTooSmall, as locally', asy
 });
 
 test('invalid remote files fail with the same errors as local ones', async () => {
-  const cases = [makeFile('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', new Uint8Array(4)), makeFile('{"a":1}'), SMALL.slice(0, 100)];
+  const cases = [
+    makeFile('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', new Uint8Array(4)),
+    makeFile('{"a":1}'),
+    SMALL.slice(0, 100),
+  ];
   await withHub(async (hub) => {
     for (const [i, bytes] of cases.entries()) {
       hub.setFile('me/bad', `${i}.safetensors`, bytes);
@@ -148,16 +177,28 @@ test('invalid remote files fail with the same errors as local ones', async () =>
 test('503 answers are retried (Retry-After honoured), then the read succeeds', async () => {
   const local = await inspect(SMALL);
   await withHub(async (hub) => {
-    hub.faults.push({ type: 'status', status: 503, retryAfter: 1, times: 1 }, { type: 'status', status: 502, skip: 1, times: 1 });
+    hub.faults.push(
+      { type: 'status', status: 503, retryAfter: 1, times: 1 },
+      { type: 'status', status: 502, skip: 1, times: 1 },
+    );
     const started = Date.now();
-    assert.deepEqual(await inspect('hf://me/small/model.safetensors', { endpoint: hub.endpoint, retryDelay: 10 }), local);
+    assert.deepEqual(
+      await inspect('hf://me/small/model.safetensors', { endpoint: hub.endpoint, retryDelay: 10 }),
+      local,
+    );
     assert.ok(Date.now() - started >= 900, 'waited for Retry-After: 1');
-    assert.deepEqual(hub.log('cdn').map((r) => r.status), [503, 502, 206]);
+    assert.deepEqual(
+      hub.log('cdn').map((r) => r.status),
+      [503, 502, 206],
+    );
 
     hub.clearLog();
     hub.faults.push({ type: 'status', status: 503 });
-    await rejectsWith(inspect('hf://me/small/model.safetensors', { endpoint: hub.endpoint, retries: 2, retryDelay: 1 }), 'IoError',
-      /^cannot open `hf:\/\/me\/small\/model\.safetensors`: HTTP 503: Injected failure$/);
+    await rejectsWith(
+      inspect('hf://me/small/model.safetensors', { endpoint: hub.endpoint, retries: 2, retryDelay: 1 }),
+      'IoError',
+      /^cannot open `hf:\/\/me\/small\/model\.safetensors`: HTTP 503: Injected failure$/,
+    );
     assert.equal(resolves(hub).length, 3);
 
     // A long Retry-After is not waited for.
@@ -172,25 +213,43 @@ test('503 answers are retried (Retry-After honoured), then the read succeeds', a
 test('a truncated body is resumed at the byte reached', async () => {
   await withHub(async (hub) => {
     hub.faults.push({ type: 'truncate', at: 1000, times: 1 });
-    assert.deepEqual(await inspect('hf://me/big/model.safetensors', { endpoint: hub.endpoint, retryDelay: 1 }), await inspect(BIG));
-    assert.deepEqual(resolves(hub).map((r) => r.range), ['bytes=0-65535', 'bytes=1000-65535', `bytes=65536-${headerEnd(BIG) - 1}`]);
+    assert.deepEqual(
+      await inspect('hf://me/big/model.safetensors', { endpoint: hub.endpoint, retryDelay: 1 }),
+      await inspect(BIG),
+    );
+    assert.deepEqual(
+      resolves(hub).map((r) => r.range),
+      ['bytes=0-65535', 'bytes=1000-65535', `bytes=65536-${headerEnd(BIG) - 1}`],
+    );
 
     // Same for a tensor read, and for a server that ignores Range on the retry (the stream is skipped to the byte).
     hub.clearLog();
-    hub.faults.push({ type: 'truncate', at: 5000, path: 'tail.safetensors', skip: 1, times: 1 }, { type: 'ignoreRange', skip: 2, times: 1 });
+    hub.faults.push(
+      { type: 'truncate', at: 5000, path: 'tail.safetensors', skip: 1, times: 1 },
+      { type: 'ignoreRange', skip: 2, times: 1 },
+    );
     const header = await inspect(TAIL);
     const t = header.tensors[2];
     const start = 8 + header.headerSize + t.dataOffsets[0];
-    assert.deepEqual(await readTensor('hf://me/small/tail.safetensors', t.name, { endpoint: hub.endpoint, retryDelay: 1 }), TAIL.slice(start, start + t.byteLength));
-    assert.deepEqual(hub.log('cdn').map((r) => r.status), [206, 206, 200]);
+    assert.deepEqual(
+      await readTensor('hf://me/small/tail.safetensors', t.name, { endpoint: hub.endpoint, retryDelay: 1 }),
+      TAIL.slice(start, start + t.byteLength),
+    );
+    assert.deepEqual(
+      hub.log('cdn').map((r) => r.status),
+      [206, 206, 200],
+    );
   });
 });
 
 test('a wrong Content-Range is an error, not retried', async () => {
   await withHub(async (hub) => {
     hub.faults.push({ type: 'wrongContentRange' });
-    await rejectsWith(inspect('hf://me/small/model.safetensors', { endpoint: hub.endpoint }), 'IoError',
-      /^cannot read `hf:\/\/me\/small\/model\.safetensors`: wrong Content-Range `bytes 1-\d+\/\d+` in answer to bytes=0-65535$/);
+    await rejectsWith(
+      inspect('hf://me/small/model.safetensors', { endpoint: hub.endpoint }),
+      'IoError',
+      /^cannot read `hf:\/\/me\/small\/model\.safetensors`: wrong Content-Range `bytes 1-\d+\/\d+` in answer to bytes=0-65535$/,
+    );
     assert.equal(resolves(hub).length, 1);
   });
 });
@@ -198,11 +257,18 @@ test('a wrong Content-Range is an error, not retried', async () => {
 test('a file that changes between two requests fails with IoError naming the change', async () => {
   await withHub(async (hub) => {
     hub.faults.push({ type: 'change', after: 1, path: 'me/big/model.safetensors' });
-    await rejectsWith(inspect('hf://me/big/model.safetensors', { endpoint: hub.endpoint }), 'IoError',
-      /^`hf:\/\/me\/big\/model\.safetensors` changed while being read \(ETag "[0-9a-f]{64}" became "[0-9a-f]{64}"\)$/);
+    await rejectsWith(
+      inspect('hf://me/big/model.safetensors', { endpoint: hub.endpoint }),
+      'IoError',
+      /^`hf:\/\/me\/big\/model\.safetensors` changed while being read \(ETag "[0-9a-f]{64}" became "[0-9a-f]{64}"\)$/,
+    );
     // A tensor read after the header is held to the header's ETag too.
     hub.faults.push({ type: 'change', after: 1, path: 'me/small/tail.safetensors' });
-    await rejectsWith(readTensor('hf://me/small/tail.safetensors', 't00000002', { endpoint: hub.endpoint }), 'IoError', /changed while being read/);
+    await rejectsWith(
+      readTensor('hf://me/small/tail.safetensors', 't00000002', { endpoint: hub.endpoint }),
+      'IoError',
+      /changed while being read/,
+    );
   });
 });
 
@@ -210,22 +276,41 @@ test('private repos: 401 without a token, read with one', async () => {
   const local = await inspect(SMALL);
   await withHub(async (hub) => {
     const address = { repo: 'me/private', path: 'model.safetensors', endpoint: hub.endpoint };
-    await rejectsWith(inspect(address), 'IoError',
-      new RegExp(`^cannot open \`${hubUrl(address).replace(/[.?]/g, '\\$&')}\`: HTTP 401: Repository not found \\(no token was sent\\)$`));
+    await rejectsWith(
+      inspect(address),
+      'IoError',
+      new RegExp(
+        `^cannot open \`${hubUrl(address).replace(/[.?]/g, '\\$&')}\`: HTTP 401: Repository not found \\(no token was sent\\)$`,
+      ),
+    );
     await rejectsWith(inspect({ ...address, token: 'wrong' }), 'IoError', /HTTP 401: Repository not found$/);
     hub.clearLog();
     assert.deepEqual(await inspect({ ...address, token: 'hf_secret' }), local);
-    assert.deepEqual(await inspect('hf://me/private/model.safetensors', { endpoint: hub.endpoint, token: 'hf_secret' }), local);
+    assert.deepEqual(
+      await inspect('hf://me/private/model.safetensors', { endpoint: hub.endpoint, token: 'hf_secret' }),
+      local,
+    );
     assert.ok(resolves(hub).every((r) => r.auth === 'Bearer hf_secret'));
   });
 });
 
 test('404 names the file and the Hub reason', async () => {
   await withHub(async (hub) => {
-    await rejectsWith(inspect('hf://me/small/nope.safetensors', { endpoint: hub.endpoint }), 'IoError',
-      /^cannot open `hf:\/\/me\/small\/nope\.safetensors`: HTTP 404: Entry not found$/);
-    await rejectsWith(inspect('hf://me/none/model.safetensors', { endpoint: hub.endpoint }), 'IoError', /HTTP 404: Repository not found$/);
-    await rejectsWith(inspect('hf://me/small/model.safetensors@v9', { endpoint: hub.endpoint }), 'IoError', /HTTP 404: Invalid rev id: v9$/);
+    await rejectsWith(
+      inspect('hf://me/small/nope.safetensors', { endpoint: hub.endpoint }),
+      'IoError',
+      /^cannot open `hf:\/\/me\/small\/nope\.safetensors`: HTTP 404: Entry not found$/,
+    );
+    await rejectsWith(
+      inspect('hf://me/none/model.safetensors', { endpoint: hub.endpoint }),
+      'IoError',
+      /HTTP 404: Repository not found$/,
+    );
+    await rejectsWith(
+      inspect('hf://me/small/model.safetensors@v9', { endpoint: hub.endpoint }),
+      'IoError',
+      /HTTP 404: Invalid rev id: v9$/,
+    );
   });
 });
 
@@ -236,11 +321,17 @@ test('an AbortSignal stops a slow read, and an aborted one sends nothing', async
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 100);
     const started = Date.now();
-    await assert.rejects(inspect('hf://me/huge/model.safetensors', { endpoint: hub.endpoint, signal: controller.signal }), (e) => e.name === 'AbortError');
+    await assert.rejects(
+      inspect('hf://me/huge/model.safetensors', { endpoint: hub.endpoint, signal: controller.signal }),
+      (e) => e.name === 'AbortError',
+    );
     assert.ok(Date.now() - started < 2000);
 
     hub.clearLog();
-    await assert.rejects(inspect('hf://me/small/model.safetensors', { endpoint: hub.endpoint, signal: AbortSignal.abort() }), (e) => e.name === 'AbortError');
+    await assert.rejects(
+      inspect('hf://me/small/model.safetensors', { endpoint: hub.endpoint, signal: AbortSignal.abort() }),
+      (e) => e.name === 'AbortError',
+    );
     assert.equal(hub.requests.length, 0);
     // Aborting during a backoff wait ends it at once.
     hub.faults.length = 0;
@@ -248,17 +339,27 @@ test('an AbortSignal stops a slow read, and an aborted one sends nothing', async
     const c2 = new AbortController();
     setTimeout(() => c2.abort(), 100);
     const t2 = Date.now();
-    await assert.rejects(inspect('hf://me/small/model.safetensors', { endpoint: hub.endpoint, signal: c2.signal }), (e) => e.name === 'AbortError');
+    await assert.rejects(
+      inspect('hf://me/small/model.safetensors', { endpoint: hub.endpoint, signal: c2.signal }),
+      (e) => e.name === 'AbortError',
+    );
     assert.ok(Date.now() - t2 < 2000);
   });
 });
 
 test('inspectRepo inspects every shard of a sharded repo, at the index commit', async () => {
   const shards = [model(3, 10, { prefix: 'a' }), model(2, 10, { prefix: 'b' }), model(1, 10, { prefix: 'c' })];
-  const names = ['model-00001-of-00003.safetensors', 'model-00002-of-00003.safetensors', 'model-00003-of-00003.safetensors'];
+  const names = [
+    'model-00001-of-00003.safetensors',
+    'model-00002-of-00003.safetensors',
+    'model-00003-of-00003.safetensors',
+  ];
   const weightMap = {};
-  for (const [i, bytes] of shards.entries()) for (const t of (await inspect(bytes)).tensors) weightMap[t.name] = names[i];
-  const files = { 'model.safetensors.index.json': JSON.stringify({ metadata: { total_size: 1 }, weight_map: weightMap }) };
+  for (const [i, bytes] of shards.entries())
+    for (const t of (await inspect(bytes)).tensors) weightMap[t.name] = names[i];
+  const files = {
+    'model.safetensors.index.json': JSON.stringify({ metadata: { total_size: 1 }, weight_map: weightMap }),
+  };
   names.forEach((n, i) => (files[n] = shards[i]));
   await withHub(async (hub) => {
     hub.addRepo('me/sharded', files);
@@ -266,7 +367,10 @@ test('inspectRepo inspects every shard of a sharded repo, at the index commit', 
     assert.equal(info.commit, hub.commit('me/sharded'));
     assert.equal(info.revision, info.commit);
     assert.deepEqual(info.index.weight_map, weightMap);
-    assert.deepEqual(info.shards.map((s) => s.path), names);
+    assert.deepEqual(
+      info.shards.map((s) => s.path),
+      names,
+    );
     for (const [i, s] of info.shards.entries()) assert.deepEqual(s.header, await inspect(shards[i]));
     const log = hub.log('resolve'); // each file's first read goes through /resolve, at the revision asked for
     assert.equal(log.length, 4, 'the index, then one request per shard');
@@ -281,26 +385,46 @@ test('inspectRepo inspects every shard of a sharded repo, at the index commit', 
     for (const evil of ['../evil.safetensors', 'sub/x.safetensors', 'x.bin', '.hidden.safetensors']) {
       hub.setFile('me/evil', 'model.safetensors.index.json', JSON.stringify({ weight_map: { a: evil } }));
       hub.clearLog();
-      await rejectsWith(inspectRepo({ repo: 'me/evil', endpoint: hub.endpoint }), 'InvalidConfig',
-        /^model\.safetensors\.index\.json: shard name `.*` is not a plain \.safetensors file name \(no paths, no traversal\)$/);
+      await rejectsWith(
+        inspectRepo({ repo: 'me/evil', endpoint: hub.endpoint }),
+        'InvalidConfig',
+        /^model\.safetensors\.index\.json: shard name `.*` is not a plain \.safetensors file name \(no paths, no traversal\)$/,
+      );
       assert.equal(resolves(hub).length, 1, evil);
     }
 
     // A broken shard: the error names it.
     hub.setFile('me/sharded', names[1], makeFile('{"b00000000":1}'));
-    await rejectsWith(inspectRepo({ repo: 'me/sharded', endpoint: hub.endpoint }), 'InvalidHeaderDeserialization', /^model-00002-of-00003\.safetensors: /);
+    await rejectsWith(
+      inspectRepo({ repo: 'me/sharded', endpoint: hub.endpoint }),
+      'InvalidHeaderDeserialization',
+      /^model-00002-of-00003\.safetensors: /,
+    );
     // A tensor the index puts in a shard that does not hold it.
     hub.setFile('me/sharded', names[1], shards[1]);
-    hub.setFile('me/sharded', 'model.safetensors.index.json', JSON.stringify({ weight_map: { ...weightMap, ghost: names[0] } }));
+    hub.setFile(
+      'me/sharded',
+      'model.safetensors.index.json',
+      JSON.stringify({ weight_map: { ...weightMap, ghost: names[0] } }),
+    );
     // The core's check and message, as both merges give them (src/merge/model_index.cc).
-    await rejectsWith(inspectRepo({ repo: 'me/sharded', endpoint: hub.endpoint }), 'InvalidConfig',
-      /^1 tensor\(s\) of model\.safetensors\.index\.json are not in the shard it names:\n  ghost \(in model-00001-of-00003\.safetensors\)$/);
+    await rejectsWith(
+      inspectRepo({ repo: 'me/sharded', endpoint: hub.endpoint }),
+      'InvalidConfig',
+      /^1 tensor\(s\) of model\.safetensors\.index\.json are not in the shard it names:\n  ghost \(in model-00001-of-00003\.safetensors\)$/,
+    );
     // An empty weight_map and a 100,000-deep index are refused before any shard is read.
-    for (const [text, message] of [['{"weight_map": {}}', /weight_map is empty/], [`{"weight_map": ${'['.repeat(100000)}}`, /nesting deeper than 128 levels at byte 142/]]) {
+    for (const [text, message] of [
+      ['{"weight_map": {}}', /weight_map is empty/],
+      [`{"weight_map": ${'['.repeat(100000)}}`, /nesting deeper than 128 levels at byte 142/],
+    ]) {
       hub.setFile('me/evil', 'model.safetensors.index.json', text);
       hub.clearLog();
       await rejectsWith(inspectRepo({ repo: 'me/evil', endpoint: hub.endpoint }), 'InvalidConfig', message);
-      assert.ok(resolves(hub).length > 0 && resolves(hub).every((r) => r.path === 'model.safetensors.index.json'), 'no shard was read');
+      assert.ok(
+        resolves(hub).length > 0 && resolves(hub).every((r) => r.path === 'model.safetensors.index.json'),
+        'no shard was read',
+      );
     }
   });
 });
@@ -324,9 +448,16 @@ test('readTensor fetches one tensor with one Range request after the header', as
         assert.equal(hub.requests.at(-1).kind, 'cdn');
       }
     }
-    await rejectsWith(readTensor('hf://me/small/tail.safetensors', 'nope', { endpoint: hub.endpoint }), 'InvalidArgument', /no tensor named `nope`/);
+    await rejectsWith(
+      readTensor('hf://me/small/tail.safetensors', 'nope', { endpoint: hub.endpoint }),
+      'InvalidArgument',
+      /no tensor named `nope`/,
+    );
     // Local random-access sources too.
-    assert.deepEqual(await readTensor(new Blob([TAIL]), 't00000001'), await readTensor('hf://me/small/tail.safetensors', 't00000001', { endpoint: hub.endpoint }));
+    assert.deepEqual(
+      await readTensor(new Blob([TAIL]), 't00000001'),
+      await readTensor('hf://me/small/tail.safetensors', 't00000001', { endpoint: hub.endpoint }),
+    );
   });
 });
 
@@ -357,7 +488,7 @@ test('reads of one file run several at a time once the first has landed: one res
   });
 });
 
-test('reads in flight follow the caller\'s signal with one listener per file, none once they end; abort ends them all', async () => {
+test("reads in flight follow the caller's signal with one listener per file, none once they end; abort ends them all", async () => {
   const { getEventListeners } = await import('node:events');
   await withHub(async (hub) => {
     const controller = new AbortController();
@@ -398,7 +529,11 @@ test('a server that ignores Range is read one read at a time (the policy allows 
 
 test('a file that changes under one of several reads in flight fails that read with the change; the others are held to the ETag', async () => {
   await withHub(async (hub) => {
-    const file = await openRemote('hf://me/small/tail.safetensors', { endpoint: hub.endpoint, readers: 4, retryDelay: 10 });
+    const file = await openRemote('hf://me/small/tail.safetensors', {
+      endpoint: hub.endpoint,
+      readers: 4,
+      retryDelay: 10,
+    });
     try {
       hub.latency = 30;
       // The file changes after two more CDN reads: its old CDN URL then answers 403, and the start URL the new ETag.
@@ -407,9 +542,16 @@ test('a file that changes under one of several reads in flight fails that read w
       const results = await Promise.allSettled(reads);
       const failed = results.filter((r) => r.status === 'rejected');
       assert.equal(failed.length, 4, 'the two reads served before the change succeed, the four after it fail');
-      for (const r of failed) assert.match(r.reason.message, /^`hf:\/\/me\/small\/tail\.safetensors` changed while being read \(ETag "[0-9a-f]{64}" became "[0-9a-f]{64}"\)$/);
+      for (const r of failed)
+        assert.match(
+          r.reason.message,
+          /^`hf:\/\/me\/small\/tail\.safetensors` changed while being read \(ETag "[0-9a-f]{64}" became "[0-9a-f]{64}"\)$/,
+        );
       // What did come back is the first version's.
-      results.forEach((r, i) => r.status === 'fulfilled' && assert.deepEqual(r.value, TAIL.slice(70000 + i * 10000, 71000 + i * 10000)));
+      results.forEach(
+        (r, i) =>
+          r.status === 'fulfilled' && assert.deepEqual(r.value, TAIL.slice(70000 + i * 10000, 71000 + i * 10000)),
+      );
       // Back through the start URL after a 403 at the old CDN URL: at most once per failed read.
       assert.ok(hub.log('resolve', 'tail.safetensors').length <= 1 + 4);
     } finally {
@@ -427,7 +569,10 @@ test('openRemote gives a {size, read} source the streaming reader accepts', asyn
       const parts = [];
       for await (const ev of readSafetensors(file)) if (ev.type === 'data') parts.push(ev.bytes);
       const header = await inspect(TAIL);
-      assert.equal(parts.reduce((n, p) => n + p.length, 0), header.dataSize);
+      assert.equal(
+        parts.reduce((n, p) => n + p.length, 0),
+        header.dataSize,
+      );
     } finally {
       await file.close();
     }
@@ -438,8 +583,12 @@ test('openRemote gives a {size, read} source the streaming reader accepts', asyn
 
 function runCli(command, args, env) {
   return new Promise((resolve) => {
-    execFile(command, args, { env: { ...process.env, ...env }, encoding: 'latin1', timeout: 60000 }, (error, stdout, stderr) =>
-      resolve({ status: error ? error.code : 0, stdout, stderr }));
+    execFile(
+      command,
+      args,
+      { env: { ...process.env, ...env }, encoding: 'latin1', timeout: 60000 },
+      (error, stdout, stderr) => resolve({ status: error ? error.code : 0, stdout, stderr }),
+    );
   });
 }
 const npmCli = (args, env) => runCli(process.execPath, [cliPath, ...args], env);
@@ -456,13 +605,19 @@ test('npm and native CLIs print the same for hf:// and URLs as for the local fil
     const { join } = await import('node:path');
     const dir = mkdtempSync(join(tmpdir(), 'pb-hub-'));
     try {
-      for (const [repo, bytes, requests] of [['me/small', SMALL, 1], ['me/big', BIG, 2]]) {
+      for (const [repo, bytes, requests] of [
+        ['me/small', SMALL, 1],
+        ['me/big', BIG, 2],
+      ]) {
         const localPath = join(dir, `${repo.replace('/', '_')}.safetensors`);
         writeFileSync(localPath, bytes);
         for (const json of [[], ['--json']]) {
           const local = await npmCli(['inspect', localPath, ...json]);
           assert.equal(local.status, 0, local.stderr);
-          for (const address of [`hf://${repo}/model.safetensors`, `${hub.endpoint}/${repo}/resolve/main/model.safetensors`]) {
+          for (const address of [
+            `hf://${repo}/model.safetensors`,
+            `${hub.endpoint}/${repo}/resolve/main/model.safetensors`,
+          ]) {
             for (const [name, run] of clis) {
               hub.clearLog();
               const r = await run(['inspect', address, ...json], env);
@@ -507,9 +662,15 @@ test('npm and native CLIs print the same for hf:// and URLs as for the local fil
       for (const [name, run] of clis) {
         const ok = await run(['inspect', 'hf://me/private/model.safetensors'], { ...env, HF_TOKEN: 'hf_secret' });
         assert.equal(ok.status, 0, `${name}: ${ok.stderr}`);
-        const other = await run(['inspect', `${foreign.endpoint}/me/small/resolve/main/model.safetensors`], { ...env, HF_TOKEN: 'hf_secret' });
+        const other = await run(['inspect', `${foreign.endpoint}/me/small/resolve/main/model.safetensors`], {
+          ...env,
+          HF_TOKEN: 'hf_secret',
+        });
         assert.equal(other.status, 0, other.stderr);
-        assert.ok(foreign.requests.every((r) => r.auth === null), `${name} sent HF_TOKEN to another server`);
+        assert.ok(
+          foreign.requests.every((r) => r.auth === null),
+          `${name} sent HF_TOKEN to another server`,
+        );
       }
     } finally {
       await foreign.close();
@@ -518,7 +679,10 @@ test('npm and native CLIs print the same for hf:// and URLs as for the local fil
     // Retries in both: a 503 and a truncated body on the way still give the same output.
     for (const [name, run] of clis) {
       hub.faults.length = 0;
-      hub.faults.push({ type: 'status', status: 503, retryAfter: 0, times: 1 }, { type: 'truncate', at: 3000, skip: 1, times: 1 });
+      hub.faults.push(
+        { type: 'status', status: 503, retryAfter: 0, times: 1 },
+        { type: 'truncate', at: 3000, skip: 1, times: 1 },
+      );
       hub.clearLog();
       const r = await run(['inspect', 'hf://me/big/model.safetensors', '--json'], env);
       assert.equal(r.status, 0, `${name}: ${r.stderr}`);

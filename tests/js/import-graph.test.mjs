@@ -113,7 +113,11 @@ test('web/src: every relative import names an existing file', () => {
 
 test('web/src: no import cycle', () => {
   const cycles = importCycles(importGraph().graph);
-  assert.deepEqual(cycles.map((c) => c.join(' → ')), [], 'modules that import each other');
+  assert.deepEqual(
+    cycles.map((c) => c.join(' → ')),
+    [],
+    'modules that import each other',
+  );
 });
 
 test('the cycle finder names a cycle, and only a cycle', () => {

@@ -30,11 +30,15 @@ test('init with wasmBinary, and with no options (fs next to the module), in fres
   const index = JSON.stringify(join(webDir, 'src', 'index.js'));
   const wasm = JSON.stringify(wasmPath);
   const body = `const h = await pb.inspect(new Uint8Array(${JSON.stringify([...EMPTY])})); console.log(h.fileSize);`;
-  let r = child(`import * as pb from ${index}; import {readFileSync} from 'node:fs'; await pb.init({wasmBinary: readFileSync(${wasm})}); ${body}`);
+  let r = child(
+    `import * as pb from ${index}; import {readFileSync} from 'node:fs'; await pb.init({wasmBinary: readFileSync(${wasm})}); ${body}`,
+  );
   assert.equal(r.stdout, '16\n', r.stderr);
   r = child(`import * as pb from ${index}; ${body}`);
   assert.equal(r.stdout, '16\n', r.stderr);
-  r = child(`import * as pb from ${index}; await pb.init({wasmBinary: new Uint8Array([0, 97, 115, 109, 9, 9, 9, 9])}).then(() => console.log('loaded'), (e) => console.log('rejected'));`);
+  r = child(
+    `import * as pb from ${index}; await pb.init({wasmBinary: new Uint8Array([0, 97, 115, 109, 9, 9, 9, 9])}).then(() => console.log('loaded'), (e) => console.log('rejected'));`,
+  );
   assert.equal(r.stdout, 'rejected\n', r.stderr);
   r = child(`import * as pb from ${index}; try { await pb.init({wasmModule: {}}) } catch (e) { console.log(e.name) }`);
   assert.equal(r.stdout, 'TypeError\n', r.stderr);

@@ -3,21 +3,32 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import {
-  BAD_FIXTURES, countingIterable, countingStream, fixtureNames, fixturePath, makeFile, nativeCli, pb, readFixture,
-  rejectsWith, skipWithoutFixtures, skipWithoutNativeCli, split,
+  BAD_FIXTURES,
+  countingIterable,
+  countingStream,
+  fixtureNames,
+  fixturePath,
+  makeFile,
+  nativeCli,
+  pb,
+  readFixture,
+  rejectsWith,
+  skipWithoutFixtures,
+  skipWithoutNativeCli,
+  split,
 } from './helpers/common.mjs';
 
 const { inspect } = pb;
 
 const file = makeFile;
 
-
 test('every fixture inspects cleanly from Uint8Array, ArrayBuffer, Blob, stream and async iterable', async (t) => {
   if (skipWithoutFixtures(t)) return;
   for (const name of fixtureNames()) {
     const bytes = readFixture(name);
     if (BAD_FIXTURES[name]) {
-      for (const source of [bytes, new Blob([bytes]), countingStream([bytes]).stream]) await rejectsWith(inspect(source), BAD_FIXTURES[name]);
+      for (const source of [bytes, new Blob([bytes]), countingStream([bytes]).stream])
+        await rejectsWith(inspect(source), BAD_FIXTURES[name]);
       continue;
     }
     const header = await inspect(bytes);
@@ -27,7 +38,11 @@ test('every fixture inspects cleanly from Uint8Array, ArrayBuffer, Blob, stream 
       assert.equal(typeof tensor.name, 'string');
       assert.equal(tensor.byteLength, tensor.dataOffsets[1] - tensor.dataOffsets[0]);
     }
-    assert.deepEqual(await inspect(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length)), header, name);
+    assert.deepEqual(
+      await inspect(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length)),
+      header,
+      name,
+    );
     assert.deepEqual(await inspect(new Blob([bytes])), header, name);
     assert.deepEqual(await inspect(countingStream(split(bytes, [3, 11])).stream), header, name);
     assert.deepEqual(await inspect(countingIterable([bytes]).iterable), header, name);
@@ -54,7 +69,8 @@ test('inspect matches the native CLI --json header', async (t) => {
 });
 
 test('a stream is read only as far as the header, then cancelled', async () => {
-  const header = '{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}}';
+  const header =
+    '{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}}';
   const bytes = file(header, new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]));
   const headerEnd = bytes.length - 8;
   // One chunk per 8 bytes: the header ends inside chunk ceil(headerEnd / 8); nothing after it may be pulled.
@@ -95,13 +111,22 @@ test('error codes, tensors and offsets', async () => {
     inspect(file('{"a":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}', new Uint8Array(3))),
     (e) => e.code === 'InvalidOffset' && e.tensor === 'a',
   );
-  await rejectsWith(inspect(file('{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}', new Uint8Array(2))), 'MisalignedSlice');
-  await rejectsWith(inspect(file('{"a":{"dtype":"U8","shape":[3],"data_offsets":[0,2]}}', new Uint8Array(2))), 'TensorInvalidInfo');
+  await rejectsWith(
+    inspect(file('{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}', new Uint8Array(2))),
+    'MisalignedSlice',
+  );
+  await rejectsWith(
+    inspect(file('{"a":{"dtype":"U8","shape":[3],"data_offsets":[0,2]}}', new Uint8Array(2))),
+    'TensorInvalidInfo',
+  );
   await rejectsWith(
     inspect(file('{"a":{"dtype":"U8","shape":[18446744073709551615,2,0],"data_offsets":[0,0]}}')),
     'ValidationOverflow',
   );
-  await rejectsWith(inspect(file('{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}', new Uint8Array(1))), 'MetadataIncompleteBuffer');
+  await rejectsWith(
+    inspect(file('{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}', new Uint8Array(1))),
+    'MetadataIncompleteBuffer',
+  );
   // A stream that ends inside the header.
   await rejectsWith(inspect(countingStream([file('{}').subarray(0, 12)]).stream), 'InvalidHeaderLength');
 });
@@ -132,13 +157,21 @@ test('the header built from the compact table equals the JSON rendering: escapes
     'ünïcödé.名前.🙂': { dtype: 'I8', shape: [], data_offsets: [16, 17] },
     'zero.huge': { dtype: 'F64', shape: [0, 'BIG1', 'BIG2'], data_offsets: [17, 17] },
     'bools': { dtype: 'BOOL', shape: [3], data_offsets: [17, 20] },
-  }).replace('"BIG1"', '18446744073709551615').replace('"BIG2"', '9007199254740993'); // uint64 text JS numbers cannot spell
+  })
+    .replace('"BIG1"', '18446744073709551615')
+    .replace('"BIG2"', '9007199254740993'); // uint64 text JS numbers cannot spell
   const bytes = file(json, new Uint8Array(20));
   const viaTable = await inspect(bytes);
   const viaJson = headerFromJson((await inspectRendered(bytes, { render: 'json' })).json);
   assert.deepEqual(viaTable, viaJson);
-  assert.deepEqual(viaTable.tensors.map((t) => t.name).sort(), ['bools', 'esc\\"aped\n\u0001name', 'plain.weight', 'zero.huge', 'ünïcödé.名前.🙂'].sort());
-  assert.deepEqual(viaTable.tensors.find((t) => t.name === 'zero.huge').shape, [0, 18446744073709551615, 9007199254740993]);
+  assert.deepEqual(
+    viaTable.tensors.map((t) => t.name).sort(),
+    ['bools', 'esc\\"aped\n\u0001name', 'plain.weight', 'zero.huge', 'ünïcödé.名前.🙂'].sort(),
+  );
+  assert.deepEqual(
+    viaTable.tensors.find((t) => t.name === 'zero.huge').shape,
+    [0, 18446744073709551615, 9007199254740993],
+  );
   assert.deepEqual(viaTable.tensors.find((t) => t.name.startsWith('ü')).shape, []);
   assert.deepEqual(viaTable.metadata, { format: 'pt', 'ключ': 'значение \u00e9' });
 });
@@ -156,5 +189,8 @@ test('an all-ASCII header: names cut from its decoded text, escaped ones (\\u00e
   const bytes = file(json, new Uint8Array(21));
   const viaTable = await inspect(bytes);
   assert.deepEqual(viaTable, headerFromJson((await inspectRendered(bytes, { render: 'json' })).json));
-  assert.deepEqual(viaTable.tensors.map((t) => t.name), ['model.layers.0.self_attn.q_proj.weight', 'caf\u00e9.weight', 'quote"d', 'b']);
+  assert.deepEqual(
+    viaTable.tensors.map((t) => t.name),
+    ['model.layers.0.self_attn.q_proj.weight', 'caf\u00e9.weight', 'quote"d', 'b'],
+  );
 });

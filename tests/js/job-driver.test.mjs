@@ -66,7 +66,8 @@ test('run() gives the sink the bytes convert() streams, and commits once', async
 
 test("a CLI's job tells its plan before the first write and summarises under --json", async () => {
   const bytes = file(16);
-  const line = (...args) => JSON.parse(module.parseCommandLine(JSON.stringify(['convert', 'in.safetensors', 'out.safetensors', ...args])));
+  const line = (...args) =>
+    JSON.parse(module.parseCommandLine(JSON.stringify(['convert', 'in.safetensors', 'out.safetensors', ...args])));
   const events = [];
   const sink = { write: (o, at) => events.push(`write ${at}`) };
   let job = await openJob('convert', { line: line('--dtype', 'f16'), inputSize: bytes.length });
@@ -83,7 +84,13 @@ test("a CLI's job tells its plan before the first write and summarises under --j
   try {
     await run(job, [await openSource(bytes)], sink, { onMessage: (text) => events.push(text) });
     assert.ok(events.every((e) => e.startsWith('write ')));
-    assert.deepEqual(JSON.parse(job.handle.summary()), { ok: true, tensors: 2, converted: 1, inputSize: bytes.length, outputSize: 176 });
+    assert.deepEqual(JSON.parse(job.handle.summary()), {
+      ok: true,
+      tensors: 2,
+      converted: 1,
+      inputSize: bytes.length,
+      outputSize: 176,
+    });
   } finally {
     job.close();
   }
@@ -93,7 +100,12 @@ test('an abort mid-run leaves nothing: no output file, no temporary file', async
   const dir = mkdtempSync(join(tmpdir(), 'pb-job-driver-'));
   const bytes = file(3 << 20);
   const job = await openJob('convert', { dtype: 'F16', order: 'reference', inputSize: bytes.length });
-  const output = OutputTransaction.forFile(join(dir, 'out.safetensors'), { commit: ['out.safetensors'], replace: [], remove: [], stale: [] });
+  const output = OutputTransaction.forFile(join(dir, 'out.safetensors'), {
+    commit: ['out.safetensors'],
+    replace: [],
+    remove: [],
+    stale: [],
+  });
   const controller = new AbortController();
   let target = null;
   let writes = 0;
@@ -107,7 +119,10 @@ test('an abort mid-run leaves nothing: no output file, no temporary file', async
     abort: () => output.close(),
   };
   try {
-    await assert.rejects(run(job, [await openSource(bytes)], sink, { signal: controller.signal }), (e) => e.name === 'AbortError');
+    await assert.rejects(
+      run(job, [await openSource(bytes)], sink, { signal: controller.signal }),
+      (e) => e.name === 'AbortError',
+    );
     assert.equal(writes, 2, 'nothing ran after the abort');
     assert.deepEqual(readdirSync(dir), []);
   } finally {
@@ -122,13 +137,19 @@ test('a job refuses options it cannot run, and a stream read backwards', async (
   await assert.rejects(openJob('frobnicate', {}), (e) => e.code === 'InvalidArgument');
   // Reference order (by name here) reads the tensors out of file order: a stream cannot serve it.
   const bytes = makeFile(
-    JSON.stringify({ b: { dtype: 'F32', shape: [1], data_offsets: [0, 4] }, a: { dtype: 'F32', shape: [1], data_offsets: [4, 8] } }),
+    JSON.stringify({
+      b: { dtype: 'F32', shape: [1], data_offsets: [0, 4] },
+      a: { dtype: 'F32', shape: [1], data_offsets: [4, 8] },
+    }),
     new Uint8Array(8),
   );
   const stream = new ReadableStream({ start: (c) => (c.enqueue(bytes), c.close()) });
   const job = await openJob('convert', { dtype: 'BF16', order: 'reference', inputSize: null });
   try {
-    await assert.rejects(run(job, [await openSource(stream)], memorySink()), (e) => e.code === 'InvalidArgument' && /cannot be read again/.test(e.message));
+    await assert.rejects(
+      run(job, [await openSource(stream)], memorySink()),
+      (e) => e.code === 'InvalidArgument' && /cannot be read again/.test(e.message),
+    );
   } finally {
     job.close();
   }

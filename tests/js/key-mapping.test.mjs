@@ -28,7 +28,11 @@ function readTensors(bytes) {
   for (const [name, t] of Object.entries(header)) {
     if (name === '__metadata__') continue;
     const b = bytes.subarray(8 + n + t.data_offsets[0], 8 + n + t.data_offsets[1]);
-    out[name] = { dtype: t.dtype, shape: t.shape, values: new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.length)) };
+    out[name] = {
+      dtype: t.dtype,
+      shape: t.shape,
+      values: new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.length)),
+    };
   }
   return out;
 }
@@ -81,7 +85,13 @@ const ADAPTER = {
   [`${P}mlp.fc2.lora_B.weight`]: f32([H, 2], 8),
 };
 const CONFIG = { architectures: ['ViTForImageClassification'], model_type: 'vit', hidden_size: H };
-const ADAPTER_CONFIG = { peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['q_proj', 'fc2'], base_model_name_or_path: 'tiny-vit' };
+const ADAPTER_CONFIG = {
+  peft_type: 'LORA',
+  r: 2,
+  lora_alpha: 4,
+  target_modules: ['q_proj', 'fc2'],
+  base_model_name_or_path: 'tiny-vit',
+};
 
 function folders(t) {
   const dir = mkdtempSync(join(tmpdir(), 'pb-keymap-'));
@@ -116,7 +126,11 @@ function checkMerged(bytes) {
   // The checkpoint's names, unchanged: no loaded name leaks into the output.
   assert.deepEqual(Object.keys(got).sort(), Object.keys(BASE).sort());
   for (const [name, a, b] of [
-    [`${LAYER}attention.attention.query.weight`, `${P}attention.q_proj.lora_A.weight`, `${P}attention.q_proj.lora_B.weight`],
+    [
+      `${LAYER}attention.attention.query.weight`,
+      `${P}attention.q_proj.lora_A.weight`,
+      `${P}attention.q_proj.lora_B.weight`,
+    ],
     [`${LAYER}output.dense.weight`, `${P}mlp.fc2.lora_A.weight`, `${P}mlp.fc2.lora_B.weight`],
   ]) {
     const want = expectMerged(BASE[name], ADAPTER[a], ADAPTER[b]);
@@ -141,12 +155,19 @@ test('a ViT checkpoint named as saved merges a PEFT adapter named as loaded, in 
 
   const files = [];
   for await (const f of pb.mergeShards({
-    base: { config: new Uint8Array(readFileSync(join(base, 'config.json'))), open: () => new Uint8Array(readFileSync(join(base, 'model.safetensors'))) },
-    adapter: { weights: new Uint8Array(readFileSync(join(adapter, 'adapter_model.safetensors'))), config: new Uint8Array(readFileSync(join(adapter, 'adapter_config.json'))) },
-  })) files.push({ path: f.path, bytes: Buffer.from(await collect(f.stream)) });
+    base: {
+      config: new Uint8Array(readFileSync(join(base, 'config.json'))),
+      open: () => new Uint8Array(readFileSync(join(base, 'model.safetensors'))),
+    },
+    adapter: {
+      weights: new Uint8Array(readFileSync(join(adapter, 'adapter_model.safetensors'))),
+      config: new Uint8Array(readFileSync(join(adapter, 'adapter_config.json'))),
+    },
+  }))
+    files.push({ path: f.path, bytes: Buffer.from(await collect(f.stream)) });
   const model = files.find((f) => f.path === 'model.safetensors');
   assert.ok(model, `mergeShards wrote ${files.map((f) => f.path)}`);
-  assert.ok(model.bytes.equals(outputs[0]), 'mergeShards writes the CLIs\' bytes');
+  assert.ok(model.bytes.equals(outputs[0]), "mergeShards writes the CLIs' bytes");
 });
 
 test('without config.json (no model_type, so no mapping) the modules are still not found, naming them', (t) => {

@@ -4,7 +4,19 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cliPath, collect, hasNativeCli, nativeCli, pb, rng } from './helpers/common.mjs';
@@ -50,10 +62,22 @@ async function writeModel(dir) {
   ].map((t) => ({ ...t, dtype: 'BF16', data: bf16(count(t.shape)) }));
   mkdirSync(join(dir, 'base'), { recursive: true });
   writeFileSync(join(dir, 'base', 'model.safetensors'), await safetensors(base));
-  writeFileSync(join(dir, 'base', 'config.json'), JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 32, num_attention_heads: 4, tie_word_embeddings: false }));
+  writeFileSync(
+    join(dir, 'base', 'config.json'),
+    JSON.stringify({
+      architectures: ['LlamaForCausalLM'],
+      model_type: 'llama',
+      hidden_size: 32,
+      num_attention_heads: 4,
+      tie_word_embeddings: false,
+    }),
+  );
   const lora = [];
   for (const l of [0, 1])
-    for (const [m, out] of [['q_proj', 32], ['v_proj', 16]]) {
+    for (const [m, out] of [
+      ['q_proj', 32],
+      ['v_proj', 16],
+    ]) {
       const key = `base_model.model.model.layers.${l}.self_attn.${m}`;
       lora.push({ name: `${key}.lora_A.weight`, dtype: 'F32', shape: [4, 32], data: randomF32(random, 128, 0.2) });
       lora.push({ name: `${key}.lora_B.weight`, dtype: 'F32', shape: [out, 4], data: randomF32(random, out * 4, 0.2) });
@@ -71,7 +95,14 @@ function writeSparse(path, compact, huge) {
   const view = new DataView(compact.buffer, compact.byteOffset, compact.byteLength);
   const n = Number(view.getBigUint64(0, true));
   const header = JSON.parse(new TextDecoder().decode(compact.subarray(8, 8 + n)));
-  const out = { __metadata__: { format: 'pt' }, 'base_model.model.aaa_unused_block.weight': { dtype: 'F32', shape: [huge / 4 / 1024, 1024], data_offsets: [0, huge] } };
+  const out = {
+    __metadata__: { format: 'pt' },
+    'base_model.model.aaa_unused_block.weight': {
+      dtype: 'F32',
+      shape: [huge / 4 / 1024, 1024],
+      data_offsets: [0, huge],
+    },
+  };
   for (const [name, t] of Object.entries(header)) {
     if (name === '__metadata__') continue;
     out[name] = { ...t, data_offsets: [huge + t.data_offsets[0], huge + t.data_offsets[1]] };
@@ -91,14 +122,31 @@ function writeSparse(path, compact, huge) {
   }
 }
 
-const readTree = (dir) => Object.fromEntries(readdirSync(dir).sort().map((f) => [f, readFileSync(join(dir, f))]));
+const readTree = (dir) =>
+  Object.fromEntries(
+    readdirSync(dir)
+      .sort()
+      .map((f) => [f, readFileSync(join(dir, f))]),
+  );
 const MEASURED = ['seconds', 'gbPerS', 'peakMemory', 'peakWasmHeap'];
-const unmeasured = (json) => Object.fromEntries(Object.entries(JSON.parse(json)).filter(([k]) => !MEASURED.includes(k)));
+const unmeasured = (json) =>
+  Object.fromEntries(Object.entries(JSON.parse(json)).filter(([k]) => !MEASURED.includes(k)));
 
 test('a sparse adapter over 2 GiB: both CLIs merge, describe and translate it by range, as the compact one', async (t) => {
   const dir = tempDir(t);
   await writeModel(dir);
-  const merge = (cli, out) => cli(['merge', '--base', join(dir, 'base'), '--adapter', join(dir, 'adapter'), '--out', join(dir, out), '--json', '--allow-partial']);
+  const merge = (cli, out) =>
+    cli([
+      'merge',
+      '--base',
+      join(dir, 'base'),
+      '--adapter',
+      join(dir, 'adapter'),
+      '--out',
+      join(dir, out),
+      '--json',
+      '--allow-partial',
+    ]);
   const compactJs = merge(runJs, 'compact-js');
   assert.equal(compactJs.status, 0, compactJs.stderr);
   const compact = new Uint8Array(readFileSync(join(dir, 'adapter', 'adapter_model.safetensors')));
@@ -112,19 +160,42 @@ test('a sparse adapter over 2 GiB: both CLIs merge, describe and translate it by
   const info = runJs(['adapter-info', join(dir, 'adapter'), '--json']);
   assert.equal(info.status, 0, info.stderr);
   const j = JSON.parse(info.stdout);
-  assert.deepEqual(j.rejected.map((r) => r.tensor), ['base_model.model.aaa_unused_block.weight']);
+  assert.deepEqual(
+    j.rejected.map((r) => r.tensor),
+    ['base_model.model.aaa_unused_block.weight'],
+  );
   assert.equal(j.modules.length, 4);
-  const translated = runJs(['translate', join(dir, 'adapter'), join(dir, 'kohya-js'), '--to', 'kohya', '--json', '--allow-partial']);
+  const translated = runJs([
+    'translate',
+    join(dir, 'adapter'),
+    join(dir, 'kohya-js'),
+    '--to',
+    'kohya',
+    '--json',
+    '--allow-partial',
+  ]);
   assert.equal(translated.status, 0, translated.stderr);
 
   if (!hasNativeCli) return t.diagnostic('native CLI not built: compared the npm CLI with itself only');
   const bigNative = merge(runNative, 'big-native');
   assert.equal(bigNative.status, 0, bigNative.stderr);
-  assert.deepEqual(readTree(join(dir, 'big-native')), readTree(join(dir, 'big-js')), 'both CLIs: the same merged files');
+  assert.deepEqual(
+    readTree(join(dir, 'big-native')),
+    readTree(join(dir, 'big-js')),
+    'both CLIs: the same merged files',
+  );
   assert.deepEqual(unmeasured(bigJs.stdout), unmeasured(bigNative.stdout));
   const nativeInfo = runNative(['adapter-info', join(dir, 'adapter'), '--json']);
   assert.equal(info.stdout, nativeInfo.stdout, 'adapter-info: the same report');
-  const nativeTranslated = runNative(['translate', join(dir, 'adapter'), join(dir, 'kohya-native'), '--to', 'kohya', '--json', '--allow-partial']);
+  const nativeTranslated = runNative([
+    'translate',
+    join(dir, 'adapter'),
+    join(dir, 'kohya-native'),
+    '--to',
+    'kohya',
+    '--json',
+    '--allow-partial',
+  ]);
   assert.equal(translated.stdout, nativeTranslated.stdout);
   assert.deepEqual(readTree(join(dir, 'kohya-js')), readTree(join(dir, 'kohya-native')), 'translate: the same files');
 });
@@ -136,7 +207,8 @@ async function mergeWith(dir, weights, config) {
     open: () => new Uint8Array(readFileSync(join(dir, 'base', 'model.safetensors'))),
   };
   const files = {};
-  for await (const { path, stream } of mergeShards({ base, adapter: { weights, config } })) files[path] = await collect(stream);
+  for await (const { path, stream } of mergeShards({ base, adapter: { weights, config } }))
+    files[path] = await collect(stream);
   return files['model.safetensors'];
 }
 
@@ -147,11 +219,18 @@ test('the API reads the adapter by range: Blob, {size, read} (BigInt size too), 
   assert.deepEqual(await mergeWith(dir, new Blob([weights]), config), expected, 'Blob');
   // A reader that records what is read: the header and the factors, each range once.
   const reads = [];
-  const reader = { size: weights.length, read: async (offset, length) => (reads.push([offset, length]), weights.subarray(offset, offset + length)) };
+  const reader = {
+    size: weights.length,
+    read: async (offset, length) => (reads.push([offset, length]), weights.subarray(offset, offset + length)),
+  };
   assert.deepEqual(await mergeWith(dir, reader, config), expected, '{size, read}');
   const total = reads.reduce((a, [, n]) => a + n, 0);
   assert.ok(total < 2 * weights.length, `read ${total} bytes of a ${weights.length}-byte file`);
-  assert.deepEqual(await mergeWith(dir, { size: BigInt(weights.length), read: reader.read }, config), expected, 'BigInt size');
+  assert.deepEqual(
+    await mergeWith(dir, { size: BigInt(weights.length), read: reader.read }, config),
+    expected,
+    'BigInt size',
+  );
   const stream = new ReadableStream({
     start(c) {
       c.enqueue(weights.subarray(0, 100));

@@ -33,7 +33,10 @@ test('input(): a window that cannot be reserved throws IoError before copying an
   try {
     assert.throws(
       () => handle.input('feed', bytes),
-      (e) => e instanceof SafetensorsError && e.code === 'IoError' && e.message === `out of memory: cannot reserve ${HUGE} bytes`,
+      (e) =>
+        e instanceof SafetensorsError &&
+        e.code === 'IoError' &&
+        e.message === `out of memory: cannot reserve ${HUGE} bytes`,
     );
     assert.deepEqual(module.HEAPU8.slice(0, 64), heap0, 'heap address 0 untouched');
   } finally {
@@ -73,7 +76,12 @@ test('converter output that cannot be buffered fails the call with IoError', () 
     conv.fillWindow(piece);
     assert.equal(conv.handle.supply(piece.length), false);
     const e = errorFromHandle(conv.handle);
-    assert.ok(e instanceof SafetensorsError && e.code === 'IoError' && /^out of memory: cannot reserve \d+ bytes$/.test(e.message), e.message);
+    assert.ok(
+      e instanceof SafetensorsError &&
+        e.code === 'IoError' &&
+        /^out of memory: cannot reserve \d+ bytes$/.test(e.message),
+      e.message,
+    );
     assert.equal(conv.handle.next(), null, 'the job stays failed');
   } finally {
     conv.close();

@@ -15,7 +15,12 @@ const V = 'model.layers.0.self_attn.v_proj';
 const f32 = f32Bytes;
 const writeAdapter = (dir) => writePeftAdapterDir(dir, [Q, V], ['q_proj', 'v_proj']);
 
-const BASE_CONFIG = JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 4, num_attention_heads: 1 });
+const BASE_CONFIG = JSON.stringify({
+  architectures: ['LlamaForCausalLM'],
+  model_type: 'llama',
+  hidden_size: 4,
+  num_attention_heads: 1,
+});
 const TOKENIZER = JSON.stringify({ version: '1.0', model: { type: 'BPE', vocab: { a: 0, b: 1 } } });
 const GENERATION = JSON.stringify({ bos_token_id: 1, eos_token_id: 2 });
 const TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}";
@@ -41,9 +46,12 @@ function writeBase(dir, { config = true, weight = 1 } = {}) {
 }
 
 const COPIED = ['chat_template.jinja', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json'];
-const outNames = (after) => Object.keys(after).filter((n) => n.startsWith('out/')).map((n) => n.slice(4));
+const outNames = (after) =>
+  Object.keys(after)
+    .filter((n) => n.startsWith('out/'))
+    .map((n) => n.slice(4));
 
-test('merge copies the base directory\'s other files, byte for byte, and lists them (text and --json)', (t) => {
+test("merge copies the base directory's other files, byte for byte, and lists them (text and --json)", (t) => {
   if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     writeAdapter(join(root, 'rob'));
@@ -60,7 +68,10 @@ test('merge copies the base directory\'s other files, byte for byte, and lists t
   assert.equal(json.status, 0, json.stderr);
   const summary = JSON.parse(json.stdout);
   assert.deepEqual(summary.copiedFiles, COPIED);
-  assert.deepEqual(summary.files.map((f) => f.name), ['model.safetensors']);
+  assert.deepEqual(
+    summary.files.map((f) => f.name),
+    ['model.safetensors'],
+  );
 
   const dry = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--dry-run']);
   assert.equal(dry.status, 0, dry.stderr);
@@ -74,7 +85,17 @@ test('merge --no-copy-extra copies nothing else; unmerge copies too', (t) => {
     writeAdapter(join(root, 'rob'));
     writeBase(join(root, 'base'));
   };
-  const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--no-copy-extra', '--json']);
+  const r = both(t, setup, [
+    'merge',
+    '--base',
+    'base',
+    '--adapter',
+    'rob',
+    '--out',
+    'out',
+    '--no-copy-extra',
+    '--json',
+  ]);
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(outNames(r.after), ['config.json', 'model.safetensors']);
   assert.deepEqual(JSON.parse(r.stdout).copiedFiles, []);
@@ -95,7 +116,17 @@ test('a base without config.json: a warning, the other files still copied', (t) 
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stderr, warning);
   assert.deepEqual(outNames(r.after), [...COPIED, 'model.safetensors'].sort());
-  const quiet = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--no-copy-extra', '-q']);
+  const quiet = both(t, setup, [
+    'merge',
+    '--base',
+    'base',
+    '--adapter',
+    'rob',
+    '--out',
+    'out',
+    '--no-copy-extra',
+    '-q',
+  ]);
   assert.equal(quiet.stderr, warning, 'the warning stays with --no-copy-extra and -q');
   assert.equal(quiet.stdout, '');
 });
@@ -124,9 +155,23 @@ test('copied names are outputs: refused over an input, counted for --force, link
     mkdirSync(join(root, 'out'));
     writeFileSync(join(root, 'out', 'generation_config.json'), BASE_CONFIG);
   };
-  const over = both(t, aliased, ['merge', '--base', 'base', '--adapter', 'rob', '--base-config', 'out/generation_config.json', '--out', 'out', '--force']);
+  const over = both(t, aliased, [
+    'merge',
+    '--base',
+    'base',
+    '--adapter',
+    'rob',
+    '--base-config',
+    'out/generation_config.json',
+    '--out',
+    'out',
+    '--force',
+  ]);
   assert.equal(over.status, 1);
-  assert.equal(over.stderr, 'error: InvalidArgument: `out/generation_config.json` is --base-config `out/generation_config.json`; merge never writes over its inputs\n');
+  assert.equal(
+    over.stderr,
+    'error: InvalidArgument: `out/generation_config.json` is --base-config `out/generation_config.json`; merge never writes over its inputs\n',
+  );
   assert.deepEqual(over.after, over.before);
 
   // A base file that is a link leading outside the base directory: an input like the shards.
@@ -139,10 +184,17 @@ test('copied names are outputs: refused over an input, counted for --force, link
   };
   const out = both(t, linked, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out']);
   assert.equal(out.status, 1);
-  assert.match(out.stderr, /1 input file\(s\) are links leading outside their directory; pass --follow-links[^\n]*:\n  base\/tokenizer\.json -> /);
+  assert.match(
+    out.stderr,
+    /1 input file\(s\) are links leading outside their directory; pass --follow-links[^\n]*:\n  base\/tokenizer\.json -> /,
+  );
   const followed = both(t, linked, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--follow-links']);
   assert.equal(followed.status, 0, followed.stderr);
-  assert.equal(followed.after['out/tokenizer.json'], Buffer.from(TOKENIZER).toString('base64'), 'the link\'s target, as a file');
+  assert.equal(
+    followed.after['out/tokenizer.json'],
+    Buffer.from(TOKENIZER).toString('base64'),
+    "the link's target, as a file",
+  );
 });
 
 test('a failure mid-merge (--safe meets NaN) leaves nothing: no copied file, no new --out', (t) => {

@@ -31,7 +31,8 @@ function countingWorkers() {
 
 async function expectedFiles(model, options = {}) {
   const out = [];
-  for await (const f of mergeShards({ ...model, ...options })) out.push({ path: f.path, size: f.size, bytes: await collect(f.stream) });
+  for await (const f of mergeShards({ ...model, ...options }))
+    out.push({ path: f.path, size: f.size, bytes: await collect(f.stream) });
   return out;
 }
 
@@ -41,10 +42,13 @@ const sameFile = (got, want) => {
   assert.ok(Buffer.from(got.bytes).equals(Buffer.from(want.bytes)), `${want.path}: not mergeShards' bytes`);
 };
 
-test('mergeInWorkers: 1, 2 and 3 workers, streams read at once or in turn: every file is mergeShards\' bytes', async () => {
+test("mergeInWorkers: 1, 2 and 3 workers, streams read at once or in turn: every file is mergeShards' bytes", async () => {
   const model = await makeModel();
   const expected = await expectedFiles(model);
-  assert.deepEqual(expected.map((f) => f.path), [...NAMES, 'model.safetensors.index.json', 'config.json']);
+  assert.deepEqual(
+    expected.map((f) => f.path),
+    [...NAMES, 'model.safetensors.index.json', 'config.json'],
+  );
   for (const workers of [1, 2, 3, 8]) {
     for (const atOnce of [true, false]) {
       const { counts, createWorker } = countingWorkers();
@@ -63,7 +67,10 @@ test('mergeInWorkers: 1, 2 and 3 workers, streams read at once or in turn: every
       assert.equal(counts.terminated, counts.made, 'every worker let go once every stream ended');
       const last = progress.at(-1);
       assert.equal(last.bytesIn, last.totalIn, 'every source byte counted');
-      assert.equal(last.bytesOut, expected.slice(0, 3).reduce((a, f) => a + f.size, 0));
+      assert.equal(
+        last.bytesOut,
+        expected.slice(0, 3).reduce((a, f) => a + f.size, 0),
+      );
     }
   }
 });
@@ -83,7 +90,7 @@ test('mergeInWorkers: a cancelled stream is skipped, the others still come whole
   assert.equal(counts.terminated, 2);
 });
 
-test('mergeInWorkers: a failure in a worker (--safe on a NaN in shard 3) errors every stream with the core\'s error', async () => {
+test("mergeInWorkers: a failure in a worker (--safe on a NaN in shard 3) errors every stream with the core's error", async () => {
   const model = await makeModel({ nanInShard: 2 });
   // mergeShards' own error for the same input.
   const it = mergeShards({ ...model, safe: true });
@@ -126,10 +133,16 @@ test('mergeInWorkers: an abort errors every stream with its reason and stops the
 test('mergeInWorkers: a mismatch rejects before any worker; unsendable inputs and no Worker are TypeErrors', async () => {
   const model = await makeModel();
   const { counts, createWorker } = countingWorkers();
-  const wrong = { ...model.adapter, config: JSON.stringify({ peft_type: 'LORA', r: 8, lora_alpha: 8, target_modules: ['q_proj', 'v_proj'] }) };
+  const wrong = {
+    ...model.adapter,
+    config: JSON.stringify({ peft_type: 'LORA', r: 8, lora_alpha: 8, target_modules: ['q_proj', 'v_proj'] }),
+  };
   await rejectsWith(mergeInWorkers({ ...model, adapter: wrong, createWorker }), 'ShapeMismatch');
   const streamed = { ...model.base, open: (name) => model.files[name].stream() };
-  await assert.rejects(mergeInWorkers({ ...model, base: streamed, createWorker }), (e) => e instanceof TypeError && /shard model-00001-of-00003\.safetensors as a Blob/.test(e.message));
+  await assert.rejects(
+    mergeInWorkers({ ...model, base: streamed, createWorker }),
+    (e) => e instanceof TypeError && /shard model-00001-of-00003\.safetensors as a Blob/.test(e.message),
+  );
   assert.equal(counts.made, 0);
   if (typeof Worker !== 'function') {
     await assert.rejects(mergeInWorkers(model), (e) => e instanceof TypeError && /needs Web Workers/.test(e.message));

@@ -8,7 +8,16 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  cliPath, collect, fixturePath, nativeCli, pb, randomCuts, rng, skipWithoutFixtures, skipWithoutNativeCli, split,
+  cliPath,
+  collect,
+  fixturePath,
+  nativeCli,
+  pb,
+  randomCuts,
+  rng,
+  skipWithoutFixtures,
+  skipWithoutNativeCli,
+  split,
   webDir,
 } from './helpers/common.mjs';
 
@@ -91,11 +100,19 @@ async function writeAdapter(dir, modules, config, { dora = false, seed = 7 } = {
     tensors.push({ name: `${key}.lora_B.weight`, dtype: 'F32', shape: [m.out, 4], data: small(4 * m.out) });
     if (dora) {
       const f = new Float32Array(m.out).map(() => 0.5 + random());
-      tensors.push({ name: `${key}.lora_magnitude_vector`, dtype: 'F32', shape: [m.out], data: new Uint8Array(f.buffer) });
+      tensors.push({
+        name: `${key}.lora_magnitude_vector`,
+        dtype: 'F32',
+        shape: [m.out],
+        data: new Uint8Array(f.buffer),
+      });
     }
   }
   writeFileSync(join(dir, 'adapter_model.safetensors'), await safetensors(tensors));
-  writeFileSync(join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 4, lora_alpha: 8, ...config }));
+  writeFileSync(
+    join(dir, 'adapter_config.json'),
+    JSON.stringify({ peft_type: 'LORA', r: 4, lora_alpha: 8, ...config }),
+  );
   return dir;
 }
 
@@ -103,7 +120,12 @@ const LLAMA_MODULES = [
   { path: 'model.layers.0.self_attn.q_proj', in: 32, out: 32 },
   { path: 'model.layers.0.self_attn.v_proj', in: 32, out: 16 },
 ];
-const LLAMA_CONFIG = JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 32, num_attention_heads: 4 });
+const LLAMA_CONFIG = JSON.stringify({
+  architectures: ['LlamaForCausalLM'],
+  model_type: 'llama',
+  hidden_size: 32,
+  num_attention_heads: 4,
+});
 const GPT2_CONFIG = JSON.stringify({ architectures: ['GPT2LMHeadModel'], model_type: 'gpt2' });
 
 const adapterOf = (dir) => ({
@@ -130,16 +152,22 @@ test('createMergeStream: byte-identical to the native merge (BF16, F16, F32 base
   if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   const lora = await writeAdapter(join(dir, 'lora'), LLAMA_MODULES, { target_modules: ['q_proj', 'v_proj'] });
-  const dora = await writeAdapter(join(dir, 'dora'), LLAMA_MODULES, { target_modules: ['q_proj', 'v_proj'], use_dora: true }, { dora: true });
+  const dora = await writeAdapter(
+    join(dir, 'dora'),
+    LLAMA_MODULES,
+    { target_modules: ['q_proj', 'v_proj'], use_dora: true },
+    { dora: true },
+  );
   const gpt2 = await writeAdapter(join(dir, 'gpt2'), [{ path: 'transformer.h.0.attn.c_attn', in: 32, out: 96 }], {
     target_modules: ['c_attn'],
     fan_in_fan_out: true,
   });
-  const gpt2Dora = await writeAdapter(join(dir, 'gpt2-dora'), [{ path: 'transformer.h.0.attn.c_attn', in: 32, out: 96 }], {
-    target_modules: ['c_attn'],
-    fan_in_fan_out: true,
-    use_dora: true,
-  }, { dora: true });
+  const gpt2Dora = await writeAdapter(
+    join(dir, 'gpt2-dora'),
+    [{ path: 'transformer.h.0.attn.c_attn', in: 32, out: 96 }],
+    { target_modules: ['c_attn'], fan_in_fan_out: true, use_dora: true },
+    { dora: true },
+  );
   const gpt2Base = [
     { name: 'h.0.attn.c_attn.weight', dtype: 'F32', shape: [32, 96] },
     { name: 'h.0.attn.c_attn.bias', dtype: 'F32', shape: [96] },
@@ -166,7 +194,16 @@ test('createMergeStream: byte-identical to the native merge (BF16, F16, F32 base
     writeFileSync(join(baseDir, 'model.safetensors'), base);
     if (c.config) writeFileSync(join(baseDir, 'config.json'), c.config);
     const out = join(dir, `out${n}`);
-    const native = runNative([c.unmerge ? 'unmerge' : 'merge', '--base', join(baseDir, 'model.safetensors'), '--adapter', c.adapter, '--out', out, ...c.args]);
+    const native = runNative([
+      c.unmerge ? 'unmerge' : 'merge',
+      '--base',
+      join(baseDir, 'model.safetensors'),
+      '--adapter',
+      c.adapter,
+      '--out',
+      out,
+      ...c.args,
+    ]);
     assert.equal(native.status, 0, native.stderr);
     const expected = new Uint8Array(readFileSync(join(out, 'model.safetensors')));
     const options = { adapter: adapterOf(c.adapter), baseConfig: c.config, unmerge: c.unmerge, ...c.options };
@@ -198,7 +235,10 @@ async function writeShardedBase(dir, dtype = 'BF16') {
   const weightMap = {};
   for (const [i, shard] of [s1, s2].entries()) for (const tensor of shard) weightMap[tensor.name] = names[i];
   const size = [...s1, ...s2].reduce((a, tensor) => a + 2 * count(tensor.shape), 0);
-  writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: { total_size: size }, weight_map: weightMap }, null, 2));
+  writeFileSync(
+    join(dir, 'model.safetensors.index.json'),
+    JSON.stringify({ metadata: { total_size: size }, weight_map: weightMap }, null, 2),
+  );
   writeFileSync(join(dir, 'config.json'), LLAMA_CONFIG);
   return dir;
 }
@@ -247,7 +287,12 @@ test('mergeShards and the npm CLI: a two-shard base with index and config, every
     const native = runNative(['merge', ...args, '--out', nativeOut]);
     assert.equal(native.status, 0, native.stderr);
     const expected = readTree(nativeOut);
-    assert.deepEqual(Object.keys(expected), ['config.json', 'model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors', 'model.safetensors.index.json']);
+    assert.deepEqual(Object.keys(expected), [
+      'config.json',
+      'model-00001-of-00002.safetensors',
+      'model-00002-of-00002.safetensors',
+      'model.safetensors.index.json',
+    ]);
 
     const js = runJs(['merge', ...args, '--out', jsOut]);
     assert.equal(js.status, 0, js.stderr);
@@ -256,8 +301,14 @@ test('mergeShards and the npm CLI: a two-shard base with index and config, every
     const options = extra.length ? { dtype: 'f32' } : {};
     for (const streams of [false, true]) {
       const { files, opened } = await jsMergeShards(baseDir, adapter, { streams, ...options });
-      assert.deepEqual(Object.keys(files), ['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors', 'model.safetensors.index.json', 'config.json']);
-      for (const [name, bytes] of Object.entries(files)) assert.ok(Buffer.from(bytes).equals(Buffer.from(expected[name])), `${name} (streams: ${streams})`);
+      assert.deepEqual(Object.keys(files), [
+        'model-00001-of-00002.safetensors',
+        'model-00002-of-00002.safetensors',
+        'model.safetensors.index.json',
+        'config.json',
+      ]);
+      for (const [name, bytes] of Object.entries(files))
+        assert.ok(Buffer.from(bytes).equals(Buffer.from(expected[name])), `${name} (streams: ${streams})`);
       assert.equal(opened.length, streams ? 4 : 2, 'streams are opened twice, random-access sources once');
     }
   }
@@ -270,8 +321,12 @@ test('mergeShards: a single-file base (no index) and a stream not read to its en
   const base = await safetensors(llamaBase('F16'));
   const expected = await streamMerge(base, { adapter: adapterOf(adapter) });
   const files = [];
-  for await (const f of mergeShards({ base: { open: () => new Blob([base]) }, adapter: adapterOf(adapter) })) files.push([f.path, await collect(f.stream)]);
-  assert.deepEqual(files.map(([p]) => p), ['model.safetensors']);
+  for await (const f of mergeShards({ base: { open: () => new Blob([base]) }, adapter: adapterOf(adapter) }))
+    files.push([f.path, await collect(f.stream)]);
+  assert.deepEqual(
+    files.map(([p]) => p),
+    ['model.safetensors'],
+  );
   assert.ok(Buffer.from(files[0][1]).equals(Buffer.from(expected)));
 
   const it = mergeShards({ base: { open: () => base }, adapter: adapterOf(adapter) });
@@ -304,32 +359,55 @@ test('mergeShards: only the tensors the adapter changes enter the WASM heap; the
   for (const open of [() => new Blob([base]), () => base, () => new Blob([base]).stream()]) {
     counted.push = counted.forwarded = 0;
     const files = [];
-    for await (const f of mergeShards({ base: { open }, adapter: adapterOf(adapter) })) files.push(await collect(f.stream));
+    for await (const f of mergeShards({ base: { open }, adapter: adapterOf(adapter) }))
+      files.push(await collect(f.stream));
     assert.ok(Buffer.from(files[0]).equals(Buffer.from(expected)), 'the same bytes as the streamed merge');
     assert.equal(counted.push, changed, 'bytes pushed into the heap: the changed tensors only');
-    assert.equal(counted.push + counted.forwarded, base.length - 8 - new DataView(base.buffer, base.byteOffset).getUint32(0, true), 'every data byte once');
+    assert.equal(
+      counted.push + counted.forwarded,
+      base.length - 8 - new DataView(base.buffer, base.byteOffset).getUint32(0, true),
+      'every data byte once',
+    );
   }
   // A consumer that transfers (detaches) every chunk it reads, as one posting them to a worker does: the merge
   // never looks at a chunk once handed over.
   const transferred = [];
   for await (const f of mergeShards({ base: { open: () => new Blob([base]) }, adapter: adapterOf(adapter) })) {
     const reader = f.stream.getReader();
-    for (let r; !(r = await reader.read()).done; ) transferred.push(structuredClone(r.value, { transfer: [r.value.buffer] }));
+    for (let r; !(r = await reader.read()).done;)
+      transferred.push(structuredClone(r.value, { transfer: [r.value.buffer] }));
   }
-  assert.ok(Buffer.concat(transferred).equals(Buffer.from(expected)), 'mergeShards, chunks transferred by the consumer');
+  assert.ok(
+    Buffer.concat(transferred).equals(Buffer.from(expected)),
+    'mergeShards, chunks transferred by the consumer',
+  );
   transferred.length = 0;
   const copies = split(base, randomCuts(rng(5), base.length, 40)).map((c) => c.slice());
-  const detaching = new WritableStream({ write: (c) => void transferred.push(structuredClone(c, { transfer: [c.buffer] })) });
-  await new Blob(copies).stream().pipeThrough(createMergeStream({ adapter: adapterOf(adapter) })).pipeTo(detaching);
-  assert.ok(Buffer.concat(transferred).equals(Buffer.from(expected)), 'createMergeStream, chunks transferred by the consumer');
+  const detaching = new WritableStream({
+    write: (c) => void transferred.push(structuredClone(c, { transfer: [c.buffer] })),
+  });
+  await new Blob(copies)
+    .stream()
+    .pipeThrough(createMergeStream({ adapter: adapterOf(adapter) }))
+    .pipeTo(detaching);
+  assert.ok(
+    Buffer.concat(transferred).equals(Buffer.from(expected)),
+    'createMergeStream, chunks transferred by the consumer',
+  );
 
   // createMergeStream: the header and the changed tensors are fed, whatever the chunking; the rest is forwarded.
   const streamCounted = countBytes((await getModule()).StreamMerger.prototype, ['feed', 'forwarded']);
   const headerBytes = 8 + new DataView(base.buffer, base.byteOffset).getUint32(0, true);
   for (const seed of [3, 4]) {
     streamCounted.feed = streamCounted.forwarded = 0;
-    assert.ok(Buffer.from(await streamMerge(base, { adapter: adapterOf(adapter) }, seed)).equals(Buffer.from(expected)));
-    assert.equal(streamCounted.feed, headerBytes + changed, 'bytes fed into the heap: the header and the changed tensors');
+    assert.ok(
+      Buffer.from(await streamMerge(base, { adapter: adapterOf(adapter) }, seed)).equals(Buffer.from(expected)),
+    );
+    assert.equal(
+      streamCounted.feed,
+      headerBytes + changed,
+      'bytes fed into the heap: the header and the changed tensors',
+    );
     assert.equal(streamCounted.forwarded, base.length - headerBytes - changed);
   }
   assert.equal(openMergeHandles(), 0);
@@ -339,10 +417,15 @@ test('mergeShards: only the tensors the adapter changes enter the WASM heap; the
 
 test('a base/adapter shape mismatch rejects with ShapeMismatch before any output', async (t) => {
   const dir = tempDir(t);
-  const bad = await writeAdapter(join(dir, 'bad'), [{ path: 'model.layers.0.self_attn.v_proj', in: 32, out: 24 }], { target_modules: ['v_proj'] });
+  const bad = await writeAdapter(join(dir, 'bad'), [{ path: 'model.layers.0.self_attn.v_proj', in: 32, out: 24 }], {
+    target_modules: ['v_proj'],
+  });
   const base = await safetensors(llamaBase('BF16'));
   let chunks = 0;
-  const reader = new Blob([base]).stream().pipeThrough(createMergeStream({ adapter: adapterOf(bad) })).getReader();
+  const reader = new Blob([base])
+    .stream()
+    .pipeThrough(createMergeStream({ adapter: adapterOf(bad) }))
+    .getReader();
   await assert.rejects(
     (async () => {
       while (!(await reader.read()).done) ++chunks;
@@ -362,10 +445,15 @@ test('npm CLI: plan-time errors print what the native CLI prints and create noth
   if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   const baseDir = await writeShardedBase(join(dir, 'base'));
-  const bad = await writeAdapter(join(dir, 'bad'), [{ path: 'model.layers.1.self_attn.v_proj', in: 32, out: 24 }], { target_modules: ['v_proj'] });
+  const bad = await writeAdapter(join(dir, 'bad'), [{ path: 'model.layers.1.self_attn.v_proj', in: 32, out: 24 }], {
+    target_modules: ['v_proj'],
+  });
   const hostile = join(dir, 'hostile');
   mkdirSync(hostile);
-  writeFileSync(join(hostile, 'model.safetensors.index.json'), JSON.stringify({ weight_map: { a: '../model.safetensors' } }));
+  writeFileSync(
+    join(hostile, 'model.safetensors.index.json'),
+    JSON.stringify({ weight_map: { a: '../model.safetensors' } }),
+  );
   const tiny = join(dir, 'tiny'); // a shard too short for its length prefix: the core's error, named after the shard
   mkdirSync(tiny);
   writeFileSync(join(tiny, 'model.safetensors'), new Uint8Array(4));
@@ -389,15 +477,24 @@ test('npm CLI: plan-time errors print what the native CLI prints and create noth
 
 test('aborting mid-stream rejects with the reason and frees the handle', async (t) => {
   const dir = tempDir(t);
-  const adapter = await writeAdapter(join(dir, 'adapter'), [{ path: 'model.layers.0.self_attn.q_proj', in: 512, out: 512 }], { target_modules: ['q_proj'] });
+  const adapter = await writeAdapter(
+    join(dir, 'adapter'),
+    [{ path: 'model.layers.0.self_attn.q_proj', in: 512, out: 512 }],
+    { target_modules: ['q_proj'] },
+  );
   const base = await safetensors([
     { name: 'model.layers.0.self_attn.q_proj.weight', dtype: 'BF16', shape: [512, 512] },
     { name: 'model.layers.0.mlp.up_proj.weight', dtype: 'BF16', shape: [2048, 512] },
   ]);
   const reason = new Error('stop');
   const controller = new AbortController();
-  const parts = split(base, Array.from({ length: Math.floor(base.length / 4099) }, (_, i) => (i + 1) * 4099));
-  const reader = ReadableStream.from(parts).pipeThrough(createMergeStream({ adapter: adapterOf(adapter), signal: controller.signal })).getReader();
+  const parts = split(
+    base,
+    Array.from({ length: Math.floor(base.length / 4099) }, (_, i) => (i + 1) * 4099),
+  );
+  const reader = ReadableStream.from(parts)
+    .pipeThrough(createMergeStream({ adapter: adapterOf(adapter), signal: controller.signal }))
+    .getReader();
   assert.equal((await reader.read()).done, false);
   assert.equal(openMergeHandles(), 1);
   controller.abort(reason);
@@ -417,7 +514,11 @@ test('aborting mid-stream rejects with the reason and frees the handle', async (
 
   // Already aborted: nothing starts.
   await assert.rejects(
-    collect(new Blob([base]).stream().pipeThrough(createMergeStream({ adapter: adapterOf(adapter), signal: AbortSignal.abort(reason) }))),
+    collect(
+      new Blob([base])
+        .stream()
+        .pipeThrough(createMergeStream({ adapter: adapterOf(adapter), signal: AbortSignal.abort(reason) })),
+    ),
     (e) => e === reason,
   );
   assert.equal(openMergeHandles(), 0);
@@ -426,7 +527,8 @@ test('aborting mid-stream rejects with the reason and frees the handle', async (
 // ---- (e) the npm CLI's summary and failures ----
 
 const MEASURED = ['seconds', 'gbPerS', 'peakMemory', 'peakWasmHeap'];
-const unmeasured = (json) => Object.fromEntries(Object.entries(JSON.parse(json)).filter(([k]) => !MEASURED.includes(k)));
+const unmeasured = (json) =>
+  Object.fromEntries(Object.entries(JSON.parse(json)).filter(([k]) => !MEASURED.includes(k)));
 
 test('npm CLI merge --json / text: the native summary except the measured fields', async (t) => {
   if (skipWithoutNativeCli(t)) return;
@@ -459,8 +561,14 @@ test('npm CLI merge --json / text: the native summary except the measured fields
       const lines = (s) => (extra.includes('--dry-run') ? s : s.split('\n').slice(0, -2).join('\n'));
       assert.equal(lines(js.stdout), lines(native.stdout));
       if (!extra.includes('--dry-run')) {
-        assert.match(js.stdout, /\n[\d.]+ [kMGTPE]?B in [\d.]+ s \([\d.]+ [kMGTPE]?B\/s\), peak memory [\d.]+ [kMGTPE]?B process RSS, [\d.]+ [kMGTPE]?B WASM heap\n$/);
-        assert.match(native.stdout, /\n[\d.]+ [kMGTPE]?B in [\d.]+ s \([\d.]+ [kMGTPE]?B\/s\), peak memory [\d.]+ [kMGTPE]?B process RSS\n$/);
+        assert.match(
+          js.stdout,
+          /\n[\d.]+ [kMGTPE]?B in [\d.]+ s \([\d.]+ [kMGTPE]?B\/s\), peak memory [\d.]+ [kMGTPE]?B process RSS, [\d.]+ [kMGTPE]?B WASM heap\n$/,
+        );
+        assert.match(
+          native.stdout,
+          /\n[\d.]+ [kMGTPE]?B in [\d.]+ s \([\d.]+ [kMGTPE]?B\/s\), peak memory [\d.]+ [kMGTPE]?B process RSS\n$/,
+        );
       }
     }
   }
@@ -472,11 +580,23 @@ test('npm CLI: a merge failing while writing (--safe, Inf in a merged tensor) le
   const adapter = await writeAdapter(join(dir, 'adapter'), LLAMA_MODULES, { target_modules: ['q_proj', 'v_proj'] });
   const inf = new Float32Array(32 * 32).fill(0.5);
   inf[100] = Infinity;
-  const tensors = llamaBase('F32').map((tensor) => (tensor.name.endsWith('q_proj.weight') ? { ...tensor, data: new Uint8Array(inf.buffer) } : tensor));
+  const tensors = llamaBase('F32').map((tensor) =>
+    tensor.name.endsWith('q_proj.weight') ? { ...tensor, data: new Uint8Array(inf.buffer) } : tensor,
+  );
   mkdirSync(join(dir, 'base'));
   writeFileSync(join(dir, 'base', 'model.safetensors'), await safetensors(tensors));
   for (const json of [[], ['--json']]) {
-    const args = (out) => ['merge', '--base', join(dir, 'base'), '--adapter', adapter, '--out', join(dir, out), '--safe', ...json];
+    const args = (out) => [
+      'merge',
+      '--base',
+      join(dir, 'base'),
+      '--adapter',
+      adapter,
+      '--out',
+      join(dir, out),
+      '--safe',
+      ...json,
+    ];
     const native = runNative(args('native'));
     const js = runJs(args('js'));
     assert.equal(native.status, 1);
@@ -485,7 +605,10 @@ test('npm CLI: a merge failing while writing (--safe, Inf in a merged tensor) le
   }
   // An existing OUT is kept (only a directory the command created is removed), without temporary files.
   mkdirSync(join(dir, 'kept'));
-  assert.equal(runJs(['merge', '--base', join(dir, 'base'), '--adapter', adapter, '--out', join(dir, 'kept'), '--safe']).status, 1);
+  assert.equal(
+    runJs(['merge', '--base', join(dir, 'base'), '--adapter', adapter, '--out', join(dir, 'kept'), '--safe']).status,
+    1,
+  );
   assert.deepEqual(readdirSync(join(dir, 'kept')), []);
 });
 
@@ -560,7 +683,9 @@ test('a 200 MB base streams through createMergeStream in a small, flat WASM heap
   assert.equal(r.status, 0, r.stderr);
   const m = JSON.parse(r.stdout);
   const MiB = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
-  t.diagnostic(`base ${MiB(m.bytesIn)} -> ${MiB(m.bytesOut)}; WASM heap ${MiB(m.heap0)} at load, ${MiB(m.heap)} peak; Node RSS peak ${MiB(m.rss)}`);
+  t.diagnostic(
+    `base ${MiB(m.bytesIn)} -> ${MiB(m.bytesOut)}; WASM heap ${MiB(m.heap0)} at load, ${MiB(m.heap)} peak; Node RSS peak ${MiB(m.rss)}`,
+  );
   assert.ok(m.bytesIn > 200e6);
   assert.ok(m.heap < 64 * 2 ** 20, `WASM heap peak ${MiB(m.heap)}`);
 });

@@ -15,7 +15,18 @@ import { writeAdapter } from './helpers/remote-model.mjs';
 import { startHub } from '../hub/server.mjs';
 import { discardedInstances, getModule } from '../../web/src/init.js';
 
-const { adapterInfo, combineAdapters, createAdapter, createAdapterCache, createMergeStream, createWriter, extractAdapter, inspect, translateAdapter, writeSafetensors } = pb;
+const {
+  adapterInfo,
+  combineAdapters,
+  createAdapter,
+  createAdapterCache,
+  createMergeStream,
+  createWriter,
+  extractAdapter,
+  inspect,
+  translateAdapter,
+  writeSafetensors,
+} = pb;
 
 const enc = (s) => new TextEncoder().encode(s);
 const f32 = (...v) => new Uint8Array(Float32Array.from(v).buffer);
@@ -23,13 +34,17 @@ const Q = 'base_model.model.model.layers.0.self_attn.q_proj';
 const W = 'model.layers.0.self_attn.q_proj.weight';
 const config = enc(JSON.stringify({ peft_type: 'LORA', r: 1, lora_alpha: 1, target_modules: ['q_proj'] }));
 const adapter = {
-  weights: makeFile(JSON.stringify({
-    [`${Q}.lora_A.weight`]: { dtype: 'F32', shape: [1, 2], data_offsets: [0, 8] },
-    [`${Q}.lora_B.weight`]: { dtype: 'F32', shape: [2, 1], data_offsets: [8, 16] },
-  }), f32(1, 2, 3, 4)),
+  weights: makeFile(
+    JSON.stringify({
+      [`${Q}.lora_A.weight`]: { dtype: 'F32', shape: [1, 2], data_offsets: [0, 8] },
+      [`${Q}.lora_B.weight`]: { dtype: 'F32', shape: [2, 1], data_offsets: [8, 16] },
+    }),
+    f32(1, 2, 3, 4),
+  ),
   config,
 };
-const weightFile = (...v) => makeFile(JSON.stringify({ [W]: { dtype: 'F32', shape: [2, 2], data_offsets: [0, 16] } }), f32(...v));
+const weightFile = (...v) =>
+  makeFile(JSON.stringify({ [W]: { dtype: 'F32', shape: [2, 2], data_offsets: [0, 16] } }), f32(...v));
 const base = weightFile(1, 2, 3, 4);
 const tuned = weightFile(2, 4, 6, 8);
 const baseOf = (bytes) => ({ open: () => bytes });
@@ -38,7 +53,10 @@ const mergeOf = (bytes) => collect(new Blob([bytes]).stream().pipeThrough(create
 /** A real trap in the current instance. */
 async function trapNow() {
   const module = await getModule();
-  assert.throws(() => module.benchMergeRows(65536, 32768, 1, 1, false), (e) => e instanceof WebAssembly.RuntimeError && /out of bounds/.test(e.message));
+  assert.throws(
+    () => module.benchMergeRows(65536, 32768, 1, 1, false),
+    (e) => e instanceof WebAssembly.RuntimeError && /out of bounds/.test(e.message),
+  );
 }
 
 /** The next `new <className>(…)` in the current instance traps (the instance's own class replaced: it dies with it). */
@@ -63,19 +81,32 @@ const APIS = {
   adapterInfo: ['AdapterJob', () => adapterInfo(adapter)],
   translateAdapter: ['AdapterJob', () => translateAdapter(adapter, { to: 'kohya' })],
   combineAdapters: ['CombineJob', () => combineAdapters([adapter, adapter], { weights: [1, 0.5] })],
-  createAdapter: ['AdapterCreator', async () => withBytes(await createAdapter({ base: baseOf(base), targetModules: 'q_proj' }))],
-  extractAdapter: ['ExtractJob', async () => withBytes(await extractAdapter({ base: baseOf(base), tuned: baseOf(tuned), rank: 1 }))],
+  createAdapter: [
+    'AdapterCreator',
+    async () => withBytes(await createAdapter({ base: baseOf(base), targetModules: 'q_proj' })),
+  ],
+  extractAdapter: [
+    'ExtractJob',
+    async () => withBytes(await extractAdapter({ base: baseOf(base), tuned: baseOf(tuned), rank: 1 })),
+  ],
   createMergeStream: ['StreamMerger', () => mergeOf(base)],
-  writeSafetensors: ['Writer', () => collect(writeSafetensors({ tensors: [{ name: 'w', dtype: 'F32', shape: [2], data: f32(1, 2) }] }))],
+  writeSafetensors: [
+    'Writer',
+    () => collect(writeSafetensors({ tensors: [{ name: 'w', dtype: 'F32', shape: [2], data: f32(1, 2) }] })),
+  ],
 };
 
-test('a trap inside each API\'s call fails that call only: the instance is discarded and the next call is correct', async () => {
+test("a trap inside each API's call fails that call only: the instance is discarded and the next call is correct", async () => {
   const expected = {};
   for (const [name, [, call]] of Object.entries(APIS)) expected[name] = await call();
   for (const [name, [className, call]] of Object.entries(APIS)) {
     const before = discardedInstances();
     await armTrap(className);
-    await assert.rejects(call(), (e) => e instanceof WebAssembly.RuntimeError, `${name}: the trapping call fails with the engine's error`);
+    await assert.rejects(
+      call(),
+      (e) => e instanceof WebAssembly.RuntimeError,
+      `${name}: the trapping call fails with the engine's error`,
+    );
     assert.equal(discardedInstances(), before + 1, `${name}: the instance was discarded`);
     assert.deepEqual(await call(), expected[name], `${name}: the next call, in a fresh instance, is correct`);
     assert.equal(discardedInstances(), before + 1, `${name}: and nothing else was discarded`);
@@ -83,7 +114,9 @@ test('a trap inside each API\'s call fails that call only: the instance is disca
 });
 
 test('objects tied to a discarded instance fail with ModuleDiscarded; new ones work', async () => {
-  const discarded = (e) => e?.code === 'ModuleDiscarded' && /discarded after a failure inside it \(RuntimeError: memory access out of bounds\)/.test(e.message);
+  const discarded = (e) =>
+    e?.code === 'ModuleDiscarded' &&
+    /discarded after a failure inside it \(RuntimeError: memory access out of bounds\)/.test(e.message);
   // An open writer, half written.
   const writer = await createWriter({ tensors: [{ name: 'w', dtype: 'F32', shape: [4] }] });
   const out = collect(writer.readable);
@@ -109,17 +142,27 @@ test('objects tied to a discarded instance fail with ModuleDiscarded; new ones w
   await again.write(f32(1, 2, 3, 4));
   await again.close();
   const info = await inspect(await bytes);
-  assert.deepEqual(info.tensors.map((t) => [t.name, t.dtype, t.shape]), [['w', 'F32', [4]]]);
+  assert.deepEqual(
+    info.tensors.map((t) => [t.name, t.dtype, t.shape]),
+    [['w', 'F32', [4]]],
+  );
   const m = await mergeOf(base);
   const t = (await inspect(m)).tensors[0];
   const h = (await inspect(m)).headerSize;
-  assert.deepEqual([...new Float32Array(m.slice(8 + h + t.dataOffsets[0], 8 + h + t.dataOffsets[1]).buffer)], [1 + 3, 2 + 6, 3 + 4, 4 + 8], 'W + B·A');
+  assert.deepEqual(
+    [...new Float32Array(m.slice(8 + h + t.dataOffsets[0], 8 + h + t.dataOffsets[1]).buffer)],
+    [1 + 3, 2 + 6, 3 + 4, 4 + 8],
+    'W + B·A',
+  );
 });
 
 test('an Embind argument error (checked before any wasm runs) leaves the instance in place', async () => {
   const module = await getModule();
   const before = discardedInstances();
-  assert.throws(() => module.urlOrigin(12), (e) => e.name === 'BindingError');
+  assert.throws(
+    () => module.urlOrigin(12),
+    (e) => e.name === 'BindingError',
+  );
   assert.equal(discardedInstances(), before);
   assert.equal(await getModule(), module);
   assert.equal(module.urlOrigin('https://example.com/a/b'), 'https://example.com');
@@ -134,7 +177,10 @@ test('an adapter cache of a discarded instance says so and fails with ModuleDisc
   t.after(() => hub.close());
   const options = { budgetBytes: 1 << 20, endpoint: hub.endpoint, retryDelay: 10 };
   const Q0 = 'model.layers.0.self_attn.q_proj';
-  const list = [{ id: 'sql', scale: 0.5 }, { id: 'chat', scale: 2 }];
+  const list = [
+    { id: 'sql', scale: 0.5 },
+    { id: 'chat', scale: 2 },
+  ];
   const served = async (cache) => {
     const d = await cache.compose(list, Q0);
     const adapterFile = await cache.composeAdapter(list);
@@ -152,7 +198,10 @@ test('an adapter cache of a discarded instance says so and fails with ModuleDisc
   module.ServingMath.prototype.compose = function trapping() {
     module.benchMergeRows(65536, 32768, 1, 1, false);
   };
-  await assert.rejects(cache.compose(list, 'model.layers.1.self_attn.q_proj'), (e) => e instanceof WebAssembly.RuntimeError);
+  await assert.rejects(
+    cache.compose(list, 'model.layers.1.self_attn.q_proj'),
+    (e) => e instanceof WebAssembly.RuntimeError,
+  );
   assert.equal(cache.discarded, true);
   const discarded = (e) => e?.code === 'ModuleDiscarded' && /RuntimeError: memory access out of bounds/.test(e.message);
   await assert.rejects(cache.compose(list, Q0), discarded, 'compose');

@@ -47,7 +47,11 @@ const TOY_TABLE = {
 function setUp(t) {
   const dir = mkdtempSync(join(tmpdir(), 'pb-naming-table-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const adapter = writePeftAdapterDir(join(dir, 'adapter'), ['model.blocks.0.attn.wq', 'model.blocks.1.attn.wk'], ['wq', 'wk']);
+  const adapter = writePeftAdapterDir(
+    join(dir, 'adapter'),
+    ['model.blocks.0.attn.wq', 'model.blocks.1.attn.wk'],
+    ['wq', 'wk'],
+  );
   const table = join(dir, 'toymodel.json');
   writeFileSync(table, JSON.stringify(TOY_TABLE));
   return { dir, adapter, table };
@@ -55,13 +59,34 @@ function setUp(t) {
 
 test('--naming-table adds a family: translate --to gguf-names uses it, identically in both CLIs', (t) => {
   const { dir, adapter, table } = setUp(t);
-  const without = both(t, (cli) => ['translate', adapter, join(dir, `out0-${cli}`), '--to', 'gguf-names', '--arch', 'toymodel']);
+  const without = both(t, (cli) => [
+    'translate',
+    adapter,
+    join(dir, `out0-${cli}`),
+    '--to',
+    'gguf-names',
+    '--arch',
+    'toymodel',
+  ]);
   assert.equal(without.status, 1);
   assert.match(without.stderr, /toymodel/);
-  const r = both(t, (cli) => ['translate', adapter, join(dir, `out-${cli}`), '--to', 'gguf-names', '--arch', 'toymodel', '--naming-table', table]);
+  const r = both(t, (cli) => [
+    'translate',
+    adapter,
+    join(dir, `out-${cli}`),
+    '--to',
+    'gguf-names',
+    '--arch',
+    'toymodel',
+    '--naming-table',
+    table,
+  ]);
   assert.equal(r.status, 0, r.stderr);
   const bytes = readFileSync(join(dir, 'out-npm', 'adapter_model.safetensors'));
-  assert.deepEqual(bytes, readFileSync(join(dir, hasNativeCli ? 'out-native' : 'out-npm', 'adapter_model.safetensors')));
+  assert.deepEqual(
+    bytes,
+    readFileSync(join(dir, hasNativeCli ? 'out-native' : 'out-npm', 'adapter_model.safetensors')),
+  );
   const header = JSON.parse(bytes.subarray(8, 8 + Number(bytes.readBigUInt64LE(0))).toString());
   assert.ok(Object.hasOwn(header, 'blk.0.attn_q.weight.lora_a'), Object.keys(header).join(', '));
   assert.ok(Object.hasOwn(header, 'blk.1.attn_k.weight.lora_b'), Object.keys(header).join(', '));
@@ -96,6 +121,10 @@ test('JS API: namingTables takes {path, text}, a JSON text or a table object; a 
     const names = r.plan.map((x) => x.to);
     assert.ok(names.includes('blk.0.attn_q.weight.lora_a'), names.join(', '));
   }
-  await rejectsWith(pb.translateAdapter(adapter, { to: 'gguf-names', arch: 'toymodel', namingTables: [{ ...TOY_TABLE, modules: 3 }] }), 'InvalidConfig', /namingTables\[0\]/);
+  await rejectsWith(
+    pb.translateAdapter(adapter, { to: 'gguf-names', arch: 'toymodel', namingTables: [{ ...TOY_TABLE, modules: 3 }] }),
+    'InvalidConfig',
+    /namingTables\[0\]/,
+  );
   await assert.rejects(pb.adapterInfo(adapter, { namingTables: 'toymodel.json' }), TypeError);
 });

@@ -24,21 +24,39 @@ function writeManyShardModel(root, layers) {
     const name = `model-${String(l + 1).padStart(5, '0')}-of-${width}.safetensors`;
     const q = `model.layers.${l}.self_attn.q_proj`;
     const v = `model.layers.${l}.self_attn.v_proj`;
-    const header = { [`${q}.weight`]: { dtype: 'F32', shape: [4, 4], data_offsets: [0, 64] }, [`${v}.weight`]: { dtype: 'F32', shape: [4, 4], data_offsets: [64, 128] } };
+    const header = {
+      [`${q}.weight`]: { dtype: 'F32', shape: [4, 4], data_offsets: [0, 64] },
+      [`${v}.weight`]: { dtype: 'F32', shape: [4, 4], data_offsets: [64, 128] },
+    };
     writeFileSync(join(base, name), makeFile(JSON.stringify(header), f32Bytes(32, 1 + l / 1000)));
     weightMap[`${q}.weight`] = name;
     weightMap[`${v}.weight`] = name;
     modules.push(q, v);
   }
-  writeFileSync(join(base, 'model.safetensors.index.json'), JSON.stringify({ metadata: { total_size: 128 * layers }, weight_map: weightMap }));
-  writeFileSync(join(base, 'config.json'), JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 4, num_attention_heads: 1 }));
+  writeFileSync(
+    join(base, 'model.safetensors.index.json'),
+    JSON.stringify({ metadata: { total_size: 128 * layers }, weight_map: weightMap }),
+  );
+  writeFileSync(
+    join(base, 'config.json'),
+    JSON.stringify({
+      architectures: ['LlamaForCausalLM'],
+      model_type: 'llama',
+      hidden_size: 4,
+      num_attention_heads: 1,
+    }),
+  );
   writePeftAdapterDir(join(root, 'adapter'), modules, ['q_proj', 'v_proj']);
 }
 
 /** The files of `dir`: name -> bytes (base64); null when it does not exist. */
 function snapshot(dir) {
   if (!existsSync(dir)) return null;
-  return Object.fromEntries(readdirSync(dir).sort().map((n) => [n, readFileSync(join(dir, n)).toString('base64')]));
+  return Object.fromEntries(
+    readdirSync(dir)
+      .sort()
+      .map((n) => [n, readFileSync(join(dir, n)).toString('base64')]),
+  );
 }
 
 const run = (argv, args) => spawnSync(argv[0], [...argv.slice(1), ...args], { encoding: 'utf8', timeout: 120000 });
@@ -104,8 +122,16 @@ for (const [cli, argv] of CLIS) {
         const after = snapshot(out);
         const leftovers = Object.keys(after).filter((name) => /\.(tmp|old)-|^\.peft-bridge-commit/.test(name));
         assert.deepEqual(leftovers, [], `trial ${trial} (SIGINT after ${delay} ms, ${JSON.stringify(r)}): left behind`);
-        const which = JSON.stringify(after) === JSON.stringify(old) ? 'old' : JSON.stringify(after) === JSON.stringify(fresh) ? 'new' : null;
-        assert.ok(which, `trial ${trial} (SIGINT after ${delay} ms, ${JSON.stringify(r)}): a mix of the old and the new model: ${JSON.stringify(Object.keys(after))}`);
+        const which =
+          JSON.stringify(after) === JSON.stringify(old)
+            ? 'old'
+            : JSON.stringify(after) === JSON.stringify(fresh)
+              ? 'new'
+              : null;
+        assert.ok(
+          which,
+          `trial ${trial} (SIGINT after ${delay} ms, ${JSON.stringify(r)}): a mix of the old and the new model: ${JSON.stringify(Object.keys(after))}`,
+        );
         outcomes[which] += 1;
         // Interrupted, it exits 130, or dies of the signal where no output is being written (before the output
         // is begun, after it is committed); finished first, 0 with the new model.
@@ -137,7 +163,11 @@ for (const [cli, argv] of CLIS) {
         const after = snapshot(out);
         if (after === null) outcomes.none += 1;
         else {
-          assert.deepEqual(after, fresh, `trial ${trial} (${signal} after ${delay} ms, ${JSON.stringify(r)}): not the whole model`);
+          assert.deepEqual(
+            after,
+            fresh,
+            `trial ${trial} (${signal} after ${delay} ms, ${JSON.stringify(r)}): not the whole model`,
+          );
           outcomes.new += 1;
         }
       },
@@ -168,7 +198,11 @@ for (const [cli, argv] of CLIS) {
         if (Object.keys(snapshot(out)).some((name) => /\.(tmp|old)-|^\.peft-bridge-commit/.test(name))) leftBehind += 1;
         const r = run(argv, [...common, '--out', out]);
         assert.equal(r.status, 0, r.stderr);
-        assert.deepEqual(snapshot(out), fresh, `trial ${trial} (SIGKILL after ${delay} ms): the re-run's output is not exactly the new model`);
+        assert.deepEqual(
+          snapshot(out),
+          fresh,
+          `trial ${trial} (SIGKILL after ${delay} ms): the re-run's output is not exactly the new model`,
+        );
       },
     });
     t.diagnostic(`${leftBehind} killed runs left temporaries behind; every re-run removed them`);
@@ -179,23 +213,58 @@ for (const [cli, argv] of CLIS) {
   // of CPU per merge of it (51 s wall at load average 17; two merges per case), so it runs the scaled case only,
   // 300 shards under 128, the same ratio of shards to descriptors and more.
   // (Measured: `ulimit -n 1024 && CLI merge --base B --adapter A --out O -q` on this model, /usr/bin/time.)
-  const cases = cli === 'native' ? [[300, 128], [3000, 1024]] : [[300, 128]];
+  const cases =
+    cli === 'native'
+      ? [
+          [300, 128],
+          [3000, 1024],
+        ]
+      : [[300, 128]];
   for (const [shards, limit] of cases) {
-    test(`${cli} CLI: a base of ${shards} shards merges under a limit of ${limit} open files`, { timeout: 600000 }, (t) => {
-      const root = setUp(t, shards);
-      const out = join(root, 'out');
-      const command = [...argv, 'merge', '--base', join(root, 'base'), '--adapter', join(root, 'adapter'), '--out', out, '-q'];
-      const quoted = command.map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
-      const r = spawnSync('sh', ['-c', `ulimit -n ${limit} && exec ${quoted}`], { encoding: 'utf8', timeout: 300000 });
-      assert.equal(r.status, 0, r.stderr);
-      const names = readdirSync(out);
-      assert.equal(names.filter((n) => n.endsWith('.safetensors')).length, shards);
-      assert.ok(names.includes('model.safetensors.index.json') && names.includes('config.json'));
-      assert.deepEqual(names.filter((n) => /\.(tmp|old)-/.test(n)), []);
-      // The same bytes as without the limit.
-      const free = run(argv, ['merge', '--base', join(root, 'base'), '--adapter', join(root, 'adapter'), '--out', join(root, 'free'), '-q']);
-      assert.equal(free.status, 0, free.stderr);
-      assert.deepEqual(snapshot(out), snapshot(join(root, 'free')));
-    });
+    test(
+      `${cli} CLI: a base of ${shards} shards merges under a limit of ${limit} open files`,
+      { timeout: 600000 },
+      (t) => {
+        const root = setUp(t, shards);
+        const out = join(root, 'out');
+        const command = [
+          ...argv,
+          'merge',
+          '--base',
+          join(root, 'base'),
+          '--adapter',
+          join(root, 'adapter'),
+          '--out',
+          out,
+          '-q',
+        ];
+        const quoted = command.map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
+        const r = spawnSync('sh', ['-c', `ulimit -n ${limit} && exec ${quoted}`], {
+          encoding: 'utf8',
+          timeout: 300000,
+        });
+        assert.equal(r.status, 0, r.stderr);
+        const names = readdirSync(out);
+        assert.equal(names.filter((n) => n.endsWith('.safetensors')).length, shards);
+        assert.ok(names.includes('model.safetensors.index.json') && names.includes('config.json'));
+        assert.deepEqual(
+          names.filter((n) => /\.(tmp|old)-/.test(n)),
+          [],
+        );
+        // The same bytes as without the limit.
+        const free = run(argv, [
+          'merge',
+          '--base',
+          join(root, 'base'),
+          '--adapter',
+          join(root, 'adapter'),
+          '--out',
+          join(root, 'free'),
+          '-q',
+        ]);
+        assert.equal(free.status, 0, free.stderr);
+        assert.deepEqual(snapshot(out), snapshot(join(root, 'free')));
+      },
+    );
   }
 }

@@ -6,7 +6,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeFile, skipWithoutNativeCli } from './helpers/common.mjs';
@@ -29,7 +39,10 @@ function writeAdapter(dir, { weights = 'adapter_model.safetensors', extra = {}, 
   const header = {};
   let offset = 0;
   for (const m of [Q, V])
-    for (const [role, shape] of [['lora_A', [2, 4]], ['lora_B', [4, 2]]]) {
+    for (const [role, shape] of [
+      ['lora_A', [2, 4]],
+      ['lora_B', [4, 2]],
+    ]) {
       header[`base_model.model.${m}.${role}.weight`] = { dtype: 'F32', shape, data_offsets: [offset, offset + 32] };
       offset += 32;
     }
@@ -38,10 +51,18 @@ function writeAdapter(dir, { weights = 'adapter_model.safetensors', extra = {}, 
     offset = header[name].data_offsets[1];
   }
   writeFileSync(join(dir, weights), makeFile(JSON.stringify(header), f32(offset / 4, 0.25)));
-  writeFileSync(join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['q_proj', 'v_proj'], ...config }));
+  writeFileSync(
+    join(dir, 'adapter_config.json'),
+    JSON.stringify({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: ['q_proj', 'v_proj'], ...config }),
+  );
 }
 
-const BASE_CONFIG = JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 4, num_attention_heads: 1 });
+const BASE_CONFIG = JSON.stringify({
+  architectures: ['LlamaForCausalLM'],
+  model_type: 'llama',
+  hidden_size: 4,
+  num_attention_heads: 1,
+});
 
 /** A 4x4 llama base: model.safetensors and config.json, or two shards with their index. */
 function writeBase(dir, { sharded = false, config = true } = {}) {
@@ -51,7 +72,10 @@ function writeBase(dir, { sharded = false, config = true } = {}) {
     const names = ['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors'];
     writeFileSync(join(dir, names[0]), makeFile(JSON.stringify({ [`${Q}.weight`]: tensor }), f32(16, 1)));
     writeFileSync(join(dir, names[1]), makeFile(JSON.stringify({ [`${V}.weight`]: tensor }), f32(16, 2)));
-    const index = { metadata: { total_size: 128 }, weight_map: { [`${Q}.weight`]: names[0], [`${V}.weight`]: names[1] } };
+    const index = {
+      metadata: { total_size: 128 },
+      weight_map: { [`${Q}.weight`]: names[0], [`${V}.weight`]: names[1] },
+    };
     writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify(index));
   } else {
     const header = { [`${Q}.weight`]: tensor, [`${V}.weight`]: { ...tensor, data_offsets: [64, 128] } };
@@ -81,7 +105,10 @@ test('translate DIR DIR is refused with exit 1 and leaves the adapter as it was'
   for (const extra of [[], ['--force']]) {
     for (const out of ['rob', 'rob/', './rob']) {
       const r = both(t, standard, ['translate', 'rob', out, '--to', 'kohya', ...extra]);
-      assertRefused(r, `InvalidArgument: OUT_DIR \`${out}\` is the input directory IN_DIR \`rob\`; translate never writes over its inputs`);
+      assertRefused(
+        r,
+        `InvalidArgument: OUT_DIR \`${out}\` is the input directory IN_DIR \`rob\`; translate never writes over its inputs`,
+      );
     }
   }
 });
@@ -89,16 +116,19 @@ test('translate DIR DIR is refused with exit 1 and leaves the adapter as it was'
 test('OUT inside IN is refused, and the directory is not created', (t) => {
   if (skipWithoutNativeCli(t)) return;
   const r = both(t, standard, ['translate', 'rob', 'rob/out', '--to', 'mlx']);
-  assertRefused(r, 'InvalidArgument: OUT_DIR `rob/out` is inside the input directory IN_DIR `rob`; translate never writes over its inputs');
+  assertRefused(
+    r,
+    'InvalidArgument: OUT_DIR `rob/out` is inside the input directory IN_DIR `rob`; translate never writes over its inputs',
+  );
 });
 
 test('merge --out equal to or inside the adapter or the base directory is refused', (t) => {
   if (skipWithoutNativeCli(t)) return;
   for (const [out, message] of [
-    ['rob', "--out `rob` is the input directory --adapter `rob`"],
-    ['rob/merged', "--out `rob/merged` is inside the input directory --adapter `rob`"],
-    ['base', "--out `base` is the input directory --base `base`"],
-    ['base/merged', "--out `base/merged` is inside the input directory --base `base`"],
+    ['rob', '--out `rob` is the input directory --adapter `rob`'],
+    ['rob/merged', '--out `rob/merged` is inside the input directory --adapter `rob`'],
+    ['base', '--out `base` is the input directory --base `base`'],
+    ['base/merged', '--out `base/merged` is inside the input directory --base `base`'],
   ]) {
     const r = both(t, standard, ['merge', '--base', 'base', '--adapter', 'rob', '--out', out, '--force']);
     assertRefused(r, `InvalidArgument: ${message}; merge never writes over its inputs`);
@@ -112,10 +142,16 @@ test('an adapter whose weights file is model.safetensors cannot be merged into i
     writeBase(join(root, 'base'));
   };
   let r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'ad', '--out', 'ad', '--force']);
-  assertRefused(r, 'InvalidArgument: --out `ad` is the input directory --adapter `ad`; merge never writes over its inputs');
+  assertRefused(
+    r,
+    'InvalidArgument: --out `ad` is the input directory --adapter `ad`; merge never writes over its inputs',
+  );
   // Named by its file, the directory is no input of its own, but the file still is.
   r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'ad/model.safetensors', '--out', 'ad', '--force']);
-  assertRefused(r, 'InvalidArgument: `ad/model.safetensors` is --adapter `ad/model.safetensors`; merge never writes over its inputs');
+  assertRefused(
+    r,
+    'InvalidArgument: `ad/model.safetensors` is --adapter `ad/model.safetensors`; merge never writes over its inputs',
+  );
 });
 
 test('a --base-config inside --out is never written over', (t) => {
@@ -126,17 +162,43 @@ test('a --base-config inside --out is never written over', (t) => {
     writeFileSync(join(root, 'out', 'config.json'), BASE_CONFIG);
   };
   for (const extra of [[], ['--force']]) {
-    const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--base-config', 'out/config.json', '--out', 'out', ...extra]);
-    assertRefused(r, 'InvalidArgument: `out/config.json` is --base-config `out/config.json`; merge never writes over its inputs');
+    const r = both(t, setup, [
+      'merge',
+      '--base',
+      'base',
+      '--adapter',
+      'rob',
+      '--base-config',
+      'out/config.json',
+      '--out',
+      'out',
+      ...extra,
+    ]);
+    assertRefused(
+      r,
+      'InvalidArgument: `out/config.json` is --base-config `out/config.json`; merge never writes over its inputs',
+    );
   }
 });
 
 test('convert OUT equal to IN (or a hard link of it) is refused with exit 1', (t) => {
   if (skipWithoutNativeCli(t)) return;
   const r = both(t, standard, ['convert', 'base/model.safetensors', 'base/model.safetensors', '--dtype', 'bf16']);
-  assertRefused(r, 'InvalidArgument: OUT `base/model.safetensors` is IN `base/model.safetensors`; convert never writes over its inputs');
-  const r2 = both(t, standard, ['convert', 'base/model.safetensors', 'base/../base/model.safetensors', '--dtype', 'f16']);
-  assertRefused(r2, 'InvalidArgument: OUT `base/../base/model.safetensors` is IN `base/model.safetensors`; convert never writes over its inputs');
+  assertRefused(
+    r,
+    'InvalidArgument: OUT `base/model.safetensors` is IN `base/model.safetensors`; convert never writes over its inputs',
+  );
+  const r2 = both(t, standard, [
+    'convert',
+    'base/model.safetensors',
+    'base/../base/model.safetensors',
+    '--dtype',
+    'f16',
+  ]);
+  assertRefused(
+    r2,
+    'InvalidArgument: OUT `base/../base/model.safetensors` is IN `base/model.safetensors`; convert never writes over its inputs',
+  );
 });
 
 // A naming table (any valid one: its content does not matter to the policy).
@@ -145,7 +207,9 @@ const TABLE = JSON.stringify({
   architectures: ['ToyForCausalLM'],
   gguf_arch: 'toy',
   body_prefixes: ['model.'],
-  modules: [{ hf: 'blocks.{N}.attn.wq', canonical: 'layers/{N}/attention/query', gguf: 'blk.{N}.attn_q', kind: 'linear' }],
+  modules: [
+    { hf: 'blocks.{N}.attn.wq', canonical: 'layers/{N}/attention/query', gguf: 'blk.{N}.attn_q', kind: 'linear' },
+  ],
 });
 
 test('a --naming-table inside --out is never written over or removed, whatever its name and with --force', (t) => {
@@ -158,21 +222,40 @@ test('a --naming-table inside --out is never written over or removed, whatever i
   };
   const merge = ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--force'];
   let r = both(t, setup, [...merge, '--naming-table', 'out/config.json']);
-  assertRefused(r, 'InvalidArgument: `out/config.json` is --naming-table `out/config.json`; merge never writes over its inputs');
+  assertRefused(
+    r,
+    'InvalidArgument: `out/config.json` is --naming-table `out/config.json`; merge never writes over its inputs',
+  );
   r = both(t, setup, [...merge, '--naming-table', 'out/adapter_config.json']);
   assertRefused(
     r,
     'InvalidArgument: --force would remove `out/adapter_config.json`, which is --naming-table `out/adapter_config.json`; merge never writes over its inputs',
   );
-  r = both(t, setup, ['translate', 'rob', 'out', '--to', 'peft', '--force', '--naming-table', 'out/adapter_config.json']);
-  assertRefused(r, 'InvalidArgument: `out/adapter_config.json` is --naming-table `out/adapter_config.json`; translate never writes over its inputs');
+  r = both(t, setup, [
+    'translate',
+    'rob',
+    'out',
+    '--to',
+    'peft',
+    '--force',
+    '--naming-table',
+    'out/adapter_config.json',
+  ]);
+  assertRefused(
+    r,
+    'InvalidArgument: `out/adapter_config.json` is --naming-table `out/adapter_config.json`; translate never writes over its inputs',
+  );
 });
 
 // ---- what a killed run left ----
 
 test('our own temporaries a killed run left in --out are removed and do not make it non-empty', (t) => {
   if (skipWithoutNativeCli(t)) return;
-  const stale = ['model.safetensors.tmp-AbC123', 'config.json.tmp-x_Y-9z', 'model-00002-of-00002.safetensors.old-000000'];
+  const stale = [
+    'model.safetensors.tmp-AbC123',
+    'config.json.tmp-x_Y-9z',
+    'model-00002-of-00002.safetensors.old-000000',
+  ];
   for (const extra of [[], ['--force']]) {
     const setup = (root) => {
       standard(root);
@@ -183,7 +266,12 @@ test('our own temporaries a killed run left in --out are removed and do not make
     const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '-q', ...extra]);
     assert.equal(r.status, 0, r.stderr);
     const expected = ['out/config.json', 'out/model.safetensors', ...(extra.length ? ['out/README.md'] : [])].sort();
-    assert.deepEqual(Object.keys(r.after).filter((n) => n.startsWith('out/')).sort(), expected);
+    assert.deepEqual(
+      Object.keys(r.after)
+        .filter((n) => n.startsWith('out/'))
+        .sort(),
+      expected,
+    );
   }
 });
 
@@ -213,18 +301,25 @@ test('a commit a killed run left half done is completed from its journal before 
     r.stderr,
     'error: InvalidArgument: --out `out` is not empty (config.json, model.safetensors); pass --force to replace the model files in it (other files are kept)\n',
   );
-  const files = Object.fromEntries(Object.entries(r.after).filter(([n]) => n.startsWith('out/')).map(([n, b]) => [n, Buffer.from(b, 'base64').toString()]));
+  const files = Object.fromEntries(
+    Object.entries(r.after)
+      .filter(([n]) => n.startsWith('out/'))
+      .map(([n, b]) => [n, Buffer.from(b, 'base64').toString()]),
+  );
   assert.deepEqual(files, { 'out/config.json': 'new config', 'out/model.safetensors': 'new weights' });
   // A journal we never wrote is left alone, with a precise refusal.
   const bad = (root) => {
     standard(root);
     mkdirSync(join(root, 'out'));
-    writeFileSync(join(root, 'out', '.peft-bridge-commit'), 'peft-bridge commit journal 1\nrename ../base/config.json\tconfig.json\n');
+    writeFileSync(
+      join(root, 'out', '.peft-bridge-commit'),
+      'peft-bridge commit journal 1\nrename ../base/config.json\tconfig.json\n',
+    );
   };
   assertRefused(
     both(t, bad, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--force']),
     'InvalidArgument: `out/.peft-bridge-commit` is not a commit journal peft-bridge wrote (line 2); remove it once you have checked the directory',
-  );  // Nor is a file larger than any journal we write read into memory: refused by its size (a sparse file one byte past the bound).
+  ); // Nor is a file larger than any journal we write read into memory: refused by its size (a sparse file one byte past the bound).
   const huge = (root) => {
     standard(root);
     mkdirSync(join(root, 'out'));
@@ -257,11 +352,14 @@ test('a non-empty --out is refused without --force; with it stale model files go
   );
   const r = both(t, setup, [...args, '--force']);
   assert.equal(r.status, 0, r.stderr);
-  assert.deepEqual(Object.keys(r.after).filter((n) => n.startsWith('out/')), ['out/README.md', 'out/config.json', 'out/model.safetensors', 'out/notes']);
+  assert.deepEqual(
+    Object.keys(r.after).filter((n) => n.startsWith('out/')),
+    ['out/README.md', 'out/config.json', 'out/model.safetensors', 'out/notes'],
+  );
   assert.equal(Buffer.from(r.after['out/README.md'], 'base64').toString(), 'keep me');
 });
 
-test('translate --force into an older output: the new files replace, the other format\'s weights go', (t) => {
+test("translate --force into an older output: the new files replace, the other format's weights go", (t) => {
   if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
     standard(root);
@@ -272,7 +370,10 @@ test('translate --force into an older output: the new files replace, the other f
   };
   const r = both(t, setup, ['translate', 'rob', 'out', '--to', 'peft', '--force']);
   assert.equal(r.status, 0, r.stderr);
-  assert.deepEqual(Object.keys(r.after).filter((n) => n.startsWith('out/')), ['out/adapter_config.json', 'out/adapter_model.safetensors', 'out/tokenizer.json']);
+  assert.deepEqual(
+    Object.keys(r.after).filter((n) => n.startsWith('out/')),
+    ['out/adapter_config.json', 'out/adapter_model.safetensors', 'out/tokenizer.json'],
+  );
   assert.notEqual(r.after['out/adapter_config.json'], Buffer.from('old config').toString('base64'));
 });
 
@@ -285,7 +386,10 @@ test('a directory named config.json in --out: refused before anything is written
   };
   for (const extra of [[], ['--force']]) {
     const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', ...extra]);
-    assertRefused(r, 'InvalidArgument: merge cannot replace what is in the way of its output files:\n  out/config.json is a directory');
+    assertRefused(
+      r,
+      'InvalidArgument: merge cannot replace what is in the way of its output files:\n  out/config.json is a directory',
+    );
   }
 });
 
@@ -295,7 +399,10 @@ test('translate to kohya of an adapter with a modules_to_save head fails listing
   if (skipWithoutNativeCli(t)) return;
   // A classifier head saved whole (modules_to_save), as PEFT writes it for sequence classification.
   const setup = (root) =>
-    writeAdapter(join(root, 'cls'), { extra: { 'base_model.model.score.weight': [2, 4] }, config: { modules_to_save: ['score'], task_type: 'SEQ_CLS' } });
+    writeAdapter(join(root, 'cls'), {
+      extra: { 'base_model.model.score.weight': [2, 4] },
+      config: { modules_to_save: ['score'], task_type: 'SEQ_CLS' },
+    });
   const reason = 'kohya LoRA files hold only LoRA factors; a full modules_to_save tensor has no place in them';
   const message = `translate would drop 1 tensor(s); pass --allow-partial to write the rest anyway:\n  base_model.model.score.weight: ${reason}`;
   for (const extra of [[], ['--json'], ['--dry-run']]) {
@@ -313,7 +420,10 @@ test('translate to kohya of an adapter with a modules_to_save head fails listing
     assert.equal(r.stderr, `warning: dropped base_model.model.score.weight: ${reason}\n`);
     if (extra.includes('--json')) {
       const summary = JSON.parse(r.stdout);
-      assert.deepEqual(summary.tensors.filter((m) => m.to === null), [{ from: 'base_model.model.score.weight', to: null, reason }]);
+      assert.deepEqual(
+        summary.tensors.filter((m) => m.to === null),
+        [{ from: 'base_model.model.score.weight', to: null, reason }],
+      );
       assert.equal(summary.rejected, 1);
     } else assert.match(r.stdout, /\n  rejected base_model\.model\.score\.weight: /);
     assert.ok(r.after['out/adapter_model.safetensors']);
@@ -327,17 +437,25 @@ test('translate to kohya of an adapter with a modules_to_save head fails listing
 test('merge with an adapter tensor it cannot apply fails listing it; --allow-partial warns and merges the rest', (t) => {
   if (skipWithoutNativeCli(t)) return;
   const setup = (root) => {
-    writeAdapter(join(root, 'rob'), { extra: { 'base_model.model.model.layers.0.self_attn.q_proj.lora_C.weight': [2] } });
+    writeAdapter(join(root, 'rob'), {
+      extra: { 'base_model.model.model.layers.0.self_attn.q_proj.lora_C.weight': [2] },
+    });
     writeBase(join(root, 'base'));
   };
   const args = ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out'];
   const refused = both(t, setup, args);
   assert.equal(refused.status, 1);
-  assert.match(refused.stderr, /^error: UnresolvedTensor: merge would drop 1 tensor\(s\); pass --allow-partial to write the rest anyway:\n  base_model\.model\.model\.layers\.0\.self_attn\.q_proj\.lora_C\.weight: .+\n$/);
+  assert.match(
+    refused.stderr,
+    /^error: UnresolvedTensor: merge would drop 1 tensor\(s\); pass --allow-partial to write the rest anyway:\n  base_model\.model\.model\.layers\.0\.self_attn\.q_proj\.lora_C\.weight: .+\n$/,
+  );
   assert.deepEqual(refused.after, refused.before);
   const r = both(t, setup, [...args, '--allow-partial', '--json']);
   assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stderr, /^warning: dropped base_model\.model\.model\.layers\.0\.self_attn\.q_proj\.lora_C\.weight: .+\n$/);
+  assert.match(
+    r.stderr,
+    /^warning: dropped base_model\.model\.model\.layers\.0\.self_attn\.q_proj\.lora_C\.weight: .+\n$/,
+  );
   assert.equal(JSON.parse(r.stdout).unmatchedKeys.length, 1);
   assert.ok(r.after['out/model.safetensors']);
 });
@@ -360,7 +478,10 @@ test('a shard linked outside the base directory is refused unless --follow-links
   const args = ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out'];
   const refused = both(t, setup, args);
   assert.equal(refused.status, 1);
-  assert.match(refused.stderr, /^error: InvalidArgument: merge: 1 input file\(s\) are links leading outside their directory; pass --follow-links to read them anyway:\n  base\/model\.safetensors -> <root>\/elsewhere\/model\.safetensors \(outside base\)\n$/);
+  assert.match(
+    refused.stderr,
+    /^error: InvalidArgument: merge: 1 input file\(s\) are links leading outside their directory; pass --follow-links to read them anyway:\n  base\/model\.safetensors -> <root>\/elsewhere\/model\.safetensors \(outside base\)\n$/,
+  );
   assert.deepEqual(refused.after, refused.before);
   const r = both(t, setup, [...args, '--follow-links']);
   assert.equal(r.status, 0, r.stderr);
@@ -370,7 +491,7 @@ test('a shard linked outside the base directory is refused unless --follow-links
   assert.equal(direct.status, 0, direct.stderr);
 });
 
-test('merged shards of a read-only base get the mode of new files in both CLIs, not their input\'s', (t) => {
+test("merged shards of a read-only base get the mode of new files in both CLIs, not their input's", (t) => {
   if (skipWithoutNativeCli(t)) return;
   // The npm CLI copies a shard whose layout the merge keeps whole first (copyFile, which gives the copy its
   // source's mode), then writes the merged tensors over it.
@@ -397,7 +518,10 @@ test('an adapter file linked outside IN_DIR is refused unless --follow-links', (
   };
   const refused = both(t, setup, ['translate', 'rob', 'out', '--to', 'mlx']);
   assert.equal(refused.status, 1);
-  assert.match(refused.stderr, /rob\/adapter_model\.safetensors -> <root>\/real\/adapter_model\.safetensors \(outside rob\)\n$/);
+  assert.match(
+    refused.stderr,
+    /rob\/adapter_model\.safetensors -> <root>\/real\/adapter_model\.safetensors \(outside rob\)\n$/,
+  );
   const r = both(t, setup, ['translate', 'rob', 'out', '--to', 'mlx', '--follow-links']);
   assert.equal(r.status, 0, r.stderr);
 });
@@ -430,6 +554,9 @@ test('a commit failing half-way restores every file it had moved aside (an immut
   };
   const r = both(t, setup, ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--force']);
   // The commit failed after the work: the plan, printed before it, is on stdout.
-  assertRefused(r, 'IoError: cannot move aside `out/model-00001-of-00002.safetensors`: Operation not permitted',
-    'merge 2 module(s) into 2 tensor(s) (architecture llama)\n  model.safetensors: 2 tensors, 328 B\n');
+  assertRefused(
+    r,
+    'IoError: cannot move aside `out/model-00001-of-00002.safetensors`: Operation not permitted',
+    'merge 2 module(s) into 2 tensor(s) (architecture llama)\n  model.safetensors: 2 tensors, 328 B\n',
+  );
 });

@@ -9,7 +9,12 @@ import { tmpdir } from 'node:os';
 import { join, sep } from 'node:path';
 import { webDir } from './helpers/common.mjs';
 
-const npm = (args, cwd) => execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd, encoding: 'utf8', timeout: 120000 });
+const npm = (args, cwd) =>
+  execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], {
+    cwd,
+    encoding: 'utf8',
+    timeout: 120000,
+  });
 
 test('npm pack: whitelisted files, a separate .wasm; installed, "peft-bridge" inspects and merges', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'pb-pack-'));
@@ -21,17 +26,38 @@ test('npm pack: whitelisted files, a separate .wasm; installed, "peft-bridge" in
     /^src\/((edge|browser)\/)?index\.d\.ts$/.test(p) ||
     ['bin/peft-bridge.mjs', 'dist/peft_bridge_wasm.mjs', 'dist/peft_bridge_wasm.wasm'].includes(p) ||
     ['package.json', 'README.md', 'LICENSE'].includes(p);
-  assert.deepEqual(files.filter((p) => !allowed(p)), [], 'only the whitelist is published');
+  assert.deepEqual(
+    files.filter((p) => !allowed(p)),
+    [],
+    'only the whitelist is published',
+  );
   const expected = [
-    'dist/peft_bridge_wasm.wasm', 'src/index.d.ts', 'src/node.js', 'src/browser.js', 'src/workerd.js',
-    'src/workerd-wasm.js', 'src/edge/index.js', 'src/edge/workerd.js', 'src/edge/index.d.ts', 'src/browser/index.js',
-    'src/browser/index.d.ts', 'src/remote/remote.js', 'src/ops/merge-worker.js', 'bin/peft-bridge.mjs',
-    'src/cli/merge-command.js', 'README.md', 'LICENSE',
+    'dist/peft_bridge_wasm.wasm',
+    'src/index.d.ts',
+    'src/node.js',
+    'src/browser.js',
+    'src/workerd.js',
+    'src/workerd-wasm.js',
+    'src/edge/index.js',
+    'src/edge/workerd.js',
+    'src/edge/index.d.ts',
+    'src/browser/index.js',
+    'src/browser/index.d.ts',
+    'src/remote/remote.js',
+    'src/ops/merge-worker.js',
+    'bin/peft-bridge.mjs',
+    'src/cli/merge-command.js',
+    'README.md',
+    'LICENSE',
   ];
   for (const p of expected) assert.ok(files.includes(p), p);
   const sources = readdirSync(join(webDir, 'src'), { recursive: true }).map((p) => `src/${p.split(sep).join('/')}`);
   const modules = sources.filter((p) => p.endsWith('.js') || p.endsWith('.d.ts'));
-  assert.deepEqual(modules.filter((p) => !files.includes(p)), [], 'every module of web/src is published');
+  assert.deepEqual(
+    modules.filter((p) => !files.includes(p)),
+    [],
+    'every module of web/src is published',
+  );
 
   const project = join(dir, 'project');
   mkdirSync(project);
@@ -45,7 +71,11 @@ test('npm pack: whitelisted files, a separate .wasm; installed, "peft-bridge" in
   const glue = readFileSync(join(installed, 'peft_bridge_wasm.mjs'), 'utf8');
   assert.ok(!/base64,[A-Za-z0-9+/]{256}/.test(glue), 'no wasm inlined as base64 (SINGLE_FILE off)');
   assert.ok(glue.length < 256 * 1024, `the glue is ${glue.length} bytes`);
-  assert.deepEqual([...readFileSync(join(installed, 'peft_bridge_wasm.wasm')).subarray(0, 4)], [0, 0x61, 0x73, 0x6d], '\\0asm');
+  assert.deepEqual(
+    [...readFileSync(join(installed, 'peft_bridge_wasm.wasm')).subarray(0, 4)],
+    [0, 0x61, 0x73, 0x6d],
+    '\\0asm',
+  );
 
   // A base with one 2x2 F32 q_proj and a rank-1 adapter (alpha = r: scaling 1): W + B·A is exact in F32.
   writeFileSync(
@@ -69,12 +99,18 @@ console.log(JSON.stringify({ tensors: info.tensors.map((t) => [t.name, t.dtype, 
 `,
   );
   const result = JSON.parse(execFileSync(process.execPath, ['main.js'], { cwd: project, encoding: 'utf8' }));
-  assert.deepEqual(result, { tensors: [['model.layers.0.self_attn.q_proj.weight', 'F32', [2, 2]]], merged: 1, values: [2, 3, 5, 6] });
+  assert.deepEqual(result, {
+    tensors: [['model.layers.0.self_attn.q_proj.weight', 'F32', [2, 2]]],
+    merged: 1,
+    values: [2, 3, 5, 6],
+  });
 
   // The export conditions, in their order: workerd, browser, node (Node's own), each to its entry.
   const node = (conditions, code) =>
-    execFileSync(process.execPath, [...conditions, '--input-type=module', '-e', code], { cwd: project, encoding: 'utf8' })
-      .trim();
+    execFileSync(process.execPath, [...conditions, '--input-type=module', '-e', code], {
+      cwd: project,
+      encoding: 'utf8',
+    }).trim();
   const resolve = (conditions, specifier = 'peft-bridge') =>
     node(conditions, `console.log(import.meta.resolve(${JSON.stringify(specifier)}))`);
   assert.match(resolve([]), /\/src\/node\.js$/);
@@ -91,7 +127,13 @@ console.log(JSON.stringify({ tensors: info.tensors.map((t) => [t.name, t.dtype, 
   assert.deepEqual(names('peft-bridge/edge'), ['AdapterCache', 'createAdapterCache', ...workerHelpers]);
   assert.deepEqual(names('peft-bridge/browser'), ['saveStreams']);
   const root = names('peft-bridge');
-  assert.deepEqual(workerHelpers.filter((n) => root.includes(n)), []);
+  assert.deepEqual(
+    workerHelpers.filter((n) => root.includes(n)),
+    [],
+  );
   assert.ok(root.includes('createAdapterCache') && root.includes('saveStreams'), root.join(', '));
-  assert.match(execFileSync(join(project, 'node_modules', '.bin', 'peft-bridge'), ['--version'], { encoding: 'utf8' }), /\d+\.\d+/);
+  assert.match(
+    execFileSync(join(project, 'node_modules', '.bin', 'peft-bridge'), ['--version'], { encoding: 'utf8' }),
+    /\d+\.\d+/,
+  );
 });

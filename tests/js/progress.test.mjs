@@ -22,11 +22,25 @@ function writeShardedBase(dir, { weight = 1 } = {}) {
   mkdirSync(dir, { recursive: true });
   const square = (begin) => ({ dtype: 'F32', shape: [64, 64], data_offsets: [begin, begin + 16384] });
   writeFileSync(join(dir, SHARDS[0]), makeFile(JSON.stringify({ [`${Q}.weight`]: square(0) }), f32(4096, weight)));
-  const second = { [`${V}.weight`]: square(0), 'model.norm.weight': { dtype: 'F32', shape: [64], data_offsets: [16384, 16640] } };
+  const second = {
+    [`${V}.weight`]: square(0),
+    'model.norm.weight': { dtype: 'F32', shape: [64], data_offsets: [16384, 16640] },
+  };
   writeFileSync(join(dir, SHARDS[1]), makeFile(JSON.stringify(second), f32(4160, weight)));
   const weightMap = { [`${Q}.weight`]: SHARDS[0], [`${V}.weight`]: SHARDS[1], 'model.norm.weight': SHARDS[1] };
-  writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: { total_size: 33024 }, weight_map: weightMap }));
-  writeFileSync(join(dir, 'config.json'), JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 64, num_attention_heads: 1 }));
+  writeFileSync(
+    join(dir, 'model.safetensors.index.json'),
+    JSON.stringify({ metadata: { total_size: 33024 }, weight_map: weightMap }),
+  );
+  writeFileSync(
+    join(dir, 'config.json'),
+    JSON.stringify({
+      architectures: ['LlamaForCausalLM'],
+      model_type: 'llama',
+      hidden_size: 64,
+      num_attention_heads: 1,
+    }),
+  );
 }
 
 const setupMerge = (options) => (root) => {
@@ -35,12 +49,21 @@ const setupMerge = (options) => (root) => {
 };
 
 /** The lines drawn ("\r"-led, the last ended by "\n"), spaces that pad over a longer line trimmed. */
-const drawn = (stderr) => stderr.split('\r').slice(1).map((l) => l.trimEnd());
+const drawn = (stderr) =>
+  stderr
+    .split('\r')
+    .slice(1)
+    .map((l) => l.trimEnd());
 
 test('merge: the same progress bytes in both CLIs: each shard as it starts, then the total', (t) => {
   if (skipWithoutNativeCli(t)) return;
   // One shard after the other (the shards of a merge with threads go at once: one line for all, below).
-  const r = both(t, setupMerge(), ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--threads', '1'], FORCED);
+  const r = both(
+    t,
+    setupMerge(),
+    ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--threads', '1'],
+    FORCED,
+  );
   assert.equal(r.status, 0, r.stderr);
   // 33,024 source bytes; every elapsed time reads 2 s.
   assert.deepEqual(drawn(r.stderr), [
@@ -53,12 +76,20 @@ test('merge: the same progress bytes in both CLIs: each shard as it starts, then
   const lines = r.stdout.split('\n');
   assert.equal(lines[0], 'merge 2 module(s) into 2 tensor(s) (architecture llama)');
   assert.match(lines[1], new RegExp(`^  ${SHARDS[0]}: 1 tensors, [\\d.]+ kB$`));
-  assert.match(lines.at(-2), /^33\.0 kB in [\d.]+ s \([\d.]+ [kMG]?B\/s\), peak memory [\d.]+ [kMG]?B process RSS(, [\d.]+ [kMG]?B WASM heap)?$/);
+  assert.match(
+    lines.at(-2),
+    /^33\.0 kB in [\d.]+ s \([\d.]+ [kMG]?B\/s\), peak memory [\d.]+ [kMG]?B process RSS(, [\d.]+ [kMG]?B WASM heap)?$/,
+  );
 });
 
 test('merge: shards merged at once (threads natively, worker threads in the npm CLI) draw one line that counts the files', (t) => {
   if (skipWithoutNativeCli(t)) return;
-  const r = both(t, setupMerge(), ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--threads', '2'], FORCED);
+  const r = both(
+    t,
+    setupMerge(),
+    ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--threads', '2'],
+    FORCED,
+  );
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(drawn(r.stderr), [
     '[                    ]   0%  0 B / 33.0 kB  0 B/s  ETA --:--  2 files at once',
@@ -69,7 +100,12 @@ test('merge: shards merged at once (threads natively, worker threads in the npm 
 test('merge: the plan is printed before the work, so a failure mid-merge still shows it; the line is ended first', (t) => {
   if (skipWithoutNativeCli(t)) return;
   // One shard after the other (shards merged at once draw "2 files at once", above).
-  const r = both(t, setupMerge({ weight: NaN }), ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--safe', '--threads', '1'], FORCED);
+  const r = both(
+    t,
+    setupMerge({ weight: NaN }),
+    ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out', '--safe', '--threads', '1'],
+    FORCED,
+  );
   assert.equal(r.status, 1);
   assert.match(r.stdout, /^merge 2 module\(s\) into 2 tensor\(s\)/);
   assert.doesNotMatch(r.stdout, / in [\d.]+ s /, 'no outcome');
@@ -105,7 +141,10 @@ test('merge --dry-run: the plan alone, no progress', (t) => {
 
 /** An F32 file of two tensors, 40,000 and 1,000 floats. */
 function writeTensors(root) {
-  const header = { a: { dtype: 'F32', shape: [200, 200], data_offsets: [0, 160000] }, b: { dtype: 'F32', shape: [1000], data_offsets: [160000, 164000] } };
+  const header = {
+    a: { dtype: 'F32', shape: [200, 200], data_offsets: [0, 160000] },
+    b: { dtype: 'F32', shape: [1000], data_offsets: [160000, 164000] },
+  };
   writeFileSync(join(root, 'in.safetensors'), makeFile(JSON.stringify(header), f32(41000, 1.5)));
 }
 
@@ -119,10 +158,20 @@ test('convert: the plan on stdout first, the same progress bytes in both CLIs', 
   assert.match(lines[0], /^\[ {20}\]   0%  0 B \/ 164 kB  0 B\/s  ETA --:--  in\.safetensors$/);
   assert.match(lines[1], /^\[#{20}\] 100%  164 kB \/ 164 kB  82\.\d kB\/s  in 0:02  in\.safetensors$/);
   assert.ok(r.stderr.endsWith('\n'));
-  const json = both(t, writeTensors, ['convert', 'in.safetensors', 'out.safetensors', '--dtype', 'bf16', '--json'], FORCED);
+  const json = both(
+    t,
+    writeTensors,
+    ['convert', 'in.safetensors', 'out.safetensors', '--dtype', 'bf16', '--json'],
+    FORCED,
+  );
   assert.equal(json.stderr, '');
-  assert.ok(Number.isInteger(JSON.parse(json.stdout).outputSize), "exact bytes in --json");
-  const quiet = both(t, writeTensors, ['convert', 'in.safetensors', 'out.safetensors', '--dtype', 'bf16', '-q'], FORCED);
+  assert.ok(Number.isInteger(JSON.parse(json.stdout).outputSize), 'exact bytes in --json');
+  const quiet = both(
+    t,
+    writeTensors,
+    ['convert', 'in.safetensors', 'out.safetensors', '--dtype', 'bf16', '-q'],
+    FORCED,
+  );
   assert.deepEqual([quiet.stdout, quiet.stderr], ['', '']);
 });
 
@@ -144,7 +193,10 @@ test('translate: the same progress bytes in both CLIs, over the adapter weights 
   assert.match(lines[0], /^\[ {20}\]   0%  0 B \/ 2\.\d\d kB  0 B\/s  ETA --:--  adapter_model\.safetensors$/);
   assert.match(lines[1], /^\[#{20}\] 100%  (2\.\d\d kB) \/ \1  1\.\d\d kB\/s  in 0:02  adapter_model\.safetensors$/);
   // The plan before the work, the outcome after it.
-  assert.match(r.stdout, /^translate peft -> mlx: 4 tensor\(s\) mapped, 0 rejected\n(  .*\n)+wrote: adapters.safetensors, adapter_config.json\n$/);
+  assert.match(
+    r.stdout,
+    /^translate peft -> mlx: 4 tensor\(s\) mapped, 0 rejected\n(  .*\n)+wrote: adapters.safetensors, adapter_config.json\n$/,
+  );
   for (const extra of [['--json'], ['-q'], ['--no-progress'], ['--dry-run']]) {
     const off = both(t, setup, ['translate', 'rob', 'out', '--to', 'mlx', ...extra], FORCED);
     assert.equal(off.status, 0, off.stderr);

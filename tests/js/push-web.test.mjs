@@ -39,7 +39,9 @@ async function shaOfGenerated(size) {
 }
 async function pushedSha(hub, repo, path, revision) {
   const blob = await downloadFile({ repo, path, revision, hubUrl: hub.endpoint });
-  return createHash('sha256').update(Buffer.from(await blob.arrayBuffer())).digest('hex');
+  return createHash('sha256')
+    .update(Buffer.from(await blob.arrayBuffer()))
+    .digest('hex');
 }
 async function lfsOf(hub, repo) {
   const out = {};
@@ -55,22 +57,30 @@ const LIBRARIES = {
   'gearhash-jit': 'node_modules/gearhash-jit/dist/esm/index.js',
 };
 
-test('Chromium: pushToHub from the browser entry: a 12 MB generated file in parts and a Blob, one commit', { timeout: 120000 }, async (t) => {
-  if (!existsSync(CHROMIUM)) return t.skip(`${CHROMIUM} not installed`);
-  const { chromium } = await import('playwright-core');
-  const { startStatic } = await import(join(webDir, 'app', 'serve.mjs'));
-  const hub = await startHub({ owners: { me: TOKEN }, files: { 'me/web': { 'README.md': 'x' } }, multipartThreshold: 8 * 2 ** 20, partSize: 4 * 2 ** 20 });
-  t.after(() => hub.close());
-  const site = await startStatic({ root: repoRoot });
-  t.after(() => site.close());
-  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
-  t.after(() => browser.close());
-  const page = await browser.newPage();
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(`${site.origin}/web/`); // any page of the origin (a 404 here)
-  const importMap = Object.fromEntries(Object.entries(LIBRARIES).map(([k, v]) => [k, `/${v}`]));
-  await page.setContent(`<!doctype html>
+test(
+  'Chromium: pushToHub from the browser entry: a 12 MB generated file in parts and a Blob, one commit',
+  { timeout: 120000 },
+  async (t) => {
+    if (!existsSync(CHROMIUM)) return t.skip(`${CHROMIUM} not installed`);
+    const { chromium } = await import('playwright-core');
+    const { startStatic } = await import(join(webDir, 'app', 'serve.mjs'));
+    const hub = await startHub({
+      owners: { me: TOKEN },
+      files: { 'me/web': { 'README.md': 'x' } },
+      multipartThreshold: 8 * 2 ** 20,
+      partSize: 4 * 2 ** 20,
+    });
+    t.after(() => hub.close());
+    const site = await startStatic({ root: repoRoot });
+    t.after(() => site.close());
+    const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+    t.after(() => browser.close());
+    const page = await browser.newPage();
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    await page.goto(`${site.origin}/web/`); // any page of the origin (a 404 here)
+    const importMap = Object.fromEntries(Object.entries(LIBRARIES).map(([k, v]) => [k, `/${v}`]));
+    await page.setContent(`<!doctype html>
 <script type="importmap">${JSON.stringify({ imports: importMap })}</script>
 <script type="module">
 import { pushToHub } from '/web/src/browser.js';
@@ -86,56 +96,80 @@ pushToHub({
   onProgress: (e) => events.push(e.phase),
 }).then((r) => { window.result = { ok: true, r, phases: [...new Set(events)] }; }, (e) => { window.result = { ok: false, code: e.code, message: e.message }; });
 </script>`);
-  await page.waitForFunction(() => window.result !== undefined, null, { timeout: 100000 });
-  const result = await page.evaluate(() => window.result);
-  assert.ok(result.ok, JSON.stringify(result));
-  assert.deepEqual(errors, []);
-  assert.equal(result.r.commit, hub.commit('me/web'));
-  assert.deepEqual(result.r.files, [{ path: 'model.safetensors', size: 12_000_000, lfs: true }, { path: 'config.json', size: 19, lfs: false }]);
-  for (const p of ['hashing', 'uploading', 'committing', 'done']) assert.ok(result.phases.includes(p), p);
-  assert.equal(hub.log('part').filter((r) => r.status === 200).length, 3);
-  assert.equal(await pushedSha(hub, 'me/web', 'model.safetensors'), await shaOfGenerated(12_000_000));
-  assert.deepEqual(await lfsOf(hub, 'me/web'), { 'README.md': false, 'model.safetensors': true, 'config.json': false });
-});
+    await page.waitForFunction(() => window.result !== undefined, null, { timeout: 100000 });
+    const result = await page.evaluate(() => window.result);
+    assert.ok(result.ok, JSON.stringify(result));
+    assert.deepEqual(errors, []);
+    assert.equal(result.r.commit, hub.commit('me/web'));
+    assert.deepEqual(result.r.files, [
+      { path: 'model.safetensors', size: 12_000_000, lfs: true },
+      { path: 'config.json', size: 19, lfs: false },
+    ]);
+    for (const p of ['hashing', 'uploading', 'committing', 'done']) assert.ok(result.phases.includes(p), p);
+    assert.equal(hub.log('part').filter((r) => r.status === 200).length, 3);
+    assert.equal(await pushedSha(hub, 'me/web', 'model.safetensors'), await shaOfGenerated(12_000_000));
+    assert.deepEqual(await lfsOf(hub, 'me/web'), {
+      'README.md': false,
+      'model.safetensors': true,
+      'config.json': false,
+    });
+  },
+);
 
-
-test('workerd: pushToHub with the modules a bundler makes: a generated file in parts, a 10 MB file refused', { timeout: 120000 }, async (t) => {
-  if (!hasWorkerd) return t.skip('workerd is not installed (npm ci)');
-  const hub = await startHub({ owners: { me: TOKEN }, files: { 'me/edge': { 'README.md': 'x' } }, multipartThreshold: 2 ** 20, partSize: 512 * 1024 });
-  t.after(() => hub.close());
-  const root = mkdtempSync(join(dir, 'workerd-'));
-  const modules = [];
-  const embed = (name, from) => {
-    const to = join(root, name);
-    mkdirSync(dirname(to), { recursive: true });
-    copyFileSync(from, to);
-    modules.push(`(name = "${name}", esModule = embed "${name}")`);
-  };
-  for (const name of packageModules()) embed(`node_modules/peft-bridge/src/${name}`, join(webDir, 'src', name));
-  embed('node_modules/peft-bridge/dist/peft_bridge_wasm.mjs', join(webDir, 'dist', 'peft_bridge_wasm.mjs'));
-  copyFileSync(join(webDir, 'dist', 'peft_bridge_wasm.wasm'), join(root, 'node_modules/peft-bridge/dist/peft_bridge_wasm.wasm'));
-  modules.push('(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm", wasm = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm")');
-  const libraryDirs = new Set(Object.values(LIBRARIES).map((p) => dirname(p)));
-  for (const d of libraryDirs)
-    for (const name of readdirSync(join(repoRoot, d)).filter((n) => /\.m?js$/.test(n))) embed(`${d}/${name}`, join(repoRoot, d, name));
-  // workerd resolves a bare specifier as a path beside the importing module: each import a bundler would resolve is
-  // a small module there re-exporting the package's entry
-  const importers = {
-    'node_modules/@huggingface/hub/dist/browser': ['@huggingface/xetchunk-wasm'],
-    'node_modules/@huggingface/xetchunk-wasm/dist/esm': ['@huggingface/blake3-jit', 'gearhash-jit'],
-  };
-  let aliases = 0;
-  for (const [from, specifiers] of Object.entries(importers)) {
-    for (const specifier of specifiers) {
-      const name = `${from}/${specifier}`;
-      const file = `alias-${++aliases}.js`;
-      writeFileSync(join(root, file), `export * from "./${posix.relative(posix.dirname(name), LIBRARIES[specifier])}";\n`);
-      modules.push(`(name = "${name}", esModule = embed "${file}")`);
+test(
+  'workerd: pushToHub with the modules a bundler makes: a generated file in parts, a 10 MB file refused',
+  { timeout: 120000 },
+  async (t) => {
+    if (!hasWorkerd) return t.skip('workerd is not installed (npm ci)');
+    const hub = await startHub({
+      owners: { me: TOKEN },
+      files: { 'me/edge': { 'README.md': 'x' } },
+      multipartThreshold: 2 ** 20,
+      partSize: 512 * 1024,
+    });
+    t.after(() => hub.close());
+    const root = mkdtempSync(join(dir, 'workerd-'));
+    const modules = [];
+    const embed = (name, from) => {
+      const to = join(root, name);
+      mkdirSync(dirname(to), { recursive: true });
+      copyFileSync(from, to);
+      modules.push(`(name = "${name}", esModule = embed "${name}")`);
+    };
+    for (const name of packageModules()) embed(`node_modules/peft-bridge/src/${name}`, join(webDir, 'src', name));
+    embed('node_modules/peft-bridge/dist/peft_bridge_wasm.mjs', join(webDir, 'dist', 'peft_bridge_wasm.mjs'));
+    copyFileSync(
+      join(webDir, 'dist', 'peft_bridge_wasm.wasm'),
+      join(root, 'node_modules/peft-bridge/dist/peft_bridge_wasm.wasm'),
+    );
+    modules.push(
+      '(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm", wasm = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm")',
+    );
+    const libraryDirs = new Set(Object.values(LIBRARIES).map((p) => dirname(p)));
+    for (const d of libraryDirs)
+      for (const name of readdirSync(join(repoRoot, d)).filter((n) => /\.m?js$/.test(n)))
+        embed(`${d}/${name}`, join(repoRoot, d, name));
+    // workerd resolves a bare specifier as a path beside the importing module: each import a bundler would resolve is
+    // a small module there re-exporting the package's entry
+    const importers = {
+      'node_modules/@huggingface/hub/dist/browser': ['@huggingface/xetchunk-wasm'],
+      'node_modules/@huggingface/xetchunk-wasm/dist/esm': ['@huggingface/blake3-jit', 'gearhash-jit'],
+    };
+    let aliases = 0;
+    for (const [from, specifiers] of Object.entries(importers)) {
+      for (const specifier of specifiers) {
+        const name = `${from}/${specifier}`;
+        const file = `alias-${++aliases}.js`;
+        writeFileSync(
+          join(root, file),
+          `export * from "./${posix.relative(posix.dirname(name), LIBRARIES[specifier])}";\n`,
+        );
+        modules.push(`(name = "${name}", esModule = embed "${file}")`);
+      }
     }
-  }
-  writeFileSync(
-    join(root, 'main.mjs'),
-    `import { pushToHub } from './node_modules/peft-bridge/src/workerd.js'; // the "workerd" entry: the WASM module (the calls' deadlines)
+    writeFileSync(
+      join(root, 'main.mjs'),
+      `import { pushToHub } from './node_modules/peft-bridge/src/workerd.js'; // the "workerd" entry: the WASM module (the calls' deadlines)
 import * as hub from './node_modules/@huggingface/hub/dist/browser/index.mjs'; // what a bundler gives the worker
 const generate = ${GENERATOR};
 export default {
@@ -153,11 +187,11 @@ export default {
   },
 };
 `,
-  );
-  const port = await freePort();
-  writeFileSync(
-    join(root, 'config.capnp'),
-    `using Workerd = import "/workerd/workerd.capnp";
+    );
+    const port = await freePort();
+    writeFileSync(
+      join(root, 'config.capnp'),
+      `using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
   services = [
     (name = "main", worker = .worker),
@@ -175,19 +209,20 @@ const worker :Workerd.Worker = (
   globalOutbound = "internet",
 );
 `,
-  );
-  const worker = await serveWorkerd(t, root, port);
-  const { url } = worker;
-  const log = () => worker.log();
-  const ask = async (size) => (await fetch(`${url}/?size=${size}`)).json();
-  const size = 3_000_000;
-  const ok = await ask(size);
-  assert.ok(ok.ok, `${JSON.stringify(ok)}\n${log()}`);
-  assert.equal(ok.r.commit, hub.commit('me/edge', 'edge'));
-  assert.equal(hub.log('part').filter((r) => r.status === 200).length, Math.ceil(size / (512 * 1024)));
-  assert.equal(await pushedSha(hub, 'me/edge', 'model.safetensors', 'edge'), await shaOfGenerated(size));
-  const big = await ask(10_000_000);
-  assert.equal(big.ok, false);
-  assert.equal(big.code, 'InvalidArgument');
-  assert.match(big.message, /in workerd, @huggingface\/hub hashes only files under 10 MB/);
-});
+    );
+    const worker = await serveWorkerd(t, root, port);
+    const { url } = worker;
+    const log = () => worker.log();
+    const ask = async (size) => (await fetch(`${url}/?size=${size}`)).json();
+    const size = 3_000_000;
+    const ok = await ask(size);
+    assert.ok(ok.ok, `${JSON.stringify(ok)}\n${log()}`);
+    assert.equal(ok.r.commit, hub.commit('me/edge', 'edge'));
+    assert.equal(hub.log('part').filter((r) => r.status === 200).length, Math.ceil(size / (512 * 1024)));
+    assert.equal(await pushedSha(hub, 'me/edge', 'model.safetensors', 'edge'), await shaOfGenerated(size));
+    const big = await ask(10_000_000);
+    assert.equal(big.ok, false);
+    assert.equal(big.code, 'InvalidArgument');
+    assert.match(big.message, /in workerd, @huggingface\/hub hashes only files under 10 MB/);
+  },
+);

@@ -12,8 +12,15 @@ import { cliPath, collect, hasNativeCli, nativeCli, pb, repoRoot, skipWithoutNat
 const corpus = join(repoRoot, 'tests', 'golden', 'corpus');
 // Sharded BF16, F16, F32, every linear layer, a MoE (routers and experts kept), GPT-2 (Conv1D: not Linear), LoRA on
 // the embedding and lm_head.
-const CASES = ['llama_lora_bf16', 'llama_lora_f16', 'llama_lora_f32', 'llama_all_linear', 'mixtral_experts_bf16',
-  'gpt2_conv1d', 'llama_embedding_lora'];
+const CASES = [
+  'llama_lora_bf16',
+  'llama_lora_f16',
+  'llama_lora_f32',
+  'llama_all_linear',
+  'mixtral_experts_bf16',
+  'gpt2_conv1d',
+  'llama_embedding_lora',
+];
 // The tiny models' dims are 32..128: group 16 divides them; the default group 128 and fine-grained FP8's 128 x 128
 // blocks do not, so those would quantize no weight, and GPT-2 has no nn.Linear weight but lm_head (Conv1D): both
 // CLIs refuse such a quantization with the same error (it used to write an unquantized model claiming otherwise).
@@ -48,7 +55,17 @@ function adapterOf(caseDir) {
   };
 }
 function npmMerge(caseDir, out, quantize) {
-  const r = npm(['merge', '--base', join(caseDir, 'base'), '--adapter', join(caseDir, 'adapter'), '--out', out, ...quantize, '-q']);
+  const r = npm([
+    'merge',
+    '--base',
+    join(caseDir, 'base'),
+    '--adapter',
+    join(caseDir, 'adapter'),
+    '--out',
+    out,
+    ...quantize,
+    '-q',
+  ]);
   assert.equal(r.status, 0, r.stderr);
 }
 
@@ -72,7 +89,11 @@ for (const name of CASES) {
       assert.equal(dryNpm.stderr, dryNative.stderr, `${label}: --dry-run stderr`);
       if (name === 'gpt2_conv1d' || scheme.join(' ') === '--quantize int4' || scheme.includes('block')) {
         assert.equal(dryNative.status, 1, `${label}: quantizes nothing, must be refused`);
-        assert.match(dryNative.stderr, /^error: InvalidArgument: --quantize .* would quantize no weight of this model/, label);
+        assert.match(
+          dryNative.stderr,
+          /^error: InvalidArgument: --quantize .* would quantize no weight of this model/,
+          label,
+        );
         const out = join(dir, `${i}-refused`);
         const refused = npm([...args(out)]);
         assert.equal(refused.status, 1, label);
@@ -102,7 +123,7 @@ for (const name of CASES) {
   });
 }
 
-test('mergeShards({quantize, scheme, groupSize}) streams the npm CLI\'s files', async (t) => {
+test("mergeShards({quantize, scheme, groupSize}) streams the npm CLI's files", async (t) => {
   const dir = tempDir(t);
   const caseDir = join(corpus, 'llama_lora_bf16');
   const out = join(dir, 'out');
@@ -126,7 +147,7 @@ test('mergeShards({quantize, scheme, groupSize}) streams the npm CLI\'s files', 
   }, /fine-grained FP8: it needs --quantize fp8/);
 });
 
-test('createMergeStream({quantize}) on one file streams the CLI\'s model.safetensors', async (t) => {
+test("createMergeStream({quantize}) on one file streams the CLI's model.safetensors", async (t) => {
   const dir = tempDir(t);
   const caseDir = join(corpus, 'llama_lora_f32');
   const out = join(dir, 'out');
@@ -142,15 +163,28 @@ test('createMergeStream({quantize}) on one file streams the CLI\'s model.safeten
   assert.deepEqual(bytes, new Uint8Array(readFileSync(join(out, 'model.safetensors'))));
 });
 
-test('convert MODEL OUT --quantize: both CLIs write merge --quantize\'s tensors for the plain merge', (t) => {
+test("convert MODEL OUT --quantize: both CLIs write merge --quantize's tensors for the plain merge", (t) => {
   if (skipWithoutNativeCli(t)) return;
   const dir = tempDir(t);
   const caseDir = join(corpus, 'llama_lora_f16');
   const plain = join(dir, 'plain');
-  const merge = (out, extra) => native(['merge', '--base', join(caseDir, 'base'), '--adapter', join(caseDir, 'adapter'),
-    '--out', out, '-q', ...extra]);
+  const merge = (out, extra) =>
+    native([
+      'merge',
+      '--base',
+      join(caseDir, 'base'),
+      '--adapter',
+      join(caseDir, 'adapter'),
+      '--out',
+      out,
+      '-q',
+      ...extra,
+    ]);
   assert.equal(merge(plain, []).status, 0);
-  for (const [i, scheme] of [['--quantize', 'int4', '--group-size', '16'], ['--quantize', 'fp8']].entries()) {
+  for (const [i, scheme] of [
+    ['--quantize', 'int4', '--group-size', '16'],
+    ['--quantize', 'fp8'],
+  ].entries()) {
     const merged = join(dir, `m${i}`);
     assert.equal(merge(merged, scheme).status, 0);
     const rNative = native(['convert', plain, join(dir, `c${i}-native`), ...scheme, '--json']);
@@ -163,7 +197,8 @@ test('convert MODEL OUT --quantize: both CLIs write merge --quantize\'s tensors 
     for (const f of files) {
       assert.deepEqual(readFileSync(join(dir, `c${i}-npm`, f)), readFileSync(join(dir, `c${i}-native`, f)), f);
       // The model converted from the plain merge = merge --quantize (which quantizes the merge rounded to F16).
-      if (f.endsWith('.safetensors')) assert.deepEqual(readFileSync(join(dir, `c${i}-native`, f)), readFileSync(join(merged, f)), f);
+      if (f.endsWith('.safetensors'))
+        assert.deepEqual(readFileSync(join(dir, `c${i}-native`, f)), readFileSync(join(merged, f)), f);
     }
     const dry = native(['convert', plain, join(dir, 'unused'), ...scheme, '--dry-run']);
     assert.equal(dry.stdout, npm(['convert', plain, join(dir, 'unused'), ...scheme, '--dry-run']).stdout);
@@ -178,7 +213,10 @@ test('usage errors: --scheme or --group-size without --quantize, and bad mixes, 
     [['--scheme', 'block'], /--scheme needs --quantize/],
     [['--group-size', '64'], /--group-size needs --quantize/],
     [['--quantize', 'fp8', '--scheme', 'per-group'], /--quantize fp8 takes --scheme per-channel/],
-    [['--quantize', 'int4', '--scheme', 'per-channel', '--group-size', '32'], /--group-size applies to --scheme per-group/],
+    [
+      ['--quantize', 'int4', '--scheme', 'per-channel', '--group-size', '32'],
+      /--group-size applies to --scheme per-group/,
+    ],
     [['--quantize', 'nf4'], /unknown quantize `nf4`/],
   ];
   for (const [extra, pattern] of cases) {

@@ -3,8 +3,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  BAD_FIXTURES, countingIterable, countingStream, fixtureNames, pb, randomCuts, readFixture, rng, skipWithoutFixtures,
-  split, makeFile,
+  BAD_FIXTURES,
+  countingIterable,
+  countingStream,
+  fixtureNames,
+  pb,
+  randomCuts,
+  readFixture,
+  rng,
+  skipWithoutFixtures,
+  split,
+  makeFile,
 } from './helpers/common.mjs';
 
 const { readSafetensors, SafetensorsError } = pb;
@@ -52,7 +61,9 @@ test('events: header, data spans reassembling the file, end', async (t) => {
     const start = 8 + r.header.headerSize;
     for (const [i, hexData] of r.merged) {
       const tensor = r.header.tensors[i];
-      const expected = Buffer.from(bytes.subarray(start + tensor.dataOffsets[0], start + tensor.dataOffsets[1])).toString('hex');
+      const expected = Buffer.from(
+        bytes.subarray(start + tensor.dataOffsets[0], start + tensor.dataOffsets[1]),
+      ).toString('hex');
       assert.equal(hexData, expected, `${name}: ${tensor.name}`);
     }
     const nonEmpty = r.header.tensors.filter((t) => t.byteLength > 0).length;
@@ -89,14 +100,16 @@ test('chunk-split property: random cuts give the same events for every fixture',
 });
 
 const file = makeFile;
-const TWO = '{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[0],"data_offsets":[4,4]},"c":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}}';
+const TWO =
+  '{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[0],"data_offsets":[4,4]},"c":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}}';
 
 test('a truncated stream fails with MetadataIncompleteBuffer after the events it did deliver', async () => {
   const bytes = file(TWO, new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8]));
   const seen = [];
   await assert.rejects(
     (async () => {
-      for await (const ev of readSafetensors(countingStream([bytes.subarray(0, bytes.length - 2)]).stream)) seen.push(ev.type);
+      for await (const ev of readSafetensors(countingStream([bytes.subarray(0, bytes.length - 2)]).stream))
+        seen.push(ev.type);
     })(),
     (e) => e instanceof SafetensorsError && e.code === 'MetadataIncompleteBuffer' && e.tensor === 'c',
   );
@@ -143,7 +156,11 @@ test('an AbortSignal stops the read and cancels the source', async () => {
 
 test('an abort while waiting for a chunk rejects at once', async () => {
   const controller = new AbortController();
-  const never = new ReadableStream({ pull() { return new Promise(() => {}); } });
+  const never = new ReadableStream({
+    pull() {
+      return new Promise(() => {});
+    },
+  });
   const it = readSafetensors(never, { signal: controller.signal });
   const pending = it.next();
   setTimeout(() => controller.abort(new Error('gave up')), 10);
@@ -166,7 +183,10 @@ test('an abort while a random-access read is pending rejects at once', async () 
   const pending = it.next();
   setTimeout(() => controller.abort(new Error('gave up on the read')), 10);
   const outcome = await Promise.race([
-    pending.then(() => 'resolved', (e) => e.message),
+    pending.then(
+      () => 'resolved',
+      (e) => e.message,
+    ),
     new Promise((r) => setTimeout(() => r('still pending'), 2000)),
   ]);
   assert.equal(outcome, 'gave up on the read');
@@ -179,7 +199,8 @@ test('a failure or abort passes its reason to the stream it cancels', async () =
   const reason = new Error('enough');
   await assert.rejects(
     (async () => {
-      for await (const ev of readSafetensors(stream, { signal: controller.signal })) if (ev.type === 'header') controller.abort(reason);
+      for await (const ev of readSafetensors(stream, { signal: controller.signal }))
+        if (ev.type === 'header') controller.abort(reason);
     })(),
     /enough/,
   );

@@ -23,12 +23,21 @@ const shards = await writeShardedBase(join(dir, 'base'));
 await writeSingleBase(join(dir, 'single'));
 await writeAdapter(join(dir, 'lora'));
 const expected = hasNativeCli ? nativeMerge(join(dir, 'base'), join(dir, 'lora'), join(dir, 'out')) : null;
-const expectedSingle = hasNativeCli ? nativeMerge(join(dir, 'single', 'model.safetensors'), join(dir, 'lora'), join(dir, 'out1')) : null;
+const expectedSingle = hasNativeCli
+  ? nativeMerge(join(dir, 'single', 'model.safetensors'), join(dir, 'lora'), join(dir, 'out1'))
+  : null;
 
 async function withHub(fn) {
-  const hub = await startHub({ files: { 'me/base': join(dir, 'base'), 'me/single': join(dir, 'single'), 'me/lora': join(dir, 'lora') } });
+  const hub = await startHub({
+    files: { 'me/base': join(dir, 'base'), 'me/single': join(dir, 'single'), 'me/lora': join(dir, 'lora') },
+  });
   try {
-    return await fn(hub, { base: { repo: 'me/base' }, adapter: { repo: 'me/lora' }, endpoint: hub.endpoint, retryDelay: 10 });
+    return await fn(hub, {
+      base: { repo: 'me/base' },
+      adapter: { repo: 'me/lora' },
+      endpoint: hub.endpoint,
+      retryDelay: 10,
+    });
   } finally {
     await hub.close();
   }
@@ -48,7 +57,8 @@ test('mergeRemote: a sharded Hub repo and a Hub adapter give the native merge, b
     assert.equal(last.bytesIn, last.totalIn);
     // Every shard is read at the commit the index came from.
     const commit = hub.commit('me/base');
-    for (const r of hub.log('resolve').filter((r) => r.repo === 'me/base' && r.path !== 'model.safetensors.index.json')) assert.equal(r.revision, commit, r.path);
+    for (const r of hub.log('resolve').filter((r) => r.repo === 'me/base' && r.path !== 'model.safetensors.index.json'))
+      assert.equal(r.revision, commit, r.path);
     assert.equal(openMergeHandles(), 0);
   });
 });
@@ -67,7 +77,9 @@ test('mergeRemoteShard and mergeRemoteIndex: each output file on its own, concur
       assert.ok(same(bytes, expected[path]), path);
       assert.equal(size, bytes.length);
     }
-    assert.ok(same(new TextEncoder().encode(await mergeRemoteIndex(options)), expected['model.safetensors.index.json']));
+    assert.ok(
+      same(new TextEncoder().encode(await mergeRemoteIndex(options)), expected['model.safetensors.index.json']),
+    );
     // A worker merging shard 1 reads the other shards' headers (one request each), not their data.
     hub.clearLog();
     await collect((await mergeRemoteShard({ ...options, shard: shards[0] })).stream);
@@ -75,8 +87,14 @@ test('mergeRemoteShard and mergeRemoteIndex: each output file on its own, concur
     assert.equal(perShard(shards[1]), 1);
     assert.equal(perShard(shards[2]), 1);
     assert.ok(perShard(shards[0]) >= 3, 'header, then the data in 4 MiB requests');
-    await assert.rejects(mergeRemoteShard(options), (e) => e.code === 'InvalidArgument' && /say which shard/.test(e.message));
-    await assert.rejects(mergeRemoteShard({ ...options, shard: 'nope.safetensors' }), (e) => e.code === 'InvalidArgument');
+    await assert.rejects(
+      mergeRemoteShard(options),
+      (e) => e.code === 'InvalidArgument' && /say which shard/.test(e.message),
+    );
+    await assert.rejects(
+      mergeRemoteShard({ ...options, shard: 'nope.safetensors' }),
+      (e) => e.code === 'InvalidArgument',
+    );
     assert.equal(openMergeHandles(), 0);
   });
 });
@@ -88,9 +106,16 @@ test('planRemote: modules, files and the commit every worker should read', async
     assert.equal(plan.adapterRevision, hub.commit('me/lora'));
     assert.equal(plan.modulesMatched, 12);
     assert.deepEqual(plan.unmatchedKeys, []);
-    assert.deepEqual(plan.outputs.map((o) => o.path), [...shards, 'model.safetensors.index.json', 'config.json']);
+    assert.deepEqual(
+      plan.outputs.map((o) => o.path),
+      [...shards, 'model.safetensors.index.json', 'config.json'],
+    );
     if (expected) for (const o of plan.outputs) assert.equal(o.size, expected[o.path].length, o.path);
-    assert.equal(hub.log('cdn').filter((r) => r.path.startsWith('model-')).length, 3, 'one request per shard: headers only');
+    assert.equal(
+      hub.log('cdn').filter((r) => r.path.startsWith('model-')).length,
+      3,
+      'one request per shard: headers only',
+    );
   });
 });
 
@@ -98,8 +123,14 @@ test('a URL base and adapter URLs or bytes; the adapter from local bytes', async
   if (skipWithoutNativeCli(t)) return;
   await withHub(async (hub) => {
     const url = (repo, path) => `${hub.endpoint}/${repo}/resolve/main/${path}`;
-    const local = { weights: readFileSync(join(dir, 'lora', 'adapter_model.safetensors')), config: readFileSync(join(dir, 'lora', 'adapter_config.json'), 'utf8') };
-    for (const adapter of [{ weights: url('me/lora', 'adapter_model.safetensors'), config: url('me/lora', 'adapter_config.json') }, local]) {
+    const local = {
+      weights: readFileSync(join(dir, 'lora', 'adapter_model.safetensors')),
+      config: readFileSync(join(dir, 'lora', 'adapter_config.json'), 'utf8'),
+    };
+    for (const adapter of [
+      { weights: url('me/lora', 'adapter_model.safetensors'), config: url('me/lora', 'adapter_config.json') },
+      local,
+    ]) {
       const file = await mergeRemoteShard({ base: url('me/single', 'model.safetensors'), adapter });
       assert.equal(file.path, 'model.safetensors');
       assert.ok(same(await collect(file.stream), expectedSingle['model.safetensors']));
@@ -112,18 +143,32 @@ test('faults: a 503 and a truncated body are retried, resuming, with the same ou
   if (skipWithoutNativeCli(t)) return;
   await withHub(async (hub, options) => {
     const path = shards[1];
-    hub.faults.push({ type: 'status', status: 503, path, skip: 1, times: 1 }, { type: 'truncate', at: 100_000, path, skip: 2, times: 1 });
+    hub.faults.push(
+      { type: 'status', status: 503, path, skip: 1, times: 1 },
+      { type: 'truncate', at: 100_000, path, skip: 2, times: 1 },
+    );
     const file = await mergeRemoteShard({ ...options, shard: path });
     assert.ok(same(await collect(file.stream), expected[path]));
     assert.ok(hub.log('cdn', path).some((r) => r.status === 503));
-    assert.ok(hub.log('cdn', path).some((r) => r.completed === false), 'a body was cut: ' + JSON.stringify(hub.log('cdn', path)));
+    assert.ok(
+      hub.log('cdn', path).some((r) => r.completed === false),
+      'a body was cut: ' + JSON.stringify(hub.log('cdn', path)),
+    );
 
     // The file changes after the merge started: the stream errors (the pinned ETag, or a 404 for the commit read).
     hub.faults.length = 0;
     const url = `${hub.endpoint}/me/single/resolve/main/model.safetensors`;
     hub.faults.push({ type: 'change', path: 'model.safetensors', after: 2 });
-    const changing = await mergeRemoteShard({ base: url, adapter: options.adapter, endpoint: hub.endpoint, retryDelay: 10 });
-    await assert.rejects(collect(changing.stream), (e) => e instanceof SafetensorsError && /changed while being read/.test(e.message));
+    const changing = await mergeRemoteShard({
+      base: url,
+      adapter: options.adapter,
+      endpoint: hub.endpoint,
+      retryDelay: 10,
+    });
+    await assert.rejects(
+      collect(changing.stream),
+      (e) => e instanceof SafetensorsError && /changed while being read/.test(e.message),
+    );
     assert.equal(openMergeHandles(), 0);
   });
 });
@@ -146,7 +191,17 @@ test('the data pass keeps several ranges of a shard in flight: well under one ro
     assert.ok(hub.maxInFlight >= 3, `${hub.maxInFlight} requests at once`);
     // Every piece went straight to the CDN URL the shard's header read landed at: its one resolve was before.
     assert.equal(hub.log('resolve', shards[0]).length, 0);
-    assert.ok(data.every((r) => Number(/^bytes=(\d+)-(\d+)$/.exec(r.range).slice(1).reduce((a, b) => b - a + 1)) <= pieceSize));
+    assert.ok(
+      data.every(
+        (r) =>
+          Number(
+            /^bytes=(\d+)-(\d+)$/
+              .exec(r.range)
+              .slice(1)
+              .reduce((a, b) => b - a + 1),
+          ) <= pieceSize,
+      ),
+    );
     if (!skipWithoutNativeCli(t)) assert.ok(same(bytes, expected[shards[0]]));
     assert.equal(openMergeHandles(), 0);
   });
@@ -157,15 +212,26 @@ test('mergeRemote with several ranges in flight and small pieces = the native me
   await withHub(async (hub, options) => {
     hub.latency = 5;
     const files = {};
-    for await (const { path, stream } of mergeRemote({ ...options, pieceSize: 100_000, readers: 3 })) files[path] = await collect(stream);
+    for await (const { path, stream } of mergeRemote({ ...options, pieceSize: 100_000, readers: 3 }))
+      files[path] = await collect(stream);
     for (const name of Object.keys(expected)) assert.ok(same(files[name], expected[name]), name);
     // One resolve per base shard (its header read); the data went to the CDN URLs.
     for (const name of shards) assert.equal(hub.log('resolve', name).length, 1, name);
 
     const url = `${hub.endpoint}/me/single/resolve/main/model.safetensors`;
     hub.faults.push({ type: 'change', path: 'model.safetensors', after: 6 });
-    const changing = await mergeRemoteShard({ base: url, adapter: options.adapter, endpoint: hub.endpoint, retryDelay: 10, pieceSize: 100_000, readers: 4 });
-    await assert.rejects(collect(changing.stream), (e) => e instanceof SafetensorsError && /changed while being read/.test(e.message));
+    const changing = await mergeRemoteShard({
+      base: url,
+      adapter: options.adapter,
+      endpoint: hub.endpoint,
+      retryDelay: 10,
+      pieceSize: 100_000,
+      readers: 4,
+    });
+    await assert.rejects(
+      collect(changing.stream),
+      (e) => e instanceof SafetensorsError && /changed while being read/.test(e.message),
+    );
     assert.equal(openMergeHandles(), 0);
     for (let i = 0; i < 50 && hub.inFlight > 0; ++i) await new Promise((resolve) => setTimeout(resolve, 20));
     assert.equal(hub.inFlight, 0, 'no read left running');
@@ -180,7 +246,14 @@ test('abort cancels every range in flight', async () => {
     // abort for one the client started before it.
     let started = 0;
     const fetch = (url, init) => (++started, globalThis.fetch(url, init));
-    const file = await mergeRemoteShard({ ...options, fetch, shard: shards[0], signal: controller.signal, pieceSize: 256 << 10, readers: 4 });
+    const file = await mergeRemoteShard({
+      ...options,
+      fetch,
+      shard: shards[0],
+      signal: controller.signal,
+      pieceSize: 256 << 10,
+      readers: 4,
+    });
     const reader = file.stream.getReader();
     await reader.read();
     hub.clearLog();
@@ -194,7 +267,10 @@ test('abort cancels every range in flight', async () => {
     // The requests in flight are dropped (well before their 200 ms), and none is made after.
     for (let i = 0; i < 50 && hub.inFlight > 0; ++i) await new Promise((resolve) => setTimeout(resolve, 5));
     assert.equal(hub.inFlight, 0);
-    assert.ok(hub.requests.every((r) => r.completed === false), JSON.stringify(hub.requests));
+    assert.ok(
+      hub.requests.every((r) => r.completed === false),
+      JSON.stringify(hub.requests),
+    );
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.equal(started, made, 'no request started after the abort');
     assert.ok(hub.requests.length <= made);
@@ -212,7 +288,10 @@ test('abort mid-stream errors with the reason and frees everything; a missing re
     controller.abort(reason);
     await assert.rejects(reader.read(), (e) => e === reason);
     assert.equal(openMergeHandles(), 0);
-    await assert.rejects(planRemote({ ...options, base: { repo: 'me/none' } }), (e) => e.code === 'IoError' && e.status === 404);
+    await assert.rejects(
+      planRemote({ ...options, base: { repo: 'me/none' } }),
+      (e) => e.code === 'IoError' && e.status === 404,
+    );
   });
 });
 
@@ -225,7 +304,10 @@ test('saveStreams writes each file through createWritable and removes what it wr
       return {
         async createWritable() {
           const parts = [];
-          return new WritableStream({ write: (c) => parts.push(c), close: () => stored.set(name, Buffer.concat(parts)) });
+          return new WritableStream({
+            write: (c) => parts.push(c),
+            close: () => stored.set(name, Buffer.concat(parts)),
+          });
         },
       };
     },
@@ -255,10 +337,16 @@ test('remote JSON (the base index, configs) is held to the JSON cap, without dow
     await assert.rejects(planRemote({ ...options, maxJsonBytes: 64 }), (e) => {
       assert.equal(e.code, 'IoError');
       // The base's index and the adapter's config are read at once: either may be the first to fail.
-      assert.match(e.message, /\/me\/(base\/resolve\/main\/model\.safetensors\.index|lora\/resolve\/main\/adapter_config)\.json` is \d+ bytes, more than the cap of 64 for a JSON file read whole \(PB_HTTP_MAX_JSON_BYTES\)$/);
+      assert.match(
+        e.message,
+        /\/me\/(base\/resolve\/main\/model\.safetensors\.index|lora\/resolve\/main\/adapter_config)\.json` is \d+ bytes, more than the cap of 64 for a JSON file read whole \(PB_HTTP_MAX_JSON_BYTES\)$/,
+      );
       return true;
     });
-    assert.ok(hub.requests.length <= 2 && hub.requests.every((r) => r.range === 'bytes=0-64'), JSON.stringify(hub.requests));
+    assert.ok(
+      hub.requests.length <= 2 && hub.requests.every((r) => r.range === 'bytes=0-64'),
+      JSON.stringify(hub.requests),
+    );
   });
 });
 
@@ -269,9 +357,14 @@ test("the JS API reads huggingface_hub's hf://owner/repo@revision/path as hf://o
     assert.deepEqual(theirs, ours);
     assert.ok(theirs.tensors.length > 0);
     hub.clearLog();
-    await assert.rejects(pb.inspect('hf://datasets/me/single@main/model.safetensors', { endpoint: o.endpoint }), (e) =>
-      e instanceof SafetensorsError && e.code === 'InvalidArgument' &&
-      e.message === '`hf://datasets/me/single@main/model.safetensors` names a Hub dataset, not a model repo: peft-bridge reads model repos (hf://owner/repo[@revision][/path])');
+    await assert.rejects(
+      pb.inspect('hf://datasets/me/single@main/model.safetensors', { endpoint: o.endpoint }),
+      (e) =>
+        e instanceof SafetensorsError &&
+        e.code === 'InvalidArgument' &&
+        e.message ===
+          '`hf://datasets/me/single@main/model.safetensors` names a Hub dataset, not a model repo: peft-bridge reads model repos (hf://owner/repo[@revision][/path])',
+    );
     assert.equal(hub.requests.length, 0);
   });
 });

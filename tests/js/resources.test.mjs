@@ -5,7 +5,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cliPath, hasNativeCli, nativeCli } from './helpers/common.mjs';
@@ -25,8 +35,16 @@ function measured(label, command, args) {
   const stderr = r.stderr.toString('latin1');
   const lines = stderr.trimEnd().split('\n');
   const [seconds, kb] = lines.pop().split(' ').map(Number);
-  const result = { status: r.status, signal: r.signal, stdout: r.stdout.subarray(0, 4096).toString('latin1'), stderr: lines.join('\n').slice(0, 4096), seconds, rssMb: kb / 1024 };
-  if (report) console.log(`${label}: exit ${r.status}, ${seconds.toFixed(2)} s, ${result.rssMb.toFixed(1)} MiB peak RSS`);
+  const result = {
+    status: r.status,
+    signal: r.signal,
+    stdout: r.stdout.subarray(0, 4096).toString('latin1'),
+    stderr: lines.join('\n').slice(0, 4096),
+    seconds,
+    rssMb: kb / 1024,
+  };
+  if (report)
+    console.log(`${label}: exit ${r.status}, ${seconds.toFixed(2)} s, ${result.rssMb.toFixed(1)} MiB peak RSS`);
   return result;
 }
 
@@ -60,7 +78,8 @@ function tempDir(t) {
 /** Writes a safetensors file of `count` zero-size F32 tensors named prefix + i, streaming the header. */
 function writeManyTensors(path, count, prefix = 't') {
   const parts = ['{'];
-  for (let i = 0; i < count; ++i) parts.push(`${i ? ',' : ''}"${prefix}${i}":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}`);
+  for (let i = 0; i < count; ++i)
+    parts.push(`${i ? ',' : ''}"${prefix}${i}":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}`);
   parts.push('}');
   let json = parts.join('');
   json += ' '.repeat((8 - (json.length % 8)) % 8);
@@ -110,11 +129,17 @@ test('config: a 100 MB adapter_config.json of 1,000,000 unknown keys, and one ne
   const dir = tempDir(t);
   const keys = [];
   for (let i = 0; i < 1_000_000; ++i) keys.push(`"unknown_key_${i}_${'x'.repeat(70)}":${i}`);
-  const wide = adapterFiles(join(dir, 'wide'), `{"peft_type":"LORA","r":1,"lora_alpha":1,"target_modules":["q_proj"],${keys.join(',')}}`);
+  const wide = adapterFiles(
+    join(dir, 'wide'),
+    `{"peft_type":"LORA","r":1,"lora_alpha":1,"target_modules":["q_proj"],${keys.join(',')}}`,
+  );
   bothWithinBounds(t, 'config with 1,000,000 keys', ['adapter-info', wide, '--json'], {
     expect: (r) => assert.ok(r.status === 0 || errorJson(r).code === 'InvalidConfig', r.stdout.slice(0, 300)),
   });
-  const deep = adapterFiles(join(dir, 'deep'), `{"peft_type":"LORA","r":1,"x":${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}}`);
+  const deep = adapterFiles(
+    join(dir, 'deep'),
+    `{"peft_type":"LORA","r":1,"x":${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}}`,
+  );
   bothWithinBounds(t, 'config nested 1,000,000 deep', ['adapter-info', deep, '--json'], {
     expect: (r) => assert.equal(errorJson(r).code, 'InvalidConfig'),
   });
@@ -129,8 +154,16 @@ test('patterns: 50,000 rank_pattern keys over 200 modules; a 1 MB pattern; (a+)+
   const header = {};
   let offset = 0;
   for (const l of modules) {
-    header[`base_model.model.layers.${l}.q_proj.lora_A.weight`] = { dtype: 'F32', shape: [1, 2], data_offsets: [offset, offset + 8] };
-    header[`base_model.model.layers.${l}.q_proj.lora_B.weight`] = { dtype: 'F32', shape: [2, 1], data_offsets: [offset + 8, offset + 16] };
+    header[`base_model.model.layers.${l}.q_proj.lora_A.weight`] = {
+      dtype: 'F32',
+      shape: [1, 2],
+      data_offsets: [offset, offset + 8],
+    };
+    header[`base_model.model.layers.${l}.q_proj.lora_B.weight`] = {
+      dtype: 'F32',
+      shape: [2, 1],
+      data_offsets: [offset + 8, offset + 16],
+    };
     offset += 16;
   }
   const many = join(dir, 'many');
@@ -139,16 +172,31 @@ test('patterns: 50,000 rank_pattern keys over 200 modules; a 1 MB pattern; (a+)+
   const len = Buffer.alloc(8);
   len.writeBigUInt64LE(BigInt(json.length));
   writeFileSync(join(many, 'adapter_model.safetensors'), Buffer.concat([len, Buffer.from(json), Buffer.alloc(offset)]));
-  writeFileSync(join(many, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 1, lora_alpha: 1, target_modules: ['q_proj'], rank_pattern: rankPattern }));
+  writeFileSync(
+    join(many, 'adapter_config.json'),
+    JSON.stringify({ peft_type: 'LORA', r: 1, lora_alpha: 1, target_modules: ['q_proj'], rank_pattern: rankPattern }),
+  );
   bothWithinBounds(t, '50,000 rank_pattern keys x 200 modules', ['adapter-info', many, '--json'], {
     expect: (r) => assert.equal(r.status, 0, r.stdout.slice(0, 300)),
   });
 
-  const longPattern = adapterFiles(join(dir, 'long-pattern'), JSON.stringify({ peft_type: 'LORA', r: 1, lora_alpha: 1, target_modules: `(${'a'.repeat(1 << 20)}|.*q_proj)` }));
+  const longPattern = adapterFiles(
+    join(dir, 'long-pattern'),
+    JSON.stringify({ peft_type: 'LORA', r: 1, lora_alpha: 1, target_modules: `(${'a'.repeat(1 << 20)}|.*q_proj)` }),
+  );
   bothWithinBounds(t, 'a 1 MB target_modules pattern', ['adapter-info', longPattern, '--json'], {
     expect: (r) => assert.ok(r.status === 0 || errorJson(r).code === 'InvalidConfig', r.stdout.slice(0, 300)),
   });
-  const nested = adapterFiles(join(dir, 'nested'), JSON.stringify({ peft_type: 'LORA', r: 1, lora_alpha: 1, target_modules: '(a+)+$', modules_to_save: ['a'.repeat(100_000)] }));
+  const nested = adapterFiles(
+    join(dir, 'nested'),
+    JSON.stringify({
+      peft_type: 'LORA',
+      r: 1,
+      lora_alpha: 1,
+      target_modules: '(a+)+$',
+      modules_to_save: ['a'.repeat(100_000)],
+    }),
+  );
   bothWithinBounds(t, '(a+)+$ with a 100,000-character modules_to_save', ['adapter-info', nested, '--json'], {
     expect: (r) => assert.ok(r.status === 0 || r.status === 1, r.stdout.slice(0, 300)),
   });
@@ -161,21 +209,38 @@ test('index: a 1,000,000-entry weight_map is planned; an index nested 1,000,000 
   writeManyTensors(join(base, 'model-00001-of-00001.safetensors'), 1_000_000);
   const entries = [];
   for (let i = 0; i < 1_000_000; ++i) entries.push(`"t${i}":"model-00001-of-00001.safetensors"`);
-  writeFileSync(join(base, 'model.safetensors.index.json'), `{"metadata":{"total_size":0},"weight_map":{${entries.join(',')}}}`);
-  const adapter = adapterFiles(join(dir, 'adapter'), JSON.stringify({ peft_type: 'LORA', r: 1, lora_alpha: 1, target_modules: ['q_proj'] }));
-  bothWithinBounds(t, 'merge --dry-run over a 1,000,000-entry index', ['merge', '--base', base, '--adapter', adapter, '--out', join(dir, 'out'), '--dry-run', '--json'], {
-    // The adapter's module is not in this base: a precise plan error, found after reading the whole index.
-    expect: (r) => assert.equal(r.status, 1, r.stdout.slice(0, 300)),
-  });
+  writeFileSync(
+    join(base, 'model.safetensors.index.json'),
+    `{"metadata":{"total_size":0},"weight_map":{${entries.join(',')}}}`,
+  );
+  const adapter = adapterFiles(
+    join(dir, 'adapter'),
+    JSON.stringify({ peft_type: 'LORA', r: 1, lora_alpha: 1, target_modules: ['q_proj'] }),
+  );
+  bothWithinBounds(
+    t,
+    'merge --dry-run over a 1,000,000-entry index',
+    ['merge', '--base', base, '--adapter', adapter, '--out', join(dir, 'out'), '--dry-run', '--json'],
+    {
+      // The adapter's module is not in this base: a precise plan error, found after reading the whole index.
+      expect: (r) => assert.equal(r.status, 1, r.stdout.slice(0, 300)),
+    },
+  );
   assert.ok(!existsSync(join(dir, 'out')), 'nothing written');
 
   const deep = join(dir, 'deep');
   mkdirSync(deep);
   writeManyTensors(join(deep, 'model-00001-of-00001.safetensors'), 1);
-  writeFileSync(join(deep, 'model.safetensors.index.json'), `{"weight_map":{"t0":"model-00001-of-00001.safetensors"},"x":${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}}`);
+  writeFileSync(
+    join(deep, 'model.safetensors.index.json'),
+    `{"weight_map":{"t0":"model-00001-of-00001.safetensors"},"x":${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}}`,
+  );
   const out = join(dir, 'out-deep');
-  bothWithinBounds(t, 'index nested 1,000,000 deep', ['merge', '--base', deep, '--adapter', adapter, '--out', out, '--json'], {
-    expect: (r) => assert.equal(errorJson(r).code, 'InvalidConfig'),
-  });
+  bothWithinBounds(
+    t,
+    'index nested 1,000,000 deep',
+    ['merge', '--base', deep, '--adapter', adapter, '--out', out, '--json'],
+    { expect: (r) => assert.equal(errorJson(r).code, 'InvalidConfig') },
+  );
   assert.ok(!existsSync(out) || readdirSync(out).length === 0, 'nothing left in --out');
 });

@@ -33,7 +33,8 @@ function run(args, env = {}) {
     const vars = { HF_ENDPOINT: hub.endpoint, HF_TOKEN: TOKEN, PB_HTTP_BACKOFF_MS: '5', PB_PROGRESS: '', ...env };
     const options = { env: { ...process.env, ...vars }, encoding: 'utf8', timeout: 60000 };
     execFile(nativeCli, args, options, (error, stdout, stderr) =>
-      resolve({ status: error ? error.code : 0, stdout, stderr, ms: Date.now() - started }));
+      resolve({ status: error ? error.code : 0, stdout, stderr, ms: Date.now() - started }),
+    );
   });
 }
 const nativeSkip = !hasNativeCli && 'build/native/peft-bridge not built';
@@ -55,16 +56,25 @@ test('JS push: a Retry-After longer than allowed fails the push at once, saying 
   hub.faults.length = 0;
 });
 
-test('JS push: a Retry-After as an HTTP-date is waited, counted from the answer\'s Date', async () => {
+test("JS push: a Retry-After as an HTTP-date is waited, counted from the answer's Date", async () => {
   hub.clearLog();
   hub.faults.push({ on: 'preupload', type: 'status', status: 503, retryAfterDate: 1, times: 1 });
   const retries = [];
   const started = Date.now();
   const onProgress = (e) => e.phase === 'retry' && retries.push(e);
-  const ok = await pushToHub({ repo: 'me/m', token: TOKEN, endpoint: hub.endpoint, retryDelay: 5, files: [upload],
-    onProgress });
+  const ok = await pushToHub({
+    repo: 'me/m',
+    token: TOKEN,
+    endpoint: hub.endpoint,
+    retryDelay: 5,
+    files: [upload],
+    onProgress,
+  });
   assert.equal(ok.commit, hub.commit('me/m'));
-  assert.deepEqual(retries.map((r) => [r.status, r.wait]), [[503, 1000]]);
+  assert.deepEqual(
+    retries.map((r) => [r.status, r.wait]),
+    [[503, 1000]],
+  );
   assert.ok(Date.now() - started >= 1000);
   assert.equal(hub.log('preupload').length, 2);
   hub.faults.length = 0;
@@ -74,8 +84,10 @@ test('JS reads: a 501 is final; a Retry-After as an HTTP-date is waited', async 
   const address = 'hf://me/m/model.safetensors';
   hub.clearLog();
   hub.faults.push({ type: 'status', status: 501, path: 'model.safetensors', times: 1 });
-  await assert.rejects(inspect(address, { endpoint: hub.endpoint, retryDelay: 5 }), (e) =>
-    e.code === 'IoError' && /HTTP 501/.test(e.message));
+  await assert.rejects(
+    inspect(address, { endpoint: hub.endpoint, retryDelay: 5 }),
+    (e) => e.code === 'IoError' && /HTTP 501/.test(e.message),
+  );
   assert.equal(hub.requests.filter((r) => r.status === 501).length, 1, 'not retried');
   hub.faults.length = 0;
 

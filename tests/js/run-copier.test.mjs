@@ -29,14 +29,16 @@ function fakeFiles(size, seed, { failRead = null, failWrite = null } = {}) {
   };
   const readInto = (offset, target) =>
     io(() => {
-      if (failRead !== null && offset <= failRead && failRead < offset + target.length) throw new Error(`read failed at ${offset}`);
+      if (failRead !== null && offset <= failRead && failRead < offset + target.length)
+        throw new Error(`read failed at ${offset}`);
       ++stats.reads;
       target.set(input.subarray(offset, offset + target.length));
       return target;
     });
   const writeAt = (offset, bytes) =>
     io(() => {
-      if (failWrite !== null && offset <= failWrite && failWrite < offset + bytes.length) throw new Error(`write failed at ${offset}`);
+      if (failWrite !== null && offset <= failWrite && failWrite < offset + bytes.length)
+        throw new Error(`write failed at ${offset}`);
       stats.writes.push([offset, bytes.length]);
       output.set(bytes, offset);
     });
@@ -44,13 +46,24 @@ function fakeFiles(size, seed, { failRead = null, failWrite = null } = {}) {
 }
 
 test('runs are copied to their output offsets in pieces, with at most `lanes` reads or writes in flight', async () => {
-  for (const [lanes, pieceSize] of [[1, 7], [2, 64], [3, 5], [8, 1000]]) {
+  for (const [lanes, pieceSize] of [
+    [1, 7],
+    [2, 64],
+    [3, 5],
+    [8, 1000],
+  ]) {
     const f = fakeFiles(5000, lanes);
     const copier = new RunCopier(f.readInto, f.writeAt, buffers(lanes, pieceSize));
     let copied = 0;
     copier.onCopied = (n) => (copied += n);
     // Runs added while earlier ones are being copied, and some moved: input [a, b) to output [c, c + b - a).
-    const runs = [[0, 0, 100], [300, 100, 1200], [100, 1300, 200], [1500, 1500, 0], [1500, 1500, 3500]];
+    const runs = [
+      [0, 0, 100],
+      [300, 100, 1200],
+      [100, 1300, 200],
+      [1500, 1500, 0],
+      [1500, 1500, 3500],
+    ];
     for (const [from, to, length] of runs) {
       copier.add(from, to, length);
       await new Promise((r) => setImmediate(r));
@@ -61,7 +74,10 @@ test('runs are copied to their output offsets in pieces, with at most `lanes` re
     assert.deepEqual(f.output, expected, `lanes ${lanes}, pieces of ${pieceSize}`);
     assert.equal(copied, 5000, 'every byte reported once');
     assert.ok(f.stats.most <= lanes, `at most ${lanes} in flight (saw ${f.stats.most})`);
-    assert.ok(f.stats.writes.every(([, n]) => n <= pieceSize), 'no write longer than a piece');
+    assert.ok(
+      f.stats.writes.every(([, n]) => n <= pieceSize),
+      'no write longer than a piece',
+    );
     if (lanes > 1) assert.ok(f.stats.most > 1, 'lanes run at once');
   }
 });
@@ -74,7 +90,10 @@ test('the first failed read or write stops the copy; finish() throws it and late
     await assert.rejects(copier.finish(), /failed at 2048/);
     assert.ok(copier.failure instanceof Error);
     const written = f.stats.writes.length;
-    assert.ok(f.stats.writes.every(([offset]) => offset < 2048 + 2 * 256), 'nothing copied past the lanes that were running');
+    assert.ok(
+      f.stats.writes.every(([offset]) => offset < 2048 + 2 * 256),
+      'nothing copied past the lanes that were running',
+    );
     copier.add(0, 0, 100); // ignored: the copy already failed
     await assert.rejects(copier.finish(), /failed at 2048/);
     assert.equal(f.stats.writes.length, written, 'nothing written after the failure');

@@ -130,7 +130,9 @@ test(`inspect() of every vector from bytes gives the crate's verdict and, accept
   // Dims or offsets past 2^53 cannot be compared as JS numbers (docs/format.md); the native suite compares them.
   assert.ok(beyondSafeIntegers < 50, `${beyondSafeIntegers} headers with numbers past 2^53`);
   assert.ok(digests > 500, `${digests} accepted headers compared`);
-  t.diagnostic(`${vectors.length} vectors; ${digests} accepted headers compared, ${beyondSafeIntegers} not (past 2^53)`);
+  t.diagnostic(
+    `${vectors.length} vectors; ${digests} accepted headers compared, ${beyondSafeIntegers} not (past 2^53)`,
+  );
 });
 
 test(`readSafetensors() of every vector up to 64 KiB from a stream cut at random gives the crate's verdict`, async (t) => {

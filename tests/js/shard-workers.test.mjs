@@ -20,7 +20,11 @@ const ARGS = ['merge', '--base', 'base', '--adapter', 'rob', '--out', 'out'];
 /** The three-shard BF16 base and its r=4 q/v adapter (helpers/sharded-model.mjs) as files: setup(root) writes them. */
 async function modelFiles(options) {
   const model = await makeShardedModel(options);
-  const files = { 'base/model.safetensors.index.json': model.base.index, 'base/config.json': model.base.config, 'rob/adapter_config.json': model.adapter.config };
+  const files = {
+    'base/model.safetensors.index.json': model.base.index,
+    'base/config.json': model.base.config,
+    'rob/adapter_config.json': model.adapter.config,
+  };
   for (const name of NAMES) files[`base/${name}`] = new Uint8Array(await model.files[name].arrayBuffer());
   files['rob/adapter_model.safetensors'] = new Uint8Array(await model.adapter.weights.arrayBuffer());
   return (root) => {
@@ -30,7 +34,11 @@ async function modelFiles(options) {
   };
 }
 
-const drawn = (stderr) => stderr.split('\r').slice(1).map((l) => l.trimEnd());
+const drawn = (stderr) =>
+  stderr
+    .split('\r')
+    .slice(1)
+    .map((l) => l.trimEnd());
 
 test('npm CLI --threads N: the files of one thread and of the native CLI, one progress line counting the files', async (t) => {
   if (skipWithoutNativeCli(t)) return;
@@ -43,23 +51,32 @@ test('npm CLI --threads N: the files of one thread and of the native CLI, one pr
     assert.deepEqual(r.after, one, `--threads ${threads}: other bytes than one thread`);
     const lines = drawn(r.stderr);
     if (threads === '1') assert.match(lines[0], new RegExp(`${NAMES[0]}$`));
-    else assert.deepEqual(lines.map((l) => l.replace(/^.*  /, '')), ['3 files at once', '3 files at once'], `--threads ${threads}`);
+    else
+      assert.deepEqual(
+        lines.map((l) => l.replace(/^.*  /, '')),
+        ['3 files at once', '3 files at once'],
+        `--threads ${threads}`,
+      );
   }
 });
 
-test('npm CLI: a shard that fails on a worker fails the merge as natively, the first failing shard\'s error, nothing written', async (t) => {
+test("npm CLI: a shard that fails on a worker fails the merge as natively, the first failing shard's error, nothing written", async (t) => {
   if (skipWithoutNativeCli(t)) return;
   for (const nanInShard of [1, 2]) {
     for (const threads of ['2', '3']) {
       const r = both(t, await modelFiles({ nanInShard }), [...ARGS, '--safe', '--threads', threads]);
       assert.equal(r.status, 1);
-      assert.match(r.stderr, new RegExp(`layers\\.${2 * nanInShard}\\.self_attn\\.q_proj`), `NaN in shard ${nanInShard}, --threads ${threads}`);
+      assert.match(
+        r.stderr,
+        new RegExp(`layers\\.${2 * nanInShard}\\.self_attn\\.q_proj`),
+        `NaN in shard ${nanInShard}, --threads ${threads}`,
+      );
       assert.deepEqual(r.after, r.before, 'nothing written');
     }
   }
 });
 
-test('npm CLI --quantize with shards on workers: the summary lists every shard\'s quantization errors in shard order', async (t) => {
+test("npm CLI --quantize with shards on workers: the summary lists every shard's quantization errors in shard order", async (t) => {
   if (skipWithoutNativeCli(t)) return;
   const setup = await modelFiles();
   const args = [...ARGS, '--quantize', 'fp8', '--json'];
@@ -69,7 +86,10 @@ test('npm CLI --quantize with shards on workers: the summary lists every shard\'
   // The weights of every shard, in file order (layers 0-1, 2-3, 4-5).
   const layers = errors[1].map((e) => Number(JSON.stringify(e).match(/layers\.(\d+)\./)[1]));
   assert.equal(layers.length, 18, summaries[1]); // q, k and v of six layers
-  assert.deepEqual(layers, [...layers].sort((a, b) => a - b));
+  assert.deepEqual(
+    layers,
+    [...layers].sort((a, b) => a - b),
+  );
 });
 
 /** Runs `fn` with the merge planned on this thread as runMerge plans it: {o, session, base, adapterFiles, plan}. */
@@ -77,7 +97,13 @@ async function planned(root, fn) {
   const { MergeSession } = await import(join(webDir, 'src', 'ops', 'merge.js'));
   const { openMergeInputs } = await import(join(webDir, 'src', 'cli', 'merge-command.js'));
   const { recordWholeReads } = await import(join(webDir, 'src', 'cli', 'inputs.js'));
-  const o = { base: join(root, 'base'), adapter: join(root, 'rob'), baseConfig: null, convert: false, namingTables: null };
+  const o = {
+    base: join(root, 'base'),
+    adapter: join(root, 'rob'),
+    baseConfig: null,
+    convert: false,
+    namingTables: null,
+  };
   const session = await MergeSession.create('Merger', o);
   const inputs = [];
   let adapterFiles = null;
@@ -98,7 +124,10 @@ test('a shard worker reads the adapter and configs the main thread read, even on
   const root = mkdtempSync(join(tmpdir(), 'pb-shard-workers-'));
   t.after(() => rmSync(root, { recursive: true, force: true }));
   (await modelFiles())(root);
-  const reference = spawnSync(process.execPath, [cliPath, ...ARGS, '--threads', '1', '--quiet'], { cwd: root, encoding: 'latin1' });
+  const reference = spawnSync(process.execPath, [cliPath, ...ARGS, '--threads', '1', '--quiet'], {
+    cwd: root,
+    encoding: 'latin1',
+  });
   assert.equal(reference.status, 0, reference.stderr);
   const { ShardWorkers } = await import(join(webDir, 'src', 'cli', 'shard-workers.js'));
   await planned(root, async ({ o, base, adapterFiles, plan, wholeReads }) => {
@@ -123,7 +152,11 @@ test('a shard worker reads the adapter and configs the main thread read, even on
         } finally {
           await file.handle.close();
         }
-        assert.equal(moved.reduce((a, b) => a + b, 0), plan.shards[s].sourceBytes, 'every source byte counted');
+        assert.equal(
+          moved.reduce((a, b) => a + b, 0),
+          plan.shards[s].sourceBytes,
+          'every source byte counted',
+        );
         assert.deepEqual(readFileSync(file.temp), readFileSync(join(root, 'out', name)), name);
       }
     } finally {
@@ -146,14 +179,19 @@ test('a shard worker never reads a shard other than the one the main thread read
     writeFileSync(path, bytes);
     const workers = new ShardWorkers(1, o, base, adapterFiles, plan, wholeReads);
     try {
-      await assert.rejects(workers.workers[0].ready, (e) => e.code === 'IoError' && e.message === `\`${path}\` changed while the command ran (it is not the file whose header was read)`);
+      await assert.rejects(
+        workers.workers[0].ready,
+        (e) =>
+          e.code === 'IoError' &&
+          e.message === `\`${path}\` changed while the command ran (it is not the file whose header was read)`,
+      );
     } finally {
       await workers.stop();
     }
   });
 });
 
-test('a shard worker whose plan differs from the main thread\'s fails the merge, saying why', async (t) => {
+test("a shard worker whose plan differs from the main thread's fails the merge, saying why", async (t) => {
   const root = mkdtempSync(join(tmpdir(), 'pb-shard-workers-'));
   t.after(() => rmSync(root, { recursive: true, force: true }));
   (await modelFiles())(root);
@@ -161,12 +199,19 @@ test('a shard worker whose plan differs from the main thread\'s fails the merge,
   await planned(root, async ({ o, base, adapterFiles, plan }) => {
     // The main thread's plan as it would be had the adapter config changed in between (the index and the configs
     // are read again by path): another first shard.
-    const other = { ...plan, shards: [{ ...plan.shards[0], outputSize: plan.shards[0].outputSize + 8 }, ...plan.shards.slice(1)] };
+    const other = {
+      ...plan,
+      shards: [{ ...plan.shards[0], outputSize: plan.shards[0].outputSize + 8 }, ...plan.shards.slice(1)],
+    };
     const workers = new ShardWorkers(2, o, base, adapterFiles, other);
     try {
       const here = [];
       await assert.rejects(
-        workers.mergeShards(3, async (s) => here.push(s), () => assert.fail('a worker that failed to plan takes no shard')),
+        workers.mergeShards(
+          3,
+          async (s) => here.push(s),
+          () => assert.fail('a worker that failed to plan takes no shard'),
+        ),
         (e) => e.code === 'IoError' && e.message === 'a merge worker planned the merge otherwise than the main thread',
       );
     } finally {

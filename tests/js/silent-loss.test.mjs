@@ -50,7 +50,11 @@ function readTensors(file) {
   const out = {};
   for (const [name, t] of Object.entries(header)) {
     if (name === '__metadata__') continue;
-    out[name] = { dtype: t.dtype, shape: t.shape, bytes: bytes.subarray(8 + n + t.data_offsets[0], 8 + n + t.data_offsets[1]) };
+    out[name] = {
+      dtype: t.dtype,
+      shape: t.shape,
+      bytes: bytes.subarray(8 + n + t.data_offsets[0], 8 + n + t.data_offsets[1]),
+    };
   }
   return out;
 }
@@ -127,7 +131,10 @@ test('merge into a quantized base is refused (UnsupportedBase), naming module, t
   const r = both((name) => ['merge', '--base', fp8, '--adapter', LORA, '-o', join(dir, `out-${name}`)]);
   assert.equal(r.status, 1, r.stderr);
   assert.match(r.stderr, /UnsupportedBase/);
-  assert.match(r.stderr, /adapter module `model\.layers\.0\.self_attn\.q_proj`: base tensor `model\.layers\.0\.self_attn\.q_proj\.weight` is quantized \(compressed-tensors float-quantized: stored as F8_E4M3, `model\.layers\.0\.self_attn\.q_proj\.weight_scale` beside it\)/);
+  assert.match(
+    r.stderr,
+    /adapter module `model\.layers\.0\.self_attn\.q_proj`: base tensor `model\.layers\.0\.self_attn\.q_proj\.weight` is quantized \(compressed-tensors float-quantized: stored as F8_E4M3, `model\.layers\.0\.self_attn\.q_proj\.weight_scale` beside it\)/,
+  );
   assert.match(r.stderr, /model\.layers\.1\.self_attn\.v_proj/);
   assert.doesNotMatch(r.stdout, /merge 4 module\(s\)/);
   const json = both((name) => ['merge', '--base', fp8, '--adapter', LORA, '-o', join(dir, `json-${name}`), '--json']);
@@ -136,9 +143,20 @@ test('merge into a quantized base is refused (UnsupportedBase), naming module, t
   assert.equal(error.problems.length, 4);
   assert.ok(error.problems.every((p) => p.code === 'UnsupportedBase'));
 
-  await rejectsWith(drain(pb.mergeShards({ base: apiBase(fp8), adapter: apiAdapter(LORA) })), 'UnsupportedBase', /q_proj\.weight_scale/);
-  const stream = pb.createMergeStream({ adapter: apiAdapter(LORA), baseConfig: readFileSync(join(fp8, 'config.json')) });
-  await rejectsWith(collect(new Blob([readFileSync(join(fp8, 'model.safetensors'))]).stream().pipeThrough(stream)), 'UnsupportedBase', /float-quantized/);
+  await rejectsWith(
+    drain(pb.mergeShards({ base: apiBase(fp8), adapter: apiAdapter(LORA) })),
+    'UnsupportedBase',
+    /q_proj\.weight_scale/,
+  );
+  const stream = pb.createMergeStream({
+    adapter: apiAdapter(LORA),
+    baseConfig: readFileSync(join(fp8, 'config.json')),
+  });
+  await rejectsWith(
+    collect(new Blob([readFileSync(join(fp8, 'model.safetensors'))]).stream().pipeThrough(stream)),
+    'UnsupportedBase',
+    /float-quantized/,
+  );
   // The same model unquantized merges.
   const plain = both((name) => ['merge', '--base', base, '--adapter', LORA, '-o', join(dir, `plain-${name}`), '-q']);
   assert.equal(plain.status, 0, plain.stderr);
@@ -152,29 +170,82 @@ test('a --quantize that would quantize nothing is refused, and what stays unquan
   copyFileSync(join(examples, 'config.json'), join(base, 'config.json'));
   // in_features are 32 and 64: groups of 100 divide none of them.
   const group100 = ['--quantize', 'int4', '--group-size', '100'];
-  const merged = both((name) => ['merge', '--base', base, '--adapter', LORA, '-o', join(dir, `m-${name}`), ...group100]);
+  const merged = both((name) => [
+    'merge',
+    '--base',
+    base,
+    '--adapter',
+    LORA,
+    '-o',
+    join(dir, `m-${name}`),
+    ...group100,
+  ]);
   assert.equal(merged.status, 1, merged.stderr);
   assert.match(merged.stderr, /InvalidArgument/);
-  assert.match(merged.stderr, /--quantize int4 --scheme per-group --group-size 100 would quantize no weight of this model/);
-  assert.match(merged.stderr, /2 x `model\.layers\.\*\.mlp\.down_proj\.weight`: in_features 64 is not a multiple of the group size 100/);
+  assert.match(
+    merged.stderr,
+    /--quantize int4 --scheme per-group --group-size 100 would quantize no weight of this model/,
+  );
+  assert.match(
+    merged.stderr,
+    /2 x `model\.layers\.\*\.mlp\.down_proj\.weight`: in_features 64 is not a multiple of the group size 100/,
+  );
   assert.match(merged.stderr, /--group-size 100 divides the in_features of none of them; 32 divides every one/);
   const converted = both((name) => ['convert', base, join(dir, `c-${name}`), ...group100]);
   assert.equal(converted.status, 1, converted.stderr);
   assert.match(converted.stderr, /would quantize no weight of this model/);
-  await rejectsWith(drain(pb.mergeShards({ base: apiBase(base), adapter: apiAdapter(LORA), quantize: 'int4', groupSize: 100 })),
-    'InvalidArgument', /--group-size 100 divides the in_features of none of them/);
+  await rejectsWith(
+    drain(pb.mergeShards({ base: apiBase(base), adapter: apiAdapter(LORA), quantize: 'int4', groupSize: 100 })),
+    'InvalidArgument',
+    /--group-size 100 divides the in_features of none of them/,
+  );
 
   // Groups of 64 divide down_proj's 64 columns only: the other six classes are warned, one line each.
-  const r = both((name) => ['merge', '--base', base, '--adapter', LORA, '-o', join(dir, `g64-${name}`), '--quantize', 'int4', '--group-size', '64', '-q']);
+  const r = both((name) => [
+    'merge',
+    '--base',
+    base,
+    '--adapter',
+    LORA,
+    '-o',
+    join(dir, `g64-${name}`),
+    '--quantize',
+    'int4',
+    '--group-size',
+    '64',
+    '-q',
+  ]);
   assert.equal(r.status, 0, r.stderr);
   const warnings = r.stderr.split('\n').filter((l) => l.startsWith('warning: '));
   assert.equal(warnings.length, 6, r.stderr);
-  assert.ok(warnings.includes('warning: --quantize int4 --scheme per-group --group-size 64: 2 weight(s) '
-    + '`model.layers.*.self_attn.q_proj.weight` stay unquantized: in_features 32 is not a multiple of the group size 64'), r.stderr);
+  assert.ok(
+    warnings.includes(
+      'warning: --quantize int4 --scheme per-group --group-size 64: 2 weight(s) ' +
+        '`model.layers.*.self_attn.q_proj.weight` stay unquantized: in_features 32 is not a multiple of the group size 64',
+    ),
+    r.stderr,
+  );
   for (const [name, cli] of clis) {
-    const json = cli(['merge', '--base', base, '--adapter', LORA, '-o', join(dir, `j64-${name}`), '--quantize', 'int4', '--group-size', '64', '--json']);
+    const json = cli([
+      'merge',
+      '--base',
+      base,
+      '--adapter',
+      LORA,
+      '-o',
+      join(dir, `j64-${name}`),
+      '--quantize',
+      'int4',
+      '--group-size',
+      '64',
+      '--json',
+    ]);
     assert.equal(json.status, 0, json.stderr);
-    assert.deepEqual(JSON.parse(json.stdout).quantization.warnings, warnings.map((w) => w.slice('warning: '.length)), name);
+    assert.deepEqual(
+      JSON.parse(json.stdout).quantization.warnings,
+      warnings.map((w) => w.slice('warning: '.length)),
+      name,
+    );
   }
 });
 
@@ -185,7 +256,11 @@ test('the JS API refuses what the CLIs refuse: translate and merge drop no tenso
   const cli = both((name) => ['translate', LORA, join(dir, `${name}.gguf`), '--to', 'gguf']);
   assert.equal(cli.status, 1, cli.stderr);
   assert.match(cli.stderr, /UnresolvedTensor/);
-  await rejectsWith(pb.translateAdapter(LORA, { to: 'gguf' }), 'UnresolvedTensor', /translate would drop 4 tensor\(s\)/);
+  await rejectsWith(
+    pb.translateAdapter(LORA, { to: 'gguf' }),
+    'UnresolvedTensor',
+    /translate would drop 4 tensor\(s\)/,
+  );
   await rejectsWith(pb.translateAdapter(LORA, { to: 'gguf', dryRun: true }), 'UnresolvedTensor', /q_proj/);
   const partial = await pb.translateAdapter(LORA, { to: 'gguf', allowPartial: true });
   assert.equal(partial.rejected, 4);
@@ -201,15 +276,37 @@ test('the JS API refuses what the CLIs refuse: translate and merge drop no tenso
   assert.equal(refused.status, 1, refused.stderr);
   assert.match(refused.stderr, /UnresolvedTensor/);
   assert.match(refused.stderr, /rotary_emb\.inv_freq/);
-  await rejectsWith(drain(pb.mergeShards({ base: apiBase(base), adapter: apiAdapter(extra) })), 'UnresolvedTensor', /merge would drop 1 tensor\(s\)/);
-  const stream = pb.createMergeStream({ adapter: apiAdapter(extra), baseConfig: readFileSync(join(base, 'config.json')) });
-  await rejectsWith(collect(new Blob([readFileSync(MODEL)]).stream().pipeThrough(stream)), 'UnresolvedTensor', /inv_freq/);
+  await rejectsWith(
+    drain(pb.mergeShards({ base: apiBase(base), adapter: apiAdapter(extra) })),
+    'UnresolvedTensor',
+    /merge would drop 1 tensor\(s\)/,
+  );
+  const stream = pb.createMergeStream({
+    adapter: apiAdapter(extra),
+    baseConfig: readFileSync(join(base, 'config.json')),
+  });
+  await rejectsWith(
+    collect(new Blob([readFileSync(MODEL)]).stream().pipeThrough(stream)),
+    'UnresolvedTensor',
+    /inv_freq/,
+  );
   // allowPartial / --allow-partial: the rest is merged, the loss said.
-  const allowed = both((name) => ['merge', '--base', base, '--adapter', extra, '-o', join(dir, `a-${name}`), '--allow-partial', '-q']);
+  const allowed = both((name) => [
+    'merge',
+    '--base',
+    base,
+    '--adapter',
+    extra,
+    '-o',
+    join(dir, `a-${name}`),
+    '--allow-partial',
+    '-q',
+  ]);
   assert.equal(allowed.status, 0, allowed.stderr);
   assert.match(allowed.stderr, /^warning: dropped /m);
   const files = [];
-  for await (const f of pb.mergeShards({ base: apiBase(base), adapter: apiAdapter(extra), allowPartial: true })) files.push(await collect(f.stream));
+  for await (const f of pb.mergeShards({ base: apiBase(base), adapter: apiAdapter(extra), allowPartial: true }))
+    files.push(await collect(f.stream));
   assert.deepEqual(Buffer.from(files[0]), readFileSync(join(dir, 'a-npm', 'model.safetensors')));
 });
 
@@ -226,7 +323,10 @@ test('combine refuses an adapter tensor it would drop, unless --allow-partial / 
   assert.equal(allowed.status, 0, allowed.stderr);
   assert.match(allowed.stdout, /dropped `.*extra`: .*rotary_emb\.inv_freq \(--allow-partial\)/);
   const combined = await pb.combineAdapters([LORA, extra], { allowPartial: true });
-  assert.ok(combined.notes.some((n) => n.includes('inv_freq')), JSON.stringify(combined.notes));
+  assert.ok(
+    combined.notes.some((n) => n.includes('inv_freq')),
+    JSON.stringify(combined.notes),
+  );
 });
 
 test('combine writes the base embedding PEFT saves with a targeted embedding unchanged, not weighted', async (t) => {
@@ -235,17 +335,26 @@ test('combine writes the base embedding PEFT saves with a targeted embedding unc
   const key = 'base_model.model.model.embed_tokens';
   // PEFT's save_embedding_layers: with embed_tokens targeted, the base embedding is saved as `…base_layer.weight`.
   const pair = [1, 2].map((seed) =>
-    adapterDir(join(dir, `emb${seed}`), {
-      [`${key}.lora_embedding_A`]: f32([4, 128], seed),
-      [`${key}.lora_embedding_B`]: f32([32, 4], seed + 10),
-      [`${key}.base_layer.weight`]: embedding,
-    }, { target_modules: ['q_proj', 'v_proj', 'embed_tokens'] }));
+    adapterDir(
+      join(dir, `emb${seed}`),
+      {
+        [`${key}.lora_embedding_A`]: f32([4, 128], seed),
+        [`${key}.lora_embedding_B`]: f32([32, 4], seed + 10),
+        [`${key}.base_layer.weight`]: embedding,
+      },
+      { target_modules: ['q_proj', 'v_proj', 'embed_tokens'] },
+    ),
+  );
   const r = both((name) => ['combine', ...pair, '--weights', '-1,1', '-o', join(dir, `c-${name}`)]);
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /model\.embed_tokens\.base_layer\.weight: the base weight PEFT saves with the adapter/);
   for (const [name] of clis) {
     const out = readTensors(join(dir, `c-${name}`, 'adapter_model.safetensors'));
-    assert.deepEqual(Buffer.from(out[`${key}.base_layer.weight`].bytes), Buffer.from(embedding.bytes), `${name}: the base's embedding`);
+    assert.deepEqual(
+      Buffer.from(out[`${key}.base_layer.weight`].bytes),
+      Buffer.from(embedding.bytes),
+      `${name}: the base's embedding`,
+    );
   }
   const combined = await pb.combineAdapters(pair, { weights: [-1, 1] });
   const file = combined.files.find((f) => f.name === 'adapter_model.safetensors');
@@ -253,11 +362,15 @@ test('combine writes the base embedding PEFT saves with a targeted embedding unc
   writeFileSync(path, file.bytes);
   assert.deepEqual(Buffer.from(readTensors(path)[`${key}.base_layer.weight`].bytes), Buffer.from(embedding.bytes));
   // Copies that differ cannot both be loaded over the model's embedding: refused.
-  const other = adapterDir(join(dir, 'emb3'), {
-    [`${key}.lora_embedding_A`]: f32([4, 128], 5),
-    [`${key}.lora_embedding_B`]: f32([32, 4], 6),
-    [`${key}.base_layer.weight`]: f32([128, 32], 7),
-  }, { target_modules: ['q_proj', 'v_proj', 'embed_tokens'] });
+  const other = adapterDir(
+    join(dir, 'emb3'),
+    {
+      [`${key}.lora_embedding_A`]: f32([4, 128], 5),
+      [`${key}.lora_embedding_B`]: f32([32, 4], 6),
+      [`${key}.base_layer.weight`]: f32([128, 32], 7),
+    },
+    { target_modules: ['q_proj', 'v_proj', 'embed_tokens'] },
+  );
   const differ = both((name) => ['combine', pair[0], other, '-o', join(dir, `d-${name}`)]);
   assert.equal(differ.status, 1, differ.stderr);
   assert.match(differ.stderr, /hold different ones/);

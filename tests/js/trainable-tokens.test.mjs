@@ -39,21 +39,50 @@ test('adapter-info lists the trainable-token rows and the module they replace, i
   const text = both(t, ['adapter-info', join(caseDir, 'adapter')]);
   if (!text) return;
   assert.equal(text.status, 0, text.stderr);
-  assert.match(text.stdout, new RegExp(`${KEY.replaceAll('.', '\\.')}  trainable_tokens F32 \\[3, 32\\] replaces rows 3, 7, 42 of model\\.embed_tokens`));
+  assert.match(
+    text.stdout,
+    new RegExp(
+      `${KEY.replaceAll('.', '\\.')}  trainable_tokens F32 \\[3, 32\\] replaces rows 3, 7, 42 of model\\.embed_tokens`,
+    ),
+  );
   const json = both(t, ['adapter-info', join(caseDir, 'adapter'), '--json']);
   const info = JSON.parse(json.stdout);
-  assert.deepEqual(info.extras, [{ key: KEY, kind: 'trainable_tokens', dtype: 'F32', shape: [3, 32],
-    module: 'model.embed_tokens', tokenIndices: [3, 7, 42] }]);
+  assert.deepEqual(info.extras, [
+    {
+      key: KEY,
+      kind: 'trainable_tokens',
+      dtype: 'F32',
+      shape: [3, 32],
+      module: 'model.embed_tokens',
+      tokenIndices: [3, 7, 42],
+    },
+  ]);
 });
 
 for (const format of ['mlx', 'kohya', 'gguf-names']) {
   test(`translate --to ${format} refuses the trainable-token tensor by name, in both CLIs`, (t) => {
     const dir = tempDir(t);
-    const r = both(t, ['translate', join(caseDir, 'adapter'), '{out}', '--to', format,
-      '--base-config', join(caseDir, 'base', 'config.json')], dir);
+    const r = both(
+      t,
+      [
+        'translate',
+        join(caseDir, 'adapter'),
+        '{out}',
+        '--to',
+        format,
+        '--base-config',
+        join(caseDir, 'base', 'config.json'),
+      ],
+      dir,
+    );
     if (!r) return;
     assert.notEqual(r.status, 0);
-    assert.match(r.stderr + r.stdout, new RegExp(`${KEY.replaceAll('.', '\\.')}.*a trainable_tokens tensor \\(3 replaced rows of \`model\\.embed_tokens\`\\)`));
+    assert.match(
+      r.stderr + r.stdout,
+      new RegExp(
+        `${KEY.replaceAll('.', '\\.')}.*a trainable_tokens tensor \\(3 replaced rows of \`model\\.embed_tokens\`\\)`,
+      ),
+    );
   });
 }
 
@@ -63,18 +92,27 @@ test('translate --to peft keeps the rows and trainable_token_indices, in both CL
   if (!r) return;
   assert.equal(r.status, 0, r.stderr);
   const info = JSON.parse(both(t, ['adapter-info', join(dir, 'out'), '--json']).stdout);
-  assert.deepEqual(info.extras.map((e) => e.tokenIndices), [[3, 7, 42]]);
+  assert.deepEqual(
+    info.extras.map((e) => e.tokenIndices),
+    [[3, 7, 42]],
+  );
 });
 
 test('merge --dry-run plans the row replacement and unmerge refuses it, in both CLIs', (t) => {
   const dir = tempDir(t);
-  const plan = both(t, ['merge', '--base', join(caseDir, 'base'), '--adapter', join(caseDir, 'adapter'),
-    '--out', '{out}', '--dry-run'], dir);
+  const plan = both(
+    t,
+    ['merge', '--base', join(caseDir, 'base'), '--adapter', join(caseDir, 'adapter'), '--out', '{out}', '--dry-run'],
+    dir,
+  );
   if (!plan) return;
   assert.equal(plan.status, 0, plan.stderr);
   assert.match(plan.stdout, /`model\.embed_tokens\.weight`: rows 3, 7, 42 replaced by the adapter's trainable tokens/);
-  const un = both(t, ['unmerge', '--base', join(caseDir, 'peft_merged'), '--adapter', join(caseDir, 'adapter'),
-    '--out', '{out}'], dir);
+  const un = both(
+    t,
+    ['unmerge', '--base', join(caseDir, 'peft_merged'), '--adapter', join(caseDir, 'adapter'), '--out', '{out}'],
+    dir,
+  );
   assert.notEqual(un.status, 0);
   assert.match(un.stderr, /trainable-token rows replaced the base's rows.*cannot be unmerged/);
 });

@@ -22,7 +22,11 @@ function both(t, args) {
 
 test('an unknown option names the one meant: PEFT spellings and near misses', (t) => {
   const cases = [
-    [['create', '--base', 'b', '-o', 'o', '--target-modules', 'q_proj', '--lora-alpha', '16'], '--lora-alpha', '--alpha'],
+    [
+      ['create', '--base', 'b', '-o', 'o', '--target-modules', 'q_proj', '--lora-alpha', '16'],
+      '--lora-alpha',
+      '--alpha',
+    ],
     [['create', '--base', 'b', '-o', 'o', '--target_modules', 'q_proj'], '--target_modules', '--target-modules'],
     [['merge', '--base', 'b', '--adapter', 'a', '-o', 'o', '--dtpye', 'bf16'], '--dtpye', '--dtype'],
     [['merge', '--base', 'b', '--adapter', 'a', '--ouput', 'o'], '--ouput', '--out'],
@@ -31,10 +35,18 @@ test('an unknown option names the one meant: PEFT spellings and near misses', (t
     const r = both(t, args);
     assert.equal(r.status, 2);
     assert.equal(r.stdout, '');
-    assert.match(r.stderr, new RegExp(`^error: unknown option \`${given}\` \\(did you mean \`${meant}\`\\?\\)\\nrun \`peft-bridge ${args[0]} --help\` for usage\\n$`));
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `^error: unknown option \`${given}\` \\(did you mean \`${meant}\`\\?\\)\\nrun \`peft-bridge ${args[0]} --help\` for usage\\n$`,
+      ),
+    );
   }
   const far = both(t, ['merge', '--base', 'b', '--adapter', 'a', '-o', 'o', '--completely-different']);
-  assert.equal(far.stderr, 'error: unknown option `--completely-different`\nrun `peft-bridge merge --help` for usage\n');
+  assert.equal(
+    far.stderr,
+    'error: unknown option `--completely-different`\nrun `peft-bridge merge --help` for usage\n',
+  );
 });
 
 test('under --json a usage error is a JSON document on stdout, status 2', (t) => {

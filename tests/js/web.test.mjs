@@ -42,7 +42,8 @@ const count = (shape) => shape.reduce((a, b) => a * b, 1);
 
 function bf16(random, n) {
   const u = new Uint16Array(n);
-  for (let i = 0; i < n; ++i) u[i] = (random() < 0.5 ? 0x8000 : 0) | ((118 + Math.floor(random() * 8)) << 7) | Math.floor(random() * 128);
+  for (let i = 0; i < n; ++i)
+    u[i] = (random() < 0.5 ? 0x8000 : 0) | ((118 + Math.floor(random() * 8)) << 7) | Math.floor(random() * 128);
   return new Uint8Array(u.buffer);
 }
 function f32(random, n, scale) {
@@ -67,7 +68,11 @@ async function makeModels(dir) {
   ];
   const shards = {
     'model-00001-of-00002.safetensors': [t('model.embed_tokens.weight', [VOCAB, HIDDEN]), ...layer(0)],
-    'model-00002-of-00002.safetensors': [...layer(1), t('model.norm.weight', [HIDDEN]), t('lm_head.weight', [VOCAB, HIDDEN])],
+    'model-00002-of-00002.safetensors': [
+      ...layer(1),
+      t('model.norm.weight', [HIDDEN]),
+      t('lm_head.weight', [VOCAB, HIDDEN]),
+    ],
   };
   const base = join(dir, 'base');
   mkdirSync(base, { recursive: true });
@@ -80,11 +85,27 @@ async function makeModels(dir) {
       total += x.data.length;
     }
   }
-  writeFileSync(join(base, 'model.safetensors.index.json'), `${JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2)}\n`);
-  writeFileSync(join(base, 'config.json'), `${JSON.stringify({
-    architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: HIDDEN, num_attention_heads: 4,
-    num_key_value_heads: 2, num_hidden_layers: LAYERS.length, vocab_size: VOCAB, torch_dtype: 'bfloat16',
-  }, null, 2)}\n`);
+  writeFileSync(
+    join(base, 'model.safetensors.index.json'),
+    `${JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2)}\n`,
+  );
+  writeFileSync(
+    join(base, 'config.json'),
+    `${JSON.stringify(
+      {
+        architectures: ['LlamaForCausalLM'],
+        model_type: 'llama',
+        hidden_size: HIDDEN,
+        num_attention_heads: 4,
+        num_key_value_heads: 2,
+        num_hidden_layers: LAYERS.length,
+        vocab_size: VOCAB,
+        torch_dtype: 'bfloat16',
+      },
+      null,
+      2,
+    )}\n`,
+  );
   // The files a Hub model has beside its weights: the CLI copies them into the merged folder, and so must the page
   // (a binary tokenizer.model too); hidden files and weights of other formats are not copied.
   for (const [name, text] of Object.entries(BASE_EXTRAS)) writeFileSync(join(base, name), text);
@@ -94,7 +115,12 @@ async function makeModels(dir) {
   const factors = [];
   const lora = (path, out, scale) => {
     const key = `base_model.model.model.layers.${path}`;
-    factors.push({ name: `${key}.lora_A.weight`, dtype: 'F32', shape: [4, HIDDEN], data: f32(random, 4 * HIDDEN, 0.2) });
+    factors.push({
+      name: `${key}.lora_A.weight`,
+      dtype: 'F32',
+      shape: [4, HIDDEN],
+      data: f32(random, 4 * HIDDEN, 0.2),
+    });
     factors.push({ name: `${key}.lora_B.weight`, dtype: 'F32', shape: [out, 4], data: f32(random, 4 * out, scale) });
   };
   // Different scales per layer and module, so the chart's bars differ.
@@ -104,11 +130,31 @@ async function makeModels(dir) {
   }
   lora('0.self_attn.k_proj', KV, 0.1); // not in target_modules: PEFT would ignore it, so it is rejected
   writeFileSync(join(adapter, 'adapter_model.safetensors'), await write(factors));
-  writeFileSync(join(adapter, 'adapter_config.json'), `${JSON.stringify({
-    peft_type: 'LORA', task_type: 'CAUSAL_LM', base_model_name_or_path: 'test/tiny-llama', r: 4, lora_alpha: 8,
-    target_modules: ['q_proj', 'v_proj'], lora_dropout: 0, bias: 'none', fan_in_fan_out: false,
-  }, null, 2)}\n`);
-  return { base, adapter, shardNames: Object.keys(shards), tensorCount: Object.values(shards).flat().length, adapterTensors: factors.length };
+  writeFileSync(
+    join(adapter, 'adapter_config.json'),
+    `${JSON.stringify(
+      {
+        peft_type: 'LORA',
+        task_type: 'CAUSAL_LM',
+        base_model_name_or_path: 'test/tiny-llama',
+        r: 4,
+        lora_alpha: 8,
+        target_modules: ['q_proj', 'v_proj'],
+        lora_dropout: 0,
+        bias: 'none',
+        fan_in_fan_out: false,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  return {
+    base,
+    adapter,
+    shardNames: Object.keys(shards),
+    tensorCount: Object.values(shards).flat().length,
+    adapterTensors: factors.length,
+  };
 }
 
 /** The expected merge output (name -> bytes): the native CLI's, or the package's own mergeShards without it. */
@@ -116,18 +162,32 @@ async function expectedMerge(models, dir, extra = []) {
   const out = join(dir, `native-out${extra.join('')}`);
   if (hasNativeCli) {
     // The adapter carries k_proj factors its config does not target: the CLI merges the rest only when allowed to.
-    const r = spawnSync(nativeCli, ['merge', '--base', models.base, '--adapter', models.adapter, '--out', out, '--allow-partial', ...extra], { encoding: 'utf8' });
+    const r = spawnSync(
+      nativeCli,
+      ['merge', '--base', models.base, '--adapter', models.adapter, '--out', out, '--allow-partial', ...extra],
+      { encoding: 'utf8' },
+    );
     assert.equal(r.status, 0, r.stderr);
-    return Object.fromEntries(readdirSync(out).sort().map((n) => [n, new Uint8Array(readFileSync(join(out, n)))]));
+    return Object.fromEntries(
+      readdirSync(out)
+        .sort()
+        .map((n) => [n, new Uint8Array(readFileSync(join(out, n)))]),
+    );
   }
   const read = (n) => new Uint8Array(readFileSync(join(models.base, n)));
   const files = {};
   for await (const f of pb.mergeShards({
-    base: { open: read, index: read('model.safetensors.index.json'), config: read('config.json'), files: readdirSync(models.base) },
+    base: {
+      open: read,
+      index: read('model.safetensors.index.json'),
+      config: read('config.json'),
+      files: readdirSync(models.base),
+    },
     adapter: { weights: read('../adapter/adapter_model.safetensors'), config: read('../adapter/adapter_config.json') },
     allowPartial: true,
     ...(extra.length ? { quantize: extra[1] } : {}),
-  })) files[f.path] = await collect(f.stream);
+  }))
+    files[f.path] = await collect(f.stream);
   return files;
 }
 
@@ -147,11 +207,23 @@ async function makeGpt2(dir) {
   const tensors = [f('transformer.wte.weight', [128, H])];
   for (const l of LAYERS)
     tensors.push(
-      f(`transformer.h.${l}.attn.c_attn.weight`, [H, 3 * H]), f(`transformer.h.${l}.attn.c_proj.weight`, [H, H]),
-      f(`transformer.h.${l}.mlp.c_fc.weight`, [H, 4 * H]), f(`transformer.h.${l}.mlp.c_proj.weight`, [4 * H, H]),
+      f(`transformer.h.${l}.attn.c_attn.weight`, [H, 3 * H]),
+      f(`transformer.h.${l}.attn.c_proj.weight`, [H, H]),
+      f(`transformer.h.${l}.mlp.c_fc.weight`, [H, 4 * H]),
+      f(`transformer.h.${l}.mlp.c_proj.weight`, [4 * H, H]),
     );
   writeFileSync(join(base, 'model.safetensors'), await write(tensors));
-  writeFileSync(join(base, 'config.json'), JSON.stringify({ architectures: ['GPT2LMHeadModel'], model_type: 'gpt2', n_embd: H, n_layer: LAYERS.length, n_head: 2, vocab_size: 128 }));
+  writeFileSync(
+    join(base, 'config.json'),
+    JSON.stringify({
+      architectures: ['GPT2LMHeadModel'],
+      model_type: 'gpt2',
+      n_embd: H,
+      n_layer: LAYERS.length,
+      n_head: 2,
+      vocab_size: 128,
+    }),
+  );
   const adapter = async (name, badInput) => {
     const factors = [];
     const lora = (path, inputs, outputs, scale) => {
@@ -168,10 +240,20 @@ async function makeGpt2(dir) {
     const out = join(dir, name);
     mkdirSync(out, { recursive: true });
     writeFileSync(join(out, 'adapter_model.safetensors'), await write(factors));
-    writeFileSync(join(out, 'adapter_config.json'), JSON.stringify({
-      peft_type: 'LORA', task_type: 'CAUSAL_LM', base_model_name_or_path: 'test/gpt2', r: R, lora_alpha: 4,
-      target_modules: ['c_attn', 'c_proj', 'c_fc'], fan_in_fan_out: true, lora_dropout: 0, bias: 'none',
-    }));
+    writeFileSync(
+      join(out, 'adapter_config.json'),
+      JSON.stringify({
+        peft_type: 'LORA',
+        task_type: 'CAUSAL_LM',
+        base_model_name_or_path: 'test/gpt2',
+        r: R,
+        lora_alpha: 4,
+        target_modules: ['c_attn', 'c_proj', 'c_fc'],
+        fan_in_fan_out: true,
+        lora_dropout: 0,
+        bias: 'none',
+      }),
+    );
     return out;
   };
   return { base, good: await adapter('gpt2-lora'), bad: await adapter('gpt2-lora-bad', 3 * H) };
@@ -210,20 +292,27 @@ async function stepAndWait(page, button, ready) {
  * the control (within `within` px: a wrapped hint may sit between them on a phone).
  */
 async function assertErrorBeside(page, control, box, within = 80) {
-  const r = await page.evaluate(([c, b]) => {
-    const ctl = document.querySelector(c);
-    const err = document.querySelector(b);
-    const a = ctl.getBoundingClientRect();
-    const e = err.getBoundingClientRect();
-    return {
-      described: (ctl.getAttribute('aria-describedby') ?? '').split(/\s+/).includes(err.id),
-      role: err.getAttribute('role'),
-      sameSection: ctl.closest('section') === err.closest('section'),
-      gap: e.top - a.bottom,
-      visible: !err.hidden && e.height > 0,
-    };
-  }, [control, box]);
-  assert.deepEqual({ ...r, gap: undefined }, { described: true, role: 'alert', sameSection: true, gap: undefined, visible: true }, `${box} beside ${control}`);
+  const r = await page.evaluate(
+    ([c, b]) => {
+      const ctl = document.querySelector(c);
+      const err = document.querySelector(b);
+      const a = ctl.getBoundingClientRect();
+      const e = err.getBoundingClientRect();
+      return {
+        described: (ctl.getAttribute('aria-describedby') ?? '').split(/\s+/).includes(err.id),
+        role: err.getAttribute('role'),
+        sameSection: ctl.closest('section') === err.closest('section'),
+        gap: e.top - a.bottom,
+        visible: !err.hidden && e.height > 0,
+      };
+    },
+    [control, box],
+  );
+  assert.deepEqual(
+    { ...r, gap: undefined },
+    { described: true, role: 'alert', sameSection: true, gap: undefined, visible: true },
+    `${box} beside ${control}`,
+  );
   assert.ok(r.gap >= 0 && r.gap <= within, `${box} is ${r.gap} px below ${control}`);
 }
 
@@ -265,11 +354,19 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
   const models = await makeModels(dir);
   const expected = await expectedMerge(models, dir);
   // The CLI's folder: the merged shards, the index, config.json and the base's other files, copied.
-  assert.deepEqual(Object.keys(expected).sort(), [...models.shardNames, 'config.json', 'model.safetensors.index.json', ...COPIED].sort());
+  assert.deepEqual(
+    Object.keys(expected).sort(),
+    [...models.shardNames, 'config.json', 'model.safetensors.index.json', ...COPIED].sort(),
+  );
 
   const gpt2 = await makeGpt2(dir);
   const hub = await startHub({
-    files: { 'test/tiny-llama': models.base, 'test/tiny-llama-lora': models.adapter, 'test/gpt2-lora': gpt2.good, 'test/gpt2-lora-bad': gpt2.bad },
+    files: {
+      'test/tiny-llama': models.base,
+      'test/tiny-llama-lora': models.adapter,
+      'test/gpt2-lora': gpt2.good,
+      'test/gpt2-lora-bad': gpt2.bad,
+    },
   });
   t.after(() => hub.close());
   const site = await startStatic();
@@ -283,7 +380,11 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
     const initScript = () => {
       window.showDirectoryPicker = async () => navigator.storage.getDirectory();
     };
-    const { page, context, errors } = await openPage(browser, `${site.url}?endpoint=${encodeURIComponent(hub.endpoint)}`, { initScript });
+    const { page, context, errors } = await openPage(
+      browser,
+      `${site.url}?endpoint=${encodeURIComponent(hub.endpoint)}`,
+      { initScript },
+    );
     assert.equal(await page.inputValue('#endpoint'), hub.endpoint);
     await page.fill('#base-repo', 'test/tiny-llama');
     await page.fill('#adapter-repo', 'test/tiny-llama-lora');
@@ -306,7 +407,9 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
     assert.equal(await page.locator('#tensor-table tbody tr').count(), 4);
 
     // The base's shards were read by Range only, each request within the first range (headers, never the files).
-    const shardReads = hub.requests.filter((r) => r.repo === 'test/tiny-llama' && r.path.endsWith('.safetensors') && r.method === 'GET');
+    const shardReads = hub.requests.filter(
+      (r) => r.repo === 'test/tiny-llama' && r.path.endsWith('.safetensors') && r.method === 'GET',
+    );
     assert.ok(shardReads.length >= 2);
     for (const r of shardReads) {
       const m = /^bytes=(\d+)-(\d+)$/.exec(r.range ?? '');
@@ -320,8 +423,14 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
     await page.locator('#chart-figure').screenshot({ path: join(evidence, 'delta-norms.png') });
     const { ink, total } = await inkPixels(page);
     assert.ok(ink > 0.02 * total, `the chart is nearly blank: ${ink} of ${total} pixels`);
-    assert.deepEqual(await page.locator('#chart-legend li').allTextContents(), ['self_attn.q_proj', 'self_attn.v_proj']);
-    assert.match(await page.textContent('#chart-summary'), /4 modules in 2 series \(self_attn\.q_proj, self_attn\.v_proj\) over 2 layer/);
+    assert.deepEqual(await page.locator('#chart-legend li').allTextContents(), [
+      'self_attn.q_proj',
+      'self_attn.v_proj',
+    ]);
+    assert.match(
+      await page.textContent('#chart-summary'),
+      /4 modules in 2 series \(self_attn\.q_proj, self_attn\.v_proj\) over 2 layer/,
+    );
     assert.equal(await page.locator('#norm-table tbody tr').count(), 4);
 
     // Merge waits for a plan.
@@ -334,7 +443,10 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
     // CLI does without --allow-partial; merging the rest is the user's explicit choice.
     await page.click('#plan-btn');
     await page.waitForSelector('#plan-error:not([hidden])');
-    assert.match(await page.textContent('#plan-error'), /UnresolvedTensor: merge would drop 2 tensor\(s\)[\s\S]*self_attn\.k_proj\.lora_A\.weight/);
+    assert.match(
+      await page.textContent('#plan-error'),
+      /UnresolvedTensor: merge would drop 2 tensor\(s\)[\s\S]*self_attn\.k_proj\.lora_A\.weight/,
+    );
     assert.equal(await page.isDisabled('#merge-btn'), true);
     await page.check('#allow-partial');
     await stepAndWait(page, '#plan-btn', '#plan-result');
@@ -343,7 +455,12 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
     const rejected = await page.locator('#rejected-list li').allTextContents();
     assert.equal(rejected.length, 2);
     for (const r of rejected) assert.match(r, /layers\.0\.self_attn\.k_proj\.lora_[AB]\.weight/);
-    assert.ok(hub.requests.every((r) => !r.path?.endsWith('.safetensors') || r.repo !== 'test/tiny-llama' || /^bytes=0-65535$/.test(r.range ?? '')));
+    assert.ok(
+      hub.requests.every(
+        (r) =>
+          !r.path?.endsWith('.safetensors') || r.repo !== 'test/tiny-llama' || /^bytes=0-65535$/.test(r.range ?? ''),
+      ),
+    );
     assert.equal(await page.isDisabled('#merge-btn'), false);
     assert.equal(await page.textContent('#merge-hint'), '');
     await page.screenshot({ path: join(evidence, 'page-1200.png'), fullPage: true });
@@ -369,7 +486,10 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
     await page.waitForFunction(() => document.querySelector('#merge').dataset.state !== 'error');
     await page.waitForSelector('#merge[data-state="done"], #merge[data-state="error"]');
     assert.equal(await page.getAttribute('#merge', 'data-state'), 'done', (await shownErrors(page)).join(' | '));
-    assert.equal(await page.getAttribute('#merge-progress', 'value'), await page.getAttribute('#merge-progress', 'max'));
+    assert.equal(
+      await page.getAttribute('#merge-progress', 'value'),
+      await page.getAttribute('#merge-progress', 'max'),
+    );
     const saved = await page.evaluate(async (names) => {
       const root = await navigator.storage.getDirectory();
       const out = {};
@@ -380,165 +500,207 @@ test('web page: Hub and local inputs, inspect, plan, chart, merge = native CLI',
       }
       return out;
     }, Object.keys(expected));
-    for (const [name, bytes] of Object.entries(expected)) assert.equal(saved[name], sha256(bytes), `${name} differs from the native merge`);
+    for (const [name, bytes] of Object.entries(expected))
+      assert.equal(saved[name], sha256(bytes), `${name} differs from the native merge`);
     assert.equal(await page.isHidden('#merge-error'), true);
     assert.deepEqual(errors, []);
     await context.close();
   });
 
-  await t.test('local files: file input and drop, merge as a streamed download through the service worker', async () => {
-    const { page, context, errors } = await openPage(browser, site.url);
-    // The base through the file input (shards, index, config), the adapter dropped on its zone.
-    await page.setInputFiles('#base-files', readdirSync(models.base).map((n) => join(models.base, n)));
-    assert.equal(await page.isChecked('input[name="base-mode"][value="local"]'), true);
-    const files = readdirSync(models.adapter).map((name) => ({ name, b64: readFileSync(join(models.adapter, name)).toString('base64') }));
-    const transfer = await page.evaluateHandle((list) => {
-      const dt = new DataTransfer();
-      for (const { name, b64 } of list) dt.items.add(new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], name));
-      return dt;
-    }, files);
-    await page.dispatchEvent('.drop[data-target="adapter"]', 'drop', { dataTransfer: transfer });
-    await page.waitForFunction(() => document.querySelector('#adapter-chosen').textContent.includes('adapter_config.json'));
-    assert.equal(await page.isChecked('input[name="adapter-mode"][value="local"]'), true);
+  await t.test(
+    'local files: file input and drop, merge as a streamed download through the service worker',
+    async () => {
+      const { page, context, errors } = await openPage(browser, site.url);
+      // The base through the file input (shards, index, config), the adapter dropped on its zone.
+      await page.setInputFiles(
+        '#base-files',
+        readdirSync(models.base).map((n) => join(models.base, n)),
+      );
+      assert.equal(await page.isChecked('input[name="base-mode"][value="local"]'), true);
+      const files = readdirSync(models.adapter).map((name) => ({
+        name,
+        b64: readFileSync(join(models.adapter, name)).toString('base64'),
+      }));
+      const transfer = await page.evaluateHandle((list) => {
+        const dt = new DataTransfer();
+        for (const { name, b64 } of list)
+          dt.items.add(new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], name));
+        return dt;
+      }, files);
+      await page.dispatchEvent('.drop[data-target="adapter"]', 'drop', { dataTransfer: transfer });
+      await page.waitForFunction(() =>
+        document.querySelector('#adapter-chosen').textContent.includes('adapter_config.json'),
+      );
+      assert.equal(await page.isChecked('input[name="adapter-mode"][value="local"]'), true);
 
-    await stepAndWait(page, '#inspect-btn', '#inspect');
-    assert.equal(await page.locator('#tensor-table tbody tr').count(), models.tensorCount);
-    await page.check('#allow-partial');
-    await stepAndWait(page, '#plan-btn', '#plan-result');
-    assert.equal(await page.textContent('#plan-matched'), '(4)');
-    assert.equal(await page.locator('#rejected-list li').count(), 2);
-    const { ink, total } = await inkPixels(page);
-    assert.ok(ink > 0.02 * total);
+      await stepAndWait(page, '#inspect-btn', '#inspect');
+      assert.equal(await page.locator('#tensor-table tbody tr').count(), models.tensorCount);
+      await page.check('#allow-partial');
+      await stepAndWait(page, '#plan-btn', '#plan-result');
+      assert.equal(await page.textContent('#plan-matched'), '(4)');
+      assert.equal(await page.locator('#rejected-list li').count(), 2);
+      const { ink, total } = await inkPixels(page);
+      assert.ok(ink > 0.02 * total);
 
-    const downloads = [];
-    page.on('download', (d) => downloads.push(d));
-    await page.selectOption('#save-method', 'download');
-    await page.click('#merge-btn');
-    await page.waitForSelector('#merge[data-state="done"], #merge[data-state="error"]');
-    assert.equal(await page.getAttribute('#merge', 'data-state'), 'done', (await shownErrors(page)).join(' | '));
-    assert.equal(downloads.length, Object.keys(expected).length);
-    for (const d of downloads) {
-      const name = d.suggestedFilename();
-      assert.ok(name in expected, name);
-      const path = join(dir, `dl-${name}`);
-      await d.saveAs(path);
-      assert.equal(sha256(readFileSync(path)), sha256(expected[name]), `${name} differs from the native merge`);
-    }
+      const downloads = [];
+      page.on('download', (d) => downloads.push(d));
+      await page.selectOption('#save-method', 'download');
+      await page.click('#merge-btn');
+      await page.waitForSelector('#merge[data-state="done"], #merge[data-state="error"]');
+      assert.equal(await page.getAttribute('#merge', 'data-state'), 'done', (await shownErrors(page)).join(' | '));
+      assert.equal(downloads.length, Object.keys(expected).length);
+      for (const d of downloads) {
+        const name = d.suggestedFilename();
+        assert.ok(name in expected, name);
+        const path = join(dir, `dl-${name}`);
+        await d.saveAs(path);
+        assert.equal(sha256(readFileSync(path)), sha256(expected[name]), `${name} differs from the native merge`);
+      }
 
-    // Quantize for deployment (FP8 per-channel): a new plan, then the native CLI's `--quantize fp8` bytes.
-    await page.selectOption('#merge-quantize', 'fp8');
-    assert.equal(await page.isDisabled('#merge-btn'), true);
-    assert.match(await page.textContent('#merge-hint'), /quantization changed/);
-    await stepAndWait(page, '#plan-btn', '#plan-result');
-    assert.match(await page.textContent('#plan-summary'), /quantized\s*8 weights \(float-quantized\)/);
-    const quantized = expectedMerge(models, dir, ['--quantize', 'fp8']);
-    downloads.length = 0;
-    await page.click('#merge-btn');
-    await page.waitForSelector('#merge[data-state="done"], #merge[data-state="error"]');
-    assert.equal(await page.getAttribute('#merge', 'data-state'), 'done', (await shownErrors(page)).join(' | '));
-    const want = await quantized;
-    assert.equal(downloads.length, Object.keys(want).length);
-    for (const d of downloads) {
-      const name = d.suggestedFilename();
-      const path = join(dir, `dl-q-${name}`);
-      await d.saveAs(path);
-      assert.equal(sha256(readFileSync(path)), sha256(want[name]), `${name} differs from the native --quantize fp8 merge`);
-    }
-    assert.deepEqual(errors, []);
-    await context.close();
-  });
+      // Quantize for deployment (FP8 per-channel): a new plan, then the native CLI's `--quantize fp8` bytes.
+      await page.selectOption('#merge-quantize', 'fp8');
+      assert.equal(await page.isDisabled('#merge-btn'), true);
+      assert.match(await page.textContent('#merge-hint'), /quantization changed/);
+      await stepAndWait(page, '#plan-btn', '#plan-result');
+      assert.match(await page.textContent('#plan-summary'), /quantized\s*8 weights \(float-quantized\)/);
+      const quantized = expectedMerge(models, dir, ['--quantize', 'fp8']);
+      downloads.length = 0;
+      await page.click('#merge-btn');
+      await page.waitForSelector('#merge[data-state="done"], #merge[data-state="error"]');
+      assert.equal(await page.getAttribute('#merge', 'data-state'), 'done', (await shownErrors(page)).join(' | '));
+      const want = await quantized;
+      assert.equal(downloads.length, Object.keys(want).length);
+      for (const d of downloads) {
+        const name = d.suggestedFilename();
+        const path = join(dir, `dl-q-${name}`);
+        await d.saveAs(path);
+        assert.equal(
+          sha256(readFileSync(path)),
+          sha256(want[name]),
+          `${name} differs from the native --quantize fp8 merge`,
+        );
+      }
+      assert.deepEqual(errors, []);
+      await context.close();
+    },
+  );
 
-  await t.test('GPT-2 at 390 px: errors beside their step, Merge only after a plan, attn.c_proj and mlp.c_proj apart', async () => {
-    // A browser without File System Access: choosing "file / folder picker" must fail, beside "Save with".
-    const initScript = () => {
-      window.showDirectoryPicker = undefined;
-      window.showSaveFilePicker = undefined;
-    };
-    const { page, context, errors } = await openPage(browser, `${site.url}?endpoint=${encodeURIComponent(hub.endpoint)}`, { viewport: { width: 390, height: 844 }, initScript });
+  await t.test(
+    'GPT-2 at 390 px: errors beside their step, Merge only after a plan, attn.c_proj and mlp.c_proj apart',
+    async () => {
+      // A browser without File System Access: choosing "file / folder picker" must fail, beside "Save with".
+      const initScript = () => {
+        window.showDirectoryPicker = undefined;
+        window.showSaveFilePicker = undefined;
+      };
+      const { page, context, errors } = await openPage(
+        browser,
+        `${site.url}?endpoint=${encodeURIComponent(hub.endpoint)}`,
+        { viewport: { width: 390, height: 844 }, initScript },
+      );
 
-    // Inspect with nothing chosen: the error is beside Inspect, and only there.
-    await page.click('#inspect-btn');
-    await page.waitForSelector('#inspect-error:not([hidden])');
-    assert.match(await page.textContent('#inspect-error'), /base model’s repo id/);
-    await assertErrorBeside(page, '#inspect-btn', '#inspect-error');
-    assert.equal((await shownErrors(page)).length, 1);
+      // Inspect with nothing chosen: the error is beside Inspect, and only there.
+      await page.click('#inspect-btn');
+      await page.waitForSelector('#inspect-error:not([hidden])');
+      assert.match(await page.textContent('#inspect-error'), /base model’s repo id/);
+      await assertErrorBeside(page, '#inspect-btn', '#inspect-error');
+      assert.equal((await shownErrors(page)).length, 1);
 
-    // The base from local files, the adapter whose plan must fail from the Hub; retrying Inspect clears its error.
-    await page.setInputFiles('#base-files', readdirSync(gpt2.base).map((n) => join(gpt2.base, n)));
-    await page.fill('#adapter-repo', 'test/gpt2-lora-bad');
-    await stepAndWait(page, '#inspect-btn', '#chart-section');
-    assert.equal(await page.isHidden('#inspect-error'), true);
-    assert.equal(await page.textContent('#inspect-error'), '');
+      // The base from local files, the adapter whose plan must fail from the Hub; retrying Inspect clears its error.
+      await page.setInputFiles(
+        '#base-files',
+        readdirSync(gpt2.base).map((n) => join(gpt2.base, n)),
+      );
+      await page.fill('#adapter-repo', 'test/gpt2-lora-bad');
+      await stepAndWait(page, '#inspect-btn', '#chart-section');
+      assert.equal(await page.isHidden('#inspect-error'), true);
+      assert.equal(await page.textContent('#inspect-error'), '');
 
-    // One series per module path without its layer index: c_proj of attention and of the MLP are apart.
-    assert.deepEqual(await page.locator('#chart-legend li').allTextContents(), ['attn.c_attn', 'attn.c_proj', 'mlp.c_fc', 'mlp.c_proj']);
-    assert.deepEqual(await page.$$eval('#chart-legend li', (items) => items.map((i) => i.dataset.series)), ['attn.c_attn', 'attn.c_proj', 'mlp.c_fc', 'mlp.c_proj']);
-    assert.match(await page.textContent('#chart-summary'), /8 modules in 4 series \(attn\.c_attn, attn\.c_proj, mlp\.c_fc, mlp\.c_proj\) over 2 layer/);
-    await page.waitForFunction(chartAtItsWidth);
-    assert.ok((await page.$eval('#chart', (c) => c.clientWidth)) < 390);
-    assert.ok((await inkPixels(page)).ink > 0);
+      // One series per module path without its layer index: c_proj of attention and of the MLP are apart.
+      assert.deepEqual(await page.locator('#chart-legend li').allTextContents(), [
+        'attn.c_attn',
+        'attn.c_proj',
+        'mlp.c_fc',
+        'mlp.c_proj',
+      ]);
+      assert.deepEqual(await page.$$eval('#chart-legend li', (items) => items.map((i) => i.dataset.series)), [
+        'attn.c_attn',
+        'attn.c_proj',
+        'mlp.c_fc',
+        'mlp.c_proj',
+      ]);
+      assert.match(
+        await page.textContent('#chart-summary'),
+        /8 modules in 4 series \(attn\.c_attn, attn\.c_proj, mlp\.c_fc, mlp\.c_proj\) over 2 layer/,
+      );
+      await page.waitForFunction(chartAtItsWidth);
+      assert.ok((await page.$eval('#chart', (c) => c.clientWidth)) < 390);
+      assert.ok((await inkPixels(page)).ink > 0);
 
-    // No plan yet: Merge is disabled and says why. The plan fails: its error is beside Plan, Merge stays off.
-    assert.equal(await page.isDisabled('#merge-btn'), true);
-    assert.match(await page.textContent('#merge-hint'), /Plan the merge first/);
-    await page.click('#plan-btn');
-    await page.waitForSelector('#plan-error:not([hidden])');
-    assert.match(await page.textContent('#plan-error'), /^ShapeMismatch: [^]*transformer\.h\.1\.mlp\.c_proj/);
-    await assertErrorBeside(page, '#plan-btn', '#plan-error');
-    assert.equal((await shownErrors(page)).length, 1);
-    assert.equal(await page.isHidden('#plan-result'), true);
-    assert.equal(await page.isDisabled('#merge-btn'), true);
-    assert.match(await page.textContent('#merge-hint'), /plan failed/);
-    await page.click('#merge-btn', { force: true }); // a click on the disabled button does nothing
-    assert.equal(await page.getAttribute('#merge', 'data-state'), null);
-    assert.deepEqual(await pageWidth(page), { scrollWidth: 390, out: [] });
-    await page.screenshot({ path: join(evidence, 'page-390-failed-plan.png'), fullPage: true });
+      // No plan yet: Merge is disabled and says why. The plan fails: its error is beside Plan, Merge stays off.
+      assert.equal(await page.isDisabled('#merge-btn'), true);
+      assert.match(await page.textContent('#merge-hint'), /Plan the merge first/);
+      await page.click('#plan-btn');
+      await page.waitForSelector('#plan-error:not([hidden])');
+      assert.match(await page.textContent('#plan-error'), /^ShapeMismatch: [^]*transformer\.h\.1\.mlp\.c_proj/);
+      await assertErrorBeside(page, '#plan-btn', '#plan-error');
+      assert.equal((await shownErrors(page)).length, 1);
+      assert.equal(await page.isHidden('#plan-result'), true);
+      assert.equal(await page.isDisabled('#merge-btn'), true);
+      assert.match(await page.textContent('#merge-hint'), /plan failed/);
+      await page.click('#merge-btn', { force: true }); // a click on the disabled button does nothing
+      assert.equal(await page.getAttribute('#merge', 'data-state'), null);
+      assert.deepEqual(await pageWidth(page), { scrollWidth: 390, out: [] });
+      await page.screenshot({ path: join(evidence, 'page-390-failed-plan.png'), fullPage: true });
 
-    // Another adapter: the inputs changed, so everything after them is gone, the plan's error too.
-    await page.fill('#adapter-repo', 'test/gpt2-lora');
-    assert.equal(await page.isHidden('#plan'), true);
-    assert.equal(await page.textContent('#plan-error'), '');
-    await stepAndWait(page, '#inspect-btn', '#chart-section');
-    assert.equal(await page.isDisabled('#merge-btn'), true);
-    await page.check('#allow-partial');
-    await stepAndWait(page, '#plan-btn', '#plan-result');
-    assert.equal(await page.isHidden('#plan-error'), true);
-    assert.equal(await page.textContent('#plan-matched'), '(8)');
-    assert.equal(await page.locator('#rejected-list li').count(), 2);
-    assert.equal(await page.isDisabled('#merge-btn'), false);
-    assert.equal(await page.textContent('#merge-hint'), '');
-    await page.evaluate(() => document.querySelectorAll('details').forEach((d) => (d.open = true)));
-    assert.deepEqual(await pageWidth(page), { scrollWidth: 390, out: [] });
-    await page.screenshot({ path: join(evidence, 'page-390.png'), fullPage: true });
-    await page.locator('#chart-figure').screenshot({ path: join(evidence, 'delta-norms-390.png') });
+      // Another adapter: the inputs changed, so everything after them is gone, the plan's error too.
+      await page.fill('#adapter-repo', 'test/gpt2-lora');
+      assert.equal(await page.isHidden('#plan'), true);
+      assert.equal(await page.textContent('#plan-error'), '');
+      await stepAndWait(page, '#inspect-btn', '#chart-section');
+      assert.equal(await page.isDisabled('#merge-btn'), true);
+      await page.check('#allow-partial');
+      await stepAndWait(page, '#plan-btn', '#plan-result');
+      assert.equal(await page.isHidden('#plan-error'), true);
+      assert.equal(await page.textContent('#plan-matched'), '(8)');
+      assert.equal(await page.locator('#rejected-list li').count(), 2);
+      assert.equal(await page.isDisabled('#merge-btn'), false);
+      assert.equal(await page.textContent('#merge-hint'), '');
+      await page.evaluate(() => document.querySelectorAll('details').forEach((d) => (d.open = true)));
+      assert.deepEqual(await pageWidth(page), { scrollWidth: 390, out: [] });
+      await page.screenshot({ path: join(evidence, 'page-390.png'), fullPage: true });
+      await page.locator('#chart-figure').screenshot({ path: join(evidence, 'delta-norms-390.png') });
 
-    // Saving fails before anything is merged: the error is the save's, and the plan still stands.
-    await page.selectOption('#save-method', 'picker');
-    await page.click('#merge-btn');
-    await page.waitForSelector('#save-error:not([hidden])');
-    assert.match(await page.textContent('#save-error'), /no file or folder picker/);
-    await assertErrorBeside(page, '#save-method', '#save-error');
-    assert.equal((await shownErrors(page)).length, 1);
-    assert.equal(await page.isDisabled('#merge-btn'), false);
-    assert.deepEqual(await pageWidth(page), { scrollWidth: 390, out: [] });
+      // Saving fails before anything is merged: the error is the save's, and the plan still stands.
+      await page.selectOption('#save-method', 'picker');
+      await page.click('#merge-btn');
+      await page.waitForSelector('#save-error:not([hidden])');
+      assert.match(await page.textContent('#save-error'), /no file or folder picker/);
+      await assertErrorBeside(page, '#save-method', '#save-error');
+      assert.equal((await shownErrors(page)).length, 1);
+      assert.equal(await page.isDisabled('#merge-btn'), false);
+      assert.deepEqual(await pageWidth(page), { scrollWidth: 390, out: [] });
 
-    // A new output dtype needs a new plan.
-    await page.selectOption('#merge-dtype', 'f16');
-    assert.equal(await page.isDisabled('#merge-btn'), true);
-    assert.match(await page.textContent('#merge-hint'), /dtype changed/);
-    assert.equal(await page.isHidden('#plan-result'), true);
+      // A new output dtype needs a new plan.
+      await page.selectOption('#merge-dtype', 'f16');
+      assert.equal(await page.isDisabled('#merge-btn'), true);
+      assert.match(await page.textContent('#merge-hint'), /dtype changed/);
+      assert.equal(await page.isHidden('#plan-result'), true);
 
-    // The chart follows the page's width both ways.
-    await page.setViewportSize({ width: 1200, height: 900 });
-    await page.waitForFunction(() => document.querySelector('#chart').clientWidth > 1000);
-    await page.waitForFunction(chartAtItsWidth);
-    await page.setViewportSize({ width: 390, height: 844 });
-    await page.waitForFunction(() => document.querySelector('#chart').clientWidth < 390);
-    await page.waitForFunction(chartAtItsWidth);
-    assert.deepEqual(errors, []);
-    await context.close();
-  });
+      // The chart follows the page's width both ways.
+      await page.setViewportSize({ width: 1200, height: 900 });
+      await page.waitForFunction(() => document.querySelector('#chart').clientWidth > 1000);
+      await page.waitForFunction(chartAtItsWidth);
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.waitForFunction(() => document.querySelector('#chart').clientWidth < 390);
+      await page.waitForFunction(chartAtItsWidth);
+      assert.deepEqual(errors, []);
+      await context.close();
+    },
+  );
 
-  t.diagnostic(`screenshots in ${evidence}: delta-norms.png, page-1200.png, page-390.png, page-390-failed-plan.png, delta-norms-390.png; ` +
-    `${((Date.now() - started) / 1000).toFixed(1)} s`);
+  t.diagnostic(
+    `screenshots in ${evidence}: delta-norms.png, page-1200.png, page-390.png, page-390-failed-plan.png, delta-norms-390.png; ` +
+      `${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
 });

@@ -4,7 +4,17 @@
 // temporary emptied) when the copy failed.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -91,18 +101,22 @@ async function files(t, dir, input) {
   return { path, handle, file, mode: statSync(temp).mode & 0o7777 };
 }
 
-test('copyWhole: the temporary file holds the input, keeps its own mode, and a longer old content is gone', linuxOnly, async (t) => {
-  const { dir, bytes } = scratch(t);
-  const input = bytes(300_000);
-  const { handle, file, mode } = await files(t, dir, input);
-  await file.handle.write(bytes(400_000), 0, 400_000, 0); // whatever the file held before
-  assert.equal(await copyWhole(handle, file), true);
-  assert.deepEqual(new Uint8Array(readFileSync(file.temp)), input);
-  assert.equal(statSync(file.temp).mode & 0o7777, mode, 'not the input\'s 0400');
-  // The transaction's handle still writes into the copy (the merge writes its tensors through it).
-  await file.handle.write(Uint8Array.of(1, 2, 3), 0, 3, 10);
-  assert.deepEqual([...readFileSync(file.temp).subarray(10, 13)], [1, 2, 3]);
-});
+test(
+  'copyWhole: the temporary file holds the input, keeps its own mode, and a longer old content is gone',
+  linuxOnly,
+  async (t) => {
+    const { dir, bytes } = scratch(t);
+    const input = bytes(300_000);
+    const { handle, file, mode } = await files(t, dir, input);
+    await file.handle.write(bytes(400_000), 0, 400_000, 0); // whatever the file held before
+    assert.equal(await copyWhole(handle, file), true);
+    assert.deepEqual(new Uint8Array(readFileSync(file.temp)), input);
+    assert.equal(statSync(file.temp).mode & 0o7777, mode, "not the input's 0400");
+    // The transaction's handle still writes into the copy (the merge writes its tensors through it).
+    await file.handle.write(Uint8Array.of(1, 2, 3), 0, 3, 10);
+    assert.deepEqual([...readFileSync(file.temp).subarray(10, 13)], [1, 2, 3]);
+  },
+);
 
 test('copyWhole copies the file the merge opened, even once its path names another', linuxOnly, async (t) => {
   const { dir, bytes } = scratch(t);

@@ -28,7 +28,10 @@ function dryRun(t, example) {
   assert.deepEqual(warnings, [], log);
   const files = readdirSync(out);
   assert.ok(files.includes('worker.js'), files.join(', '));
-  assert.ok(files.some((f) => f.endsWith('peft_bridge_wasm.wasm')), `the .wasm is a module of its own: ${files.join(', ')}`);
+  assert.ok(
+    files.some((f) => f.endsWith('peft_bridge_wasm.wasm')),
+    `the .wasm is a module of its own: ${files.join(', ')}`,
+  );
   return log;
 }
 

@@ -16,7 +16,9 @@ async function writeAll(spec) {
 }
 
 test('reference vector: F32 attn.0 [1,2,3] is 96 bytes with N=64 and no padding', async () => {
-  const out = await writeAll({ tensors: [{ name: 'attn.0', dtype: 'F32', shape: [1, 2, 3], data: f32(0, 1, 2, 3, 4, 5) }] });
+  const out = await writeAll({
+    tensors: [{ name: 'attn.0', dtype: 'F32', shape: [1, 2, 3], data: f32(0, 1, 2, 3, 4, 5) }],
+  });
   assert.equal(out.length, 96);
   assert.equal(headerLength(out), 64);
   assert.equal(headerText(out), '{"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}}');
@@ -45,7 +47,9 @@ test('reference vectors: metadata, ordering, padding, sub-byte dtypes', async ()
   assert.equal(headerLength(out), 64);
   assert.equal(out.length, 8 + 64 + 16);
 
-  out = await writeAll({ tensors: [{ name: 'attn0', dtype: 'F32', shape: [1, 1, 2, 3], data: f32(0, 1, 2, 3, 4, 5) }] });
+  out = await writeAll({
+    tensors: [{ name: 'attn0', dtype: 'F32', shape: [1, 1, 2, 3], data: f32(0, 1, 2, 3, 4, 5) }],
+  });
   assert.equal(headerLength(out), 72);
 
   out = await writeAll({ tensors: [{ name: 'attn.0', dtype: 'F4', shape: [1, 2], data: new Uint8Array([0x21]) }] });
@@ -61,10 +65,19 @@ test('reference vectors: metadata, ordering, padding, sub-byte dtypes', async ()
   });
   assert.equal(headerLength(out), 128);
   const h = await inspect(out);
-  assert.deepEqual(h.tensors.map((t) => [t.name, ...t.dataOffsets]), [['test1', 0, 16], ['test2', 16, 24]]);
+  assert.deepEqual(
+    h.tensors.map((t) => [t.name, ...t.dataOffsets]),
+    [
+      ['test1', 0, 16],
+      ['test2', 16, 24],
+    ],
+  );
   assert.deepEqual(out.subarray(136, 152), new Uint8Array(16).fill(1));
 
-  out = await writeAll({ tensors: [{ name: 'test1', dtype: 'I32', shape: [2, 2], data: new Uint8Array(16) }], metadata: { framework: 'pt' } });
+  out = await writeAll({
+    tensors: [{ name: 'test1', dtype: 'I32', shape: [2, 2], data: new Uint8Array(16) }],
+    metadata: { framework: 'pt' },
+  });
   assert.equal(headerLength(out), 96);
 });
 
@@ -76,7 +89,13 @@ test('input order keeps the given order', async () => {
     ],
     order: 'input',
   });
-  assert.deepEqual(w.layout.tensors.map((t) => [t.name, t.index, ...t.dataOffsets]), [['b', 0, 0, 2], ['a', 1, 2, 6]]);
+  assert.deepEqual(
+    w.layout.tensors.map((t) => [t.name, t.index, ...t.dataOffsets]),
+    [
+      ['b', 0, 0, 2],
+      ['a', 1, 2, 6],
+    ],
+  );
   w.abort();
 });
 
@@ -96,7 +115,10 @@ async function reserialize(bytes) {
 
 test('re-serializing files written by Python safetensors gives identical bytes', async (t) => {
   if (skipWithoutFixtures(t)) return;
-  for (const name of ['peft-gpt2-seqcls-cattn-cproj/adapter_model.safetensors', 'safetensors-jl-dtypes/model.safetensors']) {
+  for (const name of [
+    'peft-gpt2-seqcls-cattn-cproj/adapter_model.safetensors',
+    'safetensors-jl-dtypes/model.safetensors',
+  ]) {
     const bytes = readFixture(name);
     const out = await reserialize(bytes);
     assert.equal(out.length, bytes.length, name);
@@ -117,7 +139,8 @@ test('a written file reads back with the same tensors and bytes', async () => {
   const h = await inspect(out);
   assert.deepEqual(h.metadata, spec.metadata);
   const got = {};
-  for await (const ev of readSafetensors(out)) if (ev.type === 'data') got[ev.tensor] = [...(got[ev.tensor] ?? []), ...ev.bytes];
+  for await (const ev of readSafetensors(out))
+    if (ev.type === 'data') got[ev.tensor] = [...(got[ev.tensor] ?? []), ...ev.bytes];
   assert.deepEqual(got, { w: [...f32(1, 2, 3, 4, 5, 6)], 'é/\u0001': [7, 8, 9] });
 });
 
@@ -127,7 +150,12 @@ test('writeSafetensors takes data as Blob, ReadableStream, async iterable, Array
     yield bytes.subarray(0, 3);
     yield bytes.subarray(3);
   }
-  const sources = [new Blob([bytes]), countingStream([bytes.subarray(0, 5), bytes.subarray(5)]).stream, gen(), bytes.slice().buffer];
+  const sources = [
+    new Blob([bytes]),
+    countingStream([bytes.subarray(0, 5), bytes.subarray(5)]).stream,
+    gen(),
+    bytes.slice().buffer,
+  ];
   const expected = await writeAll({ tensors: [{ name: 'x', dtype: 'F32', shape: [4], data: bytes }] });
   for (const data of sources) {
     const out = await writeAll({ tensors: [{ name: 'x', dtype: 'F32', shape: [4], data }] });
@@ -145,7 +173,15 @@ test('writeSafetensors rejects data of the wrong length', async () => {
 
 test('planning errors: repeated name, reserved name, unknown dtype, bad metadata, overflow', async () => {
   const cases = [
-    [{ tensors: [{ name: 'a', dtype: 'F32', shape: [1] }, { name: 'a', dtype: 'F16', shape: [1] }] }, 'InvalidArgument'],
+    [
+      {
+        tensors: [
+          { name: 'a', dtype: 'F32', shape: [1] },
+          { name: 'a', dtype: 'F16', shape: [1] },
+        ],
+      },
+      'InvalidArgument',
+    ],
     [{ tensors: [{ name: '__metadata__', dtype: 'F32', shape: [1] }] }, 'InvalidArgument'],
     [{ tensors: [{ name: 'a', dtype: 'f32', shape: [1] }] }, 'UnsupportedDtype'],
     [{ tensors: [{ name: 'a', dtype: 'F32', shape: [-1] }] }, 'InvalidArgument'],
@@ -156,14 +192,26 @@ test('planning errors: repeated name, reserved name, unknown dtype, bad metadata
     [{ tensors: [{ name: 'a', dtype: 'U64', shape: [2 ** 40, 2 ** 40] }] }, 'ValidationOverflow'],
   ];
   for (const [spec, code] of cases) {
-    await assert.rejects(createWriter(spec), (e) => e instanceof SafetensorsError && e.code === code, JSON.stringify(spec));
+    await assert.rejects(
+      createWriter(spec),
+      (e) => e instanceof SafetensorsError && e.code === code,
+      JSON.stringify(spec),
+    );
     await assert.rejects(writeAll(spec), (e) => e.code === code);
   }
 });
 
 test('createWriter: header at once, data pushed in chunks, close checks the count', async () => {
-  const w = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [3] }, { name: 'b', dtype: 'U16', shape: [2] }] });
-  assert.deepEqual(w.layout.tensors.map((t) => t.name), ['b', 'a']);
+  const w = await createWriter({
+    tensors: [
+      { name: 'a', dtype: 'U8', shape: [3] },
+      { name: 'b', dtype: 'U16', shape: [2] },
+    ],
+  });
+  assert.deepEqual(
+    w.layout.tensors.map((t) => t.name),
+    ['b', 'a'],
+  );
   assert.equal(w.layout.totalSize, 8 + w.layout.headerSize + 7);
   const result = collect(w.readable);
   await w.write(new Uint8Array([1, 0, 2]));
@@ -223,7 +271,18 @@ test('dispose and abort error the readable; an AbortSignal stops writeSafetensor
   const controller = new AbortController();
   const stream = writeSafetensors({
     signal: controller.signal,
-    tensors: [{ name: 'a', dtype: 'U8', shape: [4], data: new ReadableStream({ pull() { return new Promise(() => {}); } }) }],
+    tensors: [
+      {
+        name: 'a',
+        dtype: 'U8',
+        shape: [4],
+        data: new ReadableStream({
+          pull() {
+            return new Promise(() => {});
+          },
+        }),
+      },
+    ],
   });
   const reader = stream.getReader();
   const first = await reader.read(); // the header
@@ -240,7 +299,10 @@ test('fixtures (when present) re-serialize in input order to a file that inspect
   const out = await writeAll({
     order: 'input',
     metadata: header.metadata,
-    tensors: header.tensors.map((t) => ({ ...t, data: bytes.subarray(start + t.dataOffsets[0], start + t.dataOffsets[1]) })),
+    tensors: header.tensors.map((t) => ({
+      ...t,
+      data: bytes.subarray(start + t.dataOffsets[0], start + t.dataOffsets[1]),
+    })),
   });
   const again = await inspect(out);
   assert.deepEqual(again.tensors, header.tensors);
@@ -249,7 +311,10 @@ test('fixtures (when present) re-serialize in input order to a file that inspect
 
 const settledWithin = (promise, ms) =>
   Promise.race([
-    promise.then(() => 'resolved', (e) => `rejected: ${e?.message ?? e}`),
+    promise.then(
+      () => 'resolved',
+      (e) => `rejected: ${e?.message ?? e}`,
+    ),
     new Promise((r) => setTimeout(() => r('pending'), ms)),
   ]);
 
@@ -277,12 +342,18 @@ test('createWriter: a write pending at close() resolves; pending writes reject o
   a.readable.getReader(); // never read: both writes wait for room
   const waits = [a.write(new Uint8Array(size)), a.write(new Uint8Array(size))];
   a.abort(new Error('given up'));
-  assert.deepEqual(await Promise.all(waits.map((p) => settledWithin(p, 2000))), ['rejected: given up', 'rejected: given up']);
+  assert.deepEqual(await Promise.all(waits.map((p) => settledWithin(p, 2000))), [
+    'rejected: given up',
+    'rejected: given up',
+  ]);
 
   const c = await createWriter({ tensors: [{ name: 'a', dtype: 'U8', shape: [2 * size] }] });
   const waits2 = [c.write(new Uint8Array(size)), c.write(new Uint8Array(size))];
   await c.readable.cancel(new Error('consumer left'));
-  assert.deepEqual(await Promise.all(waits2.map((p) => settledWithin(p, 2000))), ['rejected: consumer left', 'rejected: consumer left']);
+  assert.deepEqual(await Promise.all(waits2.map((p) => settledWithin(p, 2000))), [
+    'rejected: consumer left',
+    'rejected: consumer left',
+  ]);
 });
 
 test('bytesWritten keeps the real count after abort, failure and close', async () => {
@@ -323,7 +394,10 @@ test('writeSafetensors cancels the data sources of tensors it never reached, wit
   // A length error on the first tensor: the later stream and iterator are cancelled with that error.
   let later = countingStream([new Uint8Array(4)]);
   let iter = countingIterable([new Uint8Array(4)]);
-  await assert.rejects(collect(writeSafetensors(spec([new Uint8Array(3), later.stream, iter.iterable]))), (e) => e.code === 'InvalidArgument');
+  await assert.rejects(
+    collect(writeSafetensors(spec([new Uint8Array(3), later.stream, iter.iterable]))),
+    (e) => e.code === 'InvalidArgument',
+  );
   assert.equal(later.stats.cancelled, true);
   assert.equal(later.stats.reason?.code, 'InvalidArgument');
   assert.equal(later.stats.pulled, 0);
@@ -342,7 +416,14 @@ test('writeSafetensors cancels the data sources of tensors it never reached, wit
   const controller = new AbortController();
   later = countingStream([new Uint8Array(4)]);
   let hungReason;
-  const hung = new ReadableStream({ pull() { return new Promise(() => {}); }, cancel(r) { hungReason = r; } });
+  const hung = new ReadableStream({
+    pull() {
+      return new Promise(() => {});
+    },
+    cancel(r) {
+      hungReason = r;
+    },
+  });
   const r2 = writeSafetensors({ ...spec([hung, later.stream]), signal: controller.signal }).getReader();
   await r2.read();
   const stop = new Error('stop writing');

@@ -61,7 +61,8 @@ TEST(AdapterFiles, PickleOrNothing) {
   auto none = Choose({"adapter_config.json"});
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().code, ErrorCode::IoError);
-  EXPECT_EQ(none.error().message, "`dir` holds no adapter_model.safetensors (or other .safetensors file, or one .gguf file)");
+  EXPECT_EQ(none.error().message,
+            "`dir` holds no adapter_model.safetensors (or other .safetensors file, or one .gguf file)");
 }
 
 TEST(AdapterFiles, APickledFileNamedDirectlyIsRefused) {

@@ -168,7 +168,8 @@ struct RealAdapter {
   Bytes weights;
   AdapterSource source(const std::string& name) const { return {name, weights, config, std::nullopt}; }
 };
-RealAdapter LoadReal(const std::filesystem::path& dir, const std::string& weights, const std::string& config = "adapter_config.json") {
+RealAdapter LoadReal(const std::filesystem::path& dir, const std::string& weights,
+                     const std::string& config = "adapter_config.json") {
   return {Text(dir / config), testing::ReadAll(dir / weights)};
 }
 
@@ -178,7 +179,8 @@ TEST(AdapterRead, RealPeftAdaptersAccountForEveryTensorAndReExportByteForByte) {
     size_t modules, extras;
     double scaling;
   };
-  for (const Case& c : {Case{"peft-gpt2-seqcls-cattn-cproj", 36, 1, 4.0}, Case{"peft-roberta-seqcls-query-value", 24, 4, 2.0}}) {
+  for (const Case& c :
+       {Case{"peft-gpt2-seqcls-cattn-cproj", 36, 1, 4.0}, Case{"peft-roberta-seqcls-query-value", 24, 4, 2.0}}) {
     auto dir = Fixture(c.dir);
     if (!dir) PB_SKIP_WITHOUT_FIXTURE() << "no tests/fixtures or ../shared/fixtures";
     RealAdapter real = LoadReal(*dir, "adapter_model.safetensors");
@@ -241,7 +243,8 @@ TEST(AdapterRead, RealMlxAdaptersReadWithTransposedFactorsAndScale) {
     // mlx -> PEFT -> mlx gives back the same tensors.
     Written peft = MustWrite(r.adapter, AdapterFormat::kPeft);
     // The derived config is what PEFT's save_pretrained writes, peft_version filled as PEFT fills it.
-    EXPECT_NE(peft.config->find("\"peft_version\": \"" + std::string(adapter::kPeftSchemaVersion) + "\""), std::string::npos)
+    EXPECT_NE(peft.config->find("\"peft_version\": \"" + std::string(adapter::kPeftSchemaVersion) + "\""),
+              std::string::npos)
         << *peft.config;
     ReadResult again = MustRead({"adapter_model.safetensors", peft.weights, peft.config, std::nullopt});
     Written mlx = MustWrite(again.adapter, AdapterFormat::kMlx);
@@ -251,8 +254,8 @@ TEST(AdapterRead, RealMlxAdaptersReadWithTransposedFactorsAndScale) {
     for (size_t i = 0; i < header->tensor_count(); ++i) {
       auto j = out_header->Find(header->tensor(i).name);
       ASSERT_TRUE(j.has_value()) << header->tensor(i).name;
-      ExpectSameTensor(TensorFromFile(out_header.value(), mlx.weights, *j), TensorFromFile(header.value(), real.weights, i),
-                       std::string(header->tensor(i).name));
+      ExpectSameTensor(TensorFromFile(out_header.value(), mlx.weights, *j),
+                       TensorFromFile(header.value(), real.weights, i), std::string(header->tensor(i).name));
     }
   }
 }
@@ -276,7 +279,8 @@ TEST(AdapterRoundTrip, RealPeftAdaptersSurviveEveryFormat) {
         }
       }
       EXPECT_EQ(rejected, r.adapter.extras.size());
-      ReadResult back = MustRead({w.output.weights_name, w.weights, w.config, std::nullopt}, {f, std::nullopt, false, nullptr});
+      ReadResult back =
+          MustRead({w.output.weights_name, w.weights, w.config, std::nullopt}, {f, std::nullopt, false, nullptr});
       Adapter expected = r.adapter;
       expected.extras.clear();
       ExpectSameAdapter(expected, back.adapter);
@@ -341,8 +345,9 @@ TEST(AdapterGenerated, VariantsReadWithPeftSemantics) {
     EXPECT_EQ(r.adapter.FindModule("model.layers.1.self_attn.q_proj")->settings.scaling, 2.0 / 4);
   }
   {  // DoRA, lora_B.bias, embedding LoRA
-    GeneratedAdapter g = LlamaAdapter(R"("r": 4, "lora_alpha": 8, "use_dora": true, "target_modules": ["q_proj", "k_proj", "v_proj", "embed_tokens"])",
-                                      Dtype::F32, /*dora=*/true, /*embedding=*/true);
+    GeneratedAdapter g = LlamaAdapter(
+        R"("r": 4, "lora_alpha": 8, "use_dora": true, "target_modules": ["q_proj", "k_proj", "v_proj", "embed_tokens"])",
+        Dtype::F32, /*dora=*/true, /*embedding=*/true);
     ReadResult r = MustRead(g.source());
     EXPECT_TRUE(r.adapter.FindModule("model.layers.0.self_attn.k_proj")->magnitude.has_value());
     const LoraModule* emb = r.adapter.FindModule("model.embed_tokens");
@@ -367,7 +372,8 @@ TEST(AdapterGenerated, ShapeContradictionsAreErrorsNamingTheModule) {
   // Rank in the file differs from the config's r.
   std::vector<GenTensor> u;
   AddLinear(u, "model.layers.0.self_attn.q_proj", 4, 32, 32);
-  GeneratedAdapter h{testing::PeftConfig(R"("r": 16, "target_modules": ["q_proj"])"), testing::BuildSafetensors(u, 1), std::nullopt};
+  GeneratedAdapter h{testing::PeftConfig(R"("r": 16, "target_modules": ["q_proj"])"), testing::BuildSafetensors(u, 1),
+                     std::nullopt};
   auto s = ReadAdapter(h.source(), {});
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code, ErrorCode::ShapeMismatch);
@@ -398,7 +404,10 @@ TEST(AdapterGenerated, UnsupportedAdaptersAreRefusedWithTheReason) {
   ASSERT_FALSE(loha.ok());
   EXPECT_EQ(loha.error().code, ErrorCode::UnsupportedAdapter);
   EXPECT_NE(loha.error().message.find("LOHA"), std::string::npos);
-  auto pissa = ReadAdapter({"adapter_model.safetensors", w, testing::PeftConfig(std::string(kTargets) + R"(, "init_lora_weights": "pissa")"), std::nullopt}, {});
+  auto pissa =
+      ReadAdapter({"adapter_model.safetensors", w,
+                   testing::PeftConfig(std::string(kTargets) + R"(, "init_lora_weights": "pissa")"), std::nullopt},
+                  {});
   ASSERT_FALSE(pissa.ok());
   EXPECT_EQ(pissa.error().code, ErrorCode::UnsupportedAdapter);
   Error pickle = PickleAdapterError("adapter_model.bin");
@@ -417,8 +426,12 @@ TEST(AdapterRoundTrip, GeneratedVariantsSurviveMlxKohyaAndGguf) {
   cases.push_back({"f32", LlamaAdapter(kTargets), all});
   cases.push_back({"bf16", LlamaAdapter(kTargets, Dtype::BF16), all});
   cases.push_back({"f16", LlamaAdapter(kTargets, Dtype::F16), all});
-  cases.push_back({"rslora", LlamaAdapter(std::string(kTargets) + R"(, "use_rslora": true)"), {AdapterFormat::kMlx, AdapterFormat::kKohya}});
-  cases.push_back({"dora", LlamaAdapter(std::string(kTargets) + R"(, "use_dora": true)", Dtype::F32, true), {AdapterFormat::kMlx, AdapterFormat::kKohya}});
+  cases.push_back({"rslora",
+                   LlamaAdapter(std::string(kTargets) + R"(, "use_rslora": true)"),
+                   {AdapterFormat::kMlx, AdapterFormat::kKohya}});
+  cases.push_back({"dora",
+                   LlamaAdapter(std::string(kTargets) + R"(, "use_dora": true)", Dtype::F32, true),
+                   {AdapterFormat::kMlx, AdapterFormat::kKohya}});
   for (const auto& c : cases) {
     ReadResult r = MustRead(c.adapter.source());
     for (AdapterFormat f : c.formats) {
@@ -440,15 +453,18 @@ TEST(AdapterRoundTrip, AnEmbeddingLoraNoNameRuleKnowsSurvivesMlxWithoutABaseConf
   t.push_back({"base_model.model." + block + "relative_attention_bias.lora_embedding_A", Dtype::F32, {4, 32}});
   t.push_back({"base_model.model." + block + "relative_attention_bias.lora_embedding_B", Dtype::F32, {2, 4}});
   const Bytes weights = testing::BuildSafetensors(t, 11);
-  AdapterSource source{"adapter_model.safetensors", weights,
-                       testing::PeftConfig(R"("r": 4, "lora_alpha": 8, "target_modules": ["q", "relative_attention_bias"])"),
-                       std::nullopt};
+  AdapterSource source{
+      "adapter_model.safetensors", weights,
+      testing::PeftConfig(R"("r": 4, "lora_alpha": 8, "target_modules": ["q", "relative_attention_bias"])"),
+      std::nullopt};
   ReadResult r = MustRead(source);
   ASSERT_EQ(r.adapter.FindModule(block + "relative_attention_bias")->shape, LoraShape::kEmbedding);
   Written mlx = MustWrite(r.adapter, AdapterFormat::kMlx);
   ASSERT_TRUE(mlx.config);
-  EXPECT_NE(mlx.config->find("\"peft_bridge.embedding_modules\": [\n        \"" + block + "relative_attention_bias\"\n    ]"),
-            std::string::npos) << *mlx.config;
+  EXPECT_NE(
+      mlx.config->find("\"peft_bridge.embedding_modules\": [\n        \"" + block + "relative_attention_bias\"\n    ]"),
+      std::string::npos)
+      << *mlx.config;
   ReadResult back = RoundTrip(r.adapter, AdapterFormat::kMlx);
   ExpectSameAdapter(r.adapter, back.adapter);
   Written peft = MustWrite(back.adapter, AdapterFormat::kPeft);
@@ -460,10 +476,13 @@ TEST(AdapterRoundTrip, AnEmbeddingLoraNoNameRuleKnowsSurvivesMlxWithoutABaseConf
   // A record that is not a list of paths is refused, not ignored.
   std::string bad = *mlx.config;
   const size_t at = bad.find("\"peft_bridge.embedding_modules\": [");
-  bad.replace(at, std::string("\"peft_bridge.embedding_modules\": [").size(), "\"peft_bridge.embedding_modules\": 7, \"x\": [");
-  auto refused = ReadAdapter({mlx.output.weights_name, mlx.weights, bad, std::nullopt}, {AdapterFormat::kMlx, std::nullopt, false, nullptr});
+  bad.replace(at, std::string("\"peft_bridge.embedding_modules\": [").size(),
+              "\"peft_bridge.embedding_modules\": 7, \"x\": [");
+  auto refused = ReadAdapter({mlx.output.weights_name, mlx.weights, bad, std::nullopt},
+                             {AdapterFormat::kMlx, std::nullopt, false, nullptr});
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().message, "adapter_config.json: `peft_bridge.embedding_modules` must be a list of module paths");
+  EXPECT_EQ(refused.error().message,
+            "adapter_config.json: `peft_bridge.embedding_modules` must be a list of module paths");
 }
 
 TEST(AdapterGguf, QueryAndKeyRowsArePermutedLikeLlamaCppAndRestoredOnRead) {
@@ -505,7 +524,8 @@ TEST(AdapterGguf, PerModuleAlphaIsFoldedIntoB) {
   const LoraModule* v = r.adapter.FindModule("model.layers.1.self_attn.v_proj");
   auto scaled = ScaleTensor(v->b, v->settings.scaling);
   ASSERT_TRUE(scaled.ok());
-  ExpectSameTensor(TensorFromFile(header.value(), w.weights, *header->Find("blk.1.attn_v.weight.lora_b")), scaled.value(), "v");
+  ExpectSameTensor(TensorFromFile(header.value(), w.weights, *header->Find("blk.1.attn_v.weight.lora_b")),
+                   scaled.value(), "v");
   // Read back without the carried config: scale 1 and B = s * B, which is the same delta.
   AdapterSource back{"adapter_model.safetensors", w.weights, std::nullopt, g.base_config};
   ReadResult again = MustRead(back, {AdapterFormat::kGgufNames, std::nullopt, false, nullptr});

@@ -117,9 +117,11 @@ TEST(BaseConfigSourceCli, TranslateToGgufUsesTheLocalBaseFolder) {
   text.replace(at, text.find('"', at) - at, (dir / "base").string());
   testing::WriteFile(dir / "adapter" / "adapter_config.json", text);
 
-  auto r = testing::RunCli("translate " + (dir / "adapter").string() + " " + (dir / "out.gguf").string() + " --to gguf", true);
+  auto r = testing::RunCli("translate " + (dir / "adapter").string() + " " + (dir / "out.gguf").string() + " --to gguf",
+                           true);
   EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("base config: " + (dir / "base" / "config.json").string() + " (the adapter's base_model_name_or_path)"),
+  EXPECT_NE(r.out.find("base config: " + (dir / "base" / "config.json").string() +
+                       " (the adapter's base_model_name_or_path)"),
             std::string::npos)
       << r.out;
   auto flagged = testing::RunCli("translate " + (dir / "adapter").string() + " " + (dir / "flagged.gguf").string() +

@@ -41,14 +41,22 @@ TEST(BaseExtras, CopiesEveryFileButWeightsInByteOrder) {
 }
 
 TEST(BaseExtras, SkipsWeightsOfEveryFormatAdapterFilesHiddenEntriesAndDirectories) {
-  auto r = Request({{"pytorch_model.bin", EntryKind::kFile},       {"pytorch_model.bin.index.json", EntryKind::kFile},
-                    {"consolidated.pth", EntryKind::kFile},        {"training_args.pt", EntryKind::kFile},
-                    {"v1-5.ckpt", EntryKind::kFile},               {"model-q4.gguf", EntryKind::kFile},
-                    {"tf_model.h5", EntryKind::kFile},             {"flax_model.msgpack", EntryKind::kFile},
-                    {"model.onnx", EntryKind::kFile},              {"adapter_config.json", EntryKind::kFile},
-                    {"adapter_model.safetensors", EntryKind::kFile}, {".gitattributes", EntryKind::kFile},
-                    {".cache", EntryKind::kDirectory},             {"1_Pooling", EntryKind::kDirectory},
-                    {"dangling", EntryKind::kOther},               {"merges.txt", EntryKind::kFile},
+  auto r = Request({{"pytorch_model.bin", EntryKind::kFile},
+                    {"pytorch_model.bin.index.json", EntryKind::kFile},
+                    {"consolidated.pth", EntryKind::kFile},
+                    {"training_args.pt", EntryKind::kFile},
+                    {"v1-5.ckpt", EntryKind::kFile},
+                    {"model-q4.gguf", EntryKind::kFile},
+                    {"tf_model.h5", EntryKind::kFile},
+                    {"flax_model.msgpack", EntryKind::kFile},
+                    {"model.onnx", EntryKind::kFile},
+                    {"adapter_config.json", EntryKind::kFile},
+                    {"adapter_model.safetensors", EntryKind::kFile},
+                    {".gitattributes", EntryKind::kFile},
+                    {".cache", EntryKind::kDirectory},
+                    {"1_Pooling", EntryKind::kDirectory},
+                    {"dangling", EntryKind::kOther},
+                    {"merges.txt", EntryKind::kFile},
                     {"vocab.json", EntryKind::kFile}});
   EXPECT_EQ(PlanExtraFiles(r).copy, (std::vector<std::string>{"merges.txt", "vocab.json"}));
 }
@@ -93,10 +101,11 @@ TEST(BaseExtras, WarnsWithoutConfigJsonEvenWithNoCopyExtra) {
 TEST(BaseExtras, JsonFormMatches) {
   nlohmann::json request = {{"basePath", "b"},
                             {"baseIsDirectory", true},
-                            {"listing", {{{"name", "tokenizer.json"}, {"kind", "file"}},
-                                         {{"name", "sub"}, {"kind", "directory"}},
-                                         {{"name", "model.safetensors"}, {"kind", "file"}},
-                                         {{"name", "generation_config.json"}, {"kind", "file"}}}},
+                            {"listing",
+                             {{{"name", "tokenizer.json"}, {"kind", "file"}},
+                              {{"name", "sub"}, {"kind", "directory"}},
+                              {{"name", "model.safetensors"}, {"kind", "file"}},
+                              {{"name", "generation_config.json"}, {"kind", "file"}}}},
                             {"written", {"model.safetensors"}},
                             {"writesConfig", false},
                             {"copyExtra", true}};

@@ -40,8 +40,7 @@ Bytes Sample() {
   Bytes data(24);
   float vals[6] = {1.0f, -2.5f, 3.25f, 0.0f, 1e-3f, 65504.0f};
   std::memcpy(data.data(), vals, 24);
-  return MakeFile(R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})",
-                  data);
+  return MakeFile(R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})", data);
 }
 
 TEST_F(CliTest, VersionAndHelp) {

@@ -49,7 +49,8 @@ Matrix Minus(const Matrix& a, const Matrix& b) {
 }
 
 TEST(Combine, CatIsTheExactWeightedSumForMixedRanksAndNegativeWeights) {
-  std::vector<Term> terms = {MakeTerm(4, 12, 9, 0.7, 2.0, 1), MakeTerm(2, 12, 9, -1.5, 0.25, 2), MakeTerm(3, 12, 9, 1, 4, 3)};
+  std::vector<Term> terms = {MakeTerm(4, 12, 9, 0.7, 2.0, 1), MakeTerm(2, 12, 9, -1.5, 0.25, 2),
+                             MakeTerm(3, 12, 9, 1, 4, 3)};
   auto c = CombineModule(terms, {CombineMethod::kCat, 12});
   ASSERT_TRUE(c.ok());
   ASSERT_EQ(c->a.rows(), 12u);  // padded to the rank asked (zero rows 9..11)
@@ -182,8 +183,8 @@ TEST(CombinePlan, RefusesWhatNoMethodExpressesListingTheModules) {
 
 TEST(CombinePlan, RefusesAnInputTensorItWouldDropUnlessAllowPartial) {
   adapter::Adapter plain = OneModuleAdapter(4, 8, 8, false), extra = OneModuleAdapter(4, 8, 8, false);
-  extra.rejected.push_back({"base_model.model.model.layers.0.self_attn.rotary_emb.inv_freq",
-                            "not a PEFT adapter tensor"});
+  extra.rejected.push_back(
+      {"base_model.model.model.layers.0.self_attn.rotary_emb.inv_freq", "not a PEFT adapter tensor"});
   // Before: combine wrote the other tensors with exit 0 and no word of the dropped one.
   auto refused = PlanCombine({{"x", &plain}, {"y", &extra}}, {});
   ASSERT_FALSE(refused.ok());

@@ -64,17 +64,23 @@ TEST(CommandLine, HelpAndVersion) {
 TEST(CommandLine, UsageErrorsAreOneLineAndAHint) {
   EXPECT_EQ(Usage({}), "error: missing command\nrun `peft-bridge --help` for usage\n");
   EXPECT_EQ(Usage({"bogus"}), "error: unknown command `bogus`\nrun `peft-bridge --help` for usage\n");
-  EXPECT_EQ(Usage({"merge", "--adapter", "a", "-o", "x"}), "error: --base is required\nrun `peft-bridge merge --help` for usage\n");
+  EXPECT_EQ(Usage({"merge", "--adapter", "a", "-o", "x"}),
+            "error: --base is required\nrun `peft-bridge merge --help` for usage\n");
   EXPECT_EQ(Usage({"merge", "--base", "b", "--adapter", "a"}),
             "error: -o/--out is required (or --dry-run)\nrun `peft-bridge merge --help` for usage\n");
   EXPECT_EQ(Usage({"convert", "a", "b", "--dtype", "f64"}),
             "error: unknown dtype `f64` (expected bf16, f16 or f32)\nrun `peft-bridge convert --help` for usage\n");
-  EXPECT_EQ(Usage({"convert", "a", "b", "--dtype"}), "error: --dtype needs a value\nrun `peft-bridge convert --help` for usage\n");
-  EXPECT_EQ(Usage({"inspect", "--json=1", "f"}), "error: --json takes no value\nrun `peft-bridge inspect --help` for usage\n");
-  EXPECT_EQ(Usage({"inspect", "a", "b"}), "error: expected exactly one FILE\nrun `peft-bridge inspect --help` for usage\n");
+  EXPECT_EQ(Usage({"convert", "a", "b", "--dtype"}),
+            "error: --dtype needs a value\nrun `peft-bridge convert --help` for usage\n");
+  EXPECT_EQ(Usage({"inspect", "--json=1", "f"}),
+            "error: --json takes no value\nrun `peft-bridge inspect --help` for usage\n");
+  EXPECT_EQ(Usage({"inspect", "a", "b"}),
+            "error: expected exactly one FILE\nrun `peft-bridge inspect --help` for usage\n");
   EXPECT_EQ(Usage({"translate", "a", "b", "--to", "onnx"}),
-            "error: unknown to `onnx` (expected peft, mlx, kohya, gguf-names or gguf)\nrun `peft-bridge translate --help` for usage\n");
-  EXPECT_EQ(Usage({"merge", "--base", "a", "--base", "b"}), "error: --base given twice\nrun `peft-bridge merge --help` for usage\n");
+            "error: unknown to `onnx` (expected peft, mlx, kohya, gguf-names or gguf)\nrun `peft-bridge translate "
+            "--help` for usage\n");
+  EXPECT_EQ(Usage({"merge", "--base", "a", "--base", "b"}),
+            "error: --base given twice\nrun `peft-bridge merge --help` for usage\n");
 }
 
 TEST(CommandLine, QuantizeOptions) {
@@ -97,26 +103,35 @@ TEST(CommandLine, QuantizeOptions) {
   const std::string convert = "\nrun `peft-bridge convert --help` for usage\n";
   EXPECT_EQ(Usage({"convert", "a", "b"}), "error: --dtype is required" + convert);
   EXPECT_EQ(Usage({"convert", "a", "b", "--quantize", "fp8", "--order", "input"}),
-            "error: --order applies to convert without --quantize (which writes a model folder in the input's order)" + convert);
+            "error: --order applies to convert without --quantize (which writes a model folder in the input's order)" +
+                convert);
 }
 
 // convert of a model (its folder, its index, a Hub repo) writes a model folder, as --quantize does; one file, one file.
 TEST(CommandLine, ConvertOfAModelWritesAModelFolder) {
-  EXPECT_FALSE(ConvertWritesModelFolder(Ok({"convert", "m/model.safetensors", "o.safetensors", "--dtype", "bf16"}), false));
+  EXPECT_FALSE(
+      ConvertWritesModelFolder(Ok({"convert", "m/model.safetensors", "o.safetensors", "--dtype", "bf16"}), false));
   EXPECT_TRUE(ConvertWritesModelFolder(Ok({"convert", "m", "o", "--dtype", "bf16"}), true));
-  EXPECT_TRUE(ConvertWritesModelFolder(Ok({"convert", "m/model.safetensors.index.json", "o", "--dtype", "bf16"}), false));
+  EXPECT_TRUE(
+      ConvertWritesModelFolder(Ok({"convert", "m/model.safetensors.index.json", "o", "--dtype", "bf16"}), false));
   EXPECT_TRUE(ConvertWritesModelFolder(Ok({"convert", "hf://me/m", "o", "--dtype", "bf16"}), false));
-  EXPECT_TRUE(ConvertWritesModelFolder(Ok({"convert", "hf://me/m@v1/model.safetensors.index.json", "o", "--dtype", "f16"}), false));
-  EXPECT_FALSE(ConvertWritesModelFolder(Ok({"convert", "hf://me/m/model.safetensors", "o.safetensors", "--dtype", "f16"}), false));
+  EXPECT_TRUE(ConvertWritesModelFolder(
+      Ok({"convert", "hf://me/m@v1/model.safetensors.index.json", "o", "--dtype", "f16"}), false));
+  EXPECT_FALSE(ConvertWritesModelFolder(
+      Ok({"convert", "hf://me/m/model.safetensors", "o.safetensors", "--dtype", "f16"}), false));
   EXPECT_TRUE(ConvertWritesModelFolder(Ok({"convert", "m.safetensors", "o", "--quantize", "fp8"}), false));
   // what each route takes is known once IN is: --dry-run and --base-config act on a model folder only
   EXPECT_EQ(ConvertUsageProblem(Ok({"convert", "a", "b", "--dtype", "bf16", "--dry-run"}), false),
             "--dry-run applies to convert --quantize or of a model (its folder, its index or a Hub repo)");
-  EXPECT_EQ(ConvertUsageProblem(Ok({"convert", "m", "o", "--dtype", "bf16", "--dry-run", "--base-config", "c.json"}), true), std::nullopt);
+  EXPECT_EQ(
+      ConvertUsageProblem(Ok({"convert", "m", "o", "--dtype", "bf16", "--dry-run", "--base-config", "c.json"}), true),
+      std::nullopt);
   EXPECT_EQ(ConvertUsageProblem(Ok({"convert", "m", "o", "--dtype", "bf16", "--order", "input"}), true),
             "--order applies to the convert of one .safetensors file (a model folder is written in the input's order)");
   EXPECT_EQ(ConvertUsageProblem(Ok({"convert", "m", "o", "--dtype", "bf16"}), true), std::nullopt);
-  EXPECT_EQ(ConvertUsageProblem(Ok({"convert", "m.safetensors", "o.safetensors", "--dtype", "bf16", "--order", "input"}), false), std::nullopt);
+  EXPECT_EQ(ConvertUsageProblem(
+                Ok({"convert", "m.safetensors", "o.safetensors", "--dtype", "bf16", "--order", "input"}), false),
+            std::nullopt);
   EXPECT_EQ(ConvertUsageProblem(Ok({"convert", "m", "o.safetensors", "--dtype", "bf16"}), true),
             "convert of a model (`m`: a folder, an index or a Hub repo) writes a model folder, and OUT `o.safetensors` "
             "names a .safetensors file; name a folder (or convert one shard)");

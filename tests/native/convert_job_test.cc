@@ -16,8 +16,8 @@ namespace {
 Bytes MixedFile(size_t f32_count = 1001) {
   std::mt19937 rng(5);
   const std::vector<std::pair<std::string, std::pair<std::string, size_t>>> tensors = {
-      {"z.f32", {"F32", f32_count}}, {"a.bf16", {"BF16", 513}}, {"m.f16", {"F16", 255}}, {"ids", {"I64", 5}},
-      {"empty", {"F32", 0}}, {"e4m3", {"F8_E4M3", 129}}};
+      {"z.f32", {"F32", f32_count}}, {"a.bf16", {"BF16", 513}}, {"m.f16", {"F16", 255}},
+      {"ids", {"I64", 5}},           {"empty", {"F32", 0}},     {"e4m3", {"F8_E4M3", 129}}};
   std::string json = R"({"__metadata__":{"format":"pt"})";
   Bytes data;
   for (const auto& [name, spec] : tensors) {

@@ -49,8 +49,7 @@ Result<Bytes> ConvertStreaming(const Bytes& file, Dtype target, const std::vecto
     if (Status s = conv.Feed(std::span<const uint8_t>(file.data() + prev, c - prev)); !s.ok()) return s.error();
     prev = c;
   }
-  if (Status s = conv.Feed(std::span<const uint8_t>(file.data() + prev, file.size() - prev)); !s.ok())
-    return s.error();
+  if (Status s = conv.Feed(std::span<const uint8_t>(file.data() + prev, file.size() - prev)); !s.ok()) return s.error();
   if (Status s = conv.Finish(); !s.ok()) return s.error();
   if (lend_window >= 4) EXPECT_GT(lending.commits, 0);  // smaller windows cannot hold one element
   return lend_window ? lending.bytes : plain.bytes;
@@ -81,9 +80,10 @@ Result<Bytes> ConvertRandomAccess(const Bytes& file, Dtype target, TensorOrder o
 Bytes MixedFile() {
   std::mt19937 rng(7);
   std::vector<std::pair<std::string, std::pair<std::string, size_t>>> tensors = {
-      {"w.f64", {"F64", 37}}, {"w.f32", {"F32", 1001}}, {"w.bf16", {"BF16", 513}}, {"w.f16", {"F16", 255}},
-      {"w.e4m3", {"F8_E4M3", 129}}, {"w.e5m2", {"F8_E5M2", 64}}, {"ids", {"I64", 5}}, {"mask", {"BOOL", 3}},
-      {"q", {"F4", 6}}, {"empty", {"F32", 0}}};
+      {"w.f64", {"F64", 37}},  {"w.f32", {"F32", 1001}},     {"w.bf16", {"BF16", 513}},
+      {"w.f16", {"F16", 255}}, {"w.e4m3", {"F8_E4M3", 129}}, {"w.e5m2", {"F8_E5M2", 64}},
+      {"ids", {"I64", 5}},     {"mask", {"BOOL", 3}},        {"q", {"F4", 6}},
+      {"empty", {"F32", 0}}};
   std::string json = R"({"__metadata__":{"format":"pt"})";
   Bytes data;
   for (auto& [name, spec] : tensors) {

@@ -77,12 +77,10 @@ float Fp8e4m3fnToFp32Value(uint8_t input) {
   const uint32_t nonsign = w & UINT32_C(0x7FFFFFFF);
   uint32_t renorm_shift = nonsign != 0 ? static_cast<uint32_t>(__builtin_clz(nonsign)) : 32u;
   renorm_shift = renorm_shift > 4 ? renorm_shift - 4 : 0;
-  const int32_t inf_nan_mask =
-      (static_cast<int32_t>(nonsign + 0x01000000) >> 8) & INT32_C(0x7F800000);
+  const int32_t inf_nan_mask = (static_cast<int32_t>(nonsign + 0x01000000) >> 8) & INT32_C(0x7F800000);
   const int32_t zero_mask = static_cast<int32_t>(nonsign - 1) >> 31;
   const uint32_t result =
-      sign | ((((nonsign << renorm_shift >> 4) + ((0x78 - renorm_shift) << 23)) |
-               static_cast<uint32_t>(inf_nan_mask)) &
+      sign | ((((nonsign << renorm_shift >> 4) + ((0x78 - renorm_shift) << 23)) | static_cast<uint32_t>(inf_nan_mask)) &
               ~static_cast<uint32_t>(zero_mask));
   return F(result);
 }
@@ -107,9 +105,7 @@ uint8_t Fp8e4m3fnFromFp32Value(float f) {
   result |= static_cast<uint8_t>(sign >> 24);
   return result;
 }
-float Fp8e5m2ToFp32Value(uint8_t input) {
-  return Fp16IeeeToFp32Value(static_cast<uint16_t>(input << 8));
-}
+float Fp8e5m2ToFp32Value(uint8_t input) { return Fp16IeeeToFp32Value(static_cast<uint16_t>(input << 8)); }
 uint8_t Fp8e5m2FromFp32Value(float f) {
   constexpr uint32_t fp32_inf = UINT32_C(255) << 23;
   constexpr uint32_t fp8_max = UINT32_C(143) << 23;
@@ -149,22 +145,85 @@ struct XorShift32 {
 
 std::vector<uint32_t> F32EdgeBits() {
   std::vector<uint32_t> v = {
-      0x00000000, 0x00000001, 0x00000002, 0x007FFFFF, 0x00800000, 0x00800001,  // zero, subnormals
-      0x3F800000, 0x3F808000, 0x3F818000, 0x3F808001, 0x3F807FFF, 0x3F7FFFFF,  // bf16 ties
-      0x7F7FFFFF, 0x7F7F7FFF, 0x7F7F8000, 0x7F7FC000, 0x7F800000,              // max, Inf
-      0x7F800001, 0x7F800100, 0x7F802000, 0x7F810000, 0x7FA00000, 0x7FBFFFFF,  // sNaNs
-      0x7FC00000, 0x7FC00001, 0x7FC02000, 0x7FD00000, 0x7FFFFFFF,              // qNaNs
+      0x00000000,
+      0x00000001,
+      0x00000002,
+      0x007FFFFF,
+      0x00800000,
+      0x00800001,  // zero, subnormals
+      0x3F800000,
+      0x3F808000,
+      0x3F818000,
+      0x3F808001,
+      0x3F807FFF,
+      0x3F7FFFFF,  // bf16 ties
+      0x7F7FFFFF,
+      0x7F7F7FFF,
+      0x7F7F8000,
+      0x7F7FC000,
+      0x7F800000,  // max, Inf
+      0x7F800001,
+      0x7F800100,
+      0x7F802000,
+      0x7F810000,
+      0x7FA00000,
+      0x7FBFFFFF,  // sNaNs
+      0x7FC00000,
+      0x7FC00001,
+      0x7FC02000,
+      0x7FD00000,
+      0x7FFFFFFF,  // qNaNs
       // f16: max 65504, halfway 65520, first value above, 65536, smallest normal/subnormal, ties.
-      0x477FE000, 0x477FEFFF, 0x477FF000, 0x477FF001, 0x47800000, 0x38800000, 0x387FFFFF,
-      0x387FF000, 0x387FE000, 0x33800000, 0x33000000, 0x33000001, 0x32FFFFFF, 0x33C00000,
-      0x33A00000, 0x34200000, 0x3F801000, 0x3F803000, 0x3F802FFF, 0x3F801001,
+      0x477FE000,
+      0x477FEFFF,
+      0x477FF000,
+      0x477FF001,
+      0x47800000,
+      0x38800000,
+      0x387FFFFF,
+      0x387FF000,
+      0x387FE000,
+      0x33800000,
+      0x33000000,
+      0x33000001,
+      0x32FFFFFF,
+      0x33C00000,
+      0x33A00000,
+      0x34200000,
+      0x3F801000,
+      0x3F803000,
+      0x3F802FFF,
+      0x3F801001,
       // e4m3fn: 448, 464 (tie -> 448), 465, 479.99, 480, 2^-6, 2^-9, 2^-10 (tie -> 0), 1.5*2^-9.
-      0x43E00000, 0x43E80000, 0x43E80001, 0x43EFFFFF, 0x43F00000, 0x43F00001, 0x3C800000,
-      0x3C7FFFFF, 0x3B000000, 0x3A800000, 0x3A800001, 0x3B400000, 0x3BC00000, 0x3F880000,
-      0x3F980000, 0x3F880001,
+      0x43E00000,
+      0x43E80000,
+      0x43E80001,
+      0x43EFFFFF,
+      0x43F00000,
+      0x43F00001,
+      0x3C800000,
+      0x3C7FFFFF,
+      0x3B000000,
+      0x3A800000,
+      0x3A800001,
+      0x3B400000,
+      0x3BC00000,
+      0x3F880000,
+      0x3F980000,
+      0x3F880001,
       // e5m2: 57344, 61440 (tie -> Inf), just below, 65536, 2^-14, 2^-16, 2^-17 (tie -> 0).
-      0x47600000, 0x47700000, 0x476FFFFF, 0x47800000, 0x38800000, 0x37800000, 0x37000000,
-      0x37000001, 0x37C00000, 0x3FA00000, 0x3F900000, 0x3FB00000,
+      0x47600000,
+      0x47700000,
+      0x476FFFFF,
+      0x47800000,
+      0x38800000,
+      0x37800000,
+      0x37000000,
+      0x37000001,
+      0x37C00000,
+      0x3FA00000,
+      0x3F900000,
+      0x3FB00000,
   };
   const size_t n = v.size();
   for (size_t i = 0; i < n; ++i) v.push_back(v[i] | 0x80000000u);  // negative twins
@@ -179,14 +238,16 @@ std::vector<uint32_t> F32TestBits(size_t random_count) {
   for (size_t i = 0; i < random_count; ++i) {
     uint32_t w = rng.Next();
     switch (i % 4) {
-      case 0: break;  // uniform bits
-      case 1: w = (w & 0x807FFFFFu) | ((96u + (rng.Next() % 64u)) << 23); break;   // ~2^-31..2^32
-      case 2: w = (w & 0x807FFFFFu) | ((100u + (rng.Next() % 48u)) << 23);         // few low bits
+      case 0: break;                                                              // uniform bits
+      case 1: w = (w & 0x807FFFFFu) | ((96u + (rng.Next() % 64u)) << 23); break;  // ~2^-31..2^32
+      case 2:
+        w = (w & 0x807FFFFFu) | ((100u + (rng.Next() % 48u)) << 23);  // few low bits
         w &= ~((1u << (rng.Next() % 24u)) - 1u);
         break;
-      case 3: w = (w & 0x807FFFFFu) | ((rng.Next() % 256u) << 23);                 // ties
-        w = (w & ~0x1FFFFFu) | (((rng.Next() & 1u) ? 0x100000u : 0x80000u) & 0x1FFFFFu) |
-            ((rng.Next() & 1u) << 16) | ((rng.Next() & 1u) << 12) | ((rng.Next() & 1u) << 15);
+      case 3:
+        w = (w & 0x807FFFFFu) | ((rng.Next() % 256u) << 23);  // ties
+        w = (w & ~0x1FFFFFu) | (((rng.Next() & 1u) ? 0x100000u : 0x80000u) & 0x1FFFFFu) | ((rng.Next() & 1u) << 16) |
+            ((rng.Next() & 1u) << 12) | ((rng.Next() & 1u) << 15);
         break;
     }
     v.push_back(w);
@@ -200,7 +261,7 @@ std::vector<uint64_t> F64TestBits(size_t random_count) {
       0x3FF0000000000000ull, 0x3FF0000010000000ull, 0x3FF0000030000000ull,  // 1, ties
       0x3FF000000FFFFFFFull, 0x3FF0000010000001ull, 0x47EFFFFFE0000000ull,  // FLT_MAX
       0x47EFFFFFEFFFFFFFull, 0x47EFFFFFF0000000ull, 0x47F0000000000000ull,  // overflow boundary
-      0x7FEFFFFFFFFFFFFFull, 0x7FF0000000000000ull,                          // DBL_MAX, Inf
+      0x7FEFFFFFFFFFFFFFull, 0x7FF0000000000000ull,                         // DBL_MAX, Inf
       0x7FF0000000000001ull, 0x7FF0000020000000ull, 0x7FF4000000000000ull,  // sNaNs
       0x7FF8000000000000ull, 0x7FF8000000000001ull, 0x7FFFFFFFFFFFFFFFull,  // qNaNs
       0x3810000000000000ull, 0x380FFFFFFFFFFFFFull, 0x380FFFFFF0000000ull,  // 2^-126 boundary
@@ -354,15 +415,15 @@ TEST(ConvertScalar, KnownAnswers) {
   EXPECT_EQ(ref::F32BitsToF16(f(1.0f + 0x1p-11f)), 0x3C00);      // tie -> even
   EXPECT_EQ(ref::F32BitsToF16(f(1.0f + 3 * 0x1p-11f)), 0x3C02);  // tie -> even (up)
   EXPECT_EQ(ref::F32BitsToF16(f(0x1p-24f)), 0x0001);
-  EXPECT_EQ(ref::F32BitsToF16(f(0x1p-25f)), 0x0000);              // tie -> 0
+  EXPECT_EQ(ref::F32BitsToF16(f(0x1p-25f)), 0x0000);  // tie -> 0
   EXPECT_EQ(ref::F32BitsToF16(f(0x1.000002p-25f)), 0x0001);
-  EXPECT_EQ(ref::F32BitsToF16(f(0x1.8p-24f)), 0x0002);            // 1.5 units -> 2
-  EXPECT_EQ(ref::F32BitsToF16(f(0x1.ff8p-15f)), 0x03FF);          // largest subnormal
-  EXPECT_EQ(ref::F32BitsToF16(f(0x1.ffcp-15f)), 0x0400);          // tie -> smallest normal
-  EXPECT_EQ(ref::F32BitsToF16(f(0x1.ff4p-15f)), 0x03FE);          // 1022.5 units: tie -> even
+  EXPECT_EQ(ref::F32BitsToF16(f(0x1.8p-24f)), 0x0002);    // 1.5 units -> 2
+  EXPECT_EQ(ref::F32BitsToF16(f(0x1.ff8p-15f)), 0x03FF);  // largest subnormal
+  EXPECT_EQ(ref::F32BitsToF16(f(0x1.ffcp-15f)), 0x0400);  // tie -> smallest normal
+  EXPECT_EQ(ref::F32BitsToF16(f(0x1.ff4p-15f)), 0x03FE);  // 1022.5 units: tie -> even
   EXPECT_EQ(ref::F32BitsToF16(f(-0.0f)), 0x8000);
   EXPECT_EQ(ref::F32BitsToF16(0x7FC00000), 0x7E00);
-  EXPECT_EQ(ref::F32BitsToF16(0xFF800001), 0xFE00);  // sign kept, payload dropped
+  EXPECT_EQ(ref::F32BitsToF16(0xFF800001), 0xFE00);   // sign kept, payload dropped
   EXPECT_EQ(ref::F16ToF32Bits(0x7C01), 0x7FC02000u);  // signalling NaN quieted, payload kept
   EXPECT_EQ(ref::F16ToF32Bits(0xFD55), 0xFFEAA000u);
   EXPECT_EQ(ref::F16ToF32Bits(0x7E00), 0x7FC00000u);
@@ -373,8 +434,8 @@ TEST(ConvertScalar, KnownAnswers) {
   EXPECT_EQ(ref::BF16ToF32Bits(0x7F81), 0x7F810000u);  // bf16 sNaN kept as is
   // F8 E4M3FN
   EXPECT_EQ(ref::F32BitsToF8E4M3(f(448.0f)), 0x7E);
-  EXPECT_EQ(ref::F32BitsToF8E4M3(f(464.0f)), 0x7E);   // tie -> even (448)
-  EXPECT_EQ(ref::F32BitsToF8E4M3(f(465.0f)), 0x7F);   // rounds to the NaN code, as in c10
+  EXPECT_EQ(ref::F32BitsToF8E4M3(f(464.0f)), 0x7E);  // tie -> even (448)
+  EXPECT_EQ(ref::F32BitsToF8E4M3(f(465.0f)), 0x7F);  // rounds to the NaN code, as in c10
   EXPECT_EQ(ref::F32BitsToF8E4M3(f(480.0f)), 0x7F);
   EXPECT_EQ(ref::F32BitsToF8E4M3(f(-480.0f)), 0xFF);
   EXPECT_EQ(ref::F32BitsToF8E4M3(0x7F800000), 0x7F);  // +Inf -> NaN
@@ -526,13 +587,11 @@ TEST(ConvertKernels, SixteenBitRoundTrip) {
 // Unaligned pointers and every short length / tail size, for all kernels.
 TEST(ConvertKernels, UnalignedAndTails) {
   const std::vector<uint32_t> bits = F32TestBits(512);
-  std::vector<unsigned char> src(bits.size() * 8 + 64), dst(bits.size() * 8 + 64),
-      want(bits.size() * 8 + 64);
+  std::vector<unsigned char> src(bits.size() * 8 + 64), dst(bits.size() * 8 + 64), want(bits.size() * 8 + 64);
   XorShift32 rng{7};
   for (auto& c : src) c = static_cast<unsigned char>(rng.Next());
   std::memcpy(src.data() + 3, bits.data(), bits.size() * 4);  // meaningful f32 data at offset 3
-  const Dtype types[] = {Dtype::F16, Dtype::BF16, Dtype::F32, Dtype::F64, Dtype::F8_E4M3,
-                         Dtype::F8_E5M2};
+  const Dtype types[] = {Dtype::F16, Dtype::BF16, Dtype::F32, Dtype::F64, Dtype::F8_E4M3, Dtype::F8_E5M2};
   ForEachTarget([&] {
     for (Dtype from : types) {
       for (Dtype to : types) {
@@ -571,8 +630,8 @@ TEST(ConvertKernels, UnalignedAndTails) {
                 }
               }
               ASSERT_EQ(0, std::memcmp(dst.data(), want.data(), dst.size()))
-                  << pb::DtypeName(from) << "->" << pb::DtypeName(to) << " in_off " << in_off
-                  << " out_off " << out_off << " n " << n;
+                  << pb::DtypeName(from) << "->" << pb::DtypeName(to) << " in_off " << in_off << " out_off " << out_off
+                  << " n " << n;
             }
           }
         }
@@ -669,8 +728,7 @@ uint64_t DigestAllKernels(bool print) {
   k::F64ToF32(f64.data(), of.data(), f64.size());
   report("F64ToF32", of.data(), of.size() * 4);
   // All 36 ConvertElements pairs over the same random bytes.
-  const Dtype types[] = {Dtype::F16, Dtype::BF16, Dtype::F32, Dtype::F64, Dtype::F8_E4M3,
-                         Dtype::F8_E5M2};
+  const Dtype types[] = {Dtype::F16, Dtype::BF16, Dtype::F32, Dtype::F64, Dtype::F8_E4M3, Dtype::F8_E5M2};
   std::vector<unsigned char> bytes(8 * 10007);
   XorShift32 rng{2024};
   for (auto& c : bytes) c = static_cast<unsigned char>(rng.Next());

@@ -72,7 +72,8 @@ Base MakeBase(const std::vector<TensorSpec>& specs, Dtype dtype = Dtype::F32) {
 }
 
 Base LlamaBase(Dtype dtype = Dtype::F32) {
-  std::vector<TensorSpec> specs = {{"model.embed_tokens.weight", Dtype::F32, {16, 8}}, {"lm_head.weight", Dtype::F32, {16, 8}},
+  std::vector<TensorSpec> specs = {{"model.embed_tokens.weight", Dtype::F32, {16, 8}},
+                                   {"lm_head.weight", Dtype::F32, {16, 8}},
                                    {"model.norm.weight", Dtype::F32, {8}}};
   for (int l = 0; l < 2; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
@@ -255,7 +256,8 @@ TEST(CreatePlan, Errors) {
     auto r = Plan(base, a);
     return r.ok() ? std::string() : r.error().message;
   };
-  EXPECT_NE(message(Targets("qproj")).find("--target-modules: `qproj` matches no module of the base"), std::string::npos);
+  EXPECT_NE(message(Targets("qproj")).find("--target-modules: `qproj` matches no module of the base"),
+            std::string::npos);
   EXPECT_NE(message(Targets("embed_tokens")).find("model.embed_tokens: an embedding"), std::string::npos);
   EXPECT_NE(message(Targets("input_layernorm")).find("1-D (a norm?), not a Linear"), std::string::npos);
   EXPECT_NE(message(Targets("self_attn")).find("a container of other modules, not a layer"), std::string::npos);
@@ -348,7 +350,8 @@ TEST(CreateWrite, PinnedBytes) {
     auto plan = Plan(base, a);
     ASSERT_TRUE(plan.ok());
     MagnitudePass pass(plan.value());
-    for (const auto& r : pass.ranges()) ASSERT_TRUE(pass.Push({base.file.data() + r.begin, size_t(r.end - r.begin)}).ok());
+    for (const auto& r : pass.ranges())
+      ASSERT_TRUE(pass.Push({base.file.data() + r.begin, size_t(r.end - r.begin)}).ok());
     VectorSink sink;
     AdapterEmitter emitter(plan.value(), pass.TakeNorms(), sink);
     ASSERT_TRUE(emitter.Begin().ok());

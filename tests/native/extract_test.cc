@@ -120,7 +120,8 @@ Result<Run> Extract(const Model& base, const Model& tuned, ExtractArguments args
 }
 
 // A tensor of the written adapter as doubles.
-std::vector<double> TensorValues(const std::vector<uint8_t>& file, const std::string& name, std::vector<uint64_t>* shape = nullptr) {
+std::vector<double> TensorValues(const std::vector<uint8_t>& file, const std::string& name,
+                                 std::vector<uint64_t>* shape = nullptr) {
   auto header = ParseWholeFile(file);
   EXPECT_TRUE(header.ok()) << header.error().message;
   auto index = header->Find(name);
@@ -143,8 +144,8 @@ std::vector<double> TensorValues(const std::vector<uint8_t>& file, const std::st
 }
 
 // B·A of a module as a rows × cols row-major matrix ([out, in]).
-std::vector<double> Product(const std::vector<uint8_t>& file, const std::string& module, std::string a_name = "lora_A.weight",
-                            std::string b_name = "lora_B.weight") {
+std::vector<double> Product(const std::vector<uint8_t>& file, const std::string& module,
+                            std::string a_name = "lora_A.weight", std::string b_name = "lora_B.weight") {
   std::vector<uint64_t> as, bs;
   auto a = TensorValues(file, "base_model.model." + module + "." + a_name, &as);
   auto b = TensorValues(file, "base_model.model." + module + "." + b_name, &bs);
@@ -184,7 +185,8 @@ TEST(Extract, RecoversALowRankDeltaAndDropsWhatDidNotChange) {
   EXPECT_EQ(run->outcome.decomposed, 3u);
   EXPECT_EQ(run->outcome.saved, 1u);  // model.norm; the embeddings and the head did not change
   EXPECT_EQ(run->outcome.max_rank, 3u);
-  for (std::string m : {"model.layers.0.self_attn.q_proj", "model.layers.1.self_attn.q_proj", "model.layers.1.mlp.down_proj"}) {
+  for (std::string m :
+       {"model.layers.0.self_attn.q_proj", "model.layers.1.self_attn.q_proj", "model.layers.1.mlp.down_proj"}) {
     auto p = Product(run->file, m);
     const std::string w = m + ".weight";
     for (uint64_t i = 0; i < p.size(); ++i) {
@@ -201,7 +203,8 @@ TEST(Extract, RecoversALowRankDeltaAndDropsWhatDidNotChange) {
   for (uint64_t i = 0; i < norm.size(); ++i) EXPECT_EQ(norm[i], double(TunedValue("model.norm.weight", i)));
   auto header = ParseWholeFile(run->file);
   ASSERT_TRUE(header.ok());
-  EXPECT_FALSE(header->Find("base_model.model.model.layers.0.mlp.down_proj.lora_A.weight").has_value());  // unchanged: dropped
+  EXPECT_FALSE(
+      header->Find("base_model.model.model.layers.0.mlp.down_proj.lora_A.weight").has_value());  // unchanged: dropped
 
   auto config = ParseJson(run->outcome.config_text, "adapter_config.json");
   ASSERT_TRUE(config.ok());
@@ -210,7 +213,8 @@ TEST(Extract, RecoversALowRankDeltaAndDropsWhatDidNotChange) {
   EXPECT_EQ(config.value()["modules_to_save"], Json::array({"model.norm"}));
   EXPECT_EQ(config.value()["task_type"], "CAUSAL_LM");
   EXPECT_EQ(config.value()["target_modules"],
-            Json::array({"model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj", "model.layers.1.self_attn.q_proj"}));
+            Json::array({"model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj",
+                         "model.layers.1.self_attn.q_proj"}));
 
   // Our PEFT reader takes it back: every module at scaling 1, the norm as a module to save.
   adapter::AdapterSource source;
@@ -349,7 +353,9 @@ TEST(Extract, EmbeddingsAsLoraAreTransposedAsPeftsEmbeddingDelta) {
       double p = 0;
       for (uint64_t k = 0; k < 2; ++k) p += b[d * 2 + k] * a[k * 16 + v];
       const uint64_t i = v * 8 + d;
-      EXPECT_NEAR(p, double(tuned_value("model.embed_tokens.weight", i)) - double(BaseValue("model.embed_tokens.weight", i)), 2e-6);
+      EXPECT_NEAR(
+          p, double(tuned_value("model.embed_tokens.weight", i)) - double(BaseValue("model.embed_tokens.weight", i)),
+          2e-6);
     }
 }
 
@@ -362,7 +368,8 @@ TEST(Extract, RefusesModelsThatDoNotMatch) {
   auto run = Extract(base, tuned, {});
   ASSERT_FALSE(run.ok());
   EXPECT_EQ(run.error().code, ErrorCode::ShapeMismatch);
-  EXPECT_NE(run.error().message.find("`model.layers.0.self_attn.q_proj.weight` is [8, 8] in the base, [8, 9] in the tuned model"),
+  EXPECT_NE(run.error().message.find(
+                "`model.layers.0.self_attn.q_proj.weight` is [8, 8] in the base, [8, 9] in the tuned model"),
             std::string::npos)
       << run.error().message;
   EXPECT_NE(run.error().message.find("`model.layers.1.input_layernorm.weight` is in the base only"), std::string::npos);
@@ -383,7 +390,8 @@ TEST(Extract, ANonFiniteDeltaIsRefusedNamingTheTensor) {
   });
   auto run = Extract(base, tuned, {});
   ASSERT_FALSE(run.ok());
-  EXPECT_NE(run.error().message.find("`model.layers.1.mlp.up_proj.weight` differs by a value that is not finite"), std::string::npos)
+  EXPECT_NE(run.error().message.find("`model.layers.1.mlp.up_proj.weight` differs by a value that is not finite"),
+            std::string::npos)
       << run.error().message;
 }
 
@@ -422,7 +430,8 @@ TEST(Extract, ALayerListLeavesOtherChangedLayersOutAndSaysSo) {
   auto run = Extract(base, tuned, args);
   ASSERT_TRUE(run.ok()) << run.error().message;
   EXPECT_EQ(run->outcome.decomposed, 2u);
-  EXPECT_NE(std::find(run->plan.left_out.begin(), run->plan.left_out.end(), "model.layers.1.mlp.down_proj"), run->plan.left_out.end());
+  EXPECT_NE(std::find(run->plan.left_out.begin(), run->plan.left_out.end(), "model.layers.1.mlp.down_proj"),
+            run->plan.left_out.end());
 }
 
 }  // namespace

@@ -81,12 +81,13 @@ Bytes TwoTensorFile() {
 
 TEST(GgufReader, ReadsWhatTheWriterLaysOut) {
   using gguf::KeyValue;
-  auto layout = gguf::PlanGguf(
-      {KeyValue::String("general.architecture", "llama"), KeyValue::Float32("adapter.lora.alpha", 0.1f),
-       KeyValue::Uint32("general.quantization_version", 2), KeyValue::Uint32Array("adapter.alora.invocation_tokens", {5, 6})},
-      {{"blk.0.attn_q.weight.lora_a", {2, 64}, gguf::TensorType::kQ8_0},
-       {"blk.0.attn_q.weight.lora_b", {3, 2}, gguf::TensorType::kF16},
-       {"token_embd.weight.lora_a", {5, 7, 2}, gguf::TensorType::kBF16}});
+  auto layout =
+      gguf::PlanGguf({KeyValue::String("general.architecture", "llama"), KeyValue::Float32("adapter.lora.alpha", 0.1f),
+                      KeyValue::Uint32("general.quantization_version", 2),
+                      KeyValue::Uint32Array("adapter.alora.invocation_tokens", {5, 6})},
+                     {{"blk.0.attn_q.weight.lora_a", {2, 64}, gguf::TensorType::kQ8_0},
+                      {"blk.0.attn_q.weight.lora_b", {3, 2}, gguf::TensorType::kF16},
+                      {"token_embd.weight.lora_a", {5, 7, 2}, gguf::TensorType::kBF16}});
   ASSERT_TRUE(layout.ok()) << layout.error().message;
   Bytes file = gguf::EncodeHeader(layout.value());
   file.resize(layout->file_size, 0);
@@ -159,64 +160,89 @@ TEST(GgufReader, RefusesWhatGgmlRefusesNamingKeyTensorAndOffset) {
     f(b);
     return b.bytes;
   };
-  cases.push_back({"magic", with([](Builder& b) { b.bytes = {'G', 'G', 'M', 'L', 3, 0, 0, 0}; }), ErrorCode::InvalidHeader,
-                   "not a GGUF file: it starts with `GGML`", 0});
+  cases.push_back({"magic", with([](Builder& b) { b.bytes = {'G', 'G', 'M', 'L', 3, 0, 0, 0}; }),
+                   ErrorCode::InvalidHeader, "not a GGUF file: it starts with `GGML`", 0});
   cases.push_back({"v0", with([](Builder& b) { b.Head(0, 0, 0); }), ErrorCode::InvalidHeader, "bad GGUF version 0", 4});
-  cases.push_back({"v1", with([](Builder& b) { b.Head(0, 0, 1); }), ErrorCode::InvalidHeader, "version 1 is no longer supported", 4});
+  cases.push_back({"v1", with([](Builder& b) { b.Head(0, 0, 1); }), ErrorCode::InvalidHeader,
+                   "version 1 is no longer supported", 4});
   cases.push_back({"v4", with([](Builder& b) { b.Head(0, 0, 4); }), ErrorCode::InvalidHeader, "version 4 is newer", 4});
-  cases.push_back({"big-endian", with([](Builder& b) { b.Head(0, 0, 0x03000000); }), ErrorCode::InvalidHeader, "big-endian", 4});
-  cases.push_back({"empty key", with([](Builder& b) { b.Head(0, 1).KeyString("", "x"); }), ErrorCode::InvalidHeader, "key 0 is empty", 24});
+  cases.push_back(
+      {"big-endian", with([](Builder& b) { b.Head(0, 0, 0x03000000); }), ErrorCode::InvalidHeader, "big-endian", 4});
+  cases.push_back({"empty key", with([](Builder& b) { b.Head(0, 1).KeyString("", "x"); }), ErrorCode::InvalidHeader,
+                   "key 0 is empty", 24});
   cases.push_back({"duplicate key", with([](Builder& b) { b.Head(0, 2).KeyString("a", "x").KeyString("a", "y"); }),
                    ErrorCode::InvalidHeader, "duplicate key `a` (key 1)", 24 + 8 + 1 + 4 + 8 + 1});
   cases.push_back({"bad type", with([](Builder& b) { b.Head(0, 1).Str("k").Put<uint32_t>(13).Put<uint32_t>(0); }),
                    ErrorCode::InvalidHeader, "key `k` has invalid GGUF type 13", 33});
-  cases.push_back({"array of arrays", with([](Builder& b) { b.Head(0, 1).Str("k").Put<uint32_t>(9).Put<uint32_t>(9).Put<uint64_t>(0); }),
+  cases.push_back({"array of arrays",
+                   with([](Builder& b) { b.Head(0, 1).Str("k").Put<uint32_t>(9).Put<uint32_t>(9).Put<uint64_t>(0); }),
                    ErrorCode::InvalidHeader, "arrays of arrays", 33});
-  cases.push_back({"alignment type", with([](Builder& b) { b.Head(0, 1).Str("general.alignment").Put<uint32_t>(10).Put<uint64_t>(32); }),
+  cases.push_back({"alignment type",
+                   with([](Builder& b) { b.Head(0, 1).Str("general.alignment").Put<uint32_t>(10).Put<uint64_t>(32); }),
                    ErrorCode::InvalidHeader, "`general.alignment` must be of type UINT32 but is UINT64", 24});
   cases.push_back({"alignment 48", with([](Builder& b) { b.Head(0, 1).KeyU32("general.alignment", 48); }),
                    ErrorCode::InvalidHeader, "alignment 48 is not a power of 2", 24});
   cases.push_back({"alignment 0", with([](Builder& b) { b.Head(0, 1).KeyU32("general.alignment", 0); }),
                    ErrorCode::InvalidHeader, "alignment 0 is not a power of 2", 24});
   const std::string long_name(64, 'x');
-  cases.push_back({"long name", with([&](Builder& b) { b.Head(1, 0).Tensor(long_name, {4}, 0, 0).PadTo(32).Zeros(16); }),
+  cases.push_back({"long name",
+                   with([&](Builder& b) { b.Head(1, 0).Tensor(long_name, {4}, 0, 0).PadTo(32).Zeros(16); }),
                    ErrorCode::TensorInvalidInfo, "its name has 64 bytes; ggml reads at most 63", 24, long_name});
-  cases.push_back({"5 dims", with([](Builder& b) { b.Head(1, 0).Tensor("t", {1, 1, 1, 1, 1}, 0, 0); }),
+  cases.push_back({"5 dims", with([](Builder& b) {
+                     b.Head(1, 0).Tensor("t", {1, 1, 1, 1, 1}, 0, 0);
+                   }),
                    ErrorCode::TensorInvalidInfo, "tensor `t` has 5 dimensions; ggml allows at most 4", 33, "t"});
-  cases.push_back({"negative", with([](Builder& b) { b.Head(1, 0).Tensor("t", {4, uint64_t(-2)}, 0, 0); }),
+  cases.push_back({"negative", with([](Builder& b) {
+                     b.Head(1, 0).Tensor("t", {4, uint64_t(-2)}, 0, 0);
+                   }),
                    ErrorCode::TensorInvalidInfo, "dimension 1 has a negative number of elements (-2)", 45, "t"});
-  cases.push_back({"overflow", with([](Builder& b) { b.Head(1, 0).Tensor("t", {1ull << 40, 1ull << 40}, 0, 0); }),
+  cases.push_back({"overflow", with([](Builder& b) {
+                     b.Head(1, 0).Tensor("t", {1ull << 40, 1ull << 40}, 0, 0);
+                   }),
                    ErrorCode::ValidationOverflow, "element count overflows", 33, "t"});
   cases.push_back({"removed type", with([](Builder& b) { b.Head(1, 0).Tensor("t", {32}, 4, 0); }),
                    ErrorCode::TensorInvalidInfo, "invalid ggml type 4", 45, "t"});
   cases.push_back({"type 43", with([](Builder& b) { b.Head(1, 0).Tensor("t", {32}, 43, 0); }),
                    ErrorCode::TensorInvalidInfo, "invalid ggml type 43", 45, "t"});
-  cases.push_back({"partial block", with([](Builder& b) { b.Head(1, 0).Tensor("t", {16, 2}, 8, 0); }),
-                   ErrorCode::MisalignedSlice, "tensor `t` of type Q8_0 has 16 elements per row, not a multiple of its block size (32)", 53, "t"});
-  cases.push_back({"duplicate name", with([](Builder& b) { b.Head(2, 0).Tensor("t", {4}, 0, 0).Tensor("t", {4}, 0, 32); }),
+  cases.push_back({"partial block", with([](Builder& b) {
+                     b.Head(1, 0).Tensor("t", {16, 2}, 8, 0);
+                   }),
+                   ErrorCode::MisalignedSlice,
+                   "tensor `t` of type Q8_0 has 16 elements per row, not a multiple of its block size (32)", 53, "t"});
+  cases.push_back({"duplicate name",
+                   with([](Builder& b) { b.Head(2, 0).Tensor("t", {4}, 0, 0).Tensor("t", {4}, 0, 32); }),
                    ErrorCode::TensorInvalidInfo, "duplicate tensor name `t` (tensor 1)", 57, "t"});
-  cases.push_back({"gap", with([](Builder& b) { b.Head(2, 0).Tensor("a", {4}, 0, 0).Tensor("b", {4}, 0, 64).PadTo(32).Zeros(96); }),
-                   ErrorCode::InvalidOffset, "tensor `b` has offset 64, expected 32", 57, "b"});
+  cases.push_back(
+      {"gap", with([](Builder& b) { b.Head(2, 0).Tensor("a", {4}, 0, 0).Tensor("b", {4}, 0, 64).PadTo(32).Zeros(96); }),
+       ErrorCode::InvalidOffset, "tensor `b` has offset 64, expected 32", 57, "b"});
   cases.push_back({"past the end", with([](Builder& b) { b.Head(1, 0).Tensor("a", {4}, 0, 0).PadTo(32).Zeros(15); }),
-                   ErrorCode::MetadataIncompleteBuffer, "tensor `a` ends at byte 80, past the end of the file (79 bytes)", 24, "a"});
-  cases.push_back({"truncated key", with([](Builder& b) { b.Head(0, 1).Str("general.architecture").Put<uint32_t>(8).Put<uint64_t>(100); }),
+                   ErrorCode::MetadataIncompleteBuffer,
+                   "tensor `a` ends at byte 80, past the end of the file (79 bytes)", 24, "a"});
+  cases.push_back({"truncated key", with([](Builder& b) {
+                     b.Head(0, 1).Str("general.architecture").Put<uint32_t>(8).Put<uint64_t>(100);
+                   }),
                    ErrorCode::MetadataIncompleteBuffer, "inside key `general.architecture`'s value", 64});
   // Hostile counts and lengths: refused from the counts alone, nothing allocated for them.
   cases.push_back({"tensor count", with([](Builder& b) { b.Head(1ull << 60, 0); }), ErrorCode::HeaderTooLarge,
                    "declares 1152921504606846976 tensors", 8});
   cases.push_back({"key count", with([](Builder& b) { b.Head(0, uint64_t(-1)); }), ErrorCode::HeaderTooLarge,
                    "declares 18446744073709551615 keys", 16});
-  cases.push_back({"keys over the cap", with([](Builder& b) { b.Head(0, 65537).Zeros(65537 * 13); }), ErrorCode::HeaderTooLarge,
-                   "declares 65537 keys; peft-bridge reads at most 65536", 16});
-  cases.push_back({"tensors over the cap", with([](Builder& b) { b.Head(262145, 0).Zeros(262145 * 25); }), ErrorCode::HeaderTooLarge,
-                   "declares 262145 tensors; peft-bridge reads at most 262144", 8});
+  cases.push_back({"keys over the cap", with([](Builder& b) { b.Head(0, 65537).Zeros(65537 * 13); }),
+                   ErrorCode::HeaderTooLarge, "declares 65537 keys; peft-bridge reads at most 65536", 16});
+  cases.push_back({"tensors over the cap", with([](Builder& b) { b.Head(262145, 0).Zeros(262145 * 25); }),
+                   ErrorCode::HeaderTooLarge, "declares 262145 tensors; peft-bridge reads at most 262144", 8});
   cases.push_back({"tensors the file cannot hold", with([](Builder& b) { b.Head(1000, 0).Zeros(100); }),
-                   ErrorCode::MetadataIncompleteBuffer, "the file ends at byte 124, before the 1000 tensors the header declares", 8});
+                   ErrorCode::MetadataIncompleteBuffer,
+                   "the file ends at byte 124, before the 1000 tensors the header declares", 8});
   cases.push_back({"string length", with([](Builder& b) { b.Head(0, 1).Put<uint64_t>(1ull << 62); }),
                    ErrorCode::HeaderTooLarge, "key 0 at byte 32 claims 4611686018427387904 bytes", 32});
-  cases.push_back({"array count", with([](Builder& b) { b.Head(0, 1).Str("k").Put<uint32_t>(9).Put<uint32_t>(6).Put<uint64_t>(1ull << 61); }),
+  cases.push_back({"array count", with([](Builder& b) {
+                     b.Head(0, 1).Str("k").Put<uint32_t>(9).Put<uint32_t>(6).Put<uint64_t>(1ull << 61);
+                   }),
                    ErrorCode::HeaderTooLarge, "key `k`'s elements", 49});
-  cases.push_back({"string array", with([](Builder& b) { b.Head(0, 1).Str("k").Put<uint32_t>(9).Put<uint32_t>(8).Put<uint64_t>(1ull << 40); }),
+  cases.push_back({"string array", with([](Builder& b) {
+                     b.Head(0, 1).Str("k").Put<uint32_t>(9).Put<uint32_t>(8).Put<uint64_t>(1ull << 40);
+                   }),
                    ErrorCode::HeaderTooLarge, "key `k`'s elements", 49});
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
@@ -247,8 +273,8 @@ namespace {
 
 using testing::AddLinear;
 using testing::Bytes;
-using testing::GenTensor;
 using testing::GeneratedAdapter;
+using testing::GenTensor;
 
 constexpr const char* kTargets = R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "k_proj", "v_proj"])";
 
@@ -269,7 +295,8 @@ GeneratedAdapter Llama(const std::string& fields, Dtype dtype = Dtype::F32, bool
   g.config = testing::PeftConfig(fields);
   g.weights = testing::BuildSafetensors(t, 11);
   g.base_config = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": )" +
-                  std::to_string(width) + R"(, "num_attention_heads": 4, "num_key_value_heads": 2, )"
+                  std::to_string(width) +
+                  R"(, "num_attention_heads": 4, "num_key_value_heads": 2, )"
                   R"("num_hidden_layers": 2, "vocab_size": 64, "tie_word_embeddings": false})";
   return g;
 }
@@ -542,12 +569,14 @@ TEST(GgufAdapterRead, ZeroDimensionalAndEmptyFactorsAreRejectedTensors) {
       return n;
     };
     const uint64_t b_offset = (bytes_of(ne_a) + 31) / 32 * 32;
-    b.Tensor("blk.0.attn_v.weight.lora_a", ne_a, 0, 0).Tensor("blk.0.attn_v.weight.lora_b", ne_b, 0, b_offset).PadTo(32);
+    b.Tensor("blk.0.attn_v.weight.lora_a", ne_a, 0, 0)
+        .Tensor("blk.0.attn_v.weight.lora_b", ne_b, 0, b_offset)
+        .PadTo(32);
     b.Zeros(b_offset + bytes_of(ne_b));
     return b.bytes;
   };
-  for (const auto& [ne_a, ne_b] : std::vector<std::pair<std::vector<uint64_t>, std::vector<uint64_t>>>{
-           {{}, {}}, {{}, {2, 4}}, {{2, 0}, {2, 4}}}) {
+  for (const auto& [ne_a, ne_b] :
+       std::vector<std::pair<std::vector<uint64_t>, std::vector<uint64_t>>>{{{}, {}}, {{}, {2, 4}}, {{2, 0}, {2, 4}}}) {
     const Bytes file = adapter(ne_a, ne_b);
     adapter::AdapterSource source{"adapter_model.gguf", file, std::nullopt, std::nullopt};
     auto r = adapter::ReadAdapter(source, {});

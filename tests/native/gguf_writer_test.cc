@@ -25,9 +25,10 @@ float FloatOf(uint32_t bits) {
 }
 
 TEST(GgufWriter, HeaderLayoutAsGgufPyWritesIt) {
-  auto layout = PlanGguf({KeyValue::String("general.architecture", "llama"), KeyValue::Float32("adapter.lora.alpha", 16)},
-                         {{"blk.0.attn_q.weight.lora_a", {2, 64}, TensorType::kF32},
-                          {"blk.0.attn_q.weight.lora_b", {3, 2}, TensorType::kF16}});
+  auto layout =
+      PlanGguf({KeyValue::String("general.architecture", "llama"), KeyValue::Float32("adapter.lora.alpha", 16)},
+               {{"blk.0.attn_q.weight.lora_a", {2, 64}, TensorType::kF32},
+                {"blk.0.attn_q.weight.lora_b", {3, 2}, TensorType::kF16}});
   ASSERT_TRUE(layout.ok()) << layout.error().message;
   const std::vector<uint8_t> h = EncodeHeader(layout.value());
   EXPECT_EQ(h.size(), layout->data_start);

@@ -118,7 +118,10 @@ Comparison Compare(const std::map<std::string, StoredTensor>& want, const std::m
     if (!want.count(name)) c.mismatch += "extra tensor " + name + "; ";
   for (const auto& [name, w] : want) {
     auto it = got.find(name);
-    if (it == got.end()) { c.mismatch += "missing tensor " + name + "; "; continue; }
+    if (it == got.end()) {
+      c.mismatch += "missing tensor " + name + "; ";
+      continue;
+    }
     const StoredTensor& g = it->second;
     if (g.dtype != w.dtype || g.shape != w.shape || g.bytes.size() != w.bytes.size()) {
       c.mismatch += name + ": dtype/shape " + g.dtype + " vs PEFT's " + w.dtype + "; ";
@@ -137,7 +140,10 @@ Comparison Compare(const std::map<std::string, StoredTensor>& want, const std::m
       ++c.total;
       if (g.dtype == "F32" || g.dtype == "BF16" || g.dtype == "F16") {
         int64_t ulp = std::llabs(Ordered(g, i) - Ordered(w, i));
-        if (ulp == 0) { ++c.identical; continue; }
+        if (ulp == 0) {
+          ++c.identical;
+          continue;
+        }
         tensor_worst = std::max(tensor_worst, ulp);
         if (ulp > max_ulp && std::fabs(Value(g, i) - Value(w, i)) > abs_tol) ++bad;
       } else if (std::memcmp(g.bytes.data() + i * ElementSize(g.dtype), w.bytes.data() + i * ElementSize(w.dtype),
@@ -212,7 +218,8 @@ TEST_P(GoldenUnmerge, UnmergeOfOurMergeEqualsPeftUnmerge) {
     EXPECT_NE(RunUnmerge(dir / "peft_merged", dir / "adapter", out), 0)
         << "unmerge must be refused: " << item["unmerge"]["refused"].get<std::string>();
     EXPECT_FALSE(fs::exists(out));
-    std::printf("golden unmerge %s: refused (%s)\n", GetParam().c_str(), item["unmerge"]["refused"].get<std::string>().c_str());
+    std::printf("golden unmerge %s: refused (%s)\n", GetParam().c_str(),
+                item["unmerge"]["refused"].get<std::string>().c_str());
     return;
   }
   ASSERT_EQ(RunMerge(dir / "base", dir / "adapter", merged), 0);

@@ -12,7 +12,9 @@ namespace {
 constexpr const char* kUrl = "https://hub.test/o/r/resolve/main/model.safetensors";
 
 HttpFilePolicy Make(HttpLimits limits = {}, std::string token = "", std::string url = kUrl) {
-  auto p = HttpFilePolicy::Open({.url = url, .label = "hf://o/r/model.safetensors", .token = std::move(token),
+  auto p = HttpFilePolicy::Open({.url = url,
+                                 .label = "hf://o/r/model.safetensors",
+                                 .token = std::move(token),
                                  .token_origin = "https://hub.test"},
                                 limits);
   EXPECT_TRUE(p.ok()) << p.error().message;
@@ -98,7 +100,9 @@ TEST(HttpPolicy, RefusesUserInfoAndOtherSchemesUpFront) {
     ASSERT_FALSE(p.ok()) << url;
     EXPECT_EQ(p.error().code, ErrorCode::InvalidArgument);
   }
-  EXPECT_EQ(HttpFilePolicy::Open({.url = "https://user@h/x", .label = "L", .token = "", .token_origin = ""}, {}).error().message,
+  EXPECT_EQ(HttpFilePolicy::Open({.url = "https://user@h/x", .label = "L", .token = "", .token_origin = ""}, {})
+                .error()
+                .message,
             "`L`: URLs with user info (user:password@) are refused; use a token instead");
 }
 
@@ -247,7 +251,8 @@ TEST(HttpPolicy, TransportErrorsRetriedOrNotByKind) {
   named.BeginRead(0, 10, 0);
   Send(named, 0);
   named.OnTransportError(0, TransportError::kResolve);
-  EXPECT_EQ(FailMessage(named, 0), "cannot open `hf://o/r/model.safetensors`: the host name `nohost.invalid:8080` did not resolve");
+  EXPECT_EQ(FailMessage(named, 0),
+            "cannot open `hf://o/r/model.safetensors`: the host name `nohost.invalid:8080` did not resolve");
 }
 
 TEST(HttpPolicy, TruncatedBodyResumesAtTheByteReached) {
@@ -310,7 +315,8 @@ TEST(HttpPolicy, WrongContentRangeIsNotRetried) {
   Send(r, 0);
   r.OnHead(0, Partial(0, 99, 1000));
   r.OnBody(0, 101);
-  EXPECT_EQ(FailMessage(r, 0), "cannot read `hf://o/r/model.safetensors`: the server sent more bytes than its Content-Range");
+  EXPECT_EQ(FailMessage(r, 0),
+            "cannot read `hf://o/r/model.safetensors`: the server sent more bytes than its Content-Range");
 }
 
 TEST(HttpPolicy, EtagOrSizeChangeFailsWithoutRetry) {
@@ -430,20 +436,23 @@ TEST(HttpPolicy, RedirectsAreCappedAndTheirTargetsChecked) {
   }
   Send(p, 0);
   p.OnHead(0, Redirect("/loop"));
-  EXPECT_EQ(FailMessage(p, 0), "cannot open `hf://o/r/model.safetensors`: more than 3 redirects (PB_HTTP_MAX_REDIRECTS)");
+  EXPECT_EQ(FailMessage(p, 0),
+            "cannot open `hf://o/r/model.safetensors`: more than 3 redirects (PB_HTTP_MAX_REDIRECTS)");
   EXPECT_EQ(p.requests(), 4u);
 
   HttpFilePolicy q = Make();
   q.BeginRead(0, 10, 0);
   Send(q, 0);
   q.OnHead(0, Redirect("file:///etc/passwd"));
-  EXPECT_EQ(FailMessage(q, 0), "cannot open `hf://o/r/model.safetensors`: redirected to `file:`, which is not an http(s) URL");
+  EXPECT_EQ(FailMessage(q, 0),
+            "cannot open `hf://o/r/model.safetensors`: redirected to `file:`, which is not an http(s) URL");
 
   HttpFilePolicy r = Make();
   r.BeginRead(0, 10, 0);
   Send(r, 0);
   r.OnHead(0, Redirect("https://user:pw@evil.test/x"));
-  EXPECT_EQ(FailMessage(r, 0), "cannot open `hf://o/r/model.safetensors`: redirected to a URL with user info, which is refused");
+  EXPECT_EQ(FailMessage(r, 0),
+            "cannot open `hf://o/r/model.safetensors`: redirected to a URL with user info, which is refused");
 
   HttpFilePolicy s = Make();
   s.BeginRead(0, 10, 0);
@@ -638,7 +647,8 @@ TEST(HttpPolicy, ALandingWhoseAnswerFailsItsChecksIsNotKept) {
     // The answer there is of a changed file (another ETag) or for other bytes: b fails, and the URL it came
     // from is no landing for the file's next reads, which resolve again.
     b.OnHead(1, wrong_range ? Partial(0, 9, 1000) : Partial(10, 19, 1000, "\"e2\""));
-    EXPECT_NE(FailMessage(b, 1).find(wrong_range ? "wrong Content-Range" : "changed while being read"), std::string::npos);
+    EXPECT_NE(FailMessage(b, 1).find(wrong_range ? "wrong Content-Range" : "changed while being read"),
+              std::string::npos);
     HttpFilePolicy c = p.Reader();
     c.BeginRead(30, 40, 2);
     EXPECT_EQ(Send(c, 2).request.url, kUrl) << (wrong_range ? "wrong range" : "changed ETag");
@@ -672,7 +682,8 @@ TEST(HttpPolicy, IdleDeadlineFailsTheAttemptAndIsRetried) {
   p.OnHead(600, Partial(0, 9, 10));
   EXPECT_EQ(p.deadline_ms(), 1100);  // the head was progress
   p.OnTimer(1100);
-  EXPECT_EQ(FailMessage(p, 1100), "cannot read `hf://o/r/model.safetensors`: no data at byte 0 for 500 ms (PB_HTTP_IDLE_MS)");
+  EXPECT_EQ(FailMessage(p, 1100),
+            "cannot read `hf://o/r/model.safetensors`: no data at byte 0 for 500 ms (PB_HTTP_IDLE_MS)");
   HttpFilePolicy q = Make({.retries = 0, .idle_ms = 500});
   q.BeginRead(0, 10, 0);
   Send(q, 0);
@@ -705,7 +716,8 @@ TEST(HttpPolicy, TotalDeadlineBoundsTheWholeRead) {
   for (int64_t t = 100; t < 1000; t += 100) q.OnBody(t, 1);
   EXPECT_EQ(q.deadline_ms(), 1000);
   q.OnTimer(1000);
-  EXPECT_EQ(FailMessage(q, 1000), "cannot read `hf://o/r/model.safetensors`: the read did not finish within 1000 ms (PB_HTTP_TOTAL_MS)");
+  EXPECT_EQ(FailMessage(q, 1000),
+            "cannot read `hf://o/r/model.safetensors`: the read did not finish within 1000 ms (PB_HTTP_TOTAL_MS)");
 }
 
 TEST(HttpPolicy, MinimumRatePerWindow) {
@@ -812,7 +824,8 @@ TEST(HttpCallClock, AnUnansweredCallFailsAfterIdleMsAndTheCallEndsByTotalMs) {
   auto t = c.Expired(2000, &total);
   ASSERT_TRUE(t.has_value());
   EXPECT_TRUE(total);
-  EXPECT_EQ(t->message, "POST https://hub.test/api/models/o/r/commit/main: did not finish within 2000 ms (PB_HTTP_TOTAL_MS)");
+  EXPECT_EQ(t->message,
+            "POST https://hub.test/api/models/o/r/commit/main: did not finish within 2000 ms (PB_HTTP_TOTAL_MS)");
 }
 
 TEST(HttpCallClock, AFlowingBodyMustKeepTheMinimumRate) {

@@ -120,7 +120,7 @@ TEST(HttpRetry, AWaitReachingTheDeadlineIsNotStarted) {
   EXPECT_EQ(DecideRetry(limits, Status(503), 0, 250).give_up, GiveUp::kDeadline);
   EXPECT_EQ(DecideRetry(limits, Status(503, "5"), 0, 5000).give_up, GiveUp::kDeadline);
   EXPECT_EQ(DecideRetry(limits, Status(503, "0"), 0, 0).give_up, GiveUp::kDeadline);  // the deadline passed
-  EXPECT_EQ(DecideRetry(limits, Status(503), 0, 250).reason, "");  // the attempt's error tells
+  EXPECT_EQ(DecideRetry(limits, Status(503), 0, 250).reason, "");                     // the attempt's error tells
 }
 
 }  // namespace

@@ -24,8 +24,7 @@ TEST(Sha256, Vectors) {
   for (size_t at = 0, step = 1; at < a.size(); at += step, step = step * 3 % 997 + 1)
     s.Update(Bytes(std::string_view(a).substr(at, std::min(step, a.size() - at))));
   EXPECT_EQ(s.HexDigest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
-  for (size_t n : {55, 56, 63, 64, 65, 119, 120})
-    EXPECT_EQ(Sha256Hex(Bytes(std::string(n, 'x'))).size(), 64u) << n;
+  for (size_t n : {55, 56, 63, 64, 65, 119, 120}) EXPECT_EQ(Sha256Hex(Bytes(std::string(n, 'x'))).size(), 64u) << n;
 }
 
 TEST(HubCommit, Base64) {
@@ -47,22 +46,26 @@ TEST(HubCommit, Urls) {
 
 TEST(HubCommit, Bodies) {
   EXPECT_EQ(PreuploadRequestJson({{"a.json", 2, "{}"}}), R"({"files":[{"path":"a.json","sample":"e30=","size":2}]})");
-  EXPECT_EQ(LfsBatchRequestJson({{"ab", 3}}, "main"),
-            R"({"hash_algo":"sha_256","objects":[{"oid":"ab","size":3}],"operation":"upload","ref":{"name":"main"},"transfers":["basic","multipart"]})");
+  EXPECT_EQ(
+      LfsBatchRequestJson({{"ab", 3}}, "main"),
+      R"({"hash_algo":"sha_256","objects":[{"oid":"ab","size":3}],"operation":"upload","ref":{"name":"main"},"transfers":["basic","multipart"]})");
   EXPECT_EQ(MultipartCompletionJson("ab", {"\"e1\"", "\"e2\""}),
             R"({"oid":"ab","parts":[{"etag":"\"e1\"","partNumber":1},{"etag":"\"e2\"","partNumber":2}]})");
-  EXPECT_EQ(CommitNdjson("t", "", {{"w.safetensors", true, "ab", 3, {}}, {"c.json", false, {}, 0, "{}"}}),
-            "{\"key\":\"header\",\"value\":{\"summary\":\"t\"}}\n"
-            "{\"key\":\"lfsFile\",\"value\":{\"algo\":\"sha256\",\"oid\":\"ab\",\"path\":\"w.safetensors\",\"size\":3}}\n"
-            "{\"key\":\"file\",\"value\":{\"content\":\"e30=\",\"encoding\":\"base64\",\"path\":\"c.json\"}}");
+  EXPECT_EQ(
+      CommitNdjson("t", "", {{"w.safetensors", true, "ab", 3, {}}, {"c.json", false, {}, 0, "{}"}}),
+      "{\"key\":\"header\",\"value\":{\"summary\":\"t\"}}\n"
+      "{\"key\":\"lfsFile\",\"value\":{\"algo\":\"sha256\",\"oid\":\"ab\",\"path\":\"w.safetensors\",\"size\":3}}\n"
+      "{\"key\":\"file\",\"value\":{\"content\":\"e30=\",\"encoding\":\"base64\",\"path\":\"c.json\"}}");
 }
 
 TEST(HubCommit, Answers) {
-  auto lfs = ParsePreuploadLfsPaths(R"({"files":[{"path":"a","uploadMode":"lfs"},{"path":"b","uploadMode":"regular"}]})");
+  auto lfs =
+      ParsePreuploadLfsPaths(R"({"files":[{"path":"a","uploadMode":"lfs"},{"path":"b","uploadMode":"regular"}]})");
   ASSERT_TRUE(lfs.ok());
   EXPECT_EQ(lfs.value(), std::vector<std::string>{"a"});
   EXPECT_FALSE(ParsePreuploadLfsPaths("[]").ok());
-  auto batch = ParseLfsBatch(R"({"objects":[{"oid":"x","size":1},{"oid":"y","size":9,"actions":{"upload":{"href":"put-y"}}},
+  auto batch =
+      ParseLfsBatch(R"({"objects":[{"oid":"x","size":1},{"oid":"y","size":9,"actions":{"upload":{"href":"put-y"}}},
     {"oid":"z","size":9,"actions":{"upload":{"href":"done-z","header":{"chunk_size":"5","00002":"p2","00001":"p1"}}}}]})");
   ASSERT_TRUE(batch.ok()) << batch.error().message;
   ASSERT_EQ(batch->size(), 3u);
@@ -74,7 +77,10 @@ TEST(HubCommit, Answers) {
   auto refused = ParseLfsBatch(R"({"objects":[{"oid":"x","error":{"code":422,"message":"too big"}}]})");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().message, "the Hub refused LFS object x: too big");
-  EXPECT_FALSE(ParseLfsBatch(R"({"objects":[{"oid":"z","actions":{"upload":{"href":"h","header":{"chunk_size":"5","00002":"p2"}}}}]})").ok());
+  EXPECT_FALSE(
+      ParseLfsBatch(
+          R"({"objects":[{"oid":"z","actions":{"upload":{"href":"h","header":{"chunk_size":"5","00002":"p2"}}}}]})")
+          .ok());
   auto commit = ParseCommitAnswer(R"({"commitOid":"c1","commitUrl":"u","pullRequestUrl":"pr"})");
   ASSERT_TRUE(commit.ok());
   EXPECT_EQ(commit->commit_oid, "c1");

@@ -26,7 +26,7 @@ TEST(ContentKind, RecognisesWhatFilesPassedByMistakeLookLike) {
   EXPECT_EQ(Kind("version https://git-lfs.github.com/spec/v1\n"), ContentKind::kGitLfsPointer);
   EXPECT_EQ(Kind("hello world\n"), ContentKind::kText);
   EXPECT_EQ(Kind("h\xc3\xa9llo w"), ContentKind::kText);  // UTF-8
-  EXPECT_EQ(Kind("ab\xe2\x82"), ContentKind::kText);       // a sequence cut by the end of the prefix
+  EXPECT_EQ(Kind("ab\xe2\x82"), ContentKind::kText);      // a sequence cut by the end of the prefix
   EXPECT_EQ(Kind(std::string_view("PK\x03\x04\x14\x00\x00\x00", 8)), ContentKind::kZip);
   EXPECT_EQ(Kind(std::string_view("\x1f\x8b\x08\x00\x00\x00\x00\x00", 8)), ContentKind::kGzip);
   EXPECT_EQ(Kind(std::string_view("\x80\x02}q\x00(X\x10", 8)), ContentKind::kPickle);
@@ -37,8 +37,12 @@ TEST(ContentKind, LeavesBinaryAndSafetensorsPrefixesUnclassified) {
   // A real length prefix (N <= 100 MB) has zero high bytes: never text.
   EXPECT_EQ(Kind(std::string_view("\x40\x00\x00\x00\x00\x00\x00\x00", 8)), ContentKind::kUnknown);
   EXPECT_EQ(Kind(std::string_view("\xff\xff\xff\xff\xff\xff\xff\xff", 8)), ContentKind::kUnknown);
-  EXPECT_EQ(Kind("ab\x01" "cdefg"), ContentKind::kUnknown);  // a control byte
-  EXPECT_EQ(Kind("ab\xc3" "cdefg"), ContentKind::kUnknown);  // a broken UTF-8 sequence
+  EXPECT_EQ(Kind("ab\x01"
+                 "cdefg"),
+            ContentKind::kUnknown);  // a control byte
+  EXPECT_EQ(Kind("ab\xc3"
+                 "cdefg"),
+            ContentKind::kUnknown);  // a broken UTF-8 sequence
   EXPECT_EQ(Kind(""), ContentKind::kUnknown);
   EXPECT_EQ(ContentHeadline(ContentKind::kUnknown), "");
 }
@@ -59,10 +63,13 @@ TEST(ContentKind, HeaderLengthErrorsLeadWithWhatTheFileLooksLike) {
   EXPECT_EQ(binary.error().message.find("looks like"), std::string::npos);  // nothing to say: unchanged
   auto gguf = ReadHeaderLength(Bytes(std::string_view("GGUF\x03\x00\x00\x00", 8)), 64);
   ASSERT_FALSE(gguf.ok());
-  EXPECT_EQ(gguf.error().message.rfind("not a safetensors file, it looks like a GGUF file", 0), 0u) << gguf.error().message;
+  EXPECT_EQ(gguf.error().message.rfind("not a safetensors file, it looks like a GGUF file", 0), 0u)
+      << gguf.error().message;
 }
 
-Error FormatError() { return MakeError(ErrorCode::HeaderTooLarge, "not a safetensors file, it looks like JSON: header length 1 exceeds"); }
+Error FormatError() {
+  return MakeError(ErrorCode::HeaderTooLarge, "not a safetensors file, it looks like JSON: header length 1 exceeds");
+}
 
 TEST(InputHint, ADirectoryGivenForOneFileSaysSo) {
   Error e = app::ExplainInputError(MakeError(ErrorCode::IoError, "`m/` is not a regular file"), {"m/", true},
@@ -77,31 +84,38 @@ TEST(InputHint, ADirectoryGivenForOneFileSaysSo) {
 // `owner/repo` as huggingface_hub and transformers take it: nothing is there locally, so the Hub was meant.
 TEST(InputHint, AMissingPathThatReadsAsARepoIdPointsAtHf) {
   using app::InputRole;
-  const Error missing = MakeError(ErrorCode::IoError, "cannot open `meta-llama/Llama-3.2-1B`: No such file or directory");
+  const Error missing =
+      MakeError(ErrorCode::IoError, "cannot open `meta-llama/Llama-3.2-1B`: No such file or directory");
   for (InputRole role : {InputRole::kTensorFile, InputRole::kAdapter, InputRole::kBase}) {
     Error e = app::ExplainInputError(missing, {"meta-llama/Llama-3.2-1B", false, false}, role);
     EXPECT_EQ(e.code, ErrorCode::IoError);
     EXPECT_EQ(e.message, missing.message + " (did you mean `hf://meta-llama/Llama-3.2-1B`?)");
   }
   // a path that exists, a file name, or no repo id: unchanged
-  EXPECT_EQ(app::ExplainInputError(missing, {"meta-llama/Llama-3.2-1B", false, true}, InputRole::kBase).message, missing.message);
+  EXPECT_EQ(app::ExplainInputError(missing, {"meta-llama/Llama-3.2-1B", false, true}, InputRole::kBase).message,
+            missing.message);
   for (std::string path : {"runs/model.safetensors", "a/b/c", "./me", "me", "/abs/path", "me/re po"})
-    EXPECT_EQ(app::ExplainInputError(missing, {path, false, false}, InputRole::kAdapter).message, missing.message) << path;
+    EXPECT_EQ(app::ExplainInputError(missing, {path, false, false}, InputRole::kAdapter).message, missing.message)
+        << path;
 }
 
 TEST(InputHint, AConfigFilePassedForWeightsPointsAtWhatToPass) {
   using app::InputRole;
-  auto explain = [](const std::string& path, InputRole role) { return app::ExplainInputError(FormatError(), {path, false}, role); };
+  auto explain = [](const std::string& path, InputRole role) {
+    return app::ExplainInputError(FormatError(), {path, false}, role);
+  };
   Error adapter = explain("runs/lora/adapter_config.json", InputRole::kAdapter);
   EXPECT_EQ(adapter.code, ErrorCode::InvalidArgument);
   EXPECT_EQ(adapter.message, "`runs/lora/adapter_config.json` is an adapter's config, not safetensors weights: "
                              "pass its folder `runs/lora`");
   EXPECT_EQ(explain("adapter_config.json", InputRole::kTensorFile).message,
-            "`adapter_config.json` is an adapter's config, not safetensors weights: pass adapter_model.safetensors beside it");
+            "`adapter_config.json` is an adapter's config, not safetensors weights: pass adapter_model.safetensors "
+            "beside it");
   EXPECT_EQ(explain("llama/config.json", InputRole::kBase).message,
             "`llama/config.json` is a model's config, not safetensors weights: pass its folder `llama`");
   EXPECT_EQ(explain("llama/model.safetensors.index.json", InputRole::kBase).message,
-            "`llama/model.safetensors.index.json` is a sharded model's index, not safetensors weights: pass its folder `llama`");
+            "`llama/model.safetensors.index.json` is a sharded model's index, not safetensors weights: pass its folder "
+            "`llama`");
   EXPECT_EQ(explain("lora/adapter_config.json", InputRole::kBase).message,
             "`lora/adapter_config.json` is an adapter's config, not safetensors weights: pass the base model's folder "
             "or its .safetensors file");
@@ -119,7 +133,8 @@ TEST(PlanProblems, TheWrongBaseLeadsWithOneHeadline) {
             "adapter trained on gpt2 (GPT2LMHeadModel); base is LlamaForCausalLM: 0 of 36 modules found");
   EXPECT_EQ(merge::MissingModulesHeadline({std::nullopt, "GPT2LMHeadModel", std::nullopt, 4}, 1),
             "adapter for GPT2LMHeadModel: 3 of 4 modules found in the base");
-  EXPECT_EQ(merge::MissingModulesHeadline({std::nullopt, std::nullopt, "llama", 4}, 4), "base is llama: 0 of 4 adapter modules found");
+  EXPECT_EQ(merge::MissingModulesHeadline({std::nullopt, std::nullopt, "llama", 4}, 4),
+            "base is llama: 0 of 4 adapter modules found");
   EXPECT_EQ(merge::MissingModulesHeadline({}, 2), "0 of 2 adapter modules found in the base");
 }
 
@@ -145,7 +160,8 @@ TEST(PlanProblems, MissingModulesHaveTheirOwnCodeAndTheListIsCapped) {
   ASSERT_TRUE(json["error"]["problems"].is_array());
   ASSERT_EQ(json["error"]["problems"].size(), 37u);
   EXPECT_EQ(json["error"]["problems"][0],
-            (nlohmann::json{{"code", "ModulesNotFound"}, {"module", "h.0.attn.c_attn"},
+            (nlohmann::json{{"code", "ModulesNotFound"},
+                            {"module", "h.0.attn.c_attn"},
                             {"message", "adapter module `h.0.attn.c_attn`: the base has no tensor"}}));
   EXPECT_EQ(RenderErrorText(e), "error: ModulesNotFound: " + e.message + "\n");
 }
@@ -154,10 +170,12 @@ TEST(PlanProblems, WithoutMissingModulesTheCodesStayAsTheyWere) {
   Error refusals = merge::PlanProblemsError({{ErrorCode::UnsupportedAdapter, "x", "no"}}, {});
   EXPECT_EQ(refusals.code, ErrorCode::UnsupportedAdapter);
   EXPECT_EQ(refusals.message, "1 problem(s) between the base model and the adapter:\n  no");
-  Error mixed = merge::PlanProblemsError({{ErrorCode::UnsupportedAdapter, "x", "no"}, {ErrorCode::ShapeMismatch, "y", "bad"}}, {});
+  Error mixed = merge::PlanProblemsError(
+      {{ErrorCode::UnsupportedAdapter, "x", "no"}, {ErrorCode::ShapeMismatch, "y", "bad"}}, {});
   EXPECT_EQ(mixed.code, ErrorCode::ShapeMismatch);
   // An error without problems renders as before: no "problems" member.
-  EXPECT_FALSE(nlohmann::json::parse(RenderErrorJson(MakeError(ErrorCode::IoError, "x")))["error"].contains("problems"));
+  EXPECT_FALSE(
+      nlohmann::json::parse(RenderErrorJson(MakeError(ErrorCode::IoError, "x")))["error"].contains("problems"));
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// `count` tensors of `bytes_each` bytes, alternating BF16 (kept by --dtype bf16: forwarded) and F32 (converted), then I64.
+// `count` tensors of `bytes_each` bytes, alternating BF16 (kept by --dtype bf16: forwarded) and F32 (converted), then
+// I64.
 Bytes Interleaved(int count, size_t bytes_each) {
   std::mt19937 rng(9);
   std::string json = "{";
@@ -66,8 +67,9 @@ TEST(JobRunner, ForwardedAndWrittenRangesLandWhereTheJobSays) {
   WriteFile(dir / "in.safetensors", file);
   for (const char* order : {"reference", "input"}) {
     const fs::path out = dir / "out.safetensors";
-    const CliResult r = RunCli("convert " + (dir / "in.safetensors").string() + " " + out.string() +
-                               " --dtype bf16 -q --order " + order, true);
+    const CliResult r = RunCli(
+        "convert " + (dir / "in.safetensors").string() + " " + out.string() + " --dtype bf16 -q --order " + order,
+        true);
     ASSERT_EQ(r.status, 0) << r.out;
     EXPECT_EQ(r.out, "");
     const Bytes got = ReadAll(out);

@@ -95,7 +95,7 @@ TEST(ParseJson, RefusesDeepNestingBeforeParsing) {
   EXPECT_EQ(r.error().message, "model.safetensors.index.json: nesting deeper than 128 levels at byte 128");
 
   EXPECT_TRUE(ParseJson(std::string(128, '[') + std::string(128, ']'), "x").ok());
-  EXPECT_FALSE(ParseJson(std::string(129, '{') , "x").ok());
+  EXPECT_FALSE(ParseJson(std::string(129, '{'), "x").ok());
   // Brackets inside strings, escaped quotes included, are not containers.
   const std::string in_string = "[\"" + std::string(500, '[') + "\\\"" + std::string(500, '{') + "\"]";
   EXPECT_TRUE(ParseJson(in_string, "x").ok());
@@ -146,9 +146,9 @@ TEST(ParseJson, LargeObjectsParseInLinearTime) {
 
   std::string index = R"({"metadata": {"total_size": 1}, "weight_map": {)";
   for (int i = 0; i < 1000000; ++i)
-    index += (i ? ",\n" : "\n") + ("\"model.layers." + std::to_string(i / 1000) + ".mlp.experts." +
-                                   std::to_string(i % 1000) + ".down_proj.weight\": \"model-" +
-                                   std::to_string(i % 97) + ".safetensors\"");
+    index += (i ? ",\n" : "\n") +
+             ("\"model.layers." + std::to_string(i / 1000) + ".mlp.experts." + std::to_string(i % 1000) +
+              ".down_proj.weight\": \"model-" + std::to_string(i % 97) + ".safetensors\"");
   index += "}}";
   t0 = CpuSeconds();
   auto parsed = merge::ParseModelIndex(index);
@@ -156,8 +156,8 @@ TEST(ParseJson, LargeObjectsParseInLinearTime) {
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   EXPECT_EQ(parsed->shard_names.size(), 97u);
   EXPECT_LT(index_seconds, 10.0);
-  std::printf("100k-key config: %.3f s CPU; 1M-entry index (%zu bytes): %.3f s CPU\n", config_seconds,
-              index.size(), index_seconds);
+  std::printf("100k-key config: %.3f s CPU; 1M-entry index (%zu bytes): %.3f s CPU\n", config_seconds, index.size(),
+              index_seconds);
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ class KernelCopyTest : public ::testing::Test {
     const int out = ::open((out_dir / "out").c_str(), O_WRONLY | O_CLOEXEC);
     EXPECT_GE(in, 0);
     EXPECT_GE(out, 0);
-    const uint64_t done = way ? KernelCopy(*way, in, in_offset, out, out_offset, n) : KernelCopy(in, in_offset, out, out_offset, n);
+    const uint64_t done = way ? KernelCopy(*way, in, in_offset, out, out_offset, n)
+                              : KernelCopy(in, in_offset, out, out_offset, n);
     EXPECT_EQ(::lseek(in, 0, SEEK_CUR), 0) << "the input's offset moved";
     EXPECT_EQ(::lseek(out, 0, SEEK_CUR), 0) << "the output's offset moved";
     ::close(in);
@@ -91,7 +92,8 @@ TEST_F(KernelCopyTest, BothWaysTogetherCopyBetweenFileSystems) {
   EXPECT_EQ(CopyAndCheck(dir_, nullptr, 3 * kMiB, 10, 20, 3 * kMiB - 10), 3 * kMiB - 10);
   // tmpfs beside the temporary directory's file system, where there is one: copy_file_range refuses, splice copies.
   struct stat a, b;
-  if (::stat("/dev/shm", &b) != 0 || ::stat(dir_.c_str(), &a) != 0 || a.st_dev == b.st_dev) GTEST_SKIP() << "no second file system";
+  if (::stat("/dev/shm", &b) != 0 || ::stat(dir_.c_str(), &a) != 0 || a.st_dev == b.st_dev)
+    GTEST_SKIP() << "no second file system";
   const fs::path shm = fs::path("/dev/shm") / ("pb-kernel-copy-" + std::to_string(::getpid()));
   fs::create_directories(shm);
   EXPECT_EQ(CopyAndCheck(shm, nullptr, 3 * kMiB, 10, 20, 3 * kMiB - 10), 3 * kMiB - 10);

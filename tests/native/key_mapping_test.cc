@@ -42,9 +42,11 @@ TEST(KeyMapping, ShippedMappingParsesWithEveryPatternCompiled) {
 TEST(KeyMapping, VitCheckpointNamesMapToTheLoadedModuleNames) {
   auto rules = M().ForConfig(R"({"architectures": ["ViTForImageClassification"], "model_type": "vit"})");
   ASSERT_TRUE(rules.has_value());
-  EXPECT_EQ(Loaded(*rules, "vit.encoder.layer.11.attention.attention.query.weight"), "vit.layers.11.attention.q_proj.weight");
+  EXPECT_EQ(Loaded(*rules, "vit.encoder.layer.11.attention.attention.query.weight"),
+            "vit.layers.11.attention.q_proj.weight");
   EXPECT_EQ(Loaded(*rules, "vit.encoder.layer.0.attention.attention.value.bias"), "vit.layers.0.attention.v_proj.bias");
-  EXPECT_EQ(Loaded(*rules, "vit.encoder.layer.0.attention.output.dense.weight"), "vit.layers.0.attention.o_proj.weight");
+  EXPECT_EQ(Loaded(*rules, "vit.encoder.layer.0.attention.output.dense.weight"),
+            "vit.layers.0.attention.o_proj.weight");
   EXPECT_EQ(Loaded(*rules, "vit.encoder.layer.1.intermediate.dense.weight"), "vit.layers.1.mlp.fc1.weight");
   EXPECT_EQ(Loaded(*rules, "vit.encoder.layer.1.output.dense.weight"), "vit.layers.1.mlp.fc2.weight");
   // Untouched: names the rules do not match, and the bare ViTModel's checkpoint (no `vit.` prefix) too.
@@ -89,15 +91,18 @@ TEST(KeyMapping, MalformedDataIsAPreciseError) {
   EXPECT_EQ(no_version.error().message, "k.json: transformers_version: must be a string");
   auto bad_pattern = KeyMapping::Parse(
       R"({"transformers_version": "x", "model_types": {"m": [{"kind": "rename", "targets": ["a"],
-          "branches": [{"pattern": "(?<=x)a"}]}]}})", "k.json");
+          "branches": [{"pattern": "(?<=x)a"}]}]}})",
+      "k.json");
   ASSERT_FALSE(bad_pattern.ok());
   EXPECT_NE(bad_pattern.error().message.find("k.json: model_types.m[0].branches[0].pattern: "), std::string::npos)
       << bad_pattern.error().message;
   auto bad_kind = KeyMapping::Parse(
       R"({"transformers_version": "x", "model_types": {"m": [{"kind": "move", "targets": ["a"],
-          "branches": [{"pattern": "a"}]}]}})", "k.json");
+          "branches": [{"pattern": "a"}]}]}})",
+      "k.json");
   ASSERT_FALSE(bad_kind.ok());
-  EXPECT_EQ(bad_kind.error().message, "k.json: model_types.m[0].kind: must be \"rename\", \"convert\" or \"unsupported\"");
+  EXPECT_EQ(bad_kind.error().message,
+            "k.json: model_types.m[0].kind: must be \"rename\", \"convert\" or \"unsupported\"");
 }
 
 // --- A merge into checkpoint-named bases ------------------------------------------------------------------------
@@ -167,8 +172,8 @@ TEST(KeyMappingMerge, VitAdapterMergesIntoTheCheckpointNamesAndKeepsThem) {
     if (t.op == merge::TensorOp::kLowRank) merged.push_back(t.name);
   std::sort(merged.begin(), merged.end());
   EXPECT_EQ(merged, (std::vector<std::string>{"vit.encoder.layer.0.attention.attention.query.weight",
-                                               "vit.encoder.layer.0.attention.attention.value.weight",
-                                               "vit.encoder.layer.0.output.dense.weight"}));
+                                              "vit.encoder.layer.0.attention.attention.value.weight",
+                                              "vit.encoder.layer.0.output.dense.weight"}));
   // Without the config (no model_type, so no mapping) the modules are not found, as before.
   auto header = ParseWholeFile(base);
   auto none = merge::PlanMerge({{"model.safetensors", &header.value()}}, a, std::nullopt, merge::MergeOptions{});

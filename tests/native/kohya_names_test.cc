@@ -10,7 +10,8 @@ namespace {
 TEST(KohyaNames, UnetModulesGetLoraUnet) {
   EXPECT_EQ(KohyaBaseName("down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q", false, "lora_te_"),
             "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q");
-  EXPECT_EQ(KohyaBaseName("mid_block.attentions.0.proj_in", false, "lora_te_"), "lora_unet_mid_block_attentions_0_proj_in");
+  EXPECT_EQ(KohyaBaseName("mid_block.attentions.0.proj_in", false, "lora_te_"),
+            "lora_unet_mid_block_attentions_0_proj_in");
   EXPECT_EQ(KohyaBaseName("up_blocks.1.resnets.0.conv1", false, "lora_te_"), "lora_unet_up_blocks_1_resnets_0_conv1");
   EXPECT_EQ(KohyaBaseName("time_embedding.linear_1", false, "lora_te_"), "lora_unet_time_embedding_linear_1");
   // diffusers' pipeline prefix is dropped.
@@ -33,8 +34,10 @@ TEST(KohyaNames, TextEncoders) {
 }
 
 TEST(KohyaNames, OtherModelsKeepTheDefaultPrefix) {
-  EXPECT_EQ(KohyaBaseName("model.layers.3.self_attn.q_proj", false, "lora_te_"), "lora_te_model_layers_3_self_attn_q_proj");
-  EXPECT_EQ(KohyaBaseName("down_blocks_x.a", false, "lora_te_"), "lora_te_down_blocks_x_a");  // first segment must match
+  EXPECT_EQ(KohyaBaseName("model.layers.3.self_attn.q_proj", false, "lora_te_"),
+            "lora_te_model_layers_3_self_attn_q_proj");
+  EXPECT_EQ(KohyaBaseName("down_blocks_x.a", false, "lora_te_"),
+            "lora_te_down_blocks_x_a");  // first segment must match
 }
 
 }  // namespace

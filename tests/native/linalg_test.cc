@@ -98,7 +98,7 @@ TEST(Linalg, LowRankSvdOfAProductEqualsTheSvdOfTheProduct) {
   for (size_t k = 0; k < r; ++k) EXPECT_NEAR(low.s[k], full.s[k], 1e-10 * full.s[0]) << k;
   EXPECT_LT(low.s[9], 1e-12 * low.s[0]);
   EXPECT_LT(MaxAbsDiff(Reconstruct(low), Multiply(b, a)), 1e-12);
-  EXPECT_LT(Orthogonality(low.u) , 1e-12);
+  EXPECT_LT(Orthogonality(low.u), 1e-12);
   // The same bits on a second run: the sweep order is fixed.
   Svd again = LowRankSvd(b, a);
   EXPECT_EQ(again.s, low.s);

@@ -135,9 +135,10 @@ TEST(LoraConfig, ValueFormsPeftAccepts) {
     EXPECT_EQ(m.init_lora_weights, mode);
   }
   // LoRA on parameters (MoE experts): kept in file order.
-  EXPECT_EQ(MustParse(R"({"peft_type": "LORA", "target_parameters": ["mlp.experts.down_proj", "experts.gate_up_proj"]})")
-                .target_parameters,
-            (std::vector<std::string>{"mlp.experts.down_proj", "experts.gate_up_proj"}));
+  EXPECT_EQ(
+      MustParse(R"({"peft_type": "LORA", "target_parameters": ["mlp.experts.down_proj", "experts.gate_up_proj"]})")
+          .target_parameters,
+      (std::vector<std::string>{"mlp.experts.down_proj", "experts.gate_up_proj"}));
   // Variant switches in their "off" state are plain LoRA.
   MustParse(R"({"peft_type": "LORA", "alora_invocation_tokens": null, "target_parameters": [], "use_qalora": false,
       "layer_replication": null, "megatron_config": null, "use_bdlora": null, "arrow_config": null,
@@ -217,7 +218,8 @@ TEST(LoraConfig, MalformedConfigsAreInvalid) {
       {lora(R"("alpha_pattern": {"q_proj\\Z": 4})"), kInvalid, "`alpha_pattern` key"},
       {lora(R"j("exclude_modules": "(a")j"), kInvalid, "`exclude_modules` regex"},
       // PEFT's ParamWrapper raises on these, so PEFT cannot load such an adapter.
-      {lora(R"("target_parameters": ["experts.gate_up_proj"], "use_dora": true)"), kInvalid, "`use_dora`: PEFT's ParamWrapper"},
+      {lora(R"("target_parameters": ["experts.gate_up_proj"], "use_dora": true)"), kInvalid,
+       "`use_dora`: PEFT's ParamWrapper"},
       {lora(R"("target_parameters": ["experts.gate_up_proj"], "lora_dropout": 0.05)"), kInvalid, "`lora_dropout`"},
       {lora(R"("target_parameters": ["experts.gate_up_proj"], "fan_in_fan_out": true)"), kInvalid, "`fan_in_fan_out`"},
       {lora(R"("target_parameters": ["experts.gate_up_proj"], "lora_bias": true)"), kInvalid, "`lora_bias`"},
@@ -280,12 +282,32 @@ TEST(LoraConfig, DefaultDocumentIsThePinnedPeftsFreshConfig) {
 }
 
 TEST(LoraConfig, Pre014FieldsAreThoseOfPeft013) {
-  const std::vector<const char*> pre014 = {
-      // PeftConfig, then LoraConfig as of 0.13
-      "peft_type", "task_type", "auto_mapping", "base_model_name_or_path", "revision", "inference_mode", "r",
-      "target_modules", "lora_alpha", "lora_dropout", "fan_in_fan_out", "bias", "use_rslora", "modules_to_save",
-      "init_lora_weights", "layers_to_transform", "layers_pattern", "rank_pattern", "alpha_pattern",
-      "megatron_config", "megatron_core", "loftq_config", "use_dora", "layer_replication", "runtime_config"};
+  const std::vector<const char*> pre014 = {// PeftConfig, then LoraConfig as of 0.13
+                                           "peft_type",
+                                           "task_type",
+                                           "auto_mapping",
+                                           "base_model_name_or_path",
+                                           "revision",
+                                           "inference_mode",
+                                           "r",
+                                           "target_modules",
+                                           "lora_alpha",
+                                           "lora_dropout",
+                                           "fan_in_fan_out",
+                                           "bias",
+                                           "use_rslora",
+                                           "modules_to_save",
+                                           "init_lora_weights",
+                                           "layers_to_transform",
+                                           "layers_pattern",
+                                           "rank_pattern",
+                                           "alpha_pattern",
+                                           "megatron_config",
+                                           "megatron_core",
+                                           "loftq_config",
+                                           "use_dora",
+                                           "layer_replication",
+                                           "runtime_config"};
   for (const char* key : pre014) EXPECT_TRUE(adapter::IsPre014LoraField(key)) << key;
   for (const char* key : {"exclude_modules", "eva_config", "lora_bias", "peft_version", "trainable_token_indices",
                           "use_qalora", "enable_lora", "merge_weights", "kasa_config", "nonsense"})
@@ -300,12 +322,14 @@ namespace {
 
 // Found by fuzzing: a config nested 100,000 levels deep overflowed the stack when it was written back out.
 TEST(LoraConfig, DeeplyNestedDocumentsAreRefusedNotOverflowed) {
-  std::string deep = R"({"peft_type": "LORA", "loftq_config": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  std::string deep =
+      R"({"peft_type": "LORA", "loftq_config": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
   auto r = ParseLoraConfig(deep);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::InvalidConfig);
   EXPECT_NE(r.error().message.find("deeper than 128"), std::string::npos) << r.error().message;
-  std::string ok = R"({"peft_type": "LORA", "loftq_config": {}, "x": )" + std::string(100, '[') + std::string(100, ']') + "}";
+  std::string ok =
+      R"({"peft_type": "LORA", "loftq_config": {}, "x": )" + std::string(100, '[') + std::string(100, ']') + "}";
   EXPECT_TRUE(ParseLoraConfig(ok).ok());
   EXPECT_FALSE(WithinDepth(Json::parse(std::string(200, '[') + std::string(200, ']'))));
 }

@@ -53,7 +53,8 @@ TEST(LoraServing, NamesSpanAndConversion) {
   auto missing = ServedModule(a, "model.layers.1.self_attn.q_proj", "sql");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, ErrorCode::InvalidArgument);
-  EXPECT_NE(missing.error().message.find("sql has no LoRA module `model.layers.1.self_attn.q_proj`"), std::string::npos);
+  EXPECT_NE(missing.error().message.find("sql has no LoRA module `model.layers.1.self_attn.q_proj`"),
+            std::string::npos);
 
   const auto span = ModuleSpan(a.modules[0]);
   EXPECT_EQ(span.begin, 100u);
@@ -141,7 +142,8 @@ TEST(LoraServing, CompositionsAreBoundedBeforeAnyWork) {
   auto big = ComposeCat(two, Dtype::BF16, 0, bytes);
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.error().code, ErrorCode::LimitExceeded);
-  EXPECT_EQ(big.error().message, "the composed module would be 192 bytes, more than the limit of 191 bytes (maxComposeBytes)");
+  EXPECT_EQ(big.error().message,
+            "the composed module would be 192 bytes, more than the limit of 191 bytes (maxComposeBytes)");
   bytes.max_bytes += 1;
   EXPECT_TRUE(ComposeCat(two, Dtype::BF16, 0, bytes).ok());
   EXPECT_EQ(CheckCompositionTerms(0, {}).error().code, ErrorCode::InvalidArgument);
@@ -156,8 +158,8 @@ TEST(LoraServing, ApplyTermsAddsTheDeltaInEveryLayout) {
   for (WeightLayout layout : {WeightLayout::kOutIn, WeightLayout::kInOut}) {
     const bool t = layout == WeightLayout::kInOut;
     std::vector<ServedTerm> terms = {{&f1, 1, 2.0}, {&f2, 0.5, 0.25}};
-    auto merged = ApplyTerms(terms, F32Bytes(w), Dtype::F32, t ? std::vector<uint64_t>{in, out} : std::vector<uint64_t>{out, in},
-                             Dtype::F32, layout);
+    auto merged = ApplyTerms(terms, F32Bytes(w), Dtype::F32,
+                             t ? std::vector<uint64_t>{in, out} : std::vector<uint64_t>{out, in}, Dtype::F32, layout);
     ASSERT_TRUE(merged.ok()) << merged.error().message;
     for (uint64_t i = 0; i < out; ++i)
       for (uint64_t j = 0; j < in; ++j) {

@@ -225,7 +225,7 @@ struct Shape {
 // Rows below and above the packing threshold and not multiples of the 4-row block; columns not multiples
 // of any vector length (and smaller than one vector); ranks 1..70; one shape with several packed column
 // super-tiles (rank 64 x 2051 columns).
-const Shape kShapes[] = {{1, 1, 1},   {3, 5, 2},    {4, 16, 3},   {7, 33, 16},   {9, 64, 64}, {13, 127, 70},
+const Shape kShapes[] = {{1, 1, 1},     {3, 5, 2},     {4, 16, 3}, {7, 33, 16},    {9, 64, 64}, {13, 127, 70},
                          {16, 1000, 8}, {37, 301, 13}, {5, 17, 1}, {20, 2051, 64}, {2, 999, 5}, {11, 48, 32}};
 
 // ---------------------------------------------------------------------------------------------
@@ -235,7 +235,8 @@ TEST(LowRank, PrintTargets) {
 #ifdef PB_STATIC_DISPATCH
   names = k::KernelTargetName();
 #else
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) names += std::string(names.empty() ? "" : ",") + hwy::TargetName(target);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets())
+    names += std::string(names.empty() ? "" : ",") + hwy::TargetName(target);
 #endif
   std::printf("[ lowrank  ] targets exercised: %s\n", names.c_str());
   EXPECT_FALSE(names.empty());
@@ -313,8 +314,8 @@ TEST(LowRank, RandomShapesAllDtypePairsBitExact) {
     const float scale = RandomFloat(rng, 125, 129);
     const Problem p = MakeProblem(rows, cols, rank, scale, sign, rng.Next());
     const size_t n = rows * cols;
-    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + " r" + std::to_string(rank) +
-                              (sign < 0 ? " unmerge" : "");
+    const std::string shape =
+        std::to_string(rows) + "x" + std::to_string(cols) + " r" + std::to_string(rank) + (sign < 0 ? " unmerge" : "");
     for (Dtype in : kAllFloat) {
       const std::vector<uint8_t> w = MakeWeights(in, n, rng.Next(), true);
       for (Dtype out_dtype : kAllFloat) {
@@ -343,11 +344,11 @@ TEST(LowRank, RandomShapesAllDtypePairsBitExact) {
 TEST(LowRank, NonFiniteWeightsPropagate) {
   const Problem p = MakeProblem(6, 40, 9, 0.75f, 1.0f, 7);
   std::vector<uint16_t> w(6 * 40, 0x3C00);  // bf16 1/128
-  w[0] = 0x7FC0;   // NaN
-  w[5] = 0xFF81;   // negative signalling NaN
-  w[17] = 0x7F80;  // +Inf
-  w[39] = 0xFF80;  // -Inf (a scalar-tail column on 16-lane targets)
-  w[200] = 0x7F7F; // bf16 max: adding a small delta stays finite
+  w[0] = 0x7FC0;                            // NaN
+  w[5] = 0xFF81;                            // negative signalling NaN
+  w[17] = 0x7F80;                           // +Inf
+  w[39] = 0xFF80;                           // -Inf (a scalar-tail column on 16-lane targets)
+  w[200] = 0x7F7F;                          // bf16 max: adding a small delta stays finite
   const std::vector<uint8_t> want_f32 = ExpectedMerge(p, Dtype::BF16, w.data(), Dtype::F32, false);
   ForEachTarget([&] {
     for (Dtype out_dtype : {Dtype::BF16, Dtype::F16, Dtype::F32}) {
@@ -371,8 +372,10 @@ TEST(LowRank, NonFiniteWeightsPropagate) {
 TEST(LowRank, InPlaceAndUnaligned) {
   const size_t rows = 19, cols = 203, n = rows * cols;
   const Problem p = MakeProblem(rows, cols, 12, 1.25f, -1.0f, 4242);
-  const std::pair<Dtype, Dtype> pairs[] = {{Dtype::BF16, Dtype::BF16}, {Dtype::F32, Dtype::F32},
-                                           {Dtype::F16, Dtype::BF16},  {Dtype::F64, Dtype::F64},
+  const std::pair<Dtype, Dtype> pairs[] = {{Dtype::BF16, Dtype::BF16},
+                                           {Dtype::F32, Dtype::F32},
+                                           {Dtype::F16, Dtype::BF16},
+                                           {Dtype::F64, Dtype::F64},
                                            {Dtype::F8_E4M3, Dtype::F8_E4M3}};
   for (const auto& pair : pairs) {
     const Dtype in = pair.first, out_dtype = pair.second;  // (clang 14 cannot capture structured bindings)
@@ -390,8 +393,8 @@ TEST(LowRank, InPlaceAndUnaligned) {
       std::vector<uint8_t> shifted(w.size() + 1);
       std::memcpy(shifted.data() + 1, w.data(), w.size());
       std::vector<uint8_t> out((n + 1) * Width(out_dtype));
-      ASSERT_TRUE(k::MergeRows(in, shifted.data() + 1, out_dtype, out.data() + Width(out_dtype), rows, cols,
-                               p.Factors()));
+      ASSERT_TRUE(
+          k::MergeRows(in, shifted.data() + 1, out_dtype, out.data() + Width(out_dtype), rows, cols, p.Factors()));
       out.erase(out.begin(), out.begin() + static_cast<ptrdiff_t>(Width(out_dtype)));
       ExpectSameElements(out, want, Width(out_dtype), "unaligned " + Name(in));
     });
@@ -466,14 +469,16 @@ TEST(LowRank, Bf16WithinOneUlpOfFloat64Merge) {
     const std::vector<uint8_t> w = MakeWeights(Dtype::BF16, n, 77, false);
     std::vector<uint16_t> got(n);
     ASSERT_TRUE(k::MergeRows(Dtype::BF16, w.data(), Dtype::BF16, got.data(), rows, cols, p.Factors()));
-    auto ordered = [](uint16_t b) { return (b & 0x8000) ? -static_cast<int32_t>(b & 0x7FFF) : static_cast<int32_t>(b); };
+    auto ordered = [](uint16_t b) {
+      return (b & 0x8000) ? -static_cast<int32_t>(b & 0x7FFF) : static_cast<int32_t>(b);
+    };
     size_t exact = 0, off_by_one = 0, worse = 0;
     for (size_t i = 0; i < rows; ++i) {
       for (size_t j = 0; j < cols; ++j) {
         double acc = 0;
         for (size_t q = 0; q < rank; ++q) acc += static_cast<double>(p.left[i * rank + q]) * p.right[q * cols + j];
-        const double y = static_cast<double>(WidenRef(Dtype::BF16, w.data(), i * cols + j)) +
-                         acc * static_cast<double>(p.scale);
+        const double y =
+            static_cast<double>(WidenRef(Dtype::BF16, w.data(), i * cols + j)) + acc * static_cast<double>(p.scale);
         // double -> fp32 (RNE) -> bf16 (RNE): can differ from direct RNE only at a tie, i.e. by one ulp.
         const uint16_t want = ref::F32BitsToBF16(ref::FloatBits(static_cast<float>(y)));
         const int32_t d = ordered(got[i * cols + j]) - ordered(want);
@@ -486,8 +491,8 @@ TEST(LowRank, Bf16WithinOneUlpOfFloat64Merge) {
         }
       }
     }
-    std::printf("[ lowrank  ] r=%zu: bf16 vs float64 merge: %zu exact, %zu one ulp, %zu worse (of %zu)\n", rank,
-                exact, off_by_one, worse, n);
+    std::printf("[ lowrank  ] r=%zu: bf16 vs float64 merge: %zu exact, %zu one ulp, %zu worse (of %zu)\n", rank, exact,
+                off_by_one, worse, n);
     EXPECT_EQ(worse, 0u);
     EXPECT_GE(static_cast<double>(exact), 0.99 * static_cast<double>(n));
   }
@@ -559,8 +564,8 @@ TEST(LowRank, ScaleRowsToAllDtypes) {
       }
       ForEachTarget([&] {
         std::vector<uint8_t> got(want.size(), 0xEE);
-        k::ScaleRowsTo(v.data(), rows, cols, per_column ? col_factor.data() : row_factor.data(), per_column,
-                       out_dtype, got.data());
+        k::ScaleRowsTo(v.data(), rows, cols, per_column ? col_factor.data() : row_factor.data(), per_column, out_dtype,
+                       got.data());
         ExpectSameElements(got, want, Width(out_dtype),
                            std::string(per_column ? "per column " : "per row ") + Name(out_dtype));
       });

@@ -194,7 +194,8 @@ void WriteSparseAdapter(const fs::path& path, const Bytes& adapter, uint64_t hug
   fs::resize_file(path, data_start + huge + header->data_size());
   std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
   f.seekp(static_cast<std::streamoff>(data_start + huge));
-  f.write(reinterpret_cast<const char*>(adapter.data() + header->data_start()), static_cast<std::streamsize>(header->data_size()));
+  f.write(reinterpret_cast<const char*>(adapter.data() + header->data_start()),
+          static_cast<std::streamsize>(header->data_size()));
 }
 
 TEST_F(MergeCli, AnAdapterOver2GiBIsReadByRangeNotWhole) {

@@ -52,7 +52,8 @@ TEST_F(DefaultThreads, CopyingBoundMergesOfSeveralShardsUseAThreadPerShard) {
   EXPECT_EQ(DefaultMergeThreads(plan, 8), 3u);
   EXPECT_EQ(DefaultMergeThreads(plan, 2), 2u);
   // Still within the factors' memory bound: r = 2048 holds 32 MiB of A per thread.
-  MergePlan huge = Plan({Weight(4096, 4096, 2048), Weight(4096, 4096, 0), Weight(4096, 4096, 0), Weight(4096, 4096, 0)});
+  MergePlan huge =
+      Plan({Weight(4096, 4096, 2048), Weight(4096, 4096, 0), Weight(4096, 4096, 0), Weight(4096, 4096, 0)});
   huge.shards.push_back({"model-00002-of-00002.safetensors", {Weight(4096, 4096, 0), Weight(4096, 4096, 0)}, {}});
   EXPECT_EQ(DefaultMergeThreads(huge, 8), 1u);
 }

@@ -26,9 +26,9 @@ namespace pb::testing::merge_ref {
 // --- Rounding and bit patterns ---------------------------------------------------------------------------
 
 struct FloatFormat {
-  int precision;    // significand bits, implicit bit included
-  int min_exponent; // exponent of the smallest normal number
-  double max;       // largest finite value
+  int precision;     // significand bits, implicit bit included
+  int min_exponent;  // exponent of the smallest normal number
+  double max;        // largest finite value
 };
 
 inline FloatFormat FormatOf(Dtype d) {

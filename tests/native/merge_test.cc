@@ -304,7 +304,8 @@ MergeRun MergeStreaming(const Bytes& base, const adapter::Adapter& a, const std:
       for (size_t done = 0; done < n && s.ok();) {
         const SourceRun r = merger.NextRun();
         EXPECT_EQ(r.begin, at + done);
-        const size_t take = r.end > r.begin ? static_cast<size_t>(std::min<uint64_t>(n - done, r.end - r.begin)) : n - done;
+        const size_t take = r.end > r.begin ? static_cast<size_t>(std::min<uint64_t>(n - done, r.end - r.begin))
+                                            : n - done;
         if (r.forward) {
           s = sink.Write(piece.subspan(done, take));
           if (s.ok()) s = merger.Forwarded(take);
@@ -344,7 +345,8 @@ MergeRun MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::
     // The unchanged tensors forwarded by the edge (SourceRuns), the rest pushed: the same bytes.
     MergeRun f = MergeShard(base, a, config, options, chunk, nullptr, /*forward=*/true);
     EXPECT_EQ(f.ok(), whole.ok()) << "forwarded, chunk " << chunk << ": " << f.message() << whole.message();
-    EXPECT_TRUE(f.output == whole.output) << "output differs with unchanged tensors forwarded, " << chunk << "-byte pieces";
+    EXPECT_TRUE(f.output == whole.output)
+        << "output differs with unchanged tensors forwarded, " << chunk << "-byte pieces";
   }
   for (uint64_t seed : {1, 2, 3}) {
     MergeRun s = MergeStreaming(base, a, config, options, seed, nullptr, /*forward=*/seed == 3);
@@ -361,7 +363,8 @@ MergeRun MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::
     for (size_t chunk : {size_t{0}, size_t{7}}) {
       AdapterFeed feed{&external, {mode}, 0};
       MergeRun r = MergeShard(base, external.adapter, config, options, chunk, &feed, /*forward=*/mode == 5);
-      EXPECT_EQ(r.ok(), whole.ok()) << "referenced adapter, chunking " << mode << ": " << r.message() << whole.message();
+      EXPECT_EQ(r.ok(), whole.ok()) << "referenced adapter, chunking " << mode << ": " << r.message()
+                                    << whole.message();
       EXPECT_TRUE(r.output == whole.output) << "referenced adapter: output differs (chunking " << mode << ")";
       if (!r.ok() && !whole.ok()) EXPECT_EQ(r.error->message, whole.error->message);
       if (r.ok()) EXPECT_LE(feed.peak, bound) << "adapter bytes held at once";
@@ -380,7 +383,8 @@ MergeRun MergeEveryWay(const Bytes& base, const adapter::Adapter& a, const std::
       AdapterFeed feed{&external, {mode}, 0};
       MergeRun r = MergeShard(base, external.adapter, config, blocked, mode == 0 ? 0 : 7, &feed, /*forward=*/mode == 5);
       EXPECT_EQ(r.ok(), whole.ok()) << "blocks of " << block << ": " << r.message() << whole.message();
-      EXPECT_TRUE(r.output == whole.output) << "factor blocks of " << block << " bytes: output differs (chunking " << mode << ")";
+      EXPECT_TRUE(r.output == whole.output)
+          << "factor blocks of " << block << " bytes: output differs (chunking " << mode << ")";
       if (!r.ok() && !whole.ok()) EXPECT_EQ(r.error->message, whole.error->message);
       if (r.ok()) EXPECT_LE(feed.peak, bound) << "adapter bytes held at once";
     }
@@ -467,8 +471,8 @@ ref::Tally CheckDora(const View& base, const View& merged, const std::string& na
     const double fac = factor[per_column ? col : row];
     const double tol = std::fabs(fac) * ref::F32Tolerance(w[i], ref::DeltaMagnitudeAt(f, layout, row, col), f.r) +
                        8 * u * std::fabs(v[i]);
-    tally.Add(merged.At(name, i), ref::RoundTo(v[i], out), tol, name + "[" + std::to_string(row) + "," +
-                                                                    std::to_string(col) + "]");
+    tally.Add(merged.At(name, i), ref::RoundTo(v[i], out), tol,
+              name + "[" + std::to_string(row) + "," + std::to_string(col) + "]");
   }
   return tally;
 }
@@ -1039,9 +1043,13 @@ TEST(MergeNumerics, TrainableTokensReplaceTheListedRowsRoundedToTheWeightDtype) 
   const std::vector<uint64_t> tokens = {3, 41, 7};  // not sorted: row i of the tensor is token tokens[i]
   std::vector<T> lt;
   AddLora(lt, kQ, {4, kHidden}, {kHidden, 4});
-  lt.push_back({std::string(kPrefix) + kEmbed + ".token_adapter.trainable_tokens_delta", Dtype::F32,
-                {tokens.size(), kHidden}, 0.7f, 5});
-  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj"], "trainable_token_indices": [3, 41, 7])", lt);
+  lt.push_back({std::string(kPrefix) + kEmbed + ".token_adapter.trainable_tokens_delta",
+                Dtype::F32,
+                {tokens.size(), kHidden},
+                0.7f,
+                5});
+  Lora lora =
+      MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj"], "trainable_token_indices": [3, 41, 7])", lt);
   ASSERT_TRUE(lora.adapter) << lora.error;
   ASSERT_EQ(lora.adapter->extras.size(), 1u);
   EXPECT_EQ(lora.adapter->extras[0].token_indices, tokens);
@@ -1057,9 +1065,8 @@ TEST(MergeNumerics, TrainableTokensReplaceTheListedRowsRoundedToTheWeightDtype) 
     for (uint64_t row = 0; row < kVocab; ++row) {
       auto at = std::find(tokens.begin(), tokens.end(), row);
       for (uint64_t j = 0; j < kHidden; ++j) {
-        const double want = at == tokens.end()
-                                ? b.At(kEmbed + ".weight", row * kHidden + j)
-                                : ref::RoundTo(a.At(rows_key, (at - tokens.begin()) * kHidden + j), d);
+        const double want = at == tokens.end() ? b.At(kEmbed + ".weight", row * kHidden + j)
+                                               : ref::RoundTo(a.At(rows_key, (at - tokens.begin()) * kHidden + j), d);
         ASSERT_EQ(m.At(kEmbed + ".weight", row * kHidden + j), want) << "row " << row << " column " << j;
       }
     }
@@ -1078,10 +1085,11 @@ TEST(MergeNumerics, TrainableTokensReplaceTheListedRowsRoundedToTheWeightDtype) 
 // the embedding only gets the rows there (one tensor); one that stores both gets them in both, so the pair
 // stays equal and tied.
 TEST(MergeNumerics, TrainableTokensOfATiedEmbeddingReachTheStoredLmHead) {
-  std::vector<T> lt = {{std::string(kPrefix) + kEmbed + ".token_adapter.trainable_tokens_delta", Dtype::F32,
-                        {2, kHidden}, 0.7f, 8}};
+  std::vector<T> lt = {
+      {std::string(kPrefix) + kEmbed + ".token_adapter.trainable_tokens_delta", Dtype::F32, {2, kHidden}, 0.7f, 8}};
   Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj"],
-                          "trainable_token_indices": {"embed_tokens": [0, 9]})", lt);
+                          "trainable_token_indices": {"embed_tokens": [0, 9]})",
+                       lt);
   ASSERT_TRUE(lora.adapter) << lora.error;
   const std::string config =
       R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "tie_word_embeddings": true})";
@@ -1092,7 +1100,8 @@ TEST(MergeNumerics, TrainableTokensOfATiedEmbeddingReachTheStoredLmHead) {
   EXPECT_EQ(Planned(run, "lm_head.weight")->op, TensorOp::kReplaceRows);
   EXPECT_EQ(run.plan->config_json, config);  // both changed alike: still tied
   View m(run.output);
-  for (uint64_t j = 0; j < kHidden; ++j) EXPECT_EQ(m.At("lm_head.weight", 9 * kHidden + j), m.At(kEmbed + ".weight", 9 * kHidden + j));
+  for (uint64_t j = 0; j < kHidden; ++j)
+    EXPECT_EQ(m.At("lm_head.weight", 9 * kHidden + j), m.At(kEmbed + ".weight", 9 * kHidden + j));
   std::vector<T> ts = LlamaBase(Dtype::BF16, 63);
   std::erase_if(ts, [](const T& t) { return t.name == "lm_head.weight"; });
   MergeRun one = MergeEveryWay(BuildFile(ts), *lora.adapter, config, {});
@@ -1106,7 +1115,8 @@ TEST(MergePlanErrors, TrainableTokensThatCannotBePlacedAreRefused) {
     std::vector<T> lt = {{key, Dtype::F32, {rows, kHidden}, 0.7f, 9}};
     if (lora_on_embedding) AddEmbeddingLora(lt, kEmbed, 4, kVocab, kHidden);
     return MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": [")" +
-                        std::string(lora_on_embedding ? "embed_tokens" : "q_proj") + R"("], "trainable_token_indices": )" + indices,
+                        std::string(lora_on_embedding ? "embed_tokens" : "q_proj") +
+                        R"("], "trainable_token_indices": )" + indices,
                     lt);
   };
   // The config and the tensor disagree: refused when the adapter is read, as PEFT's load would.
@@ -1338,7 +1348,8 @@ TEST(MergeMemory, ALargeLeftFactorIsFetchedABlockOfRowsAtATime) {
                                          {"model.layers.0.self_attn.o_proj.weight", Dtype::BF16, {kIn, kIn}}},
                                         31));
     const testing::ExternalAdapter external = testing::Externalized(*lora.adapter);
-    const uint64_t a_bytes = lora.adapter->modules[0].a.byte_length(), b_bytes = lora.adapter->modules[0].b.byte_length();
+    const uint64_t a_bytes = lora.adapter->modules[0].a.byte_length(),
+                   b_bytes = lora.adapter->modules[0].b.byte_length();
     ASSERT_GE(b_bytes, 8 * kBlock);
     MergeOptions whole_options;
     whole_options.factor_block_bytes = 0;
@@ -1390,7 +1401,8 @@ TEST(MergeMemory, ALargeLeftFactorIsFetchedABlockOfRowsAtATime) {
     };
     ASSERT_TRUE(serve().ok());
     for (uint64_t pos = header->data_start(); pos < base.size(); pos += 4096) {
-      ASSERT_TRUE(merger.Push(std::span<const uint8_t>(base).subspan(pos, std::min<uint64_t>(4096, base.size() - pos))).ok());
+      ASSERT_TRUE(
+          merger.Push(std::span<const uint8_t>(base).subspan(pos, std::min<uint64_t>(4096, base.size() - pos))).ok());
       ASSERT_TRUE(serve().ok());
     }
     ASSERT_TRUE(merger.Finish().ok());
@@ -1465,8 +1477,8 @@ TEST(MergeNumerics, SafeRefusesAnOverflowToInfinity) {
   MergeRun lax = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
   ASSERT_TRUE(lax.ok()) << lax.message();
   View b(base), m(lax.output);
-  ref::Tally t = CheckLowRank(b, m, kQ + ".weight", FactorsOf(lora.weights, kQ, 4e6), ref::Layout::kOutIn,
-                              Rule::kSingleRounding);
+  ref::Tally t =
+      CheckLowRank(b, m, kQ + ".weight", FactorsOf(lora.weights, kQ, 4e6), ref::Layout::kOutIn, Rule::kSingleRounding);
   ExpectPeft(t, Dtype::F16);
   size_t inf = 0;
   for (uint64_t i = 0; i < kHidden * kHidden; ++i) inf += std::isinf(m.At(kQ + ".weight", i));
@@ -1551,9 +1563,9 @@ TEST(MergeNumerics, SafeRefusesADoraColumnWithZeroNorm) {
 
 TEST(MergePlanErrors, MissingModuleAndShapeMismatchAreReportedTogether) {
   std::vector<T> lt;
-  AddLora(lt, kQ, {4, 24}, {kHidden, 4});  // q_proj is [36, 36]: in 24 does not fit
+  AddLora(lt, kQ, {4, 24}, {kHidden, 4});                                      // q_proj is [36, 36]: in 24 does not fit
   AddLora(lt, "model.layers.0.self_attn.x_proj", {4, kHidden}, {kHidden, 4});  // no such tensor
-  AddLora(lt, kV, {4, kHidden}, {kKv, 4});  // fine
+  AddLora(lt, kV, {4, kHidden}, {kKv, 4});                                     // fine
   Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "x_proj", "v_proj"])", lt);
   ASSERT_TRUE(lora.adapter) << lora.error;
   const Bytes base = BuildFile(LlamaBase(Dtype::BF16, 19));
@@ -1561,7 +1573,8 @@ TEST(MergePlanErrors, MissingModuleAndShapeMismatchAreReportedTogether) {
   ASSERT_FALSE(run.ok());
   // The missing module gives the code and the headline (2 of 3 found); the mismatch is listed with it.
   EXPECT_EQ(run.error->code, ErrorCode::ModulesNotFound);
-  EXPECT_EQ(run.error->message.substr(0, run.error->message.find('\n')), "adapter trained on tiny-llama (LlamaForCausalLM): 2 of 3 modules found in the base:");
+  EXPECT_EQ(run.error->message.substr(0, run.error->message.find('\n')),
+            "adapter trained on tiny-llama (LlamaForCausalLM): 2 of 3 modules found in the base:");
   ASSERT_EQ(run.error->problems.size(), 2u);
   EXPECT_EQ(run.error->problems[1].code, ErrorCode::ShapeMismatch);
   EXPECT_NE(run.error->message.find(kQ), std::string::npos) << run.error->message;
@@ -1607,20 +1620,23 @@ TEST(MergePlanErrors, QuantizedBaseWeightsAreRefusedNamingModuleTensorAndScheme)
   AddLora(lt, kV, {4, kHidden}, {kKv, 4});
   AddLora(lt, kO, {4, kHidden}, {kHidden, 4});
   AddLora(lt, kDown, {4, kMlp}, {kHidden, 4});
-  Lora lora = MakeLora(R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "down_proj"])", lt);
+  Lora lora = MakeLora(
+      R"("r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "down_proj"])", lt);
   ASSERT_TRUE(lora.adapter) << lora.error;
   auto zeros = [](Dtype d, std::vector<uint64_t> shape) { return Bytes(Count(shape) * DtypeBits(d) / 8, 0); };
   std::vector<T> ts;
   for (T t : LlamaBase(Dtype::BF16, 30)) {
-    if (t.name == kQ + ".weight") t.dtype = Dtype::F8_E4M3, t.raw = zeros(Dtype::F8_E4M3, t.shape);  // compressed-tensors FP8
-    if (t.name == kK + ".weight") t.dtype = Dtype::I8, t.raw = zeros(Dtype::I8, t.shape);             // bitsandbytes LLM.int8
+    if (t.name == kQ + ".weight")
+      t.dtype = Dtype::F8_E4M3, t.raw = zeros(Dtype::F8_E4M3, t.shape);                    // compressed-tensors FP8
+    if (t.name == kK + ".weight") t.dtype = Dtype::I8, t.raw = zeros(Dtype::I8, t.shape);  // bitsandbytes LLM.int8
     if (t.name == kO + ".weight") continue;  // pack-quantized: no `.weight`
     ts.push_back(t);
   }
   ts.push_back({kQ + ".weight_scale", Dtype::BF16, {kHidden, 1}});
   ts.push_back({kK + ".SCB", Dtype::F32, {kKv}});
   ts.push_back({kV + ".weight_scale_inv", Dtype::F32, {1, 1}});  // fine-grained FP8's scales: its weight is quantized
-  ts.push_back({kO + ".weight_packed", Dtype::I32, {kHidden, kHidden / 8}, 0, 0, {}, zeros(Dtype::I32, {kHidden, kHidden / 8})});
+  ts.push_back(
+      {kO + ".weight_packed", Dtype::I32, {kHidden, kHidden / 8}, 0, 0, {}, zeros(Dtype::I32, {kHidden, kHidden / 8})});
   ts.push_back({kO + ".weight_scale", Dtype::BF16, {kHidden, 1}});
   const Bytes base = BuildFile(ts);
   // Before: the delta was added to FP8 / integer codes (or the module not found) and the merge "succeeded".
@@ -1635,22 +1651,34 @@ TEST(MergePlanErrors, QuantizedBaseWeightsAreRefusedNamingModuleTensorAndScheme)
   }
   const std::string tail = "; merging into a quantized weight would lose the delta: merge into the unquantized model, "
                            "then quantize the merge (--quantize)";
-  EXPECT_EQ(by_module[kQ], "adapter module `" + kQ + "`: base tensor `" + kQ + ".weight` is quantized "
-            "(compressed-tensors: stored as F8_E4M3, `" + kQ + ".weight_scale` beside it)" + tail);
-  EXPECT_EQ(by_module[kK], "adapter module `" + kK + "`: base tensor `" + kK + ".weight` is quantized "
-            "(bitsandbytes LLM.int8: stored as I8, `" + kK + ".SCB` beside it)" + tail);
-  EXPECT_EQ(by_module[kV], "adapter module `" + kV + "`: base tensor `" + kV + ".weight` is quantized "
-            "(fine-grained FP8: `" + kV + ".weight_scale_inv` beside it)" + tail);
-  EXPECT_EQ(by_module[kO], "adapter module `" + kO + "`: base tensor `" + kO + ".weight_packed` is "
-            "quantized (compressed-tensors: stored as I32, `" + kO + ".weight_scale` beside it)" + tail);
+  EXPECT_EQ(by_module[kQ], "adapter module `" + kQ + "`: base tensor `" + kQ +
+                               ".weight` is quantized "
+                               "(compressed-tensors: stored as F8_E4M3, `" +
+                               kQ + ".weight_scale` beside it)" + tail);
+  EXPECT_EQ(by_module[kK], "adapter module `" + kK + "`: base tensor `" + kK +
+                               ".weight` is quantized "
+                               "(bitsandbytes LLM.int8: stored as I8, `" +
+                               kK + ".SCB` beside it)" + tail);
+  EXPECT_EQ(by_module[kV], "adapter module `" + kV + "`: base tensor `" + kV +
+                               ".weight` is quantized "
+                               "(fine-grained FP8: `" +
+                               kV + ".weight_scale_inv` beside it)" + tail);
+  EXPECT_EQ(by_module[kO], "adapter module `" + kO + "`: base tensor `" + kO +
+                               ".weight_packed` is "
+                               "quantized (compressed-tensors: stored as I32, `" +
+                               kO + ".weight_scale` beside it)" + tail);
   EXPECT_EQ(run.error->message.find(kDown), std::string::npos) << "down_proj is BF16: merged, not refused";
   // config.json's quantization_config names the scheme.
-  MergeRun named = MergeShard(base, *lora.adapter,
-                              std::string(R"({"model_type": "llama", "quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized"}})"),
-                              {}, 0);
+  MergeRun named = MergeShard(
+      base, *lora.adapter,
+      std::string(
+          R"({"model_type": "llama", "quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized"}})"),
+      {}, 0);
   ASSERT_FALSE(named.ok());
-  EXPECT_NE(named.error->message.find("`" + kQ + ".weight` is quantized (compressed-tensors float-quantized: stored as F8_E4M3"),
-            std::string::npos) << named.error->message;
+  EXPECT_NE(named.error->message.find("`" + kQ +
+                                      ".weight` is quantized (compressed-tensors float-quantized: stored as F8_E4M3"),
+            std::string::npos)
+      << named.error->message;
 }
 
 TEST(MergePlanErrors, AdapterTensorsTheMergeCannotApplyAreRefusedUnlessAllowPartial) {
@@ -1665,8 +1693,10 @@ TEST(MergePlanErrors, AdapterTensorsTheMergeCannotApplyAreRefusedUnlessAllowPart
   MergeRun run = MergeShard(base, *lora.adapter, std::nullopt, {}, 0);
   ASSERT_FALSE(run.ok()) << "a tensor the merge cannot apply was dropped silently";
   EXPECT_EQ(run.error->code, ErrorCode::UnresolvedTensor);
-  EXPECT_NE(run.error->message.find("merge would drop 1 tensor(s); pass --allow-partial"), std::string::npos) << run.message();
-  EXPECT_NE(run.error->message.find("model.layers.0.self_attn.rotary_emb.inv_freq"), std::string::npos) << run.message();
+  EXPECT_NE(run.error->message.find("merge would drop 1 tensor(s); pass --allow-partial"), std::string::npos)
+      << run.message();
+  EXPECT_NE(run.error->message.find("model.layers.0.self_attn.rotary_emb.inv_freq"), std::string::npos)
+      << run.message();
   MergeOptions partial;
   partial.allow_partial = true;
   MergeRun merged = MergeShard(base, *lora.adapter, std::nullopt, partial, 0);
@@ -1879,7 +1909,8 @@ Lora ExpertsLora(Dtype factors = Dtype::F32) {
 std::vector<float> ExpertsReference(const View& adapter_file, const std::string& key_module, const View& base,
                                     const std::string& name, float scale, bool transposed, Dtype d) {
   const std::string key = std::string(kPrefix) + key_module;
-  const std::vector<double> a = adapter_file.Doubles(key + ".lora_A.weight"), b = adapter_file.Doubles(key + ".lora_B.weight");
+  const std::vector<double> a = adapter_file.Doubles(key + ".lora_A.weight"),
+                            b = adapter_file.Doubles(key + ".lora_B.weight");
   const auto shape = base.Shape(name);
   const uint64_t p_rows = shape[1], q_cols = shape[2];
   const uint64_t in = transposed ? p_rows : q_cols, bc = kExpertR * kExperts;
@@ -1890,7 +1921,8 @@ std::vector<float> ExpertsReference(const View& adapter_file, const std::string&
         const uint64_t o = transposed ? q : p, i = transposed ? p : q;
         float sum = 0;
         for (uint64_t k = 0; k < kExpertR; ++k)
-          sum = sum + static_cast<float>(b[o * bc + k * kExperts + e]) * static_cast<float>(a[(e * kExpertR + k) * in + i]);
+          sum = sum +
+                static_cast<float>(b[o * bc + k * kExperts + e]) * static_cast<float>(a[(e * kExpertR + k) * in + i]);
         float delta = sum * scale;
         float rounded;  // to the weight's dtype
         Bytes one(ref::Width(d));
@@ -1927,11 +1959,11 @@ TEST(MergeExperts, NestedKeysAreReadAsTheFusedParametersTheyWrap) {
     std::vector<T> lt;
     AddLora(lt, "model.layers.0.self_attn.q_proj", {2, 4}, {4, 2});
     AddLora(lt, kExpertsHolder, {kExpertR * kExperts, kExpertI}, {kExpertH, kExpertR * kExperts});
-    Lora bare = MakeLora(R"("r": 2, "lora_alpha": 4, "target_modules": ["q_proj"], "target_parameters": ["down_proj"])", lt);
+    Lora bare =
+        MakeLora(R"("r": 2, "lora_alpha": 4, "target_modules": ["q_proj"], "target_parameters": ["down_proj"])", lt);
     ASSERT_TRUE(bare.adapter) << bare.error;
     ASSERT_EQ(bare.adapter->modules.size(), 2u);
-    for (const auto& m : bare.adapter->modules)
-      EXPECT_EQ(m.experts.has_value(), m.path == kExpertsHolder) << m.path;
+    for (const auto& m : bare.adapter->modules) EXPECT_EQ(m.experts.has_value(), m.path == kExpertsHolder) << m.path;
   }
   // A parameter registration order peft-bridge does not know is refused tensor by tensor, with the reason.
   std::vector<T> lt;
@@ -1941,7 +1973,8 @@ TEST(MergeExperts, NestedKeysAreReadAsTheFusedParametersTheyWrap) {
   ASSERT_TRUE(unknown.adapter) << unknown.error;
   EXPECT_TRUE(unknown.adapter->modules.empty());
   ASSERT_EQ(unknown.adapter->rejected.size(), 4u);
-  EXPECT_NE(unknown.adapter->rejected[0].reason.find("registers them"), std::string::npos) << unknown.adapter->rejected[0].reason;
+  EXPECT_NE(unknown.adapter->rejected[0].reason.find("registers them"), std::string::npos)
+      << unknown.adapter->rejected[0].reason;
 }
 
 TEST(MergeExperts, TranslateKeepsThemForPeftAndRefusesThemPerTensorElsewhere) {
@@ -1956,7 +1989,8 @@ TEST(MergeExperts, TranslateKeepsThemForPeftAndRefusesThemPerTensorElsewhere) {
     auto refused = adapter::Translate(source, format, {}, {});
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.error().code, ErrorCode::UnresolvedTensor);
-    EXPECT_NE(refused.error().message.find("translate would drop 4 tensor(s)"), std::string::npos) << refused.error().message;
+    EXPECT_NE(refused.error().message.find("translate would drop 4 tensor(s)"), std::string::npos)
+        << refused.error().message;
     adapter::WriteOptions partial;
     partial.allow_partial = true;
     auto t = adapter::Translate(source, format, {}, partial);
@@ -1978,14 +2012,15 @@ TEST(MergeExperts, FusedAndPerExpertBasesGetPeftsParamWrapperMerge) {
     const std::string gate_up = kExpertsHolder + ".gate_up_proj", down = kExpertsHolder + ".down_proj";
     const Bytes fused = BuildFile(Seeded({{"model.norm.weight", d, {kExpertH}},
                                           {gate_up, d, {kExperts, 2 * kExpertI, kExpertH}},
-                                          {down, d, {kExperts, kExpertH, kExpertI}}}, 72));
+                                          {down, d, {kExperts, kExpertH, kExpertI}}},
+                                         72));
     MergeRun run = MergeEveryWay(fused, *lora.adapter, std::nullopt, {});
     ASSERT_TRUE(run.ok()) << run.message();
     EXPECT_EQ(run.plan->tensors_merged, 2u);
     EXPECT_EQ(Planned(run, gate_up)->op, TensorOp::kLowRankExperts);
     View b(fused), m(run.output);
-    for (const auto& [name, key, scale] : {std::tuple{gate_up, kExpertsHolder + ".base_layer", 2.0f},
-                                           std::tuple{down, kExpertsHolder, 4.0f}}) {
+    for (const auto& [name, key, scale] :
+         {std::tuple{gate_up, kExpertsHolder + ".base_layer", 2.0f}, std::tuple{down, kExpertsHolder, 4.0f}}) {
       const auto want = ExpertsReference(a, key, b, name, scale, /*transposed=*/false, d);
       const auto got = m.Doubles(name);
       ASSERT_EQ(got.size(), want.size());
@@ -1995,8 +2030,9 @@ TEST(MergeExperts, FusedAndPerExpertBasesGetPeftsParamWrapperMerge) {
 
     // The same parameters stored one expert at a time (transformers saves them so): Qwen2-MoE's gate_proj,
     // up_proj, down_proj and Mixtral's w1, w3, w2 under block_sparse_moe get the rows of the fused merge.
-    for (auto [holder, gate, up, dn] : {std::tuple{kExpertsHolder, "gate_proj", "up_proj", "down_proj"},
-                                        std::tuple{std::string("model.layers.0.block_sparse_moe.experts"), "w1", "w3", "w2"}}) {
+    for (auto [holder, gate, up, dn] :
+         {std::tuple{kExpertsHolder, "gate_proj", "up_proj", "down_proj"},
+          std::tuple{std::string("model.layers.0.block_sparse_moe.experts"), "w1", "w3", "w2"}}) {
       std::vector<T> ts;
       for (uint64_t e = 0; e < kExperts; ++e) {
         const std::string p = holder + "." + std::to_string(e) + ".";
@@ -2025,9 +2061,11 @@ TEST(MergeExperts, FusedAndPerExpertBasesGetPeftsParamWrapperMerge) {
         const std::string p = holder + "." + std::to_string(e) + ".";
         const auto fd = m.Doubles(down), fg = m.Doubles(gate_up);
         const uint64_t g = 2 * kExpertI * kExpertH, dsz = kExpertH * kExpertI, half = kExpertI * kExpertH;
-        EXPECT_EQ(ms.Doubles(p + dn + ".weight"), std::vector<double>(fd.begin() + e * dsz, fd.begin() + (e + 1) * dsz));
+        EXPECT_EQ(ms.Doubles(p + dn + ".weight"),
+                  std::vector<double>(fd.begin() + e * dsz, fd.begin() + (e + 1) * dsz));
         EXPECT_EQ(ms.Doubles(p + gate + ".weight"), std::vector<double>(fg.begin() + e * g, fg.begin() + e * g + half));
-        EXPECT_EQ(ms.Doubles(p + up + ".weight"), std::vector<double>(fg.begin() + e * g + half, fg.begin() + (e + 1) * g));
+        EXPECT_EQ(ms.Doubles(p + up + ".weight"),
+                  std::vector<double>(fg.begin() + e * g + half, fg.begin() + (e + 1) * g));
       }
     }
 
@@ -2038,7 +2076,8 @@ TEST(MergeExperts, FusedAndPerExpertBasesGetPeftsParamWrapperMerge) {
     ASSERT_TRUE(back.ok()) << back.message();
     View ub(back.output);
     const auto orig = b.Doubles(gate_up), undone = ub.Doubles(gate_up);
-    for (size_t i = 0; i < orig.size(); ++i) EXPECT_NEAR(undone[i], orig[i], std::fabs(orig[i]) * (d == Dtype::F32 ? 1e-6 : 1e-2) + 1e-3);
+    for (size_t i = 0; i < orig.size(); ++i)
+      EXPECT_NEAR(undone[i], orig[i], std::fabs(orig[i]) * (d == Dtype::F32 ? 1e-6 : 1e-2) + 1e-3);
   }
 }
 
@@ -2048,13 +2087,15 @@ TEST(MergeExperts, TransposedExpertsAndTheirAmbiguities) {
   View a(lora.weights);
   // gpt-oss style [E, in, out]: told apart from [E, out, in] by the shapes.
   const std::string gate_up = kExpertsHolder + ".gate_up_proj", down = kExpertsHolder + ".down_proj";
-  const Bytes base = BuildFile(Seeded({{gate_up, Dtype::BF16, {kExperts, kExpertH, 2 * kExpertI}},
-                                       {down, Dtype::BF16, {kExperts, kExpertI, kExpertH}}}, 73));
+  const Bytes base = BuildFile(Seeded(
+      {{gate_up, Dtype::BF16, {kExperts, kExpertH, 2 * kExpertI}}, {down, Dtype::BF16, {kExperts, kExpertI, kExpertH}}},
+      73));
   MergeRun run = MergeEveryWay(base, *lora.adapter, std::nullopt, {});
   ASSERT_TRUE(run.ok()) << run.message();
   EXPECT_EQ(Planned(run, gate_up)->orientation, Orientation::kInOut);
   View b(base), m(run.output);
-  const auto want = ExpertsReference(a, kExpertsHolder + ".base_layer", b, gate_up, 2.0f, /*transposed=*/true, Dtype::BF16);
+  const auto want =
+      ExpertsReference(a, kExpertsHolder + ".base_layer", b, gate_up, 2.0f, /*transposed=*/true, Dtype::BF16);
   const auto got = m.Doubles(gate_up);
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
 

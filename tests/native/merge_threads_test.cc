@@ -56,8 +56,10 @@ class MergeThreads : public ::testing::Test {
       add(l, p + "mlp.down_proj.weight", {32, 64});
       add(l, p + "input_layernorm.weight", {32});
       add(l, p + "post_attention_layernorm.weight", {32});
-      for (auto [m, in, out] : {std::tuple{"self_attn.q_proj", 32, 32}, {"self_attn.v_proj", 32, 16},
-                                {"self_attn.o_proj", 32, 32}, {"mlp.down_proj", 64, 32}}) {
+      for (auto [m, in, out] : {std::tuple{"self_attn.q_proj", 32, 32},
+                                {"self_attn.v_proj", 32, 16},
+                                {"self_attn.o_proj", 32, 32},
+                                {"mlp.down_proj", 64, 32}}) {
         AddLinear(lora, p + m, 8, in, out);
         if (dora) lora.push_back({"base_model.model." + p + m + ".lora_magnitude_vector", Dtype::F32, {uint64_t(out)}});
       }
@@ -82,9 +84,11 @@ class MergeThreads : public ::testing::Test {
     }
     WriteFile(dir_ / "base" / "config.json", LlamaConfigJson(layers));
     WriteFile(dir_ / "adapter" / "adapter_model.safetensors", BuildSafetensors(lora, 3));
-    WriteFile(dir_ / "adapter" / "adapter_config.json",
-              PeftConfig(std::string(R"("r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj", "o_proj", "down_proj"])") +
-                         (dora ? R"(, "use_dora": true)" : "")));
+    WriteFile(
+        dir_ / "adapter" / "adapter_config.json",
+        PeftConfig(
+            std::string(R"("r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj", "o_proj", "down_proj"])") +
+            (dora ? R"(, "use_dora": true)" : "")));
   }
 
   // Merges with each thread count and checks every output file is the same bytes as with --threads 1.
@@ -103,7 +107,8 @@ class MergeThreads : public ::testing::Test {
         continue;
       }
       ASSERT_EQ(tree.size(), first.size()) << extra;
-      for (const auto& [name, bytes] : first) EXPECT_TRUE(tree[name] == bytes) << name << " with --threads " << threads << " " << extra;
+      for (const auto& [name, bytes] : first)
+        EXPECT_TRUE(tree[name] == bytes) << name << " with --threads " << threads << " " << extra;
     }
   }
   fs::path dir_;
@@ -151,8 +156,9 @@ TEST_F(MergeThreads, AFailureIsTheSingleThreadedOneAndLeavesNothing) {
   WriteFile(dir_ / "base" / "model.safetensors", file);
   std::string first;
   for (int threads : {1, 2, 3}) {
-    CliResult r = Cli("merge --base " + (dir_ / "base").string() + " --adapter " + (dir_ / "adapter").string() +
-                      " --out " + (dir_ / "out").string() + " --safe --no-progress -q --threads " + std::to_string(threads));
+    CliResult r =
+        Cli("merge --base " + (dir_ / "base").string() + " --adapter " + (dir_ / "adapter").string() + " --out " +
+            (dir_ / "out").string() + " --safe --no-progress -q --threads " + std::to_string(threads));
     EXPECT_EQ(r.status, 1) << r.out;
     EXPECT_NE(r.out.find("model.layers.1.self_attn.q_proj"), std::string::npos) << r.out;
     if (threads == 1) first = r.out;
@@ -190,8 +196,9 @@ TEST_F(MergeThreads, AFailureInShardsMergedAtOnceIsTheFirstShardsOne) {
   ASSERT_FALSE(first_name.empty());
   std::string first;
   for (int threads : {1, 2, 3}) {
-    CliResult r = Cli("merge --base " + (dir_ / "base").string() + " --adapter " + (dir_ / "adapter").string() +
-                      " --out " + (dir_ / "out").string() + " --safe --no-progress -q --threads " + std::to_string(threads));
+    CliResult r =
+        Cli("merge --base " + (dir_ / "base").string() + " --adapter " + (dir_ / "adapter").string() + " --out " +
+            (dir_ / "out").string() + " --safe --no-progress -q --threads " + std::to_string(threads));
     EXPECT_EQ(r.status, 1) << r.out;
     EXPECT_NE(r.out.find(first_name), std::string::npos) << r.out;
     if (threads == 1) first = r.out;

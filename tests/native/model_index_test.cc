@@ -27,16 +27,18 @@ TEST(ModelIndex, ShardNamesAreDistinctAndSorted) {
 }
 
 TEST(ModelIndex, MalformedIndexesAreOnePreciseError) {
-  EXPECT_EQ(IndexError(R"({"weight_map": {}})"), "model.safetensors.index.json: weight_map is empty: it names no shard");
+  EXPECT_EQ(IndexError(R"({"weight_map": {}})"),
+            "model.safetensors.index.json: weight_map is empty: it names no shard");
   EXPECT_EQ(IndexError(R"({"metadata": {}})"), "model.safetensors.index.json: has no weight_map object");
   EXPECT_EQ(IndexError(R"([])"), "model.safetensors.index.json: has no weight_map object");
   EXPECT_EQ(IndexError(R"({"weight_map": []})"), "model.safetensors.index.json: has no weight_map object");
-  EXPECT_EQ(IndexError(R"({"weight_map": {"t": 1}})"), "model.safetensors.index.json: weight_map[\"t\"] is not a string");
+  EXPECT_EQ(IndexError(R"({"weight_map": {"t": 1}})"),
+            "model.safetensors.index.json: weight_map[\"t\"] is not a string");
   EXPECT_EQ(IndexError(R"({"weight_map": {"t": "../x.safetensors"}})"),
             "model.safetensors.index.json: shard name `../x.safetensors` is not a plain .safetensors file name (no "
             "paths, no traversal)");
-  EXPECT_EQ(IndexError("{\"weight_map\": {\"t\": \"a.safetensors\",}}").rfind(
-                "model.safetensors.index.json: not valid JSON at byte ", 0),
+  EXPECT_EQ(IndexError("{\"weight_map\": {\"t\": \"a.safetensors\",}}")
+                .rfind("model.safetensors.index.json: not valid JSON at byte ", 0),
             0u);
 }
 
@@ -61,8 +63,8 @@ TEST(ModelIndex, EveryEntryMustBeInTheShardItNames) {
   auto two = ParseHeader(R"({"b": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})");
   ASSERT_TRUE(one.ok() && two.ok());
 
-  Status missing = merge::CheckIndexAgainstShards(index.value(), {{"one.safetensors", &one.value()},
-                                                                  {"two.safetensors", &two.value()}});
+  Status missing = merge::CheckIndexAgainstShards(
+      index.value(), {{"one.safetensors", &one.value()}, {"two.safetensors", &two.value()}});
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, ErrorCode::InvalidConfig);
   EXPECT_EQ(missing.error().message,
@@ -74,9 +76,9 @@ TEST(ModelIndex, EveryEntryMustBeInTheShardItNames) {
   EXPECT_EQ(not_given.error().message, "shard `two.safetensors` was not given");
 
   auto ok = merge::ParseModelIndex(R"({"weight_map": {"a": "one.safetensors", "b": "two.safetensors"}})");
-  EXPECT_TRUE(merge::CheckIndexAgainstShards(ok.value(), {{"one.safetensors", &one.value()},
-                                                          {"two.safetensors", &two.value()}})
-                  .ok());
+  EXPECT_TRUE(
+      merge::CheckIndexAgainstShards(ok.value(), {{"one.safetensors", &one.value()}, {"two.safetensors", &two.value()}})
+          .ok());
 }
 
 }  // namespace

@@ -215,8 +215,9 @@ TEST(ModuleSelectHostile, VeryLongModulePathsAreMatchedWithoutCrashing) {
 
 TEST(ModuleSelectHostile, PatternsAreCompiledOncePerConfig) {
   std::string keys;
-  for (int k = 0; k < 50000; ++k) keys += (k ? ", " : "") + std::string("\"model\\\\.layers\\\\.") +
-                                          std::to_string(k) + "\\\\.self_attn\\\\.q_proj\": " + std::to_string(k % 7 + 1);
+  for (int k = 0; k < 50000; ++k)
+    keys += (k ? ", " : "") + std::string("\"model\\\\.layers\\\\.") + std::to_string(k) +
+            "\\\\.self_attn\\\\.q_proj\": " + std::to_string(k % 7 + 1);
   auto start = std::chrono::steady_clock::now();
   LoraConfig c = Config("\"r\": 8, \"rank_pattern\": {" + keys + "}");
   double parse = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -227,8 +228,8 @@ TEST(ModuleSelectHostile, PatternsAreCompiledOncePerConfig) {
   int64_t total = 0;
   for (int m = 0; m < 200; ++m) {
     // Half the modules hit a key (late in the file for the last ones), half hit none of the 50,000.
-    std::string name = "model.layers." + std::to_string(m < 100 ? m * 499 : m) + ".self_attn." +
-                       (m < 100 ? "q_proj" : "v_proj");
+    std::string name =
+        "model.layers." + std::to_string(m < 100 ? m * 499 : m) + ".self_attn." + (m < 100 ? "q_proj" : "v_proj");
     auto s = ResolveModuleSettings(c, name);
     EXPECT_EQ(s.r, m < 100 ? (m * 499) % 7 + 1 : 8) << name;
     total += s.r;
@@ -280,9 +281,9 @@ TEST(ModulesToSave, ManyEntriesAgainstALongNameAreBounded) {
   auto read = [](const std::string& entries, const std::string& module) {
     std::vector<GenTensor> t;
     AddLinear(t, module, 1, 1, 1);
-    GeneratedAdapter g{PeftConfig(R"("r": 1, "lora_alpha": 1, "target_modules": ["a"], "modules_to_save": [)" +
-                                  entries + "]"),
-                       BuildSafetensors(t, 1), std::nullopt};
+    GeneratedAdapter g{
+        PeftConfig(R"("r": 1, "lora_alpha": 1, "target_modules": ["a"], "modules_to_save": [)" + entries + "]"),
+        BuildSafetensors(t, 1), std::nullopt};
     auto start = std::chrono::steady_clock::now();
     auto r = adapter::ReadAdapter(g.source(), {});
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -303,7 +304,8 @@ TEST(ModulesToSave, ManyEntriesAgainstALongNameAreBounded) {
   EXPECT_EQ(bounded.error().code, ErrorCode::InvalidConfig);
   EXPECT_NE(bounded.error().message.find("modules_to_save"), std::string::npos) << bounded.error().message;
   // The allowance: 2^22 steps and 16 per byte of the two tensor names.
-  const uint64_t name_bytes = 2 * (std::string("base_model.model.").size() + long_name.size() + std::string(".lora_A.weight").size());
+  const uint64_t name_bytes =
+      2 * (std::string("base_model.model.").size() + long_name.size() + std::string(".lora_A.weight").size());
   EXPECT_NE(bounded.error().message.find(" " + std::to_string((uint64_t{1} << 22) + 16 * name_bytes) + " regex steps"),
             std::string::npos)
       << bounded.error().message;
@@ -320,7 +322,8 @@ TEST(TargetModules, AnOrdinaryRegexOverAMoeSizedAdapterIsNotRefusedForItsSize) {
   for (int layer = 3; layer < 61; ++layer)
     for (int expert = 0; expert < 256; ++expert)
       for (const char* proj : {"gate_proj", "up_proj", "down_proj"})
-        AddLinear(t, "model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(expert) + "." + proj, 1, 1, 1);
+        AddLinear(t, "model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(expert) + "." + proj, 1,
+                  1, 1);
   ASSERT_EQ(t.size(), 89088u);
   GeneratedAdapter g{PeftConfig(R"("r": 1, "lora_alpha": 1, "target_modules": ".*\\.(gate_proj|up_proj|down_proj)$")"),
                      BuildSafetensors(t, 1), std::nullopt};

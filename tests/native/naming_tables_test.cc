@@ -444,12 +444,18 @@ TEST(NamingGgufRowOrder, RejectsShapesItCannotSplit) {
   auto code = [](const Result<std::vector<uint64_t>>& r) {
     return r.ok() ? std::string("ok") : std::string(ErrorCodeName(r.error().code));
   };
-  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads}, 6, 4, 0)), "InvalidArgument");
-  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads}, 6, 2, 0)), "InvalidArgument");  // odd head size
-  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads}, 8, 0, 0)), "InvalidArgument");
-  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kFalconQkv, HeadCountField::kAttentionHeads}, 8, 3, 2)), "InvalidArgument");
-  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kFalconQkv, HeadCountField::kAttentionHeads}, 9, 4, 2)), "InvalidArgument");
-  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kGptNeoxQkv, HeadCountField::kAttentionHeads}, 8, 2, 0)), "InvalidArgument");
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads}, 6, 4, 0)),
+            "InvalidArgument");
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads}, 6, 2, 0)),
+            "InvalidArgument");  // odd head size
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads}, 8, 0, 0)),
+            "InvalidArgument");
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kFalconQkv, HeadCountField::kAttentionHeads}, 8, 3, 2)),
+            "InvalidArgument");
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kFalconQkv, HeadCountField::kAttentionHeads}, 9, 4, 2)),
+            "InvalidArgument");
+  EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kGptNeoxQkv, HeadCountField::kAttentionHeads}, 8, 2, 0)),
+            "InvalidArgument");
   EXPECT_EQ(code(GgufRowOrder({RowPermutationKind::kLlamaRope, HeadCountField::kAttentionHeads}, 0, 2, 0)), "ok");
 }
 
@@ -554,8 +560,9 @@ TEST(NamingTables, RejectsBadTablesNamingFileAndField) {
             "arch/bad.json: modules[0].gguf_permute.x: unknown field");
   EXPECT_EQ(ParseError(Table(R"({"hf": "q", "canonical": "c", "kind": "linear", "note": 5})")),
             "arch/bad.json: modules[0].note: must be a string");
-  EXPECT_EQ(ParseError(Table(R"({"hf": "q", "canonical": "c", "kind": "linear", "tied_to": ""})")),
-            "arch/bad.json: modules[0].tied_to: must be the non-empty hf path of the module whose weight this one shares");
+  EXPECT_EQ(
+      ParseError(Table(R"({"hf": "q", "canonical": "c", "kind": "linear", "tied_to": ""})")),
+      "arch/bad.json: modules[0].tied_to: must be the non-empty hf path of the module whose weight this one shares");
   EXPECT_EQ(ParseError(Table(R"({"hf": "q", "canonical": "c", "kind": "linear", "fused": ["query"]})")),
             "arch/bad.json: modules[0].fused: must be an array of at least two role names, in row order");
   EXPECT_EQ(ParseError(Table(R"({"hf": "q", "canonical": "c", "kind": "linear", "fused": ["query", 1]})")),
@@ -601,7 +608,8 @@ TEST(NamingTables, ShippedTablesRecordTiesAndFusedProjections) {
 // The consistency rules name the first offending pair in the order (later module, earlier module, rule),
 // also when a template breaks rules with several earlier ones.
 TEST(NamingTables, ReportsTheFirstInconsistentPair) {
-  const std::string k = R"({"hf": "layers.{N}.k", "canonical": "layers/{N}/k", "gguf": "blk.{N}.attn_k", "kind": "linear"})";
+  const std::string k =
+      R"({"hf": "layers.{N}.k", "canonical": "layers/{N}/k", "gguf": "blk.{N}.attn_k", "kind": "linear"})";
   // modules[2] repeats modules[1]'s hf and modules[0]'s gguf: the earlier module, modules[0], is named.
   EXPECT_EQ(ParseError(Table(kGood + "," + k + R"(, {"hf": "layers.{N}.k", "canonical": "layers/{N}/other",
                                                     "gguf": "blk.{N}.attn_q", "kind": "linear"})")),
@@ -616,8 +624,10 @@ TEST(NamingTables, ReportsTheFirstInconsistentPair) {
             "ok");
   // Variants of one role (T5's wi / wi_1) share canonical, gguf and kind; a third with another kind breaks
   // the rule with the first of them.
-  const std::string wi = R"({"hf": "layers.{N}.wi", "canonical": "layers/{N}/wi", "gguf": "blk.{N}.ffn_up", "kind": "linear"})";
-  const std::string wi_1 = R"({"hf": "layers.{N}.wi_1", "canonical": "layers/{N}/wi", "gguf": "blk.{N}.ffn_up", "kind": "linear"})";
+  const std::string wi =
+      R"({"hf": "layers.{N}.wi", "canonical": "layers/{N}/wi", "gguf": "blk.{N}.ffn_up", "kind": "linear"})";
+  const std::string wi_1 =
+      R"({"hf": "layers.{N}.wi_1", "canonical": "layers/{N}/wi", "gguf": "blk.{N}.ffn_up", "kind": "linear"})";
   EXPECT_EQ(ParseError(Table(wi + "," + wi_1)), "ok");
   EXPECT_EQ(ParseError(Table(wi + "," + wi_1 + R"(, {"hf": "layers.{N}.wi_2", "canonical": "layers/{N}/wi",
                                                     "gguf": "blk.{N}.ffn_up", "kind": "conv1d"})")),
@@ -633,8 +643,8 @@ TEST(NamingTables, LargeTableLoadsInLinearTime) {
   for (int i = 0; i < kModules; ++i) {
     if (i > 0) modules += ",";
     const std::string n = std::to_string(i);
-    modules += R"({"hf": "layers.{N}.m)" + n + R"(", "canonical": "layers/{N}/m)" + n + R"(", "gguf": "blk.{N}.m)" +
-               n + R"(", "kind": "linear"})";
+    modules += R"({"hf": "layers.{N}.m)" + n + R"(", "canonical": "layers/{N}/m)" + n + R"(", "gguf": "blk.{N}.m)" + n +
+               R"(", "kind": "linear"})";
   }
   const std::string text = Table(modules);
   const auto start = std::chrono::steady_clock::now();
@@ -679,7 +689,8 @@ namespace {
 // same name replacing the embedded one, a malformed one an InvalidConfig naming its file.
 TEST(UserNamingTables, AddReplaceAndRefuse) {
   EXPECT_EQ(app::TablesWithUserFiles({}).value(), nullptr);
-  const std::string toy = R"({"model_types": ["toymodel"], "architectures": [], "body_prefixes": ["model."], "modules": [
+  const std::string toy =
+      R"({"model_types": ["toymodel"], "architectures": [], "body_prefixes": ["model."], "modules": [
       {"hf": "blocks.{N}.attn.wq", "canonical": "layers/{N}/attention/query", "kind": "linear"}]})";
   const adapter::EmbeddedFile added[] = {{"toymodel.json", toy}};
   auto tables = app::TablesWithUserFiles(added);

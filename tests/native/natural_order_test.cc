@@ -29,8 +29,9 @@ TEST(NaturalOrder, OrderOfAList) {
   std::vector<std::string_view> views(paths.begin(), paths.end());
   std::vector<std::string> sorted;
   for (size_t i : NaturalOrder(views)) sorted.push_back(paths[i]);
-  EXPECT_EQ(sorted, (std::vector<std::string>{"lm_head", "model.layers.1.mlp.up_proj", "model.layers.2.self_attn.q_proj",
-                                              "model.layers.2.self_attn.v_proj", "model.layers.10.self_attn.q_proj"}));
+  EXPECT_EQ(sorted,
+            (std::vector<std::string>{"lm_head", "model.layers.1.mlp.up_proj", "model.layers.2.self_attn.q_proj",
+                                      "model.layers.2.self_attn.v_proj", "model.layers.10.self_attn.q_proj"}));
 }
 
 }  // namespace

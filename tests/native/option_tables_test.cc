@@ -28,7 +28,8 @@ TEST(OptionTables, HelpLinesPadToTheColumnThenTwoSpacesAfterALongHead) {
             "  --json    print one JSON object; on invalid input {\"ok\":false,\"error\":{...}}\n"
             "  --help    show this help\n");
   const std::string push = OptionHelpLines("push");
-  EXPECT_EQ(push.substr(0, push.find('\n') + 1), "  --to OWNER/REPO[@BRANCH]  the repo, and the branch (default main)\n");
+  EXPECT_EQ(push.substr(0, push.find('\n') + 1),
+            "  --to OWNER/REPO[@BRANCH]  the repo, and the branch (default main)\n");
   // A help lists its options after "options:", and unmerge's names merge's instead.
   EXPECT_TRUE(std::string(CliHelp("merge")).ends_with("options:\n" + OptionHelpLines("merge")));
   EXPECT_EQ(std::string(CliHelp("unmerge")).find("--dtype D"), std::string::npos);

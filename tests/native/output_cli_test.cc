@@ -45,21 +45,25 @@ class OutputCli : public ::testing::Test {
     for (int l = 0; l < layers; ++l) {
       char name[64];
       std::snprintf(name, sizeof name, "model-%05d-of-%s.safetensors", l + 1, width);
-      const std::string q = "model.layers." + std::to_string(l) + ".self_attn.q_proj", v = "model.layers." + std::to_string(l) + ".self_attn.v_proj";
-      WriteFile(dir_ / "base" / name, BuildSafetensors({{q + ".weight", Dtype::F32, {4, 4}}, {v + ".weight", Dtype::F32, {4, 4}}}, l + 1));
+      const std::string q = "model.layers." + std::to_string(l) + ".self_attn.q_proj",
+                        v = "model.layers." + std::to_string(l) + ".self_attn.v_proj";
+      WriteFile(dir_ / "base" / name,
+                BuildSafetensors({{q + ".weight", Dtype::F32, {4, 4}}, {v + ".weight", Dtype::F32, {4, 4}}}, l + 1));
       index["weight_map"][q + ".weight"] = name;
       index["weight_map"][v + ".weight"] = name;
       AddLinear(lora, q, 2, 4, 4);
       AddLinear(lora, v, 2, 4, 4);
     }
     WriteFile(dir_ / "base" / "model.safetensors.index.json", index.dump());
-    WriteFile(dir_ / "base" / "config.json", R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4})");
+    WriteFile(dir_ / "base" / "config.json",
+              R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4})");
     WriteFile(dir_ / "adapter" / "adapter_model.safetensors", BuildSafetensors(lora, 99));
-    WriteFile(dir_ / "adapter" / "adapter_config.json", PeftConfig(R"("r": 2, "lora_alpha": 4, "target_modules": ["q_proj", "v_proj"])"));
+    WriteFile(dir_ / "adapter" / "adapter_config.json",
+              PeftConfig(R"("r": 2, "lora_alpha": 4, "target_modules": ["q_proj", "v_proj"])"));
   }
   std::string Merge(const std::string& out) {
-    return std::string(PB_CLI_PATH) + " merge --base " + (dir_ / "base").string() + " --adapter " + (dir_ / "adapter").string() +
-           " --out " + (dir_ / out).string() + " -q";
+    return std::string(PB_CLI_PATH) + " merge --base " + (dir_ / "base").string() + " --adapter " +
+           (dir_ / "adapter").string() + " --out " + (dir_ / out).string() + " -q";
   }
   Tree Snapshot(const std::string& out) {
     Tree t;
@@ -67,7 +71,8 @@ class OutputCli : public ::testing::Test {
     return t;
   }
   static bool Leftover(const std::string& name) {
-    return name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos || name == ".peft-bridge-commit";
+    return name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos ||
+           name == ".peft-bridge-commit";
   }
   fs::path dir_;
 };
@@ -93,18 +98,21 @@ void Interrupt(const std::string& command, int sig, std::chrono::microseconds de
 TEST_F(OutputCli, ANamingTableInsideOutIsNeverWrittenOverOrRemoved) {
   MakeModel(2);
   fs::create_directories(dir_ / "out");
-  const std::string table = R"({"model_types": ["toymodel"], "architectures": ["ToyForCausalLM"], "gguf_arch": "toy",)"
-                            R"( "body_prefixes": ["model."], "modules": [{"hf": "blocks.{N}.attn.wq",)"
-                            R"( "canonical": "layers/{N}/attention/query", "gguf": "blk.{N}.attn_q", "kind": "linear"}]})";
+  const std::string table =
+      R"({"model_types": ["toymodel"], "architectures": ["ToyForCausalLM"], "gguf_arch": "toy",)"
+      R"( "body_prefixes": ["model."], "modules": [{"hf": "blocks.{N}.attn.wq",)"
+      R"( "canonical": "layers/{N}/attention/query", "gguf": "blk.{N}.attn_q", "kind": "linear"}]})";
   WriteFile(dir_ / "out" / "config.json", table);
   WriteFile(dir_ / "out" / "adapter_config.json", table);
   for (const char* name : {"config.json", "adapter_config.json"}) {
     const fs::path path = dir_ / "out" / name;
-    CliResult r = RunCli("merge --base " + (dir_ / "base").string() + " --adapter " + (dir_ / "adapter").string() + " --out " +
-                             (dir_ / "out").string() + " --force --naming-table " + path.string(),
+    CliResult r = RunCli("merge --base " + (dir_ / "base").string() + " --adapter " + (dir_ / "adapter").string() +
+                             " --out " + (dir_ / "out").string() + " --force --naming-table " + path.string(),
                          true);
     EXPECT_EQ(r.status, 1) << r.out;
-    EXPECT_NE(r.out.find("is --naming-table `" + path.string() + "`; merge never writes over its inputs"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("is --naming-table `" + path.string() + "`; merge never writes over its inputs"),
+              std::string::npos)
+        << r.out;
     EXPECT_EQ(ReadAll(path), Bytes(table.begin(), table.end()));
   }
   EXPECT_EQ(Snapshot("out").size(), 2u);
@@ -128,11 +136,14 @@ TEST_F(OutputCli, SigintDuringMergeForceLeavesTheOldOrTheNewModelOnly) {
                                 : std::uniform_real_distribution<double>(0.6, 1.1)(random);
     Interrupt(Merge("out") + " --force", SIGINT, std::chrono::microseconds(static_cast<int64_t>(f * length.count())));
     const Tree after = Snapshot("out");
-    for (const auto& [name, bytes] : after) ASSERT_FALSE(Leftover(name)) << "trial " << trials << ": " << name << " left behind";
-    ASSERT_TRUE(after == old_model || after == new_model) << "trial " << trials << ": a mix of the old and the new model";
+    for (const auto& [name, bytes] : after)
+      ASSERT_FALSE(Leftover(name)) << "trial " << trials << ": " << name << " left behind";
+    ASSERT_TRUE(after == old_model || after == new_model)
+        << "trial " << trials << ": a mix of the old and the new model";
     ++outcomes[after == new_model];
   }
-  std::printf("%d trials (a run: %lld us): %d old, %d new\n", trials, static_cast<long long>(length.count()), outcomes[0], outcomes[1]);
+  std::printf("%d trials (a run: %lld us): %d old, %d new\n", trials, static_cast<long long>(length.count()),
+              outcomes[0], outcomes[1]);
 }
 
 TEST_F(OutputCli, SigintIntoANewDirectoryLeavesNoDirectoryOrTheWholeModel) {
@@ -145,7 +156,8 @@ TEST_F(OutputCli, SigintIntoANewDirectoryLeavesNoDirectoryOrTheWholeModel) {
   for (int trial = 0; trial < 40; ++trial) {
     fs::remove_all(dir_ / "out");
     const double f = std::uniform_real_distribution<double>(0, 1.1)(random);
-    Interrupt(Merge("out"), trial % 2 ? SIGINT : SIGTERM, std::chrono::microseconds(static_cast<int64_t>(f * length.count())));
+    Interrupt(Merge("out"), trial % 2 ? SIGINT : SIGTERM,
+              std::chrono::microseconds(static_cast<int64_t>(f * length.count())));
     if (!fs::exists(dir_ / "out")) continue;
     ASSERT_TRUE(Snapshot("out") == new_model) << "trial " << trial << ": neither no directory nor the whole model";
   }

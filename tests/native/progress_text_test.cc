@@ -34,10 +34,10 @@ TEST(SizeText, ThreeSignificantDigitsInDecimalUnits) {
 TEST(SizeText, RoundingUpToAThousandMovesToTheNextUnit) {
   EXPECT_EQ(SizeText(999'499), "999 kB");
   EXPECT_EQ(SizeText(999'500), "1.00 MB");  // not "1000 kB"
-  EXPECT_EQ(SizeText(9'995), "9.99 kB");   // 9.995 is 9.99499... in binary
-  EXPECT_EQ(SizeText(9'996), "10.0 kB");   // not "10.00 kB"
-  EXPECT_EQ(SizeText(99'960), "100 kB");   // not "100.0 kB"
-  EXPECT_EQ(SizeText(99'950), "100 kB");   // not "100.0 kB"
+  EXPECT_EQ(SizeText(9'995), "9.99 kB");    // 9.995 is 9.99499... in binary
+  EXPECT_EQ(SizeText(9'996), "10.0 kB");    // not "10.00 kB"
+  EXPECT_EQ(SizeText(99'960), "100 kB");    // not "100.0 kB"
+  EXPECT_EQ(SizeText(99'950), "100 kB");    // not "100.0 kB"
   EXPECT_EQ(SizeText(999'999'999'999), "1.00 TB");
 }
 
@@ -92,25 +92,29 @@ TEST(ProgressLine, UnknownRateWhileNothingMovedOrNoTimePassed) {
 // The first redraw of a threaded run (a quarter second in) extrapolated whatever its first blocks did: an ETA
 // waits for a second and 1% of the bytes.
 TEST(ProgressLine, NoEtaBeforeASecondAndOnePercent) {
-  EXPECT_EQ(RenderProgressLine(400, 1000, 0.25, ""), "[########            ]  40%  400 B / 1.00 kB  1.60 kB/s  ETA --:--");
+  EXPECT_EQ(RenderProgressLine(400, 1000, 0.25, ""),
+            "[########            ]  40%  400 B / 1.00 kB  1.60 kB/s  ETA --:--");
   EXPECT_EQ(RenderProgressLine(9, 1000, 30, ""), "[                    ]   0%  9 B / 1.00 kB  0 B/s  ETA --:--");
   EXPECT_EQ(RenderProgressLine(400, 1000, 1, ""), "[########            ]  40%  400 B / 1.00 kB  400 B/s  ETA 0:02");
   EXPECT_TRUE(RenderProgressLine(10, 1000, 30, "").ends_with("ETA 49:30"));
 }
 
 TEST(ProgressLine, CompleteShowsTheTimeTaken) {
-  EXPECT_EQ(RenderProgressLine(2000, 2000, 65, "a"), "[####################] 100%  2.00 kB / 2.00 kB  30 B/s  in 1:05  a");
+  EXPECT_EQ(RenderProgressLine(2000, 2000, 65, "a"),
+            "[####################] 100%  2.00 kB / 2.00 kB  30 B/s  in 1:05  a");
   // More than the total (a total that undercounted) reads as the total.
   EXPECT_EQ(RenderProgressLine(3000, 2000, 1, "").substr(0, 46), "[####################] 100%  2.00 kB / 2.00 kB");
 }
 
 TEST(ProgressLine, ZeroTotalIsComplete) {
-  EXPECT_EQ(RenderProgressLine(0, 0, 0, "empty.safetensors"), "[####################] 100%  0 B / 0 B  0 B/s  in 0:00  empty.safetensors");
+  EXPECT_EQ(RenderProgressLine(0, 0, 0, "empty.safetensors"),
+            "[####################] 100%  0 B / 0 B  0 B/s  in 0:00  empty.safetensors");
 }
 
 TEST(ProgressLine, HugeTotalsNeitherOverflowNorClaimCompletion) {
   // done * 100 would overflow 64 bits here: the fraction is computed in double.
-  EXPECT_EQ(RenderProgressLine(kMax / 2, kMax, 1000, "").substr(0, 46), "[##########          ]  50%  9.22 EB / 18.4 EB");
+  EXPECT_EQ(RenderProgressLine(kMax / 2, kMax, 1000, "").substr(0, 46),
+            "[##########          ]  50%  9.22 EB / 18.4 EB");
   EXPECT_EQ(RenderProgressLine(kMax - 1, kMax, 1, "").substr(0, 27), "[################### ]  99%");
   EXPECT_EQ(RenderProgressLine(kMax, kMax, 1, "").substr(0, 27), "[####################] 100%");
   // 9.22 EB at 9.22 EB/s: one second to go.
@@ -118,7 +122,8 @@ TEST(ProgressLine, HugeTotalsNeitherOverflowNorClaimCompletion) {
 }
 
 TEST(ProgressLine, FileNamesAreMadePrintableAndShortenedFromTheLeft) {
-  EXPECT_EQ(RenderProgressLine(0, 0, 0, "a\x1b[2Jb"), "[####################] 100%  0 B / 0 B  0 B/s  in 0:00  a\\x1B[2Jb");
+  EXPECT_EQ(RenderProgressLine(0, 0, 0, "a\x1b[2Jb"),
+            "[####################] 100%  0 B / 0 B  0 B/s  in 0:00  a\\x1B[2Jb");
   const std::string name = std::string(60, 'n') + "-00007-of-00009.safetensors";
   const std::string line = RenderProgressLine(0, 0, 0, name);
   const std::string shown = line.substr(line.rfind("  ") + 2);
@@ -145,7 +150,7 @@ TEST(ProgressMeter, RedrawsEveryQuarterSecondWhileBytesMove) {
   EXPECT_EQ(m.Update(30, 0.25), "\r" + RenderProgressLine(30, 1000, 0.25, "a"));
   EXPECT_EQ(m.Update(40, 0.4), "");  // 0.15 s since the last redraw
   EXPECT_NE(m.Update(50, 0.5), "");
-  EXPECT_EQ(m.Update(50, 2), "");    // nothing moved
+  EXPECT_EQ(m.Update(50, 2), "");  // nothing moved
   EXPECT_FALSE(m.RedrawDue(50, 10));
   EXPECT_EQ(m.Update(60, 0.3), "");  // a clock going back does not redraw
 }
@@ -255,4 +260,3 @@ TEST(ProgressTimeText, TheLinesTime) {
 
 }  // namespace
 }  // namespace pb::app
-

@@ -37,8 +37,8 @@ TEST(PushTarget, RepoAndBranch) {
 }
 
 TEST(PushTarget, BadRepoIdsAndBranches) {
-  for (const char* bad : {"me", "me/m/x", "/m", "me/", "-me/m", "me/m-", "me/a..b", "me/a--b", "me/bad name", "me/m.git",
-                          "me/é", ""}) {
+  for (const char* bad :
+       {"me", "me/m/x", "/m", "me/", "-me/m", "me/m-", "me/a..b", "me/a--b", "me/bad name", "me/m.git", "me/é", ""}) {
     auto r = ParsePushTarget(bad);
     ASSERT_TRUE(std::holds_alternative<std::string>(r)) << bad;
     EXPECT_NE(std::get<std::string>(r).find("is not a repo id"), std::string::npos) << std::get<std::string>(r);
@@ -46,8 +46,9 @@ TEST(PushTarget, BadRepoIdsAndBranches) {
   EXPECT_EQ(std::get<std::string>(ParsePushTarget("me/m@")), "--push-to `me/m@`: the branch after '@' is empty");
   for (const char* bad : {"me/m@a b", "me/m@a..b", "me/m@/x", "me/m@x/", "me/m@x.lock", "me/m@a:b", "me/m@a@{1}"})
     EXPECT_NE(std::get<std::string>(ParsePushTarget(bad)).find("is not a branch name"), std::string::npos) << bad;
-  EXPECT_EQ(std::get<std::string>(ParsePushTarget("hf://me/m")),
-            "--push-to `hf://me/m`: expected OWNER/REPO[@BRANCH], a repo id, not a URL (the endpoint is HF_ENDPOINT's)");
+  EXPECT_EQ(
+      std::get<std::string>(ParsePushTarget("hf://me/m")),
+      "--push-to `hf://me/m`: expected OWNER/REPO[@BRANCH], a repo id, not a URL (the endpoint is HF_ENDPOINT's)");
   EXPECT_EQ(std::get<std::string>(ParsePushTarget("me")),
             "--push-to `me`: `me` is not a repo id: expected OWNER/NAME (expected OWNER/REPO[@BRANCH])");
   EXPECT_FALSE(RepoIdProblem(std::string(96, 'a') + "/" + std::string(96, 'b')));
@@ -64,7 +65,8 @@ TEST(PushTarget, TheFiveCommandsTakeIt) {
   Ok({"combine", "a", "b", "-o", "out", "--push-to", "me/m"});
   Ok({"extract", "--base", "b", "--tuned", "t", "-o", "out", "--push-to", "me/m"});
   Ok({"create", "--base", "b", "-o", "out", "--target-modules", "q_proj", "--push-to", "me/m"});
-  EXPECT_EQ(Usage({"unmerge", "--base", "b", "--adapter", "a", "-o", "out", "--push-to", "me/m"}), "unknown option `--push-to`");
+  EXPECT_EQ(Usage({"unmerge", "--base", "b", "--adapter", "a", "-o", "out", "--push-to", "me/m"}),
+            "unknown option `--push-to`");
   EXPECT_EQ(Usage({"convert", "a", "b", "--dtype", "bf16", "--push-to", "me/m"}), "unknown option `--push-to`");
   EXPECT_EQ(Usage({"inspect", "x", "--push-to", "me/m"}), "unknown option `--push-to`");
 }
@@ -78,7 +80,8 @@ TEST(PushTarget, UsageErrors) {
   };
   EXPECT_EQ(with({"--push-to", "me bad"}),
             "--push-to `me bad`: `me bad` is not a repo id: expected OWNER/NAME (expected OWNER/REPO[@BRANCH])");
-  EXPECT_EQ(with({"--push-to", "me/m", "--dry-run"}), "--push-to pushes what the command writes, and --dry-run writes nothing");
+  EXPECT_EQ(with({"--push-to", "me/m", "--dry-run"}),
+            "--push-to pushes what the command writes, and --dry-run writes nothing");
   EXPECT_EQ(with({"--create-pr"}), "--create-pr applies to --push-to OWNER/REPO[@BRANCH]");
   EXPECT_EQ(with({"--commit-message", "x"}), "--commit-message applies to --push-to OWNER/REPO[@BRANCH]");
   EXPECT_EQ(with({"--private"}), "--private applies to --push-to OWNER/REPO[@BRANCH]");
@@ -110,7 +113,8 @@ TEST(PushCommand, PushDirToRepoTakesThePushOptions) {
 TEST(PushCommand, AMissingRepoIsCreatedAnExistingOneIsPushedTo) {
   EXPECT_EQ(ClassifyCreateRepoAnswer(200), CreateRepoAnswer::kCreated);
   EXPECT_EQ(ClassifyCreateRepoAnswer(409), CreateRepoAnswer::kExists);
-  for (int refused : {401, 402, 403}) EXPECT_EQ(ClassifyCreateRepoAnswer(refused), CreateRepoAnswer::kAskWhetherItExists);
+  for (int refused : {401, 402, 403})
+    EXPECT_EQ(ClassifyCreateRepoAnswer(refused), CreateRepoAnswer::kAskWhetherItExists);
   for (int failed : {0, 400, 404, 429, 500}) EXPECT_EQ(ClassifyCreateRepoAnswer(failed), CreateRepoAnswer::kFailed);
 }
 
@@ -126,8 +130,10 @@ TEST(PushCommand, AFoldersFilesAsUploadFolderTakesThem) {
                                        {"config.json.tmp-a1B2c3", EntryKind::kFile},
                                        {"config.json", EntryKind::kFile}});
   ASSERT_TRUE(files.ok()) << files.error().message;
-  EXPECT_EQ(files.value(), (std::vector<std::string>{".gitattributes", "config.json", "model.safetensors", "sub/b.json"}));
-  auto journal = PushFolderFiles("out", {{"model.safetensors", EntryKind::kFile}, {".peft-bridge-commit", EntryKind::kFile}});
+  EXPECT_EQ(files.value(),
+            (std::vector<std::string>{".gitattributes", "config.json", "model.safetensors", "sub/b.json"}));
+  auto journal =
+      PushFolderFiles("out", {{"model.safetensors", EntryKind::kFile}, {".peft-bridge-commit", EntryKind::kFile}});
   ASSERT_FALSE(journal.ok());
   EXPECT_EQ(journal.error().message,
             "`out` holds the journal of an interrupted peft-bridge run (.peft-bridge-commit): its output is not "
@@ -148,7 +154,8 @@ TEST(PushCommand, AFailedPushSaysHowToPushTheWrittenOutputAgain) {
   EXPECT_EQ(hint({"merge", "--base", "b", "--adapter", "a", "-o", "out/merged", "--push-to", "me/m"}),
             "; the output is complete in `out/merged`: push it with `peft-bridge push out/merged --to me/m`");
   EXPECT_EQ(hint({"translate", "in", "my out", "--to", "mlx", "--push-to", "me/m@dev", "--create-pr", "--private"}),
-            "; the output is complete in `my out`: push it with `peft-bridge push 'my out' --to me/m@dev --create-pr --private`");
+            "; the output is complete in `my out`: push it with `peft-bridge push 'my out' --to me/m@dev --create-pr "
+            "--private`");
 }
 
 TEST(PushTarget, HelpNamesIt) {
@@ -164,17 +171,18 @@ TEST(PushTarget, Summary) {
   o.commit = "0123456789abcdef0123456789abcdef01234567";
   o.commit_url = "http://hub/me/m/commit/0123456789abcdef0123456789abcdef01234567";
   o.files = {{"model.safetensors", 1'200'000'000, true}, {"config.json", 700, false}};
-  EXPECT_EQ(RenderPushOutcome(o),
-            "pushed 2 files (1 through LFS), 1.20 GB to me/m@main: commit 0123456789ab\n"
-            "  http://hub/me/m/commit/0123456789abcdef0123456789abcdef01234567\n");
+  EXPECT_EQ(RenderPushOutcome(o), "pushed 2 files (1 through LFS), 1.20 GB to me/m@main: commit 0123456789ab\n"
+                                  "  http://hub/me/m/commit/0123456789abcdef0123456789abcdef01234567\n");
   o.create_pr = true;
   o.pull_request_url = "http://hub/me/m/discussions/1";
   o.files.pop_back();
   EXPECT_EQ(RenderPushOutcome(o),
             "opened a pull request on me/m (against main) with 1 file (1 through LFS), 1.20 GB: commit 0123456789ab\n"
             "  http://hub/me/m/discussions/1\n");
-  EXPECT_EQ(RenderPushOutcomeJson(R"({"repo":"me/m","branch":"dev","commit":"abc","url":"u","files":[{"path":"a.json","size":2,"lfs":false}]})"),
-            "pushed 1 file, 2 B to me/m@dev: commit abc\n  u\n");
+  EXPECT_EQ(
+      RenderPushOutcomeJson(
+          R"({"repo":"me/m","branch":"dev","commit":"abc","url":"u","files":[{"path":"a.json","size":2,"lfs":false}]})"),
+      "pushed 1 file, 2 B to me/m@dev: commit abc\n  u\n");
   EXPECT_EQ(PushCommitTitle("merge", 3), "peft-bridge merge: 3 files");
   EXPECT_EQ(PushCommitTitle("create", 1), "peft-bridge create: 1 file");
 }

@@ -40,24 +40,50 @@ TEST(PythonFloatRepr, MatchesPythonRepr) {
   };
   const Case cases[] = {
       // Scientific below 1e-4, positional from 1e-4.
-      {1e-05, "1e-05"}, {5e-05, "5e-05"}, {1.5e-07, "1.5e-07"}, {0.0001, "0.0001"}, {0.00012345, "0.00012345"},
+      {1e-05, "1e-05"},
+      {5e-05, "5e-05"},
+      {1.5e-07, "1.5e-07"},
+      {0.0001, "0.0001"},
+      {0.00012345, "0.00012345"},
       // Positional below 1e16, scientific from 1e16.
-      {9999999999999998.0, "9999999999999998.0"}, {1e16, "1e+16"}, {1e15, "1000000000000000.0"},
-      {123456789012345.0, "123456789012345.0"}, {1234567890123456.7, "1234567890123456.8"},
-      {1.2345e20, "1.2345e+20"}, {1e21, "1e+21"}, {1e22, "1e+22"}, {12345678901234567890.0, "1.2345678901234567e+19"},
-      {1e100, "1e+100"}, {1e-100, "1e-100"},
+      {9999999999999998.0, "9999999999999998.0"},
+      {1e16, "1e+16"},
+      {1e15, "1000000000000000.0"},
+      {123456789012345.0, "123456789012345.0"},
+      {1234567890123456.7, "1234567890123456.8"},
+      {1.2345e20, "1.2345e+20"},
+      {1e21, "1e+21"},
+      {1e22, "1e+22"},
+      {12345678901234567890.0, "1.2345678901234567e+19"},
+      {1e100, "1e+100"},
+      {1e-100, "1e-100"},
       // Extremes: smallest subnormal, smallest normal, largest finite.
-      {5e-324, "5e-324"}, {2.2250738585072014e-308, "2.2250738585072014e-308"},
+      {5e-324, "5e-324"},
+      {2.2250738585072014e-308, "2.2250738585072014e-308"},
       {1.7976931348623157e+308, "1.7976931348623157e+308"},
       // Shortest round trip, never more digits than needed.
-      {0.1, "0.1"}, {0.3, "0.3"}, {0.1 + 0.2, "0.30000000000000004"}, {1.0 / 3, "0.3333333333333333"},
-      {2.0 / 3, "0.6666666666666666"}, {123.456, "123.456"}, {-123.456, "-123.456"}, {3.14159, "3.14159"},
+      {0.1, "0.1"},
+      {0.3, "0.3"},
+      {0.1 + 0.2, "0.30000000000000004"},
+      {1.0 / 3, "0.3333333333333333"},
+      {2.0 / 3, "0.6666666666666666"},
+      {123.456, "123.456"},
+      {-123.456, "-123.456"},
+      {3.14159, "3.14159"},
       // Integral values keep ".0"; zero keeps its sign.
-      {0.0, "0.0"}, {-0.0, "-0.0"}, {1.0, "1.0"}, {16.0, "16.0"}, {100.0, "100.0"}, {0.5, "0.5"}, {-2.5, "-2.5"},
+      {0.0, "0.0"},
+      {-0.0, "-0.0"},
+      {1.0, "1.0"},
+      {16.0, "16.0"},
+      {100.0, "100.0"},
+      {0.5, "0.5"},
+      {-2.5, "-2.5"},
       // Powers of two, where the gap below is half the gap above: the shortest decimal lies above the
       // value although a longer one below is nearer (a nearest-only search prints 5.9604644775390625e-08).
-      {std::ldexp(1.0, -24), "5.960464477539063e-08"}, {std::ldexp(1.0, -44), "5.684341886080802e-14"},
-      {std::ldexp(1.0, 89), "6.189700196426902e+26"}, {FromBits(0x0060000000000000), "7.120236347223045e-307"},
+      {std::ldexp(1.0, -24), "5.960464477539063e-08"},
+      {std::ldexp(1.0, -44), "5.684341886080802e-14"},
+      {std::ldexp(1.0, 89), "6.189700196426902e+26"},
+      {FromBits(0x0060000000000000), "7.120236347223045e-307"},
   };
   for (const Case& c : cases) EXPECT_EQ(PythonFloatRepr(c.value), c.repr) << c.repr;
 }
@@ -154,8 +180,10 @@ TEST(DumpPythonJson, StringsUseEnsureAsciiEscapes) {
 
 TEST(DumpPythonJson, InvalidUtf8BecomesReplacementCharacters) {
   // Only reachable for values built in C++ (the parser rejects such text): each bad byte is U+FFFD.
-  EXPECT_EQ(DumpPythonJson(Json(std::string("a\xFF" "b\xC3"))), R"("a\ufffdb\ufffd")");
-  EXPECT_EQ(DumpPythonJson(Json(std::string("\xC0\xAF"))), R"("\ufffd\ufffd")");          // overlong '/'
+  EXPECT_EQ(DumpPythonJson(Json(std::string("a\xFF"
+                                            "b\xC3"))),
+            R"("a\ufffdb\ufffd")");
+  EXPECT_EQ(DumpPythonJson(Json(std::string("\xC0\xAF"))), R"("\ufffd\ufffd")");            // overlong '/'
   EXPECT_EQ(DumpPythonJson(Json(std::string("\xED\xA0\x80"))), R"("\ufffd\ufffd\ufffd")");  // surrogate
 }
 
@@ -163,16 +191,16 @@ TEST(DumpPythonJson, KeysSortByCodePoint) {
   // Keys in this order: b a é z 😀 U+FFFF A _ aa "" "a b" ÿ Ā Z, each mapped to its position.
   Json j = Parse("{\"b\":0,\"a\":1,\"\xC3\xA9\":2,\"z\":3,\"\xF0\x9F\x98\x80\":4,\"\xEF\xBF\xBF\":5,\"A\":6,\"_\":7,"
                  "\"aa\":8,\"\":9,\"a b\":10,\"\xC3\xBF\":11,\"\xC4\x80\":12,\"Z\":13}");
-  EXPECT_EQ(OneLine(j),
-            R"({"": 9, "A": 6, "Z": 13, "_": 7, "a": 1, "a b": 10, "aa": 8, "b": 0, "z": 3, "\u00e9": 2, )"
-            R"("\u00ff": 11, "\u0100": 12, "\uffff": 5, "\ud83d\ude00": 4})");
+  EXPECT_EQ(OneLine(j), R"({"": 9, "A": 6, "Z": 13, "_": 7, "a": 1, "a b": 10, "aa": 8, "b": 0, "z": 3, "\u00e9": 2, )"
+                        R"("\u00ff": 11, "\u0100": 12, "\uffff": 5, "\ud83d\ude00": 4})");
 }
 
 // A config PEFT saved (json.dumps(indent=2, sort_keys=True), no trailing newline) re-exports unchanged,
 // also when the keys arrive in another order.
 void ExpectFixtureRoundTrips(const std::string& name) {
   auto dir = pb::testing::FixturesDir();
-  if (!dir || !std::filesystem::exists(*dir / name / "adapter_config.json")) PB_SKIP_WITHOUT_FIXTURE() << "no fixture " << name;
+  if (!dir || !std::filesystem::exists(*dir / name / "adapter_config.json"))
+    PB_SKIP_WITHOUT_FIXTURE() << "no fixture " << name;
   auto bytes = pb::testing::ReadAll(*dir / name / "adapter_config.json");
   const std::string text(bytes.begin(), bytes.end());
   ASSERT_FALSE(text.empty());
@@ -190,9 +218,7 @@ void ExpectFixtureRoundTrips(const std::string& name) {
   EXPECT_EQ(DumpPythonJson(reversed), text);
 }
 
-TEST(DumpPythonJson, PeftGpt2AdapterConfigIsByteIdentical) {
-  ExpectFixtureRoundTrips("peft-gpt2-seqcls-cattn-cproj");
-}
+TEST(DumpPythonJson, PeftGpt2AdapterConfigIsByteIdentical) { ExpectFixtureRoundTrips("peft-gpt2-seqcls-cattn-cproj"); }
 
 TEST(DumpPythonJson, PeftRobertaAdapterConfigIsByteIdentical) {
   ExpectFixtureRoundTrips("peft-roberta-seqcls-query-value");

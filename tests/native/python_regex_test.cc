@@ -114,7 +114,7 @@ double Seconds(const std::chrono::steady_clock::time_point& since) {
 
 TEST(PythonRegex, GroupsFollowBacktrackingPriority) {
   EXPECT_EQ(Groups("(a|ab)(c|bcd)(d*)", "abcd"), "[abcd][a][bcd][]");  // the first alternative that works
-  EXPECT_EQ(Groups("(a+?)(a*)", "aaa"), "[aaa][a][aa]");              // lazy takes the least
+  EXPECT_EQ(Groups("(a+?)(a*)", "aaa"), "[aaa][a][aa]");               // lazy takes the least
   EXPECT_EQ(Groups("(a+)(a*)", "aaa"), "[aaa][aaa][]");
   EXPECT_EQ(Groups("(a)|b", "b"), "[b]unset");
   EXPECT_EQ(Groups("(x)?y", "y"), "[y]unset");
@@ -138,14 +138,18 @@ TEST(PythonRegex, AnchorsAndBoundariesAsInPython) {
 }
 
 TEST(PythonRegex, TextIsMatchedByCodePoint) {
-  EXPECT_TRUE(Compiled("a.b").FullMatch("a\xC3\xA9" "b"));    // é is one character, as in a Python str
-  EXPECT_TRUE(Compiled("a[^x]b").FullMatch("a\xE4\xB8\xAD" "b"));
+  EXPECT_TRUE(Compiled("a.b").FullMatch("a\xC3\xA9"
+                                        "b"));  // é is one character, as in a Python str
+  EXPECT_TRUE(Compiled("a[^x]b").FullMatch("a\xE4\xB8\xAD"
+                                           "b"));
   EXPECT_TRUE(Compiled(R"(\w+)").FullMatch("caf\xC3\xA9"));
   EXPECT_TRUE(Compiled("(?i)k").FullMatch("\xE2\x84\xAA"));  // KELVIN SIGN folds onto k, as in sre
   EXPECT_TRUE(Compiled("(?i)s").FullMatch("\xC5\xBF"));      // LATIN SMALL LETTER LONG S
   EXPECT_FALSE(Compiled("k").FullMatch("\xE2\x84\xAA"));
-  EXPECT_TRUE(Compiled("a.b").FullMatch("a\xFF" "b"));       // an undecodable byte is one character
-  auto groups = Compiled("(.)(b)").MatchGroups("\xC3\xA9" "b");
+  EXPECT_TRUE(Compiled("a.b").FullMatch("a\xFF"
+                                        "b"));  // an undecodable byte is one character
+  auto groups = Compiled("(.)(b)").MatchGroups("\xC3\xA9"
+                                               "b");
   ASSERT_TRUE(groups.has_value());
   EXPECT_EQ((*groups)[1], PythonRegex::Span(0, 2));  // spans are byte offsets
   EXPECT_EQ((*groups)[2], PythonRegex::Span(2, 3));

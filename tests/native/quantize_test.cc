@@ -39,7 +39,8 @@ TEST(Quantize, Int8TiesRoundHalfToEvenAfterTheClamp) {
   // amax 255 -> scale 255 / 127.5 = 2 exactly; x / 2 gives the .5 ties.
   const std::vector<float> x = {255, -255, 5, 3, 1, 0, -1, -3};
   std::vector<uint8_t> q(x.size()), scale(4);
-  ASSERT_TRUE(kernels::QuantizeSymmetric(x.data(), 1, x.size(), x.size(), QuantType::kInt8, Dtype::F32, q.data(), scale.data()));
+  ASSERT_TRUE(kernels::QuantizeSymmetric(x.data(), 1, x.size(), x.size(), QuantType::kInt8, Dtype::F32, q.data(),
+                                         scale.data()));
   // 127.5 is clamped to 127 before rounding; -127.5 rounds to even, -128; 2.5 -> 2, 1.5 -> 2, 0.5 -> 0, -1.5 -> -2.
   EXPECT_EQ(Signed(q), (std::vector<int8_t>{127, -128, 2, 2, 0, 0, 0, -2}));
   float s;
@@ -60,7 +61,8 @@ TEST(Quantize, Int4GroupsEachHaveTheirScale) {
 
 TEST(Quantize, ZeroGroupGetsTheScaleDtypesEps) {
   const std::vector<float> x(6, 0.0f);
-  for (auto [t, eps] : {std::pair{Dtype::BF16, 0.0078125f}, {Dtype::F16, 0.0009765625f}, {Dtype::F32, 1.1920928955078125e-07f}}) {
+  for (auto [t, eps] :
+       {std::pair{Dtype::BF16, 0.0078125f}, {Dtype::F16, 0.0009765625f}, {Dtype::F32, 1.1920928955078125e-07f}}) {
     std::vector<uint8_t> q(6, 0xAA), scale(2 * 4);
     ASSERT_TRUE(kernels::QuantizeSymmetric(x.data(), 2, 3, 3, QuantType::kInt8, t, q.data(), scale.data()));
     std::vector<float> s(2);
@@ -91,18 +93,20 @@ TEST(Quantize, Fp8SaturatesAtTheClampAndRoundsToNearestEven) {
   float s;
   std::memcpy(&s, scale.data(), 4);
   EXPECT_EQ(s, 1000.0f / 448.0f);
-  EXPECT_EQ(F8(q[0]), 448.0f);   // 1000 / s rounds to just above 448 in fp32: the clamp saturates it, never NaN
+  EXPECT_EQ(F8(q[0]), 448.0f);  // 1000 / s rounds to just above 448 in fp32: the clamp saturates it, never NaN
   EXPECT_EQ(F8(q[1]), -448.0f);
-  EXPECT_EQ(F8(q[2]), 416.0f);   // 401.4: between 384 and 416 (steps of 32), nearer 416
+  EXPECT_EQ(F8(q[2]), 416.0f);  // 401.4: between 384 and 416 (steps of 32), nearer 416
   EXPECT_EQ(q[3], 0);
 }
 
 TEST(Quantize, RefusesGroupsThatDoNotDivideTheRow) {
   std::vector<float> x(130, 1.0f);
   std::vector<uint8_t> q(130), scale(8);
-  EXPECT_FALSE(kernels::QuantizeSymmetric(x.data(), 1, 130, 128, QuantType::kInt4, Dtype::BF16, q.data(), scale.data()));
+  EXPECT_FALSE(
+      kernels::QuantizeSymmetric(x.data(), 1, 130, 128, QuantType::kInt4, Dtype::BF16, q.data(), scale.data()));
   EXPECT_FALSE(kernels::QuantizeSymmetric(x.data(), 1, 130, 0, QuantType::kInt4, Dtype::BF16, q.data(), scale.data()));
-  EXPECT_FALSE(kernels::QuantizeSymmetric(x.data(), 1, 130, 130, QuantType::kInt4, Dtype::F8_E4M3, q.data(), scale.data()));
+  EXPECT_FALSE(
+      kernels::QuantizeSymmetric(x.data(), 1, 130, 130, QuantType::kInt4, Dtype::F8_E4M3, q.data(), scale.data()));
 }
 
 TEST(Quantize, PackInt32IsLsbFirstWithTheOffset) {
@@ -194,12 +198,12 @@ TEST(QuantizePlan, ChoosesLinearWeightsAndListsWhatItKeeps) {
   const adapter::ArchTable* llama = tables.Find("llama");
   std::vector<merge::PlannedTensor> t = {
       Weight("model.layers.0.self_attn.q_proj.weight", {256, 256}),
-      Weight("model.layers.0.mlp.down_proj.weight", {256, 200}),      // 200 columns: no whole groups of 128
-      Weight("model.embed_tokens.weight", {1000, 256}),                  // an Embedding
+      Weight("model.layers.0.mlp.down_proj.weight", {256, 200}),  // 200 columns: no whole groups of 128
+      Weight("model.embed_tokens.weight", {1000, 256}),           // an Embedding
       Weight("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", {32, 8}),  // T5's, an Embedding
-      Weight("model.layers.0.input_layernorm.weight", {256}),            // 1-D
+      Weight("model.layers.0.input_layernorm.weight", {256}),                                   // 1-D
       Weight("lm_head.weight", {1000, 256}),
-      Weight("model.layers.0.mlp.gate.weight", {8, 256}),                // a MoE router
+      Weight("model.layers.0.mlp.gate.weight", {8, 256}),  // a MoE router
       Weight("model.layers.0.mlp.experts.3.up_proj.weight", {128, 256}),
       Weight("model.layers.0.self_attn.k_proj.bias", {256}),
       Weight("model.layers.0.self_attn.v_proj.weight", {256, 256}, Dtype::F8_E4M3),
@@ -219,8 +223,9 @@ TEST(QuantizePlan, ChoosesLinearWeightsAndListsWhatItKeeps) {
   EXPECT_EQ(plan.quantized, std::vector<std::string>{"model.layers.0.self_attn.q_proj.weight"});
   ASSERT_EQ(plan.kept.size(), 5u);
   EXPECT_EQ(plan.kept[0].first, "model.layers.0.mlp.down_proj.weight");
-  EXPECT_EQ(plan.ignore, (std::vector<std::string>{"model.layers.0.mlp.down_proj", "model.layers.0.mlp.experts.3.up_proj",
-                                                   "model.layers.0.mlp.gate", "model.layers.0.self_attn.v_proj", "lm_head"}));
+  EXPECT_EQ(plan.ignore,
+            (std::vector<std::string>{"model.layers.0.mlp.down_proj", "model.layers.0.mlp.experts.3.up_proj",
+                                      "model.layers.0.mlp.gate", "model.layers.0.self_attn.v_proj", "lm_head"}));
   Json config = merge::QuantizationConfigJson(plan);
   EXPECT_EQ(config["format"], "pack-quantized");
   EXPECT_EQ(config["version"], std::string(merge::kCompressedTensorsVersion));
@@ -265,13 +270,14 @@ TEST(QuantizePlan, AGroupSizeThatDividesNoWeightIsRefused) {
   Status s = merge::CheckQuantizePlan(plan);
   ASSERT_FALSE(s.ok()) << "a --quantize that quantizes nothing used to write an unquantized model claiming otherwise";
   EXPECT_EQ(s.error().code, ErrorCode::InvalidArgument);
-  EXPECT_EQ(s.error().message,
-            "--quantize int4 --scheme per-group --group-size 100 would quantize no weight of this model (its config.json "
-            "would claim a quantization that is not there):\n"
-            "  2 x `model.layers.*.self_attn.q_proj.weight`: in_features 32 is not a multiple of the group size 100\n"
-            "  2 x `model.layers.*.mlp.down_proj.weight`: in_features 64 is not a multiple of the group size 100\n"
-            "  1 x `lm_head.weight`: lm_head (llm-compressor's default ignore)\n"
-            "--group-size 100 divides the in_features of none of them; 32 divides every one (or use --scheme per-channel)");
+  EXPECT_EQ(
+      s.error().message,
+      "--quantize int4 --scheme per-group --group-size 100 would quantize no weight of this model (its config.json "
+      "would claim a quantization that is not there):\n"
+      "  2 x `model.layers.*.self_attn.q_proj.weight`: in_features 32 is not a multiple of the group size 100\n"
+      "  2 x `model.layers.*.mlp.down_proj.weight`: in_features 64 is not a multiple of the group size 100\n"
+      "  1 x `lm_head.weight`: lm_head (llm-compressor's default ignore)\n"
+      "--group-size 100 divides the in_features of none of them; 32 divides every one (or use --scheme per-channel)");
 }
 
 TEST(QuantizePlan, AModelWithNothingToQuantizeIsRefused) {
@@ -304,12 +310,13 @@ TEST(QuantizePlan, WeightsKeptForTheirDimsAreWarnedOncePerClass) {
   ASSERT_TRUE(merge::CheckQuantizePlan(plan).ok());
   EXPECT_EQ(plan.quantized.size(), 3u);
   // One line per class (not per weight); lm_head, the libraries' own default, is not warned about.
-  EXPECT_EQ(plan.warnings,
-            (std::vector<std::string>{
-                "--quantize int4 --scheme per-group --group-size 128: 3 weight(s) `model.layers.*.mlp.down_proj.weight` "
-                "stay unquantized: in_features 200 is not a multiple of the group size 128",
-                "--quantize int4 --scheme per-group --group-size 128: 3 weight(s) `model.layers.*.mlp.up_proj.weight` "
-                "stay unquantized: F8_E4M3: only BF16, F16 and F32 weights are quantized"}));
+  EXPECT_EQ(
+      plan.warnings,
+      (std::vector<std::string>{
+          "--quantize int4 --scheme per-group --group-size 128: 3 weight(s) `model.layers.*.mlp.down_proj.weight` "
+          "stay unquantized: in_features 200 is not a multiple of the group size 128",
+          "--quantize int4 --scheme per-group --group-size 128: 3 weight(s) `model.layers.*.mlp.up_proj.weight` "
+          "stay unquantized: F8_E4M3: only BF16, F16 and F32 weights are quantized"}));
 }
 
 // The text summary speaks of classes of weights, not of each one: a 700-weight model (an MoE: tens of thousands)
@@ -329,7 +336,8 @@ TEST(QuantizeSummary, KeptWeightsAndErrorsArePrintedPerClass) {
   for (auto& p : t) merge::PlanQuantizedTensor(p, tables, tables.Find("llama"), plan);
   merge::FinishQuantizePlan(plan);
   ASSERT_TRUE(merge::CheckQuantizePlan(plan).ok());
-  EXPECT_EQ(merge::WeightClass("model.layers.12.mlp.experts.7.up_proj.weight"), "model.layers.*.mlp.experts.*.up_proj.weight");
+  EXPECT_EQ(merge::WeightClass("model.layers.12.mlp.experts.7.up_proj.weight"),
+            "model.layers.*.mlp.experts.*.up_proj.weight");
   EXPECT_EQ(merge::KeptClassLines(plan),
             (std::vector<std::string>{"12 x `model.layers.*.mlp.experts.*.up_proj.weight`: MoE expert weight",
                                       "1 x `lm_head.weight`: lm_head (llm-compressor's default ignore)"}));
@@ -389,7 +397,8 @@ TEST(QuantizeCli, Int8GroupsOnAShardedBf16Merge) {
   const fs::path dir = fs::temp_directory_path() / ("pb_quantize_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const std::string common = "merge --base " + (golden / "base").string() + " --adapter " + (golden / "adapter").string();
+  const std::string common =
+      "merge --base " + (golden / "base").string() + " --adapter " + (golden / "adapter").string();
   ASSERT_EQ(RunCli(common + " -o " + (dir / "plain").string()), 0);
   ASSERT_EQ(RunCli(common + " -o " + (dir / "q").string() + " --quantize int8 --group-size 16"), 0);
   auto plain = ReadFolder(dir / "plain");
@@ -410,7 +419,8 @@ TEST(QuantizeCli, Int8GroupsOnAShardedBf16Merge) {
     std::vector<float> w(rows * cols);
     kernels::ConvertElements(Dtype::BF16, Dtype::F32, bytes.data(), w.data(), w.size());
     std::vector<uint8_t> q(w.size()), scale(rows * (cols / 16) * 2), packed(rows * kernels::PackedWords(cols, 8) * 4);
-    ASSERT_TRUE(kernels::QuantizeSymmetric(w.data(), rows, cols, 16, QuantType::kInt8, Dtype::BF16, q.data(), scale.data()));
+    ASSERT_TRUE(
+        kernels::QuantizeSymmetric(w.data(), rows, cols, 16, QuantType::kInt8, Dtype::BF16, q.data(), scale.data()));
     kernels::PackInt32(reinterpret_cast<const int8_t*>(q.data()), rows, cols, 8, packed.data());
     EXPECT_EQ(quant.at(module + ".weight_packed").second, packed) << name;
     EXPECT_EQ(quant.at(module + ".weight_scale").second, scale) << name;

@@ -69,7 +69,8 @@ TEST(RemoteAddress, EntriesSitInTheFolderOrBesideTheFileAtThePinnedCommit) {
 }
 
 TEST(RemoteAddress, MalformedAddressesAreRefusedBeforeAnyRequest) {
-  for (std::string_view bad : {"hf://me", "hf://me/", "hf://me/m@", "hf://me/m/../x.safetensors", "hf://me/m//a.json"}) {
+  for (std::string_view bad :
+       {"hf://me", "hf://me/", "hf://me/m@", "hf://me/m/../x.safetensors", "hf://me/m//a.json"}) {
     auto parsed = ParseRemoteAddress(bad, kEndpoint);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.error().code, ErrorCode::InvalidArgument) << bad;
@@ -126,19 +127,22 @@ TEST(RemoteAddress, HuggingfaceHubsFormNamesWhatOursNames) {
   EXPECT_EQ(RemoteEntry(folder.value(), "a.safetensors").label, "hf://me/m@feature%2Fx/sub/a.safetensors");
   auto pr = ParseRemoteAddress("hf://me/m@refs/pr/3", kEndpoint);
   EXPECT_EQ(RemoteEntry(pr.value(), "a.safetensors").label, "hf://me/m@refs/pr/3/a.safetensors");
-  EXPECT_EQ(RemoteFileAddress("hf://me/m@v1/x/tokenizer.model", kEndpoint)->url, "http://hub.test:8080/me/m/resolve/v1/x/tokenizer.model");
+  EXPECT_EQ(RemoteFileAddress("hf://me/m@v1/x/tokenizer.model", kEndpoint)->url,
+            "http://hub.test:8080/me/m/resolve/v1/x/tokenizer.model");
 }
 
 TEST(RemoteAddress, DatasetsSpacesKernelsAndBucketsAreRefusedByKind) {
-  const std::pair<std::string_view, std::string_view> kinds[] = {
-      {"hf://datasets/me/d@v1/train.safetensors", "dataset"}, {"hf://spaces/me/s", "space"},
-      {"hf://kernels/me/k", "kernel"}, {"hf://buckets/me/b/x.safetensors", "bucket"}};
+  const std::pair<std::string_view, std::string_view> kinds[] = {{"hf://datasets/me/d@v1/train.safetensors", "dataset"},
+                                                                 {"hf://spaces/me/s", "space"},
+                                                                 {"hf://kernels/me/k", "kernel"},
+                                                                 {"hf://buckets/me/b/x.safetensors", "bucket"}};
   for (const auto& [address, kind] : kinds) {
     auto parsed = ParseRemoteAddress(address, kEndpoint);
     ASSERT_FALSE(parsed.ok()) << address;
     EXPECT_EQ(parsed.error().code, ErrorCode::InvalidArgument);
-    EXPECT_EQ(parsed.error().message, "`" + std::string(address) + "` names a Hub " + std::string(kind) +
-                                          ", not a model repo: peft-bridge reads model repos (hf://owner/repo[@revision][/path])");
+    EXPECT_EQ(parsed.error().message,
+              "`" + std::string(address) + "` names a Hub " + std::string(kind) +
+                  ", not a model repo: peft-bridge reads model repos (hf://owner/repo[@revision][/path])");
     EXPECT_FALSE(RemoteFileAddress(address, kEndpoint).ok());
   }
   // an owner merely starting with a kind's name is an owner
@@ -196,10 +200,10 @@ TEST(RemoteBase, AFileAddressIsTheOneShardOrTheIndexWithAConfigTriedBesideIt) {
 }
 
 TEST(RemoteAddress, HubListingGivesTheFolderFilesNamesOnly) {
-  auto names = ParseHubListing(
-      R"([{"type":"file","path":"sub/adapter_config.json"},{"type":"directory","path":"sub/x"},)"
-      R"({"type":"file","path":"sub/adapter_model.safetensors"}])",
-      "hf://me/a/sub");
+  auto names =
+      ParseHubListing(R"([{"type":"file","path":"sub/adapter_config.json"},{"type":"directory","path":"sub/x"},)"
+                      R"({"type":"file","path":"sub/adapter_model.safetensors"}])",
+                      "hf://me/a/sub");
   ASSERT_TRUE(names.ok());
   EXPECT_EQ(names.value(), (std::vector<std::string>{"adapter_config.json", "adapter_model.safetensors"}));
   auto bad = ParseHubListing(R"({"error":"nope"})", "hf://me/a");
@@ -237,12 +241,11 @@ TEST(InspectFiles, EachReportUnderItsNameThenTheTotals) {
   InspectTotals a{1, 2, 100, 1000, 1100, {{Dtype::BF16, 400}, {Dtype::F32, 50}}};
   InspectTotals b{1, 1, 80, 2000, 2080, {{Dtype::BF16, 1000}}};
   std::vector<RenderedReport> files{{"a.safetensors", "A\n", a}, {"b.safetensors", "B\n", b}};
-  EXPECT_EQ(RenderInspectFilesText(files),
-            "==> a.safetensors <==\nA\n\n==> b.safetensors <==\nB\n\n"
-            "==> total: 2 files <==\n"
-            "header: 180 bytes, data: 3,000 bytes, files: 3,180 bytes\n"
-            "tensors: 3\n"
-            "parameters:\n  BF16: 1,400\n  F32: 50\n  total: 1,450\n");
+  EXPECT_EQ(RenderInspectFilesText(files), "==> a.safetensors <==\nA\n\n==> b.safetensors <==\nB\n\n"
+                                           "==> total: 2 files <==\n"
+                                           "header: 180 bytes, data: 3,000 bytes, files: 3,180 bytes\n"
+                                           "tensors: 3\n"
+                                           "parameters:\n  BF16: 1,400\n  F32: 50\n  total: 1,450\n");
   std::vector<RenderedReport> one{{"model.safetensors", "A\n", a}};
   EXPECT_EQ(RenderInspectFilesText(one), "==> model.safetensors <==\nA\n");  // one file: its report is the total
   std::vector<RenderedReport> json{{"a.safetensors", "{\"ok\":true,\"x\":1}\n", a}, {"b\"c", "{\"ok\":true}\n", b}};
@@ -255,8 +258,9 @@ TEST(InspectFiles, EachReportUnderItsNameThenTheTotals) {
 
 // The npm CLI's edge counts from each file's JSON report; the natives from its header: the same numbers.
 TEST(InspectFiles, TotalsFromTheJsonReportAreTheHeadersOwn) {
-  std::string json = "{\"ok\":true,\"headerSize\":88,\"dataSize\":24,\"fileSize\":120,\"metadata\":{},"
-                     "\"tensors\":[{\"name\":\"a\"},{\"name\":\"b\"}],\"parameters\":{\"F32\":4,\"BF16\":4},\"totalParameters\":8}";
+  std::string json =
+      "{\"ok\":true,\"headerSize\":88,\"dataSize\":24,\"fileSize\":120,\"metadata\":{},"
+      "\"tensors\":[{\"name\":\"a\"},{\"name\":\"b\"}],\"parameters\":{\"F32\":4,\"BF16\":4},\"totalParameters\":8}";
   auto t = TotalsOfReportJson(json);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->tensors, 2u);
@@ -265,7 +269,10 @@ TEST(InspectFiles, TotalsFromTheJsonReportAreTheHeadersOwn) {
   EXPECT_EQ(t->file_size, 120u);
   EXPECT_EQ(t->parameters, (std::map<Dtype, uint64_t>{{Dtype::F32, 4}, {Dtype::BF16, 4}}));
   EXPECT_FALSE(TotalsOfReportJson("{\"ok\":true}").ok());
-  EXPECT_FALSE(TotalsOfReportJson("{\"ok\":true,\"headerSize\":1,\"dataSize\":1,\"fileSize\":1,\"tensors\":[],\"parameters\":{\"Q9\":1}}").ok());
+  EXPECT_FALSE(
+      TotalsOfReportJson(
+          "{\"ok\":true,\"headerSize\":1,\"dataSize\":1,\"fileSize\":1,\"tensors\":[],\"parameters\":{\"Q9\":1}}")
+          .ok());
 }
 
 }  // namespace

@@ -134,9 +134,7 @@ const std::vector<OracleVector>& Vectors() {
   return vectors;
 }
 
-std::string VerdictOf(const std::optional<ErrorCode>& code) {
-  return code ? std::string(ErrorCodeName(*code)) : "ok";
-}
+std::string VerdictOf(const std::optional<ErrorCode>& code) { return code ? std::string(ErrorCodeName(*code)) : "ok"; }
 
 // The crate's digest (tests/rust_oracle/src/main.rs `digest`), rebuilt from our header.
 std::string Digest(const Header& h) {
@@ -235,12 +233,13 @@ TEST(RustOracleVectors, PushParserAgreesWithTheCrateInAnyChunking) {
       const char* how;
       FeedOutcome outcome;
     };
-    Run runs[] = {{"chunked", FeedSplit(v.bytes, cuts)}, {"with total size", FeedSplit(v.bytes, {}, ReaderOptions{size})}};
+    Run runs[] = {{"chunked", FeedSplit(v.bytes, cuts)},
+                  {"with total size", FeedSplit(v.bytes, {}, ReaderOptions{size})}};
     for (const Run& run : runs) {
       std::string ours = VerdictOf(run.outcome.error);
       if (!allowed.count(ours) && ++mismatches <= 40)
-        ADD_FAILURE() << Describe(v) << " " << run.how << ": crate " << v.crate << ", expected " << v.ours
-                      << ", ours " << ours;
+        ADD_FAILURE() << Describe(v) << " " << run.how << ": crate " << v.crate << ", expected " << v.ours << ", ours "
+                      << ours;
       if (ours == "ok") EXPECT_EQ(run.outcome.log.header_events, 1) << Describe(v);
     }
   }

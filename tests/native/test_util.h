@@ -16,11 +16,10 @@
 
 // Instead of GTEST_SKIP() where a fixture is missing: skips, or fails under PB_REQUIRE_FIXTURES=1. Takes a
 // message with <<, as GTEST_SKIP() does.
-#define PB_SKIP_WITHOUT_FIXTURE()                                                                         \
-  return GTEST_MESSAGE_(::pb::testing::FixturesRequired() ? "fixture missing under PB_REQUIRE_FIXTURES=1" \
-                                                          : "fixture missing",                            \
-                        ::pb::testing::FixturesRequired() ? ::testing::TestPartResult::kFatalFailure      \
-                                                          : ::testing::TestPartResult::kSkip)
+#define PB_SKIP_WITHOUT_FIXTURE()                                                                            \
+  return GTEST_MESSAGE_(                                                                                     \
+      ::pb::testing::FixturesRequired() ? "fixture missing under PB_REQUIRE_FIXTURES=1" : "fixture missing", \
+      ::pb::testing::FixturesRequired() ? ::testing::TestPartResult::kFatalFailure : ::testing::TestPartResult::kSkip)
 
 namespace pb::testing {
 
@@ -40,7 +39,8 @@ inline Bytes MakeFile(const std::string& json, const Bytes& data = {}, std::opti
 // the repository, if present; PB_FIXTURES=dir names another (as for scripts/fuzz.sh).
 inline std::optional<std::filesystem::path> FixturesDir() {
   const std::filesystem::path source(PB_SOURCE_DIR);
-  std::vector<std::filesystem::path> candidates{source / "tests" / "fixtures", source.parent_path() / "shared" / "fixtures"};
+  std::vector<std::filesystem::path> candidates{source / "tests" / "fixtures",
+                                                source.parent_path() / "shared" / "fixtures"};
   if (const char* named = std::getenv("PB_FIXTURES")) candidates = {named};
   for (const auto& p : candidates)
     if (std::filesystem::is_directory(p)) return p;
@@ -98,9 +98,9 @@ class EventLog : public ReaderEvents {
     return Status::Ok();
   }
   Status OnTensorData(size_t tensor, uint64_t offset, std::span<const uint8_t> bytes) override {
-    if (bytes.empty()) in_order = false;                      // empty spans are never reported
-    if (tensor < last_tensor) in_order = false;               // file order
-    if (offset != data[tensor].size()) in_order = false;      // contiguous within a tensor
+    if (bytes.empty()) in_order = false;                  // empty spans are never reported
+    if (tensor < last_tensor) in_order = false;           // file order
+    if (offset != data[tensor].size()) in_order = false;  // contiguous within a tensor
     last_tensor = tensor;
     data[tensor].insert(data[tensor].end(), bytes.begin(), bytes.end());
     return Status::Ok();
@@ -125,7 +125,10 @@ inline FeedOutcome FeedSplit(const Bytes& file, const std::vector<size_t>& cuts,
   auto feed = [&](size_t end) -> bool {
     Status s = reader.Feed(std::span<const uint8_t>(file.data() + prev, end - prev), out.log);
     prev = end;
-    if (!s.ok()) { out.error = s.error().code; return false; }
+    if (!s.ok()) {
+      out.error = s.error().code;
+      return false;
+    }
     return true;
   };
   for (size_t c : cuts)

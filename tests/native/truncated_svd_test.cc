@@ -196,11 +196,14 @@ TEST(TruncatedSvd, PlateauAcrossTheCut) {
   // σ_k and σ_{k+1} equal to 1e-6: which of the two the result takes is arbitrary, its error is not.
   for (auto [m, n] : {std::pair<size_t, size_t>{60, 40}, {40, 60}, {200, 150}}) {
     const size_t k = 6;
-    FloatMatrix a = WithSpectrum(m, n, Spectrum(std::min(m, n), [k](size_t i) {
-      if (i <= k - 2) return 4.0 / double(i);
-      if (i <= k + 2) return 0.5 * (1 - 1e-6 * double(i - k + 2));
-      return 0.3 * std::pow(0.8, double(i - k - 2));
-    }), m * n);
+    FloatMatrix a = WithSpectrum(m, n,
+                                 Spectrum(std::min(m, n),
+                                          [k](size_t i) {
+                                            if (i <= k - 2) return 4.0 / double(i);
+                                            if (i <= k + 2) return 0.5 * (1 - 1e-6 * double(i - k + 2));
+                                            return 0.3 * std::pow(0.8, double(i - k - 2));
+                                          }),
+                                 m * n);
     TruncatedSvd got = Decompose(a, k);
     SCOPED_TRACE(::testing::PrintToString(m) + "x" + ::testing::PrintToString(n));
     // The iterations stop on the error (its extrapolated remaining fall below 1e-5·E), not on the values: those

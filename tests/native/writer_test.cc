@@ -77,8 +77,9 @@ TEST(Writer, ReferenceOrderDtypeDescendingThenName) {
   Bytes f = Serialize({{"test2", Dtype::F16, {2, 2}}, {"test1", Dtype::I32, {2, 2}}}, {Bytes(8, 2), Bytes(16, 1)},
                       std::nullopt);
   EXPECT_EQ(f[0], 128);
-  EXPECT_EQ(HeaderText(f).substr(0, 122),
-            R"({"test1":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]},"test2":{"dtype":"F16","shape":[2,2],"data_offsets":[16,24]}})");
+  EXPECT_EQ(
+      HeaderText(f).substr(0, 122),
+      R"({"test1":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]},"test2":{"dtype":"F16","shape":[2,2],"data_offsets":[16,24]}})");
   EXPECT_EQ(f[136], 1);  // I32 data first, at byte 136
   EXPECT_EQ(f[152], 2);
 
@@ -97,9 +98,9 @@ TEST(Writer, ReferenceOrderDtypeDescendingThenName) {
   ASSERT_TRUE(plan.ok());
   std::vector<std::string> order;
   for (auto& p : plan->tensors) order.push_back(specs[p.input_index].name);
-  std::vector<std::string> expected = {"t21", "t20", "t19", "t18", "t17", "t16", "t15", "t14", "t13", "t12", "t11",
-                                       "t10", "t9",  "t8",  "t7",  "t6",  "t5",  "Z",   "b",   "t4",  "z0",  "t3",
-                                       "t2",  "t1",  "t0"};
+  std::vector<std::string> expected = {"t21", "t20", "t19", "t18", "t17", "t16", "t15", "t14", "t13",
+                                       "t12", "t11", "t10", "t9",  "t8",  "t7",  "t6",  "t5",  "Z",
+                                       "b",   "t4",  "z0",  "t3",  "t2",  "t1",  "t0"};
   EXPECT_EQ(order, expected);
 }
 
@@ -111,7 +112,8 @@ TEST(Writer, InputOrderKeepsTheGivenOrder) {
 }
 
 TEST(Writer, Bf16ExampleAndEscaping) {
-  Bytes f = Serialize({{"test", Dtype::BF16, {2, 2}}}, {{0x10, 0x40, 0x80, 0x3F, 0x80, 0x3F, 0x80, 0x3F}}, std::nullopt);
+  Bytes f =
+      Serialize({{"test", Dtype::BF16, {2, 2}}}, {{0x10, 0x40, 0x80, 0x3F, 0x80, 0x3F, 0x80, 0x3F}}, std::nullopt);
   EXPECT_EQ(f[0], 64);
   std::string out;
   AppendJsonString(out, "esc\"\\/\n\t\x01\xC3\xA9\x7F");

@@ -5,31 +5,100 @@
 // (tsc fails if such a line compiles).
 import {
   // Files: init, reading, writing, conversion
-  init, inspect, readSafetensors, createWriter, writeSafetensors, convert, SafetensorsError, SafetensorsWriter,
+  init,
+  inspect,
+  readSafetensors,
+  createWriter,
+  writeSafetensors,
+  convert,
+  SafetensorsError,
+  SafetensorsWriter,
   // Remote files and the Hub
-  hubUrl, openRemote, readTensor, inspectRepo,
+  hubUrl,
+  openRemote,
+  readTensor,
+  inspectRepo,
   // LoRA adapters
-  adapterInfo, translateAdapter, createAdapter, type CreateAdapterOptions, type CreatedAdapter,
+  adapterInfo,
+  translateAdapter,
+  createAdapter,
+  type CreateAdapterOptions,
+  type CreatedAdapter,
   // LoRA merge, local and remote
-  createMergeStream, mergeShards, planMerge, mergeRemote, mergeRemoteShard, mergeRemoteIndex, planRemote, saveStreams,
-  type InitOptions, type SafetensorsErrorCode, type RandomAccessSource, type Source, type Dtype, type TensorInfo,
-  type Header, type ReadOptions, type HubAddress, type RemoteSource, type RemoteOptions, type RemoteFile,
-  type InspectRepoOptions, type RepoInfo, type ReadEvent, type ReadProgress, type ReadSafetensorsOptions,
-  type TensorOrder, type TensorSpec, type WriteSpec, type PlannedTensor, type WriteLayout, type TensorWithData,
-  type ConvertProgress, type ConvertOptions,
-  type AdapterFormat, type AdapterReadFormat, type ConfigInput, type AdapterInput, type AdapterReadOptions,
-  type AdapterModule, type AdapterInfo, type TranslateOptions, type TranslatePlanEntry, type AdapterFile,
+  createMergeStream,
+  mergeShards,
+  planMerge,
+  mergeRemote,
+  mergeRemoteShard,
+  mergeRemoteIndex,
+  planRemote,
+  saveStreams,
+  type InitOptions,
+  type SafetensorsErrorCode,
+  type RandomAccessSource,
+  type Source,
+  type Dtype,
+  type TensorInfo,
+  type Header,
+  type ReadOptions,
+  type HubAddress,
+  type RemoteSource,
+  type RemoteOptions,
+  type RemoteFile,
+  type InspectRepoOptions,
+  type RepoInfo,
+  type ReadEvent,
+  type ReadProgress,
+  type ReadSafetensorsOptions,
+  type TensorOrder,
+  type TensorSpec,
+  type WriteSpec,
+  type PlannedTensor,
+  type WriteLayout,
+  type TensorWithData,
+  type ConvertProgress,
+  type ConvertOptions,
+  type AdapterFormat,
+  type AdapterReadFormat,
+  type ConfigInput,
+  type AdapterInput,
+  type AdapterReadOptions,
+  type AdapterModule,
+  type AdapterInfo,
+  type TranslateOptions,
+  type TranslatePlanEntry,
+  type AdapterFile,
   type TranslateResult,
-  type MergeOptions, type MergeStreamOptions, type ShardSource, type MergeBase, type MergeShardsOptions,
-  type MergedFile, type PlanMergeOptions, type PlannedMergeTensor, type MergePlanSummary,
-  type HubRepo, type RemoteMergeOptions, type DirectoryHandle, type LocalPath, type AdapterDirectory,
+  type MergeOptions,
+  type MergeStreamOptions,
+  type ShardSource,
+  type MergeBase,
+  type MergeShardsOptions,
+  type MergedFile,
+  type PlanMergeOptions,
+  type PlannedMergeTensor,
+  type MergePlanSummary,
+  type HubRepo,
+  type RemoteMergeOptions,
+  type DirectoryHandle,
+  type LocalPath,
+  type AdapterDirectory,
   // Pushing to the Hub
-  pushToHub, type PushFile, type PushOptions, type PushProgress, type PushResult,
+  pushToHub,
+  type PushFile,
+  type PushOptions,
+  type PushProgress,
+  type PushResult,
 } from '../../web/src/index.js';
 
 // ---- Files ----
 
-export async function usage(bytes: Uint8Array, blob: Blob, stream: ReadableStream<Uint8Array>, module: WebAssembly.Module) {
+export async function usage(
+  bytes: Uint8Array,
+  blob: Blob,
+  stream: ReadableStream<Uint8Array>,
+  module: WebAssembly.Module,
+) {
   await init({ wasmModule: module });
   await init({ wasmBinary: new ArrayBuffer(8) });
   const fromUrl: InitOptions = { wasmUrl: new URL('https://cdn.example/peft_bridge_wasm.wasm') };
@@ -48,13 +117,29 @@ export async function usage(bytes: Uint8Array, blob: Blob, stream: ReadableStrea
   const meta: Record<string, string> | null = header.metadata;
 
   // Every kind of Source.
-  const ranged: RandomAccessSource = { size: bytes.length, read: (offset, length) => bytes.subarray(offset, offset + length) };
-  const asyncRanged: RandomAccessSource = { size: blob.size, read: async (o, n) => new Uint8Array(await blob.slice(o, o + n).arrayBuffer()) };
+  const ranged: RandomAccessSource = {
+    size: bytes.length,
+    read: (offset, length) => bytes.subarray(offset, offset + length),
+  };
+  const asyncRanged: RandomAccessSource = {
+    size: blob.size,
+    read: async (o, n) => new Uint8Array(await blob.slice(o, o + n).arrayBuffer()),
+  };
   async function* chunks(): AsyncGenerator<Uint8Array> {
     yield bytes.subarray(0, 8);
     yield bytes.subarray(8);
   }
-  const sources: Source[] = [bytes, new ArrayBuffer(8), new DataView(bytes.buffer), blob, stream, chunks(), [bytes], ranged, asyncRanged];
+  const sources: Source[] = [
+    bytes,
+    new ArrayBuffer(8),
+    new DataView(bytes.buffer),
+    blob,
+    stream,
+    chunks(),
+    [bytes],
+    ranged,
+    asyncRanged,
+  ];
   const readOptions: ReadOptions = { signal: AbortSignal.timeout(1000) };
   for (const s of sources) sizes.push((await inspect(s, readOptions)).tensors.length);
 
@@ -96,7 +181,11 @@ export async function usage(bytes: Uint8Array, blob: Blob, stream: ReadableStrea
     order: 'input',
     onProgress: (p: ConvertProgress) => sizes.push(p.bytesRead, p.bytesWritten, p.inputSize ?? 0, p.outputSize ?? 0),
   };
-  const converted: ReadableStream<Uint8Array> = convert(bytes, { dtype: 'bf16', order: 'reference', onProgress: (p) => p.bytesWritten });
+  const converted: ReadableStream<Uint8Array> = convert(bytes, {
+    dtype: 'bf16',
+    order: 'reference',
+    onProgress: (p) => p.bytesWritten,
+  });
   await convert(stream, convertOptions).pipeTo(new WritableStream());
   // @ts-expect-error: the target dtype is required
   convert(bytes, { order: 'input' });
@@ -123,8 +212,18 @@ export async function usage(bytes: Uint8Array, blob: Blob, stream: ReadableStrea
 // ---- Remote files and the Hub ----
 
 export async function remote(token: string) {
-  const address: HubAddress = { repo: 'meta-llama/Llama-3.2-1B', path: 'model.safetensors', revision: 'refs/pr/1', token };
-  const url: string = hubUrl({ repo: address.repo, path: address.path, revision: 'main', endpoint: 'https://hf-mirror.example' });
+  const address: HubAddress = {
+    repo: 'meta-llama/Llama-3.2-1B',
+    path: 'model.safetensors',
+    revision: 'refs/pr/1',
+    token,
+  };
+  const url: string = hubUrl({
+    repo: address.repo,
+    path: address.path,
+    revision: 'main',
+    endpoint: 'https://hf-mirror.example',
+  });
   const targets: RemoteSource[] = [url, new URL(url), 'hf://meta-llama/Llama-3.2-1B/model.safetensors@main', address];
   const options: RemoteOptions = {
     token,
@@ -188,10 +287,21 @@ export async function adapters(weights: Blob, stream: ReadableStream<Uint8Array>
     const kind: 'linear' | 'embedding' | 'conv' | 'experts' = module.shape;
     const norm: number = module.deltaNorm;
     const pattern: string = module.rankPattern ?? module.alphaPattern ?? '';
-    if (module.dora || module.loraBias) ranks.push(norm, module.inFeatures, module.outFeatures, module.alpha, pattern.length, kind.length);
+    if (module.dora || module.loraBias)
+      ranks.push(norm, module.inFeatures, module.outFeatures, module.alpha, pattern.length, kind.length);
   }
   const dtype: Dtype = info.modules[0].dtype;
-  const summary = [info.arch, info.peftType, info.taskType, info.baseModel, info.r, info.loraAlpha, info.useRslora, info.useDora, info.parameters];
+  const summary = [
+    info.arch,
+    info.peftType,
+    info.taskType,
+    info.baseModel,
+    info.r,
+    info.loraAlpha,
+    info.useRslora,
+    info.useDora,
+    info.parameters,
+  ];
   for (const r of info.rejected) ranks.push(r.tensor.length, r.reason.length);
   for (const e of info.extras) ranks.push(e.key.length, e.kind.length, ...e.shape);
   const counts: number = Object.values(info.dtypes).reduce((a, b) => a + (b ?? 0), 0);
@@ -212,11 +322,16 @@ export async function adapters(weights: Blob, stream: ReadableStream<Uint8Array>
   const ggufFormat: AdapterReadFormat = fromGguf.format;
   const q8: TranslateResult = await translateAdapter(input, { to: 'gguf', outtype: 'q8_0' });
 
-  const result: TranslateResult = await translateAdapter(input, { to: 'gguf-names', from: 'mlx', dryRun: false, oldPeft: false });
+  const result: TranslateResult = await translateAdapter(input, {
+    to: 'gguf-names',
+    from: 'mlx',
+    dryRun: false,
+    oldPeft: false,
+  });
   for (const p of result.plan) ranks.push(p.to === null ? p.reason.length : p.action.length);
   const plan: TranslatePlanEntry[] = result.plan;
   const written: number = result.mapped + result.rejected;
-  const readAs: AdapterReadFormat = result.from;  // diffusers-attnproc inputs are read, not written
+  const readAs: AdapterReadFormat = result.from; // diffusers-attnproc inputs are read, not written
   const bytes: Uint8Array[] = result.files.map((f: AdapterFile) => f.bytes);
   const names: string[] = result.files.map((f) => f.name);
 
@@ -257,12 +372,33 @@ export async function adapters(weights: Blob, stream: ReadableStream<Uint8Array>
     // @ts-expect-error: `action` exists only on written entries: narrow on `to` first
     ranks.push(p.action.length);
   }
-  return [info.format, info.extras[0]?.kind, ranks, bytes, names, result.notes, dtype, summary, counts, unknown, diffusers, plan, written, readAs] as const;
+  return [
+    info.format,
+    info.extras[0]?.kind,
+    ranks,
+    bytes,
+    names,
+    result.notes,
+    dtype,
+    summary,
+    counts,
+    unknown,
+    diffusers,
+    plan,
+    written,
+    readAs,
+  ] as const;
 }
 
 // ---- LoRA merge ----
 
-export async function merge(base: Blob, adapterWeights: Blob, adapterConfig: string, baseConfig: Record<string, unknown>, dir: DirectoryHandle) {
+export async function merge(
+  base: Blob,
+  adapterWeights: Blob,
+  adapterConfig: string,
+  baseConfig: Record<string, unknown>,
+  dir: DirectoryHandle,
+) {
   const adapter: AdapterInput = { weights: adapterWeights, config: adapterConfig };
   const controller = new AbortController();
 
@@ -288,7 +424,13 @@ export async function merge(base: Blob, adapterWeights: Blob, adapterConfig: str
     index: await (await fetch(shardUrl('model.safetensors.index.json'))).text(),
     config: baseConfig,
   };
-  const sources: ShardSource[] = [new Uint8Array(0), new ArrayBuffer(0), base, base.stream(), { size: 0, read: () => new Uint8Array(0) }];
+  const sources: ShardSource[] = [
+    new Uint8Array(0),
+    new ArrayBuffer(0),
+    base,
+    base.stream(),
+    { size: 0, read: () => new Uint8Array(0) },
+  ];
   const inMemory: MergeBase = { open: (name) => sources[name.length % sources.length] };
 
   const shared: MergeOptions = { adapter, dtype: 'f16', arch: 'llama', signal: controller.signal };
@@ -307,7 +449,11 @@ export async function merge(base: Blob, adapterWeights: Blob, adapterConfig: str
   for (const f of plan.files) counts.push(f.name.length, f.bytes);
   for (const o of plan.outputs) counts.push(o.path.length, o.size);
 
-  const shardsOptions: MergeShardsOptions = { ...shared, base: opened, onProgress: (p) => counts.push(p.bytesIn / p.totalIn, p.bytesOut) };
+  const shardsOptions: MergeShardsOptions = {
+    ...shared,
+    base: opened,
+    onProgress: (p) => counts.push(p.bytesIn / p.totalIn, p.bytesOut),
+  };
   for await (const file of mergeShards(shardsOptions)) {
     const f: MergedFile = file;
     const sink = new WritableStream<Uint8Array>({ write: (chunk) => void counts.push(chunk.byteLength) });
@@ -315,14 +461,24 @@ export async function merge(base: Blob, adapterWeights: Blob, adapterConfig: str
     counts.push(f.path.length, f.size);
   }
   // Straight into a directory (File System Access API), the DOM's own handle type included.
-  const saved: { path: string; size?: number }[] = await saveStreams(mergeShards({ adapter, base: inMemory }), { directoryHandle: dir });
+  const saved: { path: string; size?: number }[] = await saveStreams(mergeShards({ adapter, base: inMemory }), {
+    directoryHandle: dir,
+  });
   const opfs: FileSystemDirectoryHandle = await navigator.storage.getDirectory();
   await saveStreams([{ path: 'a.json', stream: new Blob(['{}']).stream() }], { directoryHandle: opfs });
 
   // Quantized for deployment (`merge --quantize int4 --scheme per-group --group-size 64`).
-  const quantized: MergeShardsOptions = { adapter, base: inMemory, quantize: 'int4', scheme: 'per-group', groupSize: 64 };
+  const quantized: MergeShardsOptions = {
+    adapter,
+    base: inMemory,
+    quantize: 'int4',
+    scheme: 'per-group',
+    groupSize: 64,
+  };
   for await (const f of mergeShards(quantized)) await f.stream.cancel();
-  await saveStreams(mergeShards({ adapter, base: inMemory, quantize: 'fp8', scheme: 'block' }), { directoryHandle: dir });
+  await saveStreams(mergeShards({ adapter, base: inMemory, quantize: 'fp8', scheme: 'block' }), {
+    directoryHandle: dir,
+  });
   // @ts-expect-error: nf4 is not a --quantize method
   mergeShards({ adapter, base: inMemory, quantize: 'nf4' });
   // @ts-expect-error: mergeShards needs a base
@@ -342,19 +498,39 @@ export async function merge(base: Blob, adapterWeights: Blob, adapterConfig: str
 
 export async function remoteMerge(token: string, dir: DirectoryHandle, adapterBytes: Uint8Array) {
   const base: HubRepo = { repo: 'meta-llama/Llama-3.2-1B', revision: 'main', token };
-  const adapterRepo: HubRepo = { repo: 'me/llama-lora', subfolder: 'checkpoint-500', endpoint: 'https://huggingface.co' };
-  const options: RemoteMergeOptions = { base, adapter: adapterRepo, dtype: 'bf16', token, concurrency: 8, retries: 3, retryDelay: 500, signal: AbortSignal.timeout(600_000) };
+  const adapterRepo: HubRepo = {
+    repo: 'me/llama-lora',
+    subfolder: 'checkpoint-500',
+    endpoint: 'https://huggingface.co',
+  };
+  const options: RemoteMergeOptions = {
+    base,
+    adapter: adapterRepo,
+    dtype: 'bf16',
+    token,
+    concurrency: 8,
+    retries: 3,
+    retryDelay: 500,
+    signal: AbortSignal.timeout(600_000),
+  };
 
   // Plan once, then give every worker the same revision.
   const plan = await planRemote(options);
   const revision: string | null = plan.revision;
   const adapterRevision: string | null = plan.adapterRevision;
   const summary: MergePlanSummary = plan;
-  const pinned: RemoteMergeOptions = { ...options, base: { ...base, revision: revision ?? 'main' }, adapter: { ...adapterRepo, revision: adapterRevision ?? 'main' } };
+  const pinned: RemoteMergeOptions = {
+    ...options,
+    base: { ...base, revision: revision ?? 'main' },
+    adapter: { ...adapterRepo, revision: adapterRevision ?? 'main' },
+  };
 
   // One machine: every file.
   let done = 0;
-  for await (const { path, size, stream } of mergeRemote({ ...pinned, onProgress: (p) => (done = p.bytesIn / p.totalIn) })) {
+  for await (const { path, size, stream } of mergeRemote({
+    ...pinned,
+    onProgress: (p) => (done = p.bytesIn / p.totalIn),
+  })) {
     await stream.pipeTo(new WritableStream());
     done += path.length + size;
   }
@@ -372,9 +548,16 @@ export async function remoteMerge(token: string, dir: DirectoryHandle, adapterBy
   const single: MergedFile = await mergeRemoteShard({
     base: 'hf://openai-community/gpt2/model.safetensors',
     baseConfig: { model_type: 'gpt2' },
-    adapter: { weights: 'https://example.com/lora/adapter_model.safetensors', config: new URL('https://example.com/lora/adapter_config.json') },
+    adapter: {
+      weights: 'https://example.com/lora/adapter_model.safetensors',
+      config: new URL('https://example.com/lora/adapter_config.json'),
+    },
   });
-  const fromBytes = await planRemote({ base: new URL('https://example.com/model.safetensors'), adapter: { weights: adapterBytes, config: '{"r": 8}' }, unmerge: true });
+  const fromBytes = await planRemote({
+    base: new URL('https://example.com/model.safetensors'),
+    adapter: { weights: adapterBytes, config: '{"r": 8}' },
+    unmerge: true,
+  });
 
   // @ts-expect-error: mergeRemoteShard resolves to one file, not an iterator of files
   for await (const f of mergeRemoteShard(pinned)) f;
@@ -391,26 +574,46 @@ export async function inputs(bytes: Uint8Array) {
   // A path or file: URL is a Source (Node); a RandomAccessSource may have close().
   const paths: LocalPath[] = ['model.safetensors', new URL('file:///models/model.safetensors')];
   for (const p of paths) await inspect(p);
-  const closable: RandomAccessSource = { size: bytes.length, read: (o, n) => bytes.subarray(o, o + n), close: async () => {} };
+  const closable: RandomAccessSource = {
+    size: bytes.length,
+    read: (o, n) => bytes.subarray(o, o + n),
+    close: async () => {},
+  };
   const viaPath: Uint8Array = await readTensor('model.safetensors', 'w');
   const converted: ReadableStream<Uint8Array> = convert('model.safetensors', { dtype: 'bf16' });
   for await (const ev of readSafetensors(new URL('file:///m.safetensors'))) ev.type;
 
   // Adapters as directories: a path, a file: URL, a Hub repo; weights as a path.
-  const dirs: AdapterDirectory[] = ['my-lora/', new URL('file:///loras/mine/'), { repo: 'owner/lora', revision: 'v1', subfolder: 'mlx' }];
+  const dirs: AdapterDirectory[] = [
+    'my-lora/',
+    new URL('file:///loras/mine/'),
+    { repo: 'owner/lora', revision: 'v1', subfolder: 'mlx' },
+  ];
   for (const d of dirs) (await adapterInfo(d)).modules.length;
   await adapterInfo({ repo: 'owner/lora' }, { hubUrl: 'http://localhost:8080', accessToken: 'hf_x', retries: 2 });
   await adapterInfo({ weights: 'adapter_model.safetensors', config: { r: 8 } });
   const mlx: TranslateResult = await translateAdapter('my-lora/adapter_model.safetensors', { to: 'mlx', dryRun: true });
 
   // inspectRepo('owner/repo'), and huggingface.js's option names everywhere the Hub is read.
-  const repo: RepoInfo = await inspectRepo('owner/model', { revision: 'main', hubUrl: 'http://localhost:8080', accessToken: 'hf_x' });
+  const repo: RepoInfo = await inspectRepo('owner/model', {
+    revision: 'main',
+    hubUrl: 'http://localhost:8080',
+    accessToken: 'hf_x',
+  });
   await inspect('hf://owner/model/model.safetensors', { accessToken: 'hf_x', hubUrl: 'http://localhost:8080' });
   await inspect({ repo: 'owner/model', path: 'model.safetensors', accessToken: 'hf_x' });
-  await planRemote({ base: { repo: 'o/m', accessToken: 'hf_x' }, adapter: { repo: 'o/l', hubUrl: 'http://h' }, hubUrl: 'http://h' });
+  await planRemote({
+    base: { repo: 'o/m', accessToken: 'hf_x' },
+    adapter: { repo: 'o/l', hubUrl: 'http://h' },
+    hubUrl: 'http://h',
+  });
 
   // Merge shards given as paths or closable sources; a file's stream may be cancelled to skip it.
-  for await (const f of mergeShards({ base: { open: (name) => (name.endsWith('1') ? name : closable) }, adapter: { weights: 'a.safetensors' } })) await f.stream.cancel();
+  for await (const f of mergeShards({
+    base: { open: (name) => (name.endsWith('1') ? name : closable) },
+    adapter: { weights: 'a.safetensors' },
+  }))
+    await f.stream.cancel();
 
   // @ts-expect-error: inspectRepo's second argument has no repo of its own
   await inspectRepo('owner/model', { repo: 'other/model' });
@@ -421,13 +624,29 @@ export async function inputs(bytes: Uint8Array) {
 
 // A fresh adapter (create): a path, a MergeBase or a Hub repo, the files as streams; dryRun: the plan's text.
 export async function createUsage(bytes: Uint8Array): Promise<number> {
-  const options: CreateAdapterOptions = { base: 'my-model/', targetModules: ['q_proj', 'v_proj'], r: 8, alpha: 16, seed: 7n, dtype: 'bf16' };
+  const options: CreateAdapterOptions = {
+    base: 'my-model/',
+    targetModules: ['q_proj', 'v_proj'],
+    r: 8,
+    alpha: 16,
+    seed: 7n,
+    dtype: 'bf16',
+  };
   const created: CreatedAdapter = await createAdapter(options);
-  const fromBase = await createAdapter({ base: { open: () => bytes, config: '{}' }, targetModules: 'all-linear', dora: true,
-    onProgress: ({ bytesIn, totalIn }) => void (bytesIn / totalIn) });
+  const fromBase = await createAdapter({
+    base: { open: () => bytes, config: '{}' },
+    targetModules: 'all-linear',
+    dora: true,
+    onProgress: ({ bytesIn, totalIn }) => void (bytesIn / totalIn),
+  });
   // @ts-expect-error init is kaiming or gaussian
   await createAdapter({ base: 'm/', targetModules: 'q_proj', init: 'xavier' });
-  const planned = await createAdapter({ base: { repo: 'owner/model', revision: 'main' }, targetModules: 'all-linear', dryRun: true, token: 'hf_x' });
+  const planned = await createAdapter({
+    base: { repo: 'owner/model', revision: 'main' },
+    targetModules: 'all-linear',
+    dryRun: true,
+    token: 'hf_x',
+  });
   let n = created.summary.modules.length + fromBase.files.length + planned.text.length;
   for (const f of created.files) n += f.size + (f.path === 'adapter_config.json' ? 1 : 0) + (f.stream.locked ? 1 : 0);
   return n + created.config.length;
@@ -435,19 +654,35 @@ export async function createUsage(bytes: Uint8Array): Promise<number> {
 
 // The adapter cache: register against a base, a module in a dtype, a composition applied to a weight, stats.
 import {
-  createAdapterCache, AdapterCache, type AdapterCacheOptions, type AdapterRegistration, type RegisteredAdapter,
-  type CachedModule, type CachedModuleInfo, type ComposedDelta, type AdapterCacheStats, type CacheDtype,
+  createAdapterCache,
+  AdapterCache,
+  type AdapterCacheOptions,
+  type AdapterRegistration,
+  type RegisteredAdapter,
+  type CachedModule,
+  type CachedModuleInfo,
+  type ComposedDelta,
+  type AdapterCacheStats,
+  type CacheDtype,
 } from '../../web/src/index.js';
 
 export async function adapterCacheUsage(weight: Uint8Array, fetchImpl: typeof fetch): Promise<number> {
-  const options: AdapterCacheOptions = { budgetBytes: 64 << 20, dtype: 'bf16', fetch: fetchImpl, base: { repo: 'owner/base' } };
+  const options: AdapterCacheOptions = {
+    budgetBytes: 64 << 20,
+    dtype: 'bf16',
+    fetch: fetchImpl,
+    base: { repo: 'owner/base' },
+  };
   const cache: AdapterCache = createAdapterCache(options);
   const spec: AdapterRegistration = { repo: 'owner/sql-lora', revision: 'main', base: null };
   const registered: RegisteredAdapter = await cache.register('sql', spec);
   const dtype: CacheDtype = 'f16';
   const m: CachedModule = await cache.module('sql', 'model.layers.3.self_attn.q_proj', { dtype });
   const infos: CachedModuleInfo[] = cache.info('sql').modules;
-  const d: ComposedDelta | null = await cache.compose([{ id: 'sql', scale: 0.7 }, { id: 'chat' }], 'model.layers.3.self_attn.q_proj');
+  const d: ComposedDelta | null = await cache.compose(
+    [{ id: 'sql', scale: 0.7 }, { id: 'chat' }],
+    'model.layers.3.self_attn.q_proj',
+  );
   const merged = d ? d.applyTo(weight, { dtype: 'BF16', shape: [4096, 4096], layout: 'out-in' }) : weight;
   // @ts-expect-error budgetBytes is required
   createAdapterCache({ dtype: 'f32' });
@@ -466,10 +701,22 @@ export async function pushUsage(bytes: Uint8Array, blob: Blob): Promise<string> 
     { path: 'config.json', content: bytes },
     { path: 'README.md', content: blob },
     { path: 'adapter_model.safetensors', content: './out/adapter_model.safetensors' },
-    { path: 'model.safetensors', content: () => mergeRemoteShard({ base: { repo: 'owner/base' }, adapter: { repo: 'owner/lora' } }).then((f) => f.stream), size: 1 << 30 },
+    {
+      path: 'model.safetensors',
+      content: () =>
+        mergeRemoteShard({ base: { repo: 'owner/base' }, adapter: { repo: 'owner/lora' } }).then((f) => f.stream),
+      size: 1 << 30,
+    },
   ];
-  const options: PushOptions = { repo: 'owner/merged', files, token: 'hf_x', createPr: true, branch: 'dev', retries: 3,
-    onProgress: (p: PushProgress) => void (p.phase === 'uploading' ? p.bytes / p.total : 0) };
+  const options: PushOptions = {
+    repo: 'owner/merged',
+    files,
+    token: 'hf_x',
+    createPr: true,
+    branch: 'dev',
+    retries: 3,
+    onProgress: (p: PushProgress) => void (p.phase === 'uploading' ? p.bytes / p.total : 0),
+  };
   const result: PushResult = await pushToHub(options);
   // @ts-expect-error the repo is required
   await pushToHub({ files, token: 'hf_x' });

@@ -6,7 +6,8 @@ import { chooseSink } from './save.js';
 
 const OUTPUTS = ['adapter_model.safetensors', 'adapter_config.json'];
 
-export const errorText = (error) => (error instanceof SafetensorsError ? `${error.code}: ${error.message}` : (error.message ?? String(error)));
+export const errorText = (error) =>
+  error instanceof SafetensorsError ? `${error.code}: ${error.message}` : (error.message ?? String(error));
 
 /**
  * Wires `#<id>-plan-btn`, `#<id>-btn` and `#<id>-cancel` of the section `#<id>`.
@@ -55,15 +56,23 @@ export function wireJob(id, job) {
       const total = result.files.reduce((n, f) => n + f.size, 0);
       let saved = 0;
       for (const f of result.files) {
-        const counted = !job.progressOfSaving ? f.stream : f.stream.pipeThrough(new TransformStream({
-          transform(chunk, c) {
-            saved += chunk.byteLength;
-            progress.value = total ? saved / total : 1;
-            c.enqueue(chunk);
-          },
-        }));
+        const counted = !job.progressOfSaving
+          ? f.stream
+          : f.stream.pipeThrough(
+              new TransformStream({
+                transform(chunk, c) {
+                  saved += chunk.byteLength;
+                  progress.value = total ? saved / total : 1;
+                  c.enqueue(chunk);
+                },
+              }),
+            );
         await sink.write(f.path, f.size, counted, controller.signal);
-        $('-files').append(Object.assign(document.createElement('li'), { textContent: `${f.path}: ${f.size.toLocaleString('en-US')} bytes` }));
+        $('-files').append(
+          Object.assign(document.createElement('li'), {
+            textContent: `${f.path}: ${f.size.toLocaleString('en-US')} bytes`,
+          }),
+        );
       }
       section.dataset.state = dryRun ? 'planned' : 'done';
     } catch (error) {

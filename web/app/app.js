@@ -1,6 +1,18 @@
 // The page: choose a base and an adapter (Hub ids or local files), inspect both, plan, chart the delta norms,
 // merge and save. Everything runs in this tab through the package's public API.
-import { SafetensorsError, adapterInfo, hubUrl, init, inspect, inspectRepo, listRepoFiles, mergeShards, openRemote, planMerge, progressTime } from '../src/index.js';
+import {
+  SafetensorsError,
+  adapterInfo,
+  hubUrl,
+  init,
+  inspect,
+  inspectRepo,
+  listRepoFiles,
+  mergeShards,
+  openRemote,
+  planMerge,
+  progressTime,
+} from '../src/index.js';
 import { describeChart, drawNormChart, groupNorms, renderLegend } from './chart.js';
 import { chooseSink } from './save.js';
 
@@ -34,7 +46,12 @@ function bytes(n) {
 }
 const exact = (n) => n.toLocaleString('en-US');
 function count(n) {
-  const s = [[1e12, 'T'], [1e9, 'B'], [1e6, 'M'], [1e3, 'K']].find(([d]) => n >= d);
+  const s = [
+    [1e12, 'T'],
+    [1e9, 'B'],
+    [1e6, 'M'],
+    [1e3, 'K'],
+  ].find(([d]) => n >= d);
   return s ? `${(n / s[0]).toPrecision(3)} ${s[1]} (${exact(n)})` : exact(n);
 }
 const shape = (s) => (s.length ? s.join(' × ') : 'scalar');
@@ -157,7 +174,9 @@ function setFiles(which, files) {
   state.files[which] = kept;
   $(`#${which}-chosen`).textContent = kept.length
     ? kept.map((f) => `${f.name} (${bytes(f.size)})`).join(', ')
-    : files.length ? 'none of these is a .safetensors or .json file' : '';
+    : files.length
+      ? 'none of these is a .safetensors or .json file'
+      : '';
   if (kept.length) setMode(which, 'local');
   invalidate();
 }
@@ -165,14 +184,17 @@ function setFiles(which, files) {
 /** Files from a drop, one folder level deep (a dropped adapter or model directory). */
 async function droppedFiles(transfer) {
   // Entries must be taken during the event; reading them may wait.
-  const entries = [...transfer.items].filter((i) => i.kind === 'file').map((i) => i.webkitGetAsEntry?.()).filter(Boolean);
+  const entries = [...transfer.items]
+    .filter((i) => i.kind === 'file')
+    .map((i) => i.webkitGetAsEntry?.())
+    .filter(Boolean);
   if (!entries.length) return [...transfer.files];
   const out = [];
   const walk = async (entry, depth) => {
     if (entry.isFile) out.push(await new Promise((ok, fail) => entry.file(ok, fail)));
     else if (entry.isDirectory && depth < 1) {
       const reader = entry.createReader();
-      for (let batch; (batch = await new Promise((ok, fail) => reader.readEntries(ok, fail))).length; )
+      for (let batch; (batch = await new Promise((ok, fail) => reader.readEntries(ok, fail))).length;)
         for (const e of batch) await walk(e, depth + 1);
     }
   };
@@ -193,7 +215,9 @@ async function fetchHub(address, signal, optional = false) {
   if (!res.ok) {
     const detail = res.headers.get('x-error-message');
     await res.body?.cancel();
-    throw new UserError(`cannot fetch ${address.path} from ${address.repo}: HTTP ${res.status}${detail ? ` (${detail})` : ''}`);
+    throw new UserError(
+      `cannot fetch ${address.path} from ${address.repo}: HTTP ${res.status}${detail ? ` (${detail})` : ''}`,
+    );
   }
   return new Uint8Array(await res.arrayBuffer());
 }
@@ -232,7 +256,11 @@ async function loadBase(signal) {
             return open.get(name);
           },
           close: async () => {
-            for (const file of open.values()) await file.then((f) => f.close(), () => {});
+            for (const file of open.values())
+              await file.then(
+                (f) => f.close(),
+                () => {},
+              );
           },
         };
       },
@@ -256,9 +284,15 @@ async function loadBase(signal) {
     const names = [...new Set(Object.values(map ?? {}))].sort();
     const missing = names.filter((n) => !shardFiles.some((f) => f.name === n));
     if (missing.length) throw new UserError(`the index lists shards that were not chosen: ${missing.join(', ')}`);
-    for (const n of names) byName.set(n, shardFiles.find((f) => f.name === n));
+    for (const n of names)
+      byName.set(
+        n,
+        shardFiles.find((f) => f.name === n),
+      );
   } else if (shardFiles.length > 1) {
-    throw new UserError(`${shardFiles.length} .safetensors files were chosen: add ${INDEX} to merge a sharded model, or choose one file`);
+    throw new UserError(
+      `${shardFiles.length} .safetensors files were chosen: add ${INDEX} to merge a sharded model, or choose one file`,
+    );
   } else {
     byName.set('model.safetensors', shardFiles[0]);
   }
@@ -298,8 +332,12 @@ async function loadAdapter(signal) {
   }
   const files = state.files.adapter;
   const candidates = files.filter((f) => /\.safetensors$/i.test(f.name));
-  const weights = candidates.find((f) => f.name === 'adapter_model.safetensors') ?? candidates.find((f) => f.name === 'adapters.safetensors') ?? candidates[0];
-  if (!weights) throw new UserError('Choose the adapter’s .safetensors file (and adapter_config.json), or switch to a Hub repo.');
+  const weights =
+    candidates.find((f) => f.name === 'adapter_model.safetensors') ??
+    candidates.find((f) => f.name === 'adapters.safetensors') ??
+    candidates[0];
+  if (!weights)
+    throw new UserError('Choose the adapter’s .safetensors file (and adapter_config.json), or switch to a Hub repo.');
   if (candidates.length > 1) throw new UserError(`choose one adapter weights file, not ${candidates.length}`);
   const configFile = files.find((f) => f.name === 'adapter_config.json') ?? files.find((f) => /\.json$/i.test(f.name));
   const config = configFile ? new Uint8Array(await configFile.arrayBuffer()) : null;
@@ -323,7 +361,9 @@ function dtypeRows(tensors) {
 
 function fillDtypes(table, tensors) {
   table.tBodies[0].replaceChildren(
-    ...dtypeRows(tensors).map(([dtype, d]) => row([dtype, td(exact(d.tensors), 'num'), td(count(d.params), 'num'), td(bytes(d.bytes), 'num')])),
+    ...dtypeRows(tensors).map(([dtype, d]) =>
+      row([dtype, td(exact(d.tensors), 'num'), td(count(d.params), 'num'), td(bytes(d.bytes), 'num')]),
+    ),
   );
 }
 
@@ -331,7 +371,9 @@ function architecture(config) {
   if (!config) return 'no config.json';
   try {
     const c = JSON.parse(decode(config));
-    return [c.architectures?.join(', '), c.model_type && `model_type ${c.model_type}`].filter(Boolean).join(' · ') || '—';
+    return (
+      [c.architectures?.join(', '), c.model_type && `model_type ${c.model_type}`].filter(Boolean).join(' · ') || '—'
+    );
   } catch {
     return 'config.json is not valid JSON';
   }
@@ -343,11 +385,17 @@ function showInspect() {
   const params = base.shards.reduce((a, s) => a + s.header.totalParameters, 0);
   fillSummary($('#base-summary'), [
     ['source', base.label],
-    ['files', base.shards.length === 1 ? base.shards[0].file ?? base.shards[0].path : `${base.shards.length} shards + index`],
+    [
+      'files',
+      base.shards.length === 1 ? (base.shards[0].file ?? base.shards[0].path) : `${base.shards.length} shards + index`,
+    ],
     ['architecture', architecture(base.config)],
     ['tensors', exact(baseTensors.length)],
     ['parameters', count(params)],
-    ['size', `${bytes(base.shards.reduce((a, s) => a + s.size, 0))} (headers ${bytes(base.shards.reduce((a, s) => a + 8 + s.header.headerSize, 0))})`],
+    [
+      'size',
+      `${bytes(base.shards.reduce((a, s) => a + s.size, 0))} (headers ${bytes(base.shards.reduce((a, s) => a + 8 + s.header.headerSize, 0))})`,
+    ],
   ]);
   fillDtypes($('#base-dtypes'), baseTensors);
 
@@ -357,7 +405,10 @@ function showInspect() {
     ['format', `${info.format}${info.arch ? ` · naming table ${info.arch}` : ''}`],
     ['type', `${info.peftType}${info.taskType ? ` · ${info.taskType}` : ''}`],
     ['trained on', info.baseModel ?? '—'],
-    ['rank · alpha', `r = ${info.r} · lora_alpha = ${info.loraAlpha}${info.useRslora ? ' · rsLoRA' : ''}${info.useDora ? ' · DoRA' : ''}`],
+    [
+      'rank · alpha',
+      `r = ${info.r} · lora_alpha = ${info.loraAlpha}${info.useRslora ? ' · rsLoRA' : ''}${info.useDora ? ' · DoRA' : ''}`,
+    ],
     ['LoRA modules', exact(info.modules.length)],
     ['parameters', count(info.parameters)],
     ['rejected tensors', exact(info.rejected.length)],
@@ -378,7 +429,9 @@ function renderTable() {
   const shown = matching.slice(0, ROW_CAP);
   $('#tensor-caption').textContent = `Tensors of the ${which}`;
   $('#tensor-table').tBodies[0].replaceChildren(
-    ...shown.map((t) => row([td(t.name, 'name'), t.dtype, td(shape(t.shape), 'shape'), td(exact(t.byteLength), 'num'), t.file])),
+    ...shown.map((t) =>
+      row([td(t.name, 'name'), t.dtype, td(shape(t.shape), 'shape'), td(exact(t.byteLength), 'num'), t.file]),
+    ),
   );
   $('#table-count').textContent =
     matching.length > shown.length
@@ -396,7 +449,14 @@ function showChart() {
   $('#chart-summary').textContent = describeChart(state.chart, modules);
   drawNormChart($('#chart'), state.chart);
   $('#norm-table').tBodies[0].replaceChildren(
-    ...modules.map((m) => row([td(m.path, 'name'), td(m.rank, 'num'), td(+m.scaling.toPrecision(6), 'num'), td(m.deltaNorm.toPrecision(6), 'num')])),
+    ...modules.map((m) =>
+      row([
+        td(m.path, 'name'),
+        td(m.rank, 'num'),
+        td(+m.scaling.toPrecision(6), 'num'),
+        td(m.deltaNorm.toPrecision(6), 'num'),
+      ]),
+    ),
   );
 }
 
@@ -453,11 +513,18 @@ async function onPlan() {
     const opener = base.opener();
     let plan;
     try {
-      plan = await planMerge({ base: mergeBase(base, opener), adapter: adapter.input, dtype, ...quantizeOptions(), allowPartial: $('#allow-partial').checked });
+      plan = await planMerge({
+        base: mergeBase(base, opener),
+        adapter: adapter.input,
+        dtype,
+        ...quantizeOptions(),
+        allowPartial: $('#allow-partial').checked,
+      });
     } finally {
       await opener.close();
     }
-    if (generation !== state.generation || dtype !== dtypeOption() || quantize !== $('#merge-quantize').value) throw new UserError('The inputs changed while planning: plan again.');
+    if (generation !== state.generation || dtype !== dtypeOption() || quantize !== $('#merge-quantize').value)
+      throw new UserError('The inputs changed while planning: plan again.');
     state.plan = plan;
     fillSummary($('#plan-summary'), [
       ['naming table', plan.arch ?? '—'],
@@ -466,16 +533,31 @@ async function onPlan() {
       ['output', plan.outputs.map((o) => `${o.path} (${bytes(o.size)})`).join(', ')],
       ['base bytes to read', bytes(plan.sourceBytes)],
       ...(plan.quantization
-        ? [['quantized', `${exact(plan.quantization.quantized.length)} weights (${plan.quantization.format}); ` +
-            `${exact(plan.quantization.kept.length)} Linear weights kept` +
-            (plan.quantization.kept.length ? `: ${plan.quantization.kept.slice(0, 3).map((k) => `${k.tensor} (${k.reason})`).join(', ')}` +
-              (plan.quantization.kept.length > 3 ? ', …' : '') : '')]]
+        ? [
+            [
+              'quantized',
+              `${exact(plan.quantization.quantized.length)} weights (${plan.quantization.format}); ` +
+                `${exact(plan.quantization.kept.length)} Linear weights kept` +
+                (plan.quantization.kept.length
+                  ? `: ${plan.quantization.kept
+                      .slice(0, 3)
+                      .map((k) => `${k.tensor} (${k.reason})`)
+                      .join(', ')}` + (plan.quantization.kept.length > 3 ? ', …' : '')
+                  : ''),
+            ],
+          ]
         : []),
     ]);
     $('#plan-matched').textContent = `(${exact(plan.modulesMatched)})`;
     $('#plan-table').tBodies[0].replaceChildren(
       ...plan.tensors.map((t) =>
-        row([td(t.module ?? '(saved copy)', 'name'), td(t.tensor, 'name'), t.op, td(shape(t.shape), 'shape'), t.dtype === t.outDtype ? t.dtype : `${t.dtype} → ${t.outDtype}`]),
+        row([
+          td(t.module ?? '(saved copy)', 'name'),
+          td(t.tensor, 'name'),
+          t.op,
+          td(shape(t.shape), 'shape'),
+          t.dtype === t.outDtype ? t.dtype : `${t.dtype} → ${t.outDtype}`,
+        ]),
       ),
     );
     const rejected = plan.unmatchedKeys;
@@ -523,7 +605,6 @@ function watchReads(stream, failure) {
   );
 }
 
-
 async function onMerge() {
   const { base, adapter } = state;
   if (!base || !adapter || !state.plan || state.controller) return;
@@ -538,7 +619,10 @@ async function onMerge() {
   let sink;
   try {
     // First, while the click still counts as a user gesture: the pickers require one.
-    const choosing = chooseSink($('#save-method').value, state.plan.outputs.map((o) => o.path)); // the plan's files
+    const choosing = chooseSink(
+      $('#save-method').value,
+      state.plan.outputs.map((o) => o.path),
+    ); // the plan's files
     syncButtons();
     sink = await choosing;
   } catch (error) {
@@ -565,8 +649,10 @@ async function onMerge() {
     progress.value = p.bytesIn;
     const seconds = (performance.now() - started) / 1000;
     // The ETA in the CLIs' words, by their rule (the core's progress line: remaining bytes at the average rate).
-    status.textContent = `${bytes(p.bytesIn)} of ${bytes(p.totalIn)} read, ${bytes(p.bytesOut)} written` +
-      (seconds > 0.5 ? ` · ${bytes(p.bytesIn / seconds)}/s` : '') + ` · ${progressTime(p.bytesIn, p.totalIn, seconds)}`;
+    status.textContent =
+      `${bytes(p.bytesIn)} of ${bytes(p.totalIn)} read, ${bytes(p.bytesOut)} written` +
+      (seconds > 0.5 ? ` · ${bytes(p.bytesIn / seconds)}/s` : '') +
+      ` · ${progressTime(p.bytesIn, p.totalIn, seconds)}`;
   };
   let written = 0;
   const failure = { merge: false };
@@ -619,7 +705,9 @@ async function onMerge() {
   if (!ok)
     status.textContent = controller.signal.aborted
       ? 'Cancelled: files not completed were discarded (downloads may show as failed).'
-      : $('#save-error').hidden ? 'The merge failed: see the error under “Merge and save”.' : 'Not saved: see the error under “Save with”.';
+      : $('#save-error').hidden
+        ? 'The merge failed: see the error under “Merge and save”.'
+        : 'Not saved: see the error under “Save with”.';
 }
 
 // ---- wiring ----
@@ -659,11 +747,14 @@ function wire() {
   for (const id of ['#endpoint', '#token']) $(id).addEventListener('input', invalidate);
   $('#hub-settings').addEventListener('submit', (e) => e.preventDefault());
   // A file dropped outside a zone must not navigate away from the page.
-  for (const type of ['dragover', 'drop']) window.addEventListener(type, (e) => e.target.closest?.('.drop') || e.preventDefault());
+  for (const type of ['dragover', 'drop'])
+    window.addEventListener(type, (e) => e.target.closest?.('.drop') || e.preventDefault());
   $('#inspect-btn').addEventListener('click', onInspect);
   $('#plan-btn').addEventListener('click', onPlan);
   $('#merge-btn').addEventListener('click', onMerge);
-  $('#cancel-btn').addEventListener('click', () => state.controller?.abort(new DOMException('Cancelled', 'AbortError')));
+  $('#cancel-btn').addEventListener('click', () =>
+    state.controller?.abort(new DOMException('Cancelled', 'AbortError')),
+  );
   syncButtons();
   $('#table-which').addEventListener('change', renderTable);
   $('#table-filter').addEventListener('input', renderTable);

@@ -27,7 +27,10 @@ export function seriesKey(path) {
   return {
     layer: Number(parts[i]),
     prefix: parts.slice(0, i).join('.'),
-    name: parts.slice(i + 1).map((p) => (isIndex(p) ? '*' : p)).join('.'),
+    name: parts
+      .slice(i + 1)
+      .map((p) => (isIndex(p) ? '*' : p))
+      .join('.'),
   };
 }
 
@@ -123,7 +126,8 @@ export function yAxis(max, count = 5) {
   return { step, top: ticks[n], ticks };
 }
 
-export const formatTick = (v, step) => (step >= 1 ? v.toFixed(0) : v.toFixed(Math.min(6, Math.ceil(-Math.log10(step)))));
+export const formatTick = (v, step) =>
+  step >= 1 ? v.toFixed(0) : v.toFixed(Math.min(6, Math.ceil(-Math.log10(step))));
 
 /** One sentence for the canvas's accessible description. */
 export function describeChart(chart, modules) {
@@ -134,8 +138,10 @@ export function describeChart(chart, modules) {
   const numbered = chart.layers.filter((l) => l !== null).length;
   const other = chart.layers.includes(null) ? ' and an “other” group for modules without a layer index' : '';
   const names = chart.series.map((s) => s.label).join(', ');
-  return `Bar chart of ‖s·B·A‖F for ${modules.length} modules in ${chart.series.length} series (${names}) over ` +
-    `${numbered} layer(s)${other}; the largest is ${peak.path} at ${peak.deltaNorm.toPrecision(4)}.`;
+  return (
+    `Bar chart of ‖s·B·A‖F for ${modules.length} modules in ${chart.series.length} series (${names}) over ` +
+    `${numbered} layer(s)${other}; the largest is ${peak.path} at ${peak.deltaNorm.toPrecision(4)}.`
+  );
 }
 
 /** Fills `list` (a <ul>) with one item per series: a colour swatch and the label. */

@@ -10,7 +10,11 @@ const OUTPUTS = ['adapter_model.safetensors', 'adapter_config.json'];
 function showError(error) {
   const box = $('#combine-error');
   box.hidden = !error;
-  box.textContent = !error ? '' : error instanceof SafetensorsError ? `${error.code}: ${error.message}` : (error.message ?? String(error));
+  box.textContent = !error
+    ? ''
+    : error instanceof SafetensorsError
+      ? `${error.code}: ${error.message}`
+      : (error.message ?? String(error));
 }
 
 /** One input row: repo id and revision, or local files (the adapter's weights and adapter_config.json), and weight. */
@@ -30,9 +34,13 @@ function addInputRow(repo = '', weight = 1) {
   remove.className = 'combine-remove';
   remove.addEventListener('click', () => li.remove());
   const files = field('or files', 'combine-files', 'file', '', { multiple: true, accept: '.safetensors,.json' });
-  li.append(field('Repo id', 'combine-repo', 'text', repo, { placeholder: 'someone/task-lora' }),
-    field('Revision', 'combine-revision', 'text', '', { placeholder: 'main' }), files,
-    field('Weight', 'combine-weight', 'number', String(weight), { step: 'any' }), remove);
+  li.append(
+    field('Repo id', 'combine-repo', 'text', repo, { placeholder: 'someone/task-lora' }),
+    field('Revision', 'combine-revision', 'text', '', { placeholder: 'main' }),
+    files,
+    field('Weight', 'combine-weight', 'number', String(weight), { step: 'any' }),
+    remove,
+  );
   $('#combine-inputs').append(li);
 }
 
@@ -44,15 +52,23 @@ function localAdapter(row, n) {
   const files = [...row.querySelector('.combine-files').files];
   if (files.length === 0) return null;
   const weights = files.filter((f) => /\.safetensors$/i.test(f.name));
-  if (weights.length !== 1) throw new Error(`adapter ${n}: choose one .safetensors weights file (and adapter_config.json), not ${weights.length}`);
+  if (weights.length !== 1)
+    throw new Error(
+      `adapter ${n}: choose one .safetensors weights file (and adapter_config.json), not ${weights.length}`,
+    );
   const config = files.find((f) => f.name === 'adapter_config.json') ?? files.find((f) => /\.json$/i.test(f.name));
   return { weights: weights[0], weightsName: weights[0].name, configFile: config ?? null };
 }
 
 /** The inputs as combineAdapters takes them: a local adapter's config read into bytes. */
 const readConfigs = (inputs) =>
-  Promise.all(inputs.map(async ({ configFile, ...input }) =>
-    configFile === undefined ? input : { ...input, config: configFile ? new Uint8Array(await configFile.arrayBuffer()) : null }));
+  Promise.all(
+    inputs.map(async ({ configFile, ...input }) =>
+      configFile === undefined
+        ? input
+        : { ...input, config: configFile ? new Uint8Array(await configFile.arrayBuffer()) : null },
+    ),
+  );
 
 /** The inputs and options as combineAdapters takes them; throws a readable error for a bad field. */
 function request(dryRun) {
@@ -93,9 +109,13 @@ function render(result) {
   const summary = $('#combine-summary');
   summary.replaceChildren();
   const worst = Math.max(...result.modules.map((m) => m.relativeError ?? 0));
-  for (const [k, v] of [['method', `${result.method}${result.peftCompat ? ' (PEFT-compatible)' : ''}`], ['rank', result.rank],
-    ['dtype', result.dtype], ['modules', result.modules.length],
-    ['largest relative error', result.modules[0]?.relativeError === null ? 'after the combination' : sci(worst)]]) {
+  for (const [k, v] of [
+    ['method', `${result.method}${result.peftCompat ? ' (PEFT-compatible)' : ''}`],
+    ['rank', result.rank],
+    ['dtype', result.dtype],
+    ['modules', result.modules.length],
+    ['largest relative error', result.modules[0]?.relativeError === null ? 'after the combination' : sci(worst)],
+  ]) {
     const dt = document.createElement('dt');
     dt.textContent = k;
     const dd = document.createElement('dd');
@@ -106,8 +126,13 @@ function render(result) {
   body.replaceChildren();
   for (const m of result.modules) {
     const tr = document.createElement('tr');
-    for (const [text, cls] of [[m.path, 'name'], [m.inputs.map((i) => i + 1).join(', ')], [`${m.ranks.join('+')} → ${m.rank}`],
-      [sci(m.relativeError), 'num'], [percent(m.keptEnergy), 'num']]) {
+    for (const [text, cls] of [
+      [m.path, 'name'],
+      [m.inputs.map((i) => i + 1).join(', ')],
+      [`${m.ranks.join('+')} → ${m.rank}`],
+      [sci(m.relativeError), 'num'],
+      [percent(m.keptEnergy), 'num'],
+    ]) {
       const td = document.createElement('td');
       td.textContent = text;
       if (cls) td.className = cls;
@@ -115,7 +140,9 @@ function render(result) {
     }
     body.append(tr);
   }
-  $('#combine-notes').replaceChildren(...result.notes.map((n) => Object.assign(document.createElement('li'), { textContent: n })));
+  $('#combine-notes').replaceChildren(
+    ...result.notes.map((n) => Object.assign(document.createElement('li'), { textContent: n })),
+  );
   $('#combine-result').hidden = false;
 }
 
@@ -136,7 +163,11 @@ async function run(dryRun) {
     render(result);
     for (const f of result.files) {
       await sink.write(f.name, f.bytes.length, new Blob([f.bytes]).stream());
-      $('#combine-files').append(Object.assign(document.createElement('li'), { textContent: `${f.name}: ${f.bytes.length.toLocaleString('en-US')} bytes` }));
+      $('#combine-files').append(
+        Object.assign(document.createElement('li'), {
+          textContent: `${f.name}: ${f.bytes.length.toLocaleString('en-US')} bytes`,
+        }),
+      );
     }
     section.dataset.state = dryRun ? 'planned' : 'done';
   } catch (error) {

@@ -32,18 +32,39 @@ const sci = (x) => (x === undefined ? '' : x === 0 ? '0' : x.toExponential(2));
 function render({ summary }, dryRun) {
   const decomposed = summary.modules.filter((m) => m.rank !== undefined);
   const worst = Math.max(0, ...decomposed.map((m) => m.relativeError));
-  const entries = [['dtype', summary.dtype], ['embeddings', summary.embeddings], ['modules planned', summary.modules.length]];
-  if (!dryRun) entries.push(['r', summary.r], ['decomposed', summary.decomposed], ['saved', summary.saved], ['unchanged (dropped)', summary.unchanged], ['worst relative error', sci(worst)]);
+  const entries = [
+    ['dtype', summary.dtype],
+    ['embeddings', summary.embeddings],
+    ['modules planned', summary.modules.length],
+  ];
+  if (!dryRun)
+    entries.push(
+      ['r', summary.r],
+      ['decomposed', summary.decomposed],
+      ['saved', summary.saved],
+      ['unchanged (dropped)', summary.unchanged],
+      ['worst relative error', sci(worst)],
+    );
   const dl = $('#extract-summary');
   dl.replaceChildren();
-  for (const [k, v] of entries) dl.append(Object.assign(document.createElement('dt'), { textContent: k }), Object.assign(document.createElement('dd'), { textContent: String(v) }));
+  for (const [k, v] of entries)
+    dl.append(
+      Object.assign(document.createElement('dt'), { textContent: k }),
+      Object.assign(document.createElement('dd'), { textContent: String(v) }),
+    );
   const body = $('#extract-table tbody');
   body.replaceChildren();
   for (const m of summary.modules) {
     if (!dryRun && !m.changed) continue;
     const tr = document.createElement('tr');
     const rank = m.rank !== undefined ? String(m.rank) : m.maxRank !== undefined ? `≤ ${m.maxRank}` : '';
-    for (const [text, cls] of [[m.path, 'name'], [m.kind], [rank], [percent(m.energyKept), 'num'], [sci(m.relativeError), 'num']]) {
+    for (const [text, cls] of [
+      [m.path, 'name'],
+      [m.kind],
+      [rank],
+      [percent(m.energyKept), 'num'],
+      [sci(m.relativeError), 'num'],
+    ]) {
       const td = document.createElement('td');
       td.textContent = text;
       if (cls) td.className = cls;
@@ -53,7 +74,9 @@ function render({ summary }, dryRun) {
   }
   const notes = [...summary.notes];
   if (summary.leftOut.length) notes.push(`left out (not decomposed, not read): ${summary.leftOut.join(', ')}`);
-  $('#extract-notes').replaceChildren(...notes.map((n) => Object.assign(document.createElement('li'), { textContent: n })));
+  $('#extract-notes').replaceChildren(
+    ...notes.map((n) => Object.assign(document.createElement('li'), { textContent: n })),
+  );
   $('#extract-result').hidden = false;
 }
 

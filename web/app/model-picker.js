@@ -21,7 +21,12 @@ export async function pickedModel(box, what) {
       // One file is the model whatever its name; the index names its shards (the core checks them).
       open: (name) => {
         const file = index ? named(name) : shards.length === 1 ? shards[0] : null;
-        if (!file) throw new Error(index ? `${name} (listed in the index) was not chosen` : 'choose one .safetensors file, or the shards and their index');
+        if (!file)
+          throw new Error(
+            index
+              ? `${name} (listed in the index) was not chosen`
+              : 'choose one .safetensors file, or the shards and their index',
+          );
         return file;
       },
     };

@@ -4,7 +4,8 @@
 //   - otherwise a streamed download: sw.js answers a download URL with a ReadableStream that pulls its chunks
 //     from this page over a MessageChannel (as StreamSaver does), one chunk at a time.
 
-export const hasFileSystemAccess = () => typeof window.showDirectoryPicker === 'function' && typeof window.showSaveFilePicker === 'function';
+export const hasFileSystemAccess = () =>
+  typeof window.showDirectoryPicker === 'function' && typeof window.showSaveFilePicker === 'function';
 export const hasServiceWorker = () => 'serviceWorker' in navigator && window.isSecureContext;
 
 /**
@@ -17,7 +18,8 @@ export const hasServiceWorker = () => 'serviceWorker' in navigator && window.isS
 export async function chooseSink(method, outputs) {
   const usePicker = method === 'picker' || (method === 'auto' && hasFileSystemAccess());
   if (usePicker) {
-    if (!hasFileSystemAccess()) throw new Error('this browser has no file or folder picker (File System Access API): choose “streamed download”');
+    if (!hasFileSystemAccess())
+      throw new Error('this browser has no file or folder picker (File System Access API): choose “streamed download”');
     try {
       return outputs.length === 1 ? await fileSink(outputs[0]) : await folderSink();
     } catch (error) {
@@ -25,7 +27,8 @@ export async function chooseSink(method, outputs) {
       throw error;
     }
   }
-  if (!hasServiceWorker()) throw new Error('streamed downloads need a service worker (a secure context: https or localhost)');
+  if (!hasServiceWorker())
+    throw new Error('streamed downloads need a service worker (a secure context: https or localhost)');
   return downloadSink();
 }
 
@@ -46,7 +49,8 @@ async function folderSink() {
   return {
     kind: 'folder',
     describe: `saved in the folder ${dir.name || '(chosen folder)'}`,
-    write: async (name, _, stream, signal) => pipeToHandle(await dir.getFileHandle(name, { create: true }), stream, signal),
+    write: async (name, _, stream, signal) =>
+      pipeToHandle(await dir.getFileHandle(name, { create: true }), stream, signal),
   };
 }
 
@@ -62,7 +66,9 @@ let registration = null;
 async function serviceWorker() {
   if (!registration) {
     const scope = new URL('./', import.meta.url).pathname;
-    registration = navigator.serviceWorker.register(new URL('./sw.js', import.meta.url), { scope }).then(() => navigator.serviceWorker.ready);
+    registration = navigator.serviceWorker
+      .register(new URL('./sw.js', import.meta.url), { scope })
+      .then(() => navigator.serviceWorker.ready);
     registration.catch(() => (registration = null));
   }
   return registration;

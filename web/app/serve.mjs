@@ -111,7 +111,11 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === resolve(process.argv[1
         'example/tiny-llama-lora': join(examples, 'tiny-llama-lora'),
       },
     });
-    const q = new URLSearchParams({ endpoint: hub.endpoint, base: 'example/tiny-llama', adapter: 'example/tiny-llama-lora' });
+    const q = new URLSearchParams({
+      endpoint: hub.endpoint,
+      base: 'example/tiny-llama',
+      adapter: 'example/tiny-llama-lora',
+    });
     url = `${site.url}?${q}`;
     console.log(`local Hub: ${hub.endpoint}`);
   }

@@ -60,7 +60,12 @@ self.addEventListener('fetch', (event) => {
   const entry = pending.get(id);
   pending.delete(id);
   if (!entry) {
-    event.respondWith(new Response('This download is no longer available.\n', { status: 404, headers: { 'Content-Type': 'text/plain' } }));
+    event.respondWith(
+      new Response('This download is no longer available.\n', {
+        status: 404,
+        headers: { 'Content-Type': 'text/plain' },
+      }),
+    );
     return;
   }
   const headers = {

@@ -29,7 +29,16 @@ async function main(args) {
     await out(`peft-bridge ${module.version()}\n`);
     return 0;
   }
-  const run = { inspect: runInspect, convert: runConvert, 'adapter-info': runAdapterInfo, translate: runTranslate, combine: runCombine, create: runCreate, extract: runExtract, push: runPush };
+  const run = {
+    inspect: runInspect,
+    convert: runConvert,
+    'adapter-info': runAdapterInfo,
+    translate: runTranslate,
+    combine: runCombine,
+    create: runCreate,
+    extract: runExtract,
+    push: runPush,
+  };
   const status = await (run[line.command] ?? runMerge)(line); // merge or unmerge: the grammar knows no other command
   // --push-to: what the command wrote, pushed once it succeeded (a failed command pushes nothing)
   if (status === 0 && line.options['push-to']) return pushOutputs(line);
@@ -40,7 +49,12 @@ let status = await main(process.argv.slice(2));
 // A reader that closed the pipe (`| head`) wanted no more: that ends quietly, as natively.
 const stdoutError = stdoutFailure();
 if (stdoutError && stdoutError.code !== 'EPIPE') {
-  const e = { code: 'IoError', message: `cannot write to standard output: ${strerror(stdoutError)}`, tensor: null, offset: null };
+  const e = {
+    code: 'IoError',
+    message: `cannot write to standard output: ${strerror(stdoutError)}`,
+    tensor: null,
+    offset: null,
+  };
   await err(module.renderError(JSON.stringify(e), false));
   status = 1;
 }

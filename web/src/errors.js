@@ -40,7 +40,11 @@ export function errorFromHandle(handle) {
   const json = handle.errorJson();
   const text = handle.errorText();
   const { error } = JSON.parse(json);
-  const e = new SafetensorsError(error.code, error.message, { tensor: error.tensor, offset: error.offset, problems: error.problems });
+  const e = new SafetensorsError(error.code, error.message, {
+    tensor: error.tensor,
+    offset: error.offset,
+    problems: error.problems,
+  });
   Object.defineProperty(e, RENDERED, { value: { json, text } });
   return e;
 }

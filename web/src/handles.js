@@ -161,7 +161,11 @@ export class NativeHandle {
       const start = (inWindow ? windowPtr : owned) + f64[t + 3];
       const end = start + f64[t + 4];
       const view = views === true || (views === 'owned' && !inWindow);
-      chunks[i] = { tensor: f64[t], offset: f64[t + 1], bytes: view ? heap.subarray(start, end) : heap.slice(start, end) };
+      chunks[i] = {
+        tensor: f64[t],
+        offset: f64[t + 1],
+        bytes: view ? heap.subarray(start, end) : heap.slice(start, end),
+      };
     }
     return chunks;
   }

@@ -77,7 +77,11 @@ export interface SafetensorsProblem {
 
 /** Invalid input (or an unusable request) as reported by the core. */
 export class SafetensorsError extends Error {
-  constructor(code: SafetensorsErrorCode | string, message: string, details?: { tensor?: string | null; offset?: number | null; cause?: unknown });
+  constructor(
+    code: SafetensorsErrorCode | string,
+    message: string,
+    details?: { tensor?: string | null; offset?: number | null; cause?: unknown },
+  );
   readonly name: 'SafetensorsError';
   readonly code: SafetensorsErrorCode;
   /** The tensor concerned, if any. */
@@ -124,14 +128,45 @@ export type Source =
   | LocalPath;
 
 export type Dtype =
-  | 'BOOL' | 'F4' | 'F6_E2M3' | 'F6_E3M2' | 'U8' | 'I8' | 'F8_E5M2' | 'F8_E4M3' | 'F8_E8M0' | 'F8_E4M3FNUZ'
-  | 'F8_E5M2FNUZ' | 'I16' | 'U16' | 'F16' | 'BF16' | 'I32' | 'U32' | 'F32' | 'C64' | 'F64' | 'I64' | 'U64';
+  | 'BOOL'
+  | 'F4'
+  | 'F6_E2M3'
+  | 'F6_E3M2'
+  | 'U8'
+  | 'I8'
+  | 'F8_E5M2'
+  | 'F8_E4M3'
+  | 'F8_E8M0'
+  | 'F8_E4M3FNUZ'
+  | 'F8_E5M2FNUZ'
+  | 'I16'
+  | 'U16'
+  | 'F16'
+  | 'BF16'
+  | 'I32'
+  | 'U32'
+  | 'F32'
+  | 'C64'
+  | 'F64'
+  | 'I64'
+  | 'U64';
 
 /** The dtype vocabulary of every `dtype` option (convert, merge, combine, create, extract), the CLIs' `--dtype`: read
  * by the core in any case ('BF16', 'BFloat16'…); anything else rejects with {@link SafetensorsError} InvalidArgument. */
 export type FloatDtypeName =
-  | 'bf16' | 'bfloat16' | 'f16' | 'fp16' | 'float16' | 'half' | 'f32' | 'fp32' | 'float32' | 'float'
-  | 'BF16' | 'F16' | 'F32';
+  | 'bf16'
+  | 'bfloat16'
+  | 'f16'
+  | 'fp16'
+  | 'float16'
+  | 'half'
+  | 'f32'
+  | 'fp32'
+  | 'float32'
+  | 'float'
+  | 'BF16'
+  | 'F16'
+  | 'F32';
 
 export interface TensorInfo {
   name: string;
@@ -268,7 +303,11 @@ export function inspect(source: Source | RemoteSource, options?: ReadOptions & R
 /** One tensor's bytes, reading nothing else after the header: for a remote file, the header's request(s) plus one
  * Range request (none if the first request already covered it). Rejects with InvalidArgument for an unknown
  * name. */
-export function readTensor(source: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | RandomAccessSource | LocalPath | RemoteSource, name: string, options?: RemoteOptions): Promise<Uint8Array>;
+export function readTensor(
+  source: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | RandomAccessSource | LocalPath | RemoteSource,
+  name: string,
+  options?: RemoteOptions,
+): Promise<Uint8Array>;
 
 export interface InspectRepoOptions extends RemoteOptions {
   repo: string;
@@ -305,7 +344,10 @@ export function progressTime(done: number, total: number, seconds: number): stri
 
 /** The names of the files directly in a Hub repo's folder (the Hub's tree API, read as the CLIs read it): a
  * {@link MergeBase}'s `files`, so that a merge copies the model's tokenizer and other files as the CLI does. */
-export function listRepoFiles(repo: HubRepo, options?: { endpoint?: string; token?: string; signal?: AbortSignal }): Promise<string[]>;
+export function listRepoFiles(
+  repo: HubRepo,
+  options?: { endpoint?: string; token?: string; signal?: AbortSignal },
+): Promise<string[]>;
 
 export type ReadEvent =
   | { type: 'header'; header: Header }
@@ -334,7 +376,10 @@ export interface ReadSafetensorsOptions extends ReadOptions {
 /** Streams a file as events: one header, tensor data spans in file order, then `end` after the check that
  * exactly the described bytes arrived. Throws {@link SafetensorsError} on invalid input; leaving the loop early
  * cancels the source. */
-export function readSafetensors(source: Source, options?: ReadSafetensorsOptions): AsyncGenerator<ReadEvent, void, undefined>;
+export function readSafetensors(
+  source: Source,
+  options?: ReadSafetensorsOptions,
+): AsyncGenerator<ReadEvent, void, undefined>;
 
 export type TensorOrder = 'reference' | 'input';
 
@@ -394,13 +439,22 @@ export function createWriter(spec: WriteSpec): Promise<SafetensorsWriter>;
 
 export interface TensorWithData extends TensorSpec {
   /** Exactly the tensor's byte length; may be omitted for zero-size tensors. */
-  data?: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | LocalPath;
+  data?:
+    | Uint8Array
+    | ArrayBuffer
+    | ArrayBufferView
+    | Blob
+    | ReadableStream<Uint8Array>
+    | AsyncIterable<Uint8Array>
+    | LocalPath;
 }
 
 /** Writes a whole file as a stream, pulling each tensor's data in write order as the stream is consumed.
  * If the file cannot be finished (bad data, cancel, abort), every data stream and iterator not read to its
  * end is cancelled, those of tensors not reached yet included (streams get the reason). */
-export function writeSafetensors(spec: WriteSpec & { tensors: TensorWithData[]; signal?: AbortSignal }): ReadableStream<Uint8Array>;
+export function writeSafetensors(
+  spec: WriteSpec & { tensors: TensorWithData[]; signal?: AbortSignal },
+): ReadableStream<Uint8Array>;
 
 export interface ConvertProgress {
   bytesRead: number;
@@ -449,7 +503,17 @@ export type ConfigInput = string | Uint8Array | Record<string, unknown>;
 export interface AdapterInput {
   /** The adapter's safetensors file, or a llama.cpp LoRA `.gguf` file (recognised by its magic; its tensors are
    * read by range too) (in Node also its path). */
-  weights: Uint8Array | ArrayBuffer | ArrayBufferView | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | Iterable<Uint8Array> | RandomAccessSource | LocalPath | { size: bigint; read(offset: number, length: number): Promise<Uint8Array> | Uint8Array };
+  weights:
+    | Uint8Array
+    | ArrayBuffer
+    | ArrayBufferView
+    | Blob
+    | ReadableStream<Uint8Array>
+    | AsyncIterable<Uint8Array>
+    | Iterable<Uint8Array>
+    | RandomAccessSource
+    | LocalPath
+    | { size: bigint; read(offset: number, length: number): Promise<Uint8Array> | Uint8Array };
   /** Its `adapter_config.json` (PEFT's or mlx-lm's); kohya and GGUF-named adapters have none. */
   config?: ConfigInput | null;
   /** The base model's `config.json`: architecture, head counts (GGUF row order), layer count (mlx). */
@@ -539,7 +603,12 @@ export interface AdapterInfo {
   useDora: boolean;
   modules: AdapterModule[];
   /** Tensors that are not LoRA factors but are kept (e.g. `modules_to_save` such as a classifier head). */
-  extras: { key: string; kind: 'modules_to_save' | 'saved_embedding' | 'bias' | 'trainable_tokens'; dtype: Dtype; shape: number[] }[];
+  extras: {
+    key: string;
+    kind: 'modules_to_save' | 'saved_embedding' | 'bias' | 'trainable_tokens';
+    dtype: Dtype;
+    shape: number[];
+  }[];
   /** Tensors per dtype. */
   dtypes: Partial<Record<Dtype, number>>;
   parameters: number;
@@ -603,7 +672,10 @@ export interface TranslateResult {
 
 /** Rewrites a LoRA adapter in another convention, accounting for every tensor. Rejects with
  * {@link SafetensorsError} as {@link adapterInfo} does, and with InvalidArgument for an unknown format name. */
-export function translateAdapter(input: AdapterInput | AdapterDirectory, options: TranslateOptions): Promise<TranslateResult>;
+export function translateAdapter(
+  input: AdapterInput | AdapterDirectory,
+  options: TranslateOptions,
+): Promise<TranslateResult>;
 
 // ---- combining adapters ----
 
@@ -612,7 +684,18 @@ export interface CombineOptions extends AdapterReadOptions {
   /** One weight per adapter (default 1 each); negative weights subtract. */
   weights?: number[];
   /** PEFT's add_weighted_adapter methods; default `cat` (exact). */
-  method?: 'cat' | 'linear' | 'svd' | 'ties' | 'ties_svd' | 'dare_linear' | 'dare_ties' | 'dare_linear_svd' | 'dare_ties_svd' | 'magnitude_prune' | 'magnitude_prune_svd';
+  method?:
+    | 'cat'
+    | 'linear'
+    | 'svd'
+    | 'ties'
+    | 'ties_svd'
+    | 'dare_linear'
+    | 'dare_ties'
+    | 'dare_linear_svd'
+    | 'dare_ties_svd'
+    | 'magnitude_prune'
+    | 'magnitude_prune_svd';
   /** The svd methods' new rank (default: the largest input rank). */
   rank?: number;
   /** The fraction the pruning methods keep, in [0, 1] (required for them). */
@@ -666,7 +749,10 @@ export interface CombineResult {
  * reading each input's factors by range. Rejects with {@link SafetensorsError}: InvalidArgument for bad options,
  * UnsupportedAdapter for what no method expresses (DoRA, lora_bias, trainable tokens), ShapeMismatch when the
  * adapters disagree on a module's shape. */
-export function combineAdapters(inputs: (AdapterInput | AdapterDirectory)[], options?: CombineOptions): Promise<CombineResult>;
+export function combineAdapters(
+  inputs: (AdapterInput | AdapterDirectory)[],
+  options?: CombineOptions,
+): Promise<CombineResult>;
 
 /** Options of {@link createAdapter}, as the CLI's `create` options (every value is checked by the core, with the
  * CLI's messages: a bad one rejects with a SafetensorsError InvalidArgument). A remote base is read with the
@@ -1085,7 +1171,8 @@ export interface RemoteMergeOptions extends Omit<MergeOptions, 'adapter'>, Omit<
   base: HubRepo | string | URL;
   /** An adapter repo (`adapter_model.safetensors` + `adapter_config.json`), URLs of those two files, or their
    * bytes as {@link MergeOptions.adapter}. */
-  adapter: HubRepo | { weights: string | URL; config?: string | URL | ConfigInput; weightsName?: string } | AdapterInput;
+  adapter:
+    HubRepo | { weights: string | URL; config?: string | URL | ConfigInput; weightsName?: string } | AdapterInput;
   /** The base's config.json, for a URL base (or to override the repo's). */
   baseConfig?: ConfigInput | null;
   /** Shards opened at once while planning (default 4). */
@@ -1097,16 +1184,20 @@ export interface RemoteMergeOptions extends Omit<MergeOptions, 'adapter'>, Omit<
  * requests, the next one while the current is merged; network errors, truncated bodies and 5xx answers are retried
  * resuming at the byte reached, and a file whose ETag changes mid-merge fails the merge (IoError `… changed while
  * being read`). */
-export function mergeRemote(options: RemoteMergeOptions & { onProgress?: MergeShardsOptions['onProgress'] }): AsyncGenerator<MergedFile, void, undefined>;
+export function mergeRemote(
+  options: RemoteMergeOptions & { onProgress?: MergeShardsOptions['onProgress'] },
+): AsyncGenerator<MergedFile, void, undefined>;
 
 /** One output file of the merge {@link mergeRemote} would do: a shard's merged bytes (only that shard's data is
  * read), `model.safetensors.index.json`, `config.json` or one of the base's files the merge copies, so that N workers can each produce some. `shard` may be
  * omitted when the output is one shard. Plan-time errors reject; an error while streaming errors the stream.
  * `size` is known before any byte. */
-export function mergeRemoteShard(options: RemoteMergeOptions & {
-  shard?: string;
-  onProgress?: (progress: { bytesIn: number; bytesOut: number; totalIn: number }) => void;
-}): Promise<MergedFile>;
+export function mergeRemoteShard(
+  options: RemoteMergeOptions & {
+    shard?: string;
+    onProgress?: (progress: { bytesIn: number; bytesOut: number; totalIn: number }) => void;
+  },
+): Promise<MergedFile>;
 
 /** The output `model.safetensors.index.json` text the whole merge writes (the same bytes: recomputed total_size,
  * weight_map), or null when the base is one file. */
@@ -1114,11 +1205,16 @@ export function mergeRemoteIndex(options: RemoteMergeOptions): Promise<string | 
 
 /** {@link planMerge}'s summary for a remote base and adapter, with the revisions read: pass `revision` to every
  * worker so that all read the same commit. */
-export function planRemote(options: RemoteMergeOptions): Promise<MergePlanSummary & { revision: string | null; adapterRevision: string | null }>;
+export function planRemote(
+  options: RemoteMergeOptions,
+): Promise<MergePlanSummary & { revision: string | null; adapterRevision: string | null }>;
 
 /** What {@link saveStreams} uses of a `FileSystemDirectoryHandle` (spelled out so that the types need no DOM lib). */
 export interface DirectoryHandle {
-  getFileHandle(name: string, options?: { create?: boolean }): Promise<{ createWritable(): Promise<WritableStream<any>> }>;
+  getFileHandle(
+    name: string,
+    options?: { create?: boolean },
+  ): Promise<{ createWritable(): Promise<WritableStream<any>> }>;
   removeEntry?(name: string): Promise<void>;
 }
 
@@ -1126,7 +1222,9 @@ export interface DirectoryHandle {
  * `createWritable()` (replaced only when complete): an array's files at once, an iterable's in turn. On failure the
  * files this call wrote are removed and it rejects. Resolves to the files written. */
 export function saveStreams(
-  files: AsyncIterable<{ path: string; size?: number; stream: ReadableStream<Uint8Array> }> | Iterable<{ path: string; size?: number; stream: ReadableStream<Uint8Array> }>,
+  files:
+    | AsyncIterable<{ path: string; size?: number; stream: ReadableStream<Uint8Array> }>
+    | Iterable<{ path: string; size?: number; stream: ReadableStream<Uint8Array> }>,
   options: { directoryHandle: DirectoryHandle },
 ): Promise<{ path: string; size?: number }[]>;
 
@@ -1135,7 +1233,16 @@ export function saveStreams(
  * is called (a deterministic output, e.g. `() => mergeRemoteShard({...}).then((f) => f.stream)`), with `size`. */
 export interface PushFile {
   path: string;
-  content: Uint8Array | ArrayBuffer | Blob | string | URL | (() => ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | Promise<ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>>);
+  content:
+    | Uint8Array
+    | ArrayBuffer
+    | Blob
+    | string
+    | URL
+    | (() =>
+        | ReadableStream<Uint8Array>
+        | AsyncIterable<Uint8Array>
+        | Promise<ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>>);
   /** Required when `content` is a function. */
   size?: number;
 }
@@ -1257,7 +1364,13 @@ export interface RegisteredAdapter {
   /** Count of LoRA modules. */
   modules: number;
   /** The merge plan's facts when a base was declared: its commit, modules matched... */
-  plan: { revision: string | null; modulesMatched: number; tensorsMerged: number; arch: string | null; notes: string[] } | null;
+  plan: {
+    revision: string | null;
+    modulesMatched: number;
+    tensorsMerged: number;
+    arch: string | null;
+    notes: string[];
+  } | null;
 }
 
 export interface CachedModuleInfo {
@@ -1306,7 +1419,10 @@ export interface ComposedDelta {
   /** The base weight plus the delta, by the merge kernel (one adapter at scale 1: `merge`'s bytes). `dtype`: the
    * weight's ('BF16', 'bf16', ...); `outDtype` default the weight's; `layout` default 'auto' ('out-in' when the
    * shape is [out, in…], the embedding rule for an embedding module, else 'in-out' as Conv1D). */
-  applyTo(weight: Uint8Array, options: { dtype: string; shape: number[]; outDtype?: string; layout?: 'auto' | 'out-in' | 'in-out' | 'embedding' }): Uint8Array;
+  applyTo(
+    weight: Uint8Array,
+    options: { dtype: string; shape: number[]; outDtype?: string; layout?: 'auto' | 'out-in' | 'in-out' | 'embedding' },
+  ): Uint8Array;
 }
 
 export interface AdapterCacheStats {
@@ -1336,10 +1452,17 @@ export class AdapterCache {
   unregister(id: string): Promise<boolean>;
   info(id: string): Omit<RegisteredAdapter, 'modules'> & { modules: CachedModuleInfo[] };
   module(id: string, name: string, options?: { dtype?: CacheDtype; signal?: AbortSignal }): Promise<CachedModule>;
-  compose(list: { id: string; scale?: number }[], name: string, options?: { dtype?: CacheDtype; rank?: number; signal?: AbortSignal }): Promise<ComposedDelta | null>;
+  compose(
+    list: { id: string; scale?: number }[],
+    name: string,
+    options?: { dtype?: CacheDtype; rank?: number; signal?: AbortSignal },
+  ): Promise<ComposedDelta | null>;
   /** The composition as the PEFT adapter `combine --method cat --weights … --dtype …` writes (same bytes): its
    * adapter_config.json text, and the weights file streamed module by module through the cache. */
-  composeAdapter(list: { id: string; scale?: number }[], options?: { dtype?: CacheDtype; signal?: AbortSignal }): Promise<{
+  composeAdapter(
+    list: { id: string; scale?: number }[],
+    options?: { dtype?: CacheDtype; signal?: AbortSignal },
+  ): Promise<{
     config: string;
     weightsName: string;
     size: number;

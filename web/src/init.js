@@ -127,14 +127,18 @@ async function load(options) {
 async function instantiator(options) {
   const { wasmModule, wasmBinary, wasmUrl } = options;
   if (wasmModule !== undefined) {
-    if (!(wasmModule instanceof WebAssembly.Module)) throw new TypeError('init: wasmModule must be a WebAssembly.Module');
+    if (!(wasmModule instanceof WebAssembly.Module))
+      throw new TypeError('init: wasmModule must be a WebAssembly.Module');
     return async (imports) => ({ instance: await WebAssembly.instantiate(wasmModule, imports), module: wasmModule });
   }
   if (wasmBinary !== undefined) {
     const bytes = toBufferSource(wasmBinary);
     return (imports) => WebAssembly.instantiate(bytes, imports);
   }
-  const url = wasmUrl !== undefined ? new URL(String(wasmUrl), import.meta.url) : new URL('../dist/peft_bridge_wasm.wasm', import.meta.url);
+  const url =
+    wasmUrl !== undefined
+      ? new URL(String(wasmUrl), import.meta.url)
+      : new URL('../dist/peft_bridge_wasm.wasm', import.meta.url);
   if (isNode && url.protocol === 'file:') {
     // A specifier held in a variable: bundlers for browsers and workers (esbuild in wrangler, Vite, webpack) then
     // neither try to resolve node:fs nor warn about it; only Node reaches this line.
@@ -152,7 +156,8 @@ async function instantiator(options) {
       }
     }
     const res = await fetch(url);
-    if (!res.ok) throw new SafetensorsError('IoError', `cannot fetch \`${url}\`: HTTP ${res.status} ${res.statusText}`.trimEnd());
+    if (!res.ok)
+      throw new SafetensorsError('IoError', `cannot fetch \`${url}\`: HTTP ${res.status} ${res.statusText}`.trimEnd());
     return WebAssembly.instantiate(await res.arrayBuffer(), imports);
   };
 }

@@ -106,7 +106,7 @@ export async function run(job, inputs, sink, { signal, onProgress, onMessage } =
         }
         case 'forward':
           // No kernel copy here: the bytes pass through JS, one window at a time.
-          for (let pos = step.begin; pos < step.end; ) {
+          for (let pos = step.begin; pos < step.end;) {
             const bytes = await raceAbort(reads[step.input](pos, Math.min(job.windowSize, step.end - pos)), signal);
             if (bytes.length === 0)
               throw new SafetensorsError('IoError', `source ended at byte ${pos}, inside a tensor`, { offset: pos });

@@ -25,7 +25,10 @@ export class ModuleDiscarded extends Error {
   }
 }
 
-const describe = (e) => `${e?.name ?? 'Error'}: ${String(e?.message ?? e).split('\n')[0].slice(0, 300)}`;
+const describe = (e) =>
+  `${e?.name ?? 'Error'}: ${String(e?.message ?? e)
+    .split('\n')[0]
+    .slice(0, 300)}`;
 
 /** Whether a throw out of a call into the module leaves the instance intact (Embind's checks, run before wasm). */
 const leavesIntact = (error) => error?.name === 'BindingError';

@@ -77,7 +77,8 @@ export function skipWithoutNativeCli(t) {
 /** Skips the test when the fixtures are absent (returns true if it did); fails it under PB_REQUIRE_FIXTURES=1. */
 export function skipWithoutFixtures(t) {
   if (hasFixtures) return false;
-  if (requireFixtures) throw new Error(`fixtures not found (${fixtureCandidates.join(', ')}) and PB_REQUIRE_FIXTURES=1`);
+  if (requireFixtures)
+    throw new Error(`fixtures not found (${fixtureCandidates.join(', ')}) and PB_REQUIRE_FIXTURES=1`);
   t.skip(`fixtures not found at ${fixturesDir}`);
   return true;
 }
@@ -198,7 +199,10 @@ export function peftAdapterBytes(modules, features = 4) {
   let offset = 0;
   const size = 4 * 2 * features;
   for (const m of modules) {
-    for (const [role, shape] of [['lora_A', [2, features]], ['lora_B', [features, 2]]]) {
+    for (const [role, shape] of [
+      ['lora_A', [2, features]],
+      ['lora_B', [features, 2]],
+    ]) {
       header[`base_model.model.${m}.${role}.weight`] = { dtype: 'F32', shape, data_offsets: [offset, offset + size] };
       offset += size;
     }
@@ -211,6 +215,9 @@ export function peftAdapterBytes(modules, features = 4) {
 export function writePeftAdapterDir(dir, modules, targets, features = 4) {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'adapter_model.safetensors'), peftAdapterBytes(modules, features));
-  writeFileSync(join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: targets }));
+  writeFileSync(
+    join(dir, 'adapter_config.json'),
+    JSON.stringify({ peft_type: 'LORA', r: 2, lora_alpha: 4, target_modules: targets }),
+  );
   return dir;
 }

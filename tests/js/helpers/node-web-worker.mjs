@@ -4,10 +4,7 @@
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 
 if (!isMainThread && workerData?.webWorkerModule) {
-  const self = {
-    onmessage: null,
-    postMessage: (message, transfer) => parentPort.postMessage(message, transfer),
-  };
+  const self = { onmessage: null, postMessage: (message, transfer) => parentPort.postMessage(message, transfer) };
   globalThis.self = self;
   // Messages that come while the module loads wait for it, as a Web Worker's do.
   const early = [];

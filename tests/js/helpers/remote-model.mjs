@@ -10,17 +10,26 @@ const count = (shape) => shape.reduce((a, b) => a * b, 1);
 /** Random finite BF16 values (magnitudes about 2^-7..2, both signs). */
 function bf16(random, n) {
   const u = new Uint16Array(n);
-  for (let i = 0; i < n; ++i) u[i] = (random() < 0.5 ? 0x8000 : 0) | ((120 + Math.floor(random() * 8)) << 7) | Math.floor(random() * 128);
+  for (let i = 0; i < n; ++i)
+    u[i] = (random() < 0.5 ? 0x8000 : 0) | ((120 + Math.floor(random() * 8)) << 7) | Math.floor(random() * 128);
   return new Uint8Array(u.buffer);
 }
 
 async function safetensors(tensors, seed) {
   const random = rng(seed);
-  return collect(pb.writeSafetensors({ tensors: tensors.map((t) => ({ ...t, data: t.data ?? bf16(random, count(t.shape)) })) }));
+  return collect(
+    pb.writeSafetensors({ tensors: tensors.map((t) => ({ ...t, data: t.data ?? bf16(random, count(t.shape)) })) }),
+  );
 }
 
 export const LLAMA_CONFIG = (hidden) =>
-  JSON.stringify({ architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: hidden, num_attention_heads: 8, torch_dtype: 'bfloat16' });
+  JSON.stringify({
+    architectures: ['LlamaForCausalLM'],
+    model_type: 'llama',
+    hidden_size: hidden,
+    num_attention_heads: 8,
+    torch_dtype: 'bfloat16',
+  });
 
 /** Layer `l`'s BF16 tensors. */
 const layer = (l, hidden) => [
@@ -36,7 +45,10 @@ const layer = (l, hidden) => [
  */
 export async function writeShardedBase(dir, { shards = 3, layers = 6, hidden = 512, vocab = 1000 } = {}) {
   mkdirSync(dir, { recursive: true });
-  const names = Array.from({ length: shards }, (_, i) => `model-${String(i + 1).padStart(5, '0')}-of-${String(shards).padStart(5, '0')}.safetensors`);
+  const names = Array.from(
+    { length: shards },
+    (_, i) => `model-${String(i + 1).padStart(5, '0')}-of-${String(shards).padStart(5, '0')}.safetensors`,
+  );
   const weightMap = {};
   let total = 0;
   for (let s = 0; s < shards; ++s) {
@@ -53,7 +65,10 @@ export async function writeShardedBase(dir, { shards = 3, layers = 6, hidden = 5
       total += 2 * count(t.shape);
     }
   }
-  writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2));
+  writeFileSync(
+    join(dir, 'model.safetensors.index.json'),
+    JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2),
+  );
   writeFileSync(join(dir, 'config.json'), LLAMA_CONFIG(hidden));
   return names;
 }
@@ -72,7 +87,10 @@ export async function writeAdapter(dir, { layers = 6, hidden = 512, rank = 8 } =
   const small = (n) => new Uint8Array(Float32Array.from({ length: n }, () => (random() * 2 - 1) * 0.05).buffer);
   const tensors = [];
   for (let l = 0; l < layers; ++l) {
-    for (const [proj, out] of [['q_proj', hidden], ['v_proj', hidden / 2]]) {
+    for (const [proj, out] of [
+      ['q_proj', hidden],
+      ['v_proj', hidden / 2],
+    ]) {
       const key = `base_model.model.model.layers.${l}.self_attn.${proj}`;
       tensors.push({ name: `${key}.lora_A.weight`, dtype: 'F32', shape: [rank, hidden], data: small(rank * hidden) });
       tensors.push({ name: `${key}.lora_B.weight`, dtype: 'F32', shape: [out, rank], data: small(out * rank) });
@@ -81,13 +99,25 @@ export async function writeAdapter(dir, { layers = 6, hidden = 512, rank = 8 } =
   writeFileSync(join(dir, 'adapter_model.safetensors'), await safetensors(tensors, 9));
   writeFileSync(
     join(dir, 'adapter_config.json'),
-    JSON.stringify({ peft_type: 'LORA', r: rank, lora_alpha: 2 * rank, target_modules: ['q_proj', 'v_proj'], base_model_name_or_path: 'me/base' }),
+    JSON.stringify({
+      peft_type: 'LORA',
+      r: rank,
+      lora_alpha: 2 * rank,
+      target_modules: ['q_proj', 'v_proj'],
+      base_model_name_or_path: 'me/base',
+    }),
   );
 }
 
 /** The native CLI's `merge` of `base` (a directory or file) with `adapter`: {name: bytes} of what it wrote. */
 export function nativeMerge(base, adapter, out, args = []) {
-  const r = spawnSync(nativeCli, ['merge', '--base', base, '--adapter', adapter, '--out', out, ...args], { encoding: 'utf8' });
+  const r = spawnSync(nativeCli, ['merge', '--base', base, '--adapter', adapter, '--out', out, ...args], {
+    encoding: 'utf8',
+  });
   if (r.status !== 0) throw new Error(`native merge failed: ${r.stderr}`);
-  return Object.fromEntries(readdirSync(out).sort().map((name) => [name, new Uint8Array(readFileSync(join(out, name)))]));
+  return Object.fromEntries(
+    readdirSync(out)
+      .sort()
+      .map((name) => [name, new Uint8Array(readFileSync(join(out, name)))]),
+  );
 }

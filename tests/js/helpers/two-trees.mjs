@@ -9,7 +9,12 @@ import { join } from 'node:path';
 import { cliPath, nativeCli } from './common.mjs';
 
 const run = (command, args, cwd, env) => {
-  const r = spawnSync(command, args, { cwd, env: env && { ...process.env, ...env }, encoding: 'buffer', timeout: 60000 });
+  const r = spawnSync(command, args, {
+    cwd,
+    env: env && { ...process.env, ...env },
+    encoding: 'buffer',
+    timeout: 60000,
+  });
   if (r.error) throw r.error;
   return { status: r.status, stdout: r.stdout.toString('latin1'), stderr: r.stderr.toString('latin1') };
 };
@@ -56,7 +61,11 @@ export function both(t, setup, args, env = undefined) {
   });
   const before = tree(roots[0]);
   // Absolute paths in messages (where a link leads) name each tree's own root.
-  const rooted = (r, root) => ({ ...r, stdout: r.stdout.replaceAll(root, '<root>'), stderr: r.stderr.replaceAll(root, '<root>') });
+  const rooted = (r, root) => ({
+    ...r,
+    stdout: r.stdout.replaceAll(root, '<root>'),
+    stderr: r.stderr.replaceAll(root, '<root>'),
+  });
   const native = rooted(run(nativeCli, args, roots[0], env), realpathSync(roots[0]));
   const js = rooted(run(process.execPath, [cliPath, ...args], roots[1], env), realpathSync(roots[1]));
   const label = args.join(' ');

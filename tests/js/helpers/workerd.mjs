@@ -49,11 +49,18 @@ export async function startWorkerd(t, { worker, dir, bindings = {}, durableObjec
   for (const name of packageModules()) {
     mkdirSync(dirname(join(pkg, 'src', name)), { recursive: true });
     copyFileSync(join(webDir, 'src', name), join(pkg, 'src', name));
-    modules.push(`(name = "node_modules/peft-bridge/src/${name}", esModule = embed "node_modules/peft-bridge/src/${name}")`);
+    modules.push(
+      `(name = "node_modules/peft-bridge/src/${name}", esModule = embed "node_modules/peft-bridge/src/${name}")`,
+    );
   }
-  for (const name of ['peft_bridge_wasm.mjs', 'peft_bridge_wasm.wasm']) copyFileSync(join(webDir, 'dist', name), join(pkg, 'dist', name));
-  modules.push('(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.mjs", esModule = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.mjs")');
-  modules.push('(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm", wasm = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm")');
+  for (const name of ['peft_bridge_wasm.mjs', 'peft_bridge_wasm.wasm'])
+    copyFileSync(join(webDir, 'dist', name), join(pkg, 'dist', name));
+  modules.push(
+    '(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.mjs", esModule = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.mjs")',
+  );
+  modules.push(
+    '(name = "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm", wasm = embed "node_modules/peft-bridge/dist/peft_bridge_wasm.wasm")',
+  );
   const workerFile = basename(worker);
   copyFileSync(worker, join(root, workerFile));
   writeFileSync(
@@ -99,12 +106,21 @@ export default {
   );
   writeFileSync(join(root, 'pkg.js'), 'export * from "./node_modules/peft-bridge/src/workerd.js";\n');
   writeFileSync(join(root, 'pkg-edge.js'), 'export * from "../node_modules/peft-bridge/src/edge/workerd.js";\n');
-  writeFileSync(join(root, 'pkg-wasm.js'), 'export { default } from "../node_modules/peft-bridge/dist/peft_bridge_wasm.wasm";\n');
+  writeFileSync(
+    join(root, 'pkg-wasm.js'),
+    'export { default } from "../node_modules/peft-bridge/dist/peft_bridge_wasm.wasm";\n',
+  );
   const port = await freePort();
-  const textBindings = Object.entries(bindings).map(([name, value]) => `(name = ${capnpText(name)}, text = ${capnpText(value)})`);
+  const textBindings = Object.entries(bindings).map(
+    ([name, value]) => `(name = ${capnpText(name)}, text = ${capnpText(value)})`,
+  );
   const objects = Object.entries(durableObjects);
-  const doBindings = objects.map(([name, c]) => `(name = ${capnpText(name)}, durableObjectNamespace = ${capnpText(c)})`);
-  const namespaces = objects.map(([, c]) => `(className = ${capnpText(c)}, uniqueKey = ${capnpText(`pb-test-${c}`)}, enableSql = true)`);
+  const doBindings = objects.map(
+    ([name, c]) => `(name = ${capnpText(name)}, durableObjectNamespace = ${capnpText(c)})`,
+  );
+  const namespaces = objects.map(
+    ([, c]) => `(className = ${capnpText(c)}, uniqueKey = ${capnpText(`pb-test-${c}`)}, enableSql = true)`,
+  );
   writeFileSync(
     join(root, 'config.capnp'),
     `using Workerd = import "/workerd/workerd.capnp";
@@ -142,7 +158,10 @@ const worker :Workerd.Worker = (
  * connection (no request is sent: a worker's routes may have effects): {url, pid, log()}.
  */
 export async function serveWorkerd(t, root, port) {
-  const child = spawn(workerdBin, ['serve', join(root, 'config.capnp'), '--verbose'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(workerdBin, ['serve', join(root, 'config.capnp'), '--verbose'], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let log = '';
   child.stdout.on('data', (d) => (log += d));
   child.stderr.on('data', (d) => (log += d));

@@ -2,7 +2,17 @@
 import { callAdapter } from '../ops/adapter.js';
 import { err, explainInput, fail, flag, module, option, out } from './io.js';
 import { commonOptions, loadAdapterDir, namingTables, resolveBaseConfig } from './inputs.js';
-import { OutputTransaction, adapterFacts, describeOutputDirectory, baseName, describeOutputFile, fileFact, namedInputFacts, planOutput, stripTrailingSlashes } from './output.js';
+import {
+  OutputTransaction,
+  adapterFacts,
+  describeOutputDirectory,
+  baseName,
+  describeOutputFile,
+  fileFact,
+  namedInputFacts,
+  planOutput,
+  stripTrailingSlashes,
+} from './output.js';
 import { stderrProgress } from './progress.js';
 
 export async function runAdapterInfo(line) {
@@ -61,7 +71,9 @@ export async function runTranslate(line) {
     if (!o.dryRun) {
       const outPath = o.positional[1];
       const names = [result.weightsName, ...(result.config ? [result.config.name] : [])];
-      const request = oneFile ? await describeOutputFile(outPath) : await describeOutputDirectory('OUT_DIR', outPath, names);
+      const request = oneFile
+        ? await describeOutputFile(outPath)
+        : await describeOutputDirectory('OUT_DIR', outPath, names);
       const plan = planOutput('translate', inputs, request, o);
       output = oneFile ? OutputTransaction.forFile(outPath, plan) : await OutputTransaction.begin(outPath, plan);
       // The plan is told before the work starts; the outcome line follows it.

@@ -2,7 +2,14 @@
 import { openCombine } from '../ops/combine.js';
 import { explainInput, fail, flag, module, option, out } from './io.js';
 import { loadAdapterDir, namingTables, remoteChecked } from './inputs.js';
-import { OutputTransaction, adapterFacts, describeOutputDirectory, fileFact, namedInputFacts, planOutput } from './output.js';
+import {
+  OutputTransaction,
+  adapterFacts,
+  describeOutputDirectory,
+  fileFact,
+  namedInputFacts,
+  planOutput,
+} from './output.js';
 
 export async function runCombine(line) {
   const o = {
@@ -39,7 +46,10 @@ export async function runCombine(line) {
     if (!o.dryRun) {
       const outDir = option(line, 'out');
       const names = [job.weightsName, ...(job.config ? [job.config.name] : [])];
-      output = await OutputTransaction.begin(outDir, planOutput('combine', facts, await describeOutputDirectory('--out', outDir, names), o));
+      output = await OutputTransaction.begin(
+        outDir,
+        planOutput('combine', facts, await describeOutputDirectory('--out', outDir, names), o),
+      );
       // The plan is told before the work starts; the outcome follows it.
       if (!o.json && !quiet) await out(job.plan);
       const weights = await output.add(job.weightsName);

@@ -47,14 +47,23 @@ export async function runCreate(line) {
     planOutput('create', facts, null, o);
     if (!o.dryRun) {
       const names = [plan.weightsName, plan.configName];
-      output = await OutputTransaction.begin(o.out, planOutput('create', facts, await describeOutputDirectory('--out', o.out, names), o));
+      output = await OutputTransaction.begin(
+        o.out,
+        planOutput('create', facts, await describeOutputDirectory('--out', o.out, names), o),
+      );
       // The plan is told before the work starts; the outcome line follows it.
       if (!o.json && !quiet) await out(session.handle.handle.summary(false, false));
       if (plan.baseBytes > 0) {
         progress = stderrProgress(line, plan.baseBytes);
         const index = new Map(base.names.map((name, i) => [name, i]));
-        await supplyBase(session, plan, (name) => inputs[index.get(name)].source, undefined,
-          (done) => progress.update(done), (shard, done) => progress.startFile(shard, done));
+        await supplyBase(
+          session,
+          plan,
+          (name) => inputs[index.get(name)].source,
+          undefined,
+          (done) => progress.update(done),
+          (shard, done) => progress.startFile(shard, done),
+        );
         progress.finish();
       }
       const weights = await output.add(plan.weightsName);
@@ -62,7 +71,14 @@ export async function runCreate(line) {
       await output.write(await output.add(plan.configName), new TextEncoder().encode(plan.config));
       await output.commit();
     }
-    if (o.json || !quiet) await out(o.json ? session.handle.handle.summary(true, o.dryRun) : o.dryRun ? session.handle.handle.summary(false, true) : session.handle.handle.outcomeText());
+    if (o.json || !quiet)
+      await out(
+        o.json
+          ? session.handle.handle.summary(true, o.dryRun)
+          : o.dryRun
+            ? session.handle.handle.summary(false, true)
+            : session.handle.handle.outcomeText(),
+      );
     return 0;
   } catch (error) {
     progress?.abandon();

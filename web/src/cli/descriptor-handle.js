@@ -4,14 +4,21 @@
 // planned from and writes the temporary files it created. close() does nothing: the main thread owns them.
 import { fstat, read, write } from 'node:fs';
 
-const call = (fn, ...args) => new Promise((resolve, reject) => fn(...args, (error, value) => (error ? reject(error) : resolve(value))));
+const call = (fn, ...args) =>
+  new Promise((resolve, reject) => fn(...args, (error, value) => (error ? reject(error) : resolve(value))));
 
 /** The FileHandle subset {fd, read, write, stat, close} over descriptor `fd`. */
 export function descriptorHandle(fd) {
   return {
     fd,
-    read: async (buffer, offset, length, position) => ({ bytesRead: await call(read, fd, buffer, offset, length, position), buffer }),
-    write: async (buffer, offset, length, position) => ({ bytesWritten: await call(write, fd, buffer, offset, length, position), buffer }),
+    read: async (buffer, offset, length, position) => ({
+      bytesRead: await call(read, fd, buffer, offset, length, position),
+      buffer,
+    }),
+    write: async (buffer, offset, length, position) => ({
+      bytesWritten: await call(write, fd, buffer, offset, length, position),
+      buffer,
+    }),
     stat: () => call(fstat, fd),
     close: async () => {},
   };

@@ -49,21 +49,33 @@ export async function runExtract(line) {
     });
     session.check(native.plan(base.config ?? null, tuned.config ?? null));
     const plan = JSON.parse(native.planJson());
-    const facts = [...(await baseFacts(base, o.baseConfig)), ...(await baseFacts(tuned, null)), ...(await namedInputFacts(line))];
+    const facts = [
+      ...(await baseFacts(base, o.baseConfig)),
+      ...(await baseFacts(tuned, null)),
+      ...(await namedInputFacts(line)),
+    ];
     planOutput('extract', facts, null, o);
     if (o.dryRun) {
       if (o.json || !quiet) await out(o.json ? native.dryRunJson() : native.planText(true));
       return 0;
     }
     const names = [plan.weightsName, plan.configName];
-    output = await OutputTransaction.begin(o.out, planOutput('extract', facts, await describeOutputDirectory('--out', o.out, names), o));
+    output = await OutputTransaction.begin(
+      o.out,
+      planOutput('extract', facts, await describeOutputDirectory('--out', o.out, names), o),
+    );
     if (!o.json && !quiet) await out(native.planText(false));
     const weights = await output.add(plan.weightsName);
     // The header region first (filled in at the end), then the data as the core makes it.
     await output.write(weights, new Uint8Array(plan.reservedHeader));
     progress = stderrProgress(line, plan.readBytes, { started: true });
-    const header = await pumpExtract(session, (isTuned, shard) => inputs[+isTuned][shard].source, undefined,
-      (bytes) => output.write(weights, bytes), (done) => progress.update(Math.min(done, plan.readBytes)));
+    const header = await pumpExtract(
+      session,
+      (isTuned, shard) => inputs[+isTuned][shard].source,
+      undefined,
+      (bytes) => output.write(weights, bytes),
+      (done) => progress.update(Math.min(done, plan.readBytes)),
+    );
     progress.finish();
     await output.writeAt(weights, 0, header);
     await output.write(await output.add(plan.configName), new TextEncoder().encode(native.config()));

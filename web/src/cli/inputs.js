@@ -8,7 +8,19 @@ import { inspectRendered } from '../ops/inspect.js';
 import { uninitialized } from '../io/node-files.js';
 import { ADAPTER_CAP, LIMIT_OPTIONS } from '../remote/range-client.js';
 import { descriptorHandle } from './descriptor-handle.js';
-import { CliFailure, IoFailure, coreError, errorFields, flag, ioFailure, isDirectory, isRegularFile, joinPath, module, option } from './io.js';
+import {
+  CliFailure,
+  IoFailure,
+  coreError,
+  errorFields,
+  flag,
+  ioFailure,
+  isDirectory,
+  isRegularFile,
+  joinPath,
+  module,
+  option,
+} from './io.js';
 
 // In a shard worker (shard-worker.js): the main thread's descriptors of the inputs it opened, and the bytes of the
 // small files it read whole (index, configs), by path - so the worker plans from exactly what the main thread read.
@@ -74,10 +86,15 @@ export async function openInput(path) {
  * must be the same file (device, inode, size) as the one whose header was read.
  */
 export async function lazyInput(path, opened) {
-  const identity = inheritedIdentities.get(path) ?? { dev: opened.stat.dev, ino: opened.stat.ino, size: opened.stat.size };
+  const identity = inheritedIdentities.get(path) ?? {
+    dev: opened.stat.dev,
+    ino: opened.stat.ino,
+    size: opened.stat.size,
+  };
   const { dev, ino, size } = identity;
   const same = (st) => st.dev === dev && st.ino === ino && st.size === size;
-  const changed = () => new IoFailure(`\`${path}\` changed while the command ran (it is not the file whose header was read)`);
+  const changed = () =>
+    new IoFailure(`\`${path}\` changed while the command ran (it is not the file whose header was read)`);
   await opened.handle.close();
   if (!same(opened.stat)) throw changed(); // a shard worker's open: not the main thread's file
   let current = null; // the input open between acquire and release
@@ -173,7 +190,8 @@ export async function namingTables(line) {
   const tables = [];
   for (const path of paths) tables.push({ path, text: decodeText(await readWholeFile(path)) });
   const errorJson = module.namingTablesError(JSON.stringify({ namingTables: tables }));
-  if (errorJson) throw coreError({ errorJson, errorText: module.renderError(JSON.stringify(JSON.parse(errorJson).error), false) });
+  if (errorJson)
+    throw coreError({ errorJson, errorText: module.renderError(JSON.stringify(JSON.parse(errorJson).error), false) });
   return tables;
 }
 
@@ -181,7 +199,8 @@ export async function namingTables(line) {
 export async function listFiles(dir, suffix) {
   const names = [];
   for (const name of await readdir(dir).catch(() => [])) {
-    if (name.length > suffix.length && name.endsWith(suffix) && (await isRegularFile(joinPath(dir, name)))) names.push(name);
+    if (name.length > suffix.length && name.endsWith(suffix) && (await isRegularFile(joinPath(dir, name))))
+      names.push(name);
   }
   return names.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
 }
@@ -213,7 +232,15 @@ export async function loadAdapterDir(path, baseConfigPath) {
     const baseConfig = baseConfigPath !== null ? await readWholeFile(baseConfigPath) : null;
     const close = () => input.handle.close().catch(() => {});
     const descriptor = input.handle.fd;
-    return { weights: input.source, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), weightsPath, descriptor, config, baseConfig, close };
+    return {
+      weights: input.source,
+      weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1),
+      weightsPath,
+      descriptor,
+      config,
+      baseConfig,
+      close,
+    };
   } catch (error) {
     await input.handle.close().catch(() => {});
     throw error;
@@ -259,7 +286,9 @@ export async function loadRemoteAdapter(arg, baseConfigPath) {
   let config = null;
   let optional = false;
   if (address.folder) {
-    const chosen = remoteChecked(module.chooseAdapterFiles(address.label, JSON.stringify(await remoteListing(address, ro))));
+    const chosen = remoteChecked(
+      module.chooseAdapterFiles(address.label, JSON.stringify(await remoteListing(address, ro))),
+    );
     chosenName = chosen.weights;
     if (chosen.config !== null) config = remoteEntry(arg, ro, chosen.config);
   } else {
@@ -276,12 +305,21 @@ export async function loadRemoteAdapter(arg, baseConfigPath) {
       if (!optional || error?.status !== 404) throw error;
     }
   }
-  const weights = address.folder ? remoteEntry(arg, ro, chosenName, commit) : { url: address.url, label: address.label };
+  const weights = address.folder
+    ? remoteEntry(arg, ro, chosenName, commit)
+    : { url: address.url, label: address.label };
   const { bytes } = await readRemoteWhole(weights, ro, ADAPTER_CAP);
   const baseConfig = baseConfigPath !== null ? await readWholeFile(baseConfigPath) : null;
   const source = { size: bytes.length, read: async (offset, length) => bytes.subarray(offset, offset + length) };
   const weightsName = address.folder ? chosenName : address.fileName;
-  return { weights: source, weightsName, weightsPath: weights.label, config: configBytes, baseConfig, close: async () => {} };
+  return {
+    weights: source,
+    weightsName,
+    weightsPath: weights.label,
+    config: configBytes,
+    baseConfig,
+    close: async () => {},
+  };
 }
 
 /**
@@ -292,10 +330,17 @@ export async function loadRemoteAdapter(arg, baseConfigPath) {
  */
 export async function resolveBaseConfig(baseConfigFlag, files, adapterArg) {
   const ro = remoteOptions();
-  const configText = files.config === null || files.config === undefined ? null : typeof files.config === 'string' ? files.config : decodeText(files.config);
+  const configText =
+    files.config === null || files.config === undefined
+      ? null
+      : typeof files.config === 'string'
+        ? files.config
+        : decodeText(files.config);
   const base = configText !== null ? module.adapterBaseModel(configText) : null;
   const localExists = baseConfigFlag === null && base !== null && (await isRegularFile(base.localConfigPath));
-  const choice = remoteChecked(module.chooseBaseConfig(baseConfigFlag, configText, localExists, isRemote(adapterArg), ro.endpoint));
+  const choice = remoteChecked(
+    module.chooseBaseConfig(baseConfigFlag, configText, localExists, isRemote(adapterArg), ro.endpoint),
+  );
   let local = null;
   if (choice.kind === 'local') {
     files.baseConfig = await readWholeFile(choice.path);
@@ -321,7 +366,8 @@ export async function chooseLocalModel(path) {
     model.dir = slash === -1 ? '.' : path.slice(0, slash);
   }
   const name = first.slice(first.lastIndexOf('/') + 1);
-  if (module.isModelIndexName(name)) model.indexPath = first; // the index of a sharded model: its shards are beside it
+  if (module.isModelIndexName(name))
+    model.indexPath = first; // the index of a sharded model: its shards are beside it
   else model.names = [name];
   return model;
 }
@@ -385,7 +431,10 @@ export async function inspectRemoteModel(arg, ro, json) {
   const held = {};
   for (const name of names) {
     const r = await namedAsShard(name, () =>
-      withRemoteHeader(remoteEntry(arg, ro, name, commit), ro, (f) => inspectRendered(f.headerSource(), { render: 'text+json' })));
+      withRemoteHeader(remoteEntry(arg, ro, name, commit), ro, (f) =>
+        inspectRendered(f.headerSource(), { render: 'text+json' }),
+      ),
+    );
     reports.push({ name, report: json ? r.json : r.text, json: r.json }); // the totals are counted from the JSON
     held[name] = r.header.tensors.map((t) => t.name);
   }

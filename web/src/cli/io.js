@@ -94,7 +94,10 @@ export function errorFields(error) {
  * named `path`, told as what happened (a directory, a config file passed for the weights); else `error` itself.
  * `role`: 'tensor' (inspect, convert), 'adapter', 'base'. */
 export async function explainInput(error, path, role) {
-  const exists = await lstat(path).then(() => true, () => false);
+  const exists = await lstat(path).then(
+    () => true,
+    () => false,
+  );
   const r = module.explainInputError(JSON.stringify(errorFields(error)), path, await isDirectory(path), exists, role);
   return r.changed ? coreError(r) : error;
 }

@@ -4,15 +4,49 @@ import { availableParallelism } from 'node:os';
 import { renderedError } from '../errors.js';
 import { MergeSession } from '../ops/merge.js';
 import { openSource } from '../io/sources.js';
-import { CliFailure, coreError, err, explainInput, fail, flag, isRegularFile, joinPath, module, option, out } from './io.js';
+import {
+  CliFailure,
+  coreError,
+  err,
+  explainInput,
+  fail,
+  flag,
+  isRegularFile,
+  joinPath,
+  module,
+  option,
+  out,
+} from './io.js';
 import { stderrProgress } from './progress.js';
 import { RunCopier } from './run-copier.js';
 import { ShardWorkers } from './shard-workers.js';
 import { WholeCopies, canCopyWhole, copyWhole } from './whole-copies.js';
 import { isRemote, openRemote, readRemoteWhole } from '../remote/hub.js';
 import { readAhead } from '../remote/remote.js';
-import { chooseLocalModel, decodeText, lazyInput, loadAdapterDir, namingTables, openInput, readWholeFile, recordWholeReads, remoteAddress, remoteChecked, remoteEntry, remoteListing, remoteOptions } from './inputs.js';
-import { OutputTransaction, adapterFacts, describeOutputDirectory, directoryFact, fileFact, namedInputFacts, planOutput } from './output.js';
+import {
+  chooseLocalModel,
+  decodeText,
+  lazyInput,
+  loadAdapterDir,
+  namingTables,
+  openInput,
+  readWholeFile,
+  recordWholeReads,
+  remoteAddress,
+  remoteChecked,
+  remoteEntry,
+  remoteListing,
+  remoteOptions,
+} from './inputs.js';
+import {
+  OutputTransaction,
+  adapterFacts,
+  describeOutputDirectory,
+  directoryFact,
+  fileFact,
+  namedInputFacts,
+  planOutput,
+} from './output.js';
 
 // ---- merge and unmerge (src/cli/merge_command.cc) ----
 
@@ -35,7 +69,9 @@ const GROWS_IN_PLACE = ['x64', 'arm64', 'ppc64', 's390x', 'riscv64', 'loong64'].
 /** OpenBase (src/cli/base_model.cc): the shard names (from the index, or the one file), config.json, and every
  * shard's header; a remote base by Range requests, in the order the core's ChooseRemoteBase gives. */
 export async function openMergeBase(session, path, configPath, inputs) {
-  const base = isRemote(path) ? await openRemoteBase(session, path, inputs) : await openLocalBase(session, path, inputs);
+  const base = isRemote(path)
+    ? await openRemoteBase(session, path, inputs)
+    : await openLocalBase(session, path, inputs);
   base.given = path;
   if (configPath !== null) base.config = await readWholeFile(configPath);
   session.baseComplete();
@@ -55,12 +91,21 @@ async function addShard(session, name, source) {
 
 async function openLocalBase(session, path, inputs) {
   const model = await chooseLocalModel(path); // the rule of a remote folder's files
-  const base = { remote: false, isDirectory: model.isDirectory, dir: model.dir, names: model.names, inputs, config: null, index: false };
+  const base = {
+    remote: false,
+    isDirectory: model.isDirectory,
+    dir: model.dir,
+    names: model.names,
+    inputs,
+    config: null,
+    index: false,
+  };
   if (model.indexPath !== null) {
     base.names = session.setIndex(await readWholeFile(model.indexPath));
     base.index = true;
   }
-  if (await isRegularFile(joinPath(base.dir, 'config.json'))) base.config = await readWholeFile(joinPath(base.dir, 'config.json'));
+  if (await isRegularFile(joinPath(base.dir, 'config.json')))
+    base.config = await readWholeFile(joinPath(base.dir, 'config.json'));
   for (const name of base.names) {
     const input = await lazyInput(joinPath(base.dir, name), await openInput(joinPath(base.dir, name))); // closed until read
     base.inputs.push(input);
@@ -79,7 +124,17 @@ async function openRemoteBase(session, path, inputs) {
   const address = remoteAddress(path, ro);
   const listing = address.folder ? await remoteListing(address, ro) : [];
   const files = remoteChecked(module.chooseRemoteBase(path, ro.endpoint, JSON.stringify(listing)));
-  const base = { remote: true, isDirectory: address.folder, listing: JSON.parse(files.listing), names: [], inputs, config: null, index: false, ro, commit: null };
+  const base = {
+    remote: true,
+    isDirectory: address.folder,
+    listing: JSON.parse(files.listing),
+    names: [],
+    inputs,
+    config: null,
+    index: false,
+    ro,
+    commit: null,
+  };
   if (files.index !== null) {
     const whole = await readRemoteWhole(remoteEntry(path, ro, files.index), ro);
     base.names = session.setIndex(decodeText(whole.bytes));
@@ -194,7 +249,8 @@ export async function runMerge(line) {
     // one per thread - this one and worker threads started now, which plan again while this one goes on.
     const threads = o.threads ?? session.defaultThreads(availableParallelism());
     const atOnce = !o.dryRun && threads > 1 && plan.shards.length > 1 && ShardWorkers.canMerge(base, o);
-    if (atOnce) workers = new ShardWorkers(Math.min(threads, plan.shards.length) - 1, o, base, adapterFiles, plan, wholeReads);
+    if (atOnce)
+      workers = new ShardWorkers(Math.min(threads, plan.shards.length) - 1, o, base, adapterFiles, plan, wholeReads);
     // The policy: no link out of an input directory, no silent loss, no output over an input or into a
     // non-empty directory.
     const facts = [
@@ -209,16 +265,28 @@ export async function runMerge(line) {
     const names = [...plan.shards.map((s) => s.name), ...texts.map(([name]) => name)]; // what the merge writes itself
     // The base's other files (tokenizer, generation config...) are inputs too, and outputs.
     const baseIsDirectory = base.isDirectory;
-    const listing = !baseIsDirectory || !o.copyExtra ? [] : base.remote ? base.listing : await listBaseDirectory(base.dir);
-    const extra = planExtraFiles({ basePath: o.base, baseIsDirectory, listing, written: names, writesConfig: config !== null, copyExtra: o.copyExtra });
-    if (!base.remote) for (const name of extra.copy) facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
+    const listing =
+      !baseIsDirectory || !o.copyExtra ? [] : base.remote ? base.listing : await listBaseDirectory(base.dir);
+    const extra = planExtraFiles({
+      basePath: o.base,
+      baseIsDirectory,
+      listing,
+      written: names,
+      writesConfig: config !== null,
+      copyExtra: o.copyExtra,
+    });
+    if (!base.remote)
+      for (const name of extra.copy) facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));
     session.setCopiedFiles(extra.copy);
     planOutput(command, facts, null, o);
     const quantizeWarnings = session.planWarnings();
     if (quantizeWarnings) await err(quantizeWarnings);
     if (extra.warnings) await err(extra.warnings);
     if (!o.dryRun) {
-      output = await OutputTransaction.begin(o.out, planOutput(command, facts, await describeOutputDirectory('--out', o.out, [...names, ...extra.copy]), o));
+      output = await OutputTransaction.begin(
+        o.out,
+        planOutput(command, facts, await describeOutputDirectory('--out', o.out, [...names, ...extra.copy]), o),
+      );
       // The plan is told before the work starts; the outcome line follows it.
       if (!o.json && !quiet) await out(session.planText(false));
       // Every output is written under a temporary name; any failure before commit() succeeds removes them all.
@@ -252,12 +320,35 @@ export async function runMerge(line) {
         }
       };
       const keepsLayout = (shard, s) => canCopyWhole && !base.remote && shard.outputSize === base.inputs[s].source.size;
-      const copy = (s) => () => withShard(s, () => copyWhole(base.inputs[s].handle, files[s]), (f) => output.park(f));
-      copies = new WholeCopies(plan.shards.map((shard, s) => (keepsLayout(shard, s) ? copy(s) : null)), COPY_LANES);
+      const copy = (s) => () =>
+        withShard(
+          s,
+          () => copyWhole(base.inputs[s].handle, files[s]),
+          (f) => output.park(f),
+        );
+      copies = new WholeCopies(
+        plan.shards.map((shard, s) => (keepsLayout(shard, s) ? copy(s) : null)),
+        COPY_LANES,
+      );
       const mergeHere = async (s) => {
         const copied = await copies.results[s];
-        await withShard(s, () => writeShard(session, s, plan.shards[s], base.inputs[s].source, output, files[s], counts, progress, memory, copied),
-          (f) => output.prepare(f));
+        await withShard(
+          s,
+          () =>
+            writeShard(
+              session,
+              s,
+              plan.shards[s],
+              base.inputs[s].source,
+              output,
+              files[s],
+              counts,
+              progress,
+              memory,
+              copied,
+            ),
+          (f) => output.prepare(f),
+        );
       };
       if (workers) {
         // One progress line for all, as natively.
@@ -386,7 +477,9 @@ export function planExtraFiles(request) {
 
 /** One of the base's other files, copied into the transaction's temporary file `file`, a chunk at a time. */
 export async function copyBaseFile(output, file, base, name) {
-  const input = base.remote ? await openRemoteInput(remoteEntry(base.given, base.ro, name, base.commit), base.ro) : await openInput(joinPath(base.dir, name));
+  const input = base.remote
+    ? await openRemoteInput(remoteEntry(base.given, base.ro, name, base.commit), base.ro)
+    : await openInput(joinPath(base.dir, name));
   try {
     const chunk = 4 << 20;
     for (let pos = 0; pos < input.source.size; pos += chunk)
@@ -402,7 +495,10 @@ async function openRemoteInput(entry, ro) {
   if (file.size === null) {
     await file.close();
     const { bytes } = await readRemoteWhole(entry, ro, Number.MAX_SAFE_INTEGER);
-    return { handle: { close: async () => {} }, source: { size: bytes.length, read: async (offset, length) => bytes.subarray(offset, offset + length) } };
+    return {
+      handle: { close: async () => {} },
+      source: { size: bytes.length, read: async (offset, length) => bytes.subarray(offset, offset + length) },
+    };
   }
   return { handle: file, source: readAhead(file) };
 }
@@ -417,7 +513,11 @@ export async function baseFacts(base, configPath) {
     if (namedDir) facts.push(await directoryFact('--base', base.given));
     if (indexFile) facts.push(await fileFact('--base', base.given, null));
     for (const name of base.names)
-      facts.push(namedDir || indexFile ? await fileFact('--base', joinPath(base.dir, name), base.dir) : await fileFact('--base', base.given, null));
+      facts.push(
+        namedDir || indexFile
+          ? await fileFact('--base', joinPath(base.dir, name), base.dir)
+          : await fileFact('--base', base.given, null),
+      );
     for (const name of ['model.safetensors.index.json', 'config.json'])
       if ((namedDir || name === 'config.json') && (await isRegularFile(joinPath(base.dir, name))))
         facts.push(await fileFact('--base', joinPath(base.dir, name), base.dir));

@@ -41,7 +41,8 @@ export const identity = async (path) => {
   const st = await stat(path, { bigint: true }).catch(() => null);
   return st ? idOf(st) : '';
 };
-export const kindOf = (st) => (st.isFile() ? 'file' : st.isDirectory() ? 'directory' : st.isSymbolicLink() ? 'symlink' : 'other');
+export const kindOf = (st) =>
+  st.isFile() ? 'file' : st.isDirectory() ? 'directory' : st.isSymbolicLink() ? 'symlink' : 'other';
 
 /** A directory the user named (IN_DIR, --adapter DIR, --base DIR). */
 export const directoryFact = async (label, path) => {
@@ -85,7 +86,9 @@ export async function adapterFacts(label, given, weightsPath) {
 /** Every path the command line names as an input (the core's NamedInputs: --naming-table, --base-config, ...
  * whatever the flag), as directory or file facts. */
 export async function namedInputFacts(line) {
-  const r = module.namedInputs(JSON.stringify({ command: line.command, positional: line.positional, options: line.options }));
+  const r = module.namedInputs(
+    JSON.stringify({ command: line.command, positional: line.positional, options: line.options }),
+  );
   if (!r.ok) throw coreError(r);
   const facts = [];
   for (const { label, path } of JSON.parse(r.inputsJson))
@@ -151,13 +154,27 @@ export async function recoverOutputDirectory(dir) {
 /** The output directory `path` (which may not exist yet), its entries, and the names the command writes. A commit
  * an earlier run was killed in is completed first (recoverOutputDirectory). */
 export async function describeOutputDirectory(label, path, writes) {
-  const request = { label, path, real: await canonical(path), exists: await isDirectory(path), listing: [], writes, singleFile: false };
+  const request = {
+    label,
+    path,
+    real: await canonical(path),
+    exists: await isDirectory(path),
+    listing: [],
+    writes,
+    singleFile: false,
+  };
   if (!request.exists) return request;
   await recoverOutputDirectory(path);
   for (const name of await readdir(path).catch(() => [])) {
     const st = await lstat(joinPath(path, name), { bigint: true }).catch(() => null);
     // else vanished meanwhile
-    if (st) request.listing.push({ name, kind: kindOf(st), id: idOf(st), targetId: st.isSymbolicLink() ? await identity(joinPath(path, name)) : '' });
+    if (st)
+      request.listing.push({
+        name,
+        kind: kindOf(st),
+        id: idOf(st),
+        targetId: st.isSymbolicLink() ? await identity(joinPath(path, name)) : '',
+      });
   }
   return request;
 }
@@ -165,9 +182,23 @@ export async function describeOutputDirectory(label, path, writes) {
 /** convert's OUT: one file in a directory the command shares with others. */
 export async function describeOutputFile(path) {
   const name = baseName(stripTrailingSlashes(path));
-  const request = { label: 'OUT', path, real: await canonical(directoryOf(path)), exists: true, listing: [], writes: [name], singleFile: true };
+  const request = {
+    label: 'OUT',
+    path,
+    real: await canonical(directoryOf(path)),
+    exists: true,
+    listing: [],
+    writes: [name],
+    singleFile: true,
+  };
   const st = await lstat(path, { bigint: true }).catch(() => null);
-  if (st) request.listing.push({ name, kind: kindOf(st), id: idOf(st), targetId: st.isSymbolicLink() ? await identity(path) : '' });
+  if (st)
+    request.listing.push({
+      name,
+      kind: kindOf(st),
+      id: idOf(st),
+      targetId: st.isSymbolicLink() ? await identity(path) : '',
+    });
   return request;
 }
 
@@ -189,7 +220,8 @@ export const randomSuffix = () => randomBytes(6).toString('base64url').slice(0, 
  * descriptor-handle.js one), leaving its end where it is. */
 export async function writeFileAt(file, offset, bytes) {
   try {
-    for (let done = 0; done < bytes.length; ) done += (await file.handle.write(bytes, done, bytes.length - done, offset + done)).bytesWritten;
+    for (let done = 0; done < bytes.length;)
+      done += (await file.handle.write(bytes, done, bytes.length - done, offset + done)).bytesWritten;
   } catch (error) {
     throw ioFailure('cannot write', file.temp, error);
   }
@@ -218,7 +250,8 @@ export class OutputTransaction {
       return await body();
     } finally {
       OutputTransaction.criticalDepth -= 1;
-      if (OutputTransaction.criticalDepth === 0 && OutputTransaction.pendingSignal) OutputTransaction.exitOnSignal(OutputTransaction.pendingSignal);
+      if (OutputTransaction.criticalDepth === 0 && OutputTransaction.pendingSignal)
+        OutputTransaction.exitOnSignal(OutputTransaction.pendingSignal);
     }
   }
 
@@ -296,7 +329,13 @@ export class OutputTransaction {
   /** A new temporary file for `name` (one of the plan's commit names). */
   async add(name) {
     const final = this.pathOf(name);
-    const file = { temp: `${final}.tmp-${randomSuffix()}`, final, name: this.singleFile ? baseName(final) : name, handle: null, renamed: false };
+    const file = {
+      temp: `${final}.tmp-${randomSuffix()}`,
+      final,
+      name: this.singleFile ? baseName(final) : name,
+      handle: null,
+      renamed: false,
+    };
     this.files.push(file);
     const opening = open(file.temp, 'wx', 0o666);
     this.opening.add(opening);
@@ -313,7 +352,8 @@ export class OutputTransaction {
 
   async write(file, bytes) {
     try {
-      for (let done = 0; done < bytes.length; ) done += (await file.handle.write(bytes, done, bytes.length - done)).bytesWritten;
+      for (let done = 0; done < bytes.length;)
+        done += (await file.handle.write(bytes, done, bytes.length - done)).bytesWritten;
     } catch (error) {
       throw ioFailure('cannot write', file.temp, error);
     }
@@ -369,7 +409,9 @@ export class OutputTransaction {
     for (const f of this.files) {
       const st = await lstat(f.final).catch(() => null);
       if (st && !st.isFile() && !st.isSymbolicLink())
-        throw new IoFailure(`cannot replace \`${f.final}\`: ${st.isDirectory() ? 'it is a directory' : 'it is not a regular file'}`);
+        throw new IoFailure(
+          `cannot replace \`${f.final}\`: ${st.isDirectory() ? 'it is a directory' : 'it is not a regular file'}`,
+        );
     }
     await OutputTransaction.critical(async () => {
       if (this.singleFile) {

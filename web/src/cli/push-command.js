@@ -39,7 +39,10 @@ export async function runPush(line) {
     } else if (st?.isFile()) {
       files = [{ path: path.slice(path.lastIndexOf('/') + 1), content: path }];
     } else {
-      const exists = await lstat(path).then(() => true, () => false);
+      const exists = await lstat(path).then(
+        () => true,
+        () => false,
+      );
       throw exists
         ? new CliFailure('InvalidArgument', `\`${path}\` is neither a folder nor a file`)
         : new CliFailure('IoError', `cannot open \`${path}\`: No such file or directory`);
@@ -107,14 +110,21 @@ async function pushFiles(line, value, files, write, hint) {
     });
     progress.finish();
     if (!quiet) {
-      await write(module.renderPushOutcome(JSON.stringify({ ...result, repo: target.repo, branch: target.branch, createPr: flag(line, 'create-pr') })));
+      await write(
+        module.renderPushOutcome(
+          JSON.stringify({ ...result, repo: target.repo, branch: target.branch, createPr: flag(line, 'create-pr') }),
+        ),
+      );
     }
     return 0;
   } catch (error) {
     progress?.abandon();
     const e = errorFields(error);
     // on stderr as text, also with --json: standard output holds the command's own JSON summary
-    return fail(hint ? Object.assign(new CliFailure(e.code, e.message + hint), { tensor: e.tensor, offset: e.offset }) : error, false);
+    return fail(
+      hint ? Object.assign(new CliFailure(e.code, e.message + hint), { tensor: e.tensor, offset: e.offset }) : error,
+      false,
+    );
   } finally {
     progress?.close();
   }

@@ -29,7 +29,8 @@ async function start() {
   const { base } = await openMergeInputs(session, o, []);
   const plan = session.plan();
   // Every input is what the main thread read: a plan that differs is a bug, not a changed file; still checked.
-  if (JSON.stringify(plan.shards) !== planned) throw new CliFailure('IoError', 'a merge worker planned the merge otherwise than the main thread');
+  if (JSON.stringify(plan.shards) !== planned)
+    throw new CliFailure('IoError', 'a merge worker planned the merge otherwise than the main thread');
   const output = { writeAt: writeFileAt };
   const memory = shardMemory();
   return async ({ s, fd, temp, copied }) => {

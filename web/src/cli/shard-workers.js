@@ -23,7 +23,9 @@ class ShardWorker {
     });
     this.ready.catch(() => {}); // awaited only if a shard is left for it; else its failure does not matter
     this.worker.on('message', (m) => this.receive(m));
-    this.worker.on('error', (error) => this.fail(new CliFailure('IoError', `merge worker failed: ${error?.message ?? error}`)));
+    this.worker.on('error', (error) =>
+      this.fail(new CliFailure('IoError', `merge worker failed: ${error?.message ?? error}`)),
+    );
     this.worker.on('exit', () => this.fail(new CliFailure('IoError', 'merge worker stopped')));
   }
 
@@ -81,7 +83,14 @@ export class ShardWorkers {
     });
     if (adapterFiles) descriptors[adapterFiles.weightsPath] = adapterFiles.descriptor;
     const files = Object.fromEntries(wholeReads);
-    const job = { wasmModule: compiledModule(), o, descriptors, files, identities, planned: JSON.stringify(plan.shards) };
+    const job = {
+      wasmModule: compiledModule(),
+      o,
+      descriptors,
+      files,
+      identities,
+      planned: JSON.stringify(plan.shards),
+    };
     this.workers = [];
     try {
       for (let k = 0; k < count; ++k) this.workers.push(new ShardWorker(job));
@@ -103,7 +112,7 @@ export class ShardWorkers {
     let failure = null;
     const take = () => (errors.size || failure || next >= count ? -1 : next++);
     const lane = async (run) => {
-      for (let s; (s = take()) >= 0; ) {
+      for (let s; (s = take()) >= 0;) {
         try {
           await run(s);
         } catch (error) {

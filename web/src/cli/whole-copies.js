@@ -21,7 +21,9 @@ export class WholeCopies {
     this.stopped = false;
     const queue = [];
     /** Per shard: a promise of true once the shard's file holds a whole copy of its input, else of false. */
-    this.results = jobs.map((job) => (job ? new Promise((resolve, reject) => queue.push({ job, resolve, reject })) : Promise.resolve(false)));
+    this.results = jobs.map((job) =>
+      job ? new Promise((resolve, reject) => queue.push({ job, resolve, reject })) : Promise.resolve(false),
+    );
     for (const result of this.results) result.catch(() => {}); // told to the merge when it reaches that shard
     const lane = async () => {
       while (queue.length) {

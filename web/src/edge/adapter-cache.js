@@ -65,13 +65,20 @@ export function createAdapterCache(options = {}) {
 
 export class AdapterCache {
   constructor(options = {}) {
-    if (!options || typeof options !== 'object') throw new TypeError('peft-bridge: createAdapterCache options must be an object');
+    if (!options || typeof options !== 'object')
+      throw new TypeError('peft-bridge: createAdapterCache options must be an object');
     const budget = options.budgetBytes;
-    if (!Number.isSafeInteger(budget) || budget <= 0) throw new TypeError('peft-bridge: budgetBytes must be a positive integer');
+    if (!Number.isSafeInteger(budget) || budget <= 0)
+      throw new TypeError('peft-bridge: budgetBytes must be a positive integer');
     this.budget = budget;
     this.dtype = checkDtype(options.dtype ?? 'f32');
     this.base = options.base ?? null;
-    this.reading = { token: options.token ?? options.accessToken, endpoint: options.endpoint ?? options.hubUrl, fetch: options.fetch, http: options.http };
+    this.reading = {
+      token: options.token ?? options.accessToken,
+      endpoint: options.endpoint ?? options.hubUrl,
+      fetch: options.fetch,
+      http: options.http,
+    };
     for (const name of Object.keys(LIMIT_OPTIONS)) if (options[name] !== undefined) this.reading[name] = options[name];
     this.adapters = new Map(); // id -> registration
     this.registering = new Map(); // id -> the latest register() call's promise
@@ -84,7 +91,16 @@ export class AdapterCache {
     // The WebAssembly instance the registrations and the math live in (module-guard.js): once it is discarded
     // after a trap, every call fails with ModuleDiscarded; `discarded` tells the owner to make a new cache.
     this.instance = null;
-    this.counts = { hits: 0, misses: 0, shared: 0, evictions: 0, invalidated: 0, bytesFetched: 0, spanReads: 0, peak: 0 };
+    this.counts = {
+      hits: 0,
+      misses: 0,
+      shared: 0,
+      evictions: 0,
+      invalidated: 0,
+      bytesFetched: 0,
+      spanReads: 0,
+      peak: 0,
+    };
     // The bounds of a composition (the core's CompositionLimits; unset: its defaults).
     this.limits = {};
     for (const name of ['maxTerms', 'maxRank', 'maxComposeBytes']) {
@@ -94,7 +110,8 @@ export class AdapterCache {
       this.limits[name] = v;
     }
     const max = options.maxRegistrations;
-    if (max !== undefined && (!Number.isSafeInteger(max) || max <= 0)) throw new TypeError('peft-bridge: maxRegistrations must be a positive integer');
+    if (max !== undefined && (!Number.isSafeInteger(max) || max <= 0))
+      throw new TypeError('peft-bridge: maxRegistrations must be a positive integer');
     this.maxRegistrations = max ?? DEFAULT_MAX_REGISTRATIONS;
   }
 
@@ -143,10 +160,15 @@ export class AdapterCache {
    * last fails the id keeps the registration it had before.
    */
   async register(id, spec) {
-    if (typeof id !== 'string' || id === '') throw new TypeError('peft-bridge: an adapter id must be a non-empty string');
+    if (typeof id !== 'string' || id === '')
+      throw new TypeError('peft-bridge: an adapter id must be a non-empty string');
     if (!spec || typeof spec !== 'object' || typeof spec.repo !== 'string')
       throw new TypeError('peft-bridge: register(id, {repo, revision?, base?}) needs a Hub repo');
-    if (!this.adapters.has(id) && !this.registering.has(id) && this.adapters.size + this.registering.size >= this.maxRegistrations)
+    if (
+      !this.adapters.has(id) &&
+      !this.registering.has(id) &&
+      this.adapters.size + this.registering.size >= this.maxRegistrations
+    )
       throw new SafetensorsError(
         'LimitExceeded',
         `cannot register \`${id}\`: the cache holds ${this.maxRegistrations} adapters, its maximum (maxRegistrations); unregister one first`,
@@ -181,14 +203,21 @@ export class AdapterCache {
       const origin = module.urlOrigin(String(address.endpoint));
       return origin !== '' && origin === home ? this.reading.token : ''; // two unreadable endpoints are not one
     };
-    const address = { repo: spec.repo, revision: spec.revision, subfolder: spec.subfolder, endpoint: spec.endpoint, token: tokenFor(spec, undefined) };
+    const address = {
+      repo: spec.repo,
+      revision: spec.revision,
+      subfolder: spec.subfolder,
+      endpoint: spec.endpoint,
+      token: tokenFor(spec, undefined),
+    };
     const label = `hf://${spec.repo}${spec.subfolder ? `/${spec.subfolder}` : ''}`;
     const dir = await openAdapterDirectory(address, ro);
     let handle = null;
     try {
       let base = spec.base === undefined ? this.base : spec.base;
       // A base without an endpoint of its own is read where the adapter is, with the adapter's token.
-      if (base && typeof base === 'object' && !(base instanceof URL)) base = { ...base, token: tokenFor(base, address.token) };
+      if (base && typeof base === 'object' && !(base instanceof URL))
+        base = { ...base, token: tokenFor(base, address.token) };
       let plan = null;
       if (base) {
         // The merge's own plan from headers only: the errors are merge --dry-run's.
@@ -199,12 +228,19 @@ export class AdapterCache {
           base,
           adapter: { weights: dir.weights, config: dir.config, weightsName: dir.weightsName },
         });
-        plan = { revision, modulesMatched: summary.modulesMatched, tensorsMerged: summary.tensorsMerged, arch: summary.arch, notes: summary.notes };
+        plan = {
+          revision,
+          modulesMatched: summary.modulesMatched,
+          tensorsMerged: summary.tensorsMerged,
+          arch: summary.arch,
+          notes: summary.notes,
+        };
       }
       handle = new NativeHandle(module, new module.ServedAdapter());
       const src = await openAdapterSource(dir.weights, signal);
       const inline = await readAdapterHeader(handle, src, dir.weightsName, HEADER_STEPS, signal);
-      if (!withBytes(handle, 'load', inline, label, dir.weightsName, configText(dir.config, 'adapter config'), null)) throw errorFromHandle(handle.handle);
+      if (!withBytes(handle, 'load', inline, label, dir.weightsName, configText(dir.config, 'adapter config'), null))
+        throw errorFromHandle(handle.handle);
       const { format, modules } = JSON.parse(handle.handle.modules());
       return {
         id,
@@ -332,11 +368,17 @@ export class AdapterCache {
   async readSpan(reg, begin, length) {
     const shared = reg.dir.weights;
     if (!IN_WORKERD || typeof shared?.url !== 'string') return readRange(reg.src, begin, length);
-    const file = await openFile({ url: shared.url, label: shared.label }, { ...this.reading, token: shared.token ?? this.reading.token });
+    const file = await openFile(
+      { url: shared.url, label: shared.label },
+      { ...this.reading, token: shared.token ?? this.reading.token },
+    );
     try {
       const bytes = await readRange(file, begin, length);
       if (shared.etag && file.etag && file.etag !== shared.etag)
-        throw new SafetensorsError('IoError', `\`${shared.label}\` changed while being read (ETag ${shared.etag} became ${file.etag})`);
+        throw new SafetensorsError(
+          'IoError',
+          `\`${shared.label}\` changed while being read (ETag ${shared.etag} became ${file.etag})`,
+        );
       return bytes;
     } finally {
       await file.close();
@@ -360,7 +402,11 @@ export class AdapterCache {
       this.counts.spanReads += 1;
       this.counts.bytesFetched += span.length;
       const parts = callWindow(reg.handle, 'factors', span, info.name, dtype);
-      if (parts.length !== 2) throw new SafetensorsError('IoError', `${reg.label}: module \`${info.name}\`: the factors did not come back whole`);
+      if (parts.length !== 2)
+        throw new SafetensorsError(
+          'IoError',
+          `${reg.label}: module \`${info.name}\`: the factors did not come back whole`,
+        );
       const value = Object.freeze({
         id: reg.id,
         name: info.name,
@@ -439,26 +485,41 @@ export class AdapterCache {
    * f32, bf16 and f16 adapters).
    */
   async compose(list, name, options = {}) {
-    if (!Array.isArray(list) || list.length === 0) throw new TypeError('peft-bridge: compose needs a non-empty array of {id, scale}');
+    if (!Array.isArray(list) || list.length === 0)
+      throw new TypeError('peft-bridge: compose needs a non-empty array of {id, scale}');
     const dtype = checkDtype(options.dtype ?? this.dtype);
     await this.checkTerms(list.length); // before any factor is read
     const present = [];
     for (const item of list) {
-      if (!item || typeof item !== 'object' || typeof item.id !== 'string') throw new TypeError('peft-bridge: compose takes [{id, scale}]');
+      if (!item || typeof item !== 'object' || typeof item.id !== 'string')
+        throw new TypeError('peft-bridge: compose takes [{id, scale}]');
       const scale = item.scale ?? 1;
-      if (typeof scale !== 'number' || !Number.isFinite(scale)) throw new TypeError('peft-bridge: a scale must be a finite number');
+      if (typeof scale !== 'number' || !Number.isFinite(scale))
+        throw new TypeError('peft-bridge: a scale must be a finite number');
       const reg = this.registration(item.id);
       const info = this.resolve(reg, name, false);
       if (info !== null) present.push({ id: item.id, scale });
     }
     if (present.length === 0) return null;
-    const factors = await Promise.all(present.map((p) => this.module(p.id, name, { dtype: 'f32', signal: options.signal })));
-    const terms = factors.map((f, i) => ({ dtype: 'f32', kind: f.kind, aShape: f.shapes.A, bShape: f.shapes.B, weight: present[i].scale, scaling: f.scaling }));
+    const factors = await Promise.all(
+      present.map((p) => this.module(p.id, name, { dtype: 'f32', signal: options.signal })),
+    );
+    const terms = factors.map((f, i) => ({
+      dtype: 'f32',
+      kind: f.kind,
+      aShape: f.shapes.A,
+      bShape: f.shapes.B,
+      weight: present[i].scale,
+      scaling: f.scaling,
+    }));
     const bytes = concat(factors.flatMap((f) => [f.A, f.B]));
     const math = await this.mathHandle();
     const padTo = options.rank ?? 0; // composeAdapter: a module only some adapters have, padded as combine pads it
     const out = callWindow(math, 'compose', bytes, JSON.stringify(terms), dtype, padTo);
-    const rank = Math.max(padTo, terms.reduce((r, t) => r + t.aShape[0], 0));
+    const rank = Math.max(
+      padTo,
+      terms.reduce((r, t) => r + t.aShape[0], 0),
+    );
     const aShape = [rank, ...factors[0].shapes.A.slice(1)];
     const bShape = [factors[0].shapes.B[0], rank, ...factors[0].shapes.B.slice(2)];
     return {
@@ -476,9 +537,20 @@ export class AdapterCache {
        * `layout`: 'auto' (default), 'out-in' (Linear, Conv), 'in-out' (Conv1D), 'embedding'.
        */
       applyTo: (weight, o = {}) => {
-        if (!(weight instanceof Uint8Array)) throw new TypeError('peft-bridge: applyTo takes the weight as a Uint8Array');
-        if (!o || typeof o.dtype !== 'string' || !Array.isArray(o.shape)) throw new TypeError('peft-bridge: applyTo needs {dtype, shape}');
-        const [merged] = callWindow(math, 'apply', concat([bytes, weight]), JSON.stringify(terms), o.dtype, JSON.stringify(o.shape), o.outDtype ?? '', o.layout ?? 'auto');
+        if (!(weight instanceof Uint8Array))
+          throw new TypeError('peft-bridge: applyTo takes the weight as a Uint8Array');
+        if (!o || typeof o.dtype !== 'string' || !Array.isArray(o.shape))
+          throw new TypeError('peft-bridge: applyTo needs {dtype, shape}');
+        const [merged] = callWindow(
+          math,
+          'apply',
+          concat([bytes, weight]),
+          JSON.stringify(terms),
+          o.dtype,
+          JSON.stringify(o.shape),
+          o.outDtype ?? '',
+          o.layout ?? 'auto',
+        );
         return merged.bytes;
       },
     };
@@ -493,7 +565,8 @@ export class AdapterCache {
    * `combine --method cat --weights … --dtype …` writes.
    */
   async composeAdapter(list, options = {}) {
-    if (!Array.isArray(list) || list.length === 0) throw new TypeError('peft-bridge: composeAdapter needs a non-empty array of {id, scale}');
+    if (!Array.isArray(list) || list.length === 0)
+      throw new TypeError('peft-bridge: composeAdapter needs a non-empty array of {id, scale}');
     const dtype = checkDtype(options.dtype ?? this.dtype);
     const module = await this.nativeModule();
     const layout = new NativeHandle(module, new module.ComposeLayout());
@@ -502,7 +575,8 @@ export class AdapterCache {
       layout.handle.setLimits(...this.limitArgs());
       await this.checkTerms(list.length); // before the registrations are looked at
       for (const item of list) {
-        if (!item || typeof item !== 'object' || typeof item.id !== 'string') throw new TypeError('peft-bridge: composeAdapter takes [{id, scale}]');
+        if (!item || typeof item !== 'object' || typeof item.id !== 'string')
+          throw new TypeError('peft-bridge: composeAdapter takes [{id, scale}]');
         layout.handle.add(this.registration(item.id).handle.handle);
       }
       const text = layout.handle.plan(JSON.stringify({ weights: list.map((i) => i.scale ?? 1), dtype }));
@@ -522,7 +596,11 @@ export class AdapterCache {
         const factor = (t) => ({
           [Symbol.asyncIterator]: async function* () {
             let p = pending.get(t.module);
-            if (!p) pending.set(t.module, (p = { delta: this.compose(list, t.module, { dtype, rank: t.rank, signal: options.signal }), left: 2 }));
+            if (!p)
+              pending.set(
+                t.module,
+                (p = { delta: this.compose(list, t.module, { dtype, rank: t.rank, signal: options.signal }), left: 2 }),
+              );
             const delta = await p.delta;
             if (--p.left === 0) pending.delete(t.module);
             yield delta[t.factor];
@@ -577,7 +655,15 @@ function callWindow(math, method, bytes, ...args) {
 }
 
 function describe(reg) {
-  return { id: reg.id, repo: reg.spec.repo, revision: reg.revision, etag: reg.etag, format: reg.format, modules: reg.modules.length, plan: reg.plan };
+  return {
+    id: reg.id,
+    repo: reg.spec.repo,
+    revision: reg.revision,
+    etag: reg.etag,
+    format: reg.format,
+    modules: reg.modules.length,
+    plan: reg.plan,
+  };
 }
 
 /** Closes a registration once its fetches in flight have ended (they complete for their callers). */

@@ -11,7 +11,8 @@ function sameSecret(a, b) {
   const x = new TextEncoder().encode(a);
   const y = new TextEncoder().encode(b);
   let diff = x.length ^ y.length;
-  for (let i = 0; i < Math.max(x.length, y.length); ++i) diff |= (x[i % (x.length || 1)] ?? 0) ^ (y[i % (y.length || 1)] ?? 0);
+  for (let i = 0; i < Math.max(x.length, y.length); ++i)
+    diff |= (x[i % (x.length || 1)] ?? 0) ^ (y[i % (y.length || 1)] ?? 0);
   return diff === 0;
 }
 
@@ -25,7 +26,9 @@ function sameSecret(a, b) {
  */
 export function workerHubAccess(request, { token, secret } = {}) {
   if (token && !secret) {
-    const error = new Error('the worker has HF_TOKEN but no ACCESS_SECRET: set one (wrangler secret put ACCESS_SECRET) so that only its holders can use the token');
+    const error = new Error(
+      'the worker has HF_TOKEN but no ACCESS_SECRET: set one (wrangler secret put ACCESS_SECRET) so that only its holders can use the token',
+    );
     error.code = 'WorkerMisconfigured';
     throw error;
   }
@@ -55,12 +58,16 @@ function httpOrigin(text) {
  */
 export function workerEndpoint(requested, { endpoint, allowed } = {}) {
   const home = httpOrigin(endpoint);
-  if (!home) throw new SafetensorsError('InvalidArgument', `the worker's Hub endpoint \`${endpoint}\` is not an http(s) URL`);
+  if (!home)
+    throw new SafetensorsError('InvalidArgument', `the worker's Hub endpoint \`${endpoint}\` is not an http(s) URL`);
   if (requested === undefined || requested === null || requested === '') return { endpoint, own: true };
-  if (typeof requested !== 'string') throw new SafetensorsError('InvalidArgument', '`endpoint` must be a string (an http(s) origin)');
+  if (typeof requested !== 'string')
+    throw new SafetensorsError('InvalidArgument', '`endpoint` must be a string (an http(s) origin)');
   const origin = httpOrigin(requested);
   if (origin === home) return { endpoint, own: true };
-  const list = (Array.isArray(allowed) ? allowed : String(allowed ?? '').split(/[\s,]+/)).filter(Boolean).map(httpOrigin);
+  const list = (Array.isArray(allowed) ? allowed : String(allowed ?? '').split(/[\s,]+/))
+    .filter(Boolean)
+    .map(httpOrigin);
   const shown = requested.length > 200 ? `${requested.slice(0, 200)}…` : requested;
   if (origin === null || !list.includes(origin))
     throw new SafetensorsError(

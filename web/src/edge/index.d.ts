@@ -2,8 +2,14 @@
 // which export it too) and the helpers of a worker that serves it.
 export { AdapterCache, createAdapterCache } from '../index.js';
 export type {
-  AdapterCacheOptions, AdapterCacheStats, AdapterRegistration, CacheDtype, CachedModule, CachedModuleInfo,
-  ComposedDelta, RegisteredAdapter,
+  AdapterCacheOptions,
+  AdapterCacheStats,
+  AdapterRegistration,
+  CacheDtype,
+  CachedModule,
+  CachedModuleInfo,
+  ComposedDelta,
+  RegisteredAdapter,
 } from '../index.js';
 
 /** What a worker request may do with the Hub: with `Authorization: Bearer <secret>` the worker's own `token`

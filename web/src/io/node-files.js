@@ -39,7 +39,6 @@ export function strerror(error) {
   return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
-
 const ioError = (what, path, error) =>
   new SafetensorsError('IoError', `${what} \`${path}\`: ${strerror(error)}`, { cause: error });
 
@@ -49,7 +48,10 @@ export function toPath(source) {
     try {
       return fileURLToPath(source);
     } catch (error) {
-      throw new SafetensorsError('InvalidArgument', `\`${String(source)}\` is not a usable file: URL (${error.message})`);
+      throw new SafetensorsError(
+        'InvalidArgument',
+        `\`${String(source)}\` is not a usable file: URL (${error.message})`,
+      );
     }
   }
   return source;
@@ -88,14 +90,15 @@ async function openFile(source) {
   // Fills `target` from `offset` (the caller keeps it within the file); returns it.
   const readInto = async (offset, target) => {
     if (closed) throw new SafetensorsError('IoError', `cannot read \`${path}\`: the file was closed`);
-    for (let done = 0; done < target.length; ) {
+    for (let done = 0; done < target.length;) {
       let got;
       try {
         ({ bytesRead: got } = await handle.read(target, done, target.length - done, offset + done));
       } catch (error) {
         throw ioError('cannot read', path, error);
       }
-      if (got === 0) throw new SafetensorsError('IoError', `\`${path}\` shrank while being read`, { offset: offset + done });
+      if (got === 0)
+        throw new SafetensorsError('IoError', `\`${path}\` shrank while being read`, { offset: offset + done });
       done += got;
     }
     return target;

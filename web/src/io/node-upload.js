@@ -34,7 +34,13 @@ export function nodeUpload(url, init) {
         const h = new Headers();
         for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) h.append(res.rawHeaders[i], res.rawHeaders[i + 1]);
         const empty = res.statusCode === 204 || res.statusCode === 304;
-        resolve(new Response(empty ? null : Buffer.concat(chunks), { status: res.statusCode, statusText: res.statusMessage, headers: h }));
+        resolve(
+          new Response(empty ? null : Buffer.concat(chunks), {
+            status: res.statusCode,
+            statusText: res.statusMessage,
+            headers: h,
+          }),
+        );
       });
     });
     (async () => {

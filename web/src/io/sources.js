@@ -61,7 +61,12 @@ export async function openSource(source, options = {}) {
       await file.close();
       throw abortReason(options.signal);
     }
-    const src = randomSource(file.size, (offset, length) => file.read(offset, length), readSize, () => file.close());
+    const src = randomSource(
+      file.size,
+      (offset, length) => file.read(offset, length),
+      readSize,
+      () => file.close(),
+    );
     src.readInto = file.readInto; // into a buffer the caller reuses (the npm CLI's merge)
     return src;
   }
@@ -80,7 +85,11 @@ export async function openSource(source, options = {}) {
     return streamSource(source, options.signal);
   }
   if (source && typeof source === 'object' && typeof source.read === 'function' && Number.isSafeInteger(source.size)) {
-    const src = randomSource(source.size, async (offset, length) => chunkBytes(await source.read(offset, length)), readSize);
+    const src = randomSource(
+      source.size,
+      async (offset, length) => chunkBytes(await source.read(offset, length)),
+      readSize,
+    );
     if (typeof source.readInto === 'function') src.readInto = (offset, target) => source.readInto(offset, target);
     // How the source is best read (a remote file's: remote.js readAhead), for a reader that keeps pieces in flight.
     if (Number.isSafeInteger(source.pieceSize) && source.pieceSize > 0) src.pieceSize = source.pieceSize;
@@ -134,7 +143,11 @@ export function isRandomAccess(source) {
     (localFiles !== null && isLocalPath(source)) ||
     asBytes(source) !== null ||
     (typeof Blob !== 'undefined' && source instanceof Blob) ||
-    (!!source && typeof source === 'object' && typeof source.getReader !== 'function' && typeof source.read === 'function' && Number.isSafeInteger(source.size))
+    (!!source &&
+      typeof source === 'object' &&
+      typeof source.getReader !== 'function' &&
+      typeof source.read === 'function' &&
+      Number.isSafeInteger(source.size))
   );
 }
 
@@ -243,7 +256,9 @@ function streamSource(stream, signal) {
 
 function iteratorSource(iterable, signal) {
   const iterator =
-    typeof iterable[Symbol.asyncIterator] === 'function' ? iterable[Symbol.asyncIterator]() : iterable[Symbol.iterator]();
+    typeof iterable[Symbol.asyncIterator] === 'function'
+      ? iterable[Symbol.asyncIterator]()
+      : iterable[Symbol.iterator]();
   return sequentialSource(
     () => Promise.resolve(iterator.next()),
     () => iterator.return?.(),

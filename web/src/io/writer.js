@@ -35,7 +35,14 @@ function plan(module, spec) {
     const t = spec.tensors[index];
     const begin = native.plannedBegin(i);
     const end = native.plannedEnd(i);
-    tensors.push({ name: t.name, index, dtype: t.dtype, shape: [...t.shape], dataOffsets: [begin, end], byteLength: end - begin });
+    tensors.push({
+      name: t.name,
+      index,
+      dtype: t.dtype,
+      shape: [...t.shape],
+      dataOffsets: [begin, end],
+      byteLength: end - begin,
+    });
   }
   const headerSize = native.headerSize();
   const dataSize = native.dataSize();
@@ -91,7 +98,12 @@ export class SafetensorsWriter {
    */
   async write(bytes) {
     this._check();
-    const view = bytes instanceof Uint8Array ? bytes : ArrayBuffer.isView(bytes) ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : new Uint8Array(bytes);
+    const view =
+      bytes instanceof Uint8Array
+        ? bytes
+        : ArrayBuffer.isView(bytes)
+          ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+          : new Uint8Array(bytes);
     try {
       this._handle.inputToBytes('write', view, (out) => this._enqueue(out));
     } catch (error) {
@@ -209,7 +221,9 @@ export function writeSafetensors(spec) {
     src = null;
     const pending = [s?.close(reason)];
     if (reason !== undefined) {
-      const unopened = layout ? layout.tensors.slice(current + 1).map((t) => spec.tensors[t.index]) : spec.tensors ?? [];
+      const unopened = layout
+        ? layout.tensors.slice(current + 1).map((t) => spec.tensors[t.index])
+        : (spec.tensors ?? []);
       for (const t of unopened) pending.push(cancelSource(t?.data, reason));
     }
     await Promise.all(pending);

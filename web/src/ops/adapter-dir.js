@@ -17,8 +17,14 @@ const joinPath = (dir, name) => (dir === '' || dir.endsWith('/') ? dir + name : 
 /** A Hub repo naming an adapter directory: {repo, revision?, subfolder?, endpoint?, token?}, no file path. */
 export function isHubRepo(input) {
   return (
-    !!input && typeof input === 'object' && !(input instanceof URL) && typeof input.repo === 'string' && input.path === undefined &&
-    input.weights === undefined && typeof input.read !== 'function' && typeof input.getReader !== 'function'
+    !!input &&
+    typeof input === 'object' &&
+    !(input instanceof URL) &&
+    typeof input.repo === 'string' &&
+    input.path === undefined &&
+    input.weights === undefined &&
+    typeof input.read !== 'function' &&
+    typeof input.getReader !== 'function'
   );
 }
 
@@ -54,7 +60,13 @@ async function openLocalAdapter(input) {
   const weights = await fs.open(weightsPath);
   try {
     const config = configPath === null ? null : await fs.readWhole(configPath);
-    return { weights, weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1), config, revision: null, close: () => weights.close() };
+    return {
+      weights,
+      weightsName: weightsPath.slice(weightsPath.lastIndexOf('/') + 1),
+      config,
+      revision: null,
+      close: () => weights.close(),
+    };
   } catch (error) {
     await weights.close();
     throw error;
@@ -103,7 +115,8 @@ export async function listHubFolder(repo, options) {
  * files as `peft-bridge merge` does.
  */
 export async function listRepoFiles(repo, options = {}) {
-  if (!repo || typeof repo !== 'object' || typeof repo.repo !== 'string') throw new TypeError('peft-bridge: listRepoFiles takes {repo, revision?, subfolder?}');
+  if (!repo || typeof repo !== 'object' || typeof repo.repo !== 'string')
+    throw new TypeError('peft-bridge: listRepoFiles takes {repo, revision?, subfolder?}');
   return listHubFolder(hubAliases(repo), hubAliases(options));
 }
 
@@ -130,10 +143,15 @@ async function openHubAdapter(givenRepo, givenOptions) {
   }
   const file = await openRemote(at(chosen.weights, revision), options);
   revision = file.commit ?? revision;
-  if (file.size !== null) return { weights: file, weightsName: chosen.weights, config, revision, close: () => file.close() };
+  if (file.size !== null)
+    return { weights: file, weightsName: chosen.weights, config, revision, close: () => file.close() };
   // A server that does not tell the size: the weights whole (not held to the JSON cap).
   await file.close();
   const { bytes } = await readRemoteWhole(at(chosen.weights, revision), options, Number.MAX_SAFE_INTEGER);
-  const whole = { size: bytes.length, read: async (offset, length) => bytes.subarray(offset, offset + length), close: async () => {} };
+  const whole = {
+    size: bytes.length,
+    read: async (offset, length) => bytes.subarray(offset, offset + length),
+    close: async () => {},
+  };
   return { weights: whole, weightsName: chosen.weights, config, revision, close: whole.close };
 }

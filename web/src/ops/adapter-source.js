@@ -11,7 +11,12 @@ import { chunkBytes, isRandomAccess, openSource, raceAbort } from '../io/sources
 export const MAX_STREAMED_ADAPTER = 1 << 30;
 
 function sizeOf(source) {
-  if (source && typeof source === 'object' && typeof source.read === 'function' && typeof source.getReader !== 'function') {
+  if (
+    source &&
+    typeof source === 'object' &&
+    typeof source.read === 'function' &&
+    typeof source.getReader !== 'function'
+  ) {
     let { size } = source;
     if (typeof size === 'bigint') {
       if (size > BigInt(Number.MAX_SAFE_INTEGER)) throw tooLarge(size);
@@ -44,7 +49,7 @@ export async function openAdapterSource(weights, signal) {
   try {
     const parts = [];
     let total = 0;
-    for (let chunk; (chunk = await src.next()) !== null; ) {
+    for (let chunk; (chunk = await src.next()) !== null;) {
       total += chunk.length;
       if (total > MAX_STREAMED_ADAPTER) {
         throw new SafetensorsError(
@@ -65,9 +70,11 @@ export async function readRange(src, offset, length, signal) {
   if (length === 0) return new Uint8Array(0);
   const bytes = chunkBytes(await raceAbort(Promise.resolve(src.read(offset, length)), signal));
   if (bytes.length !== length) {
-    throw new SafetensorsError('IoError', `the adapter file ended at byte ${offset + bytes.length}, inside a ${length}-byte read at ${offset}`, {
-      offset: offset + bytes.length,
-    });
+    throw new SafetensorsError(
+      'IoError',
+      `the adapter file ended at byte ${offset + bytes.length}, inside a ${length}-byte read at ${offset}`,
+      { offset: offset + bytes.length },
+    );
   }
   return bytes;
 }

@@ -19,7 +19,7 @@ export async function collectBytes(source, signal) {
   const src = await openSource(source, { signal });
   try {
     const parts = [];
-    for (let chunk; (chunk = await src.next()) !== null; ) {
+    for (let chunk; (chunk = await src.next()) !== null;) {
       throwIfAborted(signal);
       parts.push(chunk);
     }
@@ -36,7 +36,10 @@ export function configText(value, what) {
   if (value instanceof Uint8Array) return value;
   if (value instanceof ArrayBuffer) return new Uint8Array(value);
   if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
-  if (typeof value === 'object' && (Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null)) {
+  if (
+    typeof value === 'object' &&
+    (Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null)
+  ) {
     return JSON.stringify(value);
   }
   throw new TypeError(`peft-bridge: ${what} must be a string, a Uint8Array or a plain object`);
@@ -89,7 +92,8 @@ export async function readAdapterHeader(handle, src, name, methods, signal) {
     length = need - 8;
   }
   const parts = [];
-  for (const [begin, end] of JSON.parse(handle.handle[methods.ranges]())) parts.push(await readRange(src, begin, end - begin, signal));
+  for (const [begin, end] of JSON.parse(handle.handle[methods.ranges]()))
+    parts.push(await readRange(src, begin, end - begin, signal));
   return concat(parts) ?? new Uint8Array(0);
 }
 
@@ -103,7 +107,7 @@ export async function serveRanges(handle, src, methods, signal, onBytes = () => 
     const needs = JSON.parse(handle.handle[methods.needs]());
     if (needs.length === 0) return;
     for (const [begin, end] of needs) {
-      for (let pos = begin; pos < end; ) {
+      for (let pos = begin; pos < end;) {
         throwIfAborted(signal);
         const n = Math.min(DEFAULT_READ_SIZE, end - pos);
         handle.inputToBytes(methods.supply, await readRange(src, pos, n, signal), onBytes);
@@ -115,7 +119,13 @@ export async function serveRanges(handle, src, methods, signal, onBytes = () => 
   }
 }
 
-const JOB = { length: 'adapterHeaderLength', header: 'setAdapterHeader', ranges: 'adapterInlineRanges', needs: 'needs', supply: 'supply' };
+const JOB = {
+  length: 'adapterHeaderLength',
+  header: 'setAdapterHeader',
+  ranges: 'adapterInlineRanges',
+  needs: 'needs',
+  supply: 'supply',
+};
 
 /**
  * Runs one of the core's adapter operations with already gathered inputs; returns its result object
@@ -212,7 +222,10 @@ export async function gather(input, options) {
   }
   const { weights } = input;
   // A File knows its name; the core uses it in messages only.
-  const fileName = typeof Blob !== 'undefined' && weights instanceof Blob && typeof weights.name === 'string' && weights.name ? weights.name : null;
+  const fileName =
+    typeof Blob !== 'undefined' && weights instanceof Blob && typeof weights.name === 'string' && weights.name
+      ? weights.name
+      : null;
   throwIfAborted(options.signal);
   const config = configText(input.config, 'config');
   const baseConfig = configText(options.baseConfig ?? input.baseConfig, 'baseConfig');
@@ -250,7 +263,9 @@ async function withInputs(input, options, fn) {
  * `peft-bridge adapter-info --json`, without `ok`.
  */
 export async function adapterInfo(input, options = {}) {
-  const r = await withInputs(input, options, (files) => callAdapter('adapterInfo', files, { ...options, to: null, dryRun: false }));
+  const r = await withInputs(input, options, (files) =>
+    callAdapter('adapterInfo', files, { ...options, to: null, dryRun: false }),
+  );
   const { ok, ...info } = JSON.parse(r.json);
   return info;
 }
@@ -264,8 +279,20 @@ export async function translateAdapter(input, options = {}) {
     throw new TypeError('peft-bridge: translateAdapter needs options.to (peft, mlx, kohya, gguf-names or gguf)');
   }
   const r = await withInputs(input, options, (files) =>
-    callAdapter('translateAdapter', files, { ...options, baseConfigNote: files.baseConfigNote, baseConfigHint: files.baseConfigHint }),
+    callAdapter('translateAdapter', files, {
+      ...options,
+      baseConfigNote: files.baseConfigNote,
+      baseConfigHint: files.baseConfigHint,
+    }),
   );
   const j = JSON.parse(r.json);
-  return { from: j.from, to: j.to, plan: j.tensors, mapped: j.mapped, rejected: j.rejected, notes: j.notes, files: r.files };
+  return {
+    from: j.from,
+    to: j.to,
+    plan: j.tensors,
+    mapped: j.mapped,
+    rejected: j.rejected,
+    notes: j.notes,
+    files: r.files,
+  };
 }

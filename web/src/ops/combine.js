@@ -14,18 +14,20 @@ const HEADER_STEPS = { length: 'adapterHeaderLength', header: 'setAdapterHeader'
 
 /** The JSON options the core's CombineJob takes (app::CombineOptionsFromJson, plus the reading options). */
 function jobOptions(options) {
-  const typed = options.combineOptionsJson ? JSON.parse(options.combineOptionsJson) : {
-    method: options.method ?? null,
-    weights: options.weights ?? null,
-    rank: options.rank ?? null,
-    density: options.density ?? null,
-    majoritySign: options.majoritySign ?? null,
-    svdClamp: options.svdClamp ?? null,
-    seed: options.seed ?? null,
-    peftCompat: options.peftCompat ?? null,
-    dtype: options.dtype ?? null,
-    allowPartial: options.allowPartial ?? null,
-  };
+  const typed = options.combineOptionsJson
+    ? JSON.parse(options.combineOptionsJson)
+    : {
+        method: options.method ?? null,
+        weights: options.weights ?? null,
+        rank: options.rank ?? null,
+        density: options.density ?? null,
+        majoritySign: options.majoritySign ?? null,
+        svdClamp: options.svdClamp ?? null,
+        seed: options.seed ?? null,
+        peftCompat: options.peftCompat ?? null,
+        dtype: options.dtype ?? null,
+        allowPartial: options.allowPartial ?? null,
+      };
   return JSON.stringify({
     ...typed,
     from: options.from ?? null,
@@ -76,7 +78,7 @@ export async function openCombine(openers, labels, options) {
         const needs = JSON.parse(job.handle.needs());
         if (needs.length === 0) break;
         for (const [input, begin, end] of needs) {
-          for (let pos = begin; pos < end; ) {
+          for (let pos = begin; pos < end;) {
             throwIfAborted(signal);
             const n = Math.min(DEFAULT_READ_SIZE, end - pos);
             job.inputToBytes('supply', await readRange(sources[input], pos, n, signal), onBytes);
@@ -104,7 +106,8 @@ export async function openCombine(openers, labels, options) {
 function labelOf(input, i) {
   if (typeof input === 'string') return input;
   if (typeof URL !== 'undefined' && input instanceof URL) return String(input);
-  if (input && typeof input === 'object' && typeof input.repo === 'string') return `hf://${input.repo}${input.subfolder ? `/${input.subfolder}` : ''}`;
+  if (input && typeof input === 'object' && typeof input.repo === 'string')
+    return `hf://${input.repo}${input.subfolder ? `/${input.subfolder}` : ''}`;
   if (input && typeof input === 'object' && typeof input.label === 'string') return input.label;
   return `adapter ${i + 1}`;
 }
@@ -115,9 +118,15 @@ function labelOf(input, i) {
  * with `dryRun`). Each input is what translateAdapter takes.
  */
 export async function combineAdapters(inputs, options = {}) {
-  if (!Array.isArray(inputs) || inputs.length === 0) throw new TypeError('peft-bridge: combineAdapters needs an array of adapters');
-  if (!options || typeof options !== 'object') throw new TypeError('peft-bridge: combineAdapters options must be an object');
-  const job = await openCombine(inputs.map((input) => () => gather(input, options)), inputs.map(labelOf), options);
+  if (!Array.isArray(inputs) || inputs.length === 0)
+    throw new TypeError('peft-bridge: combineAdapters needs an array of adapters');
+  if (!options || typeof options !== 'object')
+    throw new TypeError('peft-bridge: combineAdapters options must be an object');
+  const job = await openCombine(
+    inputs.map((input) => () => gather(input, options)),
+    inputs.map(labelOf),
+    options,
+  );
   try {
     const files = [];
     if (!options.dryRun) {

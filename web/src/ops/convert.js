@@ -41,7 +41,10 @@ export function convert(source, options) {
   const sink = {
     async write(_output, at, bytes, forwarded) {
       if (at !== bytesWritten)
-        throw new SafetensorsError('InvalidArgument', `a stream takes bytes in order (byte ${at} after ${bytesWritten})`);
+        throw new SafetensorsError(
+          'InvalidArgument',
+          `a stream takes bytes in order (byte ${at} after ${bytesWritten})`,
+        );
       bytesWritten += bytes.length;
       // Forwarded bytes may be a view of the caller's input: the stream hands on a copy.
       controller.enqueue(forwarded ? bytes.slice() : bytes);

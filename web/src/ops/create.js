@@ -20,7 +20,8 @@ export function createOptionsJson(o) {
   };
   let targets = o.targetModules ?? null;
   if (Array.isArray(targets)) targets = targets.map(String).join(',');
-  if (targets !== null && typeof targets !== 'string') throw new TypeError('peft-bridge: targetModules must be a string or an array of names');
+  if (targets !== null && typeof targets !== 'string')
+    throw new TypeError('peft-bridge: targetModules must be a string or an array of names');
   return JSON.stringify({
     targetModules: targets,
     targetRegex: o.targetRegex ?? null,
@@ -74,7 +75,8 @@ async function readBase(session, base, signal) {
 }
 
 async function closeAll(sources) {
-  for (const source of sources.values()) if (isRandomAccess(source) && typeof source.close === 'function') await source.close();
+  for (const source of sources.values())
+    if (isRandomAccess(source) && typeof source.close === 'function') await source.close();
 }
 
 /**
@@ -91,8 +93,9 @@ export async function supplyBase(session, plan, openShardSource, signal, onRead 
       const src = opened.get(shard);
       if (shard !== shown) onShard(shard, done);
       shown = shard;
-      if (!src.random) throw new SafetensorsError('InvalidArgument', `DoRA needs ${shard} by ranges: pass a random-access source`);
-      for (let pos = begin; pos < end; ) {
+      if (!src.random)
+        throw new SafetensorsError('InvalidArgument', `DoRA needs ${shard} by ranges: pass a random-access source`);
+      for (let pos = begin; pos < end;) {
         throwIfAborted(signal);
         const n = Math.min(DEFAULT_READ_SIZE, end - pos);
         const bytes = await raceAbort(Promise.resolve(src.read(pos, n)), signal);
@@ -126,7 +129,8 @@ export function* weightsChunks(session) {
  * adapter_config.json); with `dryRun`, the plan only (`create --dry-run`'s text and JSON) and no files.
  */
 export async function createAdapter(options) {
-  if (!options || typeof options !== 'object' || options.base === undefined) throw new TypeError('peft-bridge: createAdapter needs {base, targetModules}');
+  if (!options || typeof options !== 'object' || options.base === undefined)
+    throw new TypeError('peft-bridge: createAdapter needs {base, targetModules}');
   const { signal, onProgress } = options;
   throwIfAborted(signal);
   const given = options.base;
@@ -141,14 +145,23 @@ export async function createAdapter(options) {
     session = await createSession({ ...options, baseName: options.baseName ?? name });
     const read = await readBase(session, base, signal);
     sources = read.sources;
-    session.check(session.handle.handle.plan(options.baseConfig !== undefined ? configText(options.baseConfig, 'baseConfig') : read.config));
+    session.check(
+      session.handle.handle.plan(
+        options.baseConfig !== undefined ? configText(options.baseConfig, 'baseConfig') : read.config,
+      ),
+    );
     const plan = JSON.parse(session.handle.handle.planJson());
     const summaryOf = (dryRun) => {
       const { ok, dryRun: _, ...summary } = JSON.parse(session.handle.handle.summary(true, dryRun));
       return summary;
     };
     if (options.dryRun) {
-      const result = { summary: summaryOf(true), text: session.handle.handle.summary(false, true), config: plan.config, files: [] };
+      const result = {
+        summary: summaryOf(true),
+        text: session.handle.handle.summary(false, true),
+        config: plan.config,
+        files: [],
+      };
       session.close();
       return result;
     }
@@ -166,26 +179,34 @@ export async function createAdapter(options) {
       if (!finished) owned.close();
       finished = true;
     };
-    const weights = new ReadableStream({
-      pull(controller) {
-        try {
-          throwIfAborted(signal);
-          const next = chunks.next();
-          if (next.done) {
+    const weights = new ReadableStream(
+      {
+        pull(controller) {
+          try {
+            throwIfAborted(signal);
+            const next = chunks.next();
+            if (next.done) {
+              finish();
+              controller.close();
+            } else controller.enqueue(next.value);
+          } catch (error) {
             finish();
-            controller.close();
-          } else controller.enqueue(next.value);
-        } catch (error) {
+            controller.error(error);
+          }
+        },
+        cancel() {
           finish();
-          controller.error(error);
-        }
+        },
       },
-      cancel() {
-        finish();
-      },
-    }, { highWaterMark: 0 });
+      { highWaterMark: 0 },
+    );
     const configBytes = new TextEncoder().encode(plan.config);
-    const config = new ReadableStream({ start(c) { c.enqueue(configBytes); c.close(); } });
+    const config = new ReadableStream({
+      start(c) {
+        c.enqueue(configBytes);
+        c.close();
+      },
+    });
     return {
       summary,
       text,

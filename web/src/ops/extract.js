@@ -23,7 +23,8 @@ export function extractOptionsJson(o) {
   };
   let modules = o.modules ?? null;
   if (Array.isArray(modules)) modules = modules.map(String).join(',');
-  if (modules !== null && typeof modules !== 'string') throw new TypeError('peft-bridge: modules must be a string or an array of names');
+  if (modules !== null && typeof modules !== 'string')
+    throw new TypeError('peft-bridge: modules must be a string or an array of names');
   return JSON.stringify({
     rank: text(o.rank, 'rank'),
     energy: text(o.energy, 'energy'),
@@ -53,14 +54,18 @@ export async function extractSession(options) {
 export async function pumpExtract(session, sourceOf, signal, onData, onRead = () => {}) {
   const native = session.handle.handle;
   session.check(native.start());
-  for (let read; (read = native.nextRead()) !== null; ) {
+  for (let read; (read = native.nextRead()) !== null;) {
     const src = sourceOf(read.tuned, read.shard);
-    for (let pos = read.begin; pos < read.end; ) {
+    for (let pos = read.begin; pos < read.end;) {
       throwIfAborted(signal);
       const n = Math.min(DEFAULT_READ_SIZE, read.end - pos);
       const bytes = chunkBytes(await raceAbort(Promise.resolve(src.read(pos, n)), signal));
       if (bytes.length !== n)
-        throw new SafetensorsError('IoError', `${read.name}: source ended at byte ${pos + bytes.length}, inside a tensor`, { offset: pos + bytes.length });
+        throw new SafetensorsError(
+          'IoError',
+          `${read.name}: source ended at byte ${pos + bytes.length}, inside a tensor`,
+          { offset: pos + bytes.length },
+        );
       const out = [];
       session.handle.inputToBytes('push', bytes, (b) => out.push(b));
       for (const b of out) await onData(b);
@@ -89,7 +94,8 @@ async function readModel(session, tuned, model, signal, needRanges) {
       const src = await openSource(source, { signal });
       shards.push({ source, src });
       await session.addShard(name, src, signal);
-      if (needRanges && !src.random) throw new SafetensorsError('InvalidArgument', `extract reads ${name} by ranges: pass a random-access source`);
+      if (needRanges && !src.random)
+        throw new SafetensorsError('InvalidArgument', `extract reads ${name} by ranges: pass a random-access source`);
     }
     session.baseComplete();
   } catch (error) {
@@ -155,7 +161,12 @@ export async function extractAdapter(options) {
     };
     const shards = [b.shards, t.shards];
     const onRead = (bytesIn, modulesDone) =>
-      onProgress?.({ bytesIn: Math.min(bytesIn, plan.readBytes), totalIn: plan.readBytes, modulesDone, modules: plan.modules });
+      onProgress?.({
+        bytesIn: Math.min(bytesIn, plan.readBytes),
+        totalIn: plan.readBytes,
+        modulesDone,
+        modules: plan.modules,
+      });
     const header = await pumpExtract(session, (isTuned, shard) => shards[+isTuned][shard].src, signal, onData, onRead);
     const weights = new Blob([header, ...blobs, ...parts]);
     const { ok, dryRun, ...summary } = JSON.parse(native.outcomeJson());

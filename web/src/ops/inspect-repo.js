@@ -35,7 +35,9 @@ async function parseIndex(bytes) {
 export async function inspectRepo(repoOrOptions, moreOptions = {}) {
   if (typeof repoOrOptions !== 'string' && (!repoOrOptions || typeof repoOrOptions !== 'object'))
     throw new TypeError("peft-bridge: inspectRepo takes a repo id ('owner/name') or {repo, ...options}");
-  const options = hubAliases(typeof repoOrOptions === 'string' ? { ...moreOptions, repo: repoOrOptions } : repoOrOptions);
+  const options = hubAliases(
+    typeof repoOrOptions === 'string' ? { ...moreOptions, repo: repoOrOptions } : repoOrOptions,
+  );
   const { repo, revision = 'main', endpoint, token, concurrency = 4, signal } = options;
   const address = (path, rev) => ({ repo, revision: rev, path, endpoint, token });
   let index = null;
@@ -68,9 +70,14 @@ export async function inspectRepo(repoOrOptions, moreOptions = {}) {
         shards[i] = { path: names[i], header };
       } catch (error) {
         if (!failure) {
-          failure = error instanceof SafetensorsError && !signal?.aborted
-            ? new SafetensorsError(error.code, `${names[i]}: ${error.message}`, { tensor: error.tensor, offset: error.offset, cause: error })
-            : error;
+          failure =
+            error instanceof SafetensorsError && !signal?.aborted
+              ? new SafetensorsError(error.code, `${names[i]}: ${error.message}`, {
+                  tensor: error.tensor,
+                  offset: error.offset,
+                  cause: error,
+                })
+              : error;
           controller.abort(failure);
         }
       }

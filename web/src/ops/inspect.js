@@ -54,7 +54,10 @@ export function headerFromHandle(module, native) {
   for (let i = 0, r = 0; i < n; ++i, r += COLUMNS) {
     const at = rows[r];
     const end = at + rows[r + 1];
-    const name = textAt >= 0 && at >= textAt && end <= textEnd ? text.substring(at - textAt, end - textAt) : decoder.decode(heap.subarray(at, end));
+    const name =
+      textAt >= 0 && at >= textAt && end <= textEnd
+        ? text.substring(at - textAt, end - textAt)
+        : decoder.decode(heap.subarray(at, end));
     const dims = rows[r + 2] / 4;
     const rank = rows[r + 3] >>> 5;
     const shape = new Array(rank);
@@ -109,7 +112,8 @@ export async function inspectRendered(source, options = {}) {
   const { signal } = options;
   throwIfAborted(signal);
   // A URL or Hub address: the header's bytes come from one or two Range requests, then the same path as bytes.
-  if (isRemote(source)) return withRemoteHeader(source, options, (file) => inspectRendered(file.headerSource(), options));
+  if (isRemote(source))
+    return withRemoteHeader(source, options, (file) => inspectRendered(file.headerSource(), options));
   const module = await getModule();
   const src = await openSource(source, { readSize: options.readSize, signal });
   // Header bytes pass through the window into the reader's own buffer: a small window keeps the heap's high-water
@@ -139,7 +143,8 @@ export async function inspectRendered(source, options = {}) {
     // 'json': the CLI's --json document; 'text+json': both (the CLI's inspect of a sharded model checks the index
     // against the tensor names). The API's header comes from the compact table, never from JSON.
     if (options.render === 'json') return { json: native.headerJson() };
-    if (options.render === 'text+json') return { header: headerFromHandle(module, native), json: native.headerJson(), text: native.headerText() };
+    if (options.render === 'text+json')
+      return { header: headerFromHandle(module, native), json: native.headerJson(), text: native.headerText() };
     return { header: headerFromHandle(module, native) };
   } finally {
     handle.close();

@@ -59,5 +59,7 @@ async function cancel(i) {
 const handlers = { init: start, merge: ({ i }) => merge(i), pull: ({ i }) => pull(i), cancel: ({ i }) => cancel(i) };
 
 self.onmessage = ({ data }) => {
-  queue = queue.then(() => handlers[data.type](data)).catch((error) => post({ type: 'error', error: errorToMessage(error) }));
+  queue = queue
+    .then(() => handlers[data.type](data))
+    .catch((error) => post({ type: 'error', error: errorToMessage(error) }));
 };

@@ -11,11 +11,25 @@ import { raceAbort } from '../io/sources.js';
 // Output chunks a shard's stream holds ahead of its reader: the worker merges the next while one is written.
 const CHUNKS_AHEAD = 2;
 
-const MERGE_OPTIONS = ['dtype', 'safe', 'unmerge', 'allowPartial', 'arch', 'namingTables', 'quantize', 'scheme', 'groupSize'];
+const MERGE_OPTIONS = [
+  'dtype',
+  'safe',
+  'unmerge',
+  'allowPartial',
+  'arch',
+  'namingTables',
+  'quantize',
+  'scheme',
+  'groupSize',
+];
 
 /** True for what can be sent to a worker as a shard or adapter source: Blob / File (by reference) or bytes. */
 function sendable(source) {
-  return (typeof Blob !== 'undefined' && source instanceof Blob) || source instanceof ArrayBuffer || ArrayBuffer.isView(source);
+  return (
+    (typeof Blob !== 'undefined' && source instanceof Blob) ||
+    source instanceof ArrayBuffer ||
+    ArrayBuffer.isView(source)
+  );
 }
 
 function requireSendable(source, what) {
@@ -28,7 +42,8 @@ function requireSendable(source, what) {
 }
 
 function defaultWorker() {
-  if (typeof Worker !== 'function') throw new TypeError('peft-bridge: mergeInWorkers needs Web Workers (or a createWorker option)');
+  if (typeof Worker !== 'function')
+    throw new TypeError('peft-bridge: mergeInWorkers needs Web Workers (or a createWorker option)');
   return new Worker(new URL('./merge-worker.js', import.meta.url), { type: 'module' });
 }
 
@@ -108,8 +123,12 @@ export async function mergeInWorkers(options) {
   const adapter = await adapterFiles(options.adapter, base.config, signal);
   requireSendable(adapter.weights, 'the adapter weights');
   const sources = {};
-  const open = async (name) => (sources[name] ??= requireSendable(await raceAbort(Promise.resolve(base.open(name)), signal), `shard ${name}`));
-  const { session, plan, random, index, copied } = await planShards({ ...options, base: { index: base.index, config: base.config, files: base.files, open } }, signal);
+  const open = async (name) =>
+    (sources[name] ??= requireSendable(await raceAbort(Promise.resolve(base.open(name)), signal), `shard ${name}`));
+  const { session, plan, random, index, copied } = await planShards(
+    { ...options, base: { index: base.index, config: base.config, files: base.files, open } },
+    signal,
+  );
   let texts;
   try {
     texts = [];
@@ -139,10 +158,19 @@ export async function mergeInWorkers(options) {
     adapter: { weights: adapter.weights, weightsName: adapter.weightsName, config: adapter.config },
     options: Object.fromEntries(MERGE_OPTIONS.filter((k) => options[k] !== undefined).map((k) => [k, options[k]])),
   };
-  const pool = new WorkerPool(Math.max(1, Math.min(Math.floor(options.workers ?? defaultCount()), plan.shards.length)), options.createWorker ?? defaultWorker, job, signal);
+  const pool = new WorkerPool(
+    Math.max(1, Math.min(Math.floor(options.workers ?? defaultCount()), plan.shards.length)),
+    options.createWorker ?? defaultWorker,
+    job,
+    signal,
+  );
   const progress = { bytesIn: 0, bytesOut: 0, totalIn: plan.sourceBytes };
   const report = onProgress && (() => onProgress({ ...progress }));
-  const files = plan.shards.map((shard, i) => ({ path: shard.name, size: shard.outputSize, stream: pool.shardStream(i, progress, report) }));
+  const files = plan.shards.map((shard, i) => ({
+    path: shard.name,
+    size: shard.outputSize,
+    stream: pool.shardStream(i, progress, report),
+  }));
   for (const [path, text] of texts) {
     const bytes = new TextEncoder().encode(text);
     files.push({ path, size: bytes.length, stream: new Blob([bytes]).stream() });

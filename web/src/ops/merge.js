@@ -12,7 +12,14 @@ import { configText, readAdapterHeader, serveRanges } from './adapter.js';
 import { openAdapterSource } from './adapter-source.js';
 import { NativeHandle, concat } from '../handles.js';
 import { getModule } from '../init.js';
-import { DEFAULT_READ_SIZE, chunkBytes, closeRandomAccess, isRandomAccess, openSource, raceAbort } from '../io/sources.js';
+import {
+  DEFAULT_READ_SIZE,
+  chunkBytes,
+  closeRandomAccess,
+  isRandomAccess,
+  openSource,
+  raceAbort,
+} from '../io/sources.js';
 
 // The merge handles' methods for reading the adapter by range.
 const MERGE_ADAPTER = {
@@ -54,10 +61,12 @@ function optionsJson(options) {
  */
 function baseListing(files) {
   if (files === undefined || files === null) return null;
-  if (!Array.isArray(files)) throw new TypeError('peft-bridge: base.files must be an array of file names (or {name, kind})');
+  if (!Array.isArray(files))
+    throw new TypeError('peft-bridge: base.files must be an array of file names (or {name, kind})');
   return files.map((f) => {
     if (typeof f === 'string') return { name: f, kind: 'file' };
-    if (f && typeof f === 'object' && typeof f.name === 'string') return { name: f.name, kind: f.kind === 'directory' || f.kind === 'other' ? f.kind : 'file' };
+    if (f && typeof f === 'object' && typeof f.name === 'string')
+      return { name: f.name, kind: f.kind === 'directory' || f.kind === 'other' ? f.kind : 'file' };
     throw new TypeError('peft-bridge: base.files must be an array of file names (or {name, kind})');
   });
 }
@@ -129,7 +138,16 @@ export class MergeSession {
     const src = await openAdapterSource(files.weights, signal);
     this.adapterSource = src;
     const inline = await readAdapterHeader(this.handle, src, files.weightsName, MERGE_ADAPTER, signal);
-    this.check(callWithBytes(this.handle, 'loadAdapterRanges', inline, files.weightsName, files.config ?? null, files.baseConfig ?? null));
+    this.check(
+      callWithBytes(
+        this.handle,
+        'loadAdapterRanges',
+        inline,
+        files.weightsName,
+        files.config ?? null,
+        files.baseConfig ?? null,
+      ),
+    );
   }
 
   /**
@@ -188,7 +206,14 @@ export class MergeSession {
    * for a caller that copies them into place itself; the others are read into `buffers` (the caller's, each a
    * piece long, one being merged while the others are read ahead) - mergeForwardingRuns.
    */
-  async *mergeShard(i, shard, src, signal, counts = { bytesIn: 0 }, { reuse = false, keep = 0, pieceSize = DEFAULT_READ_SIZE, forward = null, buffers = null } = {}) {
+  async *mergeShard(
+    i,
+    shard,
+    src,
+    signal,
+    counts = { bytesIn: 0 },
+    { reuse = false, keep = 0, pieceSize = DEFAULT_READ_SIZE, forward = null, buffers = null } = {},
+  ) {
     const head = this.handle.call('begin', i);
     if (head) yield head;
     yield* this.serveAdapter(signal);
@@ -201,11 +226,14 @@ export class MergeSession {
 
   /** mergeShard's body for the runs of the shard: every one read from `src`, the unchanged ones yielded as read. */
   async *mergeRuns(shard, src, signal, counts, { reuse, keep, pieceSize }) {
-    const pieces = reuse && src.readInto ? Array.from({ length: READ_AHEAD + 1 + keep }, () => new Uint8Array(pieceSize)) : null;
+    const pieces =
+      reuse && src.readInto ? Array.from({ length: READ_AHEAD + 1 + keep }, () => new Uint8Array(pieceSize)) : null;
     // A source that says how it is best read (a remote file: pieces per Range request, requests in flight) is read
     // so, unless the pieces go into reused buffers.
-    const next = pieces ? runPieces(src, shard.runs, signal, pieceSize, pieces) : runPieces(src, shard.runs, signal, src.pieceSize ?? pieceSize, null, src.readAhead);
-    for (let piece; (piece = await next()) !== null; ) {
+    const next = pieces
+      ? runPieces(src, shard.runs, signal, pieceSize, pieces)
+      : runPieces(src, shard.runs, signal, src.pieceSize ?? pieceSize, null, src.readAhead);
+    for (let piece; (piece = await next()) !== null;) {
       const { bytes, forward } = piece;
       const n = bytes.length; // read before the consumer has the bytes: it may transfer (detach) them
       counts.bytesIn += n;
@@ -239,7 +267,8 @@ export class MergeSession {
    * read-ahead across the runs forwarded between them. For a random-access source with readInto.
    */
   async *mergeForwardingRuns(shard, src, signal, counts, { reuse, forward, buffers }) {
-    if (!src.random || !src.readInto || !(buffers?.length >= 2)) throw new TypeError('peft-bridge: forward needs a file source and two buffers or more');
+    if (!src.random || !src.readInto || !(buffers?.length >= 2))
+      throw new TypeError('peft-bridge: forward needs a file source and two buffers or more');
     const merged = shard.runs.filter((run) => !run[2]);
     const next = runPieces(src, merged, signal, buffers[0].length, buffers, buffers.length - 1);
     for (const [begin, end, isForward] of shard.runs) {
@@ -249,7 +278,7 @@ export class MergeSession {
         if (after) yield after;
         continue;
       }
-      for (let left = end - begin; left > 0; ) {
+      for (let left = end - begin; left > 0;) {
         const piece = await next();
         if (piece === null) throw endedAt(end - left);
         const { bytes } = piece;
@@ -270,8 +299,19 @@ export class MergeSession {
   copiedFiles(plan, hasIndex, files, copyExtra = true) {
     const listing = baseListing(files);
     const config = this.configJson();
-    const written = [...plan.shards.map((s) => s.name), ...(hasIndex ? [INDEX_NAME] : []), ...(config !== null ? ['config.json'] : [])];
-    const request = { basePath: 'base', baseIsDirectory: listing !== null, listing: listing ?? [], written, writesConfig: config !== null, copyExtra: copyExtra !== false };
+    const written = [
+      ...plan.shards.map((s) => s.name),
+      ...(hasIndex ? [INDEX_NAME] : []),
+      ...(config !== null ? ['config.json'] : []),
+    ];
+    const request = {
+      basePath: 'base',
+      baseIsDirectory: listing !== null,
+      listing: listing ?? [],
+      written,
+      writesConfig: config !== null,
+      copyExtra: copyExtra !== false,
+    };
     const r = this.module.planExtraFiles(JSON.stringify(request));
     if (!r.ok) throw errorFromValue(r);
     const { copy } = JSON.parse(r.planJson);
@@ -361,7 +401,10 @@ export async function adapterFiles(adapter, baseConfig, signal) {
   checkAdapter(adapter);
   throwIfAborted(signal);
   const { weights } = adapter;
-  const fileName = typeof Blob !== 'undefined' && weights instanceof Blob && typeof weights.name === 'string' && weights.name ? weights.name : null;
+  const fileName =
+    typeof Blob !== 'undefined' && weights instanceof Blob && typeof weights.name === 'string' && weights.name
+      ? weights.name
+      : null;
   return {
     weights,
     weightsName: String(adapter.weightsName ?? fileName ?? 'adapter_model.safetensors'),
@@ -397,14 +440,16 @@ export function createMergeStream(options) {
     session?.close();
     session = null;
   };
-  const guard = (fn) => async (...args) => {
-    try {
-      return await fn(...args);
-    } catch (error) {
-      cleanup();
-      throw error;
-    }
-  };
+  const guard =
+    (fn) =>
+    async (...args) => {
+      try {
+        return await fn(...args);
+      } catch (error) {
+        cleanup();
+        throw error;
+      }
+    };
   const emit = (controller) => (bytes) => {
     bytesOut += bytes.length;
     controller.enqueue(bytes);
@@ -507,7 +552,9 @@ function runPieces(src, runs, signal, pieceSize, buffers = null, depth = READ_AH
     pos += n;
     const into = buffers?.[turn++ % buffers.length].subarray(0, n);
     const read = Promise.resolve()
-      .then(() => (signal?.aborted ? Promise.reject(abortReason(signal)) : into ? src.readInto(at, into) : src.read(at, n)))
+      .then(() =>
+        signal?.aborted ? Promise.reject(abortReason(signal)) : into ? src.readInto(at, into) : src.read(at, n),
+      )
       .then((chunk) => {
         const bytes = chunkBytes(chunk);
         if (bytes.length !== n) throw endedAt(at + bytes.length);
@@ -562,13 +609,16 @@ function runPieces(src, runs, signal, pieceSize, buffers = null, depth = READ_AH
  */
 function ownBuffer(part, chunk) {
   const whole = chunkBytes(chunk);
-  return part.byteOffset === whole.byteOffset && part.length === whole.length && part.buffer === whole.buffer ? part : part.slice();
+  return part.byteOffset === whole.byteOffset && part.length === whole.length && part.buffer === whole.buffer
+    ? part
+    : part.slice();
 }
 
 // How many pieces a random-access source is read ahead of the one being merged (each holds a piece of memory).
 const READ_AHEAD = 2;
 
-const endedAt = (offset) => new SafetensorsError('IoError', `source ended at byte ${offset}, inside a tensor`, { offset });
+const endedAt = (offset) =>
+  new SafetensorsError('IoError', `source ended at byte ${offset}, inside a tensor`, { offset });
 
 /**
  * Reads every shard's header and plans a whole-model merge. Internal: mergeShards(), the npm CLI's sharded path
@@ -650,7 +700,9 @@ export async function* mergeShards(options) {
       const shard = plan.shards[i];
       // Random-access sources are reused; streams are asked for again, now for the data.
       const open = async () =>
-        random.has(shard.name) ? await openSource(random.get(shard.name), { signal }) : (await openShard(options.base, shard.name, signal)).src;
+        random.has(shard.name)
+          ? await openSource(random.get(shard.name), { signal })
+          : (await openShard(options.base, shard.name, signal)).src;
       current = shardStream(session, i, shard, open, {
         signal,
         onProgress: onProgress && (() => onProgress({ ...progress })),
@@ -662,7 +714,10 @@ export async function* mergeShards(options) {
       if (failure) throw failure;
       if (current.skipped) await current.settled; // a cancelled file: its pull done, on to the next
       if (!current.done)
-        throw new SafetensorsError('InvalidArgument', `the stream of ${shard.name} was not read to its end (nor cancelled) before the next file was asked for`);
+        throw new SafetensorsError(
+          'InvalidArgument',
+          `the stream of ${shard.name} was not read to its end (nor cancelled) before the next file was asked for`,
+        );
     }
     const texts = [];
     if (index !== null) texts.push([INDEX_NAME, session.outputIndex()]);
@@ -681,7 +736,10 @@ export async function* mergeShards(options) {
       throwIfAborted(signal);
       if (current.skipped) await current.settled;
       if (!current.done)
-        throw new SafetensorsError('InvalidArgument', `the stream of ${name} was not read to its end (nor cancelled) before the next file was asked for`);
+        throw new SafetensorsError(
+          'InvalidArgument',
+          `the stream of ${name} was not read to its end (nor cancelled) before the next file was asked for`,
+        );
     }
   } finally {
     signal?.removeEventListener('abort', onAbort);
@@ -713,7 +771,7 @@ export async function copiedFile(base, name, signal) {
   } else {
     const parts = [];
     try {
-      for (let chunk; (chunk = await src.next()) !== null; ) parts.push(chunkBytes(chunk));
+      for (let chunk; (chunk = await src.next()) !== null;) parts.push(chunkBytes(chunk));
     } finally {
       await release();
     }
@@ -749,7 +807,11 @@ export async function copiedFile(base, name, signal) {
           }
           const n = Math.min(DEFAULT_READ_SIZE, size - pos);
           const bytes = await read(pos, n);
-          if (bytes.length !== n) throw new SafetensorsError('IoError', `${name} ended at byte ${pos + bytes.length}, short of its ${size} bytes`);
+          if (bytes.length !== n)
+            throw new SafetensorsError(
+              'IoError',
+              `${name} ended at byte ${pos + bytes.length}, short of its ${size} bytes`,
+            );
           pos += n;
           controller.enqueue(bytes);
         } catch (error) {
@@ -866,7 +928,9 @@ export async function planMerge(options) {
   throwIfAborted(signal);
   const { session, plan, index, random, copied } = await planShards(options, signal);
   try {
-    const { ok, seconds, gbPerS, peakMemory, peakWasmHeap, bytesIn, dryRun, ...summary } = JSON.parse(session.summary(0, true, true));
+    const { ok, seconds, gbPerS, peakMemory, peakWasmHeap, bytesIn, dryRun, ...summary } = JSON.parse(
+      session.summary(0, true, true),
+    );
     const outputs = plan.shards.map((s) => ({ path: s.name, size: s.outputSize }));
     const size = (text) => new TextEncoder().encode(text).length;
     if (index !== null) outputs.push({ path: INDEX_NAME, size: size(session.outputIndex()) });
@@ -877,7 +941,12 @@ export async function planMerge(options) {
       await file.stream.cancel();
       outputs.push({ path: name, size: file.size });
     }
-    return { ...summary, tensors: JSON.parse(session.handle.handle.planTensors()), outputs, sourceBytes: plan.sourceBytes };
+    return {
+      ...summary,
+      tensors: JSON.parse(session.handle.handle.planTensors()),
+      outputs,
+      sourceBytes: plan.sourceBytes,
+    };
   } finally {
     session.close();
     await closeShards(random);

@@ -19,16 +19,22 @@ export async function localBase(path) {
     dir = slash === -1 ? '.' : given.slice(0, slash);
     single = slash === -1 ? given : given.slice(slash + 1);
   }
-  const text = async (name) => ((await files.isFile(join(dir, name))) ? new TextDecoder().decode(await files.readWhole(join(dir, name))) : null);
+  const text = async (name) =>
+    (await files.isFile(join(dir, name))) ? new TextDecoder().decode(await files.readWhole(join(dir, name))) : null;
   const index = single === null ? await text(INDEX_NAME) : single.endsWith('.index.json') ? await text(single) : null;
   if (single === null && index === null && !(await files.isFile(join(dir, 'model.safetensors'))))
-    throw new SafetensorsError('IoError', `\`${given}\` has neither model.safetensors nor model.safetensors.index.json`);
+    throw new SafetensorsError(
+      'IoError',
+      `\`${given}\` has neither model.safetensors nor model.safetensors.index.json`,
+    );
   const file = single !== null && index === null ? single : null;
   return { index, config: await text('config.json'), open: (name) => join(dir, file ?? name) };
 }
 
 /** Whether `v` is read remotely: a Hub repo {repo, revision?}, or a URL / string that is not a local path. */
-export const isRemoteModel = (v) => (typeof v === 'string' && !isLocalPath(v)) || (typeof URL !== 'undefined' && v instanceof URL && !isLocalPath(v)) ||
+export const isRemoteModel = (v) =>
+  (typeof v === 'string' && !isLocalPath(v)) ||
+  (typeof URL !== 'undefined' && v instanceof URL && !isLocalPath(v)) ||
   (!!v && typeof v === 'object' && typeof v.repo === 'string' && typeof v.open !== 'function');
 
 /**
@@ -39,11 +45,16 @@ export async function modelOf(given, what, reading, api) {
   if (isRemoteModel(given)) {
     const { base } = await openRemoteModel(given, reading, `${what}\u0000`);
     const repo = typeof given === 'object' && !(given instanceof URL) ? given : null;
-    const name = repo ? `hf://${repo.repo}${repo.subfolder ? `/${repo.subfolder}` : ''}${repo.revision ? `@${repo.revision}` : ''}` : String(given);
+    const name = repo
+      ? `hf://${repo.repo}${repo.subfolder ? `/${repo.subfolder}` : ''}${repo.revision ? `@${repo.revision}` : ''}`
+      : String(given);
     return { model: base, name };
   }
-  if (typeof given === 'string' || (typeof URL !== 'undefined' && given instanceof URL)) return { model: await localBase(given), name: String(given) };
+  if (typeof given === 'string' || (typeof URL !== 'undefined' && given instanceof URL))
+    return { model: await localBase(given), name: String(given) };
   if (!given || typeof given !== 'object' || typeof given.open !== 'function')
-    throw new TypeError(`peft-bridge: ${api}'s ${what} must be a MergeBase {open(name), index?, config?}, a Hub repo {repo, revision?}, a URL or, in Node, a local path`);
+    throw new TypeError(
+      `peft-bridge: ${api}'s ${what} must be a MergeBase {open(name), index?, config?}, a Hub repo {repo, revision?}, a URL or, in Node, a local path`,
+    );
   return { model: given, name: null };
 }

@@ -15,7 +15,8 @@ export function namingTablesOption(tables) {
     if (t !== null && typeof t === 'object' && typeof t.path === 'string' && typeof t.text === 'string') {
       return { path: t.path, text: t.text };
     }
-    if (t !== null && typeof t === 'object' && !Array.isArray(t)) return { path: `namingTables[${i}]`, text: JSON.stringify(t) };
+    if (t !== null && typeof t === 'object' && !Array.isArray(t))
+      return { path: `namingTables[${i}]`, text: JSON.stringify(t) };
     throw new TypeError(`peft-bridge: namingTables[${i}] must be {path, text}, a JSON text or a table object`);
   });
 }

@@ -21,13 +21,20 @@ export async function readTensor(source, name, options = {}) {
     const start = 8 + header.headerSize + tensor.dataOffsets[0];
     const bytes = await raceAbort(Promise.resolve(read(start, tensor.byteLength)), options.signal);
     if (bytes.length !== tensor.byteLength)
-      throw new SafetensorsError('IoError', `the file ended inside tensor \`${name}\``, { tensor: name, offset: start + bytes.length });
+      throw new SafetensorsError('IoError', `the file ended inside tensor \`${name}\``, {
+        tensor: name,
+        offset: start + bytes.length,
+      });
     return bytes;
   };
-  if (isRemote(source)) return withRemoteHeader(source, options, (file) => run(file.headerSource(), (o, n) => file.read(o, n)));
+  if (isRemote(source))
+    return withRemoteHeader(source, options, (file) => run(file.headerSource(), (o, n) => file.read(o, n)));
   const src = await openSource(source, { signal: options.signal });
   try {
-    if (!src.random) throw new TypeError('peft-bridge: readTensor needs random access: bytes, a Blob, {size, read}, a URL, a Hub address or in Node a file path');
+    if (!src.random)
+      throw new TypeError(
+        'peft-bridge: readTensor needs random access: bytes, a Blob, {size, read}, a URL, a Hub address or in Node a file path',
+      );
     // A local path is opened once, for the header and the tensor.
     const opened = isLocalPath(source) ? { size: src.size, read: src.read } : source;
     return await run(opened, async (o, n) => (await src.read(o, n)).slice());

@@ -61,8 +61,12 @@ export function isRemote(source) {
   if (typeof source === 'string') return /^(https?|hf):\/\//i.test(source);
   if (typeof URL !== 'undefined' && source instanceof URL) return /^https?:$/.test(source.protocol);
   return (
-    !!source && typeof source === 'object' && typeof source.repo === 'string' && typeof source.path === 'string' &&
-    typeof source.read !== 'function' && typeof source.getReader !== 'function'
+    !!source &&
+    typeof source === 'object' &&
+    typeof source.repo === 'string' &&
+    typeof source.path === 'string' &&
+    typeof source.read !== 'function' &&
+    typeof source.getReader !== 'function'
   );
 }
 
@@ -95,10 +99,20 @@ function target(module, source, givenOptions) {
   }
   if (typeof source.url === 'string' && typeof source.label === 'string') {
     // A file the CLI's shared rules named (src/net/remote_address.h): the token is the endpoint's, as for hf://.
-    return { url: source.url, label: source.label, token: options.token, tokenOrigin: originOf(options.endpoint ?? defaultEndpoint()) };
+    return {
+      url: source.url,
+      label: source.label,
+      token: options.token,
+      tokenOrigin: originOf(options.endpoint ?? defaultEndpoint()),
+    };
   }
   const url = hubUrl(source);
-  return { url, label: url, token: source.token ?? options.token, tokenOrigin: originOf(source.endpoint ?? defaultEndpoint()) };
+  return {
+    url,
+    label: url,
+    token: source.token ?? options.token,
+    tokenOrigin: originOf(source.endpoint ?? defaultEndpoint()),
+  };
 }
 
 /** A remote file opened without any request yet (its first read sends the first). Internal. */
@@ -109,7 +123,11 @@ export async function openFile(source, options) {
   // The file's clients wait on a signal of the file's own, which follows the caller's while reads run: one
   // listener on the caller's signal per file being read, not one per read in flight.
   const follow = new AbortController();
-  return new RemoteFile(new RangeClient(module, t, { ...options, signal: follow.signal }), t, { readers: options.readers, signal: options.signal, follow });
+  return new RemoteFile(new RangeClient(module, t, { ...options, signal: follow.signal }), t, {
+    readers: options.readers,
+    signal: options.signal,
+    follow,
+  });
 }
 
 /**

@@ -59,7 +59,11 @@ export function repoIdProblem(repo) {
   const parts = repo.split('/');
   if (parts.length !== 2) return `${shown} is not a repo id: expected OWNER/NAME`;
   for (const part of parts) {
-    if (!/^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?$/.test(part) || part.includes('--') || part.includes('..')) {
+    if (
+      !/^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?$/.test(part) ||
+      part.includes('--') ||
+      part.includes('..')
+    ) {
       return `${shown} is not a repo id: OWNER and NAME are 1-96 letters, digits, '-', '_' or '.', starting and ending with a letter, digit or '_', without '--' or '..'`;
     }
   }
@@ -159,7 +163,10 @@ async function* chunksOf(source) {
   }
   for await (const value of source) {
     if (typeof value === 'string') yield new TextEncoder().encode(value);
-    else yield value instanceof Uint8Array ? value : new Uint8Array(value.buffer ?? value, value.byteOffset ?? 0, value.byteLength);
+    else
+      yield value instanceof Uint8Array
+        ? value
+        : new Uint8Array(value.buffer ?? value, value.byteOffset ?? 0, value.byteLength);
   }
 }
 
@@ -176,8 +183,14 @@ function generatedOpener(path, size, make) {
     live = null;
     if (!run) {
       const produced = await make();
-      if (produced == null || (typeof produced[Symbol.asyncIterator] !== 'function' && typeof produced.getReader !== 'function')) {
-        throw new SafetensorsError('InvalidArgument', `files: \`${path}\`: content() must return a ReadableStream or an async iterable`);
+      if (
+        produced == null ||
+        (typeof produced[Symbol.asyncIterator] !== 'function' && typeof produced.getReader !== 'function')
+      ) {
+        throw new SafetensorsError(
+          'InvalidArgument',
+          `files: \`${path}\`: content() must return a ReadableStream or an async iterable`,
+        );
       }
       run = { iterator: chunksOf(produced), position: 0, carry: null };
     }
@@ -188,7 +201,11 @@ function generatedOpener(path, size, make) {
         run.carry = null;
         if (!chunk) {
           const next = await run.iterator.next();
-          if (next.done) throw new SafetensorsError('IoError', `files: \`${path}\`: content() gave ${run.position} bytes, not the ${size} promised`);
+          if (next.done)
+            throw new SafetensorsError(
+              'IoError',
+              `files: \`${path}\`: content() gave ${run.position} bytes, not the ${size} promised`,
+            );
           chunk = next.value;
         }
         const chunkStart = run.position;
@@ -205,7 +222,11 @@ function generatedOpener(path, size, make) {
       }
       if (end === size && !run.carry) {
         const next = await run.iterator.next();
-        if (!next.done && next.value.length) throw new SafetensorsError('IoError', `files: \`${path}\`: content() gave more than the ${size} bytes promised`);
+        if (!next.done && next.value.length)
+          throw new SafetensorsError(
+            'IoError',
+            `files: \`${path}\`: content() gave more than the ${size} bytes promised`,
+          );
       }
       finished = true;
     } finally {
@@ -226,7 +247,7 @@ async function fileBlob(path) {
     const file = await files.open(path);
     try {
       if (file.size !== size) throw new SafetensorsError('IoError', `\`${path}\` changed while being pushed`);
-      for (let at = start; at < end; ) {
+      for (let at = start; at < end;) {
         const piece = await file.read(at, Math.min(PIECE, end - at));
         if (!piece.length) throw new SafetensorsError('IoError', `\`${path}\` ended early while being pushed`);
         at += piece.length;
@@ -242,16 +263,32 @@ async function fileBlob(path) {
 /** One entry of `files` as {path, blob}. */
 async function toBlob(entry, index) {
   const path = entry?.path;
-  if (typeof path !== 'string' || path === '' || path.startsWith('/') || path.split('/').some((p) => p === '' || p === '.' || p === '..')) {
-    throw new SafetensorsError('InvalidArgument', `files[${index}].path must be a relative path inside the repo, got ${JSON.stringify(path)}`);
+  if (
+    typeof path !== 'string' ||
+    path === '' ||
+    path.startsWith('/') ||
+    path.split('/').some((p) => p === '' || p === '.' || p === '..')
+  ) {
+    throw new SafetensorsError(
+      'InvalidArgument',
+      `files[${index}].path must be a relative path inside the repo, got ${JSON.stringify(path)}`,
+    );
   }
   const { content } = entry;
   if (typeof content === 'function') {
     const size = entry.size;
-    if (!Number.isSafeInteger(size) || size < 0) throw new SafetensorsError('InvalidArgument', `files[${index}] (\`${path}\`): a content() function needs its size in bytes`);
-    return { path, blob: new ReplayBlob(size, generatedOpener(path, size, content), 0, size, null, { tail: Promise.resolve() }) };
+    if (!Number.isSafeInteger(size) || size < 0)
+      throw new SafetensorsError(
+        'InvalidArgument',
+        `files[${index}] (\`${path}\`): a content() function needs its size in bytes`,
+      );
+    return {
+      path,
+      blob: new ReplayBlob(size, generatedOpener(path, size, content), 0, size, null, { tail: Promise.resolve() }),
+    };
   }
-  if (typeof content === 'string' || (typeof URL !== 'undefined' && content instanceof URL)) return { path, blob: await fileBlob(content) };
+  if (typeof content === 'string' || (typeof URL !== 'undefined' && content instanceof URL))
+    return { path, blob: await fileBlob(content) };
   if (typeof Blob !== 'undefined' && content instanceof Blob) return { path, blob: content };
   if (content instanceof Uint8Array || content instanceof ArrayBuffer) return { path, blob: new Blob([content]) };
   throw new SafetensorsError(
@@ -293,7 +330,10 @@ async function sendable(blob, counter) {
     // workerd: a stream of a declared length (sent with Content-Length, not chunked)
     // eslint-disable-next-line no-undef
     const { readable, writable } = new FixedLengthStream(blob.size);
-    blob.stream().pipeTo(writable).catch(() => {});
+    blob
+      .stream()
+      .pipeTo(writable)
+      .catch(() => {});
     return readable;
   }
   // browsers send a stream only over HTTP/2 and chunked; an upload URL wants Content-Length: read this part
@@ -311,7 +351,8 @@ async function readAnswer(response, progress, cap, what) {
   let size = 0;
   for await (const chunk of chunksOf(response.body)) {
     size += chunk.length;
-    if (size > cap) throw new SafetensorsError('IoError', `${what}: the answer is larger than ${cap} bytes (PB_HTTP_MAX_JSON_BYTES)`);
+    if (size > cap)
+      throw new SafetensorsError('IoError', `${what}: the answer is larger than ${cap} bytes (PB_HTTP_MAX_JSON_BYTES)`);
     progress(chunk.length);
     parts.push(chunk);
   }
@@ -331,7 +372,8 @@ async function readAnswer(response, progress, cap, what) {
 function makeFetch({ baseFetch, upload, module, limits, signal, onUpload, log }) {
   return async function pushFetch(url, init = {}) {
     const href = String(url);
-    const isCommit = (init.method ?? 'GET') === 'POST' && /\/api\/[a-z]+s\/[^/]+\/[^/]+\/commit\//.test(new URL(href).pathname);
+    const isCommit =
+      (init.method ?? 'GET') === 'POST' && /\/api\/[a-z]+s\/[^/]+\/[^/]+\/commit\//.test(new URL(href).pathname);
     const hint = init.progressHint;
     // a generated file's parts are sent one at a time, in the order the library starts them (taken before any
     // await), so that one replay of the file serves them all
@@ -371,12 +413,15 @@ function makeFetch({ baseFetch, upload, module, limits, signal, onUpload, log })
         let expired = null;
         let timer = null;
         const watch = () => {
-          timer = setTimeout(() => {
-            if (clock.expired(Date.now())) {
-              expired = { error: errorFromHandle(clock), total: clock.total() };
-              controller.abort(expired.error);
-            } else watch(); // progress moved the deadline on
-          }, Math.max(0, clock.deadline() - Date.now()));
+          timer = setTimeout(
+            () => {
+              if (clock.expired(Date.now())) {
+                expired = { error: errorFromHandle(clock), total: clock.total() };
+                controller.abort(expired.error);
+              } else watch(); // progress moved the deadline on
+            },
+            Math.max(0, clock.deadline() - Date.now()),
+          );
         };
         watch();
         const progress = (n) => clock.onProgress(Date.now(), n);
@@ -397,12 +442,20 @@ function makeFetch({ baseFetch, upload, module, limits, signal, onUpload, log })
           const { progressHint, ...rest } = init;
           const request = { ...rest, body, signal: controller.signal };
           if (body && typeof body.getReader === 'function') request.duplex = 'half';
-          const put = upload && (request.method ?? 'GET') === 'PUT' && typeof Blob !== 'undefined' && request.body instanceof Blob;
+          const put =
+            upload &&
+            (request.method ?? 'GET') === 'PUT' &&
+            typeof Blob !== 'undefined' &&
+            request.body instanceof Blob;
           const answer = await (put ? upload(url, request) : baseFetch(url, request));
           clock.onHead(Date.now());
           const bytes = await readAnswer(answer, progress, clock.maxJsonBytes(), `${method} ${href}`);
           const empty = bytes === null || [204, 205, 304].includes(answer.status);
-          response = new Response(empty ? null : bytes, { status: answer.status, statusText: answer.statusText, headers: answer.headers });
+          response = new Response(empty ? null : bytes, {
+            status: answer.status,
+            statusText: answer.statusText,
+            headers: answer.headers,
+          });
         } catch (error) {
           if (signal?.aborted) throw abortReason(signal);
           if (expired) failure = expired.error;
@@ -453,9 +506,12 @@ function hubError(error, what) {
     return new SafetensorsError(code, `${what}: ${error?.message ?? String(error)}`, { cause: error });
   }
   const data = error.data ?? {};
-  const detail = (typeof data.error === 'string' && data.error) || (typeof data.message === 'string' && data.message.trim()) || '';
+  const detail =
+    (typeof data.error === 'string' && data.error) || (typeof data.message === 'string' && data.message.trim()) || '';
   const code = status === 400 || status === 422 ? 'InvalidArgument' : 'IoError';
-  return new SafetensorsError(code, detail ? `${what}: ${detail} (HTTP ${status})` : `${what}: HTTP ${status}`, { cause: error });
+  return new SafetensorsError(code, detail ? `${what}: ${detail} (HTTP ${status})` : `${what}: HTTP ${status}`, {
+    cause: error,
+  });
 }
 
 /**
@@ -490,9 +546,15 @@ export async function pushToHub(options = {}) {
   if (typeof branch !== 'string' || branch === '' || /\s|\.\.|^\/|\/$|\/\//.test(branch)) {
     throw new SafetensorsError('InvalidArgument', `${JSON.stringify(branch)} is not a branch name`);
   }
-  if (!Array.isArray(files) || files.length === 0) throw new SafetensorsError('InvalidArgument', 'files must be a non-empty array of {path, content}');
-  if (!token) throw new SafetensorsError('InvalidArgument', 'pushing needs a token with write access (token, or HF_TOKEN in the CLIs)');
-  if (retries !== undefined && (!Number.isSafeInteger(retries) || retries < 0)) throw new SafetensorsError('InvalidArgument', 'retries must be a whole number ≥ 0');
+  if (!Array.isArray(files) || files.length === 0)
+    throw new SafetensorsError('InvalidArgument', 'files must be a non-empty array of {path, content}');
+  if (!token)
+    throw new SafetensorsError(
+      'InvalidArgument',
+      'pushing needs a token with write access (token, or HF_TOKEN in the CLIs)',
+    );
+  if (retries !== undefined && (!Number.isSafeInteger(retries) || retries < 0))
+    throw new SafetensorsError('InvalidArgument', 'retries must be a whole number ≥ 0');
   // The HTTP policy's limits (retries, backoff, deadlines: docs/remote.md), as every remote read takes them.
   const limitOptions = { http: options.http };
   for (const name of Object.keys(LIMIT_OPTIONS)) if (options[name] !== undefined) limitOptions[name] = options[name];
@@ -555,7 +617,8 @@ export async function pushToHub(options = {}) {
   });
 
   const hub = givenHub ?? (await loadHub());
-  if (typeof hub?.commitIter !== 'function') throw new SafetensorsError('InvalidArgument', 'the `hub` option must be the @huggingface/hub module');
+  if (typeof hub?.commitIter !== 'function')
+    throw new SafetensorsError('InvalidArgument', 'the `hub` option must be the @huggingface/hub module');
   const credentials = { accessToken: token, hubUrl, fetch: fetchImpl };
   if (createRepo) {
     try {
@@ -567,7 +630,8 @@ export async function pushToHub(options = {}) {
       const answer = module.createRepoAnswer(error?.statusCode ?? 0);
       const exists =
         answer === 'exists' ||
-        (answer === 'ask' && (await hub.repoExists({ repo: { type: 'model', name: repo }, ...credentials }).catch(() => false)));
+        (answer === 'ask' &&
+          (await hub.repoExists({ repo: { type: 'model', name: repo }, ...credentials }).catch(() => false)));
       if (!exists) throw hubError(error, `creating ${repo}`);
     }
   }
@@ -610,7 +674,10 @@ export async function pushToHub(options = {}) {
     }
   } catch (error) {
     if (signal?.aborted) throw abortReason(signal);
-    throw hubError(error, `pushing to ${repo}${createPr ? ` (pull request on ${branch})` : branch !== 'main' ? `@${branch}` : ''}`);
+    throw hubError(
+      error,
+      `pushing to ${repo}${createPr ? ` (pull request on ${branch})` : branch !== 'main' ? `@${branch}` : ''}`,
+    );
   }
   const commit = result?.commit?.oid ?? '';
   report({ phase: 'done', commit });

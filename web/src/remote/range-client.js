@@ -40,8 +40,10 @@ export const ADAPTER_CAP = 'adapter';
 /** "NAME=value" lines for the policy, from the options (`options.http` takes PB_HTTP_* names as they are). */
 export function limitsText(options) {
   const lines = [];
-  for (const [name, value] of Object.entries(options.http ?? {})) if (value !== undefined && value !== '') lines.push(`${name}=${value}`);
-  for (const [option, name] of Object.entries(LIMIT_OPTIONS)) if (options[option] !== undefined) lines.push(`${name}=${options[option]}`);
+  for (const [name, value] of Object.entries(options.http ?? {}))
+    if (value !== undefined && value !== '') lines.push(`${name}=${value}`);
+  for (const [option, name] of Object.entries(LIMIT_OPTIONS))
+    if (options[option] !== undefined) lines.push(`${name}=${options[option]}`);
   return lines.join('\n');
 }
 
@@ -51,7 +53,8 @@ const now = () => Date.now();
 export function transportKind(error) {
   const code = String(error?.cause?.code ?? error?.code ?? '');
   if (/^(ENOTFOUND|EAI_AGAIN|EAI_NONAME|EAI_FAIL)$/.test(code)) return KIND.resolve;
-  if (/^(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|EADDRNOTAVAIL|ETIMEDOUT|UND_ERR_CONNECT_TIMEOUT)$/.test(code)) return KIND.connect;
+  if (/^(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|EADDRNOTAVAIL|ETIMEDOUT|UND_ERR_CONNECT_TIMEOUT)$/.test(code))
+    return KIND.connect;
   if (/CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_SSL/.test(code)) return KIND.tls;
   return KIND.broken;
 }
@@ -71,7 +74,10 @@ function settle(promise, ms, signal) {
     const timer = setTimeout(() => done({ timeout: true }), Math.max(0, ms));
     signal?.addEventListener('abort', onAbort, { once: true });
     if (signal?.aborted) onAbort();
-    promise.then((value) => done({ value }), (error) => done({ error }));
+    promise.then(
+      (value) => done({ value }),
+      (error) => done({ error }),
+    );
   });
 }
 
@@ -84,7 +90,17 @@ function sleep(ms, signal) {
 /** The headers the policy reads, as "name\nvalue\n" pairs. */
 function headText(headers) {
   let text = '';
-  for (const name of ['content-range', 'content-length', 'content-encoding', 'etag', 'retry-after', 'date', 'x-error-message', 'location', 'x-repo-commit']) {
+  for (const name of [
+    'content-range',
+    'content-length',
+    'content-encoding',
+    'etag',
+    'retry-after',
+    'date',
+    'x-error-message',
+    'location',
+    'x-repo-commit',
+  ]) {
     const v = headers.get(name);
     if (v !== null) text += `${name}\n${v}\n`;
   }
@@ -102,7 +118,9 @@ export class RangeClient {
    * @param {object} options signal, fetch and the limits of LIMIT_OPTIONS
    */
   constructor(module, target, options = {}, policy = null) {
-    this.policy = policy ?? new module.HttpFile(target.url, target.label, target.token ?? '', target.tokenOrigin ?? '', limitsText(options));
+    this.policy =
+      policy ??
+      new module.HttpFile(target.url, target.label, target.token ?? '', target.tokenOrigin ?? '', limitsText(options));
     if (!this.policy.ok()) {
       const error = errorFromHandle(this.policy);
       this.policy.delete();
@@ -186,7 +204,10 @@ export class RangeClient {
     const headers = { Range: step.range };
     if (step.authorization) headers.Authorization = step.authorization;
     this.controller = new AbortController();
-    this.request = { url: step.url, init: { headers, redirect: this.follow ? 'follow' : 'manual', signal: this.controller.signal } };
+    this.request = {
+      url: step.url,
+      init: { headers, redirect: this.follow ? 'follow' : 'manual', signal: this.controller.signal },
+    };
     this.startFetch();
   }
 
@@ -247,7 +268,7 @@ export class RangeClient {
       this.startFetch();
       return;
     }
-    p.onHead(now(), response.status, headText(response.headers), this.follow ? response.url ?? '' : '');
+    p.onHead(now(), response.status, headText(response.headers), this.follow ? (response.url ?? '') : '');
     if (p.inFlight() && response.body) {
       this.reader = response.body.getReader();
       return;

@@ -18,7 +18,8 @@ import { openSource } from '../io/sources.js';
 
 const INDEX = 'model.safetensors.index.json';
 
-const isUrl = (v) => (typeof v === 'string' && /^(https?|hf):\/\//i.test(v)) || (typeof URL !== 'undefined' && v instanceof URL);
+const isUrl = (v) =>
+  (typeof v === 'string' && /^(https?|hf):\/\//i.test(v)) || (typeof URL !== 'undefined' && v instanceof URL);
 const decode = (bytes) => new TextDecoder().decode(bytes);
 
 /**
@@ -64,7 +65,13 @@ async function resolveBase(base, ro, baseConfig, { listFiles = true } = {}) {
   const config = await readWhole(at('config.json', index?.commit ?? revision), ro, true);
   const pinned = index?.commit ?? config?.commit ?? revision;
   const files = listFiles ? await listHubFolder({ ...hubAliases(base), revision: pinned }, ro) : null;
-  return { revision: pinned, index: index?.bytes ?? null, config: baseConfig ?? config?.bytes ?? null, files, shard: (name) => at(name, pinned) };
+  return {
+    revision: pinned,
+    index: index?.bytes ?? null,
+    config: baseConfig ?? config?.bytes ?? null,
+    files,
+    shard: (name) => at(name, pinned),
+  };
 }
 
 // The key under which the adapter's weights file is kept open among the shards' (not a valid shard name).
@@ -86,7 +93,8 @@ async function rangedWeights(source, ro, files) {
 
 /** The adapter as mergeShards takes it ({weights, config, weightsName}), opened for Range reads when remote; and its revision. */
 async function resolveAdapter(adapter, ro, files) {
-  if (!adapter || typeof adapter !== 'object') throw new TypeError('peft-bridge: adapter must be a Hub repo {repo}, {weights, config} URLs or bytes');
+  if (!adapter || typeof adapter !== 'object')
+    throw new TypeError('peft-bridge: adapter must be a Hub repo {repo}, {weights, config} URLs or bytes');
   if (typeof adapter.repo === 'string') {
     // The repo's files as the CLIs choose them in a directory (the core's rule, adapter-dir.js), at one commit.
     const dir = await openAdapterDirectory(adapter, ro);
@@ -95,8 +103,13 @@ async function resolveAdapter(adapter, ro, files) {
     return { files: { weights, config: dir.config, weightsName: dir.weightsName }, revision: dir.revision };
   }
   const fetched = async (v) => (isUrl(v) ? (await readWhole(v, ro)).bytes : v);
-  const [weights, config] = await Promise.all([isUrl(adapter.weights) ? rangedWeights(adapter.weights, ro, files) : adapter.weights, fetched(adapter.config)]);
-  const weightsName = adapter.weightsName ?? (isUrl(adapter.weights) ? new URL(String(adapter.weights)).pathname.split('/').pop() : undefined);
+  const [weights, config] = await Promise.all([
+    isUrl(adapter.weights) ? rangedWeights(adapter.weights, ro, files) : adapter.weights,
+    fetched(adapter.config),
+  ]);
+  const weightsName =
+    adapter.weightsName ??
+    (isUrl(adapter.weights) ? new URL(String(adapter.weights)).pathname.split('/').pop() : undefined);
   return { files: { ...adapter, weights, config, weightsName }, revision: null };
 }
 
@@ -197,7 +210,8 @@ export async function openRemoteModel(given, reading, key) {
   const open = async (name) => {
     const file = await openRemote(base.shard(name), reading.ro);
     reading.files.set(key + name, file);
-    if (file.size === null) throw new SafetensorsError('IoError', `cannot read \`${file.url}\` by ranges: the server does not tell its size`);
+    if (file.size === null)
+      throw new SafetensorsError('IoError', `cannot read \`${file.url}\` by ranges: the server does not tell its size`);
     return readAhead(file, reading.ro);
   };
   return { base: { index: base.index, config: base.config, open }, revision: base.revision };
@@ -212,7 +226,10 @@ async function openModel(options) {
   throwIfAborted(options.signal);
   const { ro, files, close } = remoteReading(options);
   try {
-    const [base, adapter] = await Promise.all([resolveBase(options.base, ro, options.baseConfig), resolveAdapter(options.adapter, ro, files)]);
+    const [base, adapter] = await Promise.all([
+      resolveBase(options.base, ro, options.baseConfig),
+      resolveAdapter(options.adapter, ro, files),
+    ]);
     let names = ['model.safetensors'];
     if (base.index) {
       // The core checks the index (plain .safetensors names, no traversal) before any shard is requested.
@@ -226,7 +243,11 @@ async function openModel(options) {
     await eachLimit(names, options.concurrency ?? 4, async (name) => {
       const file = await openRemote(base.shard(name), ro);
       files.set(name, file);
-      if (file.size === null) throw new SafetensorsError('IoError', `cannot read \`${file.url}\` by ranges: the server does not tell its size`);
+      if (file.size === null)
+        throw new SafetensorsError(
+          'IoError',
+          `cannot read \`${file.url}\` by ranges: the server does not tell its size`,
+        );
     });
     const sources = new Map(names.map((name) => [name, readAhead(files.get(name), ro)]));
     return { base, adapter, names, files, sources, close, ro, signal: ro.signal };
@@ -250,7 +271,8 @@ const mergeBase = (opened) => ({
  */
 async function openCopied(opened, name) {
   const file = await openRemote(opened.base.shard(name), opened.ro);
-  if (file.size !== null) return { size: file.size, read: (offset, length) => file.read(offset, length), close: () => file.close() };
+  if (file.size !== null)
+    return { size: file.size, read: (offset, length) => file.read(offset, length), close: () => file.close() };
   await file.close();
   return (await readWhole(opened.base.shard(name), opened.ro)).bytes;
 }
@@ -260,7 +282,8 @@ async function planSession(opened, options) {
   const session = await MergeSession.create('Merger', options);
   try {
     if (opened.base.index) session.setIndex(decode(opened.base.index));
-    for (const name of opened.names) await session.addShard(name, await openSource(opened.sources.get(name)), opened.signal);
+    for (const name of opened.names)
+      await session.addShard(name, await openSource(opened.sources.get(name)), opened.signal);
     session.baseComplete();
     const { files } = opened.adapter;
     await session.loadAdapter(
@@ -273,7 +296,11 @@ async function planSession(opened, options) {
       opened.signal,
     );
     const plan = session.plan();
-    return { session, plan, copied: session.copiedFiles(plan, !!opened.base.index, opened.base.files, options.copyExtra) };
+    return {
+      session,
+      plan,
+      copied: session.copiedFiles(plan, !!opened.base.index, opened.base.files, options.copyExtra),
+    };
   } catch (error) {
     session.close();
     throw error;
@@ -322,10 +349,16 @@ export async function mergeRemoteShard(options) {
       return { path, size, stream };
     }
     if (i < 0) {
-      const text = want === INDEX ? session.outputIndex() || null : want === 'config.json' ? session.configJson() : null;
+      const text =
+        want === INDEX ? session.outputIndex() || null : want === 'config.json' ? session.configJson() : null;
       if (text === null) {
         const list = names.join(', ');
-        throw new SafetensorsError('InvalidArgument', want === undefined ? `say which shard: the output has ${names.length} (${list})` : `no output file \`${want}\` (shards: ${list})`);
+        throw new SafetensorsError(
+          'InvalidArgument',
+          want === undefined
+            ? `say which shard: the output has ${names.length} (${list})`
+            : `no output file \`${want}\` (shards: ${list})`,
+        );
       }
       session.close();
       await opened.close();
@@ -334,7 +367,11 @@ export async function mergeRemoteShard(options) {
     }
     // The other shards were opened for their headers only.
     await Promise.all(opened.names.filter((n) => n !== want).map((n) => opened.files.get(n).close()));
-    return { path: want, size: plan.shards[i].outputSize, stream: shardStream(session, i, plan.shards[i], opened, options.onProgress) };
+    return {
+      path: want,
+      size: plan.shards[i].outputSize,
+      stream: shardStream(session, i, plan.shards[i], opened, options.onProgress),
+    };
   } catch (error) {
     session?.close();
     await opened.close(error);
@@ -373,7 +410,13 @@ function shardStream(session, i, shard, opened, onProgress) {
       },
       async pull() {
         try {
-          chunks ??= session.mergeShard(i, shard, await openSource(opened.sources.get(shard.name), { signal }), signal, counts);
+          chunks ??= session.mergeShard(
+            i,
+            shard,
+            await openSource(opened.sources.get(shard.name), { signal }),
+            signal,
+            counts,
+          );
           const { done, value } = await chunks.next();
           if (ended) return; // aborted meanwhile
           if (done) {
@@ -418,7 +461,12 @@ export async function mergeRemoteIndex(options) {
 export async function planRemote(options) {
   const opened = await openModel(options);
   try {
-    const plan = await planMerge({ ...options, base: mergeBase(opened), adapter: opened.adapter.files, signal: opened.signal });
+    const plan = await planMerge({
+      ...options,
+      base: mergeBase(opened),
+      adapter: opened.adapter.files,
+      signal: opened.signal,
+    });
     return { revision: opened.base.revision, adapterRevision: opened.adapter.revision, ...plan };
   } finally {
     await opened.close();
