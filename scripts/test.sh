@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: native C++ (ctest), the same C++ suites compiled to WASM under Node, the JS API
 # and CLI suites (node --test) against the WASM build, a short fuzzing run, the torch cross-checks and the
-# live cross-checks in the pinned venv (tests/golden/README.md). Ends with one
+# live cross-checks in the pinned venv (tests/golden/README.md) and the house formatting check. Ends with one
 # "N passed, N failed" line summing all of them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -106,6 +106,10 @@ fi
 echo "== Rust safetensors crate: the committed reader vectors are its verdicts (cargo; tests/rust_oracle/README.md)"
 bash scripts/rust-oracle.sh 2>&1 | tee "$LOGS/rust-oracle.log" | tail -12
 count_script "${PIPESTATUS[0]}"  # no cargo is a skip, and under PB_REQUIRE_FIXTURES=1 (.ci/run) a failure
+
+echo "== house formatting: clang-format 14 and prettier leave every tracked source unchanged (scripts/format.sh --check)"
+bash scripts/format.sh --check 2>&1 | tee "$LOGS/format.log" | tail -6
+count_script "${PIPESTATUS[0]}"
 
 echo "== TypeScript: the published types compile against an application-style usage file (lib esnext.disposable, and es2022)"
 if npx --no-install tsc -p tests/types && npx --no-install tsc -p tests/types/tsconfig.es2022.json; then
