@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/utf8.h"
+
 namespace pb::adapter {
 namespace {
 
@@ -58,44 +60,9 @@ void AppendHex4(std::string& out, uint32_t u) {
 // a value built in C++ might not be, and a Python str cannot hold such bytes, so each byte that does not
 // start a valid sequence becomes U+FFFD (nlohmann's dump would throw, which WebAssembly builds cannot).
 uint32_t NextCodePoint(const std::string& s, size_t& i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  size_t len = 0;
-  uint32_t cp = 0, min = 0;
-  if (c < 0x80) {
-    ++i;
-    return c;
-  }
-  if ((c & 0xE0) == 0xC0) {
-    len = 2;
-    min = 0x80;
-    cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    len = 3;
-    min = 0x800;
-    cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    len = 4;
-    min = 0x10000;
-    cp = c & 0x07;
-  }
-  if (len == 0 || i + len > s.size()) {
-    ++i;
-    return 0xFFFD;
-  }
-  for (size_t k = 1; k < len; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xC0) != 0x80) {
-      ++i;
-      return 0xFFFD;
-    }
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    ++i;
-    return 0xFFFD;
-  }
-  i += len;
-  return cp;
+  if (auto cp = DecodeUtf8(s, i)) return *cp;
+  ++i;
+  return 0xFFFD;
 }
 
 // Python's json encoder with ensure_ascii: only printable ASCII (0x20..0x7E) is written raw, so DEL

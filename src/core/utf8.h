@@ -2,10 +2,15 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 namespace pb {
+
+// The code point whose encoding starts at text[i], with i moved past it; nullopt (i unchanged) when the bytes there
+// are not one strict UTF-8 sequence (truncated, overlong, a surrogate, above U+10FFFF, or a stray continuation byte).
+std::optional<uint32_t> DecodeUtf8(std::string_view text, size_t& i);
 
 // Index of the first byte that starts an invalid sequence, or text.size() if all valid.
 size_t FirstInvalidUtf8(std::string_view text);
