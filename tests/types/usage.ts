@@ -483,8 +483,10 @@ export async function merge(
   mergeShards({ adapter, base: inMemory, quantize: 'nf4' });
   // @ts-expect-error: mergeShards needs a base
   mergeShards({ adapter });
-  // @ts-expect-error: merge dtypes are lower case
+  // Any case of the CLI's dtype names (the core reads them case-insensitively)...
   createMergeStream({ adapter, dtype: 'BF16' });
+  // @ts-expect-error: ...but only float dtypes
+  createMergeStream({ adapter, dtype: 'f8' });
   // @ts-expect-error: a misspelled option (`unmerge`)
   createMergeStream({ adapter, unmerged: true });
   // @ts-expect-error: a plan entry's module is null for copies the adapter carries

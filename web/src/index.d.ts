@@ -503,17 +503,7 @@ export type ConfigInput = string | Uint8Array | Record<string, unknown>;
 export interface AdapterInput {
   /** The adapter's safetensors file, or a llama.cpp LoRA `.gguf` file (recognised by its magic; its tensors are
    * read by range too) (in Node also its path). */
-  weights:
-    | Uint8Array
-    | ArrayBuffer
-    | ArrayBufferView
-    | Blob
-    | ReadableStream<Uint8Array>
-    | AsyncIterable<Uint8Array>
-    | Iterable<Uint8Array>
-    | RandomAccessSource
-    | LocalPath
-    | { size: bigint; read(offset: number, length: number): Promise<Uint8Array> | Uint8Array };
+  weights: Source | { size: bigint; read(offset: number, length: number): Promise<Uint8Array> | Uint8Array };
   /** Its `adapter_config.json` (PEFT's or mlx-lm's); kohya and GGUF-named adapters have none. */
   config?: ConfigInput | null;
   /** The base model's `config.json`: architecture, head counts (GGUF row order), layer count (mlx). */
