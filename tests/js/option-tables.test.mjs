@@ -20,12 +20,15 @@ const INTERFACES = {
   merge: ['MergeOptions', 'MergeShardsOptions', 'MergeStreamOptions'],
 };
 
-/** {key: type text} of an interface's own properties. */
+/** {key: type text} of an interface's own properties (a type the formatter wrapped over several lines included,
+ * its whitespace collapsed). */
 function interfaceKeys(dts, name) {
   const start = dts.search(new RegExp(`^export interface ${name}\\b[^{]*\\{`, 'm'));
   assert.ok(start >= 0, `index.d.ts declares ${name}`);
   const body = dts.slice(dts.indexOf('{', start) + 1, dts.indexOf('\n}', start));
-  return Object.fromEntries([...body.matchAll(/^ {2}(\w+)\??: ([^\n]*)$/gm)].map((m) => [m[1], m[2]]));
+  return Object.fromEntries(
+    [...body.matchAll(/^ {2}(\w+)\??:\s*([\s\S]*?;)$/gm)].map((m) => [m[1], m[2].replace(/\s+/g, ' ').trim()]),
+  );
 }
 
 const module = await getModule();
