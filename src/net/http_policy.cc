@@ -321,8 +321,10 @@ void HttpFilePolicy::OnTransportError(int64_t now_ms, TransportError kind) {
   std::string what;
   switch (kind) {
     // The host named: an address's own is not in its label (hf://… resolves at HF_ENDPOINT, a redirect leaves it).
-    case TransportError::kResolve: what = "the host name `" + UrlHost(request_url_) + "` did not resolve"; break;
-    case TransportError::kConnect: what = "could not connect to `" + UrlHost(request_url_) + "`"; break;
+    case TransportError::kResolve:
+      what = "the host name `" + ClipForMessage(UrlHost(request_url_)) + "` did not resolve";
+      break;
+    case TransportError::kConnect: what = "could not connect to `" + ClipForMessage(UrlHost(request_url_)) + "`"; break;
     case TransportError::kBroken: what = "the connection broke"; break;
     case TransportError::kTls: what = "the TLS handshake or certificate check failed"; break;
     case TransportError::kBadScheme: what = "the URL's scheme is not supported"; break;

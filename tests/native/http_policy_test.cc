@@ -253,6 +253,15 @@ TEST(HttpPolicy, TransportErrorsRetriedOrNotByKind) {
   named.OnTransportError(0, TransportError::kResolve);
   EXPECT_EQ(FailMessage(named, 0),
             "cannot open `hf://o/r/model.safetensors`: the host name `nohost.invalid:8080` did not resolve");
+  // A hostile host of 100,000 characters is clipped in the message, as every echoed input is.
+  for (auto kind : {TransportError::kResolve, TransportError::kConnect}) {
+    HttpFilePolicy huge =
+        Make({.retries = 0}, "", "http://" + std::string(100000, 'a') + "/o/r/resolve/main/m.safetensors");
+    huge.BeginRead(0, 10, 0);
+    Send(huge, 0);
+    huge.OnTransportError(0, kind);
+    EXPECT_LT(FailMessage(huge, 0).size(), 1000u);
+  }
 }
 
 TEST(HttpPolicy, TruncatedBodyResumesAtTheByteReached) {
