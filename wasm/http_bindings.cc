@@ -14,7 +14,9 @@
 
 #include "app/report.h"
 #include "net/http_policy.h"
+#include "failure_value.h"
 #include "net/http_url.h"
+#include "net/worker_endpoint.h"
 
 namespace pb::wasm {
 namespace {
@@ -196,6 +198,19 @@ class HttpCall {
 
 std::string UrlOriginOf(const std::string& url) { return net::UrlOrigin(url); }
 
+// net::ChooseWorkerEndpoint: {ok: true, endpoint, own}, or the failure value. `requested` null or undefined: none.
+val WorkerEndpointOf(val requested, const std::string& home, const std::string& allowed) {
+  std::optional<std::string> asked;
+  if (requested.isString()) asked = requested.as<std::string>();
+  auto chosen = net::ChooseWorkerEndpoint(asked, home, allowed);
+  if (!chosen.ok()) return FailureValue(chosen.error());
+  val r = val::object();
+  r.set("ok", true);
+  r.set("endpoint", chosen->endpoint);
+  r.set("own", chosen->own);
+  return r;
+}
+
 }  // namespace
 }  // namespace pb::wasm
 
@@ -243,4 +258,5 @@ EMSCRIPTEN_BINDINGS(peft_bridge_http) {
       .function("decideRetry", &HttpCall::decide_retry)
       .function("maxJsonBytes", &HttpCall::max_json_bytes);
   function("urlOrigin", &UrlOriginOf);
+  function("workerEndpoint", &WorkerEndpointOf);
 }

@@ -104,14 +104,14 @@ const hubOf = (env) => env.HF_ENDPOINT || 'https://huggingface.co';
  * Where an entry's adapter and base are read: {adapter, base}, each {endpoint, own} (workerEndpoint: HF_ENDPOINT, or
  * a server ALLOWED_ENDPOINTS lists, checked again at every use, so removing one from the list stops its entries).
  */
-function endpointsOf(env, entry) {
+async function endpointsOf(env, entry) {
   const worker = { endpoint: hubOf(env), allowed: env.ALLOWED_ENDPOINTS };
-  return { adapter: workerEndpoint(entry.endpoint, worker), base: workerEndpoint(entry.base?.endpoint, worker) };
+  return { adapter: await workerEndpoint(entry.endpoint, worker), base: await workerEndpoint(entry.base?.endpoint, worker) };
 }
 
 /** The cache's registration spec of an entry: another server than HF_ENDPOINT is read without HF_TOKEN. */
-function specOf(env, entry) {
-  const at = endpointsOf(env, entry);
+async function specOf(env, entry) {
+  const at = await endpointsOf(env, entry);
   // '': no token (the cache's own rule too: its token goes to its endpoint only)
   const where = (e) => ({ endpoint: e.endpoint, ...(e.own ? {} : { token: '' }) });
   return { repo: entry.repo, revision: entry.revision, ...where(at.adapter), base: { repo: entry.base.repo, revision: entry.base.revision, ...where(at.base) } };
@@ -148,7 +148,7 @@ function ensureRegistered(env, entry) {
   const key = `${entry.id}@${entry.revision}`;
   let p = registering.get(key);
   if (!p) {
-    p = cacheFor(env).register(entry.id, specOf(env, entry));
+    p = specOf(env, entry).then((spec) => cacheFor(env).register(entry.id, spec));
     registering.set(key, p);
     p.catch(() => registering.delete(key));
   }
@@ -215,12 +215,12 @@ async function register(request, env, trusted) {
   if (typeof scale !== 'number' || !Number.isFinite(scale)) return json(400, failure('InvalidArgument', '`scale` must be a finite number'));
   // Only the fields read: anything else in `base` (a token...) is not passed on.
   const proposed = { id, repo, revision, endpoint, base: { repo: given.repo, revision: given.revision ?? 'main', endpoint: given.endpoint } };
-  const at = endpointsOf(env, proposed); // InvalidArgument (400) for a server ALLOWED_ENDPOINTS does not list
+  const at = await endpointsOf(env, proposed); // InvalidArgument (400) for a server ALLOWED_ENDPOINTS does not list
   const max = setting(env, 'MAX_ADAPTERS', 64);
   if (!(await registry(env).get(id)) && (await registry(env).count()) >= max)
     return json(507, failure('LimitExceeded', `the registry holds ${max} adapters, its maximum (MAX_ADAPTERS): unregister one first`));
   const c = cacheFor(env);
-  const info = await c.register(id, specOf(env, proposed));
+  const info = await c.register(id, await specOf(env, proposed));
   const entry = {
     id,
     repo,
@@ -371,7 +371,7 @@ function gated(env, slot, open) {
 
 /** A GGUF LoRA for llama-server: the core translates the adapter (read by Range), with the base's head counts. */
 async function serveGguf(env, entry, url) {
-  const spec = specOf(env, entry);
+  const spec = await specOf(env, entry);
   const reading = { endpoint: spec.endpoint, token: spec.token ?? (env.HF_TOKEN || undefined) };
   const r = await translateAdapter(
     { repo: entry.repo, revision: entry.revision },

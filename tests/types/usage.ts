@@ -736,11 +736,11 @@ export async function edgeUsage(request: Request, error: unknown, dir: BrowserDi
   const { token, trusted } = edge.workerHubAccess(request, { token: 'hf_x', secret: 's' });
   const status: number = edge.workerErrorStatus(error);
   const allowed = 'https://hub.example';
-  const { endpoint, own } = edge.workerEndpoint(null, { endpoint: 'https://huggingface.co', allowed });
+  const { endpoint, own } = await edge.workerEndpoint(null, { endpoint: 'https://huggingface.co', allowed });
   const cache: edge.AdapterCache = edge.createAdapterCache({ budgetBytes: 1 << 20 });
   const stats: edge.AdapterCacheStats = await edge.inOwnRequest(Promise.resolve(cache.stats()));
   // @ts-expect-error workerEndpoint needs the worker's endpoint
-  edge.workerEndpoint(null, {});
+  void edge.workerEndpoint(null, {});
   const saved = await saveInBrowser([{ path: 'a.json', stream: new Blob(['{}']).stream() }], { directoryHandle: dir });
   const flags = (trusted ? 1 : 0) + (own ? 1 : 0);
   return status + flags + (token ?? endpoint).length + stats.peakResidentBytes + saved.length;

@@ -3,8 +3,9 @@
 // with another bearer value brings its own Hub token (forwarded to the Hub, which decides); a request without one
 // is anonymous (public repos only). Shared by examples/edge-worker and examples/adapter-router, with the HTTP
 // status an error answers with (workerErrorStatus) and the servers a request may make the worker read from
-// (workerEndpoint).
-import { SafetensorsError } from '../errors.js';
+// (workerEndpoint, the core's rule).
+import { SafetensorsError, errorFromValue } from '../errors.js';
+import { getModule } from '../init.js';
 
 /** Compares two strings in time that depends on their lengths only (a secret must not leak by timing). */
 function sameSecret(a, b) {
@@ -37,44 +38,25 @@ export function workerHubAccess(request, { token, secret } = {}) {
   return { token: bearer, trusted: false };
 }
 
-/** The origin of an http(s) URL, or null. */
-function httpOrigin(text) {
-  try {
-    const u = new URL(String(text));
-    return /^https?:$/.test(u.protocol) && !u.username && !u.password ? u.origin : null;
-  } catch {
-    return null;
-  }
-}
-
 /**
  * The server a worker reads an address from, when a request names one (a registration's `endpoint`): the worker's
  * own Hub endpoint (HF_ENDPOINT) when it names none or the same origin; another origin only when the deployment
- * lists it in `allowed` (ALLOWED_ENDPOINTS: origins separated by commas or spaces). `{endpoint, own}`: `own` is
- * true for the worker's endpoint, the only one its Hub token may go to. Throws InvalidArgument otherwise, so a
- * request cannot make the worker read from (and send credentials to) a server of its choosing.
+ * lists it in `allowed` (ALLOWED_ENDPOINTS: origins separated by commas or spaces). Resolves to `{endpoint, own}`:
+ * `own` is true for the worker's endpoint, the only one its Hub token may go to. Rejects with InvalidArgument
+ * otherwise, so a request cannot make the worker read from (and send credentials to) a server of its choosing. The
+ * rule is the core's (net::ChooseWorkerEndpoint), which compares origins as the adapter cache does when it decides
+ * where its token goes.
  * @param {string | undefined | null} requested
  * @param {{endpoint: string, allowed?: string | string[]}} worker
  */
-export function workerEndpoint(requested, { endpoint, allowed } = {}) {
-  const home = httpOrigin(endpoint);
-  if (!home)
-    throw new SafetensorsError('InvalidArgument', `the worker's Hub endpoint \`${endpoint}\` is not an http(s) URL`);
-  if (requested === undefined || requested === null || requested === '') return { endpoint, own: true };
-  if (typeof requested !== 'string')
+export async function workerEndpoint(requested, { endpoint, allowed } = {}) {
+  if (requested !== undefined && requested !== null && typeof requested !== 'string')
     throw new SafetensorsError('InvalidArgument', '`endpoint` must be a string (an http(s) origin)');
-  const origin = httpOrigin(requested);
-  if (origin === home) return { endpoint, own: true };
-  const list = (Array.isArray(allowed) ? allowed : String(allowed ?? '').split(/[\s,]+/))
-    .filter(Boolean)
-    .map(httpOrigin);
-  const shown = requested.length > 200 ? `${requested.slice(0, 200)}…` : requested;
-  if (origin === null || !list.includes(origin))
-    throw new SafetensorsError(
-      'InvalidArgument',
-      `\`endpoint\` \`${shown}\` is not allowed: this worker reads from its Hub (${home})${list.length ? ` and ${list.join(', ')}` : ''} only (ALLOWED_ENDPOINTS lists other servers)`,
-    );
-  return { endpoint: origin, own: false };
+  const module = await getModule();
+  const list = Array.isArray(allowed) ? allowed.join(',') : String(allowed ?? '');
+  const r = module.workerEndpoint(requested ?? null, String(endpoint), list);
+  if (!r.ok) throw errorFromValue(r);
+  return { endpoint: r.endpoint, own: r.own };
 }
 
 /**

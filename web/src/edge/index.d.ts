@@ -32,8 +32,9 @@ export function workerErrorStatus(error: unknown): number;
 
 /** The server a worker reads an address a request names from: its own Hub `endpoint` when the request names none
  * (or the same origin), else an origin `allowed` lists (ALLOWED_ENDPOINTS: comma- or space-separated); any other
- * throws InvalidArgument. `own`: the worker's endpoint, the only one its Hub token may go to. */
+ * rejects with InvalidArgument. `own`: the worker's endpoint, the only one its Hub token may go to. The core's rule,
+ * which compares origins as the adapter cache does when it decides where its token goes. */
 export function workerEndpoint(
   requested: string | undefined | null,
   worker: { endpoint: string; allowed?: string | string[] },
-): { endpoint: string; own: boolean };
+): Promise<{ endpoint: string; own: boolean }>;
