@@ -15,7 +15,9 @@
 //     exactly `take`, never past the read's end or the file's size once known;
 //   - kWait's deadline is not in the past; kDone means position() reached the end asked for (or the file's size);
 //   - kFail carries an error with a message of bounded length (server text is clipped: no 10 MB messages);
-//   - the loop ends: each step consumes script bytes, and the policy's deadlines bound the waits.
+//   - the loop ends: each step consumes script bytes, and the policy's deadlines bound the waits;
+//   - the edge worker's allow-list: the worker's own exactly where the origins agree, an allowed origin only
+//     one the list names (here it always names the URL's), refusals clipped.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -24,6 +26,7 @@
 #include "json_mutator.h"
 #include "net/http_policy.h"
 #include "net/http_url.h"
+#include "net/worker_endpoint.h"
 
 namespace {
 
@@ -111,6 +114,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string scheme = pb::net::UrlScheme(url);
   const bool acceptable = (scheme == "http" || scheme == "https") && !pb::net::UrlOrigin(url).empty() &&
                           !pb::net::UrlHasUserInfo(url);
+
+  // The edge worker's allow-list (net/worker_endpoint.h): the URL asked for against the token origin as the
+  // worker's home, and a list that names the URL's origin beside an unusable entry (the script is not read, so the
+  // policy below sees the same script). The worker's own exactly where the origins agree; an allowed origin is one
+  // the list names; every refusal is clipped.
+  {
+    const std::string list = "ftp://unusable, " + pb::net::UrlOrigin(url);
+    auto chosen = pb::net::ChooseWorkerEndpoint(url, origin, list);
+    const std::string home = pb::net::HttpOrigin(origin), asked = pb::net::HttpOrigin(url);
+    if (chosen.ok() && chosen->own != (asked == home || url.empty())) Fail("worker endpoint: own disagrees", url);
+    if (chosen.ok() && !chosen->own && (chosen->endpoint != asked || asked.empty()))
+      Fail("worker endpoint: allowed an origin the list does not name", url);
+    if (!home.empty() && !asked.empty() && !chosen.ok() && asked.find_first_of(", \t\r\n") == std::string::npos)
+      Fail("worker endpoint: refused an http(s) origin the list names", url);
+    if (!chosen.ok() && chosen.error().message.size() > 4000)
+      Fail("worker endpoint: a refusal is not clipped", chosen.error().message.substr(0, 300));
+  }
 
   pb::net::HttpLimits limits;
   limits.retries = s.Byte() % 4;
