@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/base_model.h"
 #include "cli/file_io.h"
 #include "cli/output_transaction.h"
 #include "cli/stderr_progress.h"
@@ -17,9 +18,12 @@
 
 namespace pb::cli {
 
+// An input file read with pread, or a model's shard (local or remote: cli/base_model.h) read with one Stream per
+// read step, its chunks supplied as they come (the job asks for the rest of the range between them).
 struct JobInput {
   const InputFile* file = nullptr;
-  std::string name;  // how the progress line names it (the file's name, not its path)
+  std::string name;             // how the progress line names it (the file's name, not its path)
+  ShardBytes* shard = nullptr;  // instead of `file`
 };
 
 // The job's outputs, opened at their first write and committed together at kDone.
@@ -47,8 +51,18 @@ class TransactionOutputs final : public JobOutputs {
   std::vector<AtomicOutputFile*> files_;
 };
 
+// No outputs: a job that only plans (--dry-run) commits nothing.
+class NoOutputs final : public JobOutputs {
+ public:
+  Result<AtomicOutputFile*> Open(size_t) override {
+    return MakeError(ErrorCode::InvalidArgument, "the job wrote to an output it has not");
+  }
+  Status Commit() override { return Status::Ok(); }
+};
+
 // Runs `job` to its end. An error (the job's, or reading and writing) is returned as it is; the outputs are then
-// not committed, and the progress line is abandoned.
+// not committed, and the progress line is abandoned. A job's progress steps give the meter its total; a job that
+// tells no progress draws no line.
 Status RunJob(job::Job& job, std::span<const JobInput> inputs, JobOutputs& outputs, StderrProgress& progress);
 
 }  // namespace pb::cli
