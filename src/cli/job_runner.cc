@@ -64,20 +64,26 @@ class Executor {
   // carried out until it asks for the rest (a remote shard is then one request per read, as before jobs).
   Status Stream(const job::Step& step) {
     uint64_t pos = step.begin, end = step.end;  // `end`: of the read being answered
+    bool asked = true;                          // a read step waits for its bytes
     return inputs_[step.input].shard->Stream(step.begin, step.end, [&](std::span<const uint8_t> bytes) -> Status {
       while (!bytes.empty()) {
-        while (pos == end) {
+        while (!asked) {
           PB_ASSIGN_OR_RETURN(job::Step next, job_.Next());
           const bool read = next.kind == job::StepKind::kRead || next.kind == job::StepKind::kReadHeader;
           if (read && (next.input != step.input || next.begin != pos || next.end > step.end))
             return MakeError(ErrorCode::InvalidArgument, "the job asked for other bytes before the rest of a read");
           if (next.kind == job::StepKind::kDone)
             return MakeError(ErrorCode::InvalidArgument, "the job finished inside a read");
-          if (read) end = next.end;
-          else PB_RETURN_IF_ERROR(Carry(next));
+          if (read) {
+            end = next.end;
+            asked = true;
+          } else {
+            PB_RETURN_IF_ERROR(Carry(next));
+          }
         }
         const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes.size(), end - pos));
         PB_RETURN_IF_ERROR(job_.Supply(bytes.first(n)));
+        asked = false;
         pos += n;
         bytes = bytes.subspan(n);
       }
