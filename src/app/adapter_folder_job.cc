@@ -55,8 +55,9 @@ Result<job::Step> AdapterFolderJob::Advance() {
       if (options_.out) {
         PB_ASSIGN_OR_RETURN(output_plan_, PlanOutput(command_, options_.inputs, *options_.out, options_.flags));
       }
+      // An empty write opens the output folder now: one that cannot be made is reported before the plan is told.
       phase_ = Phase::kTell;
-      [[fallthrough]];
+      return job::Step::Write(kAdapterWeightsOutput, 0, {});
     }
     case Phase::kTell:
       // The plan is told before the work starts; the outcome follows it once the folder is in place.

@@ -3,7 +3,8 @@
 // Their common sequence is written here once:
 //   1. the plan (the command's own);
 //   2. the input-link check, and with --dry-run nothing else: the summary is the plan;
-//   3. the output policy (app/output_policy.h) on the facts the front end gathered;
+//   3. the output policy (app/output_policy.h) on the facts the front end gathered, then an empty write to the
+//      weights, so that the executor opens the output folder (and reports one it cannot make) before the plan is told;
 //   4. the plan told as a message, unless --json or --quiet;
 //   5. the command's work: its reads, the weights' writes (output 0) and its progress;
 //   6. adapter_config.json (output 1), written whole;

@@ -167,7 +167,11 @@ TEST(CreateJob, TellsThePlanReadsTheDoraWeightsThenWritesTheWeightsAndTheConfig)
   JobRun run = Execute(job, {&c.base}, 13);
   ASSERT_FALSE(run.error) << run.error->message;
   const compose::CreatePlan& plan = *job.plan();
-  ASSERT_EQ(run.kinds.front(), job::StepKind::kMessage);
+  // The output folder opened (an empty write) before the plan is told.
+  ASSERT_GE(run.kinds.size(), 2u);
+  EXPECT_EQ(run.kinds[0], job::StepKind::kWrite);
+  EXPECT_EQ(run.kinds[1], job::StepKind::kMessage);
+  EXPECT_EQ(run.writes.front().size, 0u);
   EXPECT_EQ(run.messages, std::vector<std::string>{app::RenderCreatePlanText(plan, false)});
   // The DoRA weights' bytes read through, in pieces, before anything is written; progress counts them.
   compose::MagnitudePass pass(plan);
@@ -284,7 +288,9 @@ TEST(ExtractAdapterJob, ReadsBothModelsWritesTheDataThenTheHeaderAtZeroThenTheCo
   JobRun run = Execute(job, {&c.base, &c.tuned}, 17);
   ASSERT_FALSE(run.error) << run.error->message;
   const compose::ExtractPlan& plan = *job.plan();
-  ASSERT_EQ(run.kinds.front(), job::StepKind::kMessage);
+  ASSERT_GE(run.kinds.size(), 2u);
+  EXPECT_EQ(run.kinds[0], job::StepKind::kWrite);
+  EXPECT_EQ(run.kinds[1], job::StepKind::kMessage);
   EXPECT_EQ(run.messages, std::vector<std::string>{app::RenderExtractPlanText(plan, false)});
   // Both models are read: input 0 the base's shard, input 1 the tuned one's.
   std::set<size_t> read_inputs;
@@ -294,9 +300,11 @@ TEST(ExtractAdapterJob, ReadsBothModelsWritesTheDataThenTheHeaderAtZeroThenTheCo
   ASSERT_FALSE(run.progress.empty());
   EXPECT_EQ(run.progress.back().done, plan.read_bytes);
   // The data after the reserved region, in order; the header last, at 0, exactly the region; then the config.
-  ASSERT_GE(run.writes.size(), 3u);
+  ASSERT_GE(run.writes.size(), 4u);
+  EXPECT_EQ(run.writes.front().output, app::kAdapterWeightsOutput);  // the folder opened: an empty write
+  EXPECT_EQ(run.writes.front().size, 0u);
   uint64_t at = plan.reserved_header;
-  for (size_t i = 0; i + 2 < run.writes.size(); ++i) {
+  for (size_t i = 1; i + 2 < run.writes.size(); ++i) {
     EXPECT_EQ(run.writes[i].output, app::kAdapterWeightsOutput);
     EXPECT_EQ(run.writes[i].at, at);
     at += run.writes[i].size;
