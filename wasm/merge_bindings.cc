@@ -36,7 +36,7 @@
 #include "app/translate_output.h"
 #include "gguf/gguf_format.h"
 #include "adapter/translate.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "adapter/tensor_fetch.h"
 #include "core/header.h"
 #include "app/command_line.h"

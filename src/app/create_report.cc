@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adapter/naming_tables.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "app/push_target.h"
 #include "app/size_text.h"
 #include "net/remote_address.h"
@@ -16,7 +16,7 @@ std::string InitName(const compose::CreatePlan& plan) {
 }
 
 std::string AlphaText(const compose::CreateOptions& o) {
-  return o.alpha_is_int ? std::to_string(int64_t(o.alpha)) : adapter::PythonFloatRepr(o.alpha);
+  return o.alpha_is_int ? std::to_string(int64_t(o.alpha)) : text::PythonFloatRepr(o.alpha);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 #include <numeric>
 #include <thread>
 
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "app/base_extras.h"
 #include "app/cli_text.h"
 #include "app/merge_report.h"
