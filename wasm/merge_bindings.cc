@@ -47,7 +47,7 @@
 #include "merge/merge_plan.h"
 #include "merge/merge_regions.h"
 #include "app/merge_args.h"
-#include "app/merge_report.h"
+#include "merge/merge_report.h"
 #include "app/option_tables.h"
 #include "merge/model_index.h"
 #include "failure_value.h"
