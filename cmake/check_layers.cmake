@@ -1,6 +1,6 @@
 cmake_minimum_required(VERSION 3.20)
 # The layers, checked (run by ctest as `layers`; cmake -DSOURCE_DIR=<repo> -P cmake/check_layers.cmake):
-#   core (format) <- kernels <- gguf <- convert, adapter <- merge <- app <- cli (native edge), wasm (JS edge);
+#   core <- kernels <- gguf <- convert, adapter <- merge <- app <- cli (native edge), wasm (JS edge);
 #   text (Python's regex and json.dumps, the size format) on core alone, under adapter;
 #   linalg beside them, under compose; net (HTTP, URLs, Hub protocol) on core alone, under app.
 #   job (the step protocol, docs/jobs.md) depends on core alone; convert and every layer above it may use it.
