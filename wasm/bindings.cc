@@ -1,4 +1,4 @@
-// Embind layer over pb_core: small handle classes that adapt the push-based core to JS, and nothing more.
+// Embind layer over pb_all_layers: small handle classes that adapt the push-based core to JS, and nothing more.
 //
 // Conventions shared by every handle (web/src/*.js relies on them):
 //  - Input goes through a handle-owned, page-aligned heap window: JS calls window(n) (which may grow the heap),

@@ -36,7 +36,7 @@
 #include "app/translate_output.h"
 #include "gguf/gguf_format.h"
 #include "adapter/translate.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "adapter/tensor_fetch.h"
 #include "core/header.h"
 #include "app/command_line.h"
@@ -47,12 +47,12 @@
 #include "merge/merge_plan.h"
 #include "merge/merge_regions.h"
 #include "app/merge_args.h"
-#include "app/merge_report.h"
+#include "merge/merge_report.h"
 #include "app/option_tables.h"
 #include "merge/model_index.h"
 #include "failure_value.h"
 #include "handle.h"
-#include "merge_io.h"
+#include "header_reading_handle.h"
 #include "naming_tables_option.h"
 
 namespace pb::wasm {
@@ -65,7 +65,7 @@ double HeapSize() { return double(emscripten_get_heap_size()); }
 
 // Options as JSON: the JS keys of merge's option table (app/option_tables.h: dtype, safe, allowPartial, arch,
 // quantize, scheme, groupSize), read as the CLI's options; "unmerge": bool; "namingTables".
-class MergeHandle : public MergeIo {
+class MergeHandle : public HeaderReadingHandle {
  public:
   virtual ~MergeHandle() = default;
   explicit MergeHandle(const std::string& options_json) {
@@ -93,10 +93,10 @@ class MergeHandle : public MergeIo {
   }
   bool ok() const { return !error_.has_value(); }
 
-  // The adapter by range, never whole in the heap: after MergeIo's header steps, load_adapter_ranges reads the adapter
-  // from its header and the inline tensors (n window bytes), with its adapter_config.json and the base's config.json
-  // (null, a string, or raw bytes; as the native CLI, the base config serves both the reader and the planner); every
-  // other tensor is fetched while merging, as adapter_needs() asks.
+  // The adapter by range, never whole in the heap: after HeaderReadingHandle's header steps, load_adapter_ranges reads
+  // the adapter from its header and the inline tensors (n window bytes), with its adapter_config.json and the base's
+  // config.json (null, a string, or raw bytes; as the native CLI, the base config serves both the reader and the
+  // planner); every other tensor is fetched while merging, as adapter_needs() asks.
   bool load_adapter_ranges(size_t n, const std::string& weights_name, const val& config, const val& base_config) {
     auto bytes = Begin(n);
     if (!bytes) return false;
@@ -429,7 +429,7 @@ class StreamMerger : public MergeHandle {
 // referenced tensor's bytes supplied as adapter_needs() asks. Options, as JSON: the JS keys of translate's option
 // table (app/option_tables.h), read as the CLI's options; "namingTables", "outFile", "baseConfigNote",
 // "baseConfigHint".
-class AdapterJob : public MergeIo {
+class AdapterJob : public HeaderReadingHandle {
  public:
   explicit AdapterJob(const std::string& options_json) {
     auto parsed = ParseJson(options_json, "adapter options");
@@ -604,13 +604,13 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
   using namespace emscripten;
   using namespace pb::wasm;
   // Methods are registered on the class that declares them (Embind deduces the class from the member pointer).
-  class_<MergeIo, base<Handle>>("MergeIo")
-      .function("headerLength", &MergeIo::header_length)
-      .function("adapterHeaderLength", &MergeIo::adapter_header_length)
-      .function("setAdapterHeader", &MergeIo::set_adapter_header)
-      .function("adapterHeaderNeed", &MergeIo::adapter_header_need)
-      .function("adapterInlineRanges", &MergeIo::adapter_inline_ranges);
-  class_<MergeHandle, base<MergeIo>>("MergeHandle")
+  class_<HeaderReadingHandle, base<Handle>>("HeaderReadingHandle")
+      .function("headerLength", &HeaderReadingHandle::header_length)
+      .function("adapterHeaderLength", &HeaderReadingHandle::adapter_header_length)
+      .function("setAdapterHeader", &HeaderReadingHandle::set_adapter_header)
+      .function("adapterHeaderNeed", &HeaderReadingHandle::adapter_header_need)
+      .function("adapterInlineRanges", &HeaderReadingHandle::adapter_inline_ranges);
+  class_<MergeHandle, base<HeaderReadingHandle>>("MergeHandle")
       .function("ok", &MergeHandle::ok)
       .function("loadAdapterRanges", &MergeHandle::load_adapter_ranges)
       .function("setNoAdapter", &MergeHandle::set_no_adapter)
@@ -648,7 +648,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("finish", &StreamMerger::finish)
       .function("planned", &StreamMerger::planned)
       .function("summary", &StreamMerger::summary);
-  class_<AdapterJob, base<MergeIo>>("AdapterJob")
+  class_<AdapterJob, base<HeaderReadingHandle>>("AdapterJob")
       .constructor<std::string>()
       .function("ok", &AdapterJob::ok)
       .function("info", &AdapterJob::info)

@@ -1,5 +1,5 @@
-// Summaries of a merge for the CLIs (text, or JSON with --json). In the shared layer so both CLIs print alike;
-// sizes in the text are app::SizeText's, exact bytes are in the JSON.
+// Summaries of a merge for the CLIs (text, or JSON with --json). Beside the merge they describe, below both CLIs so
+// they print alike; sizes in the text are text::SizeText's, exact bytes are in the JSON.
 #pragma once
 
 #include <string>
