@@ -1,5 +1,5 @@
-// What the handles that read adapters by range share (wasm/merge_bindings.cc's Merger, StreamMerger and
-// AdapterJob, wasm/combine_bindings.cc's CombineJob): a header from a file's first bytes, checked as the native
+// What the handles that read adapters by range share (wasm/merge_bindings.cc's Merger and StreamMerger,
+// wasm/combine_bindings.cc's CombineJob): a header from a file's first bytes, checked as the native
 // CLI checks it, and the steps JS drives to read an adapter's header (header_length, set_adapter_header, then
 // the tiny tensors adapter_inline_ranges() lists). Registered once, as "MergeIo", in merge_bindings.cc.
 #pragma once
