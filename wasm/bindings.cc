@@ -388,8 +388,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Adapters: adapter-info and translate run as AdapterJob handles (wasm/merge_bindings.cc), reading the weights by
-// range. Here only the refusal of a pickled adapter file, which needs no handle.
+// Adapters: adapter-info and translate run as jobs (wasm/job_bindings.cc), reading the weights by range. Here
+// only the refusal of a pickled adapter file, which needs no handle.
 namespace pb::wasm {
 namespace {
 

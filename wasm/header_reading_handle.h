@@ -1,4 +1,4 @@
-// The base of the handles that read files by range (merge_bindings.cc's Merger, StreamMerger and AdapterJob,
+// The base of the handles that read files by range (merge_bindings.cc's Merger and StreamMerger,
 // combine_bindings.cc's CombineJob, create_bindings.cc's AdapterCreator, extract_bindings.cc's ExtractJob,
 // cache_bindings.cc's ServedAdapter): a header from a file's first bytes, checked as the native CLI checks it, and
 // the steps JS drives to read an adapter's header (header_length, set_adapter_header, then the tiny tensors

@@ -20,37 +20,50 @@ Result<AtomicOutputFile*> TransactionOutputs::Open(size_t output) {
 }
 
 Status TransactionOutputs::Commit() {
-  if (!transaction_) return MakeError(ErrorCode::InvalidArgument, "the job finished without writing its output");
+  if (!transaction_) {
+    if (names_.empty()) return Status::Ok();
+    return MakeError(ErrorCode::InvalidArgument, "the job finished without writing its output");
+  }
   return transaction_->Commit();
 }
 
 namespace {
 
-Status Execute(job::Job& job, std::span<const JobInput> inputs, JobOutputs& outputs, StderrProgress& progress) {
+Status Execute(job::Job& job, std::span<const JobInput> inputs, JobOutputs& outputs, StderrProgress& progress,
+               std::optional<size_t>& shown) {  // the input the progress line names
   std::vector<uint8_t> buffer;
-  std::optional<size_t> shown;  // the input the progress line names
-  auto input = [&](size_t i) -> Result<const InputFile*> {
+  auto input = [&](size_t i) -> Result<const JobInput*> {
     if (i >= inputs.size()) return MakeError(ErrorCode::InvalidArgument, "the job read an input it has not");
-    return inputs[i].file;
+    return &inputs[i];
   };
   for (;;) {
     PB_ASSIGN_OR_RETURN(job::Step step, job.Next());
     switch (step.kind) {
       case job::StepKind::kReadHeader:
       case job::StepKind::kRead: {
-        PB_ASSIGN_OR_RETURN(const InputFile* in, input(step.input));
+        PB_ASSIGN_OR_RETURN(const JobInput* in, input(step.input));
         // A file's end cuts the read short; past it the job is told the input ended.
-        const uint64_t end = std::min(step.end, in->size());
+        const uint64_t end = std::min(step.end, in->file ? in->file->size() : in->bytes.size());
         const size_t n = step.begin < end ? static_cast<size_t>(end - step.begin) : 0;
+        if (!in->file) {
+          PB_RETURN_IF_ERROR(job.Supply(n > 0 ? in->bytes.subspan(step.begin, n) : std::span<const uint8_t>()));
+          break;
+        }
         if (buffer.size() < n) buffer.resize(n);
-        PB_RETURN_IF_ERROR(in->ReadAt(step.begin, std::span<uint8_t>(buffer.data(), n)));
+        PB_RETURN_IF_ERROR(in->file->ReadAt(step.begin, std::span<uint8_t>(buffer.data(), n)));
         PB_RETURN_IF_ERROR(job.Supply(std::span<const uint8_t>(buffer.data(), n)));
         break;
       }
       case job::StepKind::kForward: {
-        PB_ASSIGN_OR_RETURN(const InputFile* in, input(step.input));
+        PB_ASSIGN_OR_RETURN(const JobInput* in, input(step.input));
         PB_ASSIGN_OR_RETURN(AtomicOutputFile * out, outputs.Open(step.output));
-        PB_RETURN_IF_ERROR(out->CopyRegionFrom(*in, step.begin, step.at, step.end - step.begin));
+        if (!in->file) {
+          if (step.begin > step.end || step.end > in->bytes.size())
+            return MakeError(ErrorCode::InvalidArgument, "the job forwarded bytes past its input's end");
+          PB_RETURN_IF_ERROR(out->WriteRegionAt(step.at, in->bytes.subspan(step.begin, step.end - step.begin)));
+          break;
+        }
+        PB_RETURN_IF_ERROR(out->CopyRegionFrom(*in->file, step.begin, step.at, step.end - step.begin));
         break;
       }
       case job::StepKind::kWrite: {
@@ -58,10 +71,12 @@ Status Execute(job::Job& job, std::span<const JobInput> inputs, JobOutputs& outp
         PB_RETURN_IF_ERROR(out->WriteRegionAt(step.at, step.bytes));
         break;
       }
-      case job::StepKind::kMessage:
-        WriteText(stdout, std::string(step.text));
-        std::fflush(stdout);
+      case job::StepKind::kMessage: {
+        std::FILE* to = step.warning ? stderr : stdout;
+        WriteText(to, std::string(step.text));
+        std::fflush(to);
         break;
+      }
       case job::StepKind::kProgress:
         if (shown != step.input && step.input < inputs.size()) {
           shown = step.input;
@@ -77,12 +92,13 @@ Status Execute(job::Job& job, std::span<const JobInput> inputs, JobOutputs& outp
 }  // namespace
 
 Status RunJob(job::Job& job, std::span<const JobInput> inputs, JobOutputs& outputs, StderrProgress& progress) {
-  Status status = Execute(job, inputs, outputs, progress);
+  std::optional<size_t> shown;
+  Status status = Execute(job, inputs, outputs, progress, shown);
   if (!status.ok()) {
     progress.Abandon();
     return status;
   }
-  progress.Finish();
+  if (shown) progress.Finish();  // a job that reported no progress (a dry run) shows no line
   return Status::Ok();
 }
 

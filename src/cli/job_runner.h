@@ -1,6 +1,7 @@
 // The native executor of jobs (job/job.h, docs/jobs.md): every command that is a job runs through RunJob.
 // Reads are pread on the input files, writes pwrite at the job's offsets, forwarded ranges are copied inside the
-// kernel where it can (copy_file_range, then splice; read and write otherwise), messages go to stdout, progress to
+// kernel where it can (copy_file_range, then splice; read and write otherwise), messages go to stdout (warnings to
+// stderr), progress to
 // the stderr meter, and the outputs are committed all at once when the job is done (the output transaction).
 #pragma once
 
@@ -19,7 +20,8 @@ namespace pb::cli {
 
 struct JobInput {
   const InputFile* file = nullptr;
-  std::string name;  // how the progress line names it (the file's name, not its path)
+  std::string name;                // how the progress line names it (the file's name, not its path)
+  std::span<const uint8_t> bytes;  // without a file: the input's bytes in memory (a remote adapter fetched whole)
 };
 
 // The job's outputs, opened at their first write and committed together at kDone.
@@ -31,7 +33,7 @@ class JobOutputs {
 };
 
 // Outputs in an OutputTransaction begun (by `begin`) at the first write, so a job refused before it writes
-// leaves nothing; output i is the transaction's file `names[i]`.
+// leaves nothing; output i is the transaction's file `names[i]`. A job with no outputs (a dry run) commits nothing.
 class TransactionOutputs final : public JobOutputs {
  public:
   using Begin = std::function<Result<std::unique_ptr<OutputTransaction>>()>;
