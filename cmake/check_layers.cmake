@@ -1,6 +1,7 @@
 cmake_minimum_required(VERSION 3.20)
 # The layers, checked (run by ctest as `layers`; cmake -DSOURCE_DIR=<repo> -P cmake/check_layers.cmake):
-#   core (format) <- kernels <- gguf <- convert, adapter <- merge <- app <- cli (native edge), wasm (JS edge);
+#   core <- kernels <- gguf <- convert, adapter <- merge <- app <- cli (native edge), wasm (JS edge);
+#   text (Python's regex and json.dumps, the size format) on core alone, under adapter;
 #   linalg beside them, under compose; net (HTTP, URLs, Hub protocol) on core alone, under app.
 #   job (the step protocol, docs/jobs.md) depends on core alone; convert and every layer above it may use it.
 # Each folder below may include project headers only from the folders listed for it, so the dependency arrows
@@ -10,17 +11,18 @@ set(PB_LAYERS
   "linalg:linalg"
   "core:core"
   "job:job,core"
+  "text:text,core"
   "kernels:kernels,core"
   "convert:convert,job,kernels,core"
   "gguf:gguf,kernels,core"
-  "adapter:adapter,gguf,kernels,core"
-  "merge:merge,job,adapter,gguf,kernels,core"
-  "compose:compose,job,linalg,adapter,gguf,kernels,core"
+  "adapter:adapter,text,gguf,kernels,core"
+  "merge:merge,job,adapter,text,gguf,kernels,core"
+  "compose:compose,job,linalg,adapter,text,gguf,kernels,core"
   "net:net,core"
-  "app:app,job,net,compose,linalg,merge,adapter,gguf,convert,kernels,core"
-  "cli:cli,job,app,net,compose,linalg,merge,adapter,gguf,convert,kernels,core"
+  "app:app,job,net,compose,linalg,merge,adapter,text,gguf,convert,kernels,core"
+  "cli:cli,job,app,net,compose,linalg,merge,adapter,text,gguf,convert,kernels,core"
 )
-set(PB_WASM_ALLOWED app job net compose linalg merge adapter gguf convert kernels core)
+set(PB_WASM_ALLOWED app job net compose linalg merge adapter text gguf convert kernels core)
 # Headers that do I/O. <cstdio> stays allowed for snprintf; its stream functions are caught by name below.
 set(PB_IO_HEADERS fstream iostream istream ostream filesystem unistd.h fcntl.h dirent.h termios.h poll.h
     netdb.h signal.h csignal curl/curl.h emscripten.h emscripten/bind.h)

@@ -19,7 +19,7 @@
 
 #include "adapter/lora_config.h"
 #include "adapter/module_select.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "fuzz_input.h"
 #include "json_mutator.h"
 
@@ -39,7 +39,7 @@ std::string Render(const ModuleSelector& m) {
   return s;
 }
 
-std::string Num(double v) { return pb::adapter::PythonFloatRepr(v); }
+std::string Num(double v) { return pb::text::PythonFloatRepr(v); }
 
 // Every field ParseLoraConfig derives, so that two parses can be compared.
 std::string Render(const LoraConfig& c) {
@@ -174,7 +174,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& name : names) CheckSettings(config, name);
 
   // Write-back, key order kept: the same document and the same fields.
-  const std::string kept = pb::adapter::DumpPythonJson(config.document, {.indent = 2, .sort_keys = false});
+  const std::string kept = pb::text::DumpPythonJson(config.document, {.indent = 2, .sort_keys = false});
   auto again = pb::adapter::ParseLoraConfig(kept);
   if (!again.ok()) Fail("the written-back config does not re-parse: " + again.error().message, kept);
   if (again->document != config.document) Fail("write-back changed the document", kept);
@@ -182,10 +182,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Fail("write-back changed the fields", Render(config) + "\n" + Render(again.value()));
 
   // As PEFT writes it (sorted keys): re-parses, and is a fixed point.
-  const std::string sorted = pb::adapter::DumpPythonJson(config.document);
+  const std::string sorted = pb::text::DumpPythonJson(config.document);
   auto sorted_again = pb::adapter::ParseLoraConfig(sorted);
   if (!sorted_again.ok()) Fail("the sorted write-back does not re-parse: " + sorted_again.error().message, sorted);
-  if (pb::adapter::DumpPythonJson(sorted_again->document) != sorted)
+  if (pb::text::DumpPythonJson(sorted_again->document) != sorted)
     Fail("sorted write-back is not a fixed point", sorted);
   return 0;
 }

@@ -31,7 +31,7 @@
 #include "merge_inputs.h"
 #include "merge/merge_plan.h"
 #include "merge/quantize_plan.h"
-#include "app/merge_report.h"
+#include "merge/merge_report.h"
 
 namespace {
 

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "adapter/python_regex.h"
-#include "adapter/python_regex_internal.h"
+#include "text/python_regex.h"
+#include "text/python_regex_internal.h"
 #include "fuzz_input.h"
 #include "json_mutator.h"
 
@@ -46,7 +46,7 @@ bool IsWordOnly(std::string_view s) {
 
 // The byte offsets where the engine's code points start, plus the end (an invalid byte is one code point).
 std::vector<bool> Boundaries(std::string_view s) {
-  pb::adapter::RegexSubject subject(s);
+  pb::text::RegexSubject subject(s);
   std::vector<bool> at(s.size() + 1, false);
   for (size_t i = 0; i <= subject.size(); ++i) at[subject.byte_offset(i)] = true;
   return at;
@@ -80,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (auto it = parts.begin() + 1; it != parts.end(); ++it) subjects.emplace_back(it->substr(0, kMaxSubjectBytes));
   if (subjects.empty()) subjects = {pattern, "model.layers.0.self_attn.q_proj", "q_proj", ""};
 
-  using pb::adapter::CompilePythonRegex;
+  using pb::text::CompilePythonRegex;
   auto compiled = CompilePythonRegex(pattern);
   if (!compiled.ok()) {
     if (compiled.error().code != pb::ErrorCode::InvalidConfig || compiled.error().message.empty())
@@ -88,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (compiled.error().message.size() > 1024) Fail("the rejection's message is not clipped", pattern, "");
     return 0;
   }
-  if (pattern.size() > pb::adapter::regex_internal::kMaxPatternBytes)
+  if (pattern.size() > pb::text::regex_internal::kMaxPatternBytes)
     Fail("a pattern over the size limit compiled", pattern, "");
 
   std::string_view literal = pattern;
@@ -103,7 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // linear time is the engine's promise, and its cost is the program's size times the subject's, so a
     // 10,000-instruction program against a megabyte subject stays within -timeout only under the work limit
     // every reader matches with. Past it, the answers are discarded (every call says no) and the oracles skip.
-    pb::adapter::RegexWorkLimit limit(4 * pb::adapter::RegexStepsFor(s.size()));
+    pb::text::RegexWorkLimit limit(4 * pb::text::RegexStepsFor(s.size()));
     bool full = compiled->FullMatch(s);
     bool prefix = compiled->Match(s);
     auto spans = compiled->MatchGroups(s);

@@ -1,4 +1,4 @@
-// Embind layer over pb_core: small handle classes that adapt the push-based core to JS, and nothing more.
+// Embind layer over pb_all_layers: small handle classes that adapt the push-based core to JS, and nothing more.
 //
 // Conventions shared by every handle (web/src/*.js relies on them):
 //  - Input goes through a handle-owned, page-aligned heap window: JS calls window(n) (which may grow the heap),
@@ -388,8 +388,8 @@ EMSCRIPTEN_BINDINGS(peft_bridge) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Adapters: adapter-info and translate run as AdapterJob handles (wasm/merge_bindings.cc), reading the weights by
-// range. Here only the refusal of a pickled adapter file, which needs no handle.
+// Adapters: adapter-info and translate run as jobs (wasm/job_bindings.cc), reading the weights by range. Here
+// only the refusal of a pickled adapter file, which needs no handle.
 namespace pb::wasm {
 namespace {
 

@@ -1,7 +1,7 @@
 // Embind layer over compose/lora_serving.h for the adapter cache (web/src/edge/adapter-cache.js,
 // docs/adapter-cache.md).
-// ServedAdapter: one registered adapter, read from its header (MergeIo's steps, then load()); resolve(name) says
-// which module a runtime means, its one byte span and its scaling; factors(n, name, dtype) turns the span's bytes
+// ServedAdapter: one registered adapter, read from its header (HeaderReadingHandle's steps, then load()); resolve(name)
+// says which module a runtime means, its one byte span and its scaling; factors(n, name, dtype) turns the span's bytes
 // (in the window) into A and B in that dtype (output chunks: tensor 0 = A, tensor 1 = B).
 // ServingMath: compose(n, terms, dtype) (the exact cat form, chunks A and B) and apply(n, terms, ...) (a base
 // weight plus the terms' delta by the merge kernel, one chunk), the terms' factor bytes (then the weight's) in the
@@ -23,7 +23,7 @@
 #include "compose/lora_serving.h"
 #include "core/dtype_vocabulary.h"
 #include "core/json.h"
-#include "merge_io.h"
+#include "header_reading_handle.h"
 
 namespace pb::wasm {
 namespace {
@@ -56,7 +56,7 @@ nlohmann::json ModuleJson(const adapter::LoraModule& m) {
             {"f16", compose::ServedBytes(m, Dtype::F16)}}}};
 }
 
-class ServedAdapter : public MergeIo {
+class ServedAdapter : public HeaderReadingHandle {
  public:
   // Reads the adapter whose header was just set (window: its inline tensors' bytes); errors name it by `label`.
   bool load(size_t n, const std::string& label, const std::string& weights_name, const val& config,
@@ -322,7 +322,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_cache) {
   using namespace emscripten;
   using pb::wasm::ServedAdapter;
   using pb::wasm::ServingMath;
-  class_<ServedAdapter, base<pb::wasm::MergeIo>>("ServedAdapter")
+  class_<ServedAdapter, base<pb::wasm::HeaderReadingHandle>>("ServedAdapter")
       .constructor<>()
       .function("load", &ServedAdapter::load)
       .function("modules", &ServedAdapter::modules)

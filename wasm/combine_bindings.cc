@@ -1,8 +1,8 @@
 // Embind layer over `combine` (src/compose): one handle, CombineJob, that JS drives as the native CLI drives the
 // core (src/cli/combine_command.cc). For each input: header_length, set_adapter_header, the inline tensors
-// (MergeIo's steps), then add_input reads it; plan() plans; unless a dry run, begin_write() writes the header as
-// output chunks, then needs() lists [input, begin, end] ranges whose bytes supply(n) takes in order (each call's
-// output in the chunk table), until needs() is empty; finish_write() ends the file. result() gives the texts.
+// (HeaderReadingHandle's steps), then add_input reads it; plan() plans; unless a dry run, begin_write() writes the
+// header as output chunks, then needs() lists [input, begin, end] ranges whose bytes supply(n) takes in order (each
+// call's output in the chunk table), until needs() is empty; finish_write() ends the file. result() gives the texts.
 // Options, as JSON: the JS keys of combine's option table (app/option_tables.h), read as the CLI's options, and
 // "namingTables".
 #include <emscripten/bind.h>
@@ -21,7 +21,7 @@
 #include "compose/combine_writer.h"
 #include "core/json.h"
 #include "failure_value.h"
-#include "merge_io.h"
+#include "header_reading_handle.h"
 #include "naming_tables_option.h"
 
 namespace pb::wasm {
@@ -29,7 +29,7 @@ namespace {
 
 using emscripten::val;
 
-class CombineJob : public MergeIo {
+class CombineJob : public HeaderReadingHandle {
  public:
   explicit CombineJob(const std::string& options_json) {
     auto parsed = ParseJson(options_json, "combine options");
@@ -175,7 +175,7 @@ val CombineOptionsFromLine(const std::string& line_json) {
 EMSCRIPTEN_BINDINGS(peft_bridge_combine) {
   using namespace emscripten;
   using pb::wasm::CombineJob;
-  class_<CombineJob, base<pb::wasm::MergeIo>>("CombineJob")
+  class_<CombineJob, base<pb::wasm::HeaderReadingHandle>>("CombineJob")
       .constructor<std::string>()
       .function("ok", &CombineJob::ok)
       .function("addInput", &CombineJob::add_input)

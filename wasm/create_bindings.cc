@@ -21,7 +21,7 @@
 #include "core/header.h"
 #include "core/json.h"
 #include "handle.h"
-#include "merge_io.h"
+#include "header_reading_handle.h"
 #include "merge/model_index.h"
 #include "naming_tables_option.h"
 
@@ -32,7 +32,7 @@ using emscripten::val;
 
 // Options as JSON: {"targetModules", "targetRegex", "r", "alpha", "seed", "init", "dtype", "arch", "base"
 // (the name the config records), "revision": strings or null; "rslora", "dora": booleans; "namingTables"}.
-class AdapterCreator : public MergeIo {  // MergeIo: headerLength, as the Merger reads a base
+class AdapterCreator : public HeaderReadingHandle {  // HeaderReadingHandle: headerLength, as the Merger reads a base
  public:
   explicit AdapterCreator(const std::string& options_json) {
     auto parsed = ParseJson(options_json, "create options");
@@ -174,7 +174,7 @@ class AdapterCreator : public MergeIo {  // MergeIo: headerLength, as the Merger
 EMSCRIPTEN_BINDINGS(peft_bridge_create) {
   using emscripten::base;
   using emscripten::class_;
-  class_<AdapterCreator, base<pb::wasm::MergeIo>>("AdapterCreator")
+  class_<AdapterCreator, base<pb::wasm::HeaderReadingHandle>>("AdapterCreator")
       .constructor<std::string>()
       .function("ok", &AdapterCreator::ok)
       .function("setIndex", &AdapterCreator::set_index)

@@ -27,7 +27,7 @@
 #include "core/header.h"
 #include "core/json.h"
 #include "merge/model_index.h"
-#include "merge_io.h"
+#include "header_reading_handle.h"
 #include "naming_tables_option.h"
 
 namespace pb::wasm {
@@ -35,7 +35,7 @@ namespace {
 
 using emscripten::val;
 
-class ExtractHandle : public MergeIo {  // MergeIo: headerLength, as the Merger reads a base
+class ExtractHandle : public HeaderReadingHandle {  // HeaderReadingHandle: headerLength, as the Merger reads a base
  public:
   explicit ExtractHandle(const std::string& options_json) {
     auto parsed = ParseJson(options_json, "extract options");
@@ -197,7 +197,7 @@ class ExtractHandle : public MergeIo {  // MergeIo: headerLength, as the Merger 
 EMSCRIPTEN_BINDINGS(peft_bridge_extract) {
   using emscripten::base;
   using emscripten::class_;
-  class_<ExtractHandle, base<pb::wasm::MergeIo>>("ExtractJob")
+  class_<ExtractHandle, base<pb::wasm::HeaderReadingHandle>>("ExtractJob")
       .constructor<std::string>()
       .function("ok", &ExtractHandle::ok)
       .function("useModel", &ExtractHandle::use_model)

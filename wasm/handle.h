@@ -171,11 +171,11 @@ class Handle {
 
  protected:
   bool Check(const Status& s) {
-    if (!s.ok()) error_ = s.error();
+    if (!s.ok()) Hold(s.error());
     return s.ok();
   }
   bool Fail(Error e) {
-    error_ = std::move(e);
+    Hold(e);
     return false;
   }
   // Fails with the error prefixed by a file's name, as the native CLI names it.
@@ -187,9 +187,13 @@ class Handle {
   std::optional<std::span<const uint8_t>> Begin(size_t n) {
     chunks_.Clear();
     auto bytes = window_.Filled(n);
-    if (!bytes) error_ = MakeError(ErrorCode::InvalidArgument, "more bytes than the window holds");
+    if (!bytes) Hold(MakeError(ErrorCode::InvalidArgument, "more bytes than the window holds"));
     return bytes;
   }
+  // The error copied into the one the handle holds, whose text keeps its memory: a handle failing call after call
+  // then keeps the same allocations. A moved-in error would trade buffers each time (the new text is allocated
+  // while the old one lives), so the heap's in-use count would alternate with the chunks they land in.
+  void Hold(const Error& e) { error_ = e; }
 
   Window window_;
   Chunks chunks_;

@@ -30,13 +30,6 @@
 
 #include "core/json.h"
 #include "adapter/adapter_io.h"
-#include "adapter/adapter_report.h"
-#include "adapter/delta_norm.h"
-#include "adapter/weights_emitter.h"
-#include "app/translate_output.h"
-#include "gguf/gguf_format.h"
-#include "adapter/translate.h"
-#include "adapter/python_json.h"
 #include "adapter/tensor_fetch.h"
 #include "core/header.h"
 #include "app/command_line.h"
@@ -47,12 +40,12 @@
 #include "merge/merge_plan.h"
 #include "merge/merge_regions.h"
 #include "app/merge_args.h"
-#include "app/merge_report.h"
+#include "merge/merge_report.h"
 #include "app/option_tables.h"
 #include "merge/model_index.h"
 #include "failure_value.h"
 #include "handle.h"
-#include "merge_io.h"
+#include "header_reading_handle.h"
 #include "naming_tables_option.h"
 
 namespace pb::wasm {
@@ -65,7 +58,7 @@ double HeapSize() { return double(emscripten_get_heap_size()); }
 
 // Options as JSON: the JS keys of merge's option table (app/option_tables.h: dtype, safe, allowPartial, arch,
 // quantize, scheme, groupSize), read as the CLI's options; "unmerge": bool; "namingTables".
-class MergeHandle : public MergeIo {
+class MergeHandle : public HeaderReadingHandle {
  public:
   virtual ~MergeHandle() = default;
   explicit MergeHandle(const std::string& options_json) {
@@ -93,10 +86,10 @@ class MergeHandle : public MergeIo {
   }
   bool ok() const { return !error_.has_value(); }
 
-  // The adapter by range, never whole in the heap: after MergeIo's header steps, load_adapter_ranges reads the adapter
-  // from its header and the inline tensors (n window bytes), with its adapter_config.json and the base's config.json
-  // (null, a string, or raw bytes; as the native CLI, the base config serves both the reader and the planner); every
-  // other tensor is fetched while merging, as adapter_needs() asks.
+  // The adapter by range, never whole in the heap: after HeaderReadingHandle's header steps, load_adapter_ranges reads
+  // the adapter from its header and the inline tensors (n window bytes), with its adapter_config.json and the base's
+  // config.json (null, a string, or raw bytes; as the native CLI, the base config serves both the reader and the
+  // planner); every other tensor is fetched while merging, as adapter_needs() asks.
   bool load_adapter_ranges(size_t n, const std::string& weights_name, const val& config, const val& base_config) {
     auto bytes = Begin(n);
     if (!bytes) return false;
@@ -422,146 +415,6 @@ class StreamMerger : public MergeHandle {
   std::unique_ptr<merge::StreamingMerger> merger_;
 };
 
-// ---- adapter-info and translate with the adapter read by range ----
-
-// The same steps as the merge handles' adapter loading (header, inline tensors, read), then either the ‖ΔW‖
-// pass (info) or translate's output written tensor by tensor (the weights file as output chunks), each
-// referenced tensor's bytes supplied as adapter_needs() asks. Options, as JSON: the JS keys of translate's option
-// table (app/option_tables.h), read as the CLI's options; "namingTables", "outFile", "baseConfigNote",
-// "baseConfigHint".
-class AdapterJob : public MergeIo {
- public:
-  explicit AdapterJob(const std::string& options_json) {
-    auto parsed = ParseJson(options_json, "adapter options");
-    const Json j = parsed.ok() ? std::move(parsed.value()) : Json();
-    // translate's table holds adapter-info's options too; its grammar checks --outtype against --to.
-    auto line = app::OptionsCommandLine("translate", j);
-    if (!line.ok()) {
-      Fail(line.error());
-      return;
-    }
-    if (auto from = line->Value("from")) read_options_.format = adapter::ParseFormatName(*from);  // table choices
-    if (auto to = line->Value("to")) to_ = adapter::ParseFormatName(*to);
-    read_options_.arch = line->Value("arch");
-    if (auto outtype = line->Value("outtype")) outtype_ = *gguf::ParseOutType(*outtype);
-    auto tables = NamingTablesOption(j);
-    if (!tables.ok()) {
-      Fail(tables.error());
-      return;
-    }
-    tables_ = std::move(tables.value());
-    read_options_.tables = tables_.get();
-    read_options_.strict = line->Has("strict");
-    old_peft_ = line->Has("old-peft");
-    allow_partial_ = line->Has("allow-partial");
-    if (j.contains("outFile") && j["outFile"].is_string()) out_file_ = j["outFile"].get<std::string>();
-    // app::ChooseBaseConfig's note or hint, from the caller that chose the base config (chooseBaseConfig).
-    for (auto [key, field] : {std::pair{"baseConfigNote", &base_config_note_}, {"baseConfigHint", &base_config_hint_}})
-      if (j.contains(key) && j[key].is_string()) *field = j[key].get<std::string>();
-    dry_run_ = line->Has("dry-run");
-  }
-  bool ok() const { return !error_.has_value(); }
-
-
-  // adapter-info: reads (window: the inline tensor bytes), then asks for each module's factors.
-  bool info(size_t n, const std::string& weights_name, const val& config, const val& base_config) {
-    auto source = Source(n, weights_name, config, base_config);
-    if (!source) return false;
-    auto read = adapter::ReadAdapter(*source, read_options_);
-    if (!read.ok()) return Fail(read.error());
-    read_ = std::make_unique<adapter::ReadResult>(std::move(read.value()));
-    norms_ = std::make_unique<adapter::DeltaNormPass>(read_->adapter);
-    consumer_ = norms_.get();
-    return true;
-  }
-  // translate: reads and translates (window: the inline tensor bytes); unless dryRun, begin_write() then
-  // writes the weights file as output chunks, each referenced tensor's bytes asked for in turn.
-  bool translate(size_t n, const std::string& weights_name, const val& config, const val& base_config) {
-    if (!to_) return Fail(MakeError(ErrorCode::InvalidArgument, "to: a target format is required"));
-    auto source = Source(n, weights_name, config, base_config);
-    if (!source) return false;
-    adapter::WriteOptions write_options;  // as the native CLI: base config and arch come from the read side
-    write_options.strict = read_options_.strict;
-    write_options.compat_pre_014 = old_peft_;
-    write_options.allow_partial = allow_partial_;
-    write_options.gguf_outtype = outtype_;
-    write_options.weights_name = out_file_;  // the npm CLI's OUT.gguf
-    write_options.tables = tables_.get();
-    write_options.base_config_note = base_config_note_;
-    write_options.base_config_hint = base_config_hint_;
-    auto result = adapter::Translate(*source, *to_, read_options_, write_options);
-    if (!result.ok()) return Fail(result.error());
-    translated_ = std::make_unique<adapter::TranslateResult>(std::move(result.value()));
-    return true;
-  }
-  bool begin_write() {
-    chunks_.Clear();
-    if (!translated_) return Fail(MakeError(ErrorCode::InvalidArgument, "begin_write before translate"));
-    emitter_ = adapter::MakeWeightsEmitter(translated_->output, chunks_);
-    consumer_ = emitter_.get();
-    return Check(emitter_->Begin());
-  }
-  bool finish_write() {
-    chunks_.Clear();
-    if (!emitter_) return Fail(MakeError(ErrorCode::InvalidArgument, "finish_write before begin_write"));
-    return Check(emitter_->Finish());
-  }
-  std::string needs() const { return consumer_ ? RangesJson(consumer_->adapter_needs()) : "[]"; }
-  bool supply(size_t n) {
-    auto bytes = Begin(n);
-    if (!bytes) return false;
-    if (!consumer_) return Fail(MakeError(ErrorCode::InvalidArgument, "adapter bytes that were not asked for"));
-    return Check(consumer_->SupplyAdapter(*bytes));
-  }
-  // {text, json, weightsName, config: {name, text} | null} once info's pass or translate is done.
-  val result() {
-    val r = val::object();
-    if (read_ && norms_) {
-      read_->delta_norms = norms_->norms();
-      r.set("text", adapter::RenderAdapterInfoText(*read_));
-      r.set("json", adapter::RenderAdapterInfoJson(*read_));
-    } else if (translated_) {
-      r.set("text", adapter::RenderTranslateText(*translated_, *to_, dry_run_));
-      r.set("json", adapter::RenderTranslateJson(*translated_, *to_, dry_run_));
-      r.set("plan", adapter::RenderTranslatePlanText(*translated_, *to_));  // the CLI's, before the work
-      r.set("outcome", adapter::RenderTranslateOutcomeText(*translated_));
-      r.set("warnings", translated_->warnings);  // the no-silent-loss rule's `warning:` lines (--allow-partial)
-      SetOutputFiles(r, translated_->output);
-    }
-    return r;
-  }
-
- private:
-  std::optional<adapter::AdapterSource> Source(size_t n, const std::string& weights_name, const val& config,
-                                               const val& base_config) {
-    auto bytes = Begin(n);
-    if (!bytes) return std::nullopt;
-    if (!adapter_header_) {
-      Fail(MakeError(ErrorCode::InvalidArgument, "the adapter's header was not given"));
-      return std::nullopt;
-    }
-    config_ = OptionalText(config);
-    base_config_ = OptionalText(base_config);
-    inline_.assign(bytes->begin(), bytes->end());
-    return adapter::AdapterSource{weights_name,       {}, config_, base_config_, adapter_header_.get(), inline_,
-                                  adapter_gguf_.get()};
-  }
-
-  adapter::ReadOptions read_options_;
-  std::shared_ptr<const adapter::NamingTables> tables_;  // the namingTables option; null: the embedded ones
-  std::optional<adapter::AdapterFormat> to_;
-  bool old_peft_ = false, dry_run_ = false, allow_partial_ = false;
-  gguf::TensorType outtype_ = gguf::TensorType::kF32;
-  std::optional<std::string> out_file_;
-  std::string base_config_note_, base_config_hint_;
-  std::optional<std::string> config_, base_config_;
-  std::vector<uint8_t> inline_;
-  std::unique_ptr<adapter::ReadResult> read_;
-  std::unique_ptr<adapter::DeltaNormPass> norms_;
-  std::unique_ptr<adapter::TranslateResult> translated_;
-  std::unique_ptr<adapter::WeightsEmitter> emitter_;
-  adapter::AdapterBytesConsumer* consumer_ = nullptr;
-};
 // ---- the index rules for callers that read headers themselves (inspectRepo) ----
 
 // {ok: true, shards: "[names…]"} for a valid index (ParseModelIndex), else {ok: false, errorJson, errorText}.
@@ -604,13 +457,13 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
   using namespace emscripten;
   using namespace pb::wasm;
   // Methods are registered on the class that declares them (Embind deduces the class from the member pointer).
-  class_<MergeIo, base<Handle>>("MergeIo")
-      .function("headerLength", &MergeIo::header_length)
-      .function("adapterHeaderLength", &MergeIo::adapter_header_length)
-      .function("setAdapterHeader", &MergeIo::set_adapter_header)
-      .function("adapterHeaderNeed", &MergeIo::adapter_header_need)
-      .function("adapterInlineRanges", &MergeIo::adapter_inline_ranges);
-  class_<MergeHandle, base<MergeIo>>("MergeHandle")
+  class_<HeaderReadingHandle, base<Handle>>("HeaderReadingHandle")
+      .function("headerLength", &HeaderReadingHandle::header_length)
+      .function("adapterHeaderLength", &HeaderReadingHandle::adapter_header_length)
+      .function("setAdapterHeader", &HeaderReadingHandle::set_adapter_header)
+      .function("adapterHeaderNeed", &HeaderReadingHandle::adapter_header_need)
+      .function("adapterInlineRanges", &HeaderReadingHandle::adapter_inline_ranges);
+  class_<MergeHandle, base<HeaderReadingHandle>>("MergeHandle")
       .function("ok", &MergeHandle::ok)
       .function("loadAdapterRanges", &MergeHandle::load_adapter_ranges)
       .function("setNoAdapter", &MergeHandle::set_no_adapter)
@@ -648,23 +501,7 @@ EMSCRIPTEN_BINDINGS(peft_bridge_merge) {
       .function("finish", &StreamMerger::finish)
       .function("planned", &StreamMerger::planned)
       .function("summary", &StreamMerger::summary);
-  class_<AdapterJob, base<MergeIo>>("AdapterJob")
-      .constructor<std::string>()
-      .function("ok", &AdapterJob::ok)
-      .function("info", &AdapterJob::info)
-      .function("translate", &AdapterJob::translate)
-      .function("beginWrite", &AdapterJob::begin_write)
-      .function("finishWrite", &AdapterJob::finish_write)
-      .function("needs", &AdapterJob::needs)
-      .function("supply", &AdapterJob::supply)
-      .function("result", &AdapterJob::result);
   function("heapSize", &HeapSize);
-  // The npm CLI's translate OUT: one .gguf file or a directory (app/translate_output.h).
-  function(
-      "translateOutputIsFile", +[](const std::string& to, const std::string& out) {
-        auto format = pb::adapter::ParseFormatName(to);
-        return format && pb::app::TranslateOutputIsFile(*format, out);
-      });
   function("modelIndexShards", &ModelIndexShards);
   function("checkIndexShards", &CheckIndexShards);
 }

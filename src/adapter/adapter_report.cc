@@ -7,7 +7,7 @@
 
 #include "adapter/delta_norm.h"
 #include "adapter/natural_order.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 
 namespace pb::adapter {
 
@@ -33,7 +33,7 @@ std::string ShortNumber(double v) {
 std::string AlphaText(double alpha) {
   if (alpha == static_cast<double>(static_cast<int64_t>(alpha)) && alpha > -1e15 && alpha < 1e15)
     return std::to_string(static_cast<int64_t>(alpha));
-  return PythonFloatRepr(alpha);
+  return text::PythonFloatRepr(alpha);
 }
 
 std::map<std::string, uint64_t> DtypeCounts(const Adapter& a) {
@@ -171,7 +171,7 @@ std::string RenderAdapterInfoText(const ReadResult& read) {
     const LoraModule& m = a.modules[i];
     out += "  " + m.path + "  " + std::string(LoraShapeName(m.shape)) + " " + std::to_string(m.in_features()) + "->" +
            std::to_string(m.out_features()) + "  r=" + std::to_string(m.rank()) +
-           " alpha=" + AlphaText(m.settings.alpha) + " scaling=" + PythonFloatRepr(m.settings.scaling) + " " +
+           " alpha=" + AlphaText(m.settings.alpha) + " scaling=" + text::PythonFloatRepr(m.settings.scaling) + " " +
            std::string(DtypeName(m.a.dtype)) + (m.magnitude ? " dora" : "") + (m.b_bias ? " lora_bias" : "") +
            (m.experts ? " parameter " + m.experts->parameter_path + " (" + std::to_string(m.experts->num_experts) +
                             " experts)"

@@ -49,7 +49,7 @@ class RuleParser {
       if (!b.is_object() || !b.contains("pattern") || !b["pattern"].is_string())
         return Fail(at, "must be an object with a string \"pattern\"");
       const std::string pattern = b["pattern"].get<std::string>();
-      auto compiled = CompilePythonRegex(pattern);
+      auto compiled = text::CompilePythonRegex(pattern);
       if (!compiled.ok()) return Fail(at + ".pattern", compiled.error().message);
       combined += (i ? ")|(" : "(") + pattern;
       r.branch_group.push_back(group);
@@ -65,7 +65,7 @@ class RuleParser {
           if (!x.is_object() || !x.contains("pattern") || !x["pattern"].is_string() || !x.contains("width") ||
               !x["width"].is_number_unsigned() || x["width"].get<uint64_t>() > 1000)
             return Fail(nat, "must be {\"pattern\": string, \"width\": 0..1000}");
-          auto lookbehind = CompilePythonRegex(x["pattern"].get<std::string>());
+          auto lookbehind = text::CompilePythonRegex(x["pattern"].get<std::string>());
           if (!lookbehind.ok()) return Fail(nat + ".pattern", lookbehind.error().message);
           r.not_after.back().push_back({std::move(lookbehind.value()), x["width"].get<size_t>()});
         }
@@ -75,7 +75,7 @@ class RuleParser {
         std::any_of(r.not_after.begin(), r.not_after.end(), [](const auto& v) { return !v.empty(); });
     if (!positional) r.branches.clear();
     combined += "))";
-    auto search = CompilePythonRegex(combined);
+    auto search = text::CompilePythonRegex(combined);
     if (!search.ok()) return Fail(where + ".branches", search.error().message);
     r.search = std::move(search.value());
     return r;

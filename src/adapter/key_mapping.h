@@ -7,7 +7,7 @@
 // merge maps each checkpoint name to its loaded name the way transformers' loader does (core_model_loading's
 // rename_source_key: every rename in order, then at most one converter), and writes the checkpoint's names.
 //
-// Renames are plain regex substitutions, matched with the Python `re` engine (adapter/python_regex.h). Converters
+// Renames are plain regex substitutions, matched with the Python `re` engine (text/python_regex.h). Converters
 // (fusing, splitting, transposing, permuting tensors) and the renames transformers implements in code are not
 // applied: MapCheckpointKey says which loaded names a converter builds, so that a module built by one is refused
 // by name instead of merged into the wrong layout.
@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "adapter/python_regex.h"
+#include "text/python_regex.h"
 #include "core/result.h"
 
 namespace pb::adapter {
@@ -28,7 +28,7 @@ struct KeyRule {
   Kind kind = Kind::kRename;
   // re.search of the branches, in transformers' order: "[\s\S]*?(?:(b0)|(b1)...)"; branch_group[i] is branch i's
   // group in it (Python's group(0) of the match is that group's text).
-  PythonRegex search;
+  text::PythonRegex search;
   std::vector<int> branch_group;
   std::vector<std::string> branch_patterns;  // as the data lists them (messages)
   // Python's fixed-width negative lookbehinds that start a branch ("(?<!model\.)stages"), which the engine lacks:
@@ -36,11 +36,11 @@ struct KeyRule {
   // any is searched position by position, each branch (`branches`) matched on the text from there (Python's
   // search order: the leftmost position, then the first branch).
   struct NotAfter {
-    PythonRegex regex;
+    text::PythonRegex regex;
     size_t width = 0;
   };
   std::vector<std::vector<NotAfter>> not_after;  // per branch
-  std::vector<PythonRegex> branches;             // per branch, only when some branch has a lookbehind
+  std::vector<text::PythonRegex> branches;       // per branch, only when some branch has a lookbehind
   std::vector<std::string> targets;              // the replacement of a rename; every name a converter builds
   // A rule of a sub-model only matches keys under its path (transformers' scope_prefix), with or without the
   // model's base_model_prefix before it.

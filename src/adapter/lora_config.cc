@@ -1,5 +1,5 @@
 #include "adapter/lora_config.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 
 #include <algorithm>
 #include <array>

@@ -76,8 +76,9 @@ std::string Quote(std::string_view s) {
 }
 
 // Compiles one wrapped pattern into `out`; `what` names the field and entry for the message.
-Status Add(const std::string& what, const std::string& python, std::vector<PythonRegex>& out, int allowed_groups = -1) {
-  auto re = CompilePythonRegex(python);
+Status Add(const std::string& what, const std::string& python, std::vector<text::PythonRegex>& out,
+           int allowed_groups = -1) {
+  auto re = text::CompilePythonRegex(python);
   if (!re.ok()) return MakeError(ErrorCode::InvalidConfig, "adapter_config.json: " + what + ": " + re.error().message);
   if (allowed_groups >= 0 && re->group_count() > allowed_groups)
     return MakeError(ErrorCode::InvalidConfig, "adapter_config.json: " + what +
@@ -89,7 +90,7 @@ Status Add(const std::string& what, const std::string& python, std::vector<Pytho
 Result<std::shared_ptr<const ConfigPatterns>> Compile(const LoraConfig& config) {
   auto out = std::make_shared<ConfigPatterns>();
   using Form = ModuleSelector::Form;
-  std::vector<PythonRegex> one;
+  std::vector<text::PythonRegex> one;
   const ModuleSelector& tm = config.target_modules;
   if (tm.form == Form::kRegex && !tm.is_all_linear()) {
     PB_RETURN_IF_ERROR(Add("`target_modules` regex " + Quote(tm.regex), tm.regex, one));
@@ -143,11 +144,11 @@ std::shared_ptr<const ConfigPatterns> PatternsOf(const LoraConfig& config) {
 // First key (file order) whose PEFT pattern matches; PEFT then looks the name itself up when none does.
 template <class V>
 std::optional<std::pair<std::string, V>> FirstPatternMatch(const std::vector<std::pair<std::string, V>>& patterns,
-                                                           const std::vector<PythonRegex>* compiled,
+                                                           const std::vector<text::PythonRegex>* compiled,
                                                            std::string_view name) {
   if (patterns.empty()) return std::nullopt;
   if (compiled && compiled->size() == patterns.size()) {
-    RegexSubject subject(name);  // decoded once for every key
+    text::RegexSubject subject(name);  // decoded once for every key
     for (size_t k = 0; k < patterns.size(); ++k)
       if ((*compiled)[k].Match(subject)) return patterns[k];
   }
@@ -180,7 +181,7 @@ std::optional<bool> IsTargeted(const LoraConfig& config, std::string_view name) 
   // 2. A module cannot be both LoRA-wrapped and fully saved.
   if (HasSavedSegment(patterns->saved_module_names, name)) return false;
   if (!patterns->modules_to_save.empty()) {
-    RegexSubject subject(name);
+    text::RegexSubject subject(name);
     for (const auto& re : patterns->modules_to_save)
       if (re.Match(subject)) return false;
   }

@@ -12,23 +12,23 @@
 #include <vector>
 
 #include "adapter/lora_config.h"
-#include "adapter/python_regex.h"
+#include "text/python_regex.h"
 #include "core/result.h"
 
 namespace pb::adapter {
 
 // Every regex a config holds, wrapped as PEFT wraps it, compiled.
 struct ConfigPatterns {
-  std::optional<PythonRegex> target_modules;   // a regex string other than "all-linear" (re.fullmatch)
-  std::optional<PythonRegex> exclude_modules;  // a non-empty regex string (re.fullmatch)
+  std::optional<text::PythonRegex> target_modules;   // a regex string other than "all-linear" (re.fullmatch)
+  std::optional<text::PythonRegex> exclude_modules;  // a non-empty regex string (re.fullmatch)
   // modules_to_save: an entry of letters, digits, `_` and `-` only matches exactly a dot-separated segment,
   // so those are looked up by segment (sorted, unique); the others stay regexes (each once), run as
   // re.match("(^|.*\.)" + m + "($|\..*)"). 16,000 entries then cost one pass over a name, not 16,000.
   std::vector<std::string> saved_module_names;
-  std::vector<PythonRegex> modules_to_save;
-  std::vector<PythonRegex> layers;     // with layers_to_transform: the layer-index patterns
-  std::vector<PythonRegex> rank_keys;  // re.match("(.*\.)?(" + key + ")$") per key, file order
-  std::vector<PythonRegex> alpha_keys;
+  std::vector<text::PythonRegex> modules_to_save;
+  std::vector<text::PythonRegex> layers;     // with layers_to_transform: the layer-index patterns
+  std::vector<text::PythonRegex> rank_keys;  // re.match("(.*\.)?(" + key + ")$") per key, file order
+  std::vector<text::PythonRegex> alpha_keys;
 };
 
 // Compiles every regex a config holds (target_modules / exclude_modules strings, rank_pattern and

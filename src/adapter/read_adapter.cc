@@ -4,8 +4,8 @@
 #include <map>
 
 #include "adapter/format_internal.h"
-#include "adapter/python_json.h"
-#include "adapter/python_regex.h"
+#include "text/python_json.h"
+#include "text/python_regex.h"
 #include "adapter/tensor_fetch.h"
 
 namespace pb::adapter {
@@ -85,7 +85,7 @@ Result<ReadResult> ReadGgufAdapter(const AdapterSource& source, const ReadOption
   state.result.adapter.source_format = std::string(FormatName(AdapterFormat::kGguf));
   uint64_t name_bytes = 0;
   for (const auto& t : file.tensors) name_bytes += t.name.size();
-  RegexWorkLimit limit(RegexStepsFor(name_bytes));
+  text::RegexWorkLimit limit(text::RegexStepsFor(name_bytes));
   Result<ReadResult> read = internal::ReadGguf(state, file);
   if (limit.exceeded())
     return MakeError(ErrorCode::InvalidConfig, source.weights_name + ": matching the module patterns of its " +
@@ -135,7 +135,7 @@ Result<ReadResult> ReadAdapter(const AdapterSource& source, const ReadOptions& o
   state.result.adapter.source_format = std::string(FormatName(format));
   uint64_t name_bytes = 0;
   for (size_t i = 0; i < state.header.tensor_count(); ++i) name_bytes += state.header.tensor(i).name.size();
-  RegexWorkLimit limit(RegexStepsFor(name_bytes));
+  text::RegexWorkLimit limit(text::RegexStepsFor(name_bytes));
   Result<ReadResult> read = ReadAs(format, state);
   if (limit.exceeded())
     return MakeError(ErrorCode::InvalidConfig,
@@ -316,8 +316,8 @@ Json SynthesizeConfig(const std::vector<std::pair<std::string, std::pair<int64_t
 Result<LoraConfig> ConfigFromDocument(const Json& document) {
   if (!WithinDepth(document))  // checked before DumpPythonJson, which recurses per level
     return MakeError(ErrorCode::InvalidConfig, "the carried PEFT config nests containers deeper than " +
-                                                   std::to_string(kMaxConfigDepth) + " levels");
-  return ParseLoraConfig(DumpPythonJson(document));
+                                                   std::to_string(text::kMaxConfigDepth) + " levels");
+  return ParseLoraConfig(text::DumpPythonJson(document));
 }
 
 }  // namespace internal

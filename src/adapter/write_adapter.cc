@@ -1,6 +1,6 @@
 // WriteAdapter: dispatch, the safetensors emission all formats share, and PEFT's own format.
 #include "adapter/format_internal.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 
 namespace pb::adapter {
 
@@ -112,7 +112,7 @@ Result<AdapterOutput> WritePeft(const Adapter& adapter, const WriteOptions& opti
     PB_ASSIGN_OR_RETURN(auto compat, CompatDocument(doc, out.notes));
     doc = std::move(compat);
   }
-  out.config_text = DumpPythonJson(doc);
+  out.config_text = text::DumpPythonJson(doc);
   return out;
 }
 

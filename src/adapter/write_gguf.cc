@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "adapter/llama_cpp_lora.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 
 namespace pb::adapter::internal {
 
@@ -63,8 +63,8 @@ Result<AdapterOutput> WriteGguf(const Adapter& adapter, const WriteOptions& opti
   file.keys.push_back(KeyValue::Uint32("general.quantization_version", 2));  // GGML_QUANT_VERSION
   file.keys.push_back(KeyValue::String(kArchKey, arch->name));
   file.keys.push_back(KeyValue::String(kModulePathsKey, lora.module_paths.dump()));
-  file.keys.push_back(
-      KeyValue::String(kPeftConfigKey, DumpPythonJson(adapter.config.document, {.indent = -1, .sort_keys = true})));
+  file.keys.push_back(KeyValue::String(
+      kPeftConfigKey, text::DumpPythonJson(adapter.config.document, {.indent = -1, .sort_keys = true})));
   if (lora.heads) {
     file.keys.push_back(KeyValue::Uint32(arch->gguf_arch + ".attention.head_count", static_cast<uint32_t>(lora.heads)));
     file.keys.push_back(

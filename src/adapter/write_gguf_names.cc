@@ -3,7 +3,7 @@
 // rank, so per-module alpha and rsLoRA cannot be stated: then PEFT's scaling is folded into B and alpha is
 // written as 0 (scale 1).
 #include "adapter/llama_cpp_lora.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 
 namespace pb::adapter::internal {
 
@@ -20,12 +20,12 @@ Result<AdapterOutput> WriteGgufNames(const Adapter& adapter, const WriteOptions&
   Metadata meta = table.metadata.value_or(Metadata{});
   meta.emplace_back("general.architecture", arch->gguf_arch);
   meta.emplace_back(kArchKey, arch->name);  // several tables can share one llama.cpp architecture
-  meta.emplace_back("adapter.lora.alpha", lora.alpha ? PythonFloatRepr(*lora.alpha) : "0");
+  meta.emplace_back("adapter.lora.alpha", lora.alpha ? text::PythonFloatRepr(*lora.alpha) : "0");
   if (lora.heads) {
     meta.emplace_back(arch->gguf_arch + ".attention.head_count", std::to_string(lora.heads));
     meta.emplace_back(arch->gguf_arch + ".attention.head_count_kv", std::to_string(lora.kv_heads));
   }
-  meta.emplace_back(kPeftConfigKey, DumpPythonJson(adapter.config.document, {.indent = -1, .sort_keys = true}));
+  meta.emplace_back(kPeftConfigKey, text::DumpPythonJson(adapter.config.document, {.indent = -1, .sort_keys = true}));
   meta.emplace_back(kModulePathsKey, lora.module_paths.dump());
   out.weights.metadata = std::move(meta);
   out.mappings = std::move(lora.mappings);

@@ -5,7 +5,7 @@
 
 #include "adapter/format_internal.h"
 #include "adapter/kohya_names.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "adapter/tensor_ops.h"
 
 namespace pb::adapter::internal {
@@ -80,9 +80,9 @@ Result<AdapterOutput> WriteKohya(const Adapter& adapter, const WriteOptions& opt
   Metadata meta = table.metadata.value_or(Metadata{});
   if (uniform && uniform_rank) {
     meta.emplace_back("ss_network_dim", std::to_string(*uniform_rank));
-    meta.emplace_back("ss_network_alpha", PythonFloatRepr(*uniform_alpha));
+    meta.emplace_back("ss_network_alpha", text::PythonFloatRepr(*uniform_alpha));
   }
-  meta.emplace_back(kPeftConfigKey, DumpPythonJson(adapter.config.document, {.indent = -1, .sort_keys = true}));
+  meta.emplace_back(kPeftConfigKey, text::DumpPythonJson(adapter.config.document, {.indent = -1, .sort_keys = true}));
   meta.emplace_back(kModulePathsKey, paths.dump());
   out.weights.metadata = std::move(meta);
   return out;

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "adapter/format_internal.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "adapter/tensor_ops.h"
 
 namespace pb::adapter::internal {
@@ -79,8 +79,8 @@ Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& optio
       PB_ASSIGN_OR_RETURN(auto folded, ScaleTensor(b, m->settings.scaling / scale));
       b = std::move(folded);
       b_action = "fold scale, transpose";
-      out.notes.push_back("`" + m->path + "`: scaling " + PythonFloatRepr(m->settings.scaling) +
-                          " differs from the adapter's " + PythonFloatRepr(scale) +
+      out.notes.push_back("`" + m->path + "`: scaling " + text::PythonFloatRepr(m->settings.scaling) +
+                          " differs from the adapter's " + text::PythonFloatRepr(scale) +
                           "; the ratio is folded into lora_b");
     }
     auto a_t = Transpose2D(m->a);
@@ -119,7 +119,7 @@ Result<AdapterOutput> WriteMlx(const Adapter& adapter, const WriteOptions& optio
   cfg["num_layers"] = num_layers;
   cfg[kPeftConfigKey] = adapter.config.document;  // mlx-lm ignores it; reading back restores PEFT's config
   if (!embedding_modules.empty()) cfg[kEmbeddingModulesKey] = std::move(embedding_modules);  // mlx-lm ignores it too
-  out.config_text = DumpPythonJson(cfg, {.indent = 4, .sort_keys = true});
+  out.config_text = text::DumpPythonJson(cfg, {.indent = 4, .sort_keys = true});
   return out;
 }
 

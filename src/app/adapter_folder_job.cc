@@ -22,8 +22,9 @@ Error InputEndedInsideTensor(uint64_t at) {
                    at);
 }
 
-AdapterFolderJob::AdapterFolderJob(std::string_view command, AdapterFolderOptions options)
-    : command_(command), options_(std::move(options)) {}
+AdapterFolderJob::AdapterFolderJob(std::string_view command, std::vector<std::string> names,
+                                   AdapterFolderOptions options)
+    : command_(command), names_(std::move(names)), options_(std::move(options)) {}
 
 Status AdapterFolderJob::Fail(Error error) {
   error_ = error;

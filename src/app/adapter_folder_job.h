@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "app/command_job.h"
 #include "app/command_line.h"
 #include "app/create_report.h"
 #include "app/output_policy.h"
@@ -62,18 +63,20 @@ class WriteBuffer final : public ByteSink {
   std::vector<uint8_t> bytes_;
 };
 
-class AdapterFolderJob : public job::Job {
+class AdapterFolderJob : public CommandJob {
  public:
   Result<job::Step> Next() final;
   Status Supply(std::span<const uint8_t> bytes) final;
 
   // After the policy check: its plan for the output folder (empty before, and with --dry-run).
-  const OutputPlan& output_plan() const { return output_plan_; }
+  const OutputPlan& output_plan() const override { return output_plan_; }
+  // adapter_model.safetensors and adapter_config.json, the outputs' names in output order.
+  std::vector<std::string> output_names() const override { return names_; }
   // At kDone: what the command prints once its output is in place ("" under -q without --json).
-  const std::string& summary() const { return summary_; }
+  const std::string& summary() const override { return summary_; }
 
  protected:
-  AdapterFolderJob(std::string_view command, AdapterFolderOptions options);
+  AdapterFolderJob(std::string_view command, std::vector<std::string> names, AdapterFolderOptions options);
   const AdapterFolderOptions& options() const { return options_; }
 
   virtual Status Plan() = 0;
@@ -95,6 +98,7 @@ class AdapterFolderJob : public job::Job {
   Status Fail(Error error);
 
   std::string command_;
+  std::vector<std::string> names_;
   AdapterFolderOptions options_;
   Phase phase_ = Phase::kPlan;
   std::optional<Error> error_;

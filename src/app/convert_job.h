@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "app/command_job.h"
 #include "app/command_line.h"
 #include "app/output_policy.h"
 #include "convert/convert_stream.h"
@@ -46,7 +47,7 @@ struct ConvertOptions {
 // The options `convert IN OUT [--dtype D] [--order O] [--json] [--quiet]` asks for (the grammar has checked them).
 ConvertOptions ConvertOptionsFromLine(const CommandLine& line, std::optional<uint64_t> input_size);
 
-class ConvertJob final : public job::Job, private ReaderEvents {
+class ConvertJob final : public CommandJob, private ReaderEvents {
  public:
   explicit ConvertJob(ConvertOptions options);
   Result<job::Step> Next() override;
@@ -54,10 +55,10 @@ class ConvertJob final : public job::Job, private ReaderEvents {
 
   // Once the header is planned (after the first write step): the output policy's plan (empty without a check),
   // the planned output's size.
-  const OutputPlan& output_plan() const { return output_plan_; }
-  std::optional<uint64_t> output_size() const;
+  const OutputPlan& output_plan() const override { return output_plan_; }
+  std::optional<uint64_t> output_size() const override;
   // At kDone: what the command prints once its output is in place ("" for text: the plan was told before).
-  const std::string& summary() const { return summary_; }
+  const std::string& summary() const override { return summary_; }
   // The converted tensors' counts and sizes, for the JS API's summary.
   std::string summary_json() const;
 

@@ -9,7 +9,9 @@ Result<compose::CreateOptions> CreateOptionsFromLine(const CommandLine& line) {
 }
 
 CreateJob::CreateJob(CreateJobOptions options)
-    : AdapterFolderJob("create", options.folder), options_(std::move(options)) {}
+    : AdapterFolderJob("create", {std::string(compose::kCreateWeightsName), std::string(compose::kCreateConfigName)},
+                       options.folder),
+      options_(std::move(options)) {}
 
 Status CreateJob::Plan() {
   PB_ASSIGN_OR_RETURN(auto plan, compose::PlanCreate(options_.shards, options_.base_config, options_.create));

@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include "adapter/naming_tables.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "app/push_target.h"
-#include "app/size_text.h"
+#include "text/size_text.h"
 #include "net/remote_address.h"
 
 namespace pb::app {
@@ -16,7 +16,7 @@ std::string InitName(const compose::CreatePlan& plan) {
 }
 
 std::string AlphaText(const compose::CreateOptions& o) {
-  return o.alpha_is_int ? std::to_string(int64_t(o.alpha)) : adapter::PythonFloatRepr(o.alpha);
+  return o.alpha_is_int ? std::to_string(int64_t(o.alpha)) : text::PythonFloatRepr(o.alpha);
 }
 
 }  // namespace
@@ -83,16 +83,16 @@ std::string RenderCreatePlanText(const compose::CreatePlan& plan, bool dry_run) 
   for (const auto& m : plan.modules)
     out += "  " + m.path + " [" + std::to_string(m.in_features) + " -> " + std::to_string(m.out_features) + "] " +
            std::string(adapter::ModuleKindName(m.kind)) + "\n";
-  if (o.dora) out += "reads " + SizeText(plan.base_bytes) + " of base weights for the DoRA magnitudes\n";
+  if (o.dora) out += "reads " + text::SizeText(plan.base_bytes) + " of base weights for the DoRA magnitudes\n";
   for (const auto& n : plan.notes) out += "note: " + n + "\n";
   if (dry_run)
-    out += "would write: " + std::string(compose::kCreateWeightsName) + " (" + SizeText(plan.write.total_size()) +
+    out += "would write: " + std::string(compose::kCreateWeightsName) + " (" + text::SizeText(plan.write.total_size()) +
            "), " + std::string(compose::kCreateConfigName) + "\n";
   return out;
 }
 
 std::string RenderCreateOutcomeText(const compose::CreatePlan& plan) {
-  return "wrote: " + std::string(compose::kCreateWeightsName) + " (" + SizeText(plan.write.total_size()) + "), " +
+  return "wrote: " + std::string(compose::kCreateWeightsName) + " (" + text::SizeText(plan.write.total_size()) + "), " +
          std::string(compose::kCreateConfigName) + "\n";
 }
 

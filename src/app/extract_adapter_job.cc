@@ -13,7 +13,9 @@ Result<compose::ExtractOptions> ExtractOptionsFromLine(const CommandLine& line) 
 }
 
 ExtractAdapterJob::ExtractAdapterJob(ExtractJobOptions options)
-    : AdapterFolderJob("extract", options.folder), options_(std::move(options)) {}
+    : AdapterFolderJob("extract", {std::string(compose::kExtractWeightsName), std::string(compose::kExtractConfigName)},
+                       options.folder),
+      options_(std::move(options)) {}
 ExtractAdapterJob::~ExtractAdapterJob() = default;
 
 Status ExtractAdapterJob::Plan() {

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "app/size_text.h"
+#include "text/size_text.h"
 
 namespace pb::app {
 namespace {
@@ -100,8 +100,8 @@ std::string RenderExtractPlanText(const compose::ExtractPlan& plan, bool dry_run
   if (!plan.left_out.empty()) out += "left out (not decomposed, not read): " + compose::ListText(plan.left_out) + "\n";
   if (!plan.skipped_embeddings.empty())
     out += "embeddings skipped (not read): " + compose::ListText(plan.skipped_embeddings) + "\n";
-  out += "reads " + SizeText(plan.read_bytes) + " of the two models; holds one delta of at most " +
-         SizeText(plan.largest_delta_elements * 4) + " (float32)\n";
+  out += "reads " + text::SizeText(plan.read_bytes) + " of the two models; holds one delta of at most " +
+         text::SizeText(plan.largest_delta_elements * 4) + " (float32)\n";
   for (const auto& n : plan.notes) out += "note: " + n + "\n";
   return out;
 }
@@ -122,7 +122,7 @@ std::string RenderExtractOutcomeText(const compose::ExtractPlan& plan, const com
   out += "extracted " + std::to_string(outcome.decomposed) + " module(s) (r=" + std::to_string(outcome.max_rank) +
          ", worst relative error " + Scientific(worst) + "), saved " + std::to_string(outcome.saved) + ", " +
          std::to_string(outcome.unchanged) + " unchanged (dropped)\n";
-  out += "wrote: " + std::string(compose::kExtractWeightsName) + " (" + SizeText(outcome.file_size()) + "), " +
+  out += "wrote: " + std::string(compose::kExtractWeightsName) + " (" + text::SizeText(outcome.file_size()) + "), " +
          std::string(compose::kExtractConfigName) + "\n";
   (void)plan;
   return out;

@@ -7,12 +7,16 @@ namespace {
 
 using nlohmann::json;
 
-std::string Str(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+// Templates over the JSON type: the npm CLI's requests arrive as text (nlohmann's json), a job's options already
+// parsed (pb::Json).
+template <class J>
+std::string Str(const J& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].template get<std::string>() : std::string();
 }
 
-bool Flag(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
+template <class J>
+bool Flag(const J& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].template get<bool>();
 }
 
 EntryKind KindOf(const std::string& kind) {
@@ -36,21 +40,23 @@ Result<json> Parse(const std::string& text) {
 
 }  // namespace
 
-Result<OutputPolicyRequest> ParseOutputPolicyRequest(const std::string& request) {
-  PB_ASSIGN_OR_RETURN(auto parsed, Parse(request));
-  const json& j = parsed;
+namespace {
+
+template <class J>
+OutputPolicyRequest RequestOf(const J& j) {
   OutputPolicyRequest r;
   if (j.contains("inputs") && j["inputs"].is_array())
     for (const auto& i : j["inputs"]) {
       InputFact in{Str(i, "label"), Str(i, "path"),       Str(i, "real"), Str(i, "entry"),
                    Str(i, "id"),    Flag(i, "directory"), std::nullopt,   Str(i, "withinPath")};
-      if (i.is_object() && i.contains("within") && i["within"].is_string()) in.within = i["within"].get<std::string>();
+      if (i.is_object() && i.contains("within") && i["within"].is_string())
+        in.within = i["within"].template get<std::string>();
       r.inputs.push_back(std::move(in));
     }
   r.flags = OutputFlags{Flag(j, "force"), Flag(j, "followLinks")};
   r.command = Str(j, "command");
   if (j.contains("out") && j["out"].is_object()) {
-    const json& o = j["out"];
+    const J& o = j["out"];
     OutputRequest out;
     out.label = Str(o, "label");
     out.path = Str(o, "path");
@@ -62,10 +68,38 @@ Result<OutputPolicyRequest> ParseOutputPolicyRequest(const std::string& request)
         out.listing.push_back({Str(e, "name"), KindOf(Str(e, "kind")), Str(e, "id"), Str(e, "targetId")});
     if (o.contains("writes") && o["writes"].is_array())
       for (const auto& w : o["writes"])
-        if (w.is_string()) out.writes.push_back(w.get<std::string>());
+        if (w.is_string()) out.writes.push_back(w.template get<std::string>());
     r.out = std::move(out);
   }
   return r;
+}
+
+template <class J>
+CommandLine LineOf(const J& j) {
+  CommandLine line;
+  if (!j.is_object()) return line;
+  line.command = Str(j, "command");
+  if (j.contains("positional") && j["positional"].is_array())
+    for (const auto& p : j["positional"])
+      if (p.is_string()) line.positional.push_back(p.template get<std::string>());
+  if (j.contains("options") && j["options"].is_object())
+    for (const auto& [name, values] : j["options"].items())
+      if (values.is_array())
+        for (const auto& v : values)
+          if (v.is_string()) line.options[name].push_back(v.template get<std::string>());
+  return line;
+}
+
+}  // namespace
+
+Result<OutputPolicyRequest> ParseOutputPolicyRequest(const std::string& request) {
+  PB_ASSIGN_OR_RETURN(auto parsed, Parse(request));
+  return RequestOf(parsed);
+}
+
+Result<OutputPolicyRequest> OutputPolicyRequestOf(const Json& request) {
+  if (!request.is_object()) return MakeError(ErrorCode::InvalidArgument, "output policy request is not a JSON object");
+  return RequestOf(request);
 }
 
 std::string RenderOutputPlanJson(const OutputPlan& plan) {
@@ -89,20 +123,10 @@ Result<std::string> PlanOutputJson(const std::string& request) {
 }
 
 CommandLine CommandLineFromJson(const std::string& line_json) {
-  CommandLine line;
-  auto j = json::parse(line_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return line;
-  line.command = Str(j, "command");
-  if (j.contains("positional") && j["positional"].is_array())
-    for (const auto& p : j["positional"])
-      if (p.is_string()) line.positional.push_back(p.get<std::string>());
-  if (j.contains("options") && j["options"].is_object())
-    for (const auto& [name, values] : j["options"].items())
-      if (values.is_array())
-        for (const auto& v : values)
-          if (v.is_string()) line.options[name].push_back(v.get<std::string>());
-  return line;
+  return LineOf(json::parse(line_json, nullptr, /*allow_exceptions=*/false));
 }
+
+CommandLine CommandLineOf(const Json& line) { return LineOf(line); }
 
 Result<std::string> NamedInputsJson(const std::string& line_json) {
   PB_RETURN_IF_ERROR(Parse(line_json).status());  // a request that is not JSON is refused, not read as empty

@@ -8,6 +8,7 @@
 
 #include "app/base_extras.h"
 #include "app/output_policy.h"
+#include "core/json.h"
 
 namespace pb::app {
 
@@ -27,12 +28,15 @@ struct OutputPolicyRequest {
   OutputFlags flags;
 };
 Result<OutputPolicyRequest> ParseOutputPolicyRequest(const std::string& request);
+// The same, already parsed (a job's options hold it).
+Result<OutputPolicyRequest> OutputPolicyRequestOf(const Json& request);
 // A plan as PlanOutputJson returns it.
 std::string RenderOutputPlanJson(const OutputPlan& plan);
 
 // A command line as the npm CLI's parseCommandLine gives it ({command, positional, options: {name: [values]}});
 // anything else reads as an empty line.
 CommandLine CommandLineFromJson(const std::string& line_json);
+CommandLine CommandLineOf(const Json& line);
 
 // A command line as parseCommandLine gives it ({"command","positional","options":{name:[values]}}): NamedInputs as
 // [{"label","path"}].

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "core/printable.h"
-#include "app/size_text.h"
+#include "text/size_text.h"
 
 namespace pb::app {
 namespace {
@@ -75,7 +75,8 @@ std::string RenderProgressLine(uint64_t done, uint64_t total, double seconds, st
   line.append(filled, '#').append(kBarWidth - filled, ' ');
   line += "] ";
   line += pct;
-  line += "  " + SizeText(std::min(done, total)) + " / " + SizeText(total) + "  " + RateText(rate) + "  " + time;
+  line += "  " + text::SizeText(std::min(done, total)) + " / " + text::SizeText(total) + "  " + text::RateText(rate) +
+          "  " + time;
   if (!file.empty()) line += "  " + ShortName(file);
   return line;
 }

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/size_text.h"
+#include "text/size_text.h"
 #include "core/utf8.h"
 
 namespace pb::app {
@@ -163,7 +163,7 @@ std::string RenderPushOutcome(const PushOutcome& o) {
   }
   std::string what = std::to_string(o.files.size()) + (o.files.size() == 1 ? " file" : " files");
   if (lfs) what += " (" + std::to_string(lfs) + " through LFS)";
-  what += ", " + SizeText(bytes);
+  what += ", " + text::SizeText(bytes);
   std::string short_commit = o.commit.substr(0, 12);
   if (o.create_pr)
     return "opened a pull request on " + o.target.repo + " (against " + o.target.branch + ") with " + what +

@@ -1,7 +1,7 @@
 #include "app/report.h"
 
 #include "core/printable.h"
-#include "app/size_text.h"
+#include "text/size_text.h"
 
 #include "core/writer.h"
 
@@ -297,7 +297,7 @@ std::string RenderErrorText(const Error& e) {
 std::string RenderConvertText(const ConversionPlan& plan, const Header& source) {
   (void)source;
   return "convert " + std::to_string(plan.converted_count) + " of " + std::to_string(plan.write.tensors.size()) +
-         " tensors; output " + app::SizeText(plan.write.total_size()) + "\n";
+         " tensors; output " + text::SizeText(plan.write.total_size()) + "\n";
 }
 
 std::string RenderConvertJson(const ConversionPlan& plan, const Header& source) {

@@ -1,23 +1,22 @@
-// `adapter-info` and `translate`: gather an adapter directory's files, hand the bytes to the core, write
-// the translated files atomically (all prepared before any is renamed into place).
+// `adapter-info` and `translate`: find an adapter directory's files, read its configs, gather the output policy's
+// facts, and run the command's job (app/translate_job.h) over the weights file; the job writes the translated files
+// atomically (all prepared before any is renamed into place).
 #include <cstdio>
 
-#include "adapter/adapter_report.h"
-#include "adapter/delta_norm.h"
-#include "adapter/weights_emitter.h"
+#include "app/adapter_files.h"
 #include "app/base_config_source.h"
+#include "app/output_policy.h"
+#include "app/translate_job.h"
 #include "app/translate_output.h"
-#include "gguf/gguf_format.h"
-#include "cli/commands.h"
 #include "cli/adapter_dir.h"
+#include "cli/commands.h"
 #include "cli/file_io.h"
 #include "cli/http_source.h"
-#include "cli/naming_table_files.h"
 #include "cli/input_facts.h"
+#include "cli/job_runner.h"
+#include "cli/naming_table_files.h"
 #include "cli/output_transaction.h"
 #include "cli/stderr_progress.h"
-#include "app/cli_text.h"
-#include "app/output_policy.h"
 #include "cli/text_output.h"
 
 namespace pb::cli {
@@ -25,44 +24,23 @@ namespace {
 
 using adapter::AdapterFormat;
 
-// Options both commands share.
-struct CommonOptions {
-  bool json = false;
-  bool strict = false;
-  std::optional<std::string> arch;
-  std::optional<std::string> base_config;
-  std::optional<AdapterFormat> from;
-  std::vector<std::string> positional;
-};
-
-CommonOptions CommonOptionsOf(const app::CommandLine& line) {
-  CommonOptions o;
-  o.json = line.Has("json");
-  o.strict = line.Has("strict");
-  o.arch = line.Value("arch");
-  o.base_config = line.Value("base-config");
-  if (auto from = line.Value("from")) o.from = adapter::ParseFormatName(*from);  // a choice the grammar checked
-  o.positional = line.positional;
-  return o;
-}
-
 // translate --to gguf|gguf-names: the base config by app::ChooseBaseConfig's rule (--base-config, else the adapter's
 // base_model_name_or_path as a local folder, else its Hub repo when the adapter came from the Hub), read into
-// dir.base_config; the note or the hint goes to the core with the write options. A local file chosen is an input.
-Status ResolveBaseConfig(const CommonOptions& o, AdapterDir& dir, adapter::WriteOptions& write_options,
+// dir.base_config; the note or the hint goes to the job with the write options. A local file chosen is an input.
+Status ResolveBaseConfig(const app::CommandLine& line, AdapterDir& dir, adapter::WriteOptions& write_options,
                          std::vector<app::InputFact>& inputs) {
   app::BaseConfigFacts facts;
-  facts.flag = o.base_config;
+  facts.flag = line.Value("base-config");
   if (dir.config) facts.base = app::AdapterBaseModelOf(*dir.config);
   if (facts.base && !facts.flag) facts.local_config_exists = IsRegularFile(app::LocalBaseConfigPath(facts.base->name));
-  facts.adapter_remote = IsRemoteAddress(o.positional[0]);
+  facts.adapter_remote = IsRemoteAddress(line.positional[0]);
   facts.endpoint = HubEndpoint();
   PB_ASSIGN_OR_RETURN(auto choice, app::ChooseBaseConfig(facts));
   using Kind = app::BaseConfigChoice::Kind;
   if (choice.kind == Kind::kLocal) {
     PB_ASSIGN_OR_RETURN(auto text, ReadText(choice.path));
     dir.base_config = std::move(text);
-    inputs.push_back(FileFact(o.base_config ? "--base-config" : "base_model_name_or_path", choice.path, std::nullopt));
+    inputs.push_back(FileFact(facts.flag ? "--base-config" : "base_model_name_or_path", choice.path, std::nullopt));
   } else if (choice.kind == Kind::kRemote) {
     PB_ASSIGN_OR_RETURN(auto bytes, ReadRemoteWhole(choice.remote, WholeCap::kJson));
     dir.base_config = std::string(bytes.bytes.begin(), bytes.bytes.end());
@@ -72,115 +50,78 @@ Status ResolveBaseConfig(const CommonOptions& o, AdapterDir& dir, adapter::Write
   return Status::Ok();
 }
 
-}  // namespace
-
-int RunAdapterInfo(const app::CommandLine& line) {
-  const CommonOptions o = CommonOptionsOf(line);
-  auto fail = [&](const Error& e) { return ReportFailure(e, o.json); };
+// Both commands: the adapter's files and configs gathered, the job run over its weights file into `out_names`
+// (none: nothing written), the summary printed.
+int RunAdapterJob(const app::CommandLine& line, bool info) {
+  app::TranslateOptions options = app::TranslateOptionsFromLine(line, info);
+  auto fail = [&](const Error& e) { return ReportFailure(e, options.json); };
+  auto explain = [&](const Error& e) { return ExplainInput(e, line.positional[0], app::InputRole::kAdapter); };
   auto tables = LoadNamingTables(line);
   if (!tables.ok()) return fail(tables.error());
-  auto dir = LoadAdapterDir(o.positional[0], o.base_config);
-  if (!dir.ok()) return fail(ExplainInput(dir.error(), o.positional[0], app::InputRole::kAdapter));
-  adapter::ReadOptions options{o.from, o.arch, o.strict, tables->get()};
-  auto read = adapter::ReadAdapter(SourceOf(dir.value()), options);
-  if (!read.ok()) return fail(read.error());
-  adapter::DeltaNormPass norms(read->adapter);  // module by module, each one's factors read with pread
-  if (Status s = SupplyAdapterBytes(norms, dir.value()); !s.ok()) return fail(s.error());
-  read->delta_norms = norms.norms();
-  std::string out = o.json ? adapter::RenderAdapterInfoJson(read.value())
-                           : adapter::RenderAdapterInfoText(read.value());
-  WriteText(stdout, out);
-  return 0;
-}
-
-int RunTranslate(const app::CommandLine& line) {
-  const CommonOptions o = CommonOptionsOf(line);
-  const std::optional<AdapterFormat> to = adapter::ParseFormatName(*line.Value("to"));  // a choice the grammar checked
-  const bool dry_run = line.Has("dry-run"), old_peft = line.Has("old-peft"), allow_partial = line.Has("allow-partial");
-  app::OutputFlags flags;
-  flags.force = line.Has("force");
-  flags.follow_links = line.Has("follow-links");
-  auto fail = [&](const Error& e) { return ReportFailure(e, o.json); };
-  auto tables = LoadNamingTables(line);
-  if (!tables.ok()) return fail(tables.error());
+  options.tables = std::move(tables.value());
   // translate --to gguf|gguf-names finds the base config as convert_lora_to_gguf.py does (ResolveBaseConfig).
-  const bool needs_base = *to == AdapterFormat::kGguf || *to == AdapterFormat::kGgufNames;
-  auto dir = LoadAdapterDir(o.positional[0], needs_base ? std::nullopt : o.base_config);
-  if (!dir.ok()) return fail(ExplainInput(dir.error(), o.positional[0], app::InputRole::kAdapter));
-  adapter::ReadOptions read_options{o.from, o.arch, o.strict, tables->get()};
-  adapter::WriteOptions write_options;
+  const std::optional<std::string> base_config = line.Value("base-config");
+  const bool needs_base = !info && (options.to == AdapterFormat::kGguf || options.to == AdapterFormat::kGgufNames);
+  auto dir = OpenAdapterDir(line.positional[0], needs_base ? std::nullopt : base_config);
+  if (!dir.ok()) return fail(explain(dir.error()));
   std::vector<app::InputFact> inputs;
   if (needs_base) {
-    if (Status s = ResolveBaseConfig(o, dir.value(), write_options, inputs); !s.ok()) return fail(s.error());
-  } else if (o.base_config) {
-    inputs.push_back(FileFact("--base-config", *o.base_config, std::nullopt));
+    if (Status s = ResolveBaseConfig(line, dir.value(), options.write, inputs); !s.ok()) return fail(s.error());
+  } else if (base_config) {
+    inputs.push_back(FileFact("--base-config", *base_config, std::nullopt));
   }
-  write_options.tables = tables->get();
-  write_options.strict = o.strict;
-  write_options.compat_pre_014 = old_peft;
-  write_options.allow_partial = allow_partial;
-  if (auto outtype = line.Value("outtype")) write_options.gguf_outtype = *gguf::ParseOutType(*outtype);  // checked
-  const std::string& out_path = o.positional[1];
-  const bool one_file = app::TranslateOutputIsFile(*to, out_path);  // OUT.gguf, else OUT_DIR/<names>
-  if (one_file) write_options.weights_name = out_path.substr(out_path.rfind('/') + 1);
-  auto result = adapter::Translate(SourceOf(dir.value()), *to, read_options, write_options);
-  if (!result.ok()) return fail(result.error());
+  options.weights_name = WeightsNameOf(dir.value());
+  options.weights_size = dir->weights ? dir->weights->size() : dir->weights_bytes.size();
+  if (dir->config) options.config_size = dir->config->size();
+  if (dir->base_config) options.base_config_size = dir->base_config->size();
 
-  // The policy: no link out of IN_DIR, no silent loss, no output over an input or into a non-empty directory.
-  AddAdapterFacts("IN_DIR", o.positional[0], dir->weights_path, inputs);
-  AddNamedInputFacts(line, inputs);
-  if (Status s = app::CheckInputLinks("translate", inputs, flags); !s.ok()) return fail(s.error());
-  WriteText(stderr, result->warnings);  // Translate applied the no-silent-loss rule: refused, or these warnings
-  const bool text_out = !o.json && !line.Has("quiet");
-  if (!dry_run) {
-    const auto& output = result->output;
-    std::vector<std::string> names{output.weights_name};
-    if (output.config_name) names.push_back(*output.config_name);
-    auto plan = app::PlanOutput(
-        "translate", inputs,
-        one_file ? DescribeOutputFile(out_path) : DescribeOutputDirectory("OUT_DIR", out_path, names), flags);
-    if (!plan.ok()) return fail(plan.error());
-    auto transaction =
-        one_file
-            ? Result<std::unique_ptr<OutputTransaction>>(OutputTransaction::ForFile(out_path, std::move(plan.value())))
-            : OutputTransaction::Begin(out_path, std::move(plan.value()));
-    if (!transaction.ok()) return fail(transaction.error());
-    // The plan is told before the work starts; the outcome line follows it.
-    if (text_out) {
-      std::string plan_text = adapter::RenderTranslatePlanText(result.value(), *to);
-      WriteText(stdout, plan_text);
-      std::fflush(stdout);
+  // translate's policy: no link out of IN_DIR, no silent loss, no output over an input or into a non-empty
+  // directory. OUT is described by the names the job will write (the format's, or OUT.gguf's own).
+  std::vector<std::string> names;
+  std::optional<std::string> out_path;
+  bool one_file = false;
+  if (!info) {
+    AddAdapterFacts("IN_DIR", line.positional[0], dir->weights_path, inputs);
+    AddNamedInputFacts(line, inputs);
+    options.output = app::TranslateOptions::OutputCheck{std::move(inputs), std::nullopt, {}};
+    options.output->flags.force = line.Has("force");
+    options.output->flags.follow_links = line.Has("follow-links");
+    if (!options.dry_run) {
+      out_path = line.positional[1];
+      one_file = app::TranslateOutputIsFile(options.to, *out_path);
+      names = app::TranslateOutputNames(options.to, *out_path);
+      options.output->out = one_file ? DescribeOutputFile(*out_path)
+                                     : DescribeOutputDirectory("OUT_DIR", *out_path, names);
+      if (one_file) names = {options.output->out->writes[0]};
     }
-    // Any return below before Commit succeeds removes the temporary files (and OUT_DIR if it was created).
-    auto weights = transaction.value()->Add(one_file ? DescribeOutputFile(out_path).writes[0] : output.weights_name);
-    if (!weights.ok()) return fail(weights.error());
-    auto emitter = adapter::MakeWeightsEmitter(output, *weights.value());  // tensor by tensor, read with pread
-    // Progress counts the adapter's tensor bytes read for the output, of its weights file's size (the work
-    // completes short of it: the header was read before).
-    StderrProgress progress(line, dir->weights->size());
-    progress.StartFile(dir->weights_path.substr(dir->weights_path.rfind('/') + 1), 0);  // the file read, as convert
-    Status status = emitter->Begin();
-    if (status.ok()) status = SupplyAdapterBytes(*emitter, dir.value(), [&](uint64_t done) { progress.Update(done); });
-    if (status.ok()) status = emitter->Finish();
-    if (!status.ok()) {
-      progress.Abandon();
-      return fail(status.error());
-    }
-    progress.Finish();
-    if (output.config_name) {
-      auto config = transaction.value()->Add(*output.config_name);
-      if (!config.ok()) return fail(config.error());
-      const auto* text = reinterpret_cast<const uint8_t*>(output.config_text.data());
-      if (Status s = config.value()->Write({text, output.config_text.size()}); !s.ok()) return fail(s.error());
-    }
-    if (Status s = transaction.value()->Commit(); !s.ok()) return fail(s.error());
   }
-  // A dry run's plan is all it prints; a translation's plan was printed before the work.
-  std::string summary = o.json    ? adapter::RenderTranslateJson(result.value(), *to, dry_run)
-                        : dry_run ? adapter::RenderTranslateText(result.value(), *to, true)
-                                  : adapter::RenderTranslateOutcomeText(result.value());
-  if (o.json || !line.Has("quiet")) WriteText(stdout, summary);
+  app::TranslateJob job(std::move(options));
+  auto begin = [&]() -> Result<std::unique_ptr<OutputTransaction>> {
+    // The plan the job's policy check made; any return before the commit removes the temporary files (and OUT_DIR
+    // if it was created).
+    if (one_file) return OutputTransaction::ForFile(*out_path, job.output_plan());
+    return OutputTransaction::Begin(*out_path, job.output_plan());
+  };
+  TransactionOutputs outputs(begin, names);
+  // The weights (the file read, named as convert names IN), then the configs' text, already read.
+  auto text = [](const std::optional<std::string>& t) {
+    return t ? std::span(reinterpret_cast<const uint8_t*>(t->data()), t->size()) : std::span<const uint8_t>();
+  };
+  const JobInput job_inputs[] = {{dir->weights ? &*dir->weights : nullptr,
+                                  dir->weights_path.substr(dir->weights_path.rfind('/') + 1), dir->weights_bytes},
+                                 {nullptr, std::string(app::kAdapterConfigName), text(dir->config)},
+                                 {nullptr, "config.json", text(dir->base_config)}};
+  StderrProgress progress(line, job_inputs[0].file ? job_inputs[0].file->size() : job_inputs[0].bytes.size());
+  if (Status s = RunJob(job, job_inputs, outputs, progress); !s.ok())
+    return fail(job.adapter_read() ? s.error() : explain(s.error()));
+  WriteText(stdout, job.summary());
   return 0;
 }
+
+}  // namespace
+
+int RunAdapterInfo(const app::CommandLine& line) { return RunAdapterJob(line, true); }
+
+int RunTranslate(const app::CommandLine& line) { return RunAdapterJob(line, false); }
 
 }  // namespace pb::cli

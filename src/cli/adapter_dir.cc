@@ -10,15 +10,11 @@
 
 namespace pb::cli {
 
-namespace {
-
-std::string WeightsName(const AdapterDir& dir) {
+std::string WeightsNameOf(const AdapterDir& dir) {
   if (!dir.weights_name.empty()) return dir.weights_name;
   const size_t slash = dir.weights_path.rfind('/');
   return dir.weights_path.substr(slash == std::string::npos ? 0 : slash + 1);
 }
-
-}  // namespace
 
 std::string Join(const std::string& dir, const std::string& name) {
   return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
@@ -29,9 +25,15 @@ Result<std::string> ReadText(const std::string& path) {
   return std::string(bytes.begin(), bytes.end());
 }
 
-// An adapter directory (or a .safetensors file with its directory's adapter_config.json).
 Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<std::string>& base_config_path) {
-  if (IsRemoteAddress(path)) return LoadRemoteAdapter(path, base_config_path);
+  PB_ASSIGN_OR_RETURN(auto dir, OpenAdapterDir(path, base_config_path));
+  PB_RETURN_IF_ERROR(ReadAdapterHeader(dir));
+  return dir;
+}
+
+// An adapter directory (or a .safetensors file with its directory's adapter_config.json).
+Result<AdapterDir> OpenAdapterDir(const std::string& path, const std::optional<std::string>& base_config_path) {
+  if (IsRemoteAddress(path)) return OpenRemoteAdapter(path, base_config_path);
   AdapterDir dir;
   std::string folder = path;
   if (IsDirectory(path)) {
@@ -54,7 +56,6 @@ Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<s
     PB_ASSIGN_OR_RETURN(auto text, ReadText(*base_config_path));
     dir.base_config = std::move(text);
   }
-  PB_RETURN_IF_ERROR(ReadAdapterHeader(dir));
   return dir;
 }
 
@@ -91,7 +92,7 @@ Status ReadAdapterHeader(AdapterDir& dir) {
     auto file = ReadGgufHeader(dir, size);
     if (!file.ok()) {
       Error e = file.error();
-      e.message = WeightsName(dir) + ": " + e.message;
+      e.message = WeightsNameOf(dir) + ": " + e.message;
       return e;
     }
     dir.gguf = std::move(file.value());
@@ -109,7 +110,7 @@ Status ReadAdapterHeader(AdapterDir& dir) {
   }();
   if (!header.ok()) {
     Error e = header.error();
-    e.message = WeightsName(dir) + ": " + e.message;
+    e.message = WeightsNameOf(dir) + ": " + e.message;
     return e;
   }
   dir.header = std::move(header.value());
@@ -122,7 +123,7 @@ Status ReadAdapterHeader(AdapterDir& dir) {
 }
 
 adapter::AdapterSource SourceOf(const AdapterDir& dir) {
-  return {WeightsName(dir),
+  return {WeightsNameOf(dir),
           {},
           dir.config,
           dir.base_config,

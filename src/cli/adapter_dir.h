@@ -35,10 +35,15 @@ Result<std::string> ReadText(const std::string& path);
 // .safetensors file; a lone adapter_model.bin is refused (pickle).
 // A remote `path` (http(s)://, hf://) is read by LoadRemoteAdapter.
 Result<AdapterDir> LoadAdapterDir(const std::string& path, const std::optional<std::string>& base_config_path);
+// As LoadAdapterDir, without reading the weights file's header: the files found, opened, the configs read (a job
+// reads the header itself: app/translate_job.h).
+Result<AdapterDir> OpenAdapterDir(const std::string& path, const std::optional<std::string>& base_config_path);
 // A Hub repo or folder (its listing chosen from as a local directory is), or the URL of the weights file with
-// adapter_config.json beside it (if there is one): the configs and the weights are fetched whole
-// (cli/remote_adapter.cc).
-Result<AdapterDir> LoadRemoteAdapter(const std::string& address, const std::optional<std::string>& base_config_path);
+// adapter_config.json beside it (if there is one): the configs and the weights are fetched whole, the header not
+// yet read (cli/remote_adapter.cc).
+Result<AdapterDir> OpenRemoteAdapter(const std::string& address, const std::optional<std::string>& base_config_path);
+// The weights file's name (messages): dir.weights_name, else weights_path's last segment.
+std::string WeightsNameOf(const AdapterDir& dir);
 // Bytes of the weights file, wherever they are.
 Status ReadWeightsAt(const AdapterDir& dir, uint64_t offset, std::span<uint8_t> out);
 // The header and the inline tensors' bytes of dir.weights (or dir.weights_bytes), after the configs.

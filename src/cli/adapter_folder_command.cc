@@ -20,8 +20,8 @@ app::AdapterFolderOptions AdapterFolderOptionsOf(const app::CommandLine& line, s
   return options;
 }
 
-int RunAdapterFolderJob(const app::CommandLine& line, app::AdapterFolderJob& job, const std::vector<BaseModel*>& models,
-                        const std::vector<std::string>& names) {
+int RunAdapterFolderJob(const app::CommandLine& line, app::AdapterFolderJob& job,
+                        const std::vector<BaseModel*>& models) {
   std::vector<JobInput> inputs;
   for (BaseModel* model : models)
     for (size_t i = 0; i < model->shards.size(); ++i)
@@ -30,10 +30,10 @@ int RunAdapterFolderJob(const app::CommandLine& line, app::AdapterFolderJob& job
   auto begin = [&]() -> Result<std::unique_ptr<OutputTransaction>> {
     return OutputTransaction::Begin(out_dir, job.output_plan());  // the plan the job's policy check made
   };
-  TransactionOutputs folder(begin, names);
-  NoOutputs none;
+  // A dry run has no outputs: it commits nothing.
+  TransactionOutputs outputs(begin, line.Has("dry-run") ? std::vector<std::string>{} : job.output_names());
   StderrProgress progress(line, 0);  // the job tells the total with its progress
-  Status status = RunJob(job, inputs, line.Has("dry-run") ? static_cast<JobOutputs&>(none) : folder, progress);
+  Status status = RunJob(job, inputs, outputs, progress);
   if (!status.ok()) return ReportFailure(status.error(), line.Has("json"));
   if (!job.summary().empty()) WriteText(stdout, job.summary());
   return 0;

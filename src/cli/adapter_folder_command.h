@@ -18,7 +18,7 @@ app::AdapterFolderOptions AdapterFolderOptionsOf(const app::CommandLine& line, s
 
 // Runs `job` over the shards of `models` (inputs in that order), into --out; prints the summary after the commit
 // or reports the failure. The command's exit status.
-int RunAdapterFolderJob(const app::CommandLine& line, app::AdapterFolderJob& job, const std::vector<BaseModel*>& models,
-                        const std::vector<std::string>& names);
+int RunAdapterFolderJob(const app::CommandLine& line, app::AdapterFolderJob& job,
+                        const std::vector<BaseModel*>& models);
 
 }  // namespace pb::cli

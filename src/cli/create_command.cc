@@ -30,7 +30,7 @@ int RunCreate(const app::CommandLine& line) {
                       .shards = std::move(shards),
                       .base_config = base->config,
                       .folder = AdapterFolderOptionsOf(line, BaseFacts(base.value(), base_config), names)});
-  return RunAdapterFolderJob(line, job, {&base.value()}, names);
+  return RunAdapterFolderJob(line, job, {&base.value()});
 }
 
 }  // namespace pb::cli

@@ -42,7 +42,7 @@ int RunExtract(const app::CommandLine& line) {
                               .base_config = base->config,
                               .tuned_config = tuned->config,
                               .folder = AdapterFolderOptionsOf(line, std::move(facts), names)});
-  return RunAdapterFolderJob(line, job, {&base.value(), &tuned.value()}, names);
+  return RunAdapterFolderJob(line, job, {&base.value(), &tuned.value()});
 }
 
 }  // namespace pb::cli

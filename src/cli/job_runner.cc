@@ -20,7 +20,10 @@ Result<AtomicOutputFile*> TransactionOutputs::Open(size_t output) {
 }
 
 Status TransactionOutputs::Commit() {
-  if (!transaction_) return MakeError(ErrorCode::InvalidArgument, "the job finished without writing its output");
+  if (!transaction_) {
+    if (names_.empty()) return Status::Ok();
+    return MakeError(ErrorCode::InvalidArgument, "the job finished without writing its output");
+  }
   return transaction_->Commit();
 }
 
@@ -39,7 +42,7 @@ class Executor {
         case job::StepKind::kRead: {
           if (step.input >= inputs_.size())
             return MakeError(ErrorCode::InvalidArgument, "the job read an input it has not");
-          PB_RETURN_IF_ERROR(inputs_[step.input].shard ? Stream(step) : ReadFile(step));
+          PB_RETURN_IF_ERROR(inputs_[step.input].shard ? Stream(step) : Read(step));
           break;
         }
         case job::StepKind::kDone: return outputs_.Commit();
@@ -50,13 +53,14 @@ class Executor {
   bool progressed() const { return progressed_; }
 
  private:
-  Status ReadFile(const job::Step& step) {
-    const InputFile* in = inputs_[step.input].file;
+  Status Read(const job::Step& step) {
+    const JobInput& in = inputs_[step.input];
     // A file's end cuts the read short; past it the job is told the input ended.
-    const uint64_t end = std::min(step.end, in->size());
+    const uint64_t end = std::min(step.end, in.file ? in.file->size() : in.bytes.size());
     const size_t n = step.begin < end ? static_cast<size_t>(end - step.begin) : 0;
+    if (!in.file) return job_.Supply(n > 0 ? in.bytes.subspan(step.begin, n) : std::span<const uint8_t>());
     if (buffer_.size() < n) buffer_.resize(n);
-    PB_RETURN_IF_ERROR(in->ReadAt(step.begin, std::span<uint8_t>(buffer_.data(), n)));
+    PB_RETURN_IF_ERROR(in.file->ReadAt(step.begin, std::span<uint8_t>(buffer_.data(), n)));
     return job_.Supply(std::span<const uint8_t>(buffer_.data(), n));
   }
 
@@ -95,19 +99,27 @@ class Executor {
   Status Carry(const job::Step& step) {
     switch (step.kind) {
       case job::StepKind::kForward: {
-        if (step.input >= inputs_.size() || !inputs_[step.input].file)
+        if (step.input >= inputs_.size() || inputs_[step.input].shard)
           return MakeError(ErrorCode::InvalidArgument, "the job forwarded from an input it cannot copy");
+        const JobInput& in = inputs_[step.input];
         PB_ASSIGN_OR_RETURN(AtomicOutputFile * out, outputs_.Open(step.output));
-        return out->CopyRegionFrom(*inputs_[step.input].file, step.begin, step.at, step.end - step.begin);
+        if (!in.file) {
+          if (step.begin > step.end || step.end > in.bytes.size())
+            return MakeError(ErrorCode::InvalidArgument, "the job forwarded bytes past its input's end");
+          return out->WriteRegionAt(step.at, in.bytes.subspan(step.begin, step.end - step.begin));
+        }
+        return out->CopyRegionFrom(*in.file, step.begin, step.at, step.end - step.begin);
       }
       case job::StepKind::kWrite: {
         PB_ASSIGN_OR_RETURN(AtomicOutputFile * out, outputs_.Open(step.output));
         return out->WriteRegionAt(step.at, step.bytes);
       }
-      case job::StepKind::kMessage:
-        WriteText(stdout, std::string(step.text));
-        std::fflush(stdout);
+      case job::StepKind::kMessage: {
+        std::FILE* to = step.warning ? stderr : stdout;
+        WriteText(to, std::string(step.text));
+        std::fflush(to);
         return Status::Ok();
+      }
       case job::StepKind::kProgress:
         if (step.total != 0) progress_.SetTotal(step.total);
         if (shown_ != step.input && step.input < inputs_.size()) {

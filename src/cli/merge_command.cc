@@ -19,10 +19,10 @@
 #include <numeric>
 #include <thread>
 
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "app/base_extras.h"
 #include "app/cli_text.h"
-#include "app/merge_report.h"
+#include "merge/merge_report.h"
 #include "app/output_policy.h"
 #include "app/progress_text.h"
 #include "cli/adapter_dir.h"

@@ -8,7 +8,7 @@
 
 namespace pb::cli {
 
-Result<AdapterDir> LoadRemoteAdapter(const std::string& given, const std::optional<std::string>& base_config_path) {
+Result<AdapterDir> OpenRemoteAdapter(const std::string& given, const std::optional<std::string>& base_config_path) {
   PB_ASSIGN_OR_RETURN(auto address, ParseRemote(given));
   const net::RemoteAddress& a = address;
   AdapterDir dir;
@@ -49,7 +49,6 @@ Result<AdapterDir> LoadRemoteAdapter(const std::string& given, const std::option
     PB_ASSIGN_OR_RETURN(auto text, ReadText(*base_config_path));
     dir.base_config = std::move(text);
   }
-  PB_RETURN_IF_ERROR(ReadAdapterHeader(dir));
   return dir;
 }
 

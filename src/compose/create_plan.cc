@@ -12,7 +12,7 @@
 #include "compose/model_modules.h"
 #include "compose/option_text.h"
 #include "adapter/natural_order.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "core/dtype_vocabulary.h"
 #include "core/json.h"
 #include "core/utf8.h"
@@ -269,7 +269,7 @@ Result<CreatePlan> PlanCreate(const std::vector<CreateShard>& shards, const std:
                                                                 c["architectures"][0].get<std::string>(), tables)}};
     }
   }
-  plan.config_text = adapter::DumpPythonJson(doc);
+  plan.config_text = text::DumpPythonJson(doc);
 
   auto write = PlanWrite(plan.specs, Metadata{{"format", "pt"}}, TensorOrder::kReference);
   if (!write.ok()) return write.error();

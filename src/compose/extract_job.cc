@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "adapter/lora_config.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "compose/float_values.h"
 #include "compose/model_modules.h"
 #include "core/json.h"
@@ -409,7 +409,7 @@ Result<ExtractOutcome> ExtractJob::Finish() {
   if (plan.task_type) doc["task_type"] = *plan.task_type;
   if (plan.options.base_name_or_path) doc["base_model_name_or_path"] = *plan.options.base_name_or_path;
   if (plan.options.revision) doc["revision"] = *plan.options.revision;
-  o.config_text = adapter::DumpPythonJson(doc);
+  o.config_text = text::DumpPythonJson(doc);
   return o;
 }
 

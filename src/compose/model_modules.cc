@@ -4,7 +4,7 @@
 
 #include "adapter/lora_config.h"
 #include "adapter/module_select.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "core/json.h"
 #include "core/utf8.h"
 
@@ -147,7 +147,7 @@ Result<std::vector<std::string>> ModelModules::Select(const Selector& selector, 
     // PEFT's own matcher, compiled as PEFT wraps a string target_modules (re.fullmatch).
     Json doc = adapter::DefaultLoraConfigDocument();
     doc["target_modules"] = *selector.regex;
-    auto config = adapter::ParseLoraConfig(adapter::DumpPythonJson(doc));
+    auto config = adapter::ParseLoraConfig(text::DumpPythonJson(doc));
     if (!config.ok()) return config.error();
     for (const auto& [path, m] : modules_) {
       auto hit = adapter::IsTargeted(config.value(), path);

@@ -11,7 +11,7 @@
 //     kForward:  copy input[step.input][begin, end) unchanged to output[step.output] at step.at (copy_file_range,
 //                or read and write); the job is not told the bytes
 //     kWrite:    write step.bytes to output[step.output] at step.at (the span lives until the next call)
-//     kMessage:  show step.text to the user now (the CLIs' stdout)
+//     kMessage:  show step.text to the user now (the CLIs' stdout; stderr when step.warning)
 //     kProgress: step.done of step.total bytes of input[step.input] are through (total 0: not known yet)
 //     kDone:     commit every output at once; the job's summary is ready
 //   }
@@ -46,6 +46,7 @@ struct Step {
   uint64_t at = 0;                   // kForward, kWrite: the offset in the output
   std::span<const uint8_t> bytes{};  // kWrite
   std::string_view text{};           // kMessage
+  bool warning = false;              // kMessage: for the user's error stream (the CLIs' stderr), not stdout
   uint64_t done = 0, total = 0;      // kProgress
 
   static Step ReadHeader(size_t input, uint64_t begin, uint64_t end) {
@@ -61,6 +62,7 @@ struct Step {
     return {.kind = StepKind::kWrite, .output = output, .at = at, .bytes = bytes};
   }
   static Step Message(std::string_view text) { return {.kind = StepKind::kMessage, .text = text}; }
+  static Step Warning(std::string_view text) { return {.kind = StepKind::kMessage, .text = text, .warning = true}; }
   static Step Progress(size_t input, uint64_t done, uint64_t total) {
     return {.kind = StepKind::kProgress, .input = input, .done = done, .total = total};
   }

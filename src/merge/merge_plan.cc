@@ -7,7 +7,7 @@
 #include "core/json.h"
 
 #include "adapter/key_mapping.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "merge/experts_layout.h"
 #include "merge/plan_problems.h"
 #include "merge/quantize_plan.h"
@@ -837,7 +837,7 @@ Result<MergePlan> PlanMerge(const std::vector<BaseShardHeader>& shards, const ad
       PB_RETURN_IF_ERROR(CheckQuantizePlan(*plan.quantize));
       plan.config_json = QuantizedConfigText(j, *plan.quantize);
     } else {
-      plan.config_json = edited ? adapter::DumpPythonJson(j) + "\n" : *base_config;
+      plan.config_json = edited ? text::DumpPythonJson(j) + "\n" : *base_config;
     }
   }
   return plan;

@@ -4,7 +4,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 
 namespace pb::merge {
 namespace {
@@ -93,7 +93,7 @@ std::string OutputIndexJson(const ModelIndex& index, const MergePlan& plan) {
       if (!renamed.count(tensor)) map[tensor] = file;
     j["weight_map"] = std::move(map);
   }
-  return adapter::DumpPythonJson(j) + "\n";
+  return text::DumpPythonJson(j) + "\n";
 }
 
 }  // namespace pb::merge

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "adapter/natural_order.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "kernels/quantize.h"
 
 namespace pb::merge {
@@ -319,7 +319,7 @@ Json QuantizationConfigJson(const QuantizePlan& plan) {
 std::string QuantizedConfigText(const Json& config, const QuantizePlan& plan) {
   Json j = config;
   j["quantization_config"] = QuantizationConfigJson(plan);
-  const std::string text = adapter::DumpPythonJson(j);
+  const std::string text = text::DumpPythonJson(j);
   return plan.options.scheme == QuantScheme::kBlock ? text + "\n" : text;
 }
 

@@ -78,8 +78,8 @@ async function withBytes({ files, ...rest }) {
 // Each API: the class its call makes first, and the call.
 const APIS = {
   inspect: ['Reader', () => inspect(base)],
-  adapterInfo: ['AdapterJob', () => adapterInfo(adapter)],
-  translateAdapter: ['AdapterJob', () => translateAdapter(adapter, { to: 'kohya' })],
+  adapterInfo: ['JobHandle', () => adapterInfo(adapter)],
+  translateAdapter: ['JobHandle', () => translateAdapter(adapter, { to: 'kohya' })],
   combineAdapters: ['CombineJob', () => combineAdapters([adapter, adapter], { weights: [1, 0.5] })],
   createAdapter: [
     'AdapterCreator',

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "adapter/lora_config.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "merge/model_index.h"
 
 namespace pb::testing {
@@ -77,7 +77,7 @@ TEST(Json, CopiesCompareAndStayIndexed) {
 TEST(Json, DuplicateKeysBehaveAsPythonsJson) {
   auto j = ParseJson(R"({"b": 1, "a": 2, "b": 3, "c": {"x": 1, "x": [2]}})", "t.json");
   ASSERT_TRUE(j.ok()) << j.error().message;
-  EXPECT_EQ(adapter::DumpPythonJson(j.value(), {-1, false}), R"({"b": 3, "a": 2, "c": {"x": [2]}})");
+  EXPECT_EQ(text::DumpPythonJson(j.value(), {-1, false}), R"({"b": 3, "a": 2, "c": {"x": [2]}})");
 
   // So an adapter_config.json with `r` twice has PEFT's rank: the last one.
   auto c = adapter::ParseLoraConfig(R"({"peft_type": "LORA", "r": 4, "target_modules": ["q_proj"], "r": 16})");

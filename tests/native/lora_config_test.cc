@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "adapter/lora_config.h"
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 #include "test_util.h"
 
 namespace pb::testing {

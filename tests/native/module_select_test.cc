@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "adapter/module_select.h"
-#include "adapter/python_regex.h"
+#include "text/python_regex.h"
 #include "adapter/adapter_io.h"
 #include "adapter_fixtures.h"
 #include "test_util.h"
@@ -250,8 +250,8 @@ TEST(ModulesToSave, PlainEntriesBySegmentAgreeWithPeftsRegex) {
   ASSERT_NE(c.patterns, nullptr);
   EXPECT_EQ(c.patterns->saved_module_names.size(), entries.size());
   EXPECT_TRUE(c.patterns->modules_to_save.empty());
-  std::vector<adapter::PythonRegex> peft;
-  for (const auto& e : entries) peft.push_back(adapter::CompilePythonRegex("(^|.*\\.)" + e + "($|\\..*)").value());
+  std::vector<text::PythonRegex> peft;
+  for (const auto& e : entries) peft.push_back(text::CompilePythonRegex("(^|.*\\.)" + e + "($|\\..*)").value());
   const char alphabet[] = {'a', 'b', '.', '\n', '_', '-'};
   uint64_t state = 12345;
   int saved = 0;
@@ -333,12 +333,12 @@ TEST(TargetModules, AnOrdinaryRegexOverAMoeSizedAdapterIsNotRefusedForItsSize) {
 }
 
 TEST(RegexWorkLimit, CountsStepsNestsAndStopsMatching) {
-  auto re = adapter::CompilePythonRegex("(a|b)*c").value();
+  auto re = text::CompilePythonRegex("(a|b)*c").value();
   const std::string text = std::string(1000, 'a') + "c";
   {
-    adapter::RegexWorkLimit outer(1u << 20);
+    text::RegexWorkLimit outer(1u << 20);
     {
-      adapter::RegexWorkLimit inner(10);
+      text::RegexWorkLimit inner(10);
       EXPECT_FALSE(re.FullMatch(text));  // true without a limit: the limit answers false
       EXPECT_TRUE(inner.exceeded());
     }

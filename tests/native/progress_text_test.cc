@@ -1,4 +1,4 @@
-// The progress line and its meter (app/progress_text.h) and the one size format (app/size_text.h): sizes at every
+// The progress line and its meter (app/progress_text.h) and the one size format (text/size_text.h): sizes at every
 // unit and rounding edge, rate and ETA, when a redraw is due, zero and huge totals, and when progress shows at all.
 // Time is the test's: seconds are passed in.
 #include <gtest/gtest.h>
@@ -7,10 +7,13 @@
 #include <limits>
 
 #include "app/progress_text.h"
-#include "app/size_text.h"
+#include "text/size_text.h"
 
 namespace pb::app {
 namespace {
+
+using text::RateText;
+using text::SizeText;
 
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
 

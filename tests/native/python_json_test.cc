@@ -1,6 +1,6 @@
 // DumpPythonJson / PythonFloatRepr against text that CPython 3.11's json.dumps wrote (vectors pasted in,
 // so the tests need no Python), plus the adapter_config.json files PEFT itself saved.
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 
 #include "test_util.h"
 
-namespace pb::adapter {
+namespace pb::text {
 namespace {
 
 
@@ -225,4 +225,4 @@ TEST(DumpPythonJson, PeftRobertaAdapterConfigIsByteIdentical) {
 }
 
 }  // namespace
-}  // namespace pb::adapter
+}  // namespace pb::text

@@ -1,4 +1,4 @@
-// The Python-regex engine (src/adapter/python_regex*): Python `re` answers, refusals that name the
+// The Python-regex engine (src/text/python_regex*): Python `re` answers, refusals that name the
 // construct, and linear time on patterns that make a backtracking engine explode.
 #include <gtest/gtest.h>
 
@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "adapter/python_regex.h"
+#include "text/python_regex.h"
 #include "core/utf8.h"
 
 namespace pb::testing {
 namespace {
 
-using adapter::CompilePythonRegex;
-using adapter::PythonRegex;
+using text::CompilePythonRegex;
+using text::PythonRegex;
 
 bool FullMatch(const std::string& pattern, const std::string& text) {
   auto re = CompilePythonRegex(pattern);

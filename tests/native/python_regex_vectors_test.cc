@@ -8,13 +8,13 @@
 #include <sstream>
 #include <string>
 
-#include "adapter/python_regex.h"
+#include "text/python_regex.h"
 
 namespace pb::testing {
 namespace {
 
-using adapter::CompilePythonRegex;
-using adapter::PythonRegex;
+using text::CompilePythonRegex;
+using text::PythonRegex;
 
 std::string Unhex(const std::string& hex) {
   std::string out;

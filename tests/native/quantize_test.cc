@@ -19,7 +19,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/quantize.h"
-#include "app/merge_report.h"
+#include "merge/merge_report.h"
 #include "merge/quantize_plan.h"
 
 namespace pb {

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Random Python-`re` patterns and module names, answered by this Python's `re`, for comparison with
-peft-bridge's engine (src/adapter/python_regex*).
+peft-bridge's engine (src/text/python_regex*).
 
 Writes a vectors file that tests/native/python_regex_vectors_test.cc replays:
     P <hex pattern> <ok|err> <flags>      flags: U = holds a construct peft-bridge refuses on purpose

@@ -64,7 +64,8 @@ function supply(job, bytes) {
  * its bytes to `sink.write(output, at, bytes, forwarded)` (awaited; a stream sink gets them in order; `forwarded`:
  * the bytes are the input's own, possibly a view of the caller's memory), and at the end calls
  * `sink.commit()`. On any error or abort, `sink.abort(reason)` is called (a sink that wrote files removes them)
- * and the error is thrown.
+ * and the error is thrown. An input the job never reads may be null. A message goes to `onMessage`, a warning
+ * (a message for stderr) to `onWarning`.
  * @param {any} job
  * @param {any[]} inputs
  * @typedef {{
@@ -76,12 +77,13 @@ function supply(job, bytes) {
  *   signal?: AbortSignal,
  *   onProgress?: (p: {input: number, done: number, total: number}) => void,
  *   onMessage?: (text: string) => Promise<void> | void,
+ *   onWarning?: (text: string) => Promise<void> | void,
  * }} RunOptions
  * @param {JobSink} sink
  * @param {RunOptions} [options]
  */
-export async function run(job, inputs, sink, { signal, onProgress, onMessage } = {}) {
-  const reads = inputs.map(reader);
+export async function run(job, inputs, sink, { signal, onProgress, onMessage, onWarning } = {}) {
+  const reads = inputs.map((source) => source && reader(source));
   // One write stays in flight while the next bytes are read: reading and writing overlap, as a pulled stream's
   // do. Writes still start in order, each once the one before it has finished.
   let inflight = null;
@@ -99,6 +101,8 @@ export async function run(job, inputs, sink, { signal, onProgress, onMessage } =
       switch (step.kind) {
         case 'readHeader':
         case 'read': {
+          if (!reads[step.input])
+            throw new SafetensorsError('InvalidArgument', `the job read input ${step.input}, which it was not given`);
           const n = Math.min(job.windowSize, step.end - step.begin);
           const bytes = await raceAbort(reads[step.input](step.begin, n), signal);
           supply(job, bytes);
@@ -119,7 +123,7 @@ export async function run(job, inputs, sink, { signal, onProgress, onMessage } =
           await write(step.output, step.at, job.module.HEAPU8.slice(step.ptr, step.ptr + step.length));
           break;
         case 'message':
-          await onMessage?.(step.text);
+          await (step.warning ? onWarning : onMessage)?.(step.text);
           break;
         case 'progress':
           onProgress?.({ input: step.input, done: step.done, total: step.total });

@@ -1,14 +1,16 @@
-// LoRA adapters: adapterInfo() and translateAdapter(). The core reads the weights file by range:
-// its header and tiny tensors first, then, for adapterInfo, each module's factors for ‖ΔW‖, and for
-// translateAdapter, each tensor as the output file is written; the core reads, translates and renders, this
-// file only moves the bytes it asks for and unpacks the result.
+// LoRA adapters: adapterInfo() and translateAdapter() run the core's adapter-info and translate job
+// (src/app/translate_job.h) through the job driver: the job reads the weights file by range (its header and tiny
+// tensors first, then, for adapterInfo, each module's factors for ‖ΔW‖, and for translateAdapter, each tensor as
+// the output file is written), reads, translates and renders; this file gathers the inputs and unpacks the result.
+// The header steps and range serving below are the merge and combine handles'.
 import { namingTablesOption } from './naming-tables.js';
 import { SafetensorsError, errorFromHandle, throwIfAborted } from '../errors.js';
-import { NativeHandle, concat } from '../handles.js';
+import { concat } from '../handles.js';
 import { openAdapterSource, readRange } from './adapter-source.js';
 import { DEFAULT_READ_SIZE } from '../io/sources.js';
 import { getModule } from '../init.js';
 import { openSource } from '../io/sources.js';
+import { openJob, run as runJob } from '../job-driver.js';
 import { findBaseConfig, isAdapterDirectory, openAdapterDirectory } from './adapter-dir.js';
 
 const DEFAULT_WEIGHTS_NAME = 'adapter_model.safetensors';
@@ -45,26 +47,6 @@ export function configText(value, what) {
   throw new TypeError(`peft-bridge: ${what} must be a string, a Uint8Array or a plain object`);
 }
 
-/** The JSON options the core's adapter calls take (wasm/bindings.cc: ParseAdapterOptions). Internal. */
-export function optionsJson(options) {
-  return JSON.stringify({
-    from: options.from ?? null,
-    to: options.to ?? null,
-    arch: options.arch ?? null,
-    namingTables: namingTablesOption(options.namingTables),
-    strict: !!options.strict,
-    oldPeft: !!options.oldPeft,
-    // translate: dropped tensors are refused unless allowPartial (--allow-partial), as in both CLIs.
-    allowPartial: !!options.allowPartial,
-    dryRun: !!options.dryRun,
-    outtype: options.outtype ?? null,
-    outFile: options.outFile ?? null,
-    // Where the base config came from, or what to pass (the core's chooseBaseConfig): the note or hint it words.
-    baseConfigNote: options.baseConfigNote ?? null,
-    baseConfigHint: options.baseConfigHint ?? null,
-  });
-}
-
 /** Copies `bytes` into a handle's window and calls `method(n, ...args)`. Internal. */
 export function withBytes(handle, method, bytes, ...args) {
   const ptr = handle.handle.window(bytes.length);
@@ -75,7 +57,7 @@ export function withBytes(handle, method, bytes, ...args) {
 
 /**
  * Reads the adapter's header and tiny tensors from `src` into a handle with the header steps every handle has
- * (adapterHeaderLength / setAdapterHeader (adapterHeaderNeed) / adapterInlineRanges, wasm/merge_io.h's MergeIo); returns the inline
+ * (adapterHeaderLength / setAdapterHeader (adapterHeaderNeed) / adapterInlineRanges, wasm/header_reading_handle.h's HeaderReadingHandle); returns the inline
  * tensors' bytes for the reading step. Internal.
  */
 export async function readAdapterHeader(handle, src, name, methods, signal) {
@@ -119,76 +101,58 @@ export async function serveRanges(handle, src, methods, signal, onBytes = () => 
   }
 }
 
-const JOB = {
-  length: 'adapterHeaderLength',
-  header: 'setAdapterHeader',
-  ranges: 'adapterInlineRanges',
-  needs: 'needs',
-  supply: 'supply',
-};
+/** A config's bytes as the job reads them (input 1 or 2): a string in UTF-8, bytes unchanged; null when absent. */
+function configInput(value) {
+  if (value === null || value === undefined) return null;
+  const bytes = typeof value === 'string' ? new TextEncoder().encode(value) : value;
+  return { random: true, size: bytes.length, read: (begin, n) => bytes.subarray(begin, begin + n) };
+}
 
 /**
- * Runs one of the core's adapter operations with already gathered inputs; returns its result object
- * ({text, json, files?}) or throws the core's error (keeping its renderings for the CLI). `files.weights` is any
- * source; it is read by range. With `options.deferWrite` (translate, the CLI), the weights are not made yet: the
- * result has {weightsName, config, writeWeights(onBytes, onRead), close()} instead of `files`. Internal.
- * @param {'adapterInfo' | 'translateAdapter'} fn
- * @param {{weights: any, weightsName: string, config: string | Uint8Array | null, baseConfig: string | Uint8Array | null}} files
+ * Runs the core's adapter-info or translate job (src/app/translate_job.h) over gathered inputs: the weights read
+ * by range (input 0), the configs (inputs 1 and 2) read whole. `jobOptions` are the job's (wasm/job_bindings.cc:
+ * a parsed command line as `line`, or the JS keys); `run` the driver's options, and `makeSink(job)` its sink (a
+ * CLI's transaction asks the job for its output plan). Returns the summary and the outputs' names. Internal.
+ * @param {'adapter-info' | 'translate'} command
  */
-export async function callAdapter(fn, files, options) {
-  const module = await getModule();
-  const { signal } = options;
-  const job = new NativeHandle(module, new module.AdapterJob(optionsJson(options)));
-  let src = null;
-  let keep = false; // a deferred write keeps the job and the source open until its close()
-  const check = (ok) => {
-    if (!ok) throw errorFromHandle(job.handle);
-  };
+export async function runAdapterJob(command, files, jobOptions, makeSink, run = {}) {
+  const src = await openAdapterSource(files.weights, run.signal);
+  const config = configInput(files.config);
+  const baseConfig = configInput(files.baseConfig);
+  let job = null;
   try {
-    check(job.handle.ok());
-    src = await openAdapterSource(files.weights, signal);
-    const inline = await readAdapterHeader(job, src, files.weightsName, JOB, signal);
-    if (fn === 'adapterInfo') {
-      check(withBytes(job, 'info', inline, files.weightsName, files.config, files.baseConfig));
-      await serveRanges(job, src, JOB, signal);
-      const r = job.handle.result();
-      return { ok: true, text: r.text, json: r.json };
-    }
-    check(withBytes(job, 'translate', inline, files.weightsName, files.config, files.baseConfig));
-    const r = job.handle.result();
-    const out = { ok: true, text: r.text, json: r.json, files: [] };
-    if (options.deferWrite) Object.assign(out, { plan: r.plan, outcome: r.outcome, warnings: r.warnings }); // the CLI's texts
-    if (options.dryRun) return out;
-    // The weights file's bytes, made as the core asks for the adapter's tensors: `onBytes` gets them, `onRead`
-    // (awaited) the count of adapter bytes read so far.
-    const writeWeights = async (onBytes, onRead = null) => {
-      const head = job.call('beginWrite');
-      if (head) onBytes(head);
-      await serveRanges(job, src, JOB, signal, onBytes, onRead);
-      const tail = job.call('finishWrite');
-      if (tail) onBytes(tail);
-    };
-    const config = r.config ? { name: r.config.name, bytes: r.config.bytes } : null;
-    if (options.deferWrite) {
-      // The CLI writes the weights once its output is accepted, where the native CLI does, then calls close().
-      keep = true;
-      const close = async () => {
-        job.close();
-        await src?.close();
-      };
-      return { ...out, weightsName: r.weightsName, config, writeWeights, close };
-    }
-    const parts = [];
-    await writeWeights((bytes) => parts.push(bytes));
-    out.files.push({ name: r.weightsName, bytes: concat(parts) ?? new Uint8Array(0) });
-    if (config) out.files.push(config);
-    return out;
+    job = await openJob(command, {
+      ...jobOptions,
+      weightsName: files.weightsName,
+      weightsSize: src.size,
+      configSize: config?.size ?? null,
+      baseConfigSize: baseConfig?.size ?? null,
+    });
+    await runJob(job, [src, config, baseConfig], makeSink(job), run);
+    return { summary: job.handle.summary(), names: JSON.parse(job.handle.outputNamesJson()) };
   } finally {
-    if (!keep) {
-      job.close();
-      await src?.close(); // a local path's file handle (a source the caller passed stays the caller's)
-    }
+    job?.close();
+    await src.close(); // a local path's file handle (a source the caller passed stays the caller's)
   }
+}
+
+/** The JS API's options as the job's keys (translate's option table, app/option_tables.h). */
+function jobKeys(options, files) {
+  return {
+    from: options.from ?? null,
+    to: options.to ?? null,
+    arch: options.arch ?? null,
+    namingTables: namingTablesOption(options.namingTables),
+    strict: !!options.strict,
+    oldPeft: !!options.oldPeft,
+    // translate: dropped tensors are refused unless allowPartial (--allow-partial), as in both CLIs.
+    allowPartial: !!options.allowPartial,
+    dryRun: !!options.dryRun,
+    outtype: options.outtype ?? null,
+    // Where the base config came from, or what to pass (the core's chooseBaseConfig): the note or hint it words.
+    baseConfigNote: files.baseConfigNote ?? null,
+    baseConfigHint: files.baseConfigHint ?? null,
+  };
 }
 
 /**
@@ -264,11 +228,20 @@ async function withInputs(input, options, fn) {
  */
 export async function adapterInfo(input, options = {}) {
   const r = await withInputs(input, options, (files) =>
-    callAdapter('adapterInfo', files, { ...options, to: null, dryRun: false }),
+    runAdapterJob('adapter-info', files, jobKeys({ ...options, to: null, dryRun: false }, files), () => noOutput, {
+      signal: options.signal,
+    }),
   );
-  const { ok, ...info } = JSON.parse(r.json);
+  const { ok, ...info } = JSON.parse(r.summary);
   return info;
 }
+
+/** The sink of a job that writes nothing. */
+const noOutput = {
+  write() {
+    throw new SafetensorsError('InvalidArgument', 'the job wrote to an output it has not');
+  },
+};
 
 /**
  * Translates a LoRA adapter into another convention: the plan (every input tensor, mapped or rejected), the
@@ -278,14 +251,13 @@ export async function translateAdapter(input, options = {}) {
   if (!options || typeof options !== 'object' || options.to === undefined) {
     throw new TypeError('peft-bridge: translateAdapter needs options.to (peft, mlx, kohya, gguf-names or gguf)');
   }
+  // Each output's bytes, in order of offset: the weights file, then the config file.
+  const parts = [[], []];
+  const sink = { write: (output, _at, bytes) => void parts[output].push(bytes) };
   const r = await withInputs(input, options, (files) =>
-    callAdapter('translateAdapter', files, {
-      ...options,
-      baseConfigNote: files.baseConfigNote,
-      baseConfigHint: files.baseConfigHint,
-    }),
+    runAdapterJob('translate', files, jobKeys(options, files), () => sink, { signal: options.signal }),
   );
-  const j = JSON.parse(r.json);
+  const j = JSON.parse(r.summary);
   return {
     from: j.from,
     to: j.to,
@@ -293,6 +265,6 @@ export async function translateAdapter(input, options = {}) {
     mapped: j.mapped,
     rejected: j.rejected,
     notes: j.notes,
-    files: r.files,
+    files: options.dryRun ? [] : r.names.map((name, i) => ({ name, bytes: concat(parts[i]) ?? new Uint8Array(0) })),
   };
 }

@@ -4,7 +4,7 @@
 import { namingTablesOption } from './naming-tables.js';
 import { SafetensorsError, throwIfAborted } from '../errors.js';
 import { configText } from './adapter.js';
-import { MergeSession } from './merge.js';
+import { ModelReadingSession } from './merge.js';
 import { isRemoteModel, modelOf } from './model-input.js';
 import { remoteReading } from '../remote/remote.js';
 import { DEFAULT_READ_SIZE, isRandomAccess, openSource, raceAbort } from '../io/sources.js';
@@ -39,10 +39,10 @@ export function createOptionsJson(o) {
   });
 }
 
-/** A create session: the core's AdapterCreator behind MergeSession's base-reading steps. Internal. */
+/** A create session: the core's AdapterCreator behind ModelReadingSession's steps. Internal. */
 export async function createSession(options) {
   const module = await getModule();
-  return new MergeSession(module, 'AdapterCreator', createOptionsJson(options));
+  return new ModelReadingSession(module, 'AdapterCreator', createOptionsJson(options));
 }
 
 /**

@@ -8,7 +8,7 @@ import { namingTablesOption } from './naming-tables.js';
 import { SafetensorsError, throwIfAborted } from '../errors.js';
 import { configText } from './adapter.js';
 import { isRemoteModel, modelOf } from './model-input.js';
-import { MergeSession } from './merge.js';
+import { ModelReadingSession } from './merge.js';
 import { remoteReading } from '../remote/remote.js';
 import { DEFAULT_READ_SIZE, chunkBytes, closeRandomAccess, openSource, raceAbort } from '../io/sources.js';
 import { getModule } from '../init.js';
@@ -39,10 +39,10 @@ export function extractOptionsJson(o) {
   });
 }
 
-/** An extract session: the core's ExtractJob behind MergeSession's model-reading steps. Internal. */
+/** An extract session: the core's ExtractJob behind ModelReadingSession's steps. Internal. */
 export async function extractSession(options) {
   const module = await getModule();
-  return new MergeSession(module, 'ExtractJob', extractOptionsJson(options));
+  return new ModelReadingSession(module, 'ExtractJob', extractOptionsJson(options));
 }
 
 /**

@@ -78,17 +78,11 @@ function callWithBytes(handle, method, bytes, ...args) {
 }
 
 /**
- * One merge handle (Merger or StreamMerger) with the steps the API and the npm CLI share. Every failing step
- * throws the core's error (with its renderings, for the CLI). Internal.
+ * One core handle that reads models by their headers (the index, then each shard's header): a merge's, create's and
+ * extract's (Merger, StreamMerger, AdapterCreator, ExtractJob). Every failing step throws the core's error (with its
+ * renderings, for the CLI). Internal.
  */
-export class MergeSession {
-  /** @param {'Merger' | 'StreamMerger'} kind */
-  static async create(kind, options = {}) {
-    const json = optionsJson(options);
-    const module = await getModule();
-    return new MergeSession(module, kind, json);
-  }
-
+export class ModelReadingSession {
   constructor(module, kind, json) {
     this.module = module;
     this.handle = new NativeHandle(module, new module[kind](json));
@@ -127,6 +121,21 @@ export class MergeSession {
   /** After the last shard: checks the index against the headers. */
   baseComplete() {
     this.check(this.handle.handle.baseComplete());
+  }
+
+  close() {
+    live.delete(this.handle);
+    this.handle.close();
+  }
+}
+
+/** One merge handle (Merger or StreamMerger) with the steps the API and the npm CLI share. Internal. */
+export class MergeSession extends ModelReadingSession {
+  /** @param {'Merger' | 'StreamMerger'} kind */
+  static async create(kind, options = {}) {
+    const json = optionsJson(options);
+    const module = await getModule();
+    return new MergeSession(module, kind, json);
   }
 
   /**
@@ -349,8 +358,7 @@ export class MergeSession {
   }
 
   close() {
-    live.delete(this.handle);
-    this.handle.close();
+    super.close();
     // A local path's file handle (a source the caller passed stays the caller's: its close is a no-op here).
     this.adapterSource?.close().catch(() => {});
     this.adapterSource = null;

@@ -10,7 +10,7 @@
 
 #include "core/json.h"
 
-namespace pb::adapter {
+namespace pb::text {
 
 struct PythonJsonOptions {
   int indent = 2;         // spaces per level; < 0 means Python's indent=None (", " and ": " on one line)
@@ -31,4 +31,4 @@ inline constexpr size_t kMaxConfigDepth = kMaxJsonDepth;
 // non-ASCII code point as \uXXXX (surrogate pairs above U+FFFF). No trailing newline.
 std::string DumpPythonJson(const Json& value, const PythonJsonOptions& options = {});
 
-}  // namespace pb::adapter
+}  // namespace pb::text

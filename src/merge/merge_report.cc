@@ -1,9 +1,9 @@
-#include "app/merge_report.h"
+#include "merge/merge_report.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "app/size_text.h"
+#include "text/size_text.h"
 #include "core/json.h"
 #include "merge/quantize_plan.h"
 
@@ -93,7 +93,7 @@ std::string RenderMergePlanText(const MergeSummary& s) {
                        " module(s) into " + std::to_string(s.plan->tensors_merged) + " tensor(s)" + arch + "\n");
   for (const auto& shard : s.plan->shards)
     out += "  " + shard.name + ": " + std::to_string(shard.tensors.size()) + " tensors, " +
-           app::SizeText(shard.write.total_size()) + "\n";
+           text::SizeText(shard.write.total_size()) + "\n";
   if (!s.copied.empty()) {
     out += std::string("  ") + (s.dry_run ? "would copy " : "copy ") + std::to_string(s.copied.size()) +
            " other file(s) from the base:";
@@ -142,14 +142,14 @@ std::string RenderMergeOutcomeText(const MergeSummary& s) {
       errors += "  " + std::to_string(k.count) + " x `" + k.weight_class + "`: " + Sci(k.max_abs) + ", " + Sci(k.rms) +
                 ", " + Sci(k.relative) + "\n";
   }
-  return errors + app::SizeText(s.source_bytes) + " in " + Fixed(s.seconds, 2) + " s (" + app::RateText(rate) +
+  return errors + text::SizeText(s.source_bytes) + " in " + Fixed(s.seconds, 2) + " s (" + text::RateText(rate) +
          "), peak memory " + PeakMemoryText(s) + "\n";
 }
 
 std::string PeakMemoryText(const MergeSummary& s) {
   std::string out;
-  if (s.peak_memory) out = app::SizeText(s.peak_memory) + " process RSS";
-  if (s.peak_wasm_heap) out += (out.empty() ? "" : ", ") + app::SizeText(s.peak_wasm_heap) + " WASM heap";
+  if (s.peak_memory) out = text::SizeText(s.peak_memory) + " process RSS";
+  if (s.peak_wasm_heap) out += (out.empty() ? "" : ", ") + text::SizeText(s.peak_wasm_heap) + " WASM heap";
   return out.empty() ? "unknown" : out;
 }
 

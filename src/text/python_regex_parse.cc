@@ -4,11 +4,11 @@
 #include <optional>
 #include <string>
 
-#include "adapter/python_regex.h"
-#include "adapter/python_regex_internal.h"
+#include "text/python_regex.h"
+#include "text/python_regex_internal.h"
 #include "core/utf8.h"
 
-namespace pb::adapter::regex_internal {
+namespace pb::text::regex_internal {
 
 namespace {
 
@@ -410,4 +410,4 @@ class Parser {
 
 Result<Tree> ParsePattern(std::string_view pattern) { return Parser(pattern).Run(); }
 
-}  // namespace pb::adapter::regex_internal
+}  // namespace pb::text::regex_internal

@@ -3,11 +3,11 @@
 // emission stops as soon as the program passes kMaxInstructions, so {m,n} copies cannot blow up memory.
 #include <string>
 
-#include "adapter/python_regex.h"
-#include "adapter/python_regex_internal.h"
+#include "text/python_regex.h"
+#include "text/python_regex_internal.h"
 #include "core/utf8.h"
 
-namespace pb::adapter::regex_internal {
+namespace pb::text::regex_internal {
 
 namespace {
 
@@ -149,4 +149,4 @@ Result<Program> CompileTree(const Tree& tree, std::string_view pattern) {
   return p;
 }
 
-}  // namespace pb::adapter::regex_internal
+}  // namespace pb::text::regex_internal

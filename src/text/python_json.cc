@@ -1,4 +1,4 @@
-#include "adapter/python_json.h"
+#include "text/python_json.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "core/utf8.h"
 
-namespace pb::adapter {
+namespace pb::text {
 namespace {
 
 // The double nearest to m * 10^q. The text has no radix character, so strtod's locale cannot matter.
@@ -204,4 +204,4 @@ std::string DumpPythonJson(const Json& value, const PythonJsonOptions& options) 
   return out;
 }
 
-}  // namespace pb::adapter
+}  // namespace pb::text

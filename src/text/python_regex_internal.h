@@ -8,7 +8,7 @@
 
 #include "core/result.h"
 
-namespace pb::adapter::regex_internal {
+namespace pb::text::regex_internal {
 
 constexpr size_t kMaxPatternBytes = 100000;   // longer patterns would not fit kMaxInstructions anyway
 constexpr uint32_t kMaxNesting = 100;         // nested groups (the compiler's recursion is bounded by it)
@@ -103,4 +103,4 @@ struct Program {
 // Compiles the tree forwards, backwards and each lookahead; InvalidConfig past kMaxInstructions.
 Result<Program> CompileTree(const Tree& tree, std::string_view pattern);
 
-}  // namespace pb::adapter::regex_internal
+}  // namespace pb::text::regex_internal

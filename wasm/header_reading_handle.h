@@ -1,7 +1,8 @@
-// What the handles that read adapters by range share (wasm/merge_bindings.cc's Merger, StreamMerger and
-// AdapterJob, wasm/combine_bindings.cc's CombineJob): a header from a file's first bytes, checked as the native
-// CLI checks it, and the steps JS drives to read an adapter's header (header_length, set_adapter_header, then
-// the tiny tensors adapter_inline_ranges() lists). Registered once, as "MergeIo", in merge_bindings.cc.
+// The base of the handles that read files by range (merge_bindings.cc's Merger and StreamMerger,
+// combine_bindings.cc's CombineJob, create_bindings.cc's AdapterCreator, extract_bindings.cc's ExtractJob,
+// cache_bindings.cc's ServedAdapter): a header from a file's first bytes, checked as the native CLI checks it, and
+// the steps JS drives to read an adapter's header (header_length, set_adapter_header, then the tiny tensors
+// adapter_inline_ranges() lists). Registered once, as "HeaderReadingHandle", in merge_bindings.cc.
 #pragma once
 
 #include <emscripten/val.h>
@@ -30,10 +31,10 @@ inline Result<Header> HeaderFrom(std::span<const uint8_t> bytes, std::optional<u
   return ParseHeader(std::string(reinterpret_cast<const char*>(bytes.data()) + 8, len.value()), file_size);
 }
 
-// What every handle shares: the byte window, output chunks, the error, and reading a header by range (JS reads a
-// file's first 8 bytes (header_length), then the 8-byte prefix and the header (set_adapter_header), then the tiny
-// tensors adapter_inline_ranges() lists). Named apart from bindings.cc's Handle: Embind registers each class once.
-class MergeIo : public Handle {
+// A Handle (the byte window, output chunks, the error) that reads headers by range: JS reads a file's first 8 bytes
+// (header_length), then the 8-byte prefix and the header (set_adapter_header), then the tiny tensors
+// adapter_inline_ranges() lists. Named apart from bindings.cc's Handle: Embind registers each class once.
+class HeaderReadingHandle : public Handle {
  public:
   // A header's length from the first n (<= 8) window bytes, or -1 (error set, prefixed with the file's name as
   // the CLI does). `file_size` < 0 when unknown.

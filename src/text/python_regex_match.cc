@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <string>
 
-#include "adapter/python_regex.h"
-#include "adapter/python_regex_internal.h"
+#include "text/python_regex.h"
+#include "text/python_regex_internal.h"
 
-namespace pb::adapter {
+namespace pb::text {
 
 using regex_internal::AssertKind;
 using regex_internal::Code;
@@ -478,4 +478,4 @@ Result<PythonRegex> CompilePythonRegex(std::string_view pattern) {
   return re;
 }
 
-}  // namespace pb::adapter
+}  // namespace pb::text

@@ -30,7 +30,7 @@
 
 #include "core/result.h"
 
-namespace pb::adapter {
+namespace pb::text {
 
 namespace regex_internal {
 struct Program;
@@ -120,4 +120,4 @@ constexpr uint64_t RegexStepsFor(uint64_t name_bytes) { return (uint64_t{1} << 2
 // the subset above, or exceeds a limit. The pattern is echoed at most 200 bytes long.
 Result<PythonRegex> CompilePythonRegex(std::string_view pattern);
 
-}  // namespace pb::adapter
+}  // namespace pb::text

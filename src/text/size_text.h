@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-namespace pb::app {
+namespace pb::text {
 
 // `bytes` as "N B" below 1000, else three significant digits in kB, MB, GB, TB, PB or EB.
 std::string SizeText(uint64_t bytes);
@@ -13,4 +13,4 @@ std::string SizeText(uint64_t bytes);
 // A rate in the same format: "312 MB/s" ("0 B/s" for a rate that is not positive or not finite).
 std::string RateText(double bytes_per_second);
 
-}  // namespace pb::app
+}  // namespace pb::text

@@ -1,10 +1,10 @@
-#include "app/size_text.h"
+#include "text/size_text.h"
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-namespace pb::app {
+namespace pb::text {
 namespace {
 
 constexpr const char* kUnits[] = {"B", "kB", "MB", "GB", "TB", "PB", "EB"};
@@ -36,4 +36,4 @@ std::string RateText(double bytes_per_second) {
   return ScaledText(bytes_per_second) + "/s";
 }
 
-}  // namespace pb::app
+}  // namespace pb::text

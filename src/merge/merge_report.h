@@ -1,5 +1,5 @@
-// Summaries of a merge for the CLIs (text, or JSON with --json). In the shared layer so both CLIs print alike;
-// sizes in the text are app::SizeText's, exact bytes are in the JSON.
+// Summaries of a merge for the CLIs (text, or JSON with --json). Beside the merge they describe, below both CLIs so
+// they print alike; sizes in the text are text::SizeText's, exact bytes are in the JSON.
 #pragma once
 
 #include <string>
@@ -19,7 +19,7 @@ struct MergeSummary {
   uint64_t peak_memory;   // the process's peak RSS (0 if unknown: a browser)
   bool dry_run;
   bool unmerge;
-  std::vector<std::string> copied = {};       // base files copied into the output (app/base_extras.h), in order
+  std::vector<std::string> copied = {};       // base files copied into the output, in order
   std::vector<QuantError> quant_errors = {};  // --quantize: each quantized weight's error, once written
   bool convert = false;                       // `convert IN OUT --quantize`: the model's own weights, no adapter
   uint64_t peak_wasm_heap = 0;                // WASM: the module's heap at its largest (it only grows); 0 natively
