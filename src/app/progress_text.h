@@ -68,6 +68,8 @@ class ProgressMeter {
 
   ProgressMeter(uint64_t total, ProgressSettings settings);
 
+  // The total, when it is known only once the work is planned (a job tells it with its progress).
+  void set_total(uint64_t total) { total_ = total; }
   // A new file is being transferred, `done` bytes of the total so far: drawn at once.
   std::string StartFile(std::string_view name, uint64_t done, double seconds);
   // `done` bytes so far: the line when a redraw is due, else "".

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/base_model.h"
 #include "cli/file_io.h"
 #include "cli/output_transaction.h"
 #include "cli/stderr_progress.h"
@@ -18,10 +19,13 @@
 
 namespace pb::cli {
 
+// An input file read with pread, bytes in memory, or a model's shard (local or remote: cli/base_model.h) read with
+// one Stream per read step, its chunks supplied as they come (the job asks for the rest of the range between them).
 struct JobInput {
   const InputFile* file = nullptr;
   std::string name;                // how the progress line names it (the file's name, not its path)
   std::span<const uint8_t> bytes;  // without a file: the input's bytes in memory (a remote adapter fetched whole)
+  ShardBytes* shard = nullptr;     // instead of `file` and `bytes`
 };
 
 // The job's outputs, opened at their first write and committed together at kDone.
@@ -50,7 +54,8 @@ class TransactionOutputs final : public JobOutputs {
 };
 
 // Runs `job` to its end. An error (the job's, or reading and writing) is returned as it is; the outputs are then
-// not committed, and the progress line is abandoned.
+// not committed, and the progress line is abandoned. A job's progress steps give the meter its total; a job that
+// tells no progress draws no line.
 Status RunJob(job::Job& job, std::span<const JobInput> inputs, JobOutputs& outputs, StderrProgress& progress);
 
 }  // namespace pb::cli

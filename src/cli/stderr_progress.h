@@ -18,6 +18,7 @@ class StderrProgress {
   StderrProgress(const app::CommandLine& line, uint64_t total);
   ~StderrProgress();  // an unfinished line is ended (Abandon), so that what follows starts on its own line
 
+  void SetTotal(uint64_t total) { meter_.set_total(total); }
   void StartFile(std::string_view name, uint64_t done);
   void Update(uint64_t done);
   void Finish();

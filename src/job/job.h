@@ -20,6 +20,7 @@
 // serves them; writes to an output come in order of offset, so a stream sink serves them too.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -28,6 +29,9 @@
 #include "core/result.h"
 
 namespace pb::job {
+
+// A kProgress step's input when the progress is through the job's reads as a whole, no one input named.
+inline constexpr size_t kAllInputs = SIZE_MAX;
 
 enum class StepKind : uint8_t { kReadHeader, kRead, kForward, kWrite, kMessage, kProgress, kDone };
 

@@ -139,6 +139,8 @@ test('create: errors are the same bytes and statuses in both CLIs', (t) => {
     [1, ['--base', join(dir, 'missing'), '--target-modules', 'q_proj', '--dry-run']],
     [1, ['--base', llama, '--target-modules', 'q_proj', '-o', full]],
     [1, ['--base', llama, '--target-modules', 'q_proj', '-o', join(llama, 'sub')]],
+    // A folder that cannot be made: reported before the plan is told.
+    [1, ['--base', llama, '--target-modules', 'q_proj', '-o', join(full, 'keep.txt', 'sub')]],
     [1, ['--base', llama, '--target-modules', 'nothing', '--json', '--dry-run']],
   ];
   for (const [status, args] of cases) {

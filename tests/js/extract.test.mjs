@@ -263,6 +263,7 @@ test('extract: usage errors and failures are the same bytes and statuses in both
     [1, ['--base', llama, '--tuned', llama, '--json', '-o', 'OUT']],
     [1, ['--base', llama, '--tuned', llamaTuned, '-o', full]],
     [1, ['--base', llama, '--tuned', llamaTuned, '-o', join(llamaTuned, 'sub')]], // inside an input folder
+    [1, ['--base', llama, '--tuned', llamaTuned, '-o', join(full, 'keep.txt', 'sub')]], // cannot be made: no plan told
     [1, ['--base', llama, '--tuned', linked, '-o', 'OUT']], // a shard leading out of its folder
     [0, ['--base', llama, '--tuned', linked, '--follow-links', '-o', 'OUT']],
   ];
