@@ -37,14 +37,21 @@ Result<WorkerEndpoint> ChooseWorkerEndpoint(std::optional<std::string_view> requ
     }
     i = end + 1;
   }
+  // The message names what the deployment allows, each origin clipped and at most kNamed of each kind, so that a
+  // long configuration cannot make a long message.
+  constexpr size_t kNamed = 8;
+  auto more = [](size_t n) { return n > kNamed ? " and " + std::to_string(n - kNamed) + " more" : std::string(); };
   std::string others, ignored;
-  for (const std::string& o : list) others += (others.empty() ? " and " : ", ") + o;
-  for (const std::string& e : unusable) ignored += (ignored.empty() ? "`" : ", `") + e + "`";
+  for (size_t i = 0; i < list.size() && i < kNamed; ++i) others += (i == 0 ? " and " : ", ") + ClipForMessage(list[i]);
+  others += more(list.size());
+  for (size_t i = 0; i < unusable.size() && i < kNamed; ++i) ignored += (i == 0 ? "`" : ", `") + unusable[i] + "`";
+  ignored += more(unusable.size());
   if (unusable.size() == 1) ignored = "; its entry " + ignored + " is not an http(s) URL";
   if (unusable.size() > 1) ignored = "; its entries " + ignored + " are not http(s) URLs";
-  return MakeError(ErrorCode::InvalidArgument,
-                   "`endpoint` `" + ClipForMessage(*requested) + "` is not allowed: this worker reads from its Hub (" +
-                       home_origin + ")" + others + " only (ALLOWED_ENDPOINTS lists other servers" + ignored + ")");
+  return MakeError(ErrorCode::InvalidArgument, "`endpoint` `" + ClipForMessage(*requested) +
+                                                   "` is not allowed: this worker reads from its Hub (" +
+                                                   ClipForMessage(home_origin) + ")" + others +
+                                                   " only (ALLOWED_ENDPOINTS lists other servers" + ignored + ")");
 }
 
 }  // namespace pb::net

@@ -68,6 +68,20 @@ TEST(WorkerEndpoint, AHugeRequestIsClippedInTheMessage) {
   EXPECT_LT(r.error().message.size(), 600u);
 }
 
+TEST(WorkerEndpoint, ALongConfigurationMakesNoLongMessage) {
+  // The home origin and every listed origin are echoed clipped, at most eight of each kind (found by
+  // fuzz_http_policy: a 21,446-character host made a 43 KB refusal).
+  const std::string host(20000, 'h');
+  std::string allowed;
+  for (int i = 0; i < 50; ++i)
+    allowed += "https://" + host + std::to_string(i) + ".example, bad" + std::to_string(i) + " ";
+  auto r = ChooseWorkerEndpoint("https://evil.example", "https://" + host + ".example", allowed);
+  ASSERT_FALSE(r.ok());
+  EXPECT_LT(r.error().message.size(), 4000u) << r.error().message.substr(0, 300);
+  EXPECT_NE(r.error().message.find(" and 42 more only (ALLOWED_ENDPOINTS"), std::string::npos);
+  EXPECT_NE(r.error().message.find("`bad7` and 42 more are not http(s) URLs"), std::string::npos);
+}
+
 TEST(WorkerEndpoint, OwnExactlyWhereTheCacheSendsItsToken) {
   // The adapter cache sends its token where UrlOrigin(endpoint) equals UrlOrigin(its own): the same comparison.
   for (std::string_view asked : {"https://hub.example", "https://HUB.EXAMPLE:443", "http://hub.example",
