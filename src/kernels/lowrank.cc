@@ -443,19 +443,21 @@ HWY_INLINE void Panel(const typename Src::T* w, typename Dst::T* out, size_t col
   const size_t N = hn::Lanes(DF());
   const size_t NB = kNV * N;
   size_t j = j0;
-  // The packed panels' position as an offset: without a tile, stepping a null pointer would be undefined.
+  // The packed panels' position as an offset: without a tile, stepping a null pointer would be undefined. For
+  // the same reason W's columns are not formed in delta-only mode (w is null there).
   size_t at = 0;
+  auto w_at = [&](size_t col) { return kMode == kModeDeltaOnly ? w : w + col; };
   for (; j + NB <= j1; j += NB) {
     if (next != nullptr) {
       for (size_t r = 0; r < kMR; ++r) PrefetchL2(next + r * cols + j, NB * sizeof(typename Src::T));
     }
     const float* rp = tile ? tile + at : right + j;
-    Block<Src, Dst, MR, kNV, kMode, kPairs>(w + j, cols, out + j, cols, lp, rank, rp, tile ? NB : cols, st);
+    Block<Src, Dst, MR, kNV, kMode, kPairs>(w_at(j), cols, out + j, cols, lp, rank, rp, tile ? NB : cols, st);
     at += rank * NB;
   }
   for (; j + N <= j1; j += N) {
     const float* rp = tile ? tile + at : right + j;
-    Block<Src, Dst, MR, 1, kMode>(w + j, cols, out + j, cols, lp, rank, rp, tile ? N : cols, st);
+    Block<Src, Dst, MR, 1, kMode>(w_at(j), cols, out + j, cols, lp, rank, rp, tile ? N : cols, st);
     at += rank * N;
   }
 }
@@ -502,15 +504,18 @@ HWY_NOINLINE const float* PackTile(const float* right, size_t cols, size_t rank,
 template <class Src, class Dst, int kMode, bool kPairs>
 HWY_NOINLINE void Panels(const typename Src::T* w, typename Dst::T* out, size_t rows, size_t cols, const float* left,
                          size_t rank, const float* right, const float* tile, size_t j0, size_t j1, VF st) {
+  // In delta-only mode there is no W (w is null): its row pointers are not formed, as offsetting a null pointer is
+  // undefined even when nothing reads through it.
+  auto row = [&](size_t r) { return kMode == kModeDeltaOnly ? w : w + r * cols; };
   size_t i = 0;
   for (; i + kMR <= rows; i += kMR) {
-    const auto* next = (kMode != kModeDeltaOnly && i + 2 * kMR <= rows) ? w + (i + kMR) * cols : nullptr;
-    Panel<Src, Dst, kMR, kMode, kPairs>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile, j0, j1,
-                                        st, next);
+    const auto* next = (kMode != kModeDeltaOnly && i + 2 * kMR <= rows) ? row(i + kMR) : nullptr;
+    Panel<Src, Dst, kMR, kMode, kPairs>(row(i), out + i * cols, cols, left + i * rank, rank, right, tile, j0, j1, st,
+                                        next);
   }
   for (; i < rows; ++i) {
-    Panel<Src, Dst, 1, kMode, kPairs>(w + i * cols, out + i * cols, cols, left + i * rank, rank, right, tile, j0, j1,
-                                      st, nullptr);
+    Panel<Src, Dst, 1, kMode, kPairs>(row(i), out + i * cols, cols, left + i * rank, rank, right, tile, j0, j1, st,
+                                      nullptr);
   }
 }
 
