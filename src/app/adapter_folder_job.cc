@@ -26,23 +26,6 @@ AdapterFolderJob::AdapterFolderJob(std::string_view command, std::vector<std::st
                                    AdapterFolderOptions options)
     : command_(command), names_(std::move(names)), options_(std::move(options)) {}
 
-Status AdapterFolderJob::Fail(Error error) {
-  error_ = error;
-  return error;
-}
-
-Result<job::Step> AdapterFolderJob::Next() {
-  if (error_) return *error_;
-  auto step = Advance();
-  if (!step.ok()) {
-    error_ = step.error();
-    return step.error();
-  }
-  asked_read_ = step->kind == job::StepKind::kReadHeader || step->kind == job::StepKind::kRead;
-  asked_ = asked_read_ ? step->end - step->begin : 0;
-  return step;
-}
-
 Result<job::Step> AdapterFolderJob::Advance() {
   switch (phase_) {
     case Phase::kPlan: {
@@ -90,12 +73,7 @@ Result<job::Step> AdapterFolderJob::Advance() {
   return job::Step{};
 }
 
-Status AdapterFolderJob::Supply(std::span<const uint8_t> bytes) {
-  if (error_) return *error_;
-  if (!asked_read_) return Fail(MakeError(ErrorCode::InvalidArgument, "Supply without a read step to answer"));
-  if (bytes.size() > asked_)
-    return Fail(MakeError(ErrorCode::InvalidArgument, "Supply gave more bytes than the read step asked for"));
-  asked_read_ = false;
+Status AdapterFolderJob::Accept(std::span<const uint8_t> bytes) {
   if (Status status = SupplyWork(bytes); !status.ok()) return Fail(status.error());
   return Status::Ok();
 }

@@ -65,9 +65,6 @@ class WriteBuffer final : public ByteSink {
 
 class AdapterFolderJob : public CommandJob {
  public:
-  Result<job::Step> Next() final;
-  Status Supply(std::span<const uint8_t> bytes) final;
-
   // After the policy check: its plan for the output folder (empty before, and with --dry-run).
   const OutputPlan& output_plan() const override { return output_plan_; }
   // adapter_model.safetensors and adapter_config.json, the outputs' names in output order.
@@ -94,18 +91,15 @@ class AdapterFolderJob : public CommandJob {
 
  private:
   enum class Phase : uint8_t { kPlan, kTell, kWork, kConfig, kDone };
-  Result<job::Step> Advance();
-  Status Fail(Error error);
+  Result<job::Step> Advance() final;
+  Status Accept(std::span<const uint8_t> bytes) final;
 
   std::string command_;
   std::vector<std::string> names_;
   AdapterFolderOptions options_;
   Phase phase_ = Phase::kPlan;
-  std::optional<Error> error_;
   OutputPlan output_plan_;
   std::string plan_text_, summary_;
-  uint64_t asked_ = 0;       // the length of the read asked last (Supply takes at most that)
-  bool asked_read_ = false;  // the last step was a read
 };
 
 // "source ended at byte N, inside a tensor": an input shorter than its header said.

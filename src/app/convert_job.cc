@@ -34,23 +34,6 @@ uint64_t ConvertJob::InputTotal() const {
   return reader_.header() ? reader_.header()->file_size() : 0;
 }
 
-Status ConvertJob::Fail(Error error) {
-  error_ = error;
-  return error;
-}
-
-Result<job::Step> ConvertJob::Next() {
-  if (error_) return *error_;
-  auto step = Advance();
-  if (!step.ok()) {
-    error_ = step.error();
-    return step.error();
-  }
-  asked_read_ = step->kind == job::StepKind::kReadHeader || step->kind == job::StepKind::kRead;
-  asked_ = asked_read_ ? step->end - step->begin : 0;
-  return step;
-}
-
 Result<job::Step> ConvertJob::Advance() {
   if (write_pending_) {
     write_pending_ = false;
@@ -152,12 +135,7 @@ Status ConvertJob::InputEnded() {
                    at);
 }
 
-Status ConvertJob::Supply(std::span<const uint8_t> bytes) {
-  if (error_) return *error_;
-  if (!asked_read_) return Fail(MakeError(ErrorCode::InvalidArgument, "Supply without a read step to answer"));
-  if (bytes.size() > asked_)
-    return Fail(MakeError(ErrorCode::InvalidArgument, "Supply gave more bytes than the read step asked for"));
-  asked_read_ = false;
+Status ConvertJob::Accept(std::span<const uint8_t> bytes) {
   out_len_ = 0;
   Status status = Status::Ok();
   if (bytes.empty()) {

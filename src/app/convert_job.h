@@ -50,9 +50,6 @@ ConvertOptions ConvertOptionsFromLine(const CommandLine& line, std::optional<uin
 class ConvertJob final : public CommandJob, private ReaderEvents {
  public:
   explicit ConvertJob(ConvertOptions options);
-  Result<job::Step> Next() override;
-  Status Supply(std::span<const uint8_t> bytes) override;
-
   // Once the header is planned (after the first write step): the output policy's plan (empty without a check),
   // the planned output's size.
   const OutputPlan& output_plan() const override { return output_plan_; }
@@ -66,8 +63,8 @@ class ConvertJob final : public CommandJob, private ReaderEvents {
   enum class Phase : uint8_t { kPolicy, kHeader, kPlan, kMessage, kOutputHeader, kTensors, kEnd, kDone };
   Status OnHeader(const Header&) override { return Status::Ok(); }
   Status OnTensorData(size_t, uint64_t, std::span<const uint8_t>) override { return Status::Ok(); }
-  Result<job::Step> Advance();
-  Status Fail(Error error);
+  Result<job::Step> Advance() override;
+  Status Accept(std::span<const uint8_t> bytes) override;
   Status SupplyTensor(std::span<const uint8_t> bytes);
   Status InputEnded();
   uint64_t InputTotal() const;
@@ -75,15 +72,12 @@ class ConvertJob final : public CommandJob, private ReaderEvents {
   ConvertOptions options_;
   StreamingReader reader_;
   Phase phase_ = Phase::kPolicy;
-  std::optional<Error> error_;
   OutputPlan output_plan_;
   std::optional<ConversionPlan> plan_;
   std::string plan_text_, summary_;
-  size_t tensor_ = 0;        // planned tensor being produced
-  uint64_t consumed_ = 0;    // source bytes of it done
-  uint64_t read_done_ = 0;   // bytes of IN through (progress)
-  uint64_t asked_ = 0;       // the length of the read asked last (Supply takes at most that)
-  bool asked_read_ = false;  // the last step was a read
+  size_t tensor_ = 0;       // planned tensor being produced
+  uint64_t consumed_ = 0;   // source bytes of it done
+  uint64_t read_done_ = 0;  // bytes of IN through (progress)
   bool write_pending_ = false, progress_pending_ = false;
   uint64_t write_at_ = 0;
   // The converted bytes of the last supply, page-aligned. Allocated with aligned_alloc, as the WASM handles'

@@ -43,27 +43,10 @@ std::vector<std::string> TranslateJob::output_names() const {
   return names;
 }
 
-Status TranslateJob::Fail(Error error) {
-  error_ = error;
-  return error;
-}
-
 // A header error names the weights file, as the adapter's readers do.
 Error TranslateJob::Named(Error error) const {
   error.message = options_.weights_name + ": " + error.message;
   return error;
-}
-
-Result<job::Step> TranslateJob::Next() {
-  if (error_) return *error_;
-  auto step = Advance();
-  if (!step.ok()) {
-    error_ = step.error();
-    return step.error();
-  }
-  asked_read_ = step->kind == job::StepKind::kReadHeader || step->kind == job::StepKind::kRead;
-  asked_ = asked_read_ ? step->end - step->begin : 0;
-  return step;
 }
 
 Status TranslateJob::ReadAdapterNow() {
@@ -264,12 +247,7 @@ Status TranslateJob::SupplyHeader(std::span<const uint8_t> bytes) {
   return Status::Ok();
 }
 
-Status TranslateJob::Supply(std::span<const uint8_t> bytes) {
-  if (error_) return *error_;
-  if (!asked_read_) return Fail(MakeError(ErrorCode::InvalidArgument, "Supply without a read step to answer"));
-  if (bytes.size() > asked_)
-    return Fail(MakeError(ErrorCode::InvalidArgument, "Supply gave more bytes than the read step asked for"));
-  asked_read_ = false;
+Status TranslateJob::Accept(std::span<const uint8_t> bytes) {
   if (written_out_) {
     written_.bytes.clear();
     written_out_ = false;

@@ -69,8 +69,6 @@ TranslateOptions TranslateOptionsFromLine(const CommandLine& line, bool info);
 class TranslateJob final : public CommandJob {
  public:
   explicit TranslateJob(TranslateOptions options);
-  Result<job::Step> Next() override;
-  Status Supply(std::span<const uint8_t> bytes) override;
 
   // Whether the weights file's header was read: an error before it is the input's (the front end explains it).
   bool adapter_read() const { return adapter_read_; }
@@ -105,15 +103,14 @@ class TranslateJob final : public CommandJob {
       return Status::Ok();
     }
   };
-  Result<job::Step> Advance();
+  Result<job::Step> Advance() override;
+  Status Accept(std::span<const uint8_t> bytes) override;
   Error Named(Error error) const;
   Status ReadAdapterNow();
-  Status Fail(Error error);
   Status SupplyHeader(std::span<const uint8_t> bytes);
 
   TranslateOptions options_;
   Phase phase_ = Phase::kConfigs;
-  std::optional<Error> error_;
   bool adapter_read_ = false;
   std::optional<std::string> config_, base_config_;  // inputs 1 and 2, read whole
   size_t text_input_ = 1;                            // the config being read
@@ -141,8 +138,6 @@ class TranslateJob final : public CommandJob {
   bool written_out_ = false;  // written_'s bytes were handed out: cleared at the next call
   uint64_t write_at_ = 0;
   bool progress_pending_ = false;
-  uint64_t asked_ = 0;       // the length of the read asked last (Supply takes at most that)
-  bool asked_read_ = false;  // the last step was a read
 };
 
 }  // namespace pb::app

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -68,13 +69,27 @@ struct Step {
   }
 };
 
+// A job's two calls, with the protocol's own rules applied here once for every job: errors are sticky (once Next or
+// Supply failed, both return that error), and Supply answers the read Next asked for last, with at most its length
+// (anything else is InvalidArgument). A job writes Advance (its next step) and Accept (a valid answer to its read).
 class Job {
  public:
   virtual ~Job() = default;
-  // The next step. Errors are sticky: once Next or Supply failed, Next returns that error.
-  virtual Result<Step> Next() = 0;
+  // The next step.
+  Result<Step> Next();
   // The bytes of the read Next asked for last: a prefix of its range, or nothing for an input that ended.
-  virtual Status Supply(std::span<const uint8_t> bytes) = 0;
+  Status Supply(std::span<const uint8_t> bytes);
+
+ protected:
+  virtual Result<Step> Advance() = 0;
+  virtual Status Accept(std::span<const uint8_t> bytes) = 0;
+  // Makes `error` the job's sticky error and returns it (an error Advance or Accept returns is made sticky anyway).
+  Status Fail(Error error);
+
+ private:
+  std::optional<Error> error_;
+  uint64_t asked_ = 0;       // the length of the read asked last (Supply takes at most that)
+  bool asked_read_ = false;  // the last step was a read
 };
 
 }  // namespace pb::job
