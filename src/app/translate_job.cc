@@ -258,7 +258,10 @@ Status TranslateJob::Accept(std::span<const uint8_t> bytes) {
       return Fail(MakeError(
           ErrorCode::IoError,
           std::string(text_input_ == 1 ? "the adapter's config" : "the base config") + " ended before its size"));
-    const uint64_t at = phase_ == Phase::kServe ? serve_pos_ : head_.size() + inline_.size();
+    // The byte the read asked for started at: inline tensors are read at their ranges, after the header was parsed.
+    const uint64_t at = phase_ == Phase::kServe    ? serve_pos_
+                        : phase_ == Phase::kInline ? inline_ranges_[inline_index_].begin + inline_got_
+                                                   : head_.size();
     return Fail(
         MakeError(ErrorCode::IoError, "`" + options_.weights_name + "` ended before byte " + std::to_string(at + 1)));
   }

@@ -206,6 +206,7 @@ TEST(TranslateJob, OverSupplyAndAnEndedFileAreErrors) {
   JobRun run = Execute(cut, g, Bytes(g.weights.begin(), g.weights.begin() + 20), 1 << 20);
   ASSERT_TRUE(run.error);
   EXPECT_EQ(run.error->code, ErrorCode::IoError);
+  EXPECT_NE(run.error->message.find("ended before byte 21"), std::string::npos) << run.error->message;
 }
 
 TEST(TranslateJob, TheOutputPolicyRefusesBeforeAnyWrite) {
